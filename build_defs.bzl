@@ -1,0 +1,46 @@
+"""Build macros: every dreplay library, binary and test gets the same options.
+
+Use these instead of the native cc_* rules:
+
+    load("//:build_defs.bzl", "dreplay_cc_library", "dreplay_cc_test")
+
+Environment code that must match reference floating point results bit for bit
+passes `strict_fp = True`, which turns off fused multiply-add contraction.
+"""
+
+DREPLAY_COPTS = [
+    "-Wall",
+    "-Wextra",
+    "-Wno-unused-parameter",
+    "-Wno-sign-compare",
+    "-Wno-missing-field-initializers",
+]
+
+_STRICT_FP_COPTS = ["-ffp-contract=off"]
+
+def _copts(copts, strict_fp):
+    return DREPLAY_COPTS + (_STRICT_FP_COPTS if strict_fp else []) + copts
+
+def dreplay_cc_library(name, copts = [], strict_fp = False, **kwargs):
+    native.cc_library(
+        name = name,
+        copts = _copts(copts, strict_fp),
+        **kwargs
+    )
+
+def dreplay_cc_binary(name, copts = [], strict_fp = False, **kwargs):
+    native.cc_binary(
+        name = name,
+        copts = _copts(copts, strict_fp),
+        **kwargs
+    )
+
+def dreplay_cc_test(name, copts = [], deps = [], strict_fp = False, size = "small", **kwargs):
+    """A GoogleTest test. Links gtest_main unless the test brings its own main."""
+    native.cc_test(
+        name = name,
+        copts = _copts(copts, strict_fp),
+        size = size,
+        deps = deps + ["@system//:gtest_main"],
+        **kwargs
+    )

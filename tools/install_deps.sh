@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every system package dreplay needs to build, test and run, from
+# Debian's package registry. Idempotent: when everything is present it only
+# checks (about a second) and changes nothing.
+#
+#   sudo tools/install_deps.sh        # or as root
+set -euo pipefail
+
+PACKAGES=(
+  # Build
+  bazel-bootstrap g++ gcc clang libclang-rt-14-dev
+  # RDMA (rdma-core): libibverbs, librdmacm, the user-space providers
+  # (rxe for Soft-RoCE, mlx5 for RoCE NICs) and the rdma/ibv_* tools.
+  libibverbs-dev librdmacm-dev ibverbs-providers ibverbs-utils rdma-core iproute2
+  # Libraries
+  libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+  libbenchmark-dev libtorch-dev libxxhash-dev
+  # Experiments: plots
+  python3 python3-matplotlib
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: missing: ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install_deps: installing needs root; run: sudo $0" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install_deps: installed ${#missing[@]} packages"
