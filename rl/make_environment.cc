@@ -1,0 +1,32 @@
+// Copyright dreplay authors.
+
+#include "rl/make_environment.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rl/acrobot.h"
+#include "rl/cartpole.h"
+#include "rl/mountain_car.h"
+
+namespace dreplay::rl {
+
+std::vector<std::string> EnvironmentNames() {
+  std::vector<std::string> names = {Acrobot::kName, CartPole::kName,
+                                    MountainCar::kName};
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(
+    absl::string_view name) {
+  if (name == CartPole::kName) return std::make_unique<CartPole>();
+  if (name == Acrobot::kName) return std::make_unique<Acrobot>();
+  if (name == MountainCar::kName) return std::make_unique<MountainCar>();
+  return absl::NotFoundError(
+      absl::StrCat("unknown environment \"", name,
+                   "\"; known: ", absl::StrJoin(EnvironmentNames(), ", ")));
+}
+
+}  // namespace dreplay::rl
