@@ -1,0 +1,136 @@
+// Copyright dreplay authors.
+//
+// transition.h: an n-step transition, its compact byte encoding (the payload
+// of a replay slot), and a batch of transitions laid out as flat arrays for
+// the learner.
+//
+// A transition says: from `observation`, `action` was taken; over the next
+// `steps` (1..n) steps the discounted rewards summed to `reward`; the episode
+// then was at `next_observation`. Its learning target is
+//
+//   reward + discount * max-ish Q(next_observation) * (1 - done)
+//
+// where `discount` is gamma^steps, the factor actually owed to the bootstrap
+// value (steps < n at the end of an episode), and `done` is true only when the
+// episode terminated within those steps. An episode cut by the time limit
+// (truncated) is not done: its target still bootstraps.
+//
+// Encoding (little-endian, 4-byte aligned fields, EncodedTransitionSize()
+// bytes):
+//
+//   offset  size  field
+//   0       4     observation_size (u32)
+//   4       4     action (i32)
+//   8       4     reward (f32)
+//   12      4     discount (f32)
+//   16      1     done (u8, 0 or 1)
+//   17      1     steps (u8)
+//   18      2     reserved, zero
+//   20      4*m   observation (f32 x m)
+//   20+4m   4*m   next_observation (f32 x m)
+//
+// Nothing here is thread-safe; use one object per thread.
+
+#ifndef DREPLAY_RL_TRANSITION_H_
+#define DREPLAY_RL_TRANSITION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace dreplay::rl {
+
+// The largest n of an n-step transition (steps is stored in one byte).
+inline constexpr int kMaxTransitionSteps = 255;
+
+// The fixed part of the encoding, before the two observations.
+inline constexpr size_t kTransitionHeaderBytes = 20;
+
+struct Transition {
+  std::vector<float> observation;
+  int32_t action = 0;
+  float reward = 0.0f;    // sum over i < steps of gamma^i * r_i
+  float discount = 1.0f;  // gamma^steps: the factor on the bootstrap value
+  bool done = false;      // terminated within the steps: no bootstrap
+  uint8_t steps = 1;      // steps actually accumulated, 1..n
+  std::vector<float> next_observation;
+
+  bool operator==(const Transition& other) const;
+  bool operator!=(const Transition& other) const { return !(*this == other); }
+};
+
+// Bytes that a transition with `observation_size` floats per observation
+// encodes to.
+constexpr size_t EncodedTransitionSize(size_t observation_size) {
+  return kTransitionHeaderBytes + 2 * sizeof(float) * observation_size;
+}
+
+// Encodes `transition` at the start of `out` and returns the bytes written
+// (EncodedTransitionSize(observation size)). INVALID_ARGUMENT when `out` is too
+// small, when the two observations differ in size, when steps is 0, or when
+// action is negative.
+absl::StatusOr<size_t> EncodeTransition(const Transition& transition,
+                                        absl::Span<uint8_t> out);
+
+// Decodes a transition from exactly `in` (its size must be the encoded size),
+// expecting `observation_size` floats per observation; reuses the capacity of
+// `out`'s vectors. INVALID_ARGUMENT for a size that does not match (too short,
+// trailing bytes, another observation size) or for field values that no
+// encoder writes (done not 0/1, steps 0, negative action, discount outside
+// [0, 1], reserved bytes not zero). `out` is unspecified after an error.
+absl::Status DecodeTransition(absl::Span<const uint8_t> in,
+                              size_t observation_size, Transition* out);
+
+// As above, returning a new Transition.
+absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in,
+                                            size_t observation_size);
+
+// A batch of transitions as flat arrays, row i of each belonging to the i-th
+// added transition, ready to become tensors.
+class TransitionBatch {
+ public:
+  // REQUIRES: observation_size > 0.
+  explicit TransitionBatch(size_t observation_size);
+
+  // Empties the batch, keeping capacity.
+  void Clear();
+
+  // Appends one transition. INVALID_ARGUMENT if an observation's size is not
+  // observation_size().
+  absl::Status Add(const Transition& transition);
+
+  // Decodes and appends one encoded transition (see DecodeTransition()). On
+  // error the batch is unchanged.
+  absl::Status AddEncoded(absl::Span<const uint8_t> encoded);
+
+  size_t size() const { return actions_.size(); }
+  size_t observation_size() const { return observation_size_; }
+
+  const std::vector<float>& observations() const { return observations_; }
+  const std::vector<int64_t>& actions() const { return actions_; }
+  const std::vector<float>& rewards() const { return rewards_; }
+  const std::vector<float>& discounts() const { return discounts_; }
+  // 1.0 for done, 0.0 otherwise.
+  const std::vector<float>& dones() const { return dones_; }
+  const std::vector<float>& next_observations() const {
+    return next_observations_;
+  }
+
+ private:
+  size_t observation_size_;
+  std::vector<float> observations_;       // size() x observation_size_
+  std::vector<int64_t> actions_;
+  std::vector<float> rewards_;
+  std::vector<float> discounts_;
+  std::vector<float> dones_;
+  std::vector<float> next_observations_;  // size() x observation_size_
+  Transition scratch_;                    // decode buffer for AddEncoded()
+};
+
+}  // namespace dreplay::rl
+
+#endif  // DREPLAY_RL_TRANSITION_H_

@@ -1,0 +1,168 @@
+// Copyright dreplay authors.
+
+#include "rl/transition.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace dreplay::rl {
+namespace {
+
+Transition MakeTransition() {
+  Transition t;
+  t.observation = {0.5f, -1.25f, 3.0f, 1e-7f};
+  t.action = 1;
+  t.reward = 2.9701f;
+  t.discount = 0.970299f;
+  t.done = false;
+  t.steps = 3;
+  t.next_observation = {0.25f, 2.0f, -0.125f, -7.5f};
+  return t;
+}
+
+TEST(TransitionTest, EncodedSizeIsHeaderPlusTwoObservations) {
+  EXPECT_EQ(EncodedTransitionSize(4), 20u + 32u);
+  EXPECT_EQ(EncodedTransitionSize(6), 20u + 48u);
+}
+
+TEST(TransitionTest, EncodeThenDecodeGivesTheSameTransition) {
+  for (bool done : {false, true}) {
+    Transition t = MakeTransition();
+    t.done = done;
+    std::vector<uint8_t> buffer(EncodedTransitionSize(4));
+    absl::StatusOr<size_t> written = EncodeTransition(t, absl::MakeSpan(buffer));
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_EQ(*written, buffer.size());
+    absl::StatusOr<Transition> decoded = DecodeTransition(buffer, 4);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, t);
+  }
+}
+
+TEST(TransitionTest, EncodingHasTheDocumentedLayout) {
+  const Transition t = MakeTransition();
+  std::vector<uint8_t> buffer(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(t, absl::MakeSpan(buffer)).ok());
+  uint32_t observation_size;
+  int32_t action;
+  float reward, discount, next_last;
+  std::memcpy(&observation_size, &buffer[0], 4);
+  std::memcpy(&action, &buffer[4], 4);
+  std::memcpy(&reward, &buffer[8], 4);
+  std::memcpy(&discount, &buffer[12], 4);
+  std::memcpy(&next_last, &buffer[20 + 16 + 12], 4);
+  EXPECT_EQ(observation_size, 4u);
+  EXPECT_EQ(action, 1);
+  EXPECT_EQ(reward, t.reward);
+  EXPECT_EQ(discount, t.discount);
+  EXPECT_EQ(buffer[16], 0);  // done
+  EXPECT_EQ(buffer[17], 3);  // steps
+  EXPECT_EQ(next_last, -7.5f);
+}
+
+TEST(TransitionTest, EncodesIntoTheStartOfALargerBuffer) {
+  std::vector<uint8_t> buffer(100, 0xAB);
+  absl::StatusOr<size_t> written =
+      EncodeTransition(MakeTransition(), absl::MakeSpan(buffer));
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, 52u);
+  EXPECT_EQ(buffer[52], 0xAB);
+  absl::StatusOr<Transition> decoded =
+      DecodeTransition(absl::MakeConstSpan(buffer.data(), *written), 4);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, MakeTransition());
+}
+
+TEST(TransitionTest, EncodeRejectsABufferThatIsTooSmall) {
+  std::vector<uint8_t> buffer(EncodedTransitionSize(4) - 1);
+  EXPECT_EQ(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransitionTest, EncodeRejectsObservationsOfDifferentSizes) {
+  Transition t = MakeTransition();
+  t.next_observation.pop_back();
+  std::vector<uint8_t> buffer(100);
+  EXPECT_EQ(EncodeTransition(t, absl::MakeSpan(buffer)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransitionTest, DecodeRejectsWrongSizes) {
+  std::vector<uint8_t> buffer(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer)).ok());
+  // Truncated payload, shorter than the header, trailing bytes.
+  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 51), 4)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 10), 4)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<uint8_t> longer = buffer;
+  longer.push_back(0);
+  EXPECT_EQ(DecodeTransition(longer, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Another environment's observation size.
+  EXPECT_EQ(DecodeTransition(buffer, 6).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransitionTest, DecodeRejectsFieldValuesNoEncoderWrites) {
+  std::vector<uint8_t> good(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(good)).ok());
+  auto decode_with = [&](size_t offset, uint8_t value) {
+    std::vector<uint8_t> bad = good;
+    bad[offset] = value;
+    return DecodeTransition(bad, 4).status().code();
+  };
+  EXPECT_EQ(decode_with(16, 2), absl::StatusCode::kInvalidArgument);  // done
+  EXPECT_EQ(decode_with(17, 0), absl::StatusCode::kInvalidArgument);  // steps
+  EXPECT_EQ(decode_with(18, 1), absl::StatusCode::kInvalidArgument);  // reserved
+  EXPECT_EQ(decode_with(7, 0x80), absl::StatusCode::kInvalidArgument);  // action < 0
+  EXPECT_EQ(decode_with(15, 0x40), absl::StatusCode::kInvalidArgument);  // discount 2+
+}
+
+TEST(TransitionBatchTest, LaysTransitionsOutAsRows) {
+  TransitionBatch batch(4);
+  Transition a = MakeTransition();
+  Transition b = MakeTransition();
+  b.action = 0;
+  b.done = true;
+  b.observation[0] = 9.0f;
+  b.next_observation[3] = -9.0f;
+  ASSERT_TRUE(batch.Add(a).ok());
+  std::vector<uint8_t> encoded(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(b, absl::MakeSpan(encoded)).ok());
+  ASSERT_TRUE(batch.AddEncoded(encoded).ok());
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch.observations().size(), 8u);
+  EXPECT_EQ(batch.observations()[4], 9.0f);
+  EXPECT_EQ(batch.next_observations()[7], -9.0f);
+  EXPECT_EQ(batch.actions(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(batch.dones(), (std::vector<float>{0.0f, 1.0f}));
+  EXPECT_EQ(batch.rewards()[1], b.reward);
+  EXPECT_EQ(batch.discounts()[0], a.discount);
+  batch.Clear();
+  EXPECT_EQ(batch.size(), 0u);
+  EXPECT_TRUE(batch.observations().empty());
+}
+
+TEST(TransitionBatchTest, RejectsOtherObservationSizesAndStaysUnchanged) {
+  TransitionBatch batch(6);
+  EXPECT_EQ(batch.Add(MakeTransition()).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<uint8_t> encoded(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(encoded)).ok());
+  EXPECT_EQ(batch.AddEncoded(encoded).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batch.size(), 0u);
+  EXPECT_TRUE(batch.observations().empty());
+}
+
+}  // namespace
+}  // namespace dreplay::rl
