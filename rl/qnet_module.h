@@ -1,0 +1,33 @@
+// Copyright dreplay authors.
+//
+// qnet_module.h: the libtorch side of QNetwork, for the code in rl/ that
+// trains it. Includes torch headers: only rl/ may include this file.
+
+#ifndef DREPLAY_RL_QNET_MODULE_H_
+#define DREPLAY_RL_QNET_MODULE_H_
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <vector>
+
+#include "rl/qnet.h"
+
+namespace dreplay::rl {
+
+class QNetwork::Module : public torch::nn::Module {
+ public:
+  // Layer widths: observation_size, hidden..., action_count.
+  explicit Module(const std::vector<int64_t>& widths);
+
+  // [B, observation_size] -> [B, action_count]. Records gradients unless a
+  // torch::NoGradGuard is active.
+  torch::Tensor Forward(const torch::Tensor& observations);
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+
+}  // namespace dreplay::rl
+
+#endif  // DREPLAY_RL_QNET_MODULE_H_
