@@ -79,6 +79,9 @@ constexpr size_t kMaxPayloadBytes = 64 * 1024;
 // How long Listener::Accept waits for a connected peer's hello before it
 // drops the peer and keeps listening.
 constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// Ack timeouts (4.096 us x 2^t) suited to a ~100 us round trip: 12 is 16.8 ms,
+// 14 is 67 ms. Shorter ones retry spuriously under load on a long link.
+constexpr int kMinLongLinkAckTimeout = 12;
 // wr_id tag of receive requests (send requests carry their sequence number).
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 
@@ -622,6 +625,14 @@ absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> IbverbsQueuePair::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("a CQ of ", cqe, " entries (max_send_wr + max_recv_wr) exceeds ",
                      device->name, "'s max_cqe ", attr.max_cqe));
+  }
+  if (options.ack_timeout == 0) {
+    LOG(WARNING) << "ack_timeout 0 means no timeout: a peer that dies is never "
+                    "detected by this queue pair";
+  } else if (options.ack_timeout < kMinLongLinkAckTimeout) {
+    LOG(WARNING) << "ack_timeout " << options.ack_timeout << " ("
+                 << 4.096 * (1 << options.ack_timeout)
+                 << " us) is short for a long link; 12 to 14 is recommended";
   }
   std::unique_ptr<IbverbsQueuePair> qp(new IbverbsQueuePair(device, options));
   ASSIGN_OR_RETURN(qp->cq_, IbvCheckPointer(ibv_create_cq(device->context, cqe,

@@ -25,7 +25,19 @@
 //    signalled so the send queue never fills with WQEs that can't be retired.
 //
 // Only the RC semantics of verbs.h are offered; LinkModel and FaultOptions
-// are soft-provider features and are refused with kInvalidArgument.
+// are soft-provider features and are refused with kInvalidArgument ("soft
+// provider only").
+//
+// Differences from the soft provider that callers may notice:
+//  * libibverbs requires local write access on any region that peers may
+//    write or use atomics on, so kRemoteWrite and kRemoteAtomic imply
+//    kLocalWrite here (access() still reports the flags asked for).
+//  * rnr_retry 7 means "retry forever" to the hardware (IB spec), so a
+//    WRITE_WITH_IMM without a posted receive waits rather than failing with
+//    kRnrRetryExceeded; use 6 or less to bound it.
+//  * Requests that fail locally on the device (bad lkey, local bounds)
+//    complete with kLocalProtectionError; PostSend only checks what the
+//    device cannot (opcode, atomic length, missing region, message size).
 //
 // Thread safety: as verbs.h states (Provider and MemoryRegion thread-safe,
 // a QueuePair used by one thread at a time).
