@@ -1,0 +1,105 @@
+// Copyright dreplay authors.
+//
+// options.h: options of the verbs layer, each with Validate().
+
+#ifndef DREPLAY_VERBS_OPTIONS_H_
+#define DREPLAY_VERBS_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace dreplay::verbs {
+
+enum class ProviderKind { kAuto, kIbverbs, kSoft };
+// "auto", "ibverbs", "soft".
+absl::StatusOr<ProviderKind> ParseProviderKind(const std::string& name);
+const char* ProviderKindName(ProviderKind kind);
+
+struct ProviderOptions {
+  ProviderKind kind = ProviderKind::kAuto;
+
+  // ibverbs only. Empty device: the first device with an active port.
+  std::string ib_device;
+  int ib_port = 1;
+  // -1: choose automatically (a RoCE v2 GID with an IPv4-mapped address,
+  // else the first valid GID).
+  int gid_index = -1;
+
+  absl::Status Validate() const;
+};
+
+// Emulated link (soft provider only). Each side delays the frames it sends:
+// serialisation at `bandwidth_gbps`, then `one_way_delay` (+ up to `jitter`,
+// uniformly, from a generator seeded with `seed`). The connecting side's
+// settings are sent to the listener, so both directions see the same link.
+struct LinkModel {
+  absl::Duration one_way_delay = absl::ZeroDuration();
+  double bandwidth_gbps = 0;  // 0: unlimited
+  absl::Duration jitter = absl::ZeroDuration();
+  uint64_t seed = 1;
+
+  bool enabled() const {
+    return one_way_delay > absl::ZeroDuration() || bandwidth_gbps > 0 ||
+           jitter > absl::ZeroDuration();
+  }
+  absl::Status Validate() const;
+};
+
+// Named presets: "none", "10km-25g" (50 us one way, 25 Gb/s), "100km-10g"
+// (500 us, 10 Gb/s), "1000km-1g" (5 ms, 1 Gb/s). Or "DELAY_US:GBPS" such as
+// "50:25".
+absl::StatusOr<LinkModel> ParseLinkModel(const std::string& spec);
+
+// How a torn WRITE is placed (fault injection).
+enum class TearMode : uint8_t {
+  kNone,
+  kPrefix,      // only the first half of the bytes are placed, then the QP dies
+  kOutOfOrder,  // the second half is placed before the first
+};
+
+// Faults (soft provider only, for tests). Counters are per queue pair and
+// count requests this side sends.
+struct FaultOptions {
+  uint64_t drop_after_ops = 0;    // 0: never. Drop the connection after N ops
+  uint64_t drop_after_bytes = 0;  // 0: never. ... after N payload bytes
+  uint64_t stall_after_ops = 0;   // 0: never. Hold later requests ...
+  absl::Duration stall_for = absl::ZeroDuration();  // ... for this long
+  TearMode tear = TearMode::kNone;
+  uint64_t tear_op_index = 0;  // which WRITE (0-based, by post order) to tear
+
+  bool enabled() const {
+    return drop_after_ops || drop_after_bytes || stall_after_ops ||
+           tear != TearMode::kNone;
+  }
+  absl::Status Validate() const;
+};
+
+struct QueuePairOptions {
+  int max_send_wr = 256;
+  int max_recv_wr = 256;
+  // Outstanding READs and atomics this side asks for; the connection uses the
+  // minimum of both sides and the device limits (mlx5: 16).
+  int max_rd_atomic = 16;
+  uint32_t max_inline_data = 220;
+  absl::Duration connect_timeout = absl::Seconds(10);
+
+  // ibverbs: ack timeout exponent (4.096 us * 2^t) and retries, tuned for a
+  // ~100 us round trip; soft: unused.
+  int ack_timeout = 14;
+  int retry_cnt = 7;
+  int rnr_retry = 7;
+  int min_rnr_timer = 12;  // 0.64 ms
+
+  LinkModel link;      // soft only
+  FaultOptions faults; // soft only
+
+  absl::Status Validate() const;
+};
+
+}  // namespace dreplay::verbs
+
+#endif  // DREPLAY_VERBS_OPTIONS_H_
