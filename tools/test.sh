@@ -2,11 +2,24 @@
 # The README's test command: installs what is missing, then builds and runs
 # dreplay's whole test suite with Bazel. Extra arguments go to `bazel test`
 # (for example: tools/test.sh --config=asan).
-set -euo pipefail
+#
+# Compiled actions come from the disk cache (see .bazelrc), so a second run
+# is fast; test results are never taken from a cache: every test runs.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-tools/install_deps.sh
+tools/install_deps.sh || exit 1
 
-# Keep CI under its time budget on a 2-core machine: two jobs, and tests that
-# start several processes run one at a time (they are tagged "exclusive").
-bazel test --jobs=2 --local_test_jobs=2 "$@" //...
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Two jobs on a 2-core machine; tests that start several processes are tagged
+# "exclusive" and run alone.
+bazel test --jobs=2 --local_test_jobs=2 --nocache_test_results \
+  --test_summary=short "$@" //... 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+passed=$(grep -cE '^//.* PASSED in' "$log")
+failed=$(grep -cE '^//.* (FAILED|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS)( in|$)' "$log")
+echo
+echo "tests: ${passed} passed, ${failed} failed"
+exit "$rc"
