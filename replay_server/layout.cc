@@ -46,7 +46,11 @@ absl::Status LayoutConfig::Validate() const {
       transition_spec + kTransitionSpecBytes) {
     return absl::InvalidArgumentError("transition_spec is not NUL-terminated");
   }
-  if (reserved0 != 0 || reserved1 != 0) {
+  if (max_actors > kMaxActors) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_actors=", max_actors, " must be at most ", kMaxActors));
+  }
+  if (reserved1 != 0) {
     return absl::InvalidArgumentError("LayoutConfig reserved fields must be 0");
   }
   return absl::OkStatus();
@@ -77,7 +81,7 @@ bool LayoutConfig::operator==(const LayoutConfig& o) const {
   return capacity == o.capacity && param_bytes == o.param_bytes && slot_size == o.slot_size &&
          batch_size == o.batch_size && staging_depth == o.staging_depth &&
          observation_size == o.observation_size && num_actions == o.num_actions &&
-         reserved0 == o.reserved0 && reserved1 == o.reserved1 &&
+         max_actors == o.max_actors && reserved1 == o.reserved1 &&
          std::memcmp(transition_spec, o.transition_spec, kTransitionSpecBytes) == 0;
 }
 
@@ -85,7 +89,8 @@ std::string LayoutConfig::DebugString() const {
   return absl::StrCat("capacity=", capacity, " slot_size=", slot_size,
                       " batch_size=", batch_size, " staging_depth=", staging_depth,
                       " param_bytes=", param_bytes, " observation_size=", observation_size,
-                      " num_actions=", num_actions, " transition_spec=\"", spec(), "\"");
+                      " num_actions=", num_actions, " max_actors=", max_actors,
+                      " transition_spec=\"", spec(), "\"");
 }
 
 std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
@@ -106,7 +111,8 @@ std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
   if (std::memcmp(transition_spec, o.transition_spec, kTransitionSpecBytes) != 0) {
     return absl::StrCat("transition_spec: \"", spec(), "\" vs \"", o.spec(), "\"");
   }
-  if (reserved0 != o.reserved0 || reserved1 != o.reserved1) return "reserved fields";
+  if (max_actors != o.max_actors) return diff("max_actors", max_actors, o.max_actors);
+  if (reserved1 != o.reserved1) return "reserved fields";
   return "";
 }
 
@@ -221,8 +227,29 @@ const char* RegionKindName(RegionKind kind) {
       return "params";
     case RegionKind::kStats:
       return "stats";
+    case RegionKind::kActors:
+      return "actors";
   }
   return "unknown";
+}
+
+void SealActorLine(ActorLine* line) {
+  line->checksum = XXH3_64bits_withSeed(reinterpret_cast<const uint8_t*>(line) + sizeof(uint64_t),
+                                        sizeof(ActorLine) - sizeof(uint64_t), kChecksumSeed);
+}
+
+absl::Status CheckActorLine(const ActorLine& line, uint32_t actor_id) {
+  static const ActorLine kZero{};
+  if (std::memcmp(&line, &kZero, sizeof(line)) == 0) {
+    return absl::NotFoundError(absl::StrCat("actor ", actor_id, " has not published stats"));
+  }
+  ActorLine copy = line;
+  SealActorLine(&copy);
+  if (copy.checksum != line.checksum || line.actor_id != actor_id) {
+    return absl::DataLossError(absl::StrCat("actor line ", actor_id, " fails its checksum (actor id ",
+                                            line.actor_id, ", torn read)"));
+  }
+  return absl::OkStatus();
 }
 
 void RegionDirectory::Set(RegionKind kind, const WireRegion& region) {
@@ -262,6 +289,103 @@ absl::Status RegionDirectory::Validate() const {
           "region directory entry ", RegionKindName(static_cast<RegionKind>(k)),
           " is present but empty"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number,
+                                  uint64_t epoch, absl::Span<const PriorityRecord> records,
+                                  absl::Span<uint8_t> entry) {
+  if (records.size() > config.batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "priority update has ", records.size(), " records, more than batch_size=",
+        config.batch_size));
+  }
+  if (entry.size() < MailboxEntryStride(config)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mailbox entry buffer of ", entry.size(), " bytes, need ", MailboxEntryStride(config)));
+  }
+  std::memset(entry.data(), 0, MailboxEntryStride(config));
+  MailboxHeader header{};
+  header.batch_number = batch_number;
+  header.epoch = epoch;
+  header.count = static_cast<uint32_t>(records.size());
+  std::memcpy(entry.data(), &header, sizeof(header));
+  if (!records.empty()) {
+    std::memcpy(entry.data() + MailboxRecordsOffset(config), records.data(),
+                records.size() * sizeof(PriorityRecord));
+  }
+  header.checksum = MailboxChecksum(config, entry.data(), header.count);
+  std::memcpy(entry.data(), &header.checksum, sizeof(header.checksum));
+  const uint64_t commit = BatchCommitValue(batch_number);
+  std::memcpy(entry.data() + MailboxCommitOffset(config), &commit, sizeof(commit));
+  return absl::OkStatus();
+}
+
+absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
+                              uint64_t batch_number, uint64_t epoch) {
+  const auto* p = static_cast<const uint8_t*>(image);
+  uint64_t commit;
+  std::memcpy(&commit, p + StagingCommitOffset(config), sizeof(commit));
+  BatchHeader header;
+  std::memcpy(&header, p, sizeof(header));
+  if (commit != BatchCommitValue(batch_number) || header.batch_number != batch_number) {
+    return absl::UnavailableError(absl::StrCat(
+        "batch ", batch_number, " is not staged yet (commit ", commit, ", header batch ",
+        header.batch_number, ")"));
+  }
+  if (header.epoch != epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "staged batch ", batch_number, " has epoch ", header.epoch, ", expected ", epoch));
+  }
+  if (header.count > config.batch_size || header.slot_size != config.slot_size) {
+    return absl::DataLossError(absl::StrCat(
+        "staged batch ", batch_number, " header has count ", header.count, " slot_size ",
+        header.slot_size));
+  }
+  if (BatchChecksum(config, p, header.count) != header.checksum) {
+    return absl::DataLossError(
+        absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EncodeParamsHalf(const LayoutConfig& config, uint64_t version,
+                              absl::Span<const uint8_t> data, absl::Span<uint8_t> half) {
+  if (data.size() > config.param_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "parameters of ", data.size(), " bytes exceed param_bytes=", config.param_bytes));
+  }
+  if (half.size() < sizeof(ParamsHalfHeader) + data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params half buffer of ", half.size(), " bytes, need ",
+        sizeof(ParamsHalfHeader) + data.size()));
+  }
+  ParamsHalfHeader header{};
+  header.version = version;
+  header.size = data.size();
+  std::memcpy(half.data(), &header, sizeof(header));
+  if (!data.empty()) std::memcpy(half.data() + sizeof(header), data.data(), data.size());
+  header.checksum = ParamsChecksum(config, half.data(), header.size);
+  std::memcpy(half.data(), &header.checksum, sizeof(header.checksum));
+  return absl::OkStatus();
+}
+
+absl::Status CheckParamsHalf(const LayoutConfig& config, const void* half,
+                             uint64_t expected_version) {
+  ParamsHalfHeader header;
+  std::memcpy(&header, half, sizeof(header));
+  if (header.version != expected_version) {
+    return absl::UnavailableError(absl::StrCat(
+        "params half holds version ", header.version, ", expected ", expected_version));
+  }
+  if (header.size > config.param_bytes) {
+    return absl::DataLossError(absl::StrCat("params half size ", header.size,
+                                            " exceeds param_bytes=", config.param_bytes));
+  }
+  if (ParamsChecksum(config, half, header.size) != header.checksum) {
+    return absl::DataLossError(absl::StrCat("params version ", expected_version,
+                                            " fails its checksum (torn read)"));
   }
   return absl::OkStatus();
 }

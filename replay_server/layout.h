@@ -37,8 +37,9 @@
 //   commit words      WRITE          READ (baseline)     -
 //   staging ring      -              READ                -
 //   priority mailbox  -              WRITE               -
-//   params region     READ           WRITE               -
+//   params region     READ           READ, WRITE         -
 //   stats region      -              -                   READ
+//   actors region     WRITE own line READ                READ
 //
 // ---------------------------------------------------------------------------
 // Protocols
@@ -92,6 +93,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "xxhash.h"
 
 namespace dreplay::replay {
@@ -119,6 +121,7 @@ inline constexpr uint32_t kMaxSlotSize = 1u << 20;
 inline constexpr uint32_t kMaxBatchSize = 1u << 16;
 inline constexpr uint32_t kMaxStagingDepth = 1024;
 inline constexpr uint64_t kMaxParamBytes = uint64_t{1} << 32;
+inline constexpr uint32_t kMaxActors = 1u << 16;
 inline constexpr size_t kTransitionSpecBytes = 64;
 
 constexpr uint64_t RoundUp(uint64_t n, uint64_t multiple) {
@@ -137,7 +140,9 @@ struct LayoutConfig {
   uint32_t staging_depth = 0;   // staged batches (and mailbox entries)
   uint32_t observation_size = 0;  // elements per observation (informational)
   uint32_t num_actions = 0;       // discrete actions (informational)
-  uint32_t reserved0 = 0;
+  // Lines in the actors region (ActorLine), one per actor id; actor ids must
+  // be below it. 0: no actors region.
+  uint32_t max_actors = 0;
   // Opaque description of the payload encoding, NUL-terminated and padded
   // with NULs (e.g. "cartpole-v1 f32 nstep=3"); clients compare it verbatim.
   char transition_spec[kTransitionSpecBytes] = {};
@@ -167,6 +172,7 @@ static_assert(offsetof(LayoutConfig, batch_size) == 20, "");
 static_assert(offsetof(LayoutConfig, staging_depth) == 24, "");
 static_assert(offsetof(LayoutConfig, observation_size) == 28, "");
 static_assert(offsetof(LayoutConfig, num_actions) == 32, "");
+static_assert(offsetof(LayoutConfig, max_actors) == 36, "");
 static_assert(offsetof(LayoutConfig, transition_spec) == 40, "");
 static_assert(offsetof(LayoutConfig, reserved1) == 104, "");
 
@@ -354,6 +360,15 @@ inline uint64_t StagingSlotOffset(const LayoutConfig& c, uint64_t batch_number) 
 // whose header says `count` entries; count is clamped to batch_size.
 uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count);
 
+// Learner side: checks a READ image of the staging slot of `batch_number`
+// (StagingSlotStride bytes). OK when it is batch `batch_number` of `epoch`,
+// whole; Unavailable when that batch is not staged there yet (READ again
+// later); FailedPrecondition when it belongs to another epoch (the server
+// restarted); DataLoss when the header is malformed or the checksum fails
+// (a READ that overlapped the server's write: READ again).
+absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
+                              uint64_t batch_number, uint64_t epoch);
+
 // ---------------------------------------------------------------------------
 // Priority mailbox: staging_depth entries of MailboxEntryStride() bytes.
 //
@@ -398,6 +413,16 @@ inline uint64_t MailboxEntryOffset(const LayoutConfig& c, uint64_t batch_number)
 // batch_size).
 uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t count);
 
+// Learner side: fills `entry` (MailboxEntryStride(config) bytes) with the
+// update for batch `batch_number` of `epoch`: header, records, checksum and
+// the commit line. WRITE bytes [0, MailboxCommitOffset) of it to the entry,
+// then the commit line with a second WRITE on the same queue pair.
+// InvalidArgument if there are more records than batch_size or `entry` is
+// too small.
+absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number,
+                                  uint64_t epoch, absl::Span<const PriorityRecord> records,
+                                  absl::Span<uint8_t> entry);
+
 // ---------------------------------------------------------------------------
 // Params region.
 //
@@ -433,6 +458,17 @@ inline uint64_t ParamsHalfOffset(const LayoutConfig& c, uint32_t half) {
 // param_bytes).
 uint64_t ParamsChecksum(const LayoutConfig& c, const void* half, uint64_t size);
 
+// Writer side: fills `half` (at least sizeof(ParamsHalfHeader) + data.size()
+// bytes) with version `version` of the parameters. InvalidArgument when data
+// exceeds param_bytes or `half` is too small.
+absl::Status EncodeParamsHalf(const LayoutConfig& config, uint64_t version,
+                              absl::Span<const uint8_t> data, absl::Span<uint8_t> half);
+// Reader side: OK when the half image holds `expected_version` whole;
+// Unavailable for another version, DataLoss for a torn or malformed one
+// (READ the header and the half again).
+absl::Status CheckParamsHalf(const LayoutConfig& config, const void* half,
+                             uint64_t expected_version);
+
 // ---------------------------------------------------------------------------
 // Stats region. Counters are totals since the start of the epoch's process
 // (restored from a checkpoint); a monitor computes rates from two READs and
@@ -466,7 +502,9 @@ struct alignas(kCacheLine) StatsBlock {
   double priority_sum;            // sum of p^alpha over memory
   double priority_max;            // max of p^alpha over memory
   uint64_t checkpoints_written;
-  uint64_t reserved[24];
+  uint64_t updates_timed_out;     // staging slots freed without an update
+  uint64_t restore_dropped;       // slots failing verification on restore
+  uint64_t reserved[22];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -480,6 +518,43 @@ static_assert(sizeof(StatsBlock) == 448, "StatsBlock is a wire structure");
 static_assert(offsetof(StatsBlock, generation_end) == 376, "");
 static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
 static_assert(offsetof(StatsBlock, priority_sum) == 160, "");
+
+// ---------------------------------------------------------------------------
+// Actors region: config.max_actors ActorLine, line a for actor id a. Each
+// actor publishes its episode statistics by WRITEing its whole line (one
+// 64-byte WRITE; the server registers every line on its own, so an actor's
+// key covers its line only); the learner and monitors READ the region. A
+// WRITE is not placed in order, so a reader accepts a line only when
+// CheckActorLine() verifies its checksum, and READs again otherwise. The
+// server never writes the region (it is zero-filled at start and not
+// checkpointed).
+
+struct ActorLine {
+  // XXH3-64 (kChecksumSeed) of bytes [8, 64) of the line; see SealActorLine.
+  uint64_t checksum;
+  uint32_t actor_id;
+  uint32_t returns_count;  // episode returns summed in returns_sum
+  uint64_t env_steps;      // environment steps since the actor started
+  uint64_t episodes;       // episodes finished since the actor started
+  double returns_sum;      // sum of the last returns_count episode returns
+  double last_return;      // return of the last finished episode
+  uint64_t updated_ns;     // actor's wall clock (ns since the Unix epoch)
+  uint64_t transitions;    // transitions the actor has committed
+};
+static_assert(sizeof(ActorLine) == kCacheLine, "ActorLine is a wire structure");
+static_assert(offsetof(ActorLine, actor_id) == 8, "");
+static_assert(offsetof(ActorLine, env_steps) == 16, "");
+static_assert(offsetof(ActorLine, returns_sum) == 32, "");
+static_assert(offsetof(ActorLine, updated_ns) == 48, "");
+static_assert(offsetof(ActorLine, transitions) == 56, "");
+
+inline uint64_t ActorLineOffset(uint32_t actor_id) { return uint64_t{actor_id} * sizeof(ActorLine); }
+// Sets line->checksum from the other fields.
+void SealActorLine(ActorLine* line);
+// OK when `line` (a READ image) is a whole line of actor `actor_id`;
+// NotFound when it was never written (all zero); DataLoss when the checksum
+// or the actor id does not match (a torn READ: READ again).
+absl::Status CheckActorLine(const ActorLine& line, uint32_t actor_id);
 
 // ---------------------------------------------------------------------------
 // Region sizes (bytes).
@@ -497,6 +572,9 @@ inline uint64_t ParamsRegionBytes(const LayoutConfig& c) {
   return sizeof(ParamsHeader) + 2 * ParamsHalfStride(c);
 }
 inline uint64_t StatsRegionBytes(const LayoutConfig&) { return sizeof(StatsBlock); }
+inline uint64_t ActorsRegionBytes(const LayoutConfig& c) {
+  return uint64_t{c.max_actors} * sizeof(ActorLine);
+}
 
 // ---------------------------------------------------------------------------
 // Region directory: what the handshake hands a client. The server fills in
@@ -511,8 +589,9 @@ enum class RegionKind : uint32_t {
   kMailbox = 5,
   kParams = 6,
   kStats = 7,
+  kActors = 8,   // READ: every ActorLine; an actor's: its own line, WRITE
 };
-inline constexpr uint32_t kNumRegionKinds = 8;
+inline constexpr uint32_t kNumRegionKinds = 9;
 const char* RegionKindName(RegionKind kind);
 
 // The shape of verbs::RemoteRegion, copied so that the layout does not

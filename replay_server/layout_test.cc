@@ -249,3 +249,25 @@ TEST(RegionDirectoryTest, HoldsOnlyTheRegionsItWasGiven) {
 
 }  // namespace
 }  // namespace dreplay::replay
+
+namespace dreplay::replay {
+namespace {
+
+TEST(ParamsTest, EncodedHalfVerifiesAndATornOrOtherVersionDoesNot) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> data(700);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13);
+  std::vector<uint8_t> half(ParamsHalfStride(c));
+  ASSERT_TRUE(EncodeParamsHalf(c, 5, data, absl::MakeSpan(half)).ok());
+  EXPECT_TRUE(CheckParamsHalf(c, half.data(), 5).ok());
+  EXPECT_EQ(CheckParamsHalf(c, half.data(), 7).code(), absl::StatusCode::kUnavailable);
+  half[sizeof(ParamsHalfHeader) + 699] ^= 1;
+  EXPECT_EQ(CheckParamsHalf(c, half.data(), 5).code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> too_big(c.param_bytes + 1);
+  EXPECT_FALSE(EncodeParamsHalf(c, 6, too_big, absl::MakeSpan(half)).ok());
+  std::vector<uint8_t> small(sizeof(ParamsHalfHeader) + 10);
+  EXPECT_FALSE(EncodeParamsHalf(c, 6, data, absl::MakeSpan(small)).ok());
+}
+
+}  // namespace
+}  // namespace dreplay::replay

@@ -1,0 +1,96 @@
+// Copyright dreplay authors.
+//
+// checkpoint.h: saving and restoring the replay memory to a file.
+//
+// A checkpoint holds the slot ring, the commit words, every index's stored
+// priority and sequence, the counters, the epoch, the tail and the ingest
+// cursor, under a header (magic, format version, LayoutConfig, alpha,
+// epsilon, sampling mode) and an XXH3-64 trailer over everything before it.
+//
+// WriteCheckpoint is atomic: it writes "<path>.tmp", fsyncs it, renames it to
+// `path` and fsyncs the directory, so `path` is always either the old
+// checkpoint or the new one. Slots and commit words are read with word-wise
+// atomic loads while actors may be writing them; a slot caught mid-write is
+// consistent in the file but fails its check on restore and is dropped there.
+//
+// ReadCheckpoint validates before it trusts: magic (DataLoss), format version
+// (FailedPrecondition), the config against the regions' config and the
+// priority settings against the memory's (FailedPrecondition naming the
+// first difference, e.g. "batch_size: 32 vs 64"), section sizes and file
+// length (DataLoss), the trailer checksum (DataLoss). Then every index the
+// memory says is valid is checked against its commit word, sequence and
+// checksum; those that fail are removed and counted in
+// counters.restore_dropped. On any error the slot ring, commit words and
+// memory are left empty.
+//
+// The signal handling and periodic timing of checkpoints belong to the server
+// binary; ReplayCore::SaveCheckpoint / RestoreCheckpoint wrap these.
+//
+// Thread safety: the caller must be the only user of `memory` (the replay
+// core's thread); ReadCheckpoint must run before any peer uses the regions.
+
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "replay_server/counters.h"
+#include "replay_server/layout.h"
+#include "replay_server/regions.h"
+#include "replay_server/replay_memory.h"
+
+namespace dreplay::replay {
+
+// ASCII "DRPCKPT1" read as a little-endian u64.
+inline constexpr uint64_t kCheckpointMagic = 0x3154504B43505244ULL;
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+// The state saved beside the regions and the memory.
+struct CheckpointState {
+  uint64_t epoch = 0;          // the epoch that wrote the checkpoint
+  uint64_t tail = 0;           // actors' tail when written
+  uint64_t ingest_cursor = 0;  // ingest cursor when written
+  ReplayCounters counters;
+};
+
+// The fixed header at the start of a checkpoint file.
+struct CheckpointHeader {
+  uint64_t magic;
+  uint32_t format_version;
+  uint32_t header_bytes;  // sizeof(CheckpointHeader)
+  LayoutConfig config;
+  double alpha;
+  double priority_epsilon;
+  uint32_t sampling_mode;
+  uint32_t reserved0;
+  uint64_t epoch;
+  uint64_t tail;
+  uint64_t ingest_cursor;
+  uint64_t counters[kNumReplayCounters];
+  // Section lengths, in file order.
+  uint64_t slot_bytes;      // capacity * slot_size
+  uint64_t commit_bytes;    // capacity * 8
+  uint64_t value_bytes;     // capacity * 8: stored priorities (double)
+  uint64_t sequence_bytes;  // capacity * 8: sequences (kNoSequence = empty)
+  uint64_t reserved[2];
+};
+static_assert(sizeof(CheckpointHeader) == 352, "CheckpointHeader is a file format");
+static_assert(offsetof(CheckpointHeader, config) == 16, "");
+static_assert(offsetof(CheckpointHeader, counters) == 176, "");
+static_assert(offsetof(CheckpointHeader, slot_bytes) == 304, "");
+
+// Writes a checkpoint of `regions` (slot ring, commit words), `memory` and
+// `state` to `path`. Internal (I/O) errors carry the path and errno text.
+absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regions,
+                             const ReplayMemory& memory, const CheckpointState& state);
+
+// Loads the checkpoint at `path` into `regions`, `memory` and `state`. See
+// the file comment for the status codes. NotFound if there is no file.
+absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
+                            ReplayMemory* memory, CheckpointState* state);
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_H_

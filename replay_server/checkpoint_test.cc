@@ -1,0 +1,221 @@
+// Copyright dreplay authors.
+
+#include "replay_server/checkpoint.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "replay_server/regions.h"
+#include "replay_server/replay_core.h"
+#include "replay_server/shared_words.h"
+#include "replay_server/test_util.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::Commit;
+using testing::Insert;
+using testing::ReadStagingSlot;
+using testing::Reserve;
+using testing::SmallConfig;
+using testing::WriteSlot;
+using testing::WriteUpdate;
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::vector<char> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+ReplayCoreOptions Options() {
+  ReplayCoreOptions options;
+  options.memory.alpha = 0.7;
+  options.sampler.min_size_to_sample = 4;
+  return options;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TempDir() + "/replay.ckpt";
+    std::remove(path_.c_str());
+    regions_ = ReplayRegions::Create(SmallConfig()).value();
+    core_ = ReplayCore::Create(regions_.get(), Options(), &clock_).value();
+  }
+
+  // A server that ran for a while: some inserts, a batch staged, a priority
+  // update applied, one reservation pending and one committed but not
+  // ingested.
+  void RunForAWhile() {
+    for (int k = 0; k < 40; ++k) Insert(*regions_, 0.25f * k);
+    core_->Step();
+    const std::vector<uint8_t> batch0 = ReadStagingSlot(*regions_, 0);
+    BatchEntry e;
+    std::memcpy(&e, batch0.data() + StagingEntriesOffset(config()), sizeof(e));
+    const PriorityRecord r{e.slot_sequence, e.slot_index, 42.f};
+    WriteUpdate(*regions_, 0, 1, {&r, 1});
+    core_->Step();
+    pending_ = Reserve(*regions_, 1);  // never committed
+    committed_ = Insert(*regions_, 3.f);  // committed after the last step
+  }
+
+  const LayoutConfig& config() const { return regions_->config(); }
+
+  std::string path_;
+  FakeClock clock_;
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayCore> core_;
+  uint64_t pending_ = 0;
+  uint64_t committed_ = 0;
+};
+
+TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  EXPECT_EQ(core_->counters().checkpoints_written, 1u);
+  EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
+
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
+  EXPECT_EQ(core->epoch(), 2u);
+  EXPECT_EQ(LoadAcquire(&regions->control()->server.epoch), 2u);
+  EXPECT_EQ(LoadAcquire(regions->tail_word()), LoadAcquire(regions_->tail_word()));
+  EXPECT_EQ(core->memory().size(), core_->memory().size());
+  for (uint64_t i = 0; i < config().capacity; ++i) {
+    EXPECT_EQ(core->memory().sequence(i), core_->memory().sequence(i)) << i;
+    EXPECT_EQ(core->memory().stored_priority(i), core_->memory().stored_priority(i)) << i;
+  }
+  EXPECT_EQ(std::memcmp(regions->slots(), regions_->slots(), SlotRingBytes(config())), 0);
+  EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
+  EXPECT_EQ(core->counters().priority_updates_applied, 1u);
+  EXPECT_EQ(core->counters().checkpoints_written, 0u);  // counted after the write
+  EXPECT_EQ(core->counters().restore_dropped, 0u);
+
+  // The reservation pending at save time is abandoned without waiting; the
+  // committed one is ingested; batch numbers restart at 0 in epoch 2.
+  const StepResult r = core->Step();
+  EXPECT_EQ(r.ingested, 2u);
+  EXPECT_EQ(core->counters().abandoned_slots, 1u);
+  EXPECT_EQ(core->memory().sequence(SlotIndex(config(), committed_)), committed_);
+  EXPECT_FALSE(core->memory().valid(SlotIndex(config(), pending_)));
+  EXPECT_EQ(core->ingest_cursor(), committed_ + 1);
+  EXPECT_TRUE(CheckStagedBatch(config(), ReadStagingSlot(*regions, 0).data(), 0, 2).ok());
+}
+
+TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
+  RunForAWhile();
+  regions_->slot(5)[sizeof(SlotHeader) + 3] ^= 0xFF;  // an actor mid-write
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
+  EXPECT_EQ(core->counters().restore_dropped, 1u);
+  EXPECT_FALSE(core->memory().valid(5));
+  EXPECT_EQ(core->memory().size(), core_->memory().size() - 1);
+}
+
+TEST_F(CheckpointTest, ACorruptedFileIsRejectedAndLeavesTheMemoryEmpty) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  std::vector<char> bytes = ReadFile(path_);
+  bytes[bytes.size() / 2] ^= 1;
+  WriteFile(path_, bytes);
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  const absl::Status s = core->RestoreCheckpoint(path_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+  EXPECT_EQ(core->memory().size(), 0u);
+  EXPECT_EQ(core->epoch(), 1u);
+  for (uint64_t i = 0; i < config().capacity; ++i) {
+    ASSERT_EQ(regions->commits()[i], kNeverCommitted);
+  }
+}
+
+TEST_F(CheckpointTest, ATruncatedFileIsRejected) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  std::vector<char> bytes = ReadFile(path_);
+  bytes.resize(bytes.size() - 9);
+  WriteFile(path_, bytes);
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  EXPECT_EQ(core->RestoreCheckpoint(path_).code(), absl::StatusCode::kDataLoss);
+  bytes.resize(100);  // not even a header
+  WriteFile(path_, bytes);
+  EXPECT_EQ(core->RestoreCheckpoint(path_).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CheckpointTest, AFileThatIsNotACheckpointIsRejected) {
+  WriteFile(path_, std::vector<char>(4096, 'x'));
+  EXPECT_EQ(core_->RestoreCheckpoint(path_).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(CheckpointTest, AMismatchedLayoutIsRefusedWithTheFieldNamed) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  LayoutConfig other = SmallConfig();
+  other.batch_size = 4;
+  auto regions = ReplayRegions::Create(other).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  const absl::Status s = core->RestoreCheckpoint(path_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("batch_size: 8 vs 4"), std::string::npos) << s;
+}
+
+TEST_F(CheckpointTest, ADifferentAlphaIsRefused) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  ReplayCoreOptions options = Options();
+  options.memory.alpha = 0.5;
+  auto core = ReplayCore::Create(regions.get(), options, &clock_).value();
+  const absl::Status s = core->RestoreCheckpoint(path_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("alpha=0.7"), std::string::npos) << s;
+}
+
+TEST_F(CheckpointTest, AMissingFileIsNotFound) {
+  EXPECT_EQ(core_->RestoreCheckpoint(path_ + ".absent").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  const std::vector<char> before = ReadFile(path_);
+  const absl::Status s = core_->SaveCheckpoint(TempDir() + "/no/such/dir/replay.ckpt");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(ReadFile(path_), before);
+  // A second save replaces the file whole.
+  Insert(*regions_, 1.f);
+  core_->Step();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  EXPECT_NE(ReadFile(path_), before);
+  EXPECT_EQ(ReadFile(path_).size(), before.size());
+}
+
+TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
+  EXPECT_EQ(sizeof(CheckpointHeader), 352u);
+  EXPECT_EQ(kCheckpointVersion, 1u);
+}
+
+}  // namespace
+}  // namespace dreplay::replay

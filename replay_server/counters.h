@@ -1,0 +1,45 @@
+// Copyright dreplay authors.
+//
+// counters.h: the replay core's event counters.
+//
+// Plain integers owned by the replay core's thread; ReplayCore publishes them
+// into the stats region (StatsBlock) and checkpoints them. The field order is
+// part of the checkpoint format (append only; bump kCheckpointVersion
+// otherwise).
+
+#ifndef DREPLAY_REPLAY_SERVER_COUNTERS_H_
+#define DREPLAY_REPLAY_SERVER_COUNTERS_H_
+
+#include <cstdint>
+
+namespace dreplay::replay {
+
+struct ReplayCounters {
+  // Ingest.
+  uint64_t inserted = 0;
+  uint64_t abandoned_slots = 0;  // reserved, never committed in time
+  uint64_t overrun_slots = 0;    // lapped by a later sequence before ingest
+  uint64_t torn_slots = 0;       // committed but failed length/sequence/checksum
+  // Sampling.
+  uint64_t sampled = 0;  // transitions staged
+  uint64_t batches_staged = 0;
+  uint64_t sample_copy_rejects = 0;  // slot overwritten around the copy
+  uint64_t staging_stalls = 0;       // steps where a batch waited for its update
+  // Priority updates.
+  uint64_t batches_released = 0;  // staging slots freed (update consumed or timed out)
+  uint64_t priority_updates_applied = 0;
+  uint64_t priority_updates_stale = 0;
+  uint64_t priority_updates_invalid = 0;
+  uint64_t mailbox_rejects = 0;      // bad checksum / header / count
+  uint64_t updates_timed_out = 0;    // staging slots freed without an update
+  // Checkpoints.
+  uint64_t checkpoints_written = 0;
+  uint64_t restore_dropped = 0;  // slots that failed verification on restore
+};
+inline constexpr int kNumReplayCounters = 16;
+static_assert(sizeof(ReplayCounters) == kNumReplayCounters * sizeof(uint64_t),
+              "ReplayCounters is checkpointed as an array of u64");
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_COUNTERS_H_

@@ -1,0 +1,89 @@
+// Copyright dreplay authors.
+
+#include "replay_server/ingest.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "replay_server/shared_words.h"
+
+namespace dreplay::replay {
+
+absl::Status IngestOptions::Validate() const {
+  if (abandon_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ingest abandon_timeout=", absl::FormatDuration(abandon_timeout), " must be >= 0"));
+  }
+  if (max_per_step == 0) {
+    return absl::InvalidArgumentError("ingest max_per_step=0 must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+Ingest::Ingest(const LayoutConfig& config, const IngestOptions& options, ControlBlock* control,
+               const uint8_t* slots, const uint64_t* commits, ReplayMemory* memory,
+               ReplayCounters* counters, Clock* clock)
+    : config_(config),
+      options_(options),
+      control_(control),
+      slots_(slots),
+      commits_(commits),
+      memory_(memory),
+      counters_(counters),
+      clock_(clock) {}
+
+void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
+  cursor_ = cursor;
+  reserved_before_ = reserved_before;
+  waiting_for_ = ~uint64_t{0};
+  Publish();
+}
+
+void Ingest::Publish() { StoreRelease(&control_->server.ingest_cursor, cursor_); }
+
+uint64_t Ingest::Step() {
+  const uint64_t tail = LoadAcquire(&control_->tail.tail);
+  tail_seen_ = tail;
+  const uint64_t mask = config_.slot_mask();
+  uint64_t handled = 0;
+  while (handled < options_.max_per_step && cursor_ < tail) {
+    const uint64_t q = cursor_;
+    const uint64_t index = q & mask;
+    const uint8_t* slot = slots_ + index * config_.slot_size;
+    const uint64_t commit = LoadAcquire(&commits_[index]);
+    if (commit == CommitValue(q)) {
+      if (VerifySlot(slot, config_.slot_size, q) == SlotCheck::kOk) {
+        SlotHeader header;
+        std::memcpy(&header, slot, sizeof(header));
+        memory_->Insert(index, q, header.initial_priority);
+        ++counters_->inserted;
+      } else {
+        memory_->Remove(index);
+        ++counters_->torn_slots;
+      }
+    } else if (commit > CommitValue(q)) {
+      // A later sequence has been committed into the slot: q was lapped.
+      memory_->Remove(index);
+      ++counters_->overrun_slots;
+    } else if (q < reserved_before_) {
+      memory_->Remove(index);
+      ++counters_->abandoned_slots;
+    } else {
+      const absl::Time now = clock_->Now();
+      if (waiting_for_ != q) {
+        waiting_for_ = q;
+        waiting_since_ = now;
+        break;
+      }
+      if (now - waiting_since_ < options_.abandon_timeout) break;
+      memory_->Remove(index);
+      ++counters_->abandoned_slots;
+    }
+    ++cursor_;
+    ++handled;
+  }
+  if (handled > 0) Publish();
+  return handled;
+}
+
+}  // namespace dreplay::replay

@@ -1,0 +1,109 @@
+// Copyright dreplay authors.
+//
+// ingest.h: moves committed transitions from the slot ring into the replay
+// memory.
+//
+// Ingest walks sequence numbers in order from its cursor up to the actors'
+// `tail` (read with an atomic load). For sequence q in slot i = q & mask:
+//
+//   commit word == CommitValue(q), and the slot's header says q, its length
+//   fits and its checksum verifies           -> inserted with its initial
+//                                               priority (counted inserted)
+//   commit word == CommitValue(q), but the slot fails a check
+//                                             -> torn (counted, skipped)
+//   commit word names a later sequence        -> overrun (counted, skipped)
+//   not committed yet                         -> wait; after abandon_timeout
+//                                               without progress at q, or at
+//                                               once for a sequence reserved
+//                                               before a restore, abandoned
+//                                               (counted, skipped)
+//
+// Whatever the outcome, slot i's previous occupant is evicted from the
+// memory: sequence q owns the slot now (FIFO eviction). Nothing that fails a
+// check is ever inserted. After each step the cursor is published in the
+// control block (ServerLine::ingest_cursor, release store): actors may write
+// sequence q only while q < ingest_cursor + capacity.
+//
+// The commit word is read with acquire, so a commit observed makes the slot
+// bytes written before it (the actor's earlier WRITE on the same queue pair,
+// or a thread's stores before its release) visible; the slot is verified in
+// place. A misbehaving actor that laps a slot under verification cannot get
+// it inserted: the sequence or the checksum fails.
+//
+// Thread safety: none; one thread (the replay core) calls Step(). Step()
+// never blocks and never allocates.
+
+#ifndef DREPLAY_REPLAY_SERVER_INGEST_H_
+#define DREPLAY_REPLAY_SERVER_INGEST_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "replay_server/clock.h"
+#include "replay_server/counters.h"
+#include "replay_server/layout.h"
+#include "replay_server/replay_memory.h"
+
+namespace dreplay::replay {
+
+struct IngestOptions {
+  // How long a reserved sequence may stay uncommitted, while ingest waits at
+  // it, before it is skipped as abandoned (its actor died). Ingest is in
+  // order, so this is also the longest stall one dead actor can cause.
+  absl::Duration abandon_timeout = absl::Milliseconds(500);
+  // Most sequences handled per Step() (bounds the latency of the other work
+  // of the core loop).
+  uint32_t max_per_step = 4096;
+
+  absl::Status Validate() const;
+};
+
+class Ingest {
+ public:
+  // Pointers are not owned and must outlive the Ingest: `control`, `slots`
+  // (capacity * slot_size bytes), `commits` (capacity words) laid out for
+  // `config`; `memory` (capacity == config.capacity), `counters`, `clock`.
+  // REQUIRES: options.Validate() and config.Validate() are OK.
+  Ingest(const LayoutConfig& config, const IngestOptions& options, ControlBlock* control,
+         const uint8_t* slots, const uint64_t* commits, ReplayMemory* memory,
+         ReplayCounters* counters, Clock* clock);
+
+  // Handles up to max_per_step sequences; returns how many (ingested,
+  // torn, overrun or abandoned). Publishes the cursor when it moved.
+  uint64_t Step();
+
+  // The next sequence to handle; every sequence below it is done.
+  uint64_t cursor() const { return cursor_; }
+  // The tail read by the last Step().
+  uint64_t tail_seen() const { return tail_seen_; }
+
+  // Restarts at `cursor` after a checkpoint restore: sequences in
+  // [cursor, reserved_before) were reserved by actors of the previous
+  // process, so those not committed are abandoned without waiting.
+  // Publishes the cursor.
+  void Restart(uint64_t cursor, uint64_t reserved_before);
+
+ private:
+  void Publish();
+
+  const LayoutConfig config_;
+  const IngestOptions options_;
+  ControlBlock* const control_;
+  const uint8_t* const slots_;
+  const uint64_t* const commits_;
+  ReplayMemory* const memory_;
+  ReplayCounters* const counters_;
+  Clock* const clock_;
+
+  uint64_t cursor_ = 0;
+  uint64_t tail_seen_ = 0;
+  uint64_t reserved_before_ = 0;  // see Restart()
+  // The sequence ingest is waiting at, and since when.
+  uint64_t waiting_for_ = ~uint64_t{0};
+  absl::Time waiting_since_;
+};
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_INGEST_H_

@@ -1,0 +1,221 @@
+// Copyright dreplay authors.
+
+#include "replay_server/ingest.h"
+
+#include <cstring>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "replay_server/regions.h"
+#include "replay_server/shared_words.h"
+#include "replay_server/test_util.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::Commit;
+using testing::Insert;
+using testing::Reserve;
+using testing::SmallConfig;
+using testing::WriteSlot;
+
+constexpr absl::Duration kAbandonTimeout = absl::Milliseconds(500);
+
+class IngestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto regions = ReplayRegions::Create(SmallConfig());
+    ASSERT_TRUE(regions.ok()) << regions.status();
+    regions_ = std::move(regions).value();
+    ReplayMemoryOptions mo;
+    mo.capacity = SmallConfig().capacity;
+    mo.alpha = 1.0;
+    mo.priority_epsilon = 0.5;
+    memory_ = ReplayMemory::Create(mo).value();
+    IngestOptions options;
+    options.abandon_timeout = kAbandonTimeout;
+    options.max_per_step = 1000;
+    MakeIngest(options);
+  }
+
+  void MakeIngest(const IngestOptions& options) {
+    ingest_ = std::make_unique<Ingest>(regions_->config(), options, regions_->control(),
+                                       regions_->slots(), regions_->commits(), memory_.get(),
+                                       &counters_, &clock_);
+  }
+
+  uint64_t published_cursor() const {
+    return LoadAcquire(&regions_->control()->server.ingest_cursor);
+  }
+  uint64_t capacity() const { return regions_->config().capacity; }
+
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayMemory> memory_;
+  ReplayCounters counters_;
+  FakeClock clock_;
+  std::unique_ptr<Ingest> ingest_;
+};
+
+TEST_F(IngestTest, InsertsCommittedSlotsWithTheirPrioritiesAndPublishesTheCursor) {
+  for (int k = 0; k < 5; ++k) Insert(*regions_, 1.5f + k);
+  EXPECT_EQ(ingest_->Step(), 5u);
+  EXPECT_EQ(counters_.inserted, 5u);
+  EXPECT_EQ(memory_->size(), 5u);
+  EXPECT_EQ(ingest_->cursor(), 5u);
+  EXPECT_EQ(published_cursor(), 5u);
+  EXPECT_EQ(memory_->sequence(3), 3u);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(3), 1.5 + 3 + 0.5);
+  EXPECT_EQ(ingest_->Step(), 0u);  // nothing new
+}
+
+TEST_F(IngestTest, WaitsForAReservedSlotThenSkipsItAsAbandonedAfterTheTimeout) {
+  const uint64_t dead = Reserve(*regions_, 1);  // an actor that dies
+  Insert(*regions_, 1.f);
+  Insert(*regions_, 1.f);
+  EXPECT_EQ(ingest_->Step(), 0u);
+  clock_.Advance(kAbandonTimeout - absl::Milliseconds(1));
+  EXPECT_EQ(ingest_->Step(), 0u);
+  EXPECT_EQ(ingest_->cursor(), dead);
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(ingest_->Step(), 3u);
+  EXPECT_EQ(counters_.abandoned_slots, 1u);
+  EXPECT_EQ(counters_.inserted, 2u);
+  EXPECT_FALSE(memory_->valid(SlotIndex(regions_->config(), dead)));
+  EXPECT_EQ(published_cursor(), 3u);
+}
+
+TEST_F(IngestTest, ASlowActorThatCommitsBeforeTheTimeoutIsIngested) {
+  const uint64_t q = Reserve(*regions_, 1);
+  EXPECT_EQ(ingest_->Step(), 0u);
+  clock_.Advance(kAbandonTimeout / 2);
+  WriteSlot(*regions_, q, 2.f, 128);
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.inserted, 1u);
+  EXPECT_EQ(counters_.abandoned_slots, 0u);
+}
+
+TEST_F(IngestTest, RejectsASlotWithABadChecksum) {
+  const uint64_t q = Reserve(*regions_, 1);
+  WriteSlot(*regions_, q, 1.f, 128);
+  regions_->slot(q)[sizeof(SlotHeader) + 40] ^= 0x01;
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+  EXPECT_EQ(counters_.inserted, 0u);
+  EXPECT_EQ(memory_->size(), 0u);
+}
+
+TEST_F(IngestTest, RejectsASlotWhoseHeaderNamesAnotherSequence) {
+  const uint64_t q = Reserve(*regions_, 1);
+  WriteSlot(*regions_, q + 1, 1.f, 128);  // a well-formed slot, wrong sequence
+  std::memmove(regions_->slot(q), regions_->slot(q + 1), regions_->config().slot_size);
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+  EXPECT_EQ(memory_->size(), 0u);
+}
+
+TEST_F(IngestTest, RejectsACommitWithoutItsSlot) {
+  const uint64_t q = Reserve(*regions_, 1);
+  Commit(*regions_, q);  // slot never written: all zeros
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+  EXPECT_EQ(memory_->size(), 0u);
+}
+
+TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
+  // The previous occupant's bytes remain in the second half of the payload.
+  const uint64_t old_q = Insert(*regions_, 1.f);
+  ASSERT_EQ(ingest_->Step(), 1u);
+  for (uint64_t k = 1; k < capacity(); ++k) Insert(*regions_, 1.f);
+  ASSERT_EQ(ingest_->Step(), capacity() - 1);
+  const uint64_t q = Reserve(*regions_, 1);
+  ASSERT_EQ(SlotIndex(regions_->config(), q), SlotIndex(regions_->config(), old_q));
+  uint8_t* slot = regions_->slot(SlotIndex(regions_->config(), q));
+  std::vector<uint8_t> before(slot, slot + regions_->config().slot_size);
+  WriteSlot(*regions_, q, 1.f, 128);
+  std::memcpy(slot + 96, before.data() + 96, regions_->config().slot_size - 96);
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+  EXPECT_EQ(counters_.inserted, capacity());
+  // The previous occupant was evicted with its slot.
+  EXPECT_FALSE(memory_->valid(SlotIndex(regions_->config(), q)));
+}
+
+TEST_F(IngestTest, RejectsALengthThatDoesNotFitTheSlot) {
+  const uint64_t q = Reserve(*regions_, 1);
+  WriteSlot(*regions_, q, 1.f, 128);
+  SlotHeader h;
+  std::memcpy(&h, regions_->slot(q), sizeof(h));
+  h.payload_length = regions_->config().slot_size;  // would read past the slot
+  std::memcpy(regions_->slot(q), &h, sizeof(h));
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+}
+
+TEST_F(IngestTest, CountsALappedSlotAsOverrunAndIngestsTheLaterSequence) {
+  // Actors reserve more than a ring's worth before ingest runs; a
+  // misbehaving one writes sequence capacity (slot 0) over sequence 0.
+  Reserve(*regions_, capacity() + 1);
+  for (uint64_t q = 1; q < capacity(); ++q) {
+    WriteSlot(*regions_, q, 1.f, 64);
+    Commit(*regions_, q);
+  }
+  WriteSlot(*regions_, capacity(), 1.f, 64);
+  Commit(*regions_, capacity());
+  EXPECT_EQ(ingest_->Step(), capacity() + 1);
+  EXPECT_EQ(counters_.overrun_slots, 1u);
+  EXPECT_EQ(counters_.inserted, capacity());
+  EXPECT_EQ(memory_->sequence(0), capacity());
+  EXPECT_EQ(counters_.torn_slots + counters_.abandoned_slots, 0u);
+}
+
+TEST_F(IngestTest, InsertingASlotEvictsItsPreviousOccupant) {
+  for (uint64_t k = 0; k < capacity() + 3; ++k) Insert(*regions_, 1.f);
+  EXPECT_EQ(ingest_->Step(), capacity() + 3);
+  EXPECT_EQ(memory_->size(), capacity());
+  EXPECT_EQ(memory_->sequence(2), capacity() + 2);
+  EXPECT_EQ(memory_->sequence(3), 3u);
+}
+
+TEST_F(IngestTest, HandlesAtMostMaxPerStep) {
+  IngestOptions options;
+  options.max_per_step = 4;
+  MakeIngest(options);
+  for (int k = 0; k < 10; ++k) Insert(*regions_, 1.f);
+  EXPECT_EQ(ingest_->Step(), 4u);
+  EXPECT_EQ(published_cursor(), 4u);
+  EXPECT_EQ(ingest_->Step(), 4u);
+  EXPECT_EQ(ingest_->Step(), 2u);
+}
+
+TEST_F(IngestTest, AfterARestartReservationsOfThePreviousProcessAreAbandonedAtOnce) {
+  // Sequences 0..3 were reserved before a restart; only 1 was committed.
+  Reserve(*regions_, 4);
+  WriteSlot(*regions_, 1, 1.f, 128);
+  Commit(*regions_, 1);
+  ingest_->Restart(0, 4);
+  EXPECT_EQ(published_cursor(), 0u);
+  EXPECT_EQ(ingest_->Step(), 4u);  // no waiting
+  EXPECT_EQ(counters_.abandoned_slots, 3u);
+  EXPECT_EQ(counters_.inserted, 1u);
+  // A new reservation after the restart is waited for as usual.
+  Reserve(*regions_, 1);
+  EXPECT_EQ(ingest_->Step(), 0u);
+}
+
+TEST(IngestOptionsTest, RejectsBadValues) {
+  IngestOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.max_per_step = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options.max_per_step = 1;
+  options.abandon_timeout = -absl::Seconds(1);
+  EXPECT_FALSE(options.Validate().ok());
+}
+
+}  // namespace
+}  // namespace dreplay::replay

@@ -1,0 +1,74 @@
+// Copyright dreplay authors.
+
+#include "replay_server/priority_updates.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "replay_server/shared_words.h"
+
+namespace dreplay::replay {
+
+PriorityUpdates::PriorityUpdates(const LayoutConfig& config, const uint8_t* mailbox,
+                                 ReplayMemory* memory, ReplayCounters* counters)
+    : config_(config),
+      mailbox_(mailbox),
+      memory_(memory),
+      counters_(counters),
+      entry_(MailboxEntryStride(config)) {}
+
+PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t epoch) {
+  const uint8_t* entry = mailbox_ + MailboxEntryOffset(config_, batch_number);
+  const auto* commit =
+      reinterpret_cast<const uint64_t*>(entry + MailboxCommitOffset(config_));
+  if (LoadAcquire(commit) != BatchCommitValue(batch_number)) return Result::kNotReady;
+
+  CopyFromShared(entry_.data(), entry, sizeof(MailboxHeader));
+  MailboxHeader header;
+  std::memcpy(&header, entry_.data(), sizeof(header));
+  if (header.batch_number != batch_number || header.epoch != epoch ||
+      header.count > config_.batch_size) {
+    ++counters_->mailbox_rejects;
+    return Result::kRejected;
+  }
+  const uint64_t records_bytes = uint64_t{header.count} * sizeof(PriorityRecord);
+  CopyFromShared(entry_.data() + MailboxRecordsOffset(config_),
+                 entry + MailboxRecordsOffset(config_), records_bytes);
+  if (MailboxChecksum(config_, entry_.data(), header.count) != header.checksum) {
+    ++counters_->mailbox_rejects;
+    return Result::kRejected;
+  }
+  const uint8_t* records = entry_.data() + MailboxRecordsOffset(config_);
+  auto record_at = [records](uint32_t k) {
+    PriorityRecord record;
+    std::memcpy(&record, records + k * sizeof(PriorityRecord), sizeof(record));
+    return record;
+  };
+  // Scattered indices: prefetch a few records ahead so the misses overlap.
+  constexpr uint32_t kPrefetchDistance = 8;
+  for (uint32_t k = 0; k < std::min(kPrefetchDistance, header.count); ++k) {
+    const PriorityRecord ahead = record_at(k);
+    if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
+  }
+  for (uint32_t k = 0; k < header.count; ++k) {
+    if (k + kPrefetchDistance < header.count) {
+      const PriorityRecord ahead = record_at(k + kPrefetchDistance);
+      if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
+    }
+    const PriorityRecord record = record_at(k);
+    switch (memory_->UpdatePriority(record.slot_index, record.slot_sequence, record.priority)) {
+      case ReplayMemory::UpdateResult::kApplied:
+        ++counters_->priority_updates_applied;
+        break;
+      case ReplayMemory::UpdateResult::kStale:
+        ++counters_->priority_updates_stale;
+        break;
+      case ReplayMemory::UpdateResult::kInvalid:
+        ++counters_->priority_updates_invalid;
+        break;
+    }
+  }
+  return Result::kApplied;
+}
+
+}  // namespace dreplay::replay

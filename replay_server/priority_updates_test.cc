@@ -1,0 +1,125 @@
+// Copyright dreplay authors.
+
+#include "replay_server/priority_updates.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "replay_server/regions.h"
+#include "replay_server/shared_words.h"
+#include "replay_server/test_util.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::SmallConfig;
+using testing::WriteUpdate;
+using Result = PriorityUpdates::Result;
+
+constexpr uint64_t kEpoch = 3;
+
+class PriorityUpdatesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    regions_ = ReplayRegions::Create(SmallConfig()).value();
+    ReplayMemoryOptions mo;
+    mo.capacity = SmallConfig().capacity;
+    mo.alpha = 1.0;
+    mo.priority_epsilon = 0.5;
+    memory_ = ReplayMemory::Create(mo).value();
+    for (uint64_t i = 0; i < 8; ++i) memory_->Insert(i, 100 + i, 0.5f);
+    updates_ = std::make_unique<PriorityUpdates>(config(), regions_->mailbox(), memory_.get(),
+                                                 &counters_);
+  }
+  const LayoutConfig& config() const { return regions_->config(); }
+
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayMemory> memory_;
+  ReplayCounters counters_;
+  std::unique_ptr<PriorityUpdates> updates_;
+};
+
+TEST_F(PriorityUpdatesTest, IsNotReadyUntilTheCommitLineNamesTheBatch) {
+  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kNotReady);
+  const PriorityRecord r{101, 1, 3.5f};
+  WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
+  // Mailbox entry 0 answers batch 0, not batch depth (the same entry).
+  EXPECT_EQ(updates_->Consume(config().staging_depth, kEpoch), Result::kNotReady);
+  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kApplied);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 4.0);
+  EXPECT_EQ(counters_.priority_updates_applied, 1u);
+}
+
+TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
+  memory_->Insert(2, 102 + config().capacity, 0.5f);  // slot 2 was overwritten
+  const std::vector<PriorityRecord> records = {
+      {100, 0, 1.5f},                      // applied
+      {102, 2, 9.5f},                      // stale: slot 2 holds a later sequence
+      {103, 3, -1.f},                      // invalid priority
+      {104, 1u << 30, 1.f},                // invalid index
+      {105, 5, 2.5f},                      // applied
+  };
+  WriteUpdate(*regions_, 1, kEpoch, records);
+  EXPECT_EQ(updates_->Consume(1, kEpoch), Result::kApplied);
+  EXPECT_EQ(counters_.priority_updates_applied, 2u);
+  EXPECT_EQ(counters_.priority_updates_stale, 1u);
+  EXPECT_EQ(counters_.priority_updates_invalid, 2u);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(0), 2.0);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(2), 1.0);  // unchanged
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(3), 1.0);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(5), 3.0);
+}
+
+TEST_F(PriorityUpdatesTest, RejectsAnEntryWithABadChecksumWithoutApplyingIt) {
+  const PriorityRecord r{101, 1, 3.5f};
+  WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
+  regions_->mailbox_entry(0)[MailboxRecordsOffset(config()) + 12] ^= 0x40;  // priority bits
+  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
+  EXPECT_EQ(counters_.mailbox_rejects, 1u);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 1.0);
+}
+
+TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyRecords) {
+  const PriorityRecord r{101, 1, 3.5f};
+  WriteUpdate(*regions_, 0, kEpoch - 1, {&r, 1});
+  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
+
+  // Header batch number disagrees with the commit line.
+  WriteUpdate(*regions_, 1, kEpoch, {&r, 1});
+  uint8_t* entry = regions_->mailbox_entry(1);
+  const uint64_t commit_for_3 = BatchCommitValue(3);
+  StoreRelease(reinterpret_cast<uint64_t*>(entry + MailboxCommitOffset(config())), commit_for_3);
+  EXPECT_EQ(updates_->Consume(3, kEpoch), Result::kRejected);
+
+  // A count beyond batch_size is never trusted for a copy.
+  WriteUpdate(*regions_, 2, kEpoch, {&r, 1});
+  MailboxHeader header;
+  std::memcpy(&header, regions_->mailbox_entry(2), sizeof(header));
+  header.count = config().batch_size + 1;
+  std::memcpy(regions_->mailbox_entry(2), &header, sizeof(header));
+  EXPECT_EQ(updates_->Consume(2, kEpoch), Result::kRejected);
+  EXPECT_EQ(counters_.mailbox_rejects, 3u);
+  EXPECT_EQ(counters_.priority_updates_applied, 0u);
+}
+
+TEST_F(PriorityUpdatesTest, AnEmptyUpdateIsAppliedAndReleasesTheBatch) {
+  WriteUpdate(*regions_, 0, kEpoch, {});
+  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kApplied);
+  EXPECT_EQ(counters_.priority_updates_applied, 0u);
+}
+
+TEST(EncodePriorityUpdateTest, RefusesTooManyRecordsOrASmallBuffer) {
+  const LayoutConfig c = SmallConfig();
+  std::vector<PriorityRecord> records(c.batch_size + 1);
+  std::vector<uint8_t> entry(MailboxEntryStride(c));
+  EXPECT_FALSE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+  records.resize(1);
+  std::vector<uint8_t> small(MailboxEntryStride(c) - 1);
+  EXPECT_FALSE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(small)).ok());
+  EXPECT_TRUE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+}
+
+}  // namespace
+}  // namespace dreplay::replay

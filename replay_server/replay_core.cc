@@ -1,0 +1,191 @@
+// Copyright dreplay authors.
+
+#include "replay_server/replay_core.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "replay_server/checkpoint.h"
+#include "replay_server/shared_words.h"
+
+namespace dreplay::replay {
+
+absl::Status ReplayCoreOptions::Validate() const {
+  ReplayMemoryOptions m = memory;
+  if (m.capacity == 0) m.capacity = 1;  // the layout's capacity is checked by Create
+  RETURN_IF_ERROR(m.Validate());
+  RETURN_IF_ERROR(ingest.Validate());
+  RETURN_IF_ERROR(sampler.Validate());
+  if (update_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update_timeout=", absl::FormatDuration(update_timeout), " must be > 0"));
+  }
+  if (max_batches_per_step == 0) {
+    return absl::InvalidArgumentError("max_batches_per_step=0 must be >= 1");
+  }
+  if (stats_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
+  }
+  if (min_sleep <= absl::ZeroDuration() || max_sleep < min_sleep) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_sleep=", absl::FormatDuration(min_sleep), " max_sleep=",
+        absl::FormatDuration(max_sleep), " need 0 < min_sleep <= max_sleep"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* regions,
+                                                                const ReplayCoreOptions& options,
+                                                                Clock* clock) {
+  RETURN_IF_ERROR(options.Validate());
+  const LayoutConfig& config = regions->config();
+  ReplayMemoryOptions memory_options = options.memory;
+  if (memory_options.capacity == 0) memory_options.capacity = config.capacity;
+  if (memory_options.capacity != config.capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory.capacity=", memory_options.capacity, " differs from the layout's capacity=",
+        config.capacity));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayMemory> memory, ReplayMemory::Create(memory_options));
+  return std::unique_ptr<ReplayCore>(
+      new ReplayCore(regions, options, clock != nullptr ? clock : Clock::Real(), std::move(memory)));
+}
+
+ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
+                       std::unique_ptr<ReplayMemory> memory)
+    : regions_(regions), options_(options), clock_(clock), memory_(std::move(memory)) {
+  const LayoutConfig& config = regions_->config();
+  ingest_ = std::make_unique<Ingest>(config, options_.ingest, regions_->control(),
+                                     regions_->slots(), regions_->commits(), memory_.get(),
+                                     &counters_, clock_);
+  updates_ = std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(),
+                                               &counters_);
+  sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),
+                                       regions_->slots(), regions_->commits(),
+                                       regions_->staging(), memory_.get(), &counters_, clock_);
+  ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
+  sampler_->Restart(epoch_);
+  PublishStats();
+}
+
+uint64_t ReplayCore::ReleaseBatches(absl::Time now) {
+  uint64_t released = 0;
+  while (sampler_->HasOutstanding()) {
+    const PriorityUpdates::Result result =
+        updates_->Consume(sampler_->oldest_outstanding(), epoch_);
+    if (result == PriorityUpdates::Result::kNotReady) {
+      if (options_.update_timeout == absl::InfiniteDuration() ||
+          now - sampler_->oldest_staged_at() < options_.update_timeout) {
+        break;
+      }
+      ++counters_.updates_timed_out;
+    }
+    sampler_->ReleaseOldest();
+    ++released;
+  }
+  return released;
+}
+
+StepResult ReplayCore::Step() {
+  StepResult result;
+  result.ingested = ingest_->Step();
+  const absl::Time now = clock_->Now();
+  result.batches_released = ReleaseBatches(now);
+  while (result.batches_staged < options_.max_batches_per_step && sampler_->StageOne()) {
+    ++result.batches_staged;
+  }
+  if (result.did_work() || now - last_stats_ >= options_.stats_interval) {
+    last_stats_ = now;
+    PublishStats();
+  }
+  return result;
+}
+
+void ReplayCore::Run(const std::atomic<bool>& stop) {
+  uint64_t idle_steps = 0;
+  absl::Duration sleep = options_.min_sleep;
+  while (!stop.load(std::memory_order_acquire)) {
+    if (Step().did_work()) {
+      idle_steps = 0;
+      sleep = options_.min_sleep;
+      continue;
+    }
+    if (++idle_steps <= options_.spin_steps) continue;
+    clock_->SleepFor(sleep);
+    sleep = std::min(sleep * 2, options_.max_sleep);
+  }
+  PublishStats();
+}
+
+void ReplayCore::PublishStats() {
+  StatsBlock* s = regions_->stats();
+  const ReplayCounters& c = counters_;
+  ++stats_generation_;
+  StoreRelaxed(&s->generation_begin, stats_generation_);
+  // Release stores: none of them can become visible before generation_begin
+  // (no fences: ThreadSanitizer does not model them).
+  StoreRelease(&s->server_time_ns,
+               static_cast<uint64_t>(absl::ToInt64Nanoseconds(clock_->Now() - absl::UnixEpoch())));
+  StoreRelease(&s->epoch, epoch_);
+  StoreRelease(&s->ingest_cursor, ingest_->cursor());
+  StoreRelease(&s->tail_seen, ingest_->tail_seen());
+  StoreRelease(&s->size, memory_->size());
+  StoreRelease(&s->capacity, memory_->capacity());
+  StoreRelease(&s->inserted, c.inserted);
+  StoreRelease(&s->abandoned_slots, c.abandoned_slots);
+  StoreRelease(&s->overrun_slots, c.overrun_slots);
+  StoreRelease(&s->torn_slots, c.torn_slots);
+  StoreRelease(&s->sampled, c.sampled);
+  StoreRelease(&s->batches_staged, c.batches_staged);
+  StoreRelease(&s->batches_released, c.batches_released);
+  StoreRelease(&s->sample_copy_rejects, c.sample_copy_rejects);
+  StoreRelease(&s->priority_updates_applied, c.priority_updates_applied);
+  StoreRelease(&s->priority_updates_stale, c.priority_updates_stale);
+  StoreRelease(&s->priority_updates_invalid, c.priority_updates_invalid);
+  StoreRelease(&s->mailbox_rejects, c.mailbox_rejects);
+  StoreRelease(&s->staging_stalls, c.staging_stalls);
+  StoreReleaseDouble(&s->priority_sum, memory_->total_priority());
+  StoreReleaseDouble(&s->priority_max, memory_->max_priority());
+  StoreRelease(&s->checkpoints_written, c.checkpoints_written);
+  StoreRelease(&s->updates_timed_out, c.updates_timed_out);
+  StoreRelease(&s->restore_dropped, c.restore_dropped);
+  StoreRelease(&s->generation_end, stats_generation_);
+}
+
+absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
+  CheckpointState state;
+  state.epoch = epoch_;
+  state.tail = LoadAcquire(regions_->tail_word());
+  state.ingest_cursor = ingest_->cursor();
+  state.counters = counters_;
+  RETURN_IF_ERROR(WriteCheckpoint(path, *regions_, *memory_, state));
+  ++counters_.checkpoints_written;
+  PublishStats();
+  return absl::OkStatus();
+}
+
+absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
+  CheckpointState state;
+  absl::Status status = ReadCheckpoint(path, regions_, memory_.get(), &state);
+  if (!status.ok()) {
+    ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
+    PublishStats();
+    return status;
+  }
+  const LayoutConfig& config = regions_->config();
+  // Stale batches and updates of an older epoch must not match new numbers.
+  std::memset(regions_->staging(), 0, StagingRingBytes(config));
+  std::memset(regions_->mailbox(), 0, MailboxBytes(config));
+  counters_ = state.counters;
+  epoch_ = state.epoch + 1;
+  StoreRelease(regions_->tail_word(), state.tail);
+  ingest_->Restart(state.ingest_cursor, state.tail);
+  sampler_->Restart(epoch_);
+  PublishStats();
+  return absl::OkStatus();
+}
+
+}  // namespace dreplay::replay

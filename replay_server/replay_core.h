@@ -1,0 +1,140 @@
+// Copyright dreplay authors.
+//
+// replay_core.h: the buffer node's replay loop.
+//
+// ReplayCore owns the replay memory (the sum tree), Ingest, PriorityUpdates
+// and Sampler over a ReplayRegions it does not own, and does their work one
+// step at a time:
+//
+//   Step():  1. ingest committed slots (Ingest::Step)
+//            2. consume the learner's priority updates, oldest batch first,
+//               releasing their staging slots (or releasing a batch without
+//               an update after update_timeout, if one is set)
+//            3. stage batches while staging slots are free
+//            4. publish the stats region (after work, or every
+//               stats_interval)
+//
+// Run(stop) repeats Step() until `stop` is set, backing off when idle:
+// spin_steps empty steps, then sleeps doubling from min_sleep to max_sleep.
+// ReplayCore owns no thread: the server binary runs Run() on a thread it owns
+// and joins; tests call Step() directly.
+//
+//   ASSIGN_OR_RETURN(auto regions, ReplayRegions::Create(config));
+//   ASSIGN_OR_RETURN(auto core, ReplayCore::Create(regions.get(), options));
+//   std::atomic<bool> stop{false};
+//   std::thread loop([&] { core->Run(stop); });
+//   ...
+//   stop = true;
+//   loop.join();
+//
+// Epochs: a fresh core is epoch 1; RestoreCheckpoint() makes it the saved
+// epoch + 1. Batch numbers restart at 0 in every epoch.
+//
+// Thread safety: not thread-safe. Step(), Run(), SaveCheckpoint() and
+// RestoreCheckpoint() must not run concurrently (to checkpoint a running
+// core, stop Run(), save, run again). Accessors are for the same thread.
+
+#ifndef DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
+#define DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "replay_server/clock.h"
+#include "replay_server/counters.h"
+#include "replay_server/ingest.h"
+#include "replay_server/priority_updates.h"
+#include "replay_server/regions.h"
+#include "replay_server/replay_memory.h"
+#include "replay_server/sampler.h"
+
+namespace dreplay::replay {
+
+struct ReplayCoreOptions {
+  // memory.capacity: 0 (taken from the layout) or equal to config.capacity.
+  ReplayMemoryOptions memory;
+  IngestOptions ingest;
+  SamplerOptions sampler;
+  // Release a staged batch without a priority update after this long
+  // (infinite: wait for the learner forever, the pure mailbox flow control).
+  absl::Duration update_timeout = absl::InfiniteDuration();
+  // Most batches staged per Step(). >= 1.
+  uint32_t max_batches_per_step = 4;
+  // The stats region is refreshed after every step that did work, and at
+  // least this often otherwise.
+  absl::Duration stats_interval = absl::Milliseconds(100);
+  // Idle back-off of Run().
+  uint32_t spin_steps = 64;
+  absl::Duration min_sleep = absl::Microseconds(20);
+  absl::Duration max_sleep = absl::Milliseconds(1);
+
+  // OK, or InvalidArgument naming the bad field (memory.capacity is checked
+  // against the layout by Create).
+  absl::Status Validate() const;
+};
+
+struct StepResult {
+  uint64_t ingested = 0;          // sequences handled by ingest
+  uint64_t batches_released = 0;  // updates consumed (or timed out)
+  uint64_t batches_staged = 0;
+  bool did_work() const { return ingested + batches_released + batches_staged > 0; }
+};
+
+class ReplayCore {
+ public:
+  // `regions` is not owned and must outlive the core; `clock` likewise
+  // (nullptr: Clock::Real()). InvalidArgument for bad options.
+  static absl::StatusOr<std::unique_ptr<ReplayCore>> Create(ReplayRegions* regions,
+                                                            const ReplayCoreOptions& options,
+                                                            Clock* clock = nullptr);
+
+  // One pass of the loop. Never blocks.
+  StepResult Step();
+  // Steps until `stop` is true (checked between steps). Blocks.
+  void Run(const std::atomic<bool>& stop);
+
+  // Writes a checkpoint (see checkpoint.h). Counts checkpoints_written.
+  absl::Status SaveCheckpoint(const std::string& path);
+  // Loads a checkpoint, then starts epoch saved + 1: the tail and ingest
+  // cursor are restored (sequences reserved before the checkpoint and never
+  // committed are abandoned at once), staging ring and mailbox are cleared,
+  // counters are restored. REQUIRES: no peer uses the regions yet. On error
+  // (see ReadCheckpoint) the memory is empty and the epoch unchanged.
+  absl::Status RestoreCheckpoint(const std::string& path);
+
+  // Writes the stats region now.
+  void PublishStats();
+
+  const ReplayCounters& counters() const { return counters_; }
+  ReplayMemory& memory() { return *memory_; }
+  const ReplayMemory& memory() const { return *memory_; }
+  uint64_t epoch() const { return epoch_; }
+  uint64_t ingest_cursor() const { return ingest_->cursor(); }
+  const Sampler& sampler() const { return *sampler_; }
+
+ private:
+  ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
+             std::unique_ptr<ReplayMemory> memory);
+  uint64_t ReleaseBatches(absl::Time now);
+
+  ReplayRegions* const regions_;
+  const ReplayCoreOptions options_;
+  Clock* const clock_;
+  std::unique_ptr<ReplayMemory> memory_;
+  ReplayCounters counters_;
+  std::unique_ptr<Ingest> ingest_;
+  std::unique_ptr<PriorityUpdates> updates_;
+  std::unique_ptr<Sampler> sampler_;
+  uint64_t epoch_ = 1;
+  uint64_t stats_generation_ = 0;
+  absl::Time last_stats_ = absl::InfinitePast();
+};
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_

@@ -1,0 +1,325 @@
+// Copyright dreplay authors.
+
+#include "replay_server/replay_core.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "replay_server/regions.h"
+#include "replay_server/shared_words.h"
+#include "replay_server/test_util.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::Insert;
+using testing::PayloadFor;
+using testing::ReadStagingSlot;
+using testing::Reserve;
+using testing::SmallConfig;
+using testing::WriteUpdate;
+
+// Bound on every wait for another thread in this file.
+constexpr absl::Duration kWaitTimeout = absl::Seconds(60);
+
+ReplayCoreOptions TestOptions() {
+  ReplayCoreOptions options;
+  options.memory.alpha = 0.6;
+  options.memory.seed = 11;
+  options.sampler.min_size_to_sample = 8;
+  options.sampler.beta = BetaSchedule{0.4, 1.0, 1000};
+  return options;
+}
+
+std::vector<BatchEntry> EntriesOf(const LayoutConfig& c, const std::vector<uint8_t>& image) {
+  BatchHeader header;
+  std::memcpy(&header, image.data(), sizeof(header));
+  std::vector<BatchEntry> entries(header.count);
+  std::memcpy(entries.data(), image.data() + StagingEntriesOffset(c),
+              entries.size() * sizeof(BatchEntry));
+  return entries;
+}
+
+class ReplayCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    regions_ = ReplayRegions::Create(SmallConfig()).value();
+    auto core = ReplayCore::Create(regions_.get(), TestOptions(), &clock_);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(core).value();
+  }
+  const LayoutConfig& config() const { return regions_->config(); }
+
+  FakeClock clock_;
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayCore> core_;
+};
+
+TEST_F(ReplayCoreTest, StartsInEpochOneWithTheControlBlockFilledIn) {
+  EXPECT_EQ(core_->epoch(), 1u);
+  const ControlBlock* cb = regions_->control();
+  EXPECT_TRUE(CheckControlHeader(cb->header).ok());
+  EXPECT_EQ(cb->header.config, config());
+  EXPECT_EQ(LoadAcquire(&cb->server.epoch), 1u);
+  EXPECT_EQ(LoadAcquire(&regions_->stats()->epoch), 1u);
+}
+
+TEST_F(ReplayCoreTest, AStepIngestsAndStagesUpToTheStagingDepth) {
+  for (int k = 0; k < 16; ++k) Insert(*regions_, 1.f + k);
+  const StepResult r = core_->Step();
+  EXPECT_EQ(r.ingested, 16u);
+  EXPECT_EQ(r.batches_staged, config().staging_depth);
+  EXPECT_TRUE(r.did_work());
+  for (uint64_t n = 0; n < config().staging_depth; ++n) {
+    EXPECT_TRUE(CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1).ok());
+  }
+  EXPECT_FALSE(core_->Step().did_work());
+}
+
+TEST_F(ReplayCoreTest, ReusesAStagingSlotOnlyAfterTheLearnersUpdateForItsBatch) {
+  for (int k = 0; k < 16; ++k) Insert(*regions_, 1.f);
+  core_->Step();
+  const uint32_t depth = config().staging_depth;
+  const std::vector<uint8_t> batch0 = ReadStagingSlot(*regions_, 0);
+  for (int k = 0; k < 20; ++k) EXPECT_EQ(core_->Step().batches_staged, 0u);
+  EXPECT_EQ(ReadStagingSlot(*regions_, 0), batch0);
+  EXPECT_EQ(core_->counters().staging_stalls, 1u);
+
+  // The update for batch 1 alone does not free slot 0: updates are consumed
+  // in batch order.
+  WriteUpdate(*regions_, 1, 1, {});
+  EXPECT_EQ(core_->Step().batches_staged, 0u);
+
+  std::vector<PriorityRecord> records;
+  for (const BatchEntry& e : EntriesOf(config(), batch0)) {
+    records.push_back({e.slot_sequence, e.slot_index, 5.f});
+  }
+  WriteUpdate(*regions_, 0, 1, records);
+  const StepResult r = core_->Step();
+  EXPECT_EQ(r.batches_released, 2u);
+  EXPECT_EQ(r.batches_staged, 2u);  // batches depth and depth + 1
+  EXPECT_EQ(core_->counters().priority_updates_applied, records.size());
+  EXPECT_DOUBLE_EQ(core_->memory().stored_priority(records[0].slot_index),
+                   core_->memory().StoredValue(5.f));
+  EXPECT_TRUE(
+      CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, 1).ok());
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 2u);
+}
+
+TEST_F(ReplayCoreTest, UpdateTimeoutReleasesABatchTheLearnerNeverAnswered) {
+  ReplayCoreOptions options = TestOptions();
+  options.update_timeout = absl::Seconds(2);
+  core_ = ReplayCore::Create(regions_.get(), options, &clock_).value();
+  for (int k = 0; k < 16; ++k) Insert(*regions_, 1.f);
+  core_->Step();
+  EXPECT_EQ(core_->Step().batches_released, 0u);
+  clock_.Advance(absl::Seconds(2));
+  const StepResult r = core_->Step();
+  EXPECT_EQ(r.batches_released, config().staging_depth);
+  EXPECT_EQ(core_->counters().updates_timed_out, config().staging_depth);
+  EXPECT_EQ(r.batches_staged, config().staging_depth);
+}
+
+TEST_F(ReplayCoreTest, PublishesConsistentStats) {
+  for (int k = 0; k < 16; ++k) Insert(*regions_, 2.f);
+  core_->Step();
+  const StatsBlock* s = regions_->stats();
+  EXPECT_EQ(LoadAcquire(&s->generation_begin), LoadAcquire(&s->generation_end));
+  EXPECT_EQ(s->inserted, 16u);
+  EXPECT_EQ(s->size, 16u);
+  EXPECT_EQ(s->capacity, config().capacity);
+  EXPECT_EQ(s->ingest_cursor, 16u);
+  EXPECT_EQ(s->tail_seen, 16u);
+  EXPECT_EQ(s->batches_staged, config().staging_depth);
+  EXPECT_EQ(s->sampled, uint64_t{config().staging_depth} * config().batch_size);
+  EXPECT_DOUBLE_EQ(s->priority_sum, core_->memory().total_priority());
+  EXPECT_DOUBLE_EQ(s->priority_max, core_->memory().StoredValue(2.f));
+  EXPECT_EQ(s->epoch, 1u);
+  EXPECT_EQ(s->server_time_ns,
+            static_cast<uint64_t>(absl::ToInt64Nanoseconds(clock_.Now() - absl::UnixEpoch())));
+}
+
+TEST_F(ReplayCoreTest, RunReturnsWhenStoppedAndBacksOffWhenIdle) {
+  std::atomic<bool> stop{false};
+  // With the fake clock, sleeping advances time: an idle Run() moves the
+  // clock by at most max_sleep per step after spin_steps empty steps.
+  const absl::Time start = clock_.Now();
+  std::thread loop([&] { core_->Run(stop); });
+  const absl::Time deadline = absl::Now() + kWaitTimeout;
+  while (clock_.Now() - start < absl::Milliseconds(50) && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  loop.join();
+  EXPECT_GE(clock_.Now() - start, absl::Milliseconds(50));
+}
+
+TEST(ReplayCoreOptionsTest, RejectsBadValuesByName) {
+  ReplayCoreOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.max_batches_per_step = 0;
+  EXPECT_NE(options.Validate().message().find("max_batches_per_step"), std::string::npos);
+  options = ReplayCoreOptions{};
+  options.min_sleep = absl::Milliseconds(2);
+  options.max_sleep = absl::Milliseconds(1);
+  EXPECT_NE(options.Validate().message().find("min_sleep"), std::string::npos);
+  options = ReplayCoreOptions{};
+  options.memory.alpha = -1;
+  EXPECT_NE(options.Validate().message().find("alpha"), std::string::npos);
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  options = ReplayCoreOptions{};
+  options.memory.capacity = 128;  // differs from the layout
+  EXPECT_EQ(ReplayCore::Create(regions.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Actors, the replay core and a learner on threads, as over RDMA: actors
+// reserve with an atomic fetch-add on tail, write their slots and
+// release-store the commit words, and respect ingest_cursor; the learner
+// polls staged batches, verifies them and answers every batch through the
+// mailbox.
+struct EndToEndParams {
+  uint64_t capacity;
+  int actors;
+  int per_actor;
+  int reserve_chunk;
+};
+
+class ReplayCoreThreadsTest : public ::testing::TestWithParam<EndToEndParams> {};
+
+TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
+  const EndToEndParams p = GetParam();
+  LayoutConfig config = SmallConfig();
+  config.capacity = p.capacity;
+  config.batch_size = 16;
+  config.staging_depth = 4;
+  auto regions = ReplayRegions::Create(config).value();
+  ReplayCoreOptions options = TestOptions();
+  // Threads may be descheduled for long on a loaded machine (or under
+  // ThreadSanitizer): no reservation may be given up as abandoned here.
+  options.ingest.abandon_timeout = absl::Hours(1);
+  options.ingest.max_per_step = 256;
+  auto core = ReplayCore::Create(regions.get(), options).value();
+  const uint64_t total = uint64_t(p.actors) * p.per_actor;
+
+  std::atomic<bool> stop_core{false};
+  std::atomic<bool> stop_learner{false};
+  std::atomic<bool> failed{false};
+  std::thread core_thread([&] { core->Run(stop_core); });
+
+  std::atomic<uint64_t> learner_batches{0};
+  std::atomic<uint64_t> learner_records{0};
+  std::thread learner([&] {
+    uint64_t n = 0;
+    std::vector<uint8_t> image(StagingSlotStride(config));
+    while (!stop_learner.load()) {
+      CopyFromShared(image.data(), regions->staging_slot(n), image.size());
+      const absl::Status s = CheckStagedBatch(config, image.data(), n, 1);
+      if (!s.ok()) {
+        if (s.code() != absl::StatusCode::kUnavailable &&
+            s.code() != absl::StatusCode::kDataLoss) {
+          ADD_FAILURE() << s;
+          failed = true;
+          return;
+        }
+        std::this_thread::yield();
+        continue;
+      }
+      std::vector<PriorityRecord> records;
+      for (const BatchEntry& e : EntriesOf(config, image)) {
+        const size_t k = records.size();
+        const uint8_t* copy =
+            image.data() + StagingPayloadsOffset(config) + k * config.slot_size;
+        const std::vector<uint8_t> expected = PayloadFor(e.slot_sequence, 128);
+        if (VerifySlot(copy, config.slot_size, e.slot_sequence) != SlotCheck::kOk ||
+            std::memcmp(copy + sizeof(SlotHeader), expected.data(), 128) != 0 ||
+            !(e.weight > 0 && e.weight <= 1)) {
+          ADD_FAILURE() << "batch " << n << " entry " << k << " is wrong";
+          failed = true;
+          return;
+        }
+        records.push_back({e.slot_sequence, e.slot_index,
+                           static_cast<float>(e.slot_sequence % 13) + 0.5f});
+      }
+      testing::WriteUpdate(*regions, n, 1, records);
+      learner_records += records.size();
+      ++learner_batches;
+      ++n;
+    }
+  });
+
+  std::vector<std::thread> actors;
+  for (int a = 0; a < p.actors; ++a) {
+    actors.emplace_back([&, a] {
+      int written = 0;
+      while (written < p.per_actor && !failed.load()) {
+        const int k = std::min(p.reserve_chunk, p.per_actor - written);
+        const uint64_t first = Reserve(*regions, k);
+        for (uint64_t q = first; q < first + k; ++q) {
+          // Never lap a slot the server has not ingested.
+          const absl::Time deadline = absl::Now() + kWaitTimeout;
+          while (q >= LoadAcquire(&regions->control()->server.ingest_cursor) + config.capacity) {
+            if (absl::Now() > deadline) {
+              ADD_FAILURE() << "actor " << a << " waited too long for ingest";
+              failed = true;
+              return;
+            }
+            std::this_thread::yield();
+          }
+          testing::WriteSlot(*regions, q, static_cast<float>(q % 7), 128, a);
+        }
+        for (uint64_t q = first; q < first + k; ++q) testing::Commit(*regions, q);
+        written += k;
+      }
+    });
+  }
+  for (std::thread& t : actors) t.join();
+  const absl::Time deadline = absl::Now() + kWaitTimeout;
+  while (LoadAcquire(&regions->control()->server.ingest_cursor) < total && !failed.load() &&
+         absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  // Let the learner see a few batches with every transition in memory.
+  const uint64_t seen = learner_batches.load();
+  while (learner_batches.load() < seen + 2 && !failed.load() && absl::Now() < deadline) {
+    std::this_thread::yield();
+  }
+  stop_learner = true;
+  learner.join();
+  stop_core = true;
+  core_thread.join();
+  ASSERT_FALSE(failed.load());
+
+  const ReplayCounters& c = core->counters();
+  EXPECT_EQ(core->ingest_cursor(), total);
+  EXPECT_EQ(c.inserted, total);
+  EXPECT_EQ(c.abandoned_slots, 0u);
+  EXPECT_EQ(c.overrun_slots, 0u);
+  EXPECT_EQ(c.torn_slots, 0u);
+  // Every index holds the last sequence written to it, exactly once.
+  const uint64_t held = std::min<uint64_t>(total, config.capacity);
+  EXPECT_EQ(core->memory().size(), held);
+  for (uint64_t q = total - held; q < total; ++q) {
+    EXPECT_EQ(core->memory().sequence(q & (config.capacity - 1)), q);
+  }
+  EXPECT_GE(learner_batches.load(), 2u);
+  EXPECT_GE(c.batches_staged, learner_batches.load());
+  EXPECT_LE(c.priority_updates_applied + c.priority_updates_stale, learner_records.load());
+  EXPECT_EQ(c.priority_updates_invalid + c.mailbox_rejects, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ReplayCoreThreadsTest,
+    ::testing::Values(
+        // Room for everything: no slot is reused.
+        EndToEndParams{1 << 15, 4, 5000, 8},
+        // A small ring: actors wait for ingest and slots are overwritten
+        // under the sampler's feet all the time.
+        EndToEndParams{256, 4, 5000, 4}));
+
+}  // namespace
+}  // namespace dreplay::replay

@@ -1,0 +1,135 @@
+// Copyright dreplay authors.
+//
+// sampler.h: pre-samples batches into the staging ring.
+//
+// StageOne() stages batch n = next_batch() into staging slot n % depth:
+//
+//   1. one stratified proportional draw per entry from the replay memory;
+//   2. each drawn slot is copied into the staging slot with a seqlock check:
+//      commit word read (acquire) before the copy and again after it, both
+//      equal to CommitValue(sequence), and the copy's header sequence and
+//      checksum verified. A slot overwritten around the copy (an actor
+//      reusing it: FIFO eviction racing the sample) fails one of these; it is
+//      removed from the memory, counted as a copy reject, and the entry is
+//      drawn again (up to max_draws_per_entry times, then left out);
+//   3. importance-sampling weights, BatchHeader (batch number, epoch, count,
+//      N, beta) and the batch checksum are written, then the commit line
+//      (BatchCommitValue(n), release store) last, and the control block's
+//      batches_staged is published.
+//
+// Flow control: batch n may use staging slot n % depth only once batch
+// n - depth has been released (ReleaseOldest(), after the learner's priority
+// update for it was consumed, see priority_updates.h). So at most
+// staging_depth batches are outstanding, and a batch the learner may still be
+// READing is never overwritten. The replay core drives this.
+//
+// Every store into the staging ring is a word-wise atomic store (the learner
+// READs it concurrently); every read of the slot ring is an atomic load.
+//
+// Thread safety: none; one thread (the replay core) owns a Sampler. Nothing
+// allocates after construction.
+
+#ifndef DREPLAY_REPLAY_SERVER_SAMPLER_H_
+#define DREPLAY_REPLAY_SERVER_SAMPLER_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "replay_server/clock.h"
+#include "replay_server/counters.h"
+#include "replay_server/layout.h"
+#include "replay_server/replay_memory.h"
+
+namespace dreplay::replay {
+
+enum class SlotCopy : uint8_t {
+  kOk,
+  kCommitChangedBefore,  // the slot no longer holds the sequence
+  kCommitChangedAfter,   // a new commit landed during the copy
+  kBadSlot,              // the copy fails its length, sequence or checksum
+};
+
+// Copies `slot` (config.slot_size bytes of the slot ring) to `destination`
+// (8-byte aligned shared memory only this thread writes, e.g. a staging
+// payload position) if the slot holds `sequence` throughout the copy:
+// `commit_word` == CommitValue(sequence) before (acquire) and after the copy,
+// and the copy verifies (VerifySlot). `during_copy`, if not null, runs after
+// the first half of the words are copied: a simulation point for tests
+// (an actor overwriting the slot mid-copy); production passes nullptr.
+SlotCopy CopySlotConsistent(const LayoutConfig& config, const uint8_t* slot,
+                            const uint64_t* commit_word, uint64_t sequence,
+                            uint8_t* destination,
+                            const std::function<void()>* during_copy = nullptr);
+
+struct SamplerOptions {
+  // Beta as a function of the number of batches staged (over the server's
+  // lifetime, checkpoints included).
+  BetaSchedule beta;
+  // No batch is staged until the memory holds at least this many valid
+  // transitions (the DQN "learning starts"). >= 1.
+  uint64_t min_size_to_sample = 1;
+  // Draws per batch entry before the entry is left out (copy rejects). >= 1.
+  uint32_t max_draws_per_entry = 4;
+
+  absl::Status Validate() const;
+};
+
+class Sampler {
+ public:
+  // Pointers are not owned and must outlive the Sampler. `control`, `slots`,
+  // `commits`, `staging` are the regions laid out for `config`.
+  // REQUIRES: config and options are valid, memory->capacity() ==
+  // config.capacity.
+  Sampler(const LayoutConfig& config, const SamplerOptions& options, ControlBlock* control,
+          const uint8_t* slots, const uint64_t* commits, uint8_t* staging,
+          ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
+
+  // Stages batch next_batch() if its staging slot is free and the memory
+  // holds at least min_size_to_sample transitions. Returns true if a batch
+  // was staged. A batch whose every entry was rejected is not staged.
+  bool StageOne();
+
+  // Batches staged in this epoch (the next batch number).
+  uint64_t next_batch() const { return next_batch_; }
+  // Batches released in this epoch (their staging slots are free again).
+  uint64_t released() const { return released_; }
+  bool HasOutstanding() const { return released_ < next_batch_; }
+  // The oldest batch not yet released. REQUIRES: HasOutstanding().
+  uint64_t oldest_outstanding() const { return released_; }
+  // When the oldest outstanding batch was staged. REQUIRES: HasOutstanding().
+  absl::Time oldest_staged_at() const { return staged_at_[released_ % staged_at_.size()]; }
+  // Frees the staging slot of the oldest outstanding batch and publishes
+  // batches_released. REQUIRES: HasOutstanding().
+  void ReleaseOldest();
+
+  // Starts a new epoch: batch numbers restart at 0 and every staging slot is
+  // free. Publishes the control block's epoch and counts.
+  void Restart(uint64_t epoch);
+  uint64_t epoch() const { return epoch_; }
+
+ private:
+  const LayoutConfig config_;
+  const SamplerOptions options_;
+  ControlBlock* const control_;
+  const uint8_t* const slots_;
+  const uint64_t* const commits_;
+  uint8_t* const staging_;
+  ReplayMemory* const memory_;
+  ReplayCounters* const counters_;
+  Clock* const clock_;
+
+  uint64_t epoch_ = 0;
+  uint64_t next_batch_ = 0;
+  uint64_t released_ = 0;
+  bool stalled_ = false;
+  std::vector<absl::Time> staged_at_;  // per staging slot
+  std::vector<SampledItem> items_;     // batch_size
+  std::vector<BatchEntry> entries_;    // batch_size
+};
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_SAMPLER_H_

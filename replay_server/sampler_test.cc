@@ -1,0 +1,246 @@
+// Copyright dreplay authors.
+
+#include "replay_server/sampler.h"
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "replay_server/ingest.h"
+#include "replay_server/regions.h"
+#include "replay_server/shared_words.h"
+#include "replay_server/test_util.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::Commit;
+using testing::Insert;
+using testing::ReadStagingSlot;
+using testing::Reserve;
+using testing::SmallConfig;
+using testing::WriteSlot;
+
+constexpr uint64_t kEpoch = 7;
+
+class SamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    regions_ = ReplayRegions::Create(SmallConfig()).value();
+    ReplayMemoryOptions mo;
+    mo.capacity = SmallConfig().capacity;
+    mo.alpha = 1.0;
+    mo.priority_epsilon = 0.5;
+    mo.seed = 5;
+    memory_ = ReplayMemory::Create(mo).value();
+    ingest_ = std::make_unique<Ingest>(config(), IngestOptions{}, regions_->control(),
+                                       regions_->slots(), regions_->commits(), memory_.get(),
+                                       &counters_, &clock_);
+    SamplerOptions so;
+    so.beta = BetaSchedule{0.5, 0.5, 0};
+    so.min_size_to_sample = 4;
+    sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
+                                         regions_->commits(), regions_->staging(),
+                                         memory_.get(), &counters_, &clock_);
+    sampler_->Restart(kEpoch);
+  }
+
+  const LayoutConfig& config() const { return regions_->config(); }
+
+  void InsertAndIngest(int n, float priority = 1.f) {
+    for (int k = 0; k < n; ++k) Insert(*regions_, priority);
+    ASSERT_EQ(ingest_->Step(), static_cast<uint64_t>(n));
+  }
+
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayMemory> memory_;
+  ReplayCounters counters_;
+  FakeClock clock_;
+  std::unique_ptr<Ingest> ingest_;
+  std::unique_ptr<Sampler> sampler_;
+};
+
+TEST_F(SamplerTest, WaitsUntilTheMemoryHoldsMinSizeToSample) {
+  InsertAndIngest(3);
+  EXPECT_FALSE(sampler_->StageOne());
+  InsertAndIngest(1);
+  EXPECT_TRUE(sampler_->StageOne());
+}
+
+TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
+  InsertAndIngest(20);
+  ASSERT_TRUE(sampler_->StageOne());
+  EXPECT_EQ(sampler_->next_batch(), 1u);
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_staged), 1u);
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.epoch), kEpoch);
+  const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
+  ASSERT_TRUE(CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
+  BatchHeader header;
+  std::memcpy(&header, image.data(), sizeof(header));
+  EXPECT_EQ(header.count, config().batch_size);
+  EXPECT_EQ(header.size, 20u);
+  EXPECT_FLOAT_EQ(header.beta, 0.5f);
+  EXPECT_EQ(counters_.sampled, config().batch_size);
+  EXPECT_EQ(counters_.batches_staged, 1u);
+  for (uint32_t k = 0; k < header.count; ++k) {
+    BatchEntry entry;
+    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+                sizeof(entry));
+    EXPECT_EQ(memory_->sequence(entry.slot_index), entry.slot_sequence);
+    EXPECT_FLOAT_EQ(entry.weight, 1.0f);  // equal priorities: equal weights
+    const uint8_t* copy = image.data() + StagingPayloadsOffset(config()) + k * config().slot_size;
+    EXPECT_EQ(std::memcmp(copy, regions_->slot(entry.slot_index), config().slot_size), 0);
+    EXPECT_EQ(VerifySlot(copy, config().slot_size, entry.slot_sequence), SlotCheck::kOk);
+  }
+  // The learner sees nothing for batch 1 yet, nor batch 0 of another epoch.
+  EXPECT_EQ(CheckStagedBatch(config(), ReadStagingSlot(*regions_, 1).data(), 1, kEpoch).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(CheckStagedBatch(config(), image.data(), 0, kEpoch + 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SamplerTest, ATornReadOfAStagedBatchFailsItsChecksum) {
+  InsertAndIngest(20);
+  ASSERT_TRUE(sampler_->StageOne());
+  std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
+  image[StagingPayloadsOffset(config()) + 50] ^= 1;
+  EXPECT_EQ(CheckStagedBatch(config(), image.data(), 0, kEpoch).code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST_F(SamplerTest, DoesNotReuseAStagingSlotBeforeItsBatchIsReleased) {
+  InsertAndIngest(20);
+  const uint32_t depth = config().staging_depth;
+  for (uint32_t n = 0; n < depth; ++n) ASSERT_TRUE(sampler_->StageOne());
+  const std::vector<uint8_t> batch0 = ReadStagingSlot(*regions_, 0);
+  for (int k = 0; k < 10; ++k) EXPECT_FALSE(sampler_->StageOne());
+  EXPECT_EQ(counters_.staging_stalls, 1u);  // one stall, however many steps
+  EXPECT_EQ(ReadStagingSlot(*regions_, 0), batch0);
+  ASSERT_TRUE(sampler_->HasOutstanding());
+  EXPECT_EQ(sampler_->oldest_outstanding(), 0u);
+  sampler_->ReleaseOldest();
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 1u);
+  ASSERT_TRUE(sampler_->StageOne());  // batch depth, into slot 0
+  EXPECT_TRUE(
+      CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, kEpoch).ok());
+  EXPECT_FALSE(sampler_->StageOne());
+}
+
+TEST_F(SamplerTest, WeightsFollowThePrioritiesOfTheSampledSlots) {
+  // Two slots: stored values 1 and 4 (alpha 1, epsilon 0.5), beta 0.5:
+  // w = (P_min / P)^0.5 = 1 for the small one and 0.5 for the big one.
+  Insert(*regions_, 0.5f);
+  Insert(*regions_, 3.5f);
+  Insert(*regions_, 0.5f);
+  Insert(*regions_, 3.5f);
+  ASSERT_EQ(ingest_->Step(), 4u);
+  ASSERT_TRUE(sampler_->StageOne());
+  const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
+  for (uint32_t k = 0; k < config().batch_size; ++k) {
+    BatchEntry entry;
+    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+                sizeof(entry));
+    EXPECT_FLOAT_EQ(entry.weight, entry.slot_index % 2 == 0 ? 1.0f : 0.5f);
+  }
+}
+
+TEST_F(SamplerTest, DrawsAgainWhenASampledSlotWasOverwritten) {
+  InsertAndIngest(8);
+  // Slots 0..3 are being rewritten by actors for sequences 64..67: the slot
+  // bytes are new but the commit words are not yet.
+  Reserve(*regions_, 56);  // sequences 8..63 reserved elsewhere
+  for (uint64_t q = 64; q < 68; ++q) {
+    ASSERT_EQ(Reserve(*regions_, 1), q);
+    WriteSlot(*regions_, q, 1.f, 128);
+  }
+  ASSERT_TRUE(sampler_->StageOne());
+  const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
+  ASSERT_TRUE(CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
+  BatchHeader header;
+  std::memcpy(&header, image.data(), sizeof(header));
+  EXPECT_GT(header.count, 0u);
+  for (uint32_t k = 0; k < header.count; ++k) {
+    BatchEntry entry;
+    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+                sizeof(entry));
+    EXPECT_GE(entry.slot_index, 4u) << "an overwritten slot was staged";
+  }
+  // Each rejected slot was removed from the memory when it was drawn.
+  EXPECT_GT(counters_.sample_copy_rejects, 0u);
+  EXPECT_EQ(memory_->size(), 8u - counters_.sample_copy_rejects);
+}
+
+class CopySlotConsistentTest : public SamplerTest {
+ protected:
+  uint8_t* destination() { return regions_->staging() + StagingPayloadsOffset(config()); }
+};
+
+TEST_F(CopySlotConsistentTest, CopiesASlotThatHoldsItsSequenceThroughout) {
+  const uint64_t q = Insert(*regions_, 1.f);
+  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
+                               destination()),
+            SlotCopy::kOk);
+  EXPECT_EQ(std::memcmp(destination(), regions_->slot(q), config().slot_size), 0);
+}
+
+TEST_F(CopySlotConsistentTest, RejectsASlotWhoseCommitChangedBeforeTheCopy) {
+  const uint64_t q = Insert(*regions_, 1.f);
+  Commit(*regions_, q + config().capacity);
+  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
+                               destination()),
+            SlotCopy::kCommitChangedBefore);
+}
+
+TEST_F(CopySlotConsistentTest, RejectsASlotOverwrittenMidCopyBeforeItsNewCommit) {
+  // An actor rewrites the slot for the next lap while the copy is half done;
+  // its commit has not landed yet, so only the checksum can tell.
+  const uint64_t q = Insert(*regions_, 1.f);
+  const std::function<void()> overwrite = [&] {
+    WriteSlot(*regions_, q + config().capacity, 2.f, 128);
+  };
+  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
+                               destination(), &overwrite),
+            SlotCopy::kBadSlot);
+}
+
+TEST_F(CopySlotConsistentTest, RejectsASlotOverwrittenAndCommittedMidCopy) {
+  const uint64_t q = Insert(*regions_, 1.f);
+  const std::function<void()> overwrite = [&] {
+    WriteSlot(*regions_, q + config().capacity, 2.f, 128);
+    Commit(*regions_, q + config().capacity);
+  };
+  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
+                               destination(), &overwrite),
+            SlotCopy::kCommitChangedAfter);
+}
+
+TEST_F(CopySlotConsistentTest, RejectsAPayloadChangedMidCopyWithTheSameHeader) {
+  // Only payload bytes in the second half change (a torn rewrite).
+  const uint64_t q = Insert(*regions_, 1.f);
+  const std::function<void()> scribble = [&] {
+    uint8_t* last = regions_->slot(q) + config().slot_size - 8;
+    const uint64_t garbage = 0x0123456789abcdefULL;
+    CopyToShared(last, &garbage, sizeof(garbage));
+  };
+  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
+                               destination(), &scribble),
+            SlotCopy::kBadSlot);
+}
+
+TEST(SamplerOptionsTest, RejectsBadValues) {
+  SamplerOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.min_size_to_sample = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options.min_size_to_sample = 1;
+  options.max_draws_per_entry = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options.max_draws_per_entry = 1;
+  options.beta.initial = 2;
+  EXPECT_FALSE(options.Validate().ok());
+}
+
+}  // namespace
+}  // namespace dreplay::replay
