@@ -7,6 +7,7 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -160,6 +161,13 @@ absl::StatusOr<TrainStepResult> DqnLearner::TrainStep(
     return absl::InvalidArgumentError(
         absl::StrCat("batch of ", batch.size(), " transitions with ",
                      weights.size(), " importance weights"));
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] >= 0.0f && std::isfinite(weights[i]))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "importance weight ", i, " is ", weights[i],
+          "; weights must be finite and >= 0"));
+    }
   }
   const BatchTensors t = ViewBatch(batch);
   const torch::Tensor w =

@@ -73,8 +73,9 @@ class DqnLearner {
 
   // One gradient step on `batch` with importance-sampling `weights` (one per
   // transition; all 1 for uniform replay). INVALID_ARGUMENT for an empty
-  // batch, another observation size, weights of the wrong count, or an action
-  // outside the network's range.
+  // batch, another observation size, weights of the wrong count, a negative
+  // or non-finite weight, or an action outside the network's range. Nothing
+  // changes on error.
   absl::StatusOr<TrainStepResult> TrainStep(const TransitionBatch& batch,
                                             absl::Span<const float> weights);
 

@@ -263,6 +263,12 @@ TEST(DqnLearnerTest, RejectsBatchesThatDoNotFitTheNetwork) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(learner->TrainStep(TransitionBatch(4), {}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(learner->TrainStep(batch, {1.0f, -1.0f, 1.0f, 1.0f})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(learner->TrainStep(batch, {1.0f, 1.0f, NAN, 1.0f}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   TransitionBatch wide(6);
   Transition t;
   t.observation.assign(6, 0.0f);
