@@ -1,5 +1,7 @@
 // Copyright dreplay authors.
 
+// XXH3_INITSTATE needs the state's definition (the static part).
+#define XXH_STATIC_LINKING_ONLY
 #include "replay_server/checkpoint.h"
 
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "replay_server/shared_words.h"
 #include "xxhash.h"
 
@@ -50,7 +53,12 @@ class Fd {
 // XXH3 streaming state on the heap (its size is not part of the stable API).
 class Hasher {
  public:
-  Hasher() : state_(XXH3_createState()) { XXH3_64bits_reset_withSeed(state_, kChecksumSeed); }
+  Hasher() : state_(XXH3_createState()) {
+    CHECK(state_ != nullptr) << "out of memory for an XXH3 state";
+    // A seeded reset of an uninitialized state may keep a stale secret.
+    XXH3_INITSTATE(state_);
+    XXH3_64bits_reset_withSeed(state_, kChecksumSeed);
+  }
   ~Hasher() { XXH3_freeState(state_); }
   Hasher(const Hasher&) = delete;
   Hasher& operator=(const Hasher&) = delete;

@@ -186,6 +186,9 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
   count = std::min(count, c.batch_size);
   const auto* p = static_cast<const uint8_t*>(staging_slot);
   XXH3_state_t state;
+  // A state on the stack must be initialized before a seeded reset (the
+  // reset skips deriving the secret when the stale seed field matches).
+  XXH3_INITSTATE(&state);
   XXH3_64bits_reset_withSeed(&state, kChecksumSeed);
   XXH3_64bits_update(&state, p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
   XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{count} * sizeof(BatchEntry));
@@ -334,18 +337,20 @@ absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
         "batch ", batch_number, " is not staged yet (commit ", commit, ", header batch ",
         header.batch_number, ")"));
   }
-  if (header.epoch != epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "staged batch ", batch_number, " has epoch ", header.epoch, ", expected ", epoch));
-  }
+  // Only a whole image is judged: a READ that overlapped the server's write
+  // can pair a new commit word with an old header.
   if (header.count > config.batch_size || header.slot_size != config.slot_size) {
     return absl::DataLossError(absl::StrCat(
         "staged batch ", batch_number, " header has count ", header.count, " slot_size ",
-        header.slot_size));
+        header.slot_size, " (torn read)"));
   }
   if (BatchChecksum(config, p, header.count) != header.checksum) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
+  }
+  if (header.epoch != epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "staged batch ", batch_number, " has epoch ", header.epoch, ", expected ", epoch));
   }
   return absl::OkStatus();
 }

@@ -363,9 +363,9 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
 // Learner side: checks a READ image of the staging slot of `batch_number`
 // (StagingSlotStride bytes). OK when it is batch `batch_number` of `epoch`,
 // whole; Unavailable when that batch is not staged there yet (READ again
-// later); FailedPrecondition when it belongs to another epoch (the server
-// restarted); DataLoss when the header is malformed or the checksum fails
-// (a READ that overlapped the server's write: READ again).
+// later); DataLoss when the header is malformed or the checksum fails (a READ
+// that overlapped the server's write: READ again); FailedPrecondition when a
+// whole, verified batch belongs to another epoch (the server restarted).
 absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
                               uint64_t batch_number, uint64_t epoch);
 

@@ -210,6 +210,21 @@ TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {
             BatchChecksum(c, stage.data(), c.batch_size));
 }
 
+TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> stage(StagingSlotStride(c));
+  for (size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<uint8_t>(i * 11 + 5);
+  const uint32_t count = 3;
+  std::vector<uint8_t> covered(stage.begin() + 8, stage.begin() + 64);
+  covered.insert(covered.end(), stage.begin() + StagingEntriesOffset(c),
+                 stage.begin() + StagingEntriesOffset(c) + count * sizeof(BatchEntry));
+  covered.insert(covered.end(), stage.begin() + StagingPayloadsOffset(c),
+                 stage.begin() + StagingPayloadsOffset(c) + count * c.slot_size);
+  const uint64_t expected = XXH3_64bits_withSeed(covered.data(), covered.size(), kChecksumSeed);
+  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
+  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
+}
+
 TEST(ChecksumTest, MailboxAndParamsChecksumsCoverTheirCountedBytes) {
   const LayoutConfig c = TestConfig();
   std::vector<uint8_t> entry(MailboxEntryStride(c), 3);

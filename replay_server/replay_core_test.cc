@@ -75,7 +75,8 @@ TEST_F(ReplayCoreTest, AStepIngestsAndStagesUpToTheStagingDepth) {
   EXPECT_EQ(r.batches_staged, config().staging_depth);
   EXPECT_TRUE(r.did_work());
   for (uint64_t n = 0; n < config().staging_depth; ++n) {
-    EXPECT_TRUE(CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1).ok());
+    const absl::Status s = CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1);
+    EXPECT_TRUE(s.ok()) << s;
   }
   EXPECT_FALSE(core_->Step().did_work());
 }
