@@ -13,6 +13,10 @@
 // (-cos(theta1) - cos(theta2 + theta1) > 1), which terminates.
 // Reset: each state value uniform in [-0.1, 0.1), then rounded to float32, as
 // the reference's `.astype(np.float32)` does.
+//
+// sin and cos come from the C library. The reference calls NumPy's float64
+// ufuncs, which use the C library on most builds; a NumPy build that
+// dispatches them to its own SIMD kernels may differ in the last bit.
 
 #ifndef DREPLAY_RL_ACROBOT_H_
 #define DREPLAY_RL_ACROBOT_H_
