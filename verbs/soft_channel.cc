@@ -2,6 +2,7 @@
 
 #include "verbs/soft_channel.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -34,10 +35,12 @@ constexpr size_t kMaxInputPerTurn = 4 << 20;
 // Limits of one sendmsg().
 constexpr int kMaxIov = 256;
 constexpr size_t kMaxBytesPerSend = 8 << 20;
-// A held frame goes out at most this early; frames behind it that are due
-// within kBatchWindowNs go with it (one wake-up, one send for a burst).
-constexpr int64_t kSendAheadNs = 1000;
-constexpr int64_t kBatchWindowNs = 20000;
+// On an emulated link, a frame queued behind others (bandwidth-bound) may
+// leave up to this long before its arrival time, but never before it would
+// arrive on an idle link: bursts then go out in one send per wake-up instead
+// of one wake-up per frame, and the emulated latency and long-run bandwidth
+// stay exact.
+constexpr int64_t kMaxEarlyNs = 50000;
 
 bool IsReadOrAtomic(Opcode op) {
   return op == Opcode::kRead || op == Opcode::kFetchAdd ||
@@ -163,8 +166,14 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
 }
 
 int Channel::Poll(absl::Span<Completion> out) {
-  if (out.empty() || cq_size_.load(std::memory_order_acquire) == 0) return 0;
-  MutexLock lock(&mu_);
+  if (out.empty()) return 0;
+  if (cq_size_.load(std::memory_order_acquire) == 0) {
+    // An application that polls in a tight loop leaves the processor to the
+    // NIC thread for a moment; on a small machine they share the cores.
+    sched_yield();
+    return 0;
+  }
+  MutexLock lock(&cq_mu_);
   const size_t n = std::min(out.size(), cq_.size());
   for (size_t i = 0; i < n; ++i) {
     out[i] = std::move(cq_.front());
@@ -185,6 +194,7 @@ absl::Status Channel::error() const {
 }
 
 void Channel::PushCompletion(Completion c) {
+  MutexLock lock(&cq_mu_);
   cq_.push_back(std::move(c));
   cq_size_.store(cq_.size(), std::memory_order_release);
 }
@@ -200,8 +210,13 @@ void Channel::Attach(Nic* nic, uint64_t id) {
   SyncInterest();
 }
 
+void Channel::WaitForPlacement() {
+  while (placing_) placement_done_.Wait(&mu_);
+}
+
 void Channel::Detach() {
   MutexLock lock(&mu_);
+  WaitForPlacement();
   if (detached_) return;
   detached_ = true;
   if (nic_ != nullptr && epoll_events_ != 0) {
@@ -215,9 +230,10 @@ void Channel::Detach() {
   out_.clear();
   sq_.clear();
   rq_.clear();
+  next_due_ns_.store(0, std::memory_order_release);
+  MutexLock cq_lock(&cq_mu_);
   cq_.clear();
   cq_size_.store(0, std::memory_order_release);
-  next_due_ns_.store(0, std::memory_order_release);
 }
 
 void Channel::OnNicStopped() {
@@ -234,6 +250,7 @@ void Channel::OnNicStopped() {
 void Channel::OnDeregister(const MemoryRegion* mr, const char* begin,
                            size_t length) {
   MutexLock lock(&mu_);
+  WaitForPlacement();
   if (detached_) return;
   MaterializeResponseRefs();
   if (state_ != QpState::kReady) return;
@@ -416,18 +433,23 @@ Channel::OutFrame& Channel::QueueFrame(const FrameHeader& header,
   f.ref = ref;
   f.ref_len = ref_len;
   f.is_request = IsRequest(static_cast<FrameType>(header.type));
-  f.due_ns = link_.enabled()
-                 ? link_.Schedule(not_before, f.head_len + f.ref_len)
-                 : not_before;
+  if (link_.enabled()) {
+    const LinkEmulator::Slot slot =
+        link_.Schedule(not_before, f.head_len + f.ref_len);
+    f.send_ns = std::max(slot.idle_arrival_ns, slot.arrival_ns - kMaxEarlyNs);
+    f.slack_ns = slot.arrival_ns - f.send_ns;
+  } else {
+    f.send_ns = not_before;
+    f.slack_ns = 0;
+  }
   return f;
 }
 
 void Channel::QueueClose(int64_t not_before) {
-  int64_t due = not_before;
-  if (!out_.empty()) due = std::max(due, out_.back().due_ns);
+  // Frames leave in order, so the close follows everything queued before.
   OutFrame& f = out_.emplace_back();
   f.close_after = true;
-  f.due_ns = due;
+  f.send_ns = not_before;
   close_queued_ = true;
 }
 
@@ -493,11 +515,25 @@ void Channel::ReadInput() {
     ssize_t got;
     if (in_phase_ == InPhase::kPayload && in_begin_ == in_end_ &&
         in_left_ >= kDirectReadBytes) {
-      // Straight into place, plus the start of whatever follows.
-      iovec iov[2] = {{in_dst_, in_left_}, {in_buf_.get(), kTailBytes}};
+      // Straight into place, plus the start of whatever follows. The lock
+      // is released meanwhile so that the application can post and poll;
+      // the destination stays valid because Detach() and deregistration
+      // wait for the placement to end.
+      char* const dst = in_dst_;
+      iovec iov[2] = {{dst, in_left_}, {in_buf_.get(), kTailBytes}};
       in_begin_ = in_end_ = 0;
+      placing_ = true;
+      mu_.Unlock();
       got = readv(fd_.get(), iov, 2);
+      const int saved_errno = errno;
+      mu_.Lock();
+      placing_ = false;
+      placement_done_.SignalAll();
+      errno = saved_errno;
       if (got > 0) {
+        if (in_phase_ != InPhase::kPayload || in_dst_ != dst) {
+          continue;  // the queue pair failed meanwhile: drop the rest
+        }
         const size_t direct = std::min<size_t>(got, in_left_);
         in_dst_ += direct;
         in_left_ -= direct;
@@ -903,7 +939,7 @@ void Channel::Flush(int64_t now) {
   out_blocked_ = false;
   while (!out_closed_ && !out_.empty()) {
     OutFrame& head = out_.front();
-    if (head.due_ns > now + kSendAheadNs) break;
+    if (head.send_ns > now + kSendAheadNs) break;
     if (head.close_after) {
       // Everything queued before the close is out.
       shutdown(fd_.get(), SHUT_WR);
@@ -923,7 +959,7 @@ void Channel::Flush(int64_t now) {
          ++i) {
       const OutFrame& f = out_[i];
       if (f.close_after) break;
-      if (i > 0 && f.due_ns > now + kBatchWindowNs) break;
+      if (f.send_ns > now + kSendAheadNs) break;
       uint64_t skip = f.sent;
       if (skip < f.head_len) {
         iov[n++] = {const_cast<char*>(f.head) + skip, f.head_len - skip};
@@ -975,9 +1011,14 @@ void Channel::Flush(int64_t now) {
 
 void Channel::UpdateNextDue() {
   int64_t due = 0;
+  int64_t wake = 0;
   if (!out_closed_ && !out_blocked_ && !out_.empty()) {
-    due = out_.front().due_ns;
+    const OutFrame& head = out_.front();
+    due = head.send_ns;
+    // Spin for a frame that must leave on time, not for one with slack.
+    wake = head.slack_ns >= kTimerLeadNs ? due : due - kTimerLeadNs;
   }
+  next_wake_ns_.store(wake, std::memory_order_release);
   const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
   if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr &&
       !Nic::OnNicThread()) {
@@ -1004,7 +1045,6 @@ void Channel::Fail(WcStatus first, const std::string& reason,
                    Teardown teardown) {
   if (state_ == QpState::kReady) {
     state_ = QpState::kError;
-    failed_.store(true, std::memory_order_release);
     error_ = absl::Status(CodeOf(first),
                           absl::StrCat(config_.description, ": ", reason));
     VLOG(1) << config_.description << ": queue pair failed: " << reason;
@@ -1028,6 +1068,8 @@ void Channel::Fail(WcStatus first, const std::string& reason,
     in_phase_ = InPhase::kDrain;
     in_dst_ = nullptr;
     ack_pending_ = false;
+    // Published last: whoever sees the error state finds the completions.
+    failed_.store(true, std::memory_order_release);
   }
   if (teardown == Teardown::kAbort) {
     shutdown(fd_.get(), SHUT_RDWR);

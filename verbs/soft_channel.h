@@ -10,9 +10,11 @@
 //    thread at a time, as verbs.h says of a QueuePair);
 //  * the provider's NIC thread (soft_nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
-// One mutex guards everything; the NIC thread holds it while it processes a
-// batch of input, so the frames of one connection are executed in order and
-// a region cannot be deregistered in the middle of a placement.
+// One mutex guards the connection's state; the NIC thread holds it while it
+// processes a batch of input, so the frames of one connection are executed
+// in order. It lets go only while it receives a large payload straight into
+// its destination; Detach() and deregistration wait for that to end, so a
+// region is never written after it is gone. Completions have their own lock.
 //
 // Datapath, and where copies are avoided:
 //  * PostSend builds frames and, with no link model, writes them at once with
@@ -116,9 +118,13 @@ class Channel {
   void OnEvents(uint32_t events);
   // Sends the held frames that are due.
   void OnTimer();
-  // When the first held frame is due (MonotonicNowNs), 0 if none is held.
-  int64_t next_due_ns() const {
-    return next_due_ns_.load(std::memory_order_acquire);
+  struct Timer {
+    int64_t due_ns;   // when the first held frame may go; 0: none held
+    int64_t wake_ns;  // when the NIC thread should wake for it (spin after)
+  };
+  Timer timer() const {
+    return Timer{next_due_ns_.load(std::memory_order_acquire),
+                 next_wake_ns_.load(std::memory_order_acquire)};
   }
 
  private:
@@ -132,9 +138,11 @@ class Channel {
   // An outgoing frame: `head` (header and any small payload) followed by
   // `ref_len` bytes at `ref`.
   struct OutFrame {
+    OutFrame() {}  // leaves `head` uninitialised: it is written before use
     static constexpr uint32_t kHeadCapacity =
         sizeof(FrameHeader) + kInlineCopyBytes;
-    int64_t due_ns = 0;  // not sent before this time
+    int64_t send_ns = 0;   // not sent before this time
+    int64_t slack_ns = 0;  // how much later it may go without harm
     uint32_t head_len = 0;
     uint32_t ref_len = 0;
     uint64_t sent = 0;           // bytes of head + ref already written
@@ -193,7 +201,9 @@ class Channel {
   // every posted receive with kFlushed.
   void Fail(WcStatus first, const std::string& reason, Teardown teardown)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushCompletion(Completion c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushCompletion(Completion c) ABSL_LOCKS_EXCLUDED(cq_mu_);
+  // Waits until the NIC thread is not placing data with mu_ released.
+  void WaitForPlacement() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Fd fd_;
@@ -248,10 +258,18 @@ class Channel {
   bool out_blocked_ ABSL_GUARDED_BY(mu_) = false;  // socket full
   bool out_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> next_due_ns_{0};
+  std::atomic<int64_t> next_wake_ns_{0};
 
-  // Completions, with their count readable without the lock so that an
-  // idle Poll() does not contend with the NIC thread.
-  Ring<Completion> cq_ ABSL_GUARDED_BY(mu_);
+  // The NIC thread is receiving straight into application memory with mu_
+  // released; Detach() and OnDeregister() wait for it to finish.
+  bool placing_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar placement_done_;
+
+  // Completions have their own lock (taken inside mu_ when pushing), so
+  // that Poll() never waits for the NIC thread's batch; their count is
+  // readable without a lock so that an idle Poll() takes none.
+  mutable Mutex cq_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  Ring<Completion> cq_ ABSL_GUARDED_BY(cq_mu_);
   std::atomic<size_t> cq_size_{0};
   std::atomic<bool> failed_{false};
 };

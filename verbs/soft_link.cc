@@ -31,16 +31,19 @@ LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
       ns_per_byte_(model.bandwidth_gbps > 0 ? 8.0 / model.bandwidth_gbps : 0.0),
       rng_(seed) {}
 
-int64_t LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
+LinkEmulator::Slot LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
+  const auto serialise =
+      static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
+  const int64_t jitter =
+      jitter_ns_ > 0
+          ? std::uniform_int_distribution<int64_t>(0, jitter_ns_)(rng_)
+          : 0;
   const int64_t start = std::max(now_ns, link_free_ns_);
-  link_free_ns_ =
-      start + static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
-  int64_t arrival = link_free_ns_ + delay_ns_;
-  if (jitter_ns_ > 0) {
-    arrival += std::uniform_int_distribution<int64_t>(0, jitter_ns_)(rng_);
-  }
-  last_arrival_ns_ = std::max(arrival, last_arrival_ns_);
-  return last_arrival_ns_;
+  link_free_ns_ = start + serialise;
+  last_arrival_ns_ =
+      std::max(link_free_ns_ + delay_ns_ + jitter, last_arrival_ns_);
+  const int64_t idle_arrival = now_ns + serialise + delay_ns_ + jitter;
+  return Slot{last_arrival_ns_, std::min(idle_arrival, last_arrival_ns_)};
 }
 
 }  // namespace dreplay::verbs::soft

@@ -42,9 +42,16 @@ class LinkEmulator {
   // at once and Schedule() need not be called.
   bool enabled() const { return enabled_; }
 
-  // The time (MonotonicNowNs scale) at which a frame of `bytes` handed to the
-  // link at `now_ns` arrives at the peer. Non-decreasing across calls.
-  int64_t Schedule(int64_t now_ns, size_t bytes);
+  struct Slot {
+    // When the frame arrives at the peer (MonotonicNowNs scale).
+    // Non-decreasing across calls.
+    int64_t arrival_ns;
+    // When it would arrive had the link been idle (no frames queued ahead
+    // of it); <= arrival_ns.
+    int64_t idle_arrival_ns;
+  };
+  // Schedules a frame of `bytes` handed to the link at `now_ns`.
+  Slot Schedule(int64_t now_ns, size_t bytes);
 
  private:
   const bool enabled_;

@@ -22,12 +22,6 @@ namespace {
 // The epoll id of the wake-up eventfd; channel ids start at 1.
 constexpr uint64_t kWakeId = 0;
 constexpr int kMaxEvents = 64;
-// The thread sleeps until this long before the next due frame, then spins
-// (still serving sockets), so that a frame leaves within a microsecond or two
-// of its time even when waking from sleep takes tens of microseconds.
-constexpr int64_t kSpinNs = 15000;
-// A frame this close to its time is sent now (matches Channel::Flush).
-constexpr int64_t kSendAheadNs = 1000;
 
 thread_local bool tls_on_nic_thread = false;
 
@@ -154,23 +148,24 @@ void Nic::Loop() {
       }
     }
 
-    // Send the held frames that are due; find when the next one is.
+    // Send the held frames that are due; find when to look again. Until
+    // then the thread sleeps; from then on it spins (still serving sockets).
     int64_t now = MonotonicNowNs();
-    int64_t next_due = std::numeric_limits<int64_t>::max();
+    int64_t next_wake = std::numeric_limits<int64_t>::max();
     for (const auto& channel : active) {
-      int64_t due = channel->next_due_ns();
-      if (due != 0 && due <= now + kSendAheadNs) {
+      Channel::Timer timer = channel->timer();
+      if (timer.due_ns != 0 && timer.due_ns <= now + kSendAheadNs) {
         channel->OnTimer();
-        due = channel->next_due_ns();
+        timer = channel->timer();
       }
-      if (due != 0) next_due = std::min(next_due, due);
+      if (timer.due_ns != 0) next_wake = std::min(next_wake, timer.wake_ns);
     }
 
     timespec timeout = {};
     timespec* timeout_ptr = nullptr;  // block until an event
-    if (next_due != std::numeric_limits<int64_t>::max()) {
+    if (next_wake != std::numeric_limits<int64_t>::max()) {
       now = MonotonicNowNs();
-      const int64_t sleep_ns = std::max<int64_t>(0, next_due - now - kSpinNs);
+      const int64_t sleep_ns = std::max<int64_t>(0, next_wake - now);
       timeout.tv_sec = sleep_ns / 1000000000;
       timeout.tv_nsec = sleep_ns % 1000000000;
       timeout_ptr = &timeout;

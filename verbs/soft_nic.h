@@ -32,6 +32,13 @@
 
 namespace dreplay::verbs::soft {
 
+// The NIC thread wakes this long before a frame that must leave on time and
+// spins until then; a timed sleep on a busy machine often oversleeps by
+// 5 to 20 us.
+inline constexpr int64_t kTimerLeadNs = 15000;
+// A frame this close to its time is sent now.
+inline constexpr int64_t kSendAheadNs = 1000;
+
 class Nic {
  public:
   // Starts the thread. kInternal when epoll or eventfd cannot be created.
