@@ -2,6 +2,7 @@
 
 #include "replay_server/ingest.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,7 @@ Ingest::Ingest(const LayoutConfig& config, const IngestOptions& options, Control
 void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
   cursor_ = cursor;
   reserved_before_ = reserved_before;
+  evicted_through_ = cursor;
   waiting_for_ = ~uint64_t{0};
   Publish();
 }
@@ -45,6 +47,13 @@ uint64_t Ingest::Step() {
   const uint64_t tail = LoadAcquire(&control_->tail.tail);
   tail_seen_ = tail;
   const uint64_t mask = config_.slot_mask();
+  // Evict ahead (see ingest.h). Every sequence from the cursor on is not
+  // ingested yet, so a valid occupant of its slot is an older sequence.
+  const uint64_t writable_end = std::min(tail, cursor_ + ActorWindow(config_));
+  for (uint64_t s = std::max(evicted_through_, cursor_); s < writable_end; ++s) {
+    memory_->Remove(s & mask);
+  }
+  evicted_through_ = std::max(evicted_through_, writable_end);
   uint64_t handled = 0;
   while (handled < options_.max_per_step && cursor_ < tail) {
     const uint64_t q = cursor_;

@@ -22,7 +22,14 @@
 // memory: sequence q owns the slot now (FIFO eviction). Nothing that fails a
 // check is ever inserted. After each step the cursor is published in the
 // control block (ServerLine::ingest_cursor, release store): actors may write
-// sequence q only while q < ingest_cursor + capacity.
+// sequence q only while SequenceWritable(config, q, ingest_cursor).
+//
+// Evict ahead: at the start of each step, the occupant of every slot an
+// actor may be writing now (sequences reserved, below tail, and writable,
+// below ingest_cursor + ActorWindow) is removed from the memory: its slot
+// is being, or is about to be, rewritten. The sampler (same thread, after
+// ingest) then only draws a slot under rewrite when its sequence was reserved
+// after the step began; its seqlock and checksum catch those.
 //
 // The commit word is read with acquire, so a commit observed makes the slot
 // bytes written before it (the actor's earlier WRITE on the same queue pair,
@@ -99,6 +106,7 @@ class Ingest {
   uint64_t cursor_ = 0;
   uint64_t tail_seen_ = 0;
   uint64_t reserved_before_ = 0;  // see Restart()
+  uint64_t evicted_through_ = 0;  // slots of sequences below this: evicted
   // The sequence ingest is waiting at, and since when.
   uint64_t waiting_for_ = ~uint64_t{0};
   absl::Time waiting_since_;

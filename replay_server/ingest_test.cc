@@ -181,6 +181,34 @@ TEST_F(IngestTest, InsertingASlotEvictsItsPreviousOccupant) {
   EXPECT_EQ(memory_->sequence(3), 3u);
 }
 
+TEST_F(IngestTest, EvictsTheOccupantsOfSlotsActorsMayBeRewriting) {
+  for (uint64_t k = 0; k < capacity(); ++k) Insert(*regions_, 1.f);
+  ASSERT_EQ(ingest_->Step(), capacity());
+  ASSERT_EQ(memory_->size(), capacity());
+  // Three sequences of the next lap are reserved: slots 0..2 are about to be
+  // rewritten, so their occupants (sequences 0..2) leave the memory at once.
+  Reserve(*regions_, 3);
+  EXPECT_EQ(ingest_->Step(), 0u);
+  EXPECT_EQ(memory_->size(), capacity() - 3);
+  EXPECT_FALSE(memory_->valid(0));
+  EXPECT_FALSE(memory_->valid(2));
+  EXPECT_TRUE(memory_->valid(3));
+}
+
+TEST_F(IngestTest, EvictsAheadOnlyWithinTheActorWindow) {
+  LayoutConfig config = SmallConfig();
+  config.actor_window = 8;
+  regions_ = ReplayRegions::Create(config).value();
+  MakeIngest(IngestOptions{});
+  for (uint64_t k = 0; k < capacity(); ++k) Insert(*regions_, 1.f);
+  ASSERT_EQ(ingest_->Step(), capacity());
+  Reserve(*regions_, 20);  // only 8 of them may be written yet
+  EXPECT_EQ(ingest_->Step(), 0u);
+  EXPECT_EQ(memory_->size(), capacity() - 8);
+  EXPECT_FALSE(memory_->valid(7));
+  EXPECT_TRUE(memory_->valid(8));
+}
+
 TEST_F(IngestTest, HandlesAtMostMaxPerStep) {
   IngestOptions options;
   options.max_per_step = 4;

@@ -50,8 +50,9 @@ absl::Status LayoutConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_actors=", max_actors, " must be at most ", kMaxActors));
   }
-  if (reserved1 != 0) {
-    return absl::InvalidArgumentError("LayoutConfig reserved fields must be 0");
+  if (actor_window > capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actor_window=", actor_window, " must be at most capacity=", capacity));
   }
   return absl::OkStatus();
 }
@@ -81,7 +82,7 @@ bool LayoutConfig::operator==(const LayoutConfig& o) const {
   return capacity == o.capacity && param_bytes == o.param_bytes && slot_size == o.slot_size &&
          batch_size == o.batch_size && staging_depth == o.staging_depth &&
          observation_size == o.observation_size && num_actions == o.num_actions &&
-         max_actors == o.max_actors && reserved1 == o.reserved1 &&
+         max_actors == o.max_actors && actor_window == o.actor_window &&
          std::memcmp(transition_spec, o.transition_spec, kTransitionSpecBytes) == 0;
 }
 
@@ -90,6 +91,7 @@ std::string LayoutConfig::DebugString() const {
                       " batch_size=", batch_size, " staging_depth=", staging_depth,
                       " param_bytes=", param_bytes, " observation_size=", observation_size,
                       " num_actions=", num_actions, " max_actors=", max_actors,
+                      " actor_window=", actor_window,
                       " transition_spec=\"", spec(), "\"");
 }
 
@@ -112,7 +114,9 @@ std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
     return absl::StrCat("transition_spec: \"", spec(), "\" vs \"", o.spec(), "\"");
   }
   if (max_actors != o.max_actors) return diff("max_actors", max_actors, o.max_actors);
-  if (reserved1 != o.reserved1) return "reserved fields";
+  if (actor_window != o.actor_window) {
+    return diff("actor_window", actor_window, o.actor_window);
+  }
   return "";
 }
 

@@ -47,9 +47,13 @@
 // Actor insert of k transitions:
 //   1. s = FETCH_ADD(tail, k): the actor owns sequences s .. s+k-1; sequence q
 //      lives in slot SlotIndex(q) = q & (capacity - 1).
-//   2. Before writing sequence q the actor makes sure q < ingest_cursor +
-//      capacity (it READs the control block's ServerLine now and then and
-//      backs off), so it never laps a slot the server has not ingested.
+//   2. Before writing sequence q the actor makes sure SequenceWritable(config,
+//      q, ingest_cursor), i.e. q < ingest_cursor + ActorWindow(config) (it
+//      READs the control block's ServerLine now and then and backs off). So
+//      it never laps a slot the server has not ingested, and at most
+//      ActorWindow slots are in flux (written, not yet ingested) at a time:
+//      however fast actors are, the memory keeps capacity - window valid
+//      transitions for the sampler.
 //   3. WRITE the k slots (SealSlot() fills header and checksum; contiguous
 //      except at the wrap), then WRITE their commit words (CommitValue(q)) on
 //      the same queue pair. RC places the second WRITE after the first, so a
@@ -146,7 +150,11 @@ struct LayoutConfig {
   // Opaque description of the payload encoding, NUL-terminated and padded
   // with NULs (e.g. "cartpole-v1 f32 nstep=3"); clients compare it verbatim.
   char transition_spec[kTransitionSpecBytes] = {};
-  uint64_t reserved1 = 0;
+  // How far (in sequences) actors may run ahead of ingest_cursor, in
+  // [0, capacity]; 0 means capacity. A window well below capacity (e.g.
+  // capacity / 4) keeps most of the ring sampleable when actors outpace
+  // ingest; see ActorWindow().
+  uint64_t actor_window = 0;
 
   // OK, or InvalidArgument naming the first bad field and its value.
   absl::Status Validate() const;
@@ -174,7 +182,7 @@ static_assert(offsetof(LayoutConfig, observation_size) == 28, "");
 static_assert(offsetof(LayoutConfig, num_actions) == 32, "");
 static_assert(offsetof(LayoutConfig, max_actors) == 36, "");
 static_assert(offsetof(LayoutConfig, transition_spec) == 40, "");
-static_assert(offsetof(LayoutConfig, reserved1) == 104, "");
+static_assert(offsetof(LayoutConfig, actor_window) == 104, "");
 
 // ---------------------------------------------------------------------------
 // Control block.
@@ -203,7 +211,7 @@ static_assert(sizeof(TailLine) == kCacheLine, "");
 // READ them.
 struct alignas(kCacheLine) ServerLine {
   // Every sequence below this is done (ingested, abandoned or overrun); an
-  // actor may write sequence q only when q < ingest_cursor + capacity.
+  // actor may write sequence q only when SequenceWritable(config, q, this).
   uint64_t ingest_cursor = 0;
   // Changes when the server restarts from a checkpoint; staged batches carry
   // it. Batch numbers restart at 0 in every epoch.
@@ -268,6 +276,16 @@ inline constexpr uint64_t kNeverCommitted = 0;
 
 inline uint64_t SlotIndex(const LayoutConfig& c, uint64_t sequence) {
   return sequence & c.slot_mask();
+}
+
+// Sequences actors may run ahead of ingest_cursor (see LayoutConfig).
+inline uint64_t ActorWindow(const LayoutConfig& c) {
+  return c.actor_window != 0 ? c.actor_window : c.capacity;
+}
+// True when an actor may write `sequence` now that the server published
+// `ingest_cursor`.
+inline bool SequenceWritable(const LayoutConfig& c, uint64_t sequence, uint64_t ingest_cursor) {
+  return sequence < ingest_cursor + ActorWindow(c);
 }
 
 // Checksum of a slot whose header says `payload_length` bytes follow.

@@ -59,6 +59,20 @@ TEST(LayoutConfigTest, RejectsBadSlotSizeBatchSizeDepthAndSpec) {
   EXPECT_FALSE(c.set_spec(std::string(kTransitionSpecBytes, 'y')).ok());
 }
 
+TEST(LayoutConfigTest, ActorWindowDefaultsToTheCapacityAndMayNotExceedIt) {
+  LayoutConfig c = TestConfig();
+  EXPECT_EQ(ActorWindow(c), 1024u);
+  EXPECT_TRUE(SequenceWritable(c, 1023 + 10, 10));
+  EXPECT_FALSE(SequenceWritable(c, 1024 + 10, 10));
+  c.actor_window = 256;
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_EQ(ActorWindow(c), 256u);
+  EXPECT_TRUE(SequenceWritable(c, 255 + 10, 10));
+  EXPECT_FALSE(SequenceWritable(c, 256 + 10, 10));
+  c.actor_window = 1025;
+  EXPECT_NE(c.Validate().message().find("actor_window=1025"), std::string::npos);
+}
+
 TEST(LayoutConfigTest, FirstDifferenceNamesTheField) {
   LayoutConfig a = TestConfig();
   LayoutConfig b = TestConfig();

@@ -27,6 +27,7 @@
 #include "replay_server/shared_words.h"
 
 DEFINE_uint64(capacity, 1 << 20, "slots in the ring (power of two)");
+DEFINE_uint64(actor_window, 0, "sequences actors may run ahead of ingest (0: capacity / 4)");
 DEFINE_uint32(payload, 128, "bytes per transition");
 DEFINE_uint32(batch, 256, "batch size");
 DEFINE_uint32(depth, 8, "staging depth");
@@ -45,6 +46,7 @@ LayoutConfig Config() {
   c.batch_size = FLAGS_batch;
   c.staging_depth = FLAGS_depth;
   c.param_bytes = 4096;
+  c.actor_window = FLAGS_actor_window != 0 ? FLAGS_actor_window : FLAGS_capacity / 4;
   return c;
 }
 
@@ -165,7 +167,7 @@ void EndToEndPhase() {
       while (next.fetch_add(FLAGS_reserve_chunk) < total) {
         const uint64_t first = FetchAdd(regions->tail_word(), FLAGS_reserve_chunk);
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
-          while (q >= LoadAcquire(&regions->control()->server.ingest_cursor) + c.capacity) {
+          while (!SequenceWritable(c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
             std::this_thread::yield();
           }
           WriteSlot(*regions, q, &image, payload);

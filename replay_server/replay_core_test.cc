@@ -185,6 +185,7 @@ TEST(ReplayCoreOptionsTest, RejectsBadValuesByName) {
 // mailbox.
 struct EndToEndParams {
   uint64_t capacity;
+  uint64_t actor_window;
   int actors;
   int per_actor;
   int reserve_chunk;
@@ -196,6 +197,7 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   const EndToEndParams p = GetParam();
   LayoutConfig config = SmallConfig();
   config.capacity = p.capacity;
+  config.actor_window = p.actor_window;
   config.batch_size = 16;
   config.staging_depth = 4;
   auto regions = ReplayRegions::Create(config).value();
@@ -263,7 +265,8 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         for (uint64_t q = first; q < first + k; ++q) {
           // Never lap a slot the server has not ingested.
           const absl::Time deadline = absl::Now() + kWaitTimeout;
-          while (q >= LoadAcquire(&regions->control()->server.ingest_cursor) + config.capacity) {
+          while (!SequenceWritable(config, q,
+                                   LoadAcquire(&regions->control()->server.ingest_cursor))) {
             if (absl::Now() > deadline) {
               ADD_FAILURE() << "actor " << a << " waited too long for ingest";
               failed = true;
@@ -317,10 +320,12 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, ReplayCoreThreadsTest,
     ::testing::Values(
         // Room for everything: no slot is reused.
-        EndToEndParams{1 << 15, 4, 5000, 8},
+        EndToEndParams{1 << 15, 0, 4, 5000, 8},
         // A small ring: actors wait for ingest and slots are overwritten
         // under the sampler's feet all the time.
-        EndToEndParams{256, 4, 5000, 4}));
+        EndToEndParams{256, 0, 4, 5000, 4},
+        // Actors may run only a quarter of the ring ahead of ingest.
+        EndToEndParams{256, 64, 4, 5000, 4}));
 
 }  // namespace
 }  // namespace dreplay::replay
