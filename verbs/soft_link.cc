@@ -26,7 +26,8 @@ void UsePreciseTimers() {
 
 LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
     : enabled_(model.enabled()),
-      delay_ns_(absl::ToInt64Nanoseconds(model.one_way_delay)),
+      delay_ns_(std::max<int64_t>(
+          0, absl::ToInt64Nanoseconds(model.one_way_delay) - kHostPathNs)),
       jitter_ns_(absl::ToInt64Nanoseconds(model.jitter)),
       ns_per_byte_(model.bandwidth_gbps > 0 ? 8.0 / model.bandwidth_gbps : 0.0),
       rng_(seed) {}

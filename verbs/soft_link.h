@@ -13,6 +13,12 @@
 //   LinkEmulator link(model, seed);
 //   int64_t arrive_ns = link.Schedule(MonotonicNowNs(), frame_bytes);
 //
+// The loopback path itself (a send, a wake-up of the receiving thread, a
+// receive) takes about kHostPathNs one way; the emulator holds frames that
+// much less than `one_way_delay` (never less than zero), so that measured
+// round trips match the model instead of exceeding it by the host's own
+// latency.
+//
 // Not thread-safe: each connection direction owns one, used under its lock.
 
 #ifndef DREPLAY_VERBS_SOFT_LINK_H_
@@ -28,6 +34,8 @@ namespace dreplay::verbs::soft {
 
 // CLOCK_MONOTONIC in nanoseconds.
 int64_t MonotonicNowNs();
+
+inline constexpr int64_t kHostPathNs = 20000;
 
 // Sets the calling thread's timer slack to the minimum, so that its timed
 // waits wake within microseconds instead of the default 50 us.
