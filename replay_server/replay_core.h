@@ -27,6 +27,14 @@
 //   stop = true;
 //   loop.join();
 //
+// The learner's baseline mode (the buffer node only forwards) can reuse all
+// of this locally: keep a ReplayRegions of the same layout as a mirror, copy
+// each forwarded slot range and its commit words into it at the same indices,
+// advance the mirror's tail (FetchAdd in shared_words.h) past them, and run a
+// ReplayCore over the mirror: ingest verifies and inserts, the sampler stages
+// batches in the local staging ring, and the local mailbox takes the new
+// priorities. Or use a ReplayMemory directly (replay_memory.h).
+//
 // Epochs: a fresh core is epoch 1; RestoreCheckpoint() makes it the saved
 // epoch + 1. Batch numbers restart at 0 in every epoch.
 //

@@ -4,7 +4,10 @@
 //
 // StageOne() stages batch n = next_batch() into staging slot n % depth:
 //
-//   1. one stratified proportional draw per entry from the replay memory;
+//   1. one stratified proportional draw per entry from the replay memory,
+//      the whole batch at once (ReplayMemory::SampleStrata: the tree
+//      descents overlap their cache misses), then every drawn slot and commit
+//      word is prefetched;
 //   2. each drawn slot is copied into the staging slot with a seqlock check:
 //      commit word read (acquire) before the copy and again after it, both
 //      equal to CommitValue(sequence), and the copy's header sequence and
