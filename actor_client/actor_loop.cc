@@ -1,0 +1,261 @@
+// Copyright dreplay authors.
+
+#include "actor_client/actor_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "rl/dqn.h"
+#include "rl/make_environment.h"
+#include "rl/policy.h"
+
+namespace dreplay::actor {
+namespace {
+
+// Streams derived from one seed: the environments' first resets and the
+// exploration draws.
+constexpr uint64_t kEnvStream = 1;
+constexpr uint64_t kExplorationStream = 2;
+
+// SplitMix64's finaliser: decorrelates seeds that differ in a few bits.
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t DeriveSeed(uint64_t seed, uint64_t stream, uint64_t actor, uint64_t env) {
+  return Mix(Mix(Mix(Mix(seed) ^ stream) ^ actor) ^ env);
+}
+
+}  // namespace
+
+absl::Status ActorLoopOptions::Validate() const {
+  if (num_envs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_envs=", num_envs, " must be >= 1"));
+  }
+  if (num_actors < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_actors=", num_actors, " must be >= 1"));
+  }
+  if (actor_index < 0 || actor_index >= num_actors) {
+    return absl::InvalidArgumentError(absl::StrCat("actor_index=", actor_index,
+                                                   " must be in [0, num_actors=", num_actors,
+                                                   ")"));
+  }
+  if (!(epsilon_base >= 0 && epsilon_base <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon_base=", epsilon_base, " must be in [0, 1]"));
+  }
+  if (!(epsilon_alpha >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon_alpha=", epsilon_alpha, " must be >= 0"));
+  }
+  RETURN_IF_ERROR(nstep.Validate());
+  for (int size : hidden_sizes) {
+    if (size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hidden_sizes=", absl::StrJoin(hidden_sizes, ","), ": every size must be >= 1"));
+    }
+  }
+  if (flush_batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("flush_batch=", flush_batch, " must be >= 1"));
+  }
+  if (param_refresh_steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("param_refresh_steps=", param_refresh_steps, " must be >= 1"));
+  }
+  if (max_env_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_env_steps=", max_env_steps, " must be >= 0"));
+  }
+  if (duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration=", absl::FormatDuration(duration), " must be > 0"));
+  }
+  if (!(max_steps_per_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_steps_per_s=", max_steps_per_s, " must be >= 0"));
+  }
+  if (stats_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
+  }
+  const absl::Status env_status = rl::MakeEnvironment(env).status();
+  if (!env_status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", env_status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ActorLoop>> ActorLoop::Create(const ActorLoopOptions& options,
+                                                            const ActorIo& io) {
+  RETURN_IF_ERROR(options.Validate());
+  if (io.experience == nullptr) {
+    return absl::InvalidArgumentError("ActorLoop needs an experience sink");
+  }
+  std::unique_ptr<ActorLoop> loop(new ActorLoop(options, io));
+  RETURN_IF_ERROR(loop->Init());
+  return loop;
+}
+
+ActorLoop::ActorLoop(const ActorLoopOptions& options, const ActorIo& io)
+    : options_(options), io_(io) {}
+
+ActorLoop::~ActorLoop() = default;
+
+const rl::EnvironmentSpec& ActorLoop::env_spec() const { return envs_.front().env->spec(); }
+
+absl::Status ActorLoop::Init() {
+  const int ladder_size = options_.num_actors * options_.num_envs;
+  envs_.resize(options_.num_envs);
+  for (int e = 0; e < options_.num_envs; ++e) {
+    EnvState& state = envs_[e];
+    ASSIGN_OR_RETURN(state.env, rl::MakeEnvironment(options_.env));
+    state.nstep = std::make_unique<rl::NStepAccumulator>(
+        options_.nstep, static_cast<size_t>(state.env->spec().observation_size));
+    state.random.Seed(DeriveSeed(options_.seed, kExplorationStream, options_.actor_index, e));
+    state.observation =
+        state.env->Reset(DeriveSeed(options_.seed, kEnvStream, options_.actor_index, e));
+    RETURN_IF_ERROR(state.nstep->BeginEpisode(state.observation));
+    const int rung = options_.actor_index * options_.num_envs + e;
+    epsilons_.push_back(
+        rl::ApeXEpsilon(rung, ladder_size, options_.epsilon_base, options_.epsilon_alpha));
+  }
+  const rl::EnvironmentSpec& spec = env_spec();
+  observation_size_ = spec.observation_size;
+  action_count_ = spec.action_count;
+  rl::QNetworkOptions network_options;
+  network_options.observation_size = observation_size_;
+  network_options.action_count = action_count_;
+  network_options.hidden_sizes = options_.hidden_sizes;
+  ASSIGN_OR_RETURN(network_, rl::QNetwork::Create(network_options, options_.network_seed));
+  observations_.resize(static_cast<size_t>(options_.num_envs) * observation_size_);
+  q_values_.resize(static_cast<size_t>(options_.num_envs) * action_count_);
+  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  encoded_.resize(rl::EncodedTransitionSize(observation_size_));
+  pending_.reserve(options_.flush_batch + options_.num_envs * options_.nstep.n);
+  return absl::OkStatus();
+}
+
+absl::Status ActorLoop::Step() {
+  const int num_envs = options_.num_envs;
+  for (int e = 0; e < num_envs; ++e) {
+    std::copy(envs_[e].observation.begin(), envs_[e].observation.end(),
+              observations_.begin() + static_cast<size_t>(e) * observation_size_);
+  }
+  RETURN_IF_ERROR(network_->QValues(observations_, absl::MakeSpan(q_values_)));
+  for (int e = 0; e < num_envs; ++e) {
+    EnvState& state = envs_[e];
+    const absl::Span<const float> q = absl::MakeConstSpan(
+        q_values_.data() + static_cast<size_t>(e) * action_count_, action_count_);
+    const int action = rl::EpsilonGreedy(q, epsilons_[e], state.random);
+    ASSIGN_OR_RETURN(rl::StepResult step, state.env->Step(action));
+    state.episode_return += step.reward;
+    completed_.clear();
+    RETURN_IF_ERROR(state.nstep->AddStep(action, step.reward, step.observation, step.terminated,
+                                         step.truncated, &completed_));
+    for (rl::Transition& transition : completed_) pending_.push_back(std::move(transition));
+    if (step.done()) {
+      ++stats_.episodes;
+      stats_.last_return = state.episode_return;
+      if (io_.stats != nullptr) io_.stats->RecordEpisode(state.episode_return);
+      state.episode_return = 0;
+      state.observation = state.env->Reset();
+      RETURN_IF_ERROR(state.nstep->BeginEpisode(state.observation));
+    } else {
+      state.observation = std::move(step.observation);
+    }
+  }
+  stats_.env_steps += num_envs;
+  if (io_.stats != nullptr) io_.stats->RecordSteps(num_envs);
+  if (pending_.size() >= static_cast<size_t>(options_.flush_batch)) {
+    RETURN_IF_ERROR(FlushPending());
+  }
+  steps_since_refresh_ += num_envs;
+  if (steps_since_refresh_ >= options_.param_refresh_steps) {
+    steps_since_refresh_ = 0;
+    RETURN_IF_ERROR(RefreshParams());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ActorLoop::FlushPending() {
+  if (pending_.empty()) return absl::OkStatus();
+  batch_->Clear();
+  for (const rl::Transition& transition : pending_) RETURN_IF_ERROR(batch_->Add(transition));
+  priorities_.resize(pending_.size());
+  RETURN_IF_ERROR(rl::ComputeAbsTdErrors(*network_, *network_, *batch_, /*double_dqn=*/true,
+                                         absl::MakeSpan(priorities_)));
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    ASSIGN_OR_RETURN(const size_t bytes,
+                     rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_)));
+    RETURN_IF_ERROR(
+        io_.experience->Append(absl::MakeConstSpan(encoded_.data(), bytes), priorities_[i]));
+    stats_.priority_sum += priorities_[i];
+  }
+  stats_.transitions += pending_.size();
+  pending_.clear();
+  return io_.experience->Flush();
+}
+
+absl::Status ActorLoop::RefreshParams() {
+  if (io_.params == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const bool fresh, io_.params->Refresh(network_.get()));
+  if (fresh) {
+    if (stats_.param_refreshes == 0) {
+      LOG(INFO) << "actor " << options_.actor_index << ": first parameters (version "
+                << io_.params->version() << ") after " << stats_.env_steps << " steps";
+    }
+    ++stats_.param_refreshes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ActorLoop::Finish() {
+  RETURN_IF_ERROR(FlushPending());
+  if (io_.stats != nullptr) RETURN_IF_ERROR(io_.stats->Publish(io_.experience->committed()));
+  return absl::OkStatus();
+}
+
+absl::Status ActorLoop::Run(const std::atomic<bool>& stop) {
+  const absl::Time start = absl::Now();
+  const absl::Time end = options_.duration == absl::InfiniteDuration()
+                             ? absl::InfiniteFuture()
+                             : start + options_.duration;
+  // Pacing: step k (of all environments) is due at start + k * period; a
+  // loop that fell behind by more than kMaxLag does not catch up in a burst.
+  constexpr absl::Duration kMaxLag = absl::Seconds(1);
+  const absl::Duration period = options_.max_steps_per_s > 0
+                                    ? absl::Seconds(options_.num_envs / options_.max_steps_per_s)
+                                    : absl::ZeroDuration();
+  absl::Time next_step = start;
+  absl::Time next_stats = start;
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (options_.max_env_steps > 0 &&
+        stats_.env_steps >= static_cast<uint64_t>(options_.max_env_steps)) {
+      break;
+    }
+    absl::Time now = absl::Now();
+    if (now >= end) break;
+    if (period > absl::ZeroDuration()) {
+      if (now < next_step) {
+        absl::SleepFor(next_step - now);
+        now = absl::Now();
+      }
+      next_step = std::max(next_step, now - kMaxLag) + period;
+    }
+    RETURN_IF_ERROR(Step());
+    if (io_.stats != nullptr && now >= next_stats) {
+      next_stats = now + options_.stats_interval;
+      RETURN_IF_ERROR(io_.stats->Publish(io_.experience->committed()));
+    }
+  }
+  return Finish();
+}
+
+}  // namespace dreplay::actor
