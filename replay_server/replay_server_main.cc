@@ -1,0 +1,343 @@
+// Copyright dreplay authors.
+//
+// replay_server: the buffer node's replay service.
+//
+//   replay_server --listen=0.0.0.0:7471 --capacity=1048576 --slot_size=256
+//       --batch_size=32 --staging_depth=8 --checkpoint_dir=/var/lib/dreplay
+//       --auth_token_file=/etc/dreplay/token
+//
+// Prints "listening on HOST:PORT" on stdout once clients may connect (with
+// --listen=...:0 the port is the one the OS chose; --port_file also writes
+// it, alone on a line, for scripts). SIGINT or SIGTERM stops the server
+// cleanly: clients are cut off, committed experiences are ingested and, with
+// --checkpoint_dir, a final checkpoint is written; the next start restores
+// it (a new epoch) and clients reconnect.
+//
+// Exit status: 0 after a clean stop, 1 when the server fails (cannot listen,
+// cannot restore or write a checkpoint), 2 for a bad flag (the message names
+// it and its value).
+//
+// The link emulation of the soft provider is chosen by the connecting side
+// (the learner's --link for the long-haul link): the soft provider applies
+// the connector's model to both directions, so this binary has no --link.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "replay_server/client_session.h"
+#include "replay_server/server.h"
+#include "verbs/verbs.h"
+
+DEFINE_string(listen, "127.0.0.1:0",
+              "HOST:PORT to listen on. Port 0: the OS picks one (printed, see --port_file). "
+              "The default accepts local clients only; use 0.0.0.0:PORT for remote ones.");
+DEFINE_string(port_file, "", "if set, the bound port is written to this file");
+DEFINE_string(provider, "auto", "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
+DEFINE_int32(ib_port, 1, "ibverbs: port number");
+DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
+
+DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");
+DEFINE_int64(slot_size, 256, "bytes per slot including its 32-byte header (multiple of 8)");
+DEFINE_int64(batch_size, 32, "transitions per pre-sampled batch");
+DEFINE_int64(staging_depth, 8, "batches staged ahead of the learner (and mailbox entries)");
+DEFINE_int64(param_bytes, 1 << 20, "largest parameter blob the learner may publish, bytes");
+DEFINE_string(transition_spec, "", "description of the payload encoding, published to clients");
+DEFINE_int64(observation_size, 0, "elements per observation (published, informational)");
+DEFINE_int64(num_actions, 0, "number of discrete actions (published, informational)");
+DEFINE_int64(max_actors, 256, "actor ids accepted are 0 .. max_actors-1 (one stats line each)");
+DEFINE_int64(actor_window, 0,
+             "how many sequences actors may run ahead of ingest (0: capacity); e.g. capacity/4 "
+             "keeps most of the memory sampleable when actors outpace ingest");
+
+DEFINE_string(sampler, "prioritized", "prioritized or uniform");
+DEFINE_double(alpha, 0.6, "prioritization exponent, in [0, 1]");
+DEFINE_double(priority_epsilon, 1e-6, "added to raw priorities, > 0");
+DEFINE_double(beta, 0.4, "importance-sampling exponent at the start of the annealing");
+DEFINE_double(beta_final, 1.0, "importance-sampling exponent at the end of the annealing");
+DEFINE_int64(beta_steps, 100000, "batches over which beta is annealed linearly");
+DEFINE_int64(min_size_to_sample, 1, "no batch is staged before memory holds this many transitions");
+DEFINE_double(update_timeout_s, 0,
+              "release a staged batch without its priority update after this long "
+              "(0: wait for the learner)");
+DEFINE_double(abandon_timeout_s, 0.5,
+              "a reserved slot not committed within this long is skipped (its actor died)");
+DEFINE_int64(seed, 1, "seed of the sampler's random generator");
+
+DEFINE_string(auth_token, "", "clients must present this token (prefer --auth_token_file)");
+DEFINE_string(auth_token_file, "", "file holding the token (one line)");
+DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start when present");
+DEFINE_double(checkpoint_interval_s, 0, "periodic checkpoint interval (0: only at shutdown)");
+DEFINE_double(stats_interval_s, 10, "one-line stats log interval (0: off)");
+DEFINE_double(heartbeat_interval_s, 1, "how often clients are probed, to drop dead ones");
+DEFINE_string(link, "", "not a server flag: see --help");
+// gflags' own; --help is narrowed to this file's flags.
+DECLARE_bool(help);
+DECLARE_string(helpmatch);
+
+// gflags ends the process through this hook (exit(1)) on a flag it cannot
+// parse, and after --help. It is exported by libgflags but not declared in
+// its headers.
+namespace google {
+extern void (*gflags_exitfunc)(int);
+}  // namespace google
+
+namespace dreplay::replay {
+namespace {
+
+// Exit statuses of the binary.
+constexpr int kExitFailure = 1;
+constexpr int kExitBadFlag = 2;
+
+[[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
+[[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
+
+absl::Status FlagError(const char* flag, const std::string& value, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", why));
+}
+
+absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return FlagError(flag, std::to_string(value), absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> Seconds(const char* flag, double value, bool zero_is_infinite) {
+  if (!(value >= 0) || value > 1e9) {
+    return FlagError(flag, std::to_string(value), "must be a number of seconds >= 0");
+  }
+  if (value == 0 && zero_is_infinite) return absl::InfiniteDuration();
+  if (value == 0) return FlagError(flag, "0", "must be > 0");
+  return absl::Seconds(value);
+}
+
+absl::StatusOr<std::string> ReadToken() {
+  if (!FLAGS_auth_token.empty() && !FLAGS_auth_token_file.empty()) {
+    return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
+  }
+  if (FLAGS_auth_token_file.empty()) return FLAGS_auth_token;
+  std::ifstream in(FLAGS_auth_token_file);
+  if (!in) return FlagError("auth_token_file", FLAGS_auth_token_file, "cannot be read");
+  std::string token;
+  std::getline(in, token);
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty()) return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
+  return token;
+}
+
+// Turns the flags into server options; every error names the flag.
+absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
+  ReplayServerOptions o;
+  if (!FLAGS_link.empty()) {
+    return FlagError("link", FLAGS_link,
+                     "the link model is set on the connecting side (e.g. the learner's --link); "
+                     "the soft provider applies it to both directions");
+  }
+  {
+    const absl::Status s = ParseHostPort(FLAGS_listen, &o.host, &o.port);
+    if (!s.ok()) return FlagError("listen", FLAGS_listen, s.message());
+  }
+  RETURN_IF_ERROR(CheckRange("capacity", FLAGS_capacity, kMinCapacity, kMaxCapacity));
+  RETURN_IF_ERROR(CheckRange("slot_size", FLAGS_slot_size, 1, kMaxSlotSize));
+  RETURN_IF_ERROR(CheckRange("batch_size", FLAGS_batch_size, 1, kMaxBatchSize));
+  RETURN_IF_ERROR(CheckRange("staging_depth", FLAGS_staging_depth, 1, kMaxStagingDepth));
+  RETURN_IF_ERROR(CheckRange("param_bytes", FLAGS_param_bytes, 0, kMaxParamBytes));
+  RETURN_IF_ERROR(CheckRange("observation_size", FLAGS_observation_size, 0, UINT32_MAX));
+  RETURN_IF_ERROR(CheckRange("num_actions", FLAGS_num_actions, 0, UINT32_MAX));
+  RETURN_IF_ERROR(CheckRange("max_actors", FLAGS_max_actors, 0, kMaxActors));
+  RETURN_IF_ERROR(CheckRange("actor_window", FLAGS_actor_window, 0, FLAGS_capacity));
+  RETURN_IF_ERROR(CheckRange("beta_steps", FLAGS_beta_steps, 0, INT64_MAX));
+  RETURN_IF_ERROR(CheckRange("min_size_to_sample", FLAGS_min_size_to_sample, 1, FLAGS_capacity));
+  RETURN_IF_ERROR(CheckRange("seed", FLAGS_seed, 0, INT64_MAX));
+  LayoutConfig& l = o.layout;
+  l.capacity = static_cast<uint64_t>(FLAGS_capacity);
+  l.slot_size = static_cast<uint32_t>(FLAGS_slot_size);
+  l.batch_size = static_cast<uint32_t>(FLAGS_batch_size);
+  l.staging_depth = static_cast<uint32_t>(FLAGS_staging_depth);
+  l.param_bytes = static_cast<uint64_t>(FLAGS_param_bytes);
+  l.observation_size = static_cast<uint32_t>(FLAGS_observation_size);
+  l.num_actions = static_cast<uint32_t>(FLAGS_num_actions);
+  l.max_actors = static_cast<uint32_t>(FLAGS_max_actors);
+  l.actor_window = static_cast<uint64_t>(FLAGS_actor_window);
+  {
+    const absl::Status s = l.set_spec(FLAGS_transition_spec);
+    if (!s.ok()) return FlagError("transition_spec", FLAGS_transition_spec, s.message());
+  }
+  {
+    // LayoutConfig's messages name the field, which is the flag's name.
+    const absl::Status s = l.Validate();
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
+  }
+
+  ReplayCoreOptions& c = o.core;
+  if (FLAGS_sampler == "prioritized") {
+    c.memory.mode = SamplingMode::kPrioritized;
+  } else if (FLAGS_sampler == "uniform") {
+    c.memory.mode = SamplingMode::kUniform;
+  } else {
+    return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
+  }
+  c.memory.capacity = l.capacity;
+  c.memory.alpha = FLAGS_alpha;
+  c.memory.priority_epsilon = FLAGS_priority_epsilon;
+  c.memory.seed = static_cast<uint64_t>(FLAGS_seed);
+  c.sampler.beta.initial = FLAGS_beta;
+  c.sampler.beta.final = FLAGS_beta_final;
+  c.sampler.beta.steps = static_cast<uint64_t>(FLAGS_beta_steps);
+  c.sampler.min_size_to_sample = static_cast<uint64_t>(FLAGS_min_size_to_sample);
+  ASSIGN_OR_RETURN(c.update_timeout, Seconds("update_timeout_s", FLAGS_update_timeout_s, true));
+  ASSIGN_OR_RETURN(c.ingest.abandon_timeout,
+                   Seconds("abandon_timeout_s", FLAGS_abandon_timeout_s, false));
+  {
+    const absl::Status s = c.Validate();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad replay flag (--alpha, --priority_epsilon, --beta, --beta_final, --beta_steps): ",
+          s.message()));
+    }
+  }
+
+  ASSIGN_OR_RETURN(o.auth_token, ReadToken());
+  if (o.auth_token.size() > kMaxAuthTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
+                                                   " bytes, more than ", kMaxAuthTokenBytes));
+  }
+  o.checkpoint_dir = FLAGS_checkpoint_dir;
+  ASSIGN_OR_RETURN(o.checkpoint_interval,
+                   Seconds("checkpoint_interval_s", FLAGS_checkpoint_interval_s, true));
+  if (o.checkpoint_dir.empty() && o.checkpoint_interval != absl::InfiniteDuration()) {
+    return FlagError("checkpoint_interval_s", std::to_string(FLAGS_checkpoint_interval_s),
+                     "needs --checkpoint_dir");
+  }
+  ASSIGN_OR_RETURN(o.stats_log_interval, Seconds("stats_interval_s", FLAGS_stats_interval_s, true));
+  ASSIGN_OR_RETURN(o.heartbeat_interval,
+                   Seconds("heartbeat_interval_s", FLAGS_heartbeat_interval_s, false));
+  RETURN_IF_ERROR(o.Validate());
+  return o;
+}
+
+absl::StatusOr<verbs::ProviderOptions> ProviderFromFlags() {
+  verbs::ProviderOptions p;
+  absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
+  if (!kind.ok()) return FlagError("provider", FLAGS_provider, kind.status().message());
+  p.kind = *kind;
+  p.ib_device = FLAGS_ib_device;
+  p.ib_port = FLAGS_ib_port;
+  p.gid_index = FLAGS_gid_index;
+  const absl::Status s = p.Validate();
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
+  return p;
+}
+
+absl::Status WritePortFile(const std::string& path, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+int Run() {
+  absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
+  absl::StatusOr<verbs::ProviderOptions> provider_options =
+      options.ok() ? ProviderFromFlags() : options.status();
+  if (!provider_options.ok()) {
+    std::cerr << "replay_server: " << provider_options.status().message() << "\n";
+    return kExitBadFlag;
+  }
+
+  // SIGINT and SIGTERM are taken by sigwait() below; block them before any
+  // thread starts so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
+      verbs::CreateProvider(*provider_options);
+  if (!provider.ok()) {
+    std::cerr << "replay_server: " << provider.status() << "\n";
+    return kExitFailure;
+  }
+  absl::StatusOr<std::unique_ptr<ReplayServer>> server =
+      ReplayServer::Start(provider->get(), *options);
+  if (!server.ok()) {
+    std::cerr << "replay_server: " << server.status() << "\n";
+    return kExitFailure;
+  }
+  if (!FLAGS_port_file.empty()) {
+    const absl::Status s = WritePortFile(FLAGS_port_file, (*server)->port());
+    if (!s.ok()) {
+      std::cerr << "replay_server: " << s.message() << "\n";
+      return kExitFailure;
+    }
+  }
+  std::cout << "listening on " << (*server)->address() << std::endl;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LOG(INFO) << "received " << strsignal(signal_number) << ", stopping";
+  const absl::Status stopped = (*server)->Stop();
+  server->reset();
+  if (!stopped.ok()) {
+    std::cerr << "replay_server: " << stopped << "\n";
+    return kExitFailure;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dreplay::replay
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "the replay service of a buffer node: a prioritized replay memory exposed as RDMA "
+      "regions.\n"
+      "Actors insert with RDMA WRITEs, the learner READs pre-sampled batches and WRITEs "
+      "priorities and parameters.\n"
+      "Prints \"listening on HOST:PORT\" when ready; SIGINT/SIGTERM stop it (final checkpoint "
+      "with --checkpoint_dir).\n"
+      "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
+      "The soft provider's link emulation is chosen by the connecting side (the learner's "
+      "--link), not here.\n"
+      "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...");
+  namespace r = dreplay::replay;
+  google::gflags_exitfunc = &r::ExitBadFlag;
+  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, /*remove_flags=*/true);
+  google::gflags_exitfunc = &r::ExitAfterHelp;
+  if (FLAGS_help) {
+    FLAGS_help = false;
+    FLAGS_helpmatch = "replay_server";
+  }
+  gflags::HandleCommandLineHelpFlags();
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (argc > 1) {
+    std::cerr << "replay_server: unexpected argument \"" << argv[1] << "\"\n";
+    return r::kExitBadFlag;
+  }
+  return r::Run();
+}

@@ -1,0 +1,490 @@
+// Copyright dreplay authors.
+
+#include "replay_server/server.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "replay_server/shared_words.h"
+
+namespace dreplay::replay {
+namespace {
+
+constexpr char kCheckpointFileName[] = "replay.ckpt";
+constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
+// Steps the core takes at Stop to ingest what was committed, at most.
+constexpr int kMaxDrainSteps = 100000;
+constexpr int kPollBatch = 8;
+
+absl::Status PositiveDuration(const char* name, absl::Duration d) {
+  if (d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReplayServerOptions.", name, "=", absl::FormatDuration(d), " must be > 0"));
+  }
+  return absl::OkStatus();
+}
+
+double PerSecond(uint64_t delta, absl::Duration elapsed) {
+  const double seconds = absl::ToDoubleSeconds(elapsed);
+  return seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
+}
+
+}  // namespace
+
+struct ReplayServer::Client {
+  uint64_t id = 0;
+  Role role = Role::kActor;
+  uint32_t actor_id = 0;
+  std::string peer;
+  std::unique_ptr<verbs::QueuePair> qp;
+  WireRegion heartbeat;  // length 0: none offered
+  bool heartbeat_outstanding = false;
+  uint64_t heartbeats = 0;
+
+  std::string Name() const {
+    return role == Role::kActor ? absl::StrCat("actor ", actor_id, " (", peer, ")")
+                                : absl::StrCat(RoleName(role), " (", peer, ")");
+  }
+};
+
+absl::Status ReplayServerOptions::Validate() const {
+  if (host.empty()) return absl::InvalidArgumentError("ReplayServerOptions.host is empty");
+  RETURN_IF_ERROR(layout.Validate());
+  RETURN_IF_ERROR(core.Validate());
+  if (core.memory.capacity != 0 && core.memory.capacity != layout.capacity) {
+    return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.core.memory.capacity=",
+                                                   core.memory.capacity, " differs from capacity=",
+                                                   layout.capacity));
+  }
+  if (auth_token.size() > kMaxAuthTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.auth_token is ",
+                                                   auth_token.size(), " bytes, more than ",
+                                                   kMaxAuthTokenBytes));
+  }
+  RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
+  if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReplayServerOptions.checkpoint_interval=",
+                     absl::FormatDuration(checkpoint_interval), " needs a checkpoint_dir"));
+  }
+  RETURN_IF_ERROR(PositiveDuration("stats_log_interval", stats_log_interval));
+  RETURN_IF_ERROR(PositiveDuration("heartbeat_interval", heartbeat_interval));
+  RETURN_IF_ERROR(PositiveDuration("housekeeping_interval", housekeeping_interval));
+  if (housekeeping_interval > kMaxHousekeepingInterval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReplayServerOptions.housekeeping_interval=", absl::FormatDuration(housekeeping_interval),
+        " must be at most ", absl::FormatDuration(kMaxHousekeepingInterval)));
+  }
+  return qp.Validate();
+}
+
+ReplayServer::ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options)
+    : provider_(provider), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
+    verbs::Provider* provider, const ReplayServerOptions& options) {
+  if (provider == nullptr) return absl::InvalidArgumentError("ReplayServer needs a provider");
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<ReplayServer> server(new ReplayServer(provider, options));
+  RETURN_IF_ERROR(server->Init());
+  return server;
+}
+
+absl::Status ReplayServer::Init() {
+  ASSIGN_OR_RETURN(regions_, ReplayRegions::Create(options_.layout));
+  ASSIGN_OR_RETURN(core_, ReplayCore::Create(regions_.get(), options_.core));
+
+  if (!options_.checkpoint_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options_.checkpoint_dir, error);
+    if (error) {
+      return absl::InternalError(absl::StrCat("cannot create checkpoint_dir ",
+                                              options_.checkpoint_dir, ": ", error.message()));
+    }
+    checkpoint_path_ = (std::filesystem::path(options_.checkpoint_dir) / kCheckpointFileName).string();
+    if (std::filesystem::exists(checkpoint_path_, error)) {
+      const absl::Status status = core_->RestoreCheckpoint(checkpoint_path_);
+      if (!status.ok()) {
+        return absl::Status(status.code(),
+                            absl::StrCat("cannot restore checkpoint ", checkpoint_path_, ": ",
+                                         status.message(),
+                                         " (move the file away to start empty)"));
+      }
+      restored_ = true;
+      LOG(INFO) << "restored checkpoint " << checkpoint_path_ << ": " << core_->memory().size()
+                << " transitions, ingest cursor " << core_->ingest_cursor() << ", epoch "
+                << core_->epoch();
+    }
+  }
+  epoch_ = core_->epoch();
+
+  RETURN_IF_ERROR(RegisterRegions());
+  actor_line_mrs_.resize(options_.layout.max_actors);
+
+  ASSIGN_OR_RETURN(listener_, provider_->Listen(options_.host, options_.port));
+  host_ = options_.host;
+  port_ = listener_->port();
+  PublishConnections();
+
+  last_checkpoint_ = absl::Now();
+  last_stats_log_ = absl::Now();
+  last_logged_ = core_->counters();
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  core_thread_ = std::thread([this] { CoreLoop(); });
+  started_ = true;
+  LOG(INFO) << "replay server listening on " << address() << " (" << provider_->name()
+            << " provider, epoch " << epoch_ << "): " << config().DebugString();
+  return absl::OkStatus();
+}
+
+absl::Status ReplayServer::RegisterRegions() {
+  heartbeat_word_.reset(new uint64_t[kCacheLine / sizeof(uint64_t)]());
+  // The heartbeat carries the epoch: constant, so the source never changes
+  // while WRITEs read it.
+  heartbeat_word_[0] = epoch_;
+  ASSIGN_OR_RETURN(heartbeat_mr_,
+                   provider_->RegisterMemory(heartbeat_word_.get(), kCacheLine, verbs::kLocalWrite));
+  ASSIGN_OR_RETURN(tail_mr_, provider_->RegisterMemory(regions_->region(RegionKind::kTail),
+                                                       regions_->region_bytes(RegionKind::kTail),
+                                                       verbs::kLocalWrite | verbs::kRemoteAtomic));
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    const auto kind = static_cast<RegionKind>(k);
+    if (kind == RegionKind::kTail) continue;
+    void* addr = regions_->region(kind);
+    const uint64_t bytes = regions_->region_bytes(kind);
+    if (addr == nullptr || bytes == 0) continue;
+    uint32_t needed = 0;  // bit 0: read, 1: write, 2: read + write
+    for (Role role : {Role::kActor, Role::kLearner, Role::kMonitor}) {
+      if (kind == RegionKind::kActors && role == Role::kActor) continue;  // per line
+      const uint32_t access = RoleAccess(role, kind);
+      if (access == verbs::kRemoteRead) needed |= 1;
+      if (access == verbs::kRemoteWrite) needed |= 2;
+      if (access == (verbs::kRemoteRead | verbs::kRemoteWrite)) needed |= 4;
+    }
+    if (needed & 1) {
+      ASSIGN_OR_RETURN(read_mrs_[k], provider_->RegisterMemory(addr, bytes, verbs::kRemoteRead));
+    }
+    if (needed & 2) {
+      ASSIGN_OR_RETURN(write_mrs_[k], provider_->RegisterMemory(
+                                          addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
+    }
+    if (needed & 4) {
+      ASSIGN_OR_RETURN(read_write_mrs_[k],
+                       provider_->RegisterMemory(
+                           addr, bytes, verbs::kLocalWrite | verbs::kRemoteRead | verbs::kRemoteWrite));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WireRegion> ReplayServer::RegionFor(Role role, RegionKind kind, uint32_t actor_id) {
+  const auto k = static_cast<uint32_t>(kind);
+  const verbs::MemoryRegion* mr = nullptr;
+  const uint32_t access = RoleAccess(role, kind);
+  if (kind == RegionKind::kTail) {
+    mr = tail_mr_.get();
+  } else if (kind == RegionKind::kActors && role == Role::kActor) {
+    if (actor_id >= actor_line_mrs_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("actor_id ", actor_id, " has no line"));
+    }
+    if (actor_line_mrs_[actor_id] == nullptr) {
+      ASSIGN_OR_RETURN(actor_line_mrs_[actor_id],
+                       provider_->RegisterMemory(regions_->actors() + ActorLineOffset(actor_id),
+                                                 sizeof(ActorLine),
+                                                 verbs::kLocalWrite | verbs::kRemoteWrite));
+    }
+    mr = actor_line_mrs_[actor_id].get();
+  } else if (access == verbs::kRemoteRead) {
+    mr = read_mrs_[k].get();
+  } else if (access == verbs::kRemoteWrite) {
+    mr = write_mrs_[k].get();
+  } else if (access == (verbs::kRemoteRead | verbs::kRemoteWrite)) {
+    mr = read_write_mrs_[k].get();
+  }
+  if (mr == nullptr) {
+    return absl::InternalError(absl::StrCat("no registration of region ", RegionKindName(kind),
+                                            " for a ", RoleName(role)));
+  }
+  const verbs::RemoteRegion r = mr->remote();
+  return WireRegion{r.addr, r.length, r.rkey, 0};
+}
+
+absl::StatusOr<RegionDirectory> ReplayServer::DirectoryFor(const Hello& hello) {
+  RegionDirectory directory;
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    const auto kind = static_cast<RegionKind>(k);
+    if (!RoleNeedsRegion(hello.role, kind, config())) continue;
+    ASSIGN_OR_RETURN(const WireRegion region, RegionFor(hello.role, kind, hello.actor_id));
+    directory.Set(kind, region);
+  }
+  return directory;
+}
+
+ReplayServer::~ReplayServer() {
+  const absl::Status status = Stop();
+  if (!status.ok()) LOG(ERROR) << "replay server stop: " << status;
+  // Registrations go before the memory they cover.
+  actor_line_mrs_.clear();
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    read_mrs_[k].reset();
+    write_mrs_[k].reset();
+    read_write_mrs_[k].reset();
+  }
+  tail_mr_.reset();
+  heartbeat_mr_.reset();
+}
+
+std::string ReplayServer::address() const { return absl::StrCat(host_, ":", port_); }
+
+// ---------------------------------------------------------------------------
+// Accept thread.
+
+void ReplayServer::AcceptLoop() {
+  while (!stop_accepting_.load(std::memory_order_acquire)) {
+    absl::StatusOr<std::unique_ptr<verbs::PendingConnection>> pending =
+        listener_->Accept(options_.housekeeping_interval);
+    if (pending.ok()) {
+      HandleConnection(std::move(*pending));
+    } else if (absl::IsCancelled(pending.status())) {
+      break;
+    } else if (!absl::IsDeadlineExceeded(pending.status())) {
+      LOG(WARNING) << "accept: " << pending.status();
+      absl::SleepFor(options_.housekeeping_interval);
+    }
+    Housekeeping(absl::Now());
+    PublishConnections();
+  }
+}
+
+void ReplayServer::Reject(verbs::PendingConnection* pending, const std::string& reason) {
+  connections_rejected_.fetch_add(1, std::memory_order_relaxed);
+  LOG(WARNING) << "refused connection from " << pending->peer() << ": " << reason;
+  pending->Reject(reason);
+}
+
+void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pending) {
+  absl::StatusOr<Hello> hello = DecodeHello(pending->payload());
+  if (!hello.ok()) {
+    Reject(pending.get(), std::string(hello.status().message()));
+    return;
+  }
+  const absl::Status auth = CheckToken(*hello, options_.auth_token);
+  if (!auth.ok()) {
+    Reject(pending.get(), absl::StrCat(RoleName(hello->role), ": ", auth.message()));
+    return;
+  }
+  const uint32_t max_actors = config().max_actors;
+  if (hello->role == Role::kActor && max_actors > 0 && hello->actor_id >= max_actors) {
+    Reject(pending.get(), absl::StrCat("actor_id ", hello->actor_id,
+                                       " is out of range: the server has max_actors=", max_actors));
+    return;
+  }
+  if (hello->role == Role::kLearner) {
+    Housekeeping(absl::Now());  // a learner that just died should not block its successor
+    for (const auto& client : clients_) {
+      if (client->role == Role::kLearner) {
+        Reject(pending.get(),
+               RetryableReason(absl::StrCat("another learner is connected (", client->peer,
+                                            "); at most one learner at a time")));
+        return;
+      }
+    }
+  }
+  absl::StatusOr<RegionDirectory> directory = DirectoryFor(*hello);
+  if (!directory.ok()) {
+    LOG(ERROR) << "cannot build a region directory: " << directory.status();
+    Reject(pending.get(), "internal server error (see the server's log)");
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp =
+      pending->Accept(EncodeDirectory(*directory), options_.qp);
+  if (!qp.ok()) {
+    LOG(WARNING) << "accepting " << RoleName(hello->role) << " from " << pending->peer()
+                 << " failed: " << qp.status();
+    return;
+  }
+  auto client = std::make_unique<Client>();
+  client->id = next_client_id_++;
+  client->role = hello->role;
+  client->actor_id = hello->actor_id;
+  client->peer = pending->peer();
+  client->qp = std::move(*qp);
+  client->heartbeat = hello->heartbeat;
+  LOG(INFO) << "accepted " << client->Name() << " as client " << client->id;
+  clients_.push_back(std::move(client));
+  connections_total_.fetch_add(1, std::memory_order_relaxed);
+  PublishConnections();
+}
+
+void ReplayServer::Housekeeping(absl::Time now) {
+  const bool heartbeat_due = now - last_heartbeat_ >= options_.heartbeat_interval;
+  if (heartbeat_due) last_heartbeat_ = now;
+  verbs::Completion completions[kPollBatch];
+  for (auto& client : clients_) {
+    absl::Status failure;
+    int n;
+    while (failure.ok() && (n = client->qp->Poll(absl::MakeSpan(completions))) > 0) {
+      for (int i = 0; i < n; ++i) {
+        if (!completions[i].ok()) {
+          failure = completions[i].ToStatus();
+          break;
+        }
+        client->heartbeat_outstanding = false;
+      }
+    }
+    if (failure.ok() && client->qp->state() == verbs::QpState::kError) {
+      failure = client->qp->error();
+      if (failure.ok()) failure = absl::UnavailableError("queue pair failed");
+    }
+    if (failure.ok() && heartbeat_due && client->heartbeat.length > 0 &&
+        !client->heartbeat_outstanding) {
+      verbs::WorkRequest wr;
+      wr.wr_id = ++client->heartbeats;
+      wr.opcode = verbs::Opcode::kWrite;
+      wr.signaled = true;
+      wr.local = heartbeat_mr_.get();
+      wr.local_addr = heartbeat_word_.get();
+      wr.length = sizeof(uint64_t);
+      wr.remote_addr = client->heartbeat.addr;
+      wr.rkey = client->heartbeat.rkey;
+      failure = client->qp->PostSend(absl::MakeConstSpan(&wr, 1));
+      client->heartbeat_outstanding = failure.ok();
+    }
+    if (!failure.ok()) {
+      LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << failure;
+      client->qp.reset();
+    }
+  }
+  clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
+                                [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
+                 clients_.end());
+}
+
+void ReplayServer::PublishConnections() {
+  uint64_t counts[3] = {0, 0, 0};
+  for (const auto& client : clients_) {
+    ++counts[static_cast<uint32_t>(client->role) - static_cast<uint32_t>(Role::kActor)];
+  }
+  StatsBlock* s = regions_->stats();
+  StoreRelaxed(&s->actors_connected, counts[0]);
+  StoreRelaxed(&s->learners_connected, counts[1]);
+  StoreRelaxed(&s->monitors_connected, counts[2]);
+  StoreRelaxed(&s->connections_total, connections_total_.load(std::memory_order_relaxed));
+  StoreRelaxed(&s->connections_rejected, connections_rejected_.load(std::memory_order_relaxed));
+}
+
+// ---------------------------------------------------------------------------
+// Core thread.
+
+void ReplayServer::CoreLoop() {
+  const ReplayCoreOptions& o = options_.core;
+  uint64_t idle_steps = 0;
+  absl::Duration sleep = o.min_sleep;
+  while (!stop_core_.load(std::memory_order_acquire)) {
+    const StepResult result = core_->Step();
+    const absl::Time now = absl::Now();
+    if (!checkpoint_path_.empty() && now - last_checkpoint_ >= options_.checkpoint_interval) {
+      const absl::Status status = core_->SaveCheckpoint(checkpoint_path_);
+      if (status.ok()) {
+        VLOG(1) << "checkpoint written to " << checkpoint_path_ << " in "
+                << absl::FormatDuration(absl::Now() - now);
+      } else {
+        LOG(ERROR) << "periodic checkpoint failed: " << status;
+      }
+      last_checkpoint_ = absl::Now();
+    }
+    MaybeLogStats(now);
+    if (result.did_work()) {
+      idle_steps = 0;
+      sleep = o.min_sleep;
+      continue;
+    }
+    if (++idle_steps <= o.spin_steps) continue;
+    absl::SleepFor(sleep);
+    sleep = std::min(sleep * 2, o.max_sleep);
+  }
+  // Ingest what was committed before the clients were cut off.
+  for (int i = 0; i < kMaxDrainSteps && core_->Step().did_work(); ++i) {
+  }
+  core_->PublishStats();
+}
+
+void ReplayServer::MaybeLogStats(absl::Time now) {
+  const absl::Duration elapsed = now - last_stats_log_;
+  if (elapsed < options_.stats_log_interval) return;
+  const ReplayCounters& c = core_->counters();
+  const ReplayCounters& p = last_logged_;
+  const ConnectionCounts conn = connections();
+  LOG(INFO) << absl::StrFormat(
+      "stats: epoch=%d size=%d/%d inserts/s=%.1f samples/s=%.1f batches/s=%.1f "
+      "drops: abandoned=%d overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
+      "invalid_updates=%d mailbox_rejects=%d updates_timed_out=%d "
+      "clients: actors=%d learners=%d monitors=%d rejected=%d",
+      core_->epoch(), core_->memory().size(), core_->memory().capacity(),
+      PerSecond(c.inserted - p.inserted, elapsed), PerSecond(c.sampled - p.sampled, elapsed),
+      PerSecond(c.batches_staged - p.batches_staged, elapsed), c.abandoned_slots,
+      c.overrun_slots, c.torn_slots, c.sample_copy_rejects, c.priority_updates_stale,
+      c.priority_updates_invalid, c.mailbox_rejects, c.updates_timed_out, conn.actors,
+      conn.learners, conn.monitors, conn.rejected);
+  last_logged_ = c;
+  last_stats_log_ = now;
+}
+
+// ---------------------------------------------------------------------------
+
+absl::Status ReplayServer::Stop() {
+  MutexLock lock(&stop_mu_);
+  if (stopped_) return stop_status_;
+  stopped_ = true;
+  stop_accepting_.store(true, std::memory_order_release);
+  if (listener_ != nullptr) listener_->Shutdown();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  // Cut every client off: nothing is written into the regions after this.
+  clients_.clear();
+  if (regions_ != nullptr) PublishConnections();
+  stop_core_.store(true, std::memory_order_release);
+  if (core_thread_.joinable()) core_thread_.join();
+  // A server that never started must not overwrite the checkpoint it failed
+  // to restore.
+  if (started_ && !checkpoint_path_.empty()) {
+    stop_status_ = core_->SaveCheckpoint(checkpoint_path_);
+    if (stop_status_.ok()) {
+      LOG(INFO) << "final checkpoint written to " << checkpoint_path_ << ": "
+                << core_->memory().size() << " transitions, ingest cursor "
+                << core_->ingest_cursor();
+    } else {
+      LOG(ERROR) << "final checkpoint failed: " << stop_status_;
+    }
+  }
+  listener_.reset();
+  return stop_status_;
+}
+
+StatsBlock ReplayServer::ReadStats() const {
+  const StatsBlock* s = regions_->stats();
+  StatsBlock out;
+  while (true) {
+    const uint64_t end = LoadAcquire(&s->generation_end);
+    CopyFromShared(&out, s, sizeof(StatsBlock));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (LoadRelaxed(&s->generation_begin) == end) return out;
+  }
+}
+
+ConnectionCounts ReplayServer::connections() const {
+  const StatsBlock* s = regions_->stats();
+  ConnectionCounts c;
+  c.actors = LoadRelaxed(&s->actors_connected);
+  c.learners = LoadRelaxed(&s->learners_connected);
+  c.monitors = LoadRelaxed(&s->monitors_connected);
+  c.total = LoadRelaxed(&s->connections_total);
+  c.rejected = LoadRelaxed(&s->connections_rejected);
+  return c;
+}
+
+}  // namespace dreplay::replay

@@ -1,0 +1,208 @@
+// Copyright dreplay authors.
+//
+// server.h: the replay service of a buffer node.
+//
+// ReplayServer puts a ReplayCore (replay_core.h) behind a verbs listener:
+//
+//   * It allocates the regions (ReplayRegions, page-aligned), restores the latest checkpoint from checkpoint_dir when there
+//     is one (a new epoch; clients that reconnect are accepted as new), and
+//     registers every region once per set of rights a role needs (layout.h's
+//     access table; handshake.h's RoleAccess). Each actor line is registered
+//     on its own, when the first actor with that id connects.
+//   * An accept thread answers handshakes: it checks the hello (version,
+//     token in constant time, role, actor id) and replies with a directory of
+//     only the keys that role may use, or rejects with a reason the client
+//     sees. At most one learner at a time: a second one is refused with a
+//     retryable reason while the first is alive. The thread also keeps the
+//     accepted queue pairs, WRITEs each client's heartbeat word now and then
+//     (handshake.h) and drops clients whose queue pair failed, and keeps the
+//     stats region's connection line current. Nothing a peer sends during a
+//     handshake can disturb the server or the other clients.
+//   * A core thread runs the replay loop (ingest, priority updates,
+//     sampling) with the core's idle back-off, writes a checkpoint every
+//     checkpoint_interval, and logs a one-line summary every
+//     stats_log_interval.
+//
+//   ReplayServerOptions options;
+//   options.layout = ...;  // capacity, slot_size, batch_size, ...
+//   ASSIGN_OR_RETURN(auto server, ReplayServer::Start(provider.get(), options));
+//   LOG(INFO) << "listening on " << server->address();
+//   ...
+//   RETURN_IF_ERROR(server->Stop());  // final checkpoint
+//
+// Stop() closes the listener and every client's queue pair, lets the core
+// ingest what was committed, stops it and writes the final checkpoint.
+//
+// Thread safety: Start, Stop and the accessors may be called from any
+// thread; Stop is idempotent and the destructor calls it.
+
+#ifndef DREPLAY_REPLAY_SERVER_SERVER_H_
+#define DREPLAY_REPLAY_SERVER_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "replay_server/handshake.h"
+#include "replay_server/layout.h"
+#include "replay_server/regions.h"
+#include "replay_server/replay_core.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::replay {
+
+struct ReplayServerOptions {
+  // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  // Geometry of every region, published in the control block. max_actors
+  // bounds the actor ids the server accepts.
+  LayoutConfig layout;
+  // The replay loop: memory (alpha, sampling mode, seed), ingest, sampler
+  // (beta schedule), update timeout, idle back-off, stats refresh.
+  ReplayCoreOptions core;
+  // Clients must present this token (compared in constant time, never
+  // logged). Empty: no authentication.
+  std::string auth_token;
+  // Where checkpoints go ("<dir>/replay.ckpt"); created if missing. Empty:
+  // no checkpoints.
+  std::string checkpoint_dir;
+  // Periodic checkpoints (infinite: only at Stop). The core pauses while it
+  // writes one.
+  absl::Duration checkpoint_interval = absl::InfiniteDuration();
+  // One-line stats summary in the log (infinite: never).
+  absl::Duration stats_log_interval = absl::Seconds(10);
+  // How often each client's heartbeat word is written.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // The accept thread wakes up at least this often for its housekeeping.
+  absl::Duration housekeeping_interval = absl::Milliseconds(20);
+  // Options of the queue pairs the server accepts. (The soft provider applies
+  // the connecting side's link model; the server has none of its own.)
+  verbs::QueuePairOptions qp;
+
+  // OK, or InvalidArgument naming the bad field and value.
+  absl::Status Validate() const;
+};
+
+// Connection counts, as in the stats region's connection line.
+struct ConnectionCounts {
+  uint64_t actors = 0;
+  uint64_t learners = 0;
+  uint64_t monitors = 0;
+  uint64_t total = 0;     // connections accepted since start
+  uint64_t rejected = 0;  // handshakes refused since start
+};
+
+class ReplayServer {
+ public:
+  // Validates options, allocates and registers the regions, restores a
+  // checkpoint if checkpoint_dir holds one, listens and starts both threads.
+  // `provider` is not owned and must outlive the server. Errors:
+  // InvalidArgument (options), FailedPrecondition / DataLoss (a checkpoint
+  // that does not match the options or is damaged: named with its path),
+  // the provider's errors (registration, listen).
+  static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(verbs::Provider* provider,
+                                                            const ReplayServerOptions& options);
+  ~ReplayServer();
+  ReplayServer(const ReplayServer&) = delete;
+  ReplayServer& operator=(const ReplayServer&) = delete;
+
+  // Stops accepting, closes every client's queue pair, drains ingest, joins
+  // both threads and writes the final checkpoint (when checkpoint_dir is
+  // set). Blocks. Idempotent: later calls return the first call's status.
+  absl::Status Stop();
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  std::string address() const;  // "host:port"
+  const LayoutConfig& config() const { return regions_->config(); }
+  // The epoch this server runs (1 fresh, saved + 1 after a restore).
+  uint64_t epoch() const { return epoch_; }
+  // True if Start restored a checkpoint.
+  bool restored() const { return restored_; }
+  // "<checkpoint_dir>/replay.ckpt", or "" without checkpoint_dir.
+  const std::string& checkpoint_path() const { return checkpoint_path_; }
+
+  // A consistent copy of the stats region (what a monitor READs). Thread-safe.
+  StatsBlock ReadStats() const;
+  ConnectionCounts connections() const;
+
+ private:
+  struct Client;
+
+  ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options);
+  absl::Status Init();
+  absl::Status RegisterRegions();
+  // The registration `role` uses for `kind` (or, for kActors and an actor,
+  // its own line, registered on first use).
+  absl::StatusOr<WireRegion> RegionFor(Role role, RegionKind kind, uint32_t actor_id);
+  absl::StatusOr<RegionDirectory> DirectoryFor(const Hello& hello);
+
+  void AcceptLoop();
+  void HandleConnection(std::unique_ptr<verbs::PendingConnection> pending);
+  void Reject(verbs::PendingConnection* pending, const std::string& reason);
+  // Drops failed clients and writes due heartbeats.
+  void Housekeeping(absl::Time now);
+  void PublishConnections();
+
+  void CoreLoop();
+  void MaybeLogStats(absl::Time now);
+
+  verbs::Provider* const provider_;
+  const ReplayServerOptions options_;
+
+  // Constant after Start.
+  std::unique_ptr<ReplayRegions> regions_;
+  std::unique_ptr<ReplayCore> core_;
+  std::string host_;
+  uint16_t port_ = 0;
+  uint64_t epoch_ = 0;
+  bool restored_ = false;
+  std::string checkpoint_path_;
+  std::unique_ptr<verbs::Listener> listener_;
+  // One registration per region and set of rights; index: RegionKind.
+  std::unique_ptr<verbs::MemoryRegion> read_mrs_[kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> write_mrs_[kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> read_write_mrs_[kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> tail_mr_;
+  // Source of the heartbeat WRITEs (its clock, refreshed before each round).
+  std::unique_ptr<uint64_t[]> heartbeat_word_;
+  std::unique_ptr<verbs::MemoryRegion> heartbeat_mr_;
+
+  // Owned by the accept thread.
+  std::vector<std::unique_ptr<verbs::MemoryRegion>> actor_line_mrs_;  // by actor id
+  std::vector<std::unique_ptr<Client>> clients_;
+  uint64_t next_client_id_ = 1;
+  absl::Time last_heartbeat_ = absl::InfinitePast();
+
+  // Written by the accept thread, read by anyone.
+  std::atomic<uint64_t> connections_total_{0};
+  std::atomic<uint64_t> connections_rejected_{0};
+
+  // Owned by the core thread.
+  absl::Time last_checkpoint_;
+  absl::Time last_stats_log_;
+  ReplayCounters last_logged_;
+  std::atomic<bool> core_checkpoint_failed_{false};
+
+  bool started_ = false;  // both threads were started (Start succeeded)
+  std::atomic<bool> stop_accepting_{false};
+  std::atomic<bool> stop_core_{false};
+  std::thread accept_thread_;
+  std::thread core_thread_;
+
+  Mutex stop_mu_;
+  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
+  absl::Status stop_status_ ABSL_GUARDED_BY(stop_mu_);
+};
+
+}  // namespace dreplay::replay
+
+#endif  // DREPLAY_REPLAY_SERVER_SERVER_H_

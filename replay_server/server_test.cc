@@ -1,0 +1,287 @@
+// Copyright dreplay authors.
+
+#include "replay_server/server.h"
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "replay_server/client_session.h"
+#include "replay_server/handshake.h"
+#include "replay_server/service_test_util.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::replay {
+namespace {
+
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+using testing::WaitFor;
+
+class ReplayServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_host_ = SoftProvider();
+    client_host_ = SoftProvider();
+  }
+
+  std::unique_ptr<ClientSession> Connect(const ReplayServer& server, Role role,
+                                         uint32_t actor_id = 0, const std::string& token = "") {
+    absl::StatusOr<std::unique_ptr<ClientSession>> session = ClientSession::Connect(
+        client_host_.get(), SessionOptions(server, role, actor_id, token));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  // Connects with a raw payload (no ClientSession); returns the status.
+  absl::Status ConnectRaw(const ReplayServer& server, const std::string& payload) {
+    verbs::QueuePairOptions qp;
+    qp.connect_timeout = absl::Seconds(5);
+    return client_host_->Connect(server.host(), server.port(), payload, qp).status();
+  }
+
+  // A FETCH_ADD of 0 on the tail: proves an actor's queue pair still works.
+  absl::StatusOr<uint64_t> PeekTail(ClientSession* session) {
+    absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
+        RegisteredBuffer::Create(client_host_.get(), 64);
+    if (!buffer.ok()) return buffer.status();
+    absl::StatusOr<verbs::RemoteRegion> tail = session->Region(RegionKind::kTail);
+    if (!tail.ok()) return tail.status();
+    absl::StatusOr<int> sink = session->AddSink();
+    if (!sink.ok()) return sink.status();
+    verbs::WorkRequest wr;
+    wr.wr_id = ClientSession::WrId(*sink, 1);
+    wr.opcode = verbs::Opcode::kFetchAdd;
+    wr.local = (*buffer)->mr();
+    wr.local_addr = (*buffer)->data();
+    wr.length = 8;
+    wr.remote_addr = tail->addr;
+    wr.rkey = tail->rkey;
+    wr.compare_add = 0;
+    absl::Status s = session->Post(absl::MakeConstSpan(&wr, 1));
+    if (s.ok()) s = session->Wait(*sink, wr.wr_id, absl::Seconds(5));
+    if (!s.ok()) return s;
+    uint64_t value;
+    std::memcpy(&value, (*buffer)->data(), sizeof(value));
+    return value;
+  }
+
+  std::unique_ptr<verbs::Provider> server_host_;
+  std::unique_ptr<verbs::Provider> client_host_;
+};
+
+TEST(ReplayServerOptionsTest, ValidateNamesTheBadValue) {
+  ReplayServerOptions o = SmallServerOptions();
+  EXPECT_TRUE(o.Validate().ok());
+  o.layout.capacity = 100;
+  EXPECT_NE(o.Validate().message().find("capacity=100"), std::string::npos);
+  o = SmallServerOptions();
+  o.checkpoint_interval = absl::Seconds(5);
+  EXPECT_NE(o.Validate().message().find("needs a checkpoint_dir"), std::string::npos);
+  o = SmallServerOptions();
+  o.heartbeat_interval = absl::ZeroDuration();
+  EXPECT_NE(o.Validate().message().find("heartbeat_interval=0"), std::string::npos);
+  o = SmallServerOptions();
+  o.auth_token.assign(kMaxAuthTokenBytes + 1, 't');
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  o = SmallServerOptions();
+  o.host = "";
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ReplayServerTest, EachRoleGetsOnlyTheKeysItNeeds) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  for (Role role : {Role::kActor, Role::kLearner, Role::kMonitor}) {
+    auto session = Connect(*server, role, role == Role::kActor ? 5 : 0);
+    ASSERT_NE(session, nullptr);
+    EXPECT_EQ(session->config(), server->config());
+    for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+      const auto kind = static_cast<RegionKind>(k);
+      EXPECT_EQ(session->directory().Has(kind), RoleNeedsRegion(role, kind, server->config()))
+          << RoleName(role) << " " << RegionKindName(kind);
+    }
+    if (role == Role::kActor) {
+      // The actor's key covers its own stats line only.
+      EXPECT_EQ(session->directory().Get(RegionKind::kActors).length, sizeof(ActorLine));
+    } else {
+      EXPECT_EQ(session->directory().Get(RegionKind::kActors).length,
+                ActorsRegionBytes(server->config()));
+    }
+  }
+}
+
+TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.auth_token = "open-sesame";
+  auto server = StartServer(server_host_.get(), options);
+  auto actor = Connect(*server, Role::kActor, 1, "open-sesame");
+  ASSERT_NE(actor, nullptr);
+  ASSERT_TRUE(PeekTail(actor.get()).ok());
+
+  // A wrong token.
+  ClientSessionOptions bad_token = SessionOptions(*server, Role::kActor, 2, "guess");
+  absl::Status s = ClientSession::Connect(client_host_.get(), bad_token).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
+  EXPECT_EQ(s.message().find("guess"), std::string::npos) << "the token must not be echoed";
+
+  // Another layout version.
+  Hello hello;
+  hello.role = Role::kLearner;
+  hello.auth_token = "open-sesame";
+  std::string wire = *EncodeHello(hello);
+  const uint32_t other_version = kLayoutVersion + 1;
+  std::memcpy(&wire[offsetof(HelloMessage, layout_version)], &other_version, 4);
+  s = ConnectRaw(*server, wire);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("client speaks layout version " + std::to_string(other_version)),
+            std::string::npos)
+      << s;
+
+  // Garbage and an empty payload.
+  s = ConnectRaw(*server, "\x01\x02garbage that is not a hello at all........");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("malformed hello"), std::string::npos) << s;
+  EXPECT_EQ(ConnectRaw(*server, "").code(), absl::StatusCode::kPermissionDenied);
+
+  // An actor id beyond max_actors.
+  s = ClientSession::Connect(client_host_.get(),
+                             SessionOptions(*server, Role::kActor, 8, "open-sesame"))
+          .status();
+  EXPECT_NE(s.message().find("max_actors=8"), std::string::npos) << s;
+
+  EXPECT_TRUE(WaitFor([&] { return server->connections().rejected == 5; }))
+      << server->connections().rejected;
+  // The connected actor is untouched.
+  absl::StatusOr<uint64_t> tail = PeekTail(actor.get());
+  EXPECT_TRUE(tail.ok()) << tail.status();
+  EXPECT_TRUE(actor->ReadServerLine().ok());
+  EXPECT_EQ(server->connections().actors, 1u);
+}
+
+TEST_F(ReplayServerTest, AnActorHasNoKeyForTheStagingRing) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto actor = Connect(*server, Role::kActor, 0);
+  ASSERT_NE(actor, nullptr);
+  EXPECT_EQ(actor->Region(RegionKind::kStaging).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(actor->Region(RegionKind::kMailbox).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
+  const absl::Status s =
+      actor->ReadSync(RegionKind::kStaging, 0, 64, buffer->mr(), buffer->data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  // Nor can its control block key be stretched beyond the control block.
+  EXPECT_EQ(actor->ReadSync(RegionKind::kControl, 0, 4096, buffer->mr(), buffer->data()).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(ReplayServerTest, AMonitorWriteFailsWithRemoteAccessError) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto monitor = Connect(*server, Role::kMonitor);
+  ASSERT_NE(monitor, nullptr);
+  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
+  const verbs::RemoteRegion control = *monitor->Region(RegionKind::kControl);
+  const int sink = *monitor->AddSink();
+  verbs::WorkRequest wr;
+  wr.wr_id = ClientSession::WrId(sink, 1);
+  wr.opcode = verbs::Opcode::kWrite;
+  wr.local = buffer->mr();
+  wr.local_addr = buffer->data();
+  wr.length = 64;
+  wr.remote_addr = control.addr;
+  wr.rkey = control.rkey;
+  ASSERT_TRUE(monitor->Post(absl::MakeConstSpan(&wr, 1)).ok());
+  verbs::Completion completion;
+  ASSERT_TRUE(WaitFor([&] { return monitor->Poll(sink, absl::MakeSpan(&completion, 1)) == 1; }));
+  EXPECT_EQ(completion.status, verbs::WcStatus::kRemoteAccessError) << completion.ToStatus();
+  // The control block is as the server wrote it.
+  EXPECT_EQ(server->config(), server->config());
+  auto other = Connect(*server, Role::kMonitor);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->config(), server->config());
+}
+
+TEST_F(ReplayServerTest, ASecondLearnerIsRefusedUntilTheFirstLeaves) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto first = Connect(*server, Role::kLearner);
+  ASSERT_NE(first, nullptr);
+  ClientSessionOptions once = SessionOptions(*server, Role::kLearner);
+  once.connect_deadline = absl::ZeroDuration();
+  const absl::Status s = ClientSession::Connect(client_host_.get(), once).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(IsRetryableRejection(s)) << s;
+  EXPECT_NE(s.message().find("another learner is connected"), std::string::npos) << s;
+  first.reset();
+  // The session retries while the server notices the first one is gone.
+  auto second = Connect(*server, Role::kLearner);
+  EXPECT_NE(second, nullptr);
+  EXPECT_EQ(server->connections().learners, 1u);
+}
+
+TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto a0 = Connect(*server, Role::kActor, 0);
+  auto a1 = Connect(*server, Role::kActor, 1);
+  auto monitor = Connect(*server, Role::kMonitor);
+  ASSERT_TRUE(a0 && a1 && monitor);
+  EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 2; }));
+  EXPECT_EQ(server->connections().monitors, 1u);
+  EXPECT_EQ(server->connections().total, 3u);
+  a1.reset();
+  EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
+  // A monitor sees the same through its READ of the stats region.
+  auto buffer = *RegisteredBuffer::Create(client_host_.get(), sizeof(StatsBlock));
+  ASSERT_TRUE(monitor->ReadSync(RegionKind::kStats, 0, sizeof(StatsBlock), buffer->mr(),
+                                buffer->data())
+                  .ok());
+  StatsBlock stats;
+  std::memcpy(&stats, buffer->data(), sizeof(stats));
+  EXPECT_EQ(stats.actors_connected, 1u);
+  EXPECT_EQ(stats.monitors_connected, 1u);
+  EXPECT_EQ(stats.capacity, server->config().capacity);
+}
+
+TEST_F(ReplayServerTest, RestartFromACheckpointStartsANewEpoch) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/restart_epoch";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  auto server = StartServer(server_host_.get(), options);
+  EXPECT_FALSE(server->restored());
+  EXPECT_EQ(server->epoch(), 1u);
+  EXPECT_TRUE(server->Stop().ok());
+  EXPECT_TRUE(std::filesystem::exists(server->checkpoint_path()));
+  server.reset();
+
+  server = StartServer(server_host_.get(), options);
+  EXPECT_TRUE(server->restored());
+  EXPECT_EQ(server->epoch(), 2u);
+  auto monitor = Connect(*server, Role::kMonitor);
+  ASSERT_NE(monitor, nullptr);
+  EXPECT_EQ(monitor->epoch(), 2u);
+  server.reset();
+
+  // A checkpoint of another geometry is refused, naming the difference.
+  options.layout.batch_size = 16;
+  const absl::Status s = ReplayServer::Start(server_host_.get(), options).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("batch_size"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("replay.ckpt"), std::string::npos) << s;
+}
+
+TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto actor = Connect(*server, Role::kActor, 3);
+  ASSERT_NE(actor, nullptr);
+  EXPECT_TRUE(server->Stop().ok());
+  EXPECT_TRUE(server->Stop().ok());
+  EXPECT_FALSE(PeekTail(actor.get()).ok());
+}
+
+}  // namespace
+}  // namespace dreplay::replay
