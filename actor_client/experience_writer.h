@@ -1,0 +1,160 @@
+// Copyright dreplay authors.
+//
+// experience_writer.h: an actor's insertion of transitions into the replay
+// server, with one-sided RDMA only (no server CPU on the write path).
+//
+//   ASSIGN_OR_RETURN(auto session, ClientSession::Connect(provider, options));
+//   ASSIGN_OR_RETURN(auto writer, ExperienceWriter::Create(session.get(), {}));
+//   for (...) {
+//     RETURN_IF_ERROR(writer->Append(encoded_transition, td_error));
+//   }
+//   RETURN_IF_ERROR(writer->Flush());
+//
+// Append() copies a transition (the encoded payload, at most
+// config.max_payload() bytes) into the pending batch; when max_batch are
+// pending it flushes first. Flush() inserts the pending k transitions
+// (layout.h, "Actor insert"):
+//
+//   1. FETCH_ADD(tail, k) reserves sequences s .. s+k-1;
+//   2. until SequenceWritable(config, s+k-1, ingest_cursor) (the server has
+//      ingested far enough: actors stay within the actor window ahead of
+//      ingest) it READs the control block's ServerLine, backing off, so it
+//      never laps a slot;
+//   3. seals the k slots (SealSlot) in a registered local buffer and WRITEs
+//      them, one WRITE per contiguous range of the ring (two at the wrap),
+//      then WRITEs their commit words the same way, on the same queue pair:
+//      RC places them after the slots. Only the last WRITE is signalled.
+//      All of it is posted at once (one doorbell).
+//   4. returns when that last WRITE completes: the batch is committed.
+//
+// Insert latency (stats().latency) runs from posting the FETCH_ADD to the
+// completion of the last commit WRITE.
+//
+// Failures: when the connection fails (server crash or restart, link down),
+// Flush reconnects through the session (with back-off; a restarted server
+// has a new epoch). Transitions whose commit WRITEs had not been posted are
+// kept and written after the reconnection; a batch whose commit WRITEs were
+// posted but not confirmed is abandoned (stats().abandoned): it may or may
+// not have been committed, and writing it again could insert it twice. The
+// server skips reserved sequences that are never committed. Flush returns
+// OK in both cases; it fails only when the session cannot reconnect within
+// its deadline or the server came back with another configuration, or with
+// ResourceExhausted when the server makes no room within room_timeout (its
+// ingest is stuck; the reserved sequences are skipped by the server and the
+// transitions stay pending).
+//
+// Thread safety: not thread-safe; one thread uses a writer (and its session).
+
+#ifndef DREPLAY_ACTOR_CLIENT_EXPERIENCE_WRITER_H_
+#define DREPLAY_ACTOR_CLIENT_EXPERIENCE_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "actor_client/latency_histogram.h"
+#include "replay_server/client_session.h"
+#include "replay_server/layout.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::actor {
+
+struct ExperienceWriterOptions {
+  // Transitions per Flush (Append flushes when this many are pending).
+  // Larger batches amortise the two round trips of an insert. In [1,
+  // ActorWindow(config)]; k * slot_size must stay below 1 GiB.
+  uint32_t max_batch = 32;
+  // Waiting for room in the ring: READs of the ServerLine back off from
+  // room_backoff_initial to room_backoff_max; ResourceExhausted after
+  // room_timeout without room.
+  absl::Duration room_backoff_initial = absl::Microseconds(50);
+  absl::Duration room_backoff_max = absl::Milliseconds(5);
+  absl::Duration room_timeout = absl::Seconds(60);
+  // Reconnections one Flush attempts before it gives up (each one is itself
+  // retried for the session's connect_deadline).
+  int max_reconnects_per_flush = 3;
+
+  absl::Status Validate() const;
+};
+
+struct ExperienceWriterStats {
+  uint64_t committed = 0;    // transitions whose commit WRITE completed
+  uint64_t abandoned = 0;    // transitions of batches lost to a failure
+  uint64_t flushes = 0;      // batches committed
+  uint64_t reconnects = 0;   // reconnections this writer triggered or saw
+  uint64_t room_waits = 0;   // ServerLine READs that found no room
+  uint64_t bytes_written = 0;  // slot and commit bytes WRITTEN
+  LatencyHistogram latency;  // per committed batch: reserve -> commit
+};
+
+class ExperienceWriter {
+ public:
+  // `session` (an actor's) is not owned and must outlive the writer.
+  // InvalidArgument for bad options or a max_batch above the actor window;
+  // the registration's errors.
+  static absl::StatusOr<std::unique_ptr<ExperienceWriter>> Create(
+      replay::ClientSession* session, const ExperienceWriterOptions& options);
+  ~ExperienceWriter();
+  ExperienceWriter(const ExperienceWriter&) = delete;
+  ExperienceWriter& operator=(const ExperienceWriter&) = delete;
+
+  // Adds one transition to the pending batch (copied), flushing first when
+  // the batch is full. `initial_priority` <= 0 or not finite: the server
+  // gives it the current maximum. InvalidArgument when the payload exceeds
+  // config.max_payload(); otherwise Flush's status. Blocks only to flush.
+  absl::Status Append(absl::Span<const uint8_t> payload, float initial_priority);
+
+  // Inserts the pending transitions; blocks until they are committed (or
+  // abandoned after a failure, see the file comment). OK with nothing pending.
+  absl::Status Flush();
+
+  size_t pending() const { return pending_lengths_.size(); }
+  const ExperienceWriterStats& stats() const { return stats_; }
+  const replay::LayoutConfig& config() const { return session_->config(); }
+
+ private:
+  enum class Progress {
+    kNothing,       // nothing reserved (or not known to be)
+    kReserved,      // sequences reserved, nothing committed
+    kCommitPosted,  // commit WRITEs posted, completion not seen
+  };
+
+  ExperienceWriter(replay::ClientSession* session, const ExperienceWriterOptions& options,
+                   int sink);
+  // One attempt at inserting the pending batch; `progress` tells how far it
+  // got when it fails.
+  absl::Status TryFlush(Progress* progress);
+  absl::StatusOr<uint64_t> Reserve(uint32_t count);
+  absl::Status WaitForRoom(uint64_t last_sequence);
+  absl::Status PostWrites(uint64_t first_sequence, uint32_t count, uint64_t* wr_id);
+
+  replay::ClientSession* const session_;
+  const ExperienceWriterOptions options_;
+  const int sink_;
+  const uint32_t slot_size_;
+  const uint32_t actor_id_;
+
+  // Registered: max_batch slots, then max_batch commit words, then the
+  // 8-byte FETCH_ADD result.
+  std::unique_ptr<replay::RegisteredBuffer> buffer_;
+  uint8_t* slots_ = nullptr;
+  uint64_t* commits_ = nullptr;
+  uint64_t* fetch_result_ = nullptr;
+
+  // Pending transitions: payload bytes back to back.
+  std::vector<uint8_t> pending_bytes_;
+  std::vector<uint32_t> pending_lengths_;
+  std::vector<float> pending_priorities_;
+
+  uint64_t next_wr_id_ = 1;
+  uint64_t known_cursor_ = 0;  // the last ingest_cursor READ
+  ExperienceWriterStats stats_;
+};
+
+}  // namespace dreplay::actor
+
+#endif  // DREPLAY_ACTOR_CLIENT_EXPERIENCE_WRITER_H_

@@ -1,0 +1,180 @@
+// Copyright dreplay authors.
+
+#include "actor_client/experience_writer.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "replay_server/client_session.h"
+#include "replay_server/server.h"
+#include "replay_server/service_test_util.h"
+
+namespace dreplay::actor {
+namespace {
+
+using replay::ClientSession;
+using replay::ReplayServer;
+using replay::ReplayServerOptions;
+using replay::Role;
+using replay::testing::SessionOptions;
+using replay::testing::SmallServerOptions;
+using replay::testing::SoftProvider;
+using replay::testing::StartServer;
+using replay::testing::TaggedPayload;
+using replay::testing::WaitFor;
+
+constexpr uint32_t kPayloadBytes = 100;
+
+class ExperienceWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_host_ = SoftProvider();
+    actor_host_ = SoftProvider();
+  }
+
+  std::unique_ptr<ClientSession> ConnectActor(const ReplayServer& server, uint32_t actor_id) {
+    auto session = ClientSession::Connect(actor_host_.get(),
+                                          SessionOptions(server, Role::kActor, actor_id));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  // Appends `count` tagged transitions (tags first .. first+count-1) and
+  // flushes.
+  static void Insert(ExperienceWriter* writer, uint64_t first, uint64_t count) {
+    for (uint64_t t = first; t < first + count; ++t) {
+      ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 1.0f + t % 7).ok());
+    }
+    ASSERT_TRUE(writer->Flush().ok());
+  }
+
+  std::unique_ptr<verbs::Provider> server_host_;
+  std::unique_ptr<verbs::Provider> actor_host_;
+};
+
+TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session = ConnectActor(*server, 1);
+  ASSERT_NE(session, nullptr);
+  ExperienceWriterOptions options;
+  options.max_batch = 7;  // batches straddle the ring's wrap
+  auto writer = *ExperienceWriter::Create(session.get(), options);
+  const uint64_t kCount = 3 * server->config().capacity + 5;
+  Insert(writer.get(), 0, kCount);
+  EXPECT_EQ(writer->stats().committed, kCount);
+  EXPECT_EQ(writer->stats().abandoned, 0u);
+  EXPECT_EQ(writer->pending(), 0u);
+  EXPECT_EQ(writer->stats().latency.count(), writer->stats().flushes);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kCount; }))
+      << server->ReadStats().inserted;
+  const replay::StatsBlock stats = server->ReadStats();
+  EXPECT_EQ(stats.torn_slots, 0u);
+  EXPECT_EQ(stats.abandoned_slots, 0u);
+  EXPECT_EQ(stats.overrun_slots, 0u);
+  EXPECT_EQ(stats.size, server->config().capacity);
+  EXPECT_EQ(stats.ingest_cursor, kCount);
+}
+
+TEST_F(ExperienceWriterTest, ConcurrentWritersShareATinyRingWithoutOverrunning) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.layout.capacity = 16;
+  auto server = StartServer(server_host_.get(), options);
+  constexpr int kWriters = 3;
+  constexpr uint64_t kEach = 200;
+  std::vector<std::thread> threads;
+  std::vector<uint64_t> committed(kWriters, 0);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      auto session = ConnectActor(*server, w);
+      ASSERT_NE(session, nullptr);
+      ExperienceWriterOptions o;
+      o.max_batch = 5;
+      auto writer = *ExperienceWriter::Create(session.get(), o);
+      Insert(writer.get(), w * kEach, kEach);
+      committed[w] = writer->stats().committed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < kWriters; ++w) EXPECT_EQ(committed[w], kEach);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kWriters * kEach; }))
+      << server->ReadStats().inserted;
+  EXPECT_EQ(server->ReadStats().overrun_slots, 0u);
+  EXPECT_EQ(server->ReadStats().torn_slots, 0u);
+}
+
+TEST_F(ExperienceWriterTest, RefusesPayloadsLargerThanASlotAndBadOptions) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session = ConnectActor(*server, 0);
+  ASSERT_NE(session, nullptr);
+  ExperienceWriterOptions options;
+  options.max_batch = 1024;  // more than the capacity
+  EXPECT_EQ(ExperienceWriter::Create(session.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto writer = *ExperienceWriter::Create(session.get(), {});
+  const std::vector<uint8_t> big(server->config().max_payload() + 1, 1);
+  const absl::Status s = writer->Append(big, 1.0f);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("129 bytes"), std::string::npos) << s;
+  EXPECT_EQ(writer->pending(), 0u);
+  EXPECT_TRUE(writer->Flush().ok());  // nothing pending
+}
+
+TEST_F(ExperienceWriterTest, AnotherRoleCannotWrite) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto monitor = ClientSession::Connect(actor_host_.get(), SessionOptions(*server, Role::kMonitor));
+  ASSERT_TRUE(monitor.ok());
+  EXPECT_EQ(ExperienceWriter::Create(monitor->get(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ExperienceWriterTest, ReconnectsAfterARestartFromCheckpointAndLosesNothingCommitted) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/writer_restart";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  auto server = StartServer(server_host_.get(), options);
+  auto session = ConnectActor(*server, 2);
+  ASSERT_NE(session, nullptr);
+  auto writer = *ExperienceWriter::Create(session.get(), {});
+  Insert(writer.get(), 0, 100);
+
+  // Stop (final checkpoint) and start again on the same port.
+  ASSERT_TRUE(server->Stop().ok());
+  options.port = server->port();
+  server.reset();
+  server = StartServer(server_host_.get(), options);
+  ASSERT_TRUE(server->restored());
+  EXPECT_EQ(server->epoch(), 2u);
+
+  Insert(writer.get(), 100, 50);
+  EXPECT_GE(writer->stats().reconnects, 1u);
+  EXPECT_EQ(writer->stats().abandoned, 0u);
+  EXPECT_EQ(writer->stats().committed, 150u);
+  EXPECT_EQ(session->epoch(), 2u);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 150; }))
+      << server->ReadStats().inserted;
+  EXPECT_EQ(server->ReadStats().size, 150u);
+  EXPECT_EQ(server->ReadStats().epoch, 2u);
+}
+
+TEST_F(ExperienceWriterTest, FailsCleanlyWhenTheServerStaysAway) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  replay::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 0);
+  o.connect_deadline = absl::Milliseconds(100);
+  auto session = *ClientSession::Connect(actor_host_.get(), o);
+  auto writer = *ExperienceWriter::Create(session.get(), {});
+  ASSERT_TRUE(server->Stop().ok());
+  server.reset();
+  ASSERT_TRUE(writer->Append(TaggedPayload(1, kPayloadBytes), 1.0f).ok());
+  const absl::Status s = writer->Flush();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("connecting to the replay server"), std::string::npos) << s;
+  EXPECT_EQ(writer->pending(), 1u);  // kept: nothing was written
+}
+
+}  // namespace
+}  // namespace dreplay::actor
