@@ -1,0 +1,122 @@
+// Copyright dreplay authors.
+
+#include "learner_client/forward_reader.h"
+
+#include <memory>
+#include <vector>
+
+#include "actor_client/experience_writer.h"
+#include "gtest/gtest.h"
+#include "replay_server/client_session.h"
+#include "replay_server/server.h"
+#include "replay_server/service_test_util.h"
+
+namespace dreplay::learner {
+namespace {
+
+using replay::ClientSession;
+using replay::Role;
+using replay::testing::PayloadTag;
+using replay::testing::SessionOptions;
+using replay::testing::SmallServerOptions;
+using replay::testing::SoftProvider;
+using replay::testing::StartServer;
+using replay::testing::TaggedPayload;
+using replay::testing::WaitFor;
+
+constexpr uint32_t kPayloadBytes = 64;
+
+class ForwardReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_host_ = SoftProvider();
+    actor_host_ = SoftProvider();
+    learner_host_ = SoftProvider();
+    server_ = StartServer(server_host_.get(), SmallServerOptions());
+    actor_ = *ClientSession::Connect(actor_host_.get(), SessionOptions(*server_, Role::kActor, 0));
+    actor::ExperienceWriterOptions o;
+    o.max_batch = 9;
+    writer_ = *actor::ExperienceWriter::Create(actor_.get(), o);
+    learner_ =
+        *ClientSession::Connect(learner_host_.get(), SessionOptions(*server_, Role::kLearner));
+  }
+
+  // Inserts tags [first, first + count) and waits until they are ingested.
+  void Insert(uint64_t first, uint64_t count) {
+    for (uint64_t t = first; t < first + count; ++t) {
+      ASSERT_TRUE(writer_->Append(TaggedPayload(t, kPayloadBytes), 1.0f).ok());
+    }
+    ASSERT_TRUE(writer_->Flush().ok());
+    ASSERT_TRUE(WaitFor([&] { return server_->ReadStats().ingest_cursor == first + count; }));
+  }
+
+  // Reads until `count` transitions arrived; checks sequence order and tags
+  // (one writer: tag == sequence).
+  void ExpectForwarded(ForwardReader* reader, uint64_t first, uint64_t count) {
+    std::vector<ForwardedTransition> batch;
+    uint64_t expected = first;
+    const absl::Time deadline = absl::Now() + replay::testing::kTestTimeout;
+    while (expected < first + count && absl::Now() < deadline) {
+      ASSERT_TRUE(reader->Next(absl::Milliseconds(10), &batch).ok());
+      for (const ForwardedTransition& t : batch) {
+        ASSERT_EQ(t.sequence, expected);
+        ASSERT_EQ(t.payload.size(), kPayloadBytes);
+        ASSERT_EQ(PayloadTag(t.payload.data(), kPayloadBytes), expected);
+        EXPECT_EQ(t.initial_priority(), 1.0f);
+        ++expected;
+      }
+    }
+    EXPECT_EQ(expected, first + count);
+  }
+
+  std::unique_ptr<verbs::Provider> server_host_, actor_host_, learner_host_;
+  std::unique_ptr<replay::ReplayServer> server_;
+  std::unique_ptr<ClientSession> actor_, learner_;
+  std::unique_ptr<actor::ExperienceWriter> writer_;
+};
+
+TEST_F(ForwardReaderTest, SeesEveryTransitionOnceInOrderAcrossTheWrap) {
+  ForwardReaderOptions options;
+  options.chunk_slots = 32;
+  options.max_chunks_in_flight = 3;
+  auto reader = *ForwardReader::Create(learner_.get(), options);
+  EXPECT_EQ(reader->next_sequence(), 0u);
+  const uint64_t capacity = server_->config().capacity;
+  uint64_t inserted = 0;
+  for (int round = 0; round < 5; ++round) {  // 5 x 200 sequences: the ring wraps
+    Insert(inserted, 200);
+    ExpectForwarded(reader.get(), inserted, 200);
+    inserted += 200;
+  }
+  EXPECT_GT(inserted, 3 * capacity);
+  EXPECT_EQ(reader->stats().transitions, inserted);
+  EXPECT_EQ(reader->stats().overwritten, 0u);
+  EXPECT_EQ(reader->stats().skipped_uncommitted, 0u);
+  const uint64_t slot_bytes = inserted * (server_->config().slot_size + sizeof(uint64_t));
+  EXPECT_GE(reader->stats().bytes_read, slot_bytes);
+  // Nothing more arrives: an empty result, not an error.
+  std::vector<ForwardedTransition> none;
+  EXPECT_TRUE(reader->Next(absl::Milliseconds(5), &none).ok());
+  EXPECT_TRUE(none.empty());
+}
+
+TEST_F(ForwardReaderTest, StartsAtTheCursorOrAtTheOldestTransitionStillHeld) {
+  Insert(0, 300);
+  auto from_cursor = *ForwardReader::Create(learner_.get(), {});
+  EXPECT_EQ(from_cursor->next_sequence(), 300u);
+  ForwardReaderOptions options;
+  options.from_oldest = true;
+  auto from_oldest = *ForwardReader::Create(learner_.get(), options);
+  EXPECT_EQ(from_oldest->next_sequence(), 300u - server_->config().capacity);
+  ExpectForwarded(from_oldest.get(), 300 - server_->config().capacity, server_->config().capacity);
+  Insert(300, 10);
+  ExpectForwarded(from_cursor.get(), 300, 10);
+}
+
+TEST_F(ForwardReaderTest, OnlyALearnerCanForward) {
+  EXPECT_EQ(ForwardReader::Create(actor_.get(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dreplay::learner

@@ -1,0 +1,211 @@
+// Copyright dreplay authors.
+//
+// metrics.h: the learner's metrics, defined once and identically for both
+// replay placements ("buffer": replay memory at the buffer node, the
+// learner READs pre-sampled batches; "learner": the buffer node forwards
+// every transition and the replay memory sits at the learner).
+//
+// Definitions. An "interval" is the time between two progress records.
+//
+//   train_steps     DqnLearner::TrainStep() calls so far.
+//   loss            mean, over the train steps of the interval, of each
+//                   step's loss (the importance-weighted mean Huber loss of
+//                   its batch, before the update); null when none.
+//   transferred     transitions that crossed the long-haul link in the
+//                   interval: the entries of the staged batches READ
+//                   ("buffer") or the forwarded transitions READ
+//                   ("learner"). A batch READ again after a reconnection
+//                   crossed again and counts again.
+//   transferred_priority
+//                   mean |TD error| of those transitions, computed by the
+//                   learner's current online and target networks when they
+//                   arrive, before any training on them (the
+//                   abs_td_errors of the TrainStep() that consumes a staged
+//                   batch; DqnLearner::AbsTdErrors() of forwarded ones);
+//                   null when none.
+//   link_bytes_total, link_transitions_total
+//                   cumulative bytes and transitions over the learner's link:
+//                   bytes of every READ and WRITE the learner's replay
+//                   clients post (staged batches or forwarded slots and
+//                   commit words, their re-READs and cursor READs, priority
+//                   updates, parameters); link_transitions_total is the sum
+//                   of `transferred`.
+//   link_bytes_per_s, link_transitions_per_s
+//                   their increase over the interval / its length.
+//   env_steps, episodes, actor_return_mean
+//                   from the actors region: the sum over actors of their
+//                   environment steps and finished episodes, and the mean
+//                   return of the last (up to 100) episodes of every actor
+//                   (sum of returns_sum / sum of returns_count); null when
+//                   no episode finished yet.
+//   eval_return_mean
+//                   the mean undiscounted return of the last greedy
+//                   evaluation (eval_episodes episodes of the learner's
+//                   online network on its own seeded environment copy);
+//                   null before the first.
+//
+// Summary (the last record): solved (an evaluation reached solve_return),
+// time_to_solve_s and env_steps_to_solve (wall time and env_steps at the
+// first such evaluation; null if never), train_steps, link totals, and over
+// the last half of training (train steps >= final train_steps / 2):
+// loss_mean_last_half (mean loss per step) and
+// transferred_priority_mean_last_half (mean |TD error| of the transitions
+// that arrived while train_steps was in that range).
+//
+// Records are JSON objects, one per line (JSON lines); numbers that are not
+// finite are written as null.
+//
+// Thread safety: not thread-safe; the learner's loop owns its recorder.
+
+#ifndef DREPLAY_LEARNER_CLIENT_METRICS_H_
+#define DREPLAY_LEARNER_CLIENT_METRICS_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace dreplay::learner {
+
+// What the actors published (summed over the actors region's lines).
+struct ActorTotals {
+  uint64_t env_steps = 0;
+  uint64_t episodes = 0;
+  uint64_t returns_count = 0;  // episodes in returns_sum
+  double returns_sum = 0;
+  uint32_t actors = 0;  // lines published
+};
+
+struct ProgressRecord {
+  std::string mode;
+  uint64_t seed = 0;
+  double wall_s = 0;
+  uint64_t train_steps = 0;
+  uint64_t env_steps = 0;
+  std::optional<double> loss;
+  uint64_t transferred = 0;
+  std::optional<double> transferred_priority;
+  uint64_t link_bytes_total = 0;
+  uint64_t link_transitions_total = 0;
+  double link_bytes_per_s = 0;
+  double link_transitions_per_s = 0;
+  uint64_t episodes = 0;
+  std::optional<double> actor_return_mean;
+  std::optional<double> eval_return_mean;
+
+  std::string ToJson() const;
+  // One human-readable line (no newline).
+  std::string ToText() const;
+};
+
+struct SummaryRecord {
+  std::string mode;
+  uint64_t seed = 0;
+  double wall_s = 0;
+  bool solved = false;
+  std::optional<double> time_to_solve_s;
+  std::optional<uint64_t> env_steps_to_solve;
+  uint64_t train_steps = 0;
+  uint64_t env_steps = 0;
+  uint64_t episodes = 0;
+  uint64_t link_bytes_total = 0;
+  uint64_t link_transitions_total = 0;
+  std::optional<double> loss_mean_last_half;
+  std::optional<double> transferred_priority_mean_last_half;
+  std::optional<double> eval_return_mean;  // the last evaluation
+  std::optional<double> eval_return_best;
+  uint64_t evaluations = 0;
+
+  std::string ToJson() const;
+  std::string ToText() const;
+};
+
+class MetricsRecorder {
+ public:
+  // `mode` is "buffer" or "learner" (written as is); `solve_return` the
+  // greedy mean return that counts as solved. `start_s` is the wall clock
+  // (seconds, any origin) at which wall_s is 0.
+  MetricsRecorder(std::string mode, uint64_t seed, double solve_return);
+
+  // One train step with its loss.
+  void RecordTrainStep(double loss);
+  // Transitions that crossed the link with their |TD errors| on arrival.
+  void RecordTransferred(absl::Span<const float> abs_td_errors);
+  // The link's cumulative bytes, as the clients count them.
+  void SetLinkBytes(uint64_t total) { link_bytes_total_ = total; }
+  void SetActorTotals(const ActorTotals& totals) { actors_ = totals; }
+  // A greedy evaluation's mean return at `wall_s`. Returns true when it is
+  // the first one to reach solve_return.
+  bool RecordEvaluation(double wall_s, double mean_return);
+
+  // Closes the interval that ends at `wall_s` and returns its record.
+  ProgressRecord Progress(double wall_s);
+  // The summary at `wall_s` (does not change the recorder).
+  SummaryRecord Summary(double wall_s) const;
+
+  uint64_t train_steps() const { return loss_by_step_.size(); }
+  uint64_t link_transitions_total() const { return transferred_total_; }
+  bool solved() const { return solved_; }
+  const ActorTotals& actor_totals() const { return actors_; }
+
+ private:
+  struct Arrival {
+    uint64_t train_steps;  // train_steps() when they arrived
+    double priority_sum;
+    uint64_t count;
+  };
+
+  const std::string mode_;
+  const uint64_t seed_;
+  const double solve_return_;
+
+  std::vector<float> loss_by_step_;
+  std::vector<Arrival> arrivals_;
+  uint64_t transferred_total_ = 0;
+  uint64_t link_bytes_total_ = 0;
+  ActorTotals actors_;
+  std::optional<double> last_eval_;
+  std::optional<double> best_eval_;
+  uint64_t evaluations_ = 0;
+  bool solved_ = false;
+  double time_to_solve_s_ = 0;
+  uint64_t env_steps_to_solve_ = 0;
+
+  // The interval being recorded.
+  double interval_start_s_ = 0;
+  uint64_t interval_first_step_ = 0;
+  double interval_loss_sum_ = 0;
+  uint64_t interval_transferred_ = 0;
+  double interval_priority_sum_ = 0;
+  uint64_t interval_link_bytes_start_ = 0;
+  uint64_t interval_transitions_start_ = 0;
+};
+
+// Writes records as JSON lines to a file (flushed after each record).
+class MetricsFile {
+ public:
+  // Creates (truncates) `path`. InvalidArgument for an empty path,
+  // the system's error otherwise.
+  static absl::StatusOr<std::unique_ptr<MetricsFile>> Open(const std::string& path);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+
+  // Appends one line. DataLoss when the write fails.
+  absl::Status Write(const std::string& json);
+
+ private:
+  MetricsFile(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  const std::string path_;
+  std::FILE* const file_;
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_METRICS_H_

@@ -1,0 +1,97 @@
+// Copyright dreplay authors.
+
+#include "learner_client/param_publisher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace dreplay::learner {
+
+using replay::ClientSession;
+using replay::ParamsHalfHeader;
+using replay::ParamsHeader;
+using replay::RegionKind;
+
+absl::StatusOr<std::unique_ptr<ParamPublisher>> ParamPublisher::Create(ClientSession* session) {
+  if (session->options().role != replay::Role::kLearner) {
+    return absl::InvalidArgumentError("ParamPublisher needs a learner session");
+  }
+  ASSIGN_OR_RETURN(const int sink, session->AddSink());
+  std::unique_ptr<ParamPublisher> p(new ParamPublisher(session, sink));
+  const uint64_t bytes = sizeof(ParamsHeader) + replay::ParamsHalfStride(session->config());
+  ASSIGN_OR_RETURN(p->buffer_, replay::RegisteredBuffer::Create(session->provider(), bytes));
+  RETURN_IF_ERROR(p->SyncVersion());
+  return p;
+}
+
+ParamPublisher::ParamPublisher(ClientSession* session, int sink)
+    : session_(session), sink_(sink) {}
+
+ParamPublisher::~ParamPublisher() = default;
+
+absl::Status ParamPublisher::SyncVersion() {
+  RETURN_IF_ERROR(session_->ReadSync(RegionKind::kParams, 0, sizeof(ParamsHeader), buffer_->mr(),
+                                     buffer_->data()));
+  ParamsHeader header;
+  std::memcpy(&header, buffer_->data(), sizeof(header));
+  version_ = std::max(version_, header.version);
+  synced_generation_ = session_->generation();
+  return absl::OkStatus();
+}
+
+absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8_t> data) {
+  const replay::LayoutConfig& config = session_->config();
+  uint8_t* header_image = buffer_->data();
+  uint8_t* half_image = buffer_->data() + sizeof(ParamsHeader);
+  RETURN_IF_ERROR(replay::EncodeParamsHalf(
+      config, version, data, absl::MakeSpan(half_image, buffer_->size() - sizeof(ParamsHeader))));
+  ParamsHeader header{};
+  header.version = version;
+  header.active_half = replay::ParamsHalfOf(version);
+  std::memcpy(header_image, &header, sizeof(header));
+
+  ASSIGN_OR_RETURN(const verbs::RemoteRegion params, session_->Region(RegionKind::kParams));
+  verbs::WorkRequest wrs[2];
+  wrs[0].wr_id = ClientSession::WrId(sink_, next_wr_id_++);
+  wrs[0].opcode = verbs::Opcode::kWrite;
+  wrs[0].signaled = false;
+  wrs[0].local = buffer_->mr();
+  wrs[0].local_addr = half_image;
+  wrs[0].length = static_cast<uint32_t>(sizeof(ParamsHalfHeader) + data.size());
+  wrs[0].remote_addr = params.addr + replay::ParamsHalfOffset(config, header.active_half);
+  wrs[0].rkey = params.rkey;
+  wrs[1] = wrs[0];
+  wrs[1].wr_id = ClientSession::WrId(sink_, next_wr_id_++);
+  wrs[1].signaled = true;
+  wrs[1].local_addr = header_image;
+  wrs[1].length = sizeof(ParamsHeader);
+  wrs[1].remote_addr = params.addr;
+  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(wrs, 2)));
+  RETURN_IF_ERROR(session_->Wait(sink_, wrs[1].wr_id, session_->options().op_timeout));
+  bytes_written_ += wrs[0].length + wrs[1].length;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data) {
+  if (data.size() > session_->config().param_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("parameters of ", data.size(),
+                                                   " bytes exceed the server's param_bytes=",
+                                                   session_->config().param_bytes));
+  }
+  for (int attempt = 0;; ++attempt) {
+    const uint64_t generation = session_->generation();
+    absl::Status status = generation == synced_generation_ ? absl::OkStatus() : SyncVersion();
+    if (status.ok()) status = TryPublish(version_ + 1, data);
+    if (status.ok()) {
+      ++version_;
+      return version_;
+    }
+    if (!replay::IsConnectionFailure(status) || attempt > 0) return status;
+    RETURN_IF_ERROR(session_->Reconnect(generation, status));
+  }
+}
+
+}  // namespace dreplay::learner

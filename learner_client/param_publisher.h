@@ -1,0 +1,76 @@
+// Copyright dreplay authors.
+//
+// param_publisher.h: the learner publishes model parameters in the server's
+// params region, where actors READ them (actor_client/param_fetcher.h).
+//
+//   ASSIGN_OR_RETURN(auto publisher, ParamPublisher::Create(session.get()));
+//   ASSIGN_OR_RETURN(uint64_t version, publisher->Publish(serialized_params));
+//
+// Version v (1, 2, ...) goes to half ParamsHalfOf(v) (layout.h, "Parameters"):
+// EncodeParamsHalf into a local buffer, one WRITE of the half (header +
+// data), then one WRITE of the ParamsHeader {v, half} on the same queue
+// pair, so the header never names a half before it is placed. Publish
+// blocks until the header WRITE completes, so the next version (the other
+// half) cannot overtake it and the one after (this half again) starts only
+// after readers could see this one.
+//
+// Versions continue from the server's: Create (and every reconnection)
+// READs the ParamsHeader, and the next version is one above both the
+// server's and the last one this publisher wrote, so readers, who take any
+// version above theirs, never see the version go back, even across a server
+// restart (which empties the params region).
+//
+// Failures: a failed connection is re-established through the session and
+// the publication retried once on the new one. Thread safety: not
+// thread-safe; one thread uses it (and its session).
+
+#ifndef DREPLAY_LEARNER_CLIENT_PARAM_PUBLISHER_H_
+#define DREPLAY_LEARNER_CLIENT_PARAM_PUBLISHER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "replay_server/client_session.h"
+#include "replay_server/layout.h"
+
+namespace dreplay::learner {
+
+class ParamPublisher {
+ public:
+  // `session` (a learner's) is not owned and must outlive the publisher.
+  // READs the current ParamsHeader.
+  static absl::StatusOr<std::unique_ptr<ParamPublisher>> Create(replay::ClientSession* session);
+  ~ParamPublisher();
+  ParamPublisher(const ParamPublisher&) = delete;
+  ParamPublisher& operator=(const ParamPublisher&) = delete;
+
+  // Publishes `data` as the next version and returns it. Blocks until it is
+  // visible to readers. InvalidArgument when data exceeds param_bytes.
+  absl::StatusOr<uint64_t> Publish(absl::Span<const uint8_t> data);
+
+  // The last version published (or found at the server); 0: none.
+  uint64_t version() const { return version_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+
+ private:
+  ParamPublisher(replay::ClientSession* session, int sink);
+  // READs the server's ParamsHeader and raises version_ to it.
+  absl::Status SyncVersion();
+  absl::Status TryPublish(uint64_t version, absl::Span<const uint8_t> data);
+
+  replay::ClientSession* const session_;
+  const int sink_;
+  // Registered: ParamsHeader, then one half (ParamsHalfHeader + data).
+  std::unique_ptr<replay::RegisteredBuffer> buffer_;
+  uint64_t version_ = 0;
+  uint64_t synced_generation_ = 0;
+  uint64_t next_wr_id_ = 1;
+  uint64_t bytes_written_ = 0;
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_PARAM_PUBLISHER_H_

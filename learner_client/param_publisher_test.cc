@@ -1,0 +1,144 @@
+// Copyright dreplay authors.
+//
+// Parameters go from the learner's publisher to the actors' fetchers through
+// the server's params region.
+
+#include "learner_client/param_publisher.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "actor_client/param_fetcher.h"
+#include "gtest/gtest.h"
+#include "replay_server/client_session.h"
+#include "replay_server/server.h"
+#include "replay_server/service_test_util.h"
+
+namespace dreplay::learner {
+namespace {
+
+using actor::ParamFetcher;
+using replay::ClientSession;
+using replay::Role;
+using replay::testing::SessionOptions;
+using replay::testing::SmallServerOptions;
+using replay::testing::SoftProvider;
+using replay::testing::StartServer;
+
+// Parameters of `version`: `size` bytes derived from it.
+std::vector<uint8_t> ParamsOf(uint64_t version, size_t size) {
+  std::vector<uint8_t> p(size);
+  for (size_t i = 0; i < size; ++i) p[i] = static_cast<uint8_t>((version * 37 + i * 11) & 0xff);
+  return p;
+}
+
+class ParamsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_host_ = SoftProvider();
+    client_host_ = SoftProvider();
+    server_ = StartServer(server_host_.get(), SmallServerOptions());
+  }
+
+  std::unique_ptr<ClientSession> Connect(Role role, uint32_t actor_id = 0) {
+    auto session =
+        ClientSession::Connect(client_host_.get(), SessionOptions(*server_, role, actor_id));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  std::unique_ptr<verbs::Provider> server_host_;
+  std::unique_ptr<verbs::Provider> client_host_;
+  std::unique_ptr<replay::ReplayServer> server_;
+};
+
+TEST_F(ParamsTest, PublishedVersionsAreFetchedWholeAndOnlyOnce) {
+  auto learner = Connect(Role::kLearner);
+  auto actor = Connect(Role::kActor, 1);
+  ASSERT_TRUE(learner && actor);
+  auto publisher = *ParamPublisher::Create(learner.get());
+  auto fetcher = *ParamFetcher::Create(actor.get(), {});
+  std::vector<uint8_t> params;
+  EXPECT_FALSE(*fetcher->FetchIfNewer(&params));  // nothing published yet
+
+  EXPECT_EQ(*publisher->Publish(ParamsOf(1, 1000)), 1u);
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), 1u);
+  EXPECT_EQ(params, ParamsOf(1, 1000));
+  EXPECT_FALSE(*fetcher->FetchIfNewer(&params));
+
+  // Grown parameters are READ whole, and skipped versions do not matter.
+  EXPECT_EQ(*publisher->Publish(ParamsOf(2, 3000)), 2u);
+  EXPECT_EQ(*publisher->Publish(ParamsOf(3, 4096)), 3u);
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), 3u);
+  EXPECT_EQ(params, ParamsOf(3, 4096));
+}
+
+TEST_F(ParamsTest, OversizedParametersAreRefused) {
+  auto learner = Connect(Role::kLearner);
+  ASSERT_NE(learner, nullptr);
+  auto publisher = *ParamPublisher::Create(learner.get());
+  const absl::Status s = publisher->Publish(ParamsOf(1, 4097)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("param_bytes=4096"), std::string::npos) << s;
+  EXPECT_EQ(publisher->version(), 0u);
+}
+
+TEST_F(ParamsTest, ANewPublisherContinuesAfterTheServersVersion) {
+  {
+    auto learner = Connect(Role::kLearner);
+    ASSERT_NE(learner, nullptr);
+    auto publisher = *ParamPublisher::Create(learner.get());
+    ASSERT_TRUE(publisher->Publish(ParamsOf(1, 10)).ok());
+    ASSERT_TRUE(publisher->Publish(ParamsOf(2, 10)).ok());
+  }
+  auto learner = Connect(Role::kLearner);  // waits for the first to be dropped
+  ASSERT_NE(learner, nullptr);
+  auto publisher = *ParamPublisher::Create(learner.get());
+  EXPECT_EQ(publisher->version(), 2u);
+  EXPECT_EQ(*publisher->Publish(ParamsOf(3, 10)), 3u);
+}
+
+TEST_F(ParamsTest, ConcurrentFetchesNeverSeeATornOrMixedVersion) {
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> published{0};
+  std::thread learner_thread([&] {
+    auto learner = Connect(Role::kLearner);
+    ASSERT_NE(learner, nullptr);
+    auto publisher = *ParamPublisher::Create(learner.get());
+    for (uint64_t v = 1; v <= 300; ++v) {
+      ASSERT_TRUE(publisher->Publish(ParamsOf(v, 2048 + v % 7)).ok());
+      published = v;
+    }
+    done = true;
+  });
+  auto actor = Connect(Role::kActor, 2);
+  ASSERT_NE(actor, nullptr);
+  actor::ParamFetcherOptions options;
+  options.max_attempts = 1000;
+  options.retry_backoff = absl::ZeroDuration();
+  auto fetcher = *ParamFetcher::Create(actor.get(), options);
+  std::vector<uint8_t> params;
+  uint64_t fetches = 0;
+  uint64_t last = 0;
+  while (!done || fetcher->version() < 300) {
+    absl::StatusOr<bool> fresh = fetcher->FetchIfNewer(&params);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    if (!*fresh) continue;
+    ++fetches;
+    ASSERT_GT(fetcher->version(), last);
+    last = fetcher->version();
+    ASSERT_EQ(params.size(), 2048 + last % 7);
+    ASSERT_EQ(params, ParamsOf(last, params.size())) << "version " << last;
+  }
+  learner_thread.join();
+  EXPECT_GE(fetches, 1u);
+  EXPECT_EQ(fetcher->version(), 300u);
+}
+
+}  // namespace
+}  // namespace dreplay::learner
