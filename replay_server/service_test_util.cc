@@ -31,7 +31,8 @@ ReplayServerOptions SmallServerOptions() {
   l.num_actions = 2;
   CHECK(l.set_spec("test f32").ok());
   o.core.memory.seed = 7;
-  o.core.ingest.abandon_timeout = absl::Milliseconds(200);
+  // Long enough that a slow (sanitizer) build never abandons a live writer.
+  o.core.ingest.abandon_timeout = absl::Seconds(5);
   o.core.min_sleep = absl::Microseconds(20);
   o.core.max_sleep = absl::Microseconds(200);
   o.stats_log_interval = absl::InfiniteDuration();
