@@ -85,6 +85,7 @@ DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start 
 DEFINE_double(checkpoint_interval_s, 0, "periodic checkpoint interval (0: only at shutdown)");
 DEFINE_double(stats_interval_s, 10, "one-line stats log interval (0: off)");
 DEFINE_double(heartbeat_interval_s, 1, "how often clients are probed, to drop dead ones");
+DEFINE_int64(max_clients, 1024, "connections held at most (more are refused until some go)");
 DEFINE_string(link, "", "not a server flag: see --help");
 // gflags' own; --help is narrowed to this file's flags.
 DECLARE_bool(help);
@@ -218,6 +219,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
                                                    " bytes, more than ", kMaxAuthTokenBytes));
   }
+  RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
+  o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);
   o.checkpoint_dir = FLAGS_checkpoint_dir;
   ASSIGN_OR_RETURN(o.checkpoint_interval,
                    Seconds("checkpoint_interval_s", FLAGS_checkpoint_interval_s, true));

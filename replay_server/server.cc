@@ -66,6 +66,7 @@ absl::Status ReplayServerOptions::Validate() const {
                                                    auth_token.size(), " bytes, more than ",
                                                    kMaxAuthTokenBytes));
   }
+  if (max_clients == 0) return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
   if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
@@ -282,6 +283,14 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   if (hello->role == Role::kActor && max_actors > 0 && hello->actor_id >= max_actors) {
     Reject(pending.get(), absl::StrCat("actor_id ", hello->actor_id,
                                        " is out of range: the server has max_actors=", max_actors));
+    return;
+  }
+  if (clients_.size() >= options_.max_clients) {
+    Housekeeping(absl::Now());  // count only the living
+  }
+  if (clients_.size() >= options_.max_clients) {
+    Reject(pending.get(), RetryableReason(absl::StrCat("the server holds its maximum of ",
+                                                       options_.max_clients, " connections")));
     return;
   }
   if (hello->role == Role::kLearner) {

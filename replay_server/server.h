@@ -13,7 +13,9 @@
 //     token in constant time, role, actor id) and replies with a directory of
 //     only the keys that role may use, or rejects with a reason the client
 //     sees. At most one learner at a time: a second one is refused with a
-//     retryable reason while the first is alive. The thread also keeps the
+//     retryable reason while the first is alive (several connections may
+//     share an actor id: a restarted actor, or one actor's several sessions;
+//     they share its stats line). The thread also keeps the
 //     accepted queue pairs, WRITEs each client's heartbeat word now and then
 //     (handshake.h) and drops clients whose queue pair failed, and keeps the
 //     stats region's connection line current. Nothing a peer sends during a
@@ -71,6 +73,8 @@ struct ReplayServerOptions {
   // Clients must present this token (compared in constant time, never
   // logged). Empty: no authentication.
   std::string auth_token;
+  // Connections held at most; more are refused (retryably) until some go.
+  uint32_t max_clients = 1024;
   // Where checkpoints go ("<dir>/replay.ckpt"); created if missing. Empty:
   // no checkpoints.
   std::string checkpoint_dir;

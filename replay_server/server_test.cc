@@ -89,6 +89,9 @@ TEST(ReplayServerOptionsTest, ValidateNamesTheBadValue) {
   o.auth_token.assign(kMaxAuthTokenBytes + 1, 't');
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
   o = SmallServerOptions();
+  o.max_clients = 0;
+  EXPECT_NE(o.Validate().message().find("max_clients=0"), std::string::npos);
+  o = SmallServerOptions();
   o.host = "";
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -272,6 +275,33 @@ TEST_F(ReplayServerTest, RestartFromACheckpointStartsANewEpoch) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("batch_size"), std::string::npos) << s;
   EXPECT_NE(s.message().find("replay.ckpt"), std::string::npos) << s;
+}
+
+TEST_F(ReplayServerTest, RefusesConnectionsBeyondMaxClientsUntilOneLeaves) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.max_clients = 2;
+  auto server = StartServer(server_host_.get(), options);
+  auto m1 = Connect(*server, Role::kMonitor);
+  auto m2 = Connect(*server, Role::kMonitor);
+  ASSERT_TRUE(m1 && m2);
+  ClientSessionOptions once = SessionOptions(*server, Role::kMonitor);
+  once.connect_deadline = absl::ZeroDuration();
+  const absl::Status s = ClientSession::Connect(client_host_.get(), once).status();
+  EXPECT_TRUE(IsRetryableRejection(s)) << s;
+  EXPECT_NE(s.message().find("maximum of 2 connections"), std::string::npos) << s;
+  m1.reset();
+  EXPECT_NE(Connect(*server, Role::kMonitor), nullptr);  // retried until m1 is dropped
+}
+
+TEST_F(ReplayServerTest, WritesCheckpointsPeriodically) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/periodic";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  options.checkpoint_interval = absl::Milliseconds(20);
+  auto server = StartServer(server_host_.get(), options);
+  EXPECT_TRUE(WaitFor([&] { return server->ReadStats().checkpoints_written >= 2; }));
+  EXPECT_TRUE(std::filesystem::exists(server->checkpoint_path()));
 }
 
 TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
