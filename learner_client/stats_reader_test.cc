@@ -51,6 +51,7 @@ TEST_F(StatsReaderTest, AMonitorReadsAConsistentSnapshotWhileActorsInsert) {
   ASSERT_TRUE(actor && monitor);
   auto writer = *actor::ExperienceWriter::Create(actor.get(), {});
   auto stats = *StatsReader::Create(monitor.get());
+  ASSERT_TRUE(WaitFor([&] { return server_->connections().actors == 1; }));
   uint64_t last_inserted = 0;
   for (uint64_t t = 0; t < 500; ++t) {
     ASSERT_TRUE(writer->Append(TaggedPayload(t, 64), 1.0f).ok());
