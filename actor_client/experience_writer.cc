@@ -64,6 +64,11 @@ absl::StatusOr<std::unique_ptr<ExperienceWriter>> ExperienceWriter::Create(
                                                    options.max_batch, " times slot_size=",
                                                    config.slot_size, " is 1 GiB or more"));
   }
+  if (session->qp()->max_send_wr() < kMaxRequestsPerFlush) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the session's send queue holds ", session->qp()->max_send_wr(),
+        " requests; a flush posts up to ", kMaxRequestsPerFlush));
+  }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ExperienceWriter> writer(new ExperienceWriter(session, options, sink));
   const uint64_t slot_bytes = uint64_t{options.max_batch} * config.slot_size;
@@ -83,9 +88,7 @@ ExperienceWriter::ExperienceWriter(ClientSession* session, const ExperienceWrite
       options_(options),
       sink_(sink),
       slot_size_(session->config().slot_size),
-      actor_id_(session->options().actor_id) {
-  static_assert(kMaxRequestsPerFlush <= 8, "a flush fits the smallest send queue we allow");
-}
+      actor_id_(session->options().actor_id) {}
 
 ExperienceWriter::~ExperienceWriter() = default;
 

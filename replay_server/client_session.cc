@@ -182,7 +182,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   qp_ = std::move(connection.qp);
   directory_ = *directory;
   for (auto& sink : sinks_) sink.clear();
-  ++generation_;  // the sessions's own READ below already uses this connection
+  ++generation_;  // the session's own READ below already uses this connection
 
   RETURN_IF_ERROR(
       ReadSync(RegionKind::kControl, 0, sizeof(ControlBlock), scratch_->mr(), scratch_->data()));

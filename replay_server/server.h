@@ -194,7 +194,6 @@ class ReplayServer {
   absl::Time last_checkpoint_;
   absl::Time last_stats_log_;
   ReplayCounters last_logged_;
-  std::atomic<bool> core_checkpoint_failed_{false};
 
   bool started_ = false;  // both threads were started (Start succeeded)
   std::atomic<bool> stop_accepting_{false};
