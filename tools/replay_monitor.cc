@@ -1,0 +1,317 @@
+// Copyright dreplay authors.
+
+#include "tools/replay_monitor.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dreplay::tools {
+
+using replay::ActorLine;
+using replay::StatsBlock;
+
+namespace {
+
+constexpr double kNanosPerSecond = 1e9;
+
+// Builds one JSON object, field by field.
+class JsonObject {
+ public:
+  JsonObject& Int(const char* key, uint64_t value) {
+    Key(key);
+    absl::StrAppend(&out_, value);
+    return *this;
+  }
+  JsonObject& Num(const char* key, double value) {
+    Key(key);
+    AppendNumber(value);
+    return *this;
+  }
+  JsonObject& OptNum(const char* key, const std::optional<double>& value) {
+    Key(key);
+    if (value.has_value()) {
+      AppendNumber(*value);
+    } else {
+      out_ += "null";
+    }
+    return *this;
+  }
+  JsonObject& Str(const char* key, const std::string& value) {
+    Key(key);
+    AppendString(value);
+    return *this;
+  }
+  // `json` is already a JSON value.
+  JsonObject& Raw(const char* key, const std::string& json) {
+    Key(key);
+    out_ += json;
+    return *this;
+  }
+  std::string Done() const { return out_ + "}"; }
+
+ private:
+  void Key(const char* key) {
+    out_ += first_ ? "" : ",";
+    first_ = false;
+    AppendString(key);
+    out_ += ":";
+  }
+  void AppendNumber(double value) {
+    if (std::isfinite(value)) {
+      absl::StrAppendFormat(&out_, "%.6g", value);
+    } else {
+      out_ += "null";
+    }
+  }
+  void AppendString(const std::string& s) {
+    out_ += "\"";
+    for (const char c : s) {
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        absl::StrAppendFormat(&out_, "\\u%04x", static_cast<unsigned char>(c));
+      } else {
+        out_ += c;
+      }
+    }
+    out_ += "\"";
+  }
+
+  std::string out_ = "{";
+  bool first_ = true;
+};
+
+double Rate(uint64_t before, uint64_t now, double seconds) {
+  return now >= before ? static_cast<double>(now - before) / seconds : 0;
+}
+
+const ActorLine* FindActor(const MonitorSnapshot* snapshot, uint32_t actor_id) {
+  if (snapshot == nullptr) return nullptr;
+  for (const ActorLine& line : snapshot->actors) {
+    if (line.actor_id == actor_id) return &line;
+  }
+  return nullptr;
+}
+
+std::optional<double> MeanReturn(const ActorLine& line) {
+  if (line.returns_count == 0) return std::nullopt;
+  return line.returns_sum / line.returns_count;
+}
+
+// Seconds since the actor last published, by the monitor's wall clock
+// (negative clock skew shows as 0).
+double AgeSeconds(const ActorLine& line, absl::Time now) {
+  const double age =
+      absl::ToDoubleSeconds(now - absl::FromUnixNanos(static_cast<int64_t>(line.updated_ns)));
+  return age > 0 ? age : 0;
+}
+
+// 1234567 -> "1.23M"; small values as integers.
+std::string Human(double value) {
+  if (!std::isfinite(value)) return "-";
+  const double a = std::fabs(value);
+  if (a >= 1e9) return absl::StrFormat("%.2fG", value / 1e9);
+  if (a >= 1e6) return absl::StrFormat("%.2fM", value / 1e6);
+  if (a >= 1e4) return absl::StrFormat("%.1fk", value / 1e3);
+  if (a == std::floor(a)) return absl::StrFormat("%.0f", value);
+  return absl::StrFormat("%.3g", value);
+}
+
+std::string HumanOpt(const std::optional<double>& value) {
+  return value.has_value() ? Human(*value) : "-";
+}
+
+// Two decimals, or "-".
+std::string FixedOpt(const std::optional<double>& value) {
+  if (!value.has_value() || !std::isfinite(*value)) return "-";
+  return absl::StrFormat("%.2f", *value);
+}
+
+}  // namespace
+
+std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before,
+                                         const MonitorSnapshot& now) {
+  if (before == nullptr) return std::nullopt;
+  const StatsBlock& a = before->stats;
+  const StatsBlock& b = now.stats;
+  if (a.epoch != b.epoch || b.server_time_ns <= a.server_time_ns) return std::nullopt;
+  MonitorRates r;
+  r.window_s = static_cast<double>(b.server_time_ns - a.server_time_ns) / kNanosPerSecond;
+  r.inserts_per_s = Rate(a.inserted, b.inserted, r.window_s);
+  r.samples_per_s = Rate(a.sampled, b.sampled, r.window_s);
+  r.batches_per_s = Rate(a.batches_staged, b.batches_staged, r.window_s);
+  r.updates_per_s = Rate(a.batches_released, b.batches_released, r.window_s);
+  r.priorities_per_s = Rate(a.priority_updates_applied, b.priority_updates_applied, r.window_s);
+  return r;
+}
+
+std::optional<double> PriorityMean(const StatsBlock& stats) {
+  if (stats.size == 0) return std::nullopt;
+  return stats.priority_sum / static_cast<double>(stats.size);
+}
+
+std::optional<double> ActorStepRate(const MonitorSnapshot* before, const ActorLine& line) {
+  const ActorLine* old = FindActor(before, line.actor_id);
+  if (old == nullptr || line.updated_ns <= old->updated_ns || line.env_steps < old->env_steps) {
+    return std::nullopt;
+  }
+  return static_cast<double>(line.env_steps - old->env_steps) * kNanosPerSecond /
+         static_cast<double>(line.updated_ns - old->updated_ns);
+}
+
+std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& now,
+                              const MonitorSnapshot* before) {
+  const StatsBlock& s = now.stats;
+  const replay::LayoutConfig& c = info.config;
+
+  const std::string config = JsonObject()
+                                 .Int("capacity", c.capacity)
+                                 .Int("slot_size", c.slot_size)
+                                 .Int("batch_size", c.batch_size)
+                                 .Int("staging_depth", c.staging_depth)
+                                 .Int("max_actors", c.max_actors)
+                                 .Int("actor_window", replay::ActorWindow(c))
+                                 .Str("transition_spec", c.spec())
+                                 .Done();
+  const std::string memory = JsonObject()
+                                 .Int("size", s.size)
+                                 .Int("capacity", s.capacity)
+                                 .Int("ingest_cursor", s.ingest_cursor)
+                                 .Int("tail", s.tail_seen)
+                                 .OptNum("priority_mean", PriorityMean(s))
+                                 .Num("priority_max", s.priority_max)
+                                 .Done();
+  const std::string totals = JsonObject()
+                                 .Int("inserted", s.inserted)
+                                 .Int("sampled", s.sampled)
+                                 .Int("batches_staged", s.batches_staged)
+                                 .Int("batches_released", s.batches_released)
+                                 .Int("priority_updates_applied", s.priority_updates_applied)
+                                 .Int("checkpoints_written", s.checkpoints_written)
+                                 .Done();
+  std::string rates = "null";
+  if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
+    rates = JsonObject()
+                .Num("window_s", r->window_s)
+                .Num("inserts_per_s", r->inserts_per_s)
+                .Num("samples_per_s", r->samples_per_s)
+                .Num("batches_per_s", r->batches_per_s)
+                .Num("updates_per_s", r->updates_per_s)
+                .Num("priorities_per_s", r->priorities_per_s)
+                .Done();
+  }
+  const std::string drops = JsonObject()
+                                .Int("torn_slots", s.torn_slots)
+                                .Int("abandoned_slots", s.abandoned_slots)
+                                .Int("overrun_slots", s.overrun_slots)
+                                .Int("sample_copy_rejects", s.sample_copy_rejects)
+                                .Int("priority_updates_stale", s.priority_updates_stale)
+                                .Int("priority_updates_invalid", s.priority_updates_invalid)
+                                .Int("mailbox_rejects", s.mailbox_rejects)
+                                .Int("updates_timed_out", s.updates_timed_out)
+                                .Int("restore_dropped", s.restore_dropped)
+                                .Int("staging_stalls", s.staging_stalls)
+                                .Done();
+  const std::string clients = JsonObject()
+                                  .Int("actors", s.actors_connected)
+                                  .Int("learners", s.learners_connected)
+                                  .Int("monitors", s.monitors_connected)
+                                  .Int("connections_total", s.connections_total)
+                                  .Int("connections_rejected", s.connections_rejected)
+                                  .Done();
+  std::string actors = "[";
+  for (const ActorLine& line : now.actors) {
+    if (actors.size() > 1) actors += ",";
+    actors += JsonObject()
+                  .Int("actor_id", line.actor_id)
+                  .Int("env_steps", line.env_steps)
+                  .Int("episodes", line.episodes)
+                  .Int("transitions", line.transitions)
+                  .OptNum("mean_return", MeanReturn(line))
+                  .Int("returns_count", line.returns_count)
+                  .OptNum("last_return",
+                          line.episodes > 0 ? std::optional<double>(line.last_return)
+                                            : std::nullopt)
+                  .Num("age_s", AgeSeconds(line, now.taken))
+                  .OptNum("env_steps_per_s", ActorStepRate(before, line))
+                  .Done();
+  }
+  actors += "]";
+
+  return JsonObject()
+      .Str("server", info.server)
+      .Int("epoch", s.epoch)
+      .Int("server_time_ns", s.server_time_ns)
+      .Raw("config", config)
+      .Raw("memory", memory)
+      .Raw("totals", totals)
+      .Raw("rates", rates)
+      .Raw("drops", drops)
+      .Raw("clients", clients)
+      .Raw("actors", actors)
+      .Done();
+}
+
+std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& now,
+                              const MonitorSnapshot* before) {
+  const StatsBlock& s = now.stats;
+  std::string out;
+  absl::StrAppendFormat(&out, "replay_top  %s  epoch %d  %s\n", info.server, s.epoch,
+                        absl::FormatTime("%Y-%m-%d %H:%M:%S", now.taken, absl::LocalTimeZone()));
+  const double fill = s.capacity > 0 ? 100.0 * s.size / s.capacity : 0;
+  absl::StrAppendFormat(&out, "memory    size %d / %d (%.1f%%)  ingest_cursor %d  tail %d\n",
+                        s.size, s.capacity, fill, s.ingest_cursor, s.tail_seen);
+  const std::optional<MonitorRates> r = ComputeRates(before, now);
+  if (r.has_value()) {
+    absl::StrAppendFormat(&out,
+                          "rates     inserts/s %s  samples/s %s  batches/s %s  updates/s %s  "
+                          "(over %.2f s)\n",
+                          Human(r->inserts_per_s), Human(r->samples_per_s),
+                          Human(r->batches_per_s), Human(r->updates_per_s), r->window_s);
+  } else {
+    out += "rates     inserts/s -  samples/s -  batches/s -  updates/s -\n";
+  }
+  const std::optional<double> mean = PriorityMean(s);
+  absl::StrAppendFormat(&out, "priority  mean %s  max %s  (p^alpha)\n",
+                        mean.has_value() ? absl::StrFormat("%.4g", *mean) : "-",
+                        s.size > 0 ? absl::StrFormat("%.4g", s.priority_max) : "-");
+  absl::StrAppendFormat(&out,
+                        "totals    inserted %d  sampled %d  batches %d staged / %d released  "
+                        "checkpoints %d\n",
+                        s.inserted, s.sampled, s.batches_staged, s.batches_released,
+                        s.checkpoints_written);
+  absl::StrAppendFormat(&out,
+                        "drops     torn %d  abandoned %d  overrun %d  copy_rejects %d  "
+                        "stale_updates %d  invalid_updates %d\n"
+                        "          mailbox_rejects %d  update_timeouts %d  restore_dropped %d  "
+                        "staging_stalls %d\n",
+                        s.torn_slots, s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects,
+                        s.priority_updates_stale, s.priority_updates_invalid, s.mailbox_rejects,
+                        s.updates_timed_out, s.restore_dropped, s.staging_stalls);
+  absl::StrAppendFormat(&out,
+                        "clients   actors %d  learners %d  monitors %d  (connections %d, "
+                        "rejected %d)\n",
+                        s.actors_connected, s.learners_connected, s.monitors_connected,
+                        s.connections_total, s.connections_rejected);
+  if (now.actors.empty()) {
+    out += "actors    (none published)\n";
+    return out;
+  }
+  absl::StrAppendFormat(&out, "actors    %5s %12s %9s %9s %11s %11s %12s %7s\n", "id", "env_steps",
+                        "steps/s", "episodes", "mean_ret", "last_ret", "transitions", "age_s");
+  for (const ActorLine& line : now.actors) {
+    const std::optional<double> last =
+        line.episodes > 0 ? std::optional<double>(line.last_return) : std::nullopt;
+    absl::StrAppendFormat(&out, "          %5d %12d %9s %9d %11s %11s %12d %7.1f\n", line.actor_id,
+                          line.env_steps, HumanOpt(ActorStepRate(before, line)), line.episodes,
+                          FixedOpt(MeanReturn(line)), FixedOpt(last),
+                          line.transitions, AgeSeconds(line, now.taken));
+  }
+  return out;
+}
+
+}  // namespace dreplay::tools

@@ -1,0 +1,133 @@
+// Copyright dreplay authors.
+
+#include "tools/replay_monitor.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace dreplay::tools {
+namespace {
+
+using replay::ActorLine;
+
+MonitorSnapshot At(uint64_t server_seconds, uint64_t inserted, uint64_t sampled) {
+  MonitorSnapshot s;
+  s.stats.epoch = 1;
+  s.stats.server_time_ns = server_seconds * 1'000'000'000;
+  s.stats.inserted = inserted;
+  s.stats.sampled = sampled;
+  s.stats.batches_staged = sampled / 8;
+  s.stats.batches_released = sampled / 8;
+  s.stats.capacity = 1024;
+  s.taken = absl::FromUnixSeconds(1'700'000'000);
+  return s;
+}
+
+ActorLine Line(uint32_t id, uint64_t steps, uint64_t updated_s) {
+  ActorLine line = {};
+  line.actor_id = id;
+  line.env_steps = steps;
+  line.episodes = 3;
+  line.returns_count = 2;
+  line.returns_sum = 30;
+  line.last_return = 12.5;
+  line.transitions = steps / 2;
+  line.updated_ns = updated_s * 1'000'000'000;
+  return line;
+}
+
+MonitorInfo Info() {
+  MonitorInfo info;
+  info.server = "127.0.0.1:7471";
+  info.config.capacity = 1024;
+  info.config.slot_size = 160;
+  info.config.batch_size = 8;
+  info.config.staging_depth = 4;
+  EXPECT_TRUE(info.config.set_spec("test \"f32\"").ok());
+  return info;
+}
+
+TEST(ReplayMonitorTest, RatesAreCounterDeltasOverTheServersClock) {
+  const MonitorSnapshot a = At(10, 1000, 800);
+  const MonitorSnapshot b = At(12, 5000, 2400);
+  const std::optional<MonitorRates> r = ComputeRates(&a, b);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ(r->window_s, 2);
+  EXPECT_DOUBLE_EQ(r->inserts_per_s, 2000);
+  EXPECT_DOUBLE_EQ(r->samples_per_s, 800);
+  EXPECT_DOUBLE_EQ(r->batches_per_s, 100);
+}
+
+TEST(ReplayMonitorTest, NoRatesWithoutAnOlderSnapshotOfTheSameEpoch) {
+  const MonitorSnapshot b = At(12, 5000, 2400);
+  EXPECT_FALSE(ComputeRates(nullptr, b).has_value());
+  EXPECT_FALSE(ComputeRates(&b, b).has_value()) << "the server has not refreshed its stats";
+  MonitorSnapshot other_epoch = At(10, 1000, 800);
+  other_epoch.stats.epoch = 2;
+  EXPECT_FALSE(ComputeRates(&other_epoch, b).has_value());
+}
+
+TEST(ReplayMonitorTest, PriorityMeanIsSumOverSizeAndAbsentForAnEmptyMemory) {
+  MonitorSnapshot s = At(1, 0, 0);
+  EXPECT_FALSE(PriorityMean(s.stats).has_value());
+  s.stats.size = 4;
+  s.stats.priority_sum = 6;
+  EXPECT_DOUBLE_EQ(*PriorityMean(s.stats), 1.5);
+}
+
+TEST(ReplayMonitorTest, ActorStepRateUsesTheActorsOwnClock) {
+  MonitorSnapshot a = At(1, 0, 0);
+  MonitorSnapshot b = At(2, 0, 0);
+  a.actors = {Line(3, 1000, 100)};
+  b.actors = {Line(3, 5000, 104), Line(4, 10, 104)};
+  EXPECT_DOUBLE_EQ(*ActorStepRate(&a, b.actors[0]), 1000);
+  EXPECT_FALSE(ActorStepRate(&a, b.actors[1]).has_value()) << "actor 4 was not in `a`";
+  EXPECT_FALSE(ActorStepRate(&a, a.actors[0]).has_value()) << "not published since";
+}
+
+TEST(ReplayMonitorTest, JsonHoldsEveryFigureAndNullForMissingOnes) {
+  MonitorSnapshot a = At(10, 1000, 800);
+  MonitorSnapshot b = At(12, 5000, 2400);
+  b.stats.size = 512;
+  b.stats.priority_sum = 256;
+  b.stats.priority_max = std::numeric_limits<double>::infinity();
+  b.stats.torn_slots = 7;
+  b.stats.actors_connected = 2;
+  b.actors = {Line(0, 100, 1'700'000'000)};
+  const std::string json = RenderMonitorJson(Info(), b, &a);
+  for (const char* expected :
+       {"\"server\":\"127.0.0.1:7471\"", "\"epoch\":1", "\"inserted\":5000", "\"size\":512",
+        "\"priority_mean\":0.5", "\"priority_max\":null", "\"inserts_per_s\":2000",
+        "\"torn_slots\":7", "\"actors\":2", "\"mean_return\":15", "\"last_return\":12.5",
+        "\"env_steps_per_s\":null", "\"transition_spec\":\"test \\\"f32\\\"\""}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.back(), '}');
+  const std::string without_rates = RenderMonitorJson(Info(), b, nullptr);
+  EXPECT_NE(without_rates.find("\"rates\":null"), std::string::npos) << without_rates;
+}
+
+TEST(ReplayMonitorTest, TextShowsRatesDropsClientsAndActors) {
+  MonitorSnapshot a = At(10, 1000, 800);
+  MonitorSnapshot b = At(12, 2'001'000, 2400);
+  b.stats.abandoned_slots = 3;
+  b.stats.learners_connected = 1;
+  a.actors = {Line(5, 100, 100)};
+  b.actors = {Line(5, 300, 102)};
+  const std::string text = RenderMonitorText(Info(), b, &a);
+  for (const char* expected : {"inserts/s 1.00M", "abandoned 3", "learners 1", "epoch 1",
+                               "size 0 / 1024"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in\n" << text;
+  }
+  EXPECT_EQ(text.find("\x1b"), std::string::npos) << "no terminal control codes";
+  const std::string no_actors = RenderMonitorText(Info(), At(1, 0, 0), nullptr);
+  EXPECT_NE(no_actors.find("(none published)"), std::string::npos) << no_actors;
+  EXPECT_NE(no_actors.find("inserts/s -"), std::string::npos) << no_actors;
+}
+
+}  // namespace
+}  // namespace dreplay::tools
