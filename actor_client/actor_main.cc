@@ -104,6 +104,7 @@ constexpr int kExitFailure = 1;
 constexpr int kExitBadFlag = 2;
 constexpr absl::Duration kRetryInitial = absl::Milliseconds(100);
 constexpr absl::Duration kRetryMax = absl::Seconds(2);
+constexpr absl::Duration kSessionConnectDeadline = absl::Seconds(2);
 
 [[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
 [[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
@@ -168,6 +169,7 @@ struct Config {
   verbs::ProviderOptions provider;
   replay::ClientSessionOptions session;
   ActorLoopOptions loop;
+  absl::Duration connect_timeout;
   absl::Duration reconnect_timeout;
 };
 
@@ -200,8 +202,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
   }
   c.session.actor_id = static_cast<uint32_t>(FLAGS_actor_index);
   ASSIGN_OR_RETURN(c.session.auth_token, ReadToken());
-  ASSIGN_OR_RETURN(c.session.connect_deadline,
-                   Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
+  ASSIGN_OR_RETURN(c.connect_timeout, Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
+  // Each (re)connection attempt of the session is kept short so that a stop
+  // request is noticed; the loops here retry up to the timeouts.
+  c.session.connect_deadline = kSessionConnectDeadline;
   ASSIGN_OR_RETURN(c.reconnect_timeout,
                    Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
   {
@@ -296,6 +300,27 @@ auto RetryWhileDisconnected(absl::Duration timeout, Op op) -> decltype(op()) {
   }
 }
 
+// Connects, retrying (with back-off) for up to `timeout` while the server
+// is unreachable (Unavailable, DeadlineExceeded), unless a stop is
+// requested. A refusal (PermissionDenied) or a mismatch is final.
+absl::StatusOr<std::unique_ptr<replay::ClientSession>> ConnectSession(
+    verbs::Provider* provider, const replay::ClientSessionOptions& options,
+    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration backoff = kRetryInitial;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<replay::ClientSession>> session =
+        replay::ClientSession::Connect(provider, options);
+    const bool transient = absl::IsUnavailable(session.status()) ||
+                           absl::IsDeadlineExceeded(session.status());
+    if (session.ok() || !transient || absl::Now() + backoff > deadline || g_stop.load()) {
+      return session;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, kRetryMax);
+  }
+}
+
 // The loop's connections to the replay service.
 class WriterSink : public ExperienceSink {
  public:
@@ -384,7 +409,7 @@ int Run() {
     return kExitFailure;
   }
   absl::StatusOr<std::unique_ptr<replay::ClientSession>> session =
-      replay::ClientSession::Connect(provider->get(), config->session);
+      ConnectSession(provider->get(), config->session, config->connect_timeout);
   if (!session.ok()) {
     std::cerr << "actor: cannot connect to " << FLAGS_server << ": " << session.status() << "\n";
     return kExitFailure;

@@ -28,8 +28,9 @@
 //                   bytes of every READ and WRITE the learner's replay
 //                   clients post (staged batches or forwarded slots and
 //                   commit words, their re-READs and cursor READs, priority
-//                   updates, parameters); link_transitions_total is the sum
-//                   of `transferred`.
+//                   updates, parameters; not the READs of the actors'
+//                   statistics, which are monitoring); link_transitions_total
+//                   is the sum of `transferred`.
 //   link_bytes_per_s, link_transitions_per_s
 //                   their increase over the interval / its length.
 //   env_steps, episodes, actor_return_mean
@@ -129,8 +130,8 @@ struct SummaryRecord {
 class MetricsRecorder {
  public:
   // `mode` is "buffer" or "learner" (written as is); `solve_return` the
-  // greedy mean return that counts as solved. `start_s` is the wall clock
-  // (seconds, any origin) at which wall_s is 0.
+  // greedy mean return that counts as solved. Times (wall_s) are seconds
+  // since the start of the run, as the caller measures them.
   MetricsRecorder(std::string mode, uint64_t seed, double solve_return);
 
   // One train step with its loss.
@@ -190,8 +191,8 @@ class MetricsRecorder {
 // Writes records as JSON lines to a file (flushed after each record).
 class MetricsFile {
  public:
-  // Creates (truncates) `path`. InvalidArgument for an empty path,
-  // the system's error otherwise.
+  // Creates (truncates) `path`. InvalidArgument for an empty path or one
+  // that cannot be created (the system's reason in the message).
   static absl::StatusOr<std::unique_ptr<MetricsFile>> Open(const std::string& path);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;

@@ -1,0 +1,350 @@
+// Copyright dreplay authors.
+
+#include "learner_client/learner_loop.h"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "rl/environment.h"
+#include "rl/make_environment.h"
+
+namespace dreplay::learner {
+
+const char* ReplayPlacementName(ReplayPlacement placement) {
+  switch (placement) {
+    case ReplayPlacement::kBuffer:
+      return "buffer";
+    case ReplayPlacement::kLearner:
+      return "learner";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name) {
+  if (name == "buffer") return ReplayPlacement::kBuffer;
+  if (name == "learner") return ReplayPlacement::kLearner;
+  return absl::InvalidArgumentError(
+      absl::StrCat("replay placement \"", name, "\" is neither buffer nor learner"));
+}
+
+absl::Status LearnerLoopOptions::Validate() const {
+  {
+    const absl::Status s = rl::MakeEnvironment(env).status();
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", s.message()));
+  }
+  rl::DqnOptions d = dqn;
+  // The shape comes from the environment; check the rest.
+  if (d.network.observation_size == 0) d.network.observation_size = 1;
+  if (d.network.action_count == 0) d.network.action_count = 1;
+  RETURN_IF_ERROR(d.Validate());
+  if (placement == ReplayPlacement::kLearner) {
+    RETURN_IF_ERROR(memory.Validate());
+    RETURN_IF_ERROR(beta.Validate());
+    if (batch_size == 0) return absl::InvalidArgumentError("batch_size=0 must be >= 1");
+    if (min_replay_size == 0) {
+      return absl::InvalidArgumentError("min_replay_size=0 must be >= 1");
+    }
+  }
+  if (publish_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("publish_every=", publish_every, " must be >= 0"));
+  }
+  if (max_train_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_train_steps=", max_train_steps, " must be >= 0"));
+  }
+  if (duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration=", absl::FormatDuration(duration), " must be > 0"));
+  }
+  if (eval_episodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("eval_episodes=", eval_episodes, " must be >= 1"));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, absl::Duration>{"eval_interval",
+                                                                           eval_interval},
+                                    {"progress_interval", progress_interval},
+                                    {"wait_timeout", wait_timeout}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", absl::FormatDuration(value), " must be > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LearnerLoop>> LearnerLoop::Create(const LearnerLoopOptions& options,
+                                                                const LearnerIo& io) {
+  RETURN_IF_ERROR(options.Validate());
+  if (options.placement == ReplayPlacement::kBuffer && io.batches == nullptr) {
+    return absl::InvalidArgumentError("the buffer placement needs a batch source");
+  }
+  if (options.placement == ReplayPlacement::kLearner && io.stream == nullptr) {
+    return absl::InvalidArgumentError("the learner placement needs a transition stream");
+  }
+  std::unique_ptr<LearnerLoop> loop(new LearnerLoop(options, io));
+  RETURN_IF_ERROR(loop->Init());
+  return loop;
+}
+
+LearnerLoop::LearnerLoop(const LearnerLoopOptions& options, const LearnerIo& io)
+    : options_(options),
+      io_(io),
+      metrics_(ReplayPlacementName(options.placement), options.seed, options.solve_return) {}
+
+LearnerLoop::~LearnerLoop() = default;
+
+absl::Status LearnerLoop::Init() {
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(options_.env));
+  const rl::EnvironmentSpec& spec = env->spec();
+  rl::DqnOptions dqn = options_.dqn;
+  for (const auto& [name, value, expected] :
+       {std::tuple<const char*, int*, int>{"observation_size", &dqn.network.observation_size,
+                                           spec.observation_size},
+        {"action_count", &dqn.network.action_count, spec.action_count}}) {
+    if (*value != 0 && *value != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("dqn.network.", name, "=", *value,
+                                                     " but ", spec.name, " has ", expected));
+    }
+    *value = expected;
+  }
+  ASSIGN_OR_RETURN(learner_, rl::DqnLearner::Create(dqn));
+  observation_size_ = spec.observation_size;
+  payload_size_ = rl::EncodedTransitionSize(observation_size_);
+  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  params_buffer_.resize(learner_->online().SerializedSize());
+  if (options_.placement == ReplayPlacement::kLearner) {
+    ASSIGN_OR_RETURN(memory_, replay::ReplayMemory::Create(options_.memory));
+    ring_.resize(memory_->capacity() * payload_size_);
+    items_.resize(options_.batch_size);
+    arrival_batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  }
+  start_ = absl::Now();
+  end_ = absl::InfiniteFuture();
+  return absl::OkStatus();
+}
+
+double LearnerLoop::WallSeconds() const {
+  return absl::ToDoubleSeconds(std::min(absl::Now(), end_) - start_);
+}
+
+absl::Status LearnerLoop::Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
+                                std::vector<float>* abs_td_errors) {
+  ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(batch, weights));
+  metrics_.RecordTrainStep(result.loss);
+  *abs_td_errors = std::move(result.abs_td_errors);
+  return absl::OkStatus();
+}
+
+absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
+  *trained = false;
+  ASSIGN_OR_RETURN(const bool got, io_.batches->Next(timeout, batch_.get(), &weights_));
+  if (!got) return absl::OkStatus();
+  // The batch crossed the link now; its |TD errors| under the current
+  // networks are what TrainStep computes before its update.
+  ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(*batch_, weights_));
+  metrics_.RecordTransferred(result.abs_td_errors);
+  metrics_.RecordTrainStep(result.loss);
+  RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));
+  *trained = true;
+  return absl::OkStatus();
+}
+
+absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
+  *trained = false;
+  const bool ready = memory_->size() >= options_.min_replay_size;
+  RETURN_IF_ERROR(io_.stream->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
+  if (!arrivals_.empty()) {
+    arrival_batch_->Clear();
+    for (const ForwardedItem& item : arrivals_) {
+      if (item.payload.size() != payload_size_) {
+        return absl::DataLossError(absl::StrCat("forwarded transition ", item.sequence, " has ",
+                                                item.payload.size(), " bytes, expected ",
+                                                payload_size_));
+      }
+      const absl::Status decoded = arrival_batch_->AddEncoded(item.payload);
+      if (!decoded.ok()) {
+        return absl::DataLossError(absl::StrCat("forwarded transition ", item.sequence,
+                                                " does not decode: ", decoded.message()));
+      }
+    }
+    arrival_errors_.resize(arrivals_.size());
+    RETURN_IF_ERROR(learner_->AbsTdErrors(*arrival_batch_, absl::MakeSpan(arrival_errors_)));
+    metrics_.RecordTransferred(arrival_errors_);
+    const uint64_t mask = memory_->capacity() - 1;
+    for (const ForwardedItem& item : arrivals_) {
+      const uint64_t index = item.sequence & mask;
+      std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
+      memory_->Insert(index, item.sequence, item.initial_priority);
+    }
+  }
+  if (memory_->size() < options_.min_replay_size) return absl::OkStatus();
+
+  const double beta = options_.beta.At(batches_sampled_++);
+  const int count = memory_->SampleBatch(options_.batch_size, beta, absl::MakeSpan(items_));
+  batch_->Clear();
+  weights_.resize(count);
+  for (int i = 0; i < count; ++i) {
+    RETURN_IF_ERROR(batch_->AddEncoded(
+        absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
+    weights_[i] = items_[i].weight;
+  }
+  RETURN_IF_ERROR(Train(*batch_, weights_, &abs_td_errors_));
+  for (int i = 0; i < count; ++i) {
+    memory_->UpdatePriority(items_[i].index, items_[i].sequence, abs_td_errors_[i]);
+  }
+  *trained = true;
+  return absl::OkStatus();
+}
+
+absl::Status LearnerLoop::PublishParams() {
+  if (io_.params == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const size_t bytes,
+                   learner_->online().Serialize(++publishes_, absl::MakeSpan(params_buffer_)));
+  return io_.params->Publish(absl::MakeConstSpan(params_buffer_.data(), bytes));
+}
+
+absl::Status LearnerLoop::Evaluate() {
+  ASSIGN_OR_RETURN(const rl::EvaluationResult result,
+                   EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes,
+                                  options_.eval_seed));
+  // Solving is stamped with the actors' steps at that moment.
+  if (io_.actors != nullptr) {
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    metrics_.SetActorTotals(totals);
+  }
+  if (metrics_.RecordEvaluation(WallSeconds(), result.mean_return)) {
+    LOG(INFO) << "solved: greedy mean return " << result.mean_return << " over "
+              << options_.eval_episodes << " episodes after " << metrics_.train_steps()
+              << " train steps";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LearnerLoop::EmitProgress() {
+  if (io_.actors != nullptr) {
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    metrics_.SetActorTotals(totals);
+  }
+  if (io_.link_bytes) metrics_.SetLinkBytes(io_.link_bytes());
+  const ProgressRecord record = metrics_.Progress(WallSeconds());
+  if (io_.on_progress) io_.on_progress(record);
+  return absl::OkStatus();
+}
+
+absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
+  start_ = absl::Now();
+  end_ = absl::InfiniteFuture();
+  const absl::Time deadline = options_.duration == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : start_ + options_.duration;
+  absl::Time next_eval = start_ + options_.eval_interval;
+  absl::Time next_progress = start_ + options_.progress_interval;
+  RETURN_IF_ERROR(PublishParams());
+  bool solved_stop = false;
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (options_.max_train_steps > 0 &&
+        metrics_.train_steps() >= static_cast<uint64_t>(options_.max_train_steps)) {
+      break;
+    }
+    absl::Time now = absl::Now();
+    if (now >= deadline) break;
+    const absl::Duration timeout =
+        std::min({options_.wait_timeout, deadline - now, next_eval - now, next_progress - now});
+    bool trained = false;
+    if (options_.placement == ReplayPlacement::kBuffer) {
+      RETURN_IF_ERROR(BufferRound(std::max(timeout, absl::ZeroDuration()), &trained));
+    } else {
+      RETURN_IF_ERROR(LearnerRound(std::max(timeout, absl::ZeroDuration()), &trained));
+    }
+    if (trained && options_.publish_every > 0 &&
+        metrics_.train_steps() % static_cast<uint64_t>(options_.publish_every) == 0) {
+      RETURN_IF_ERROR(PublishParams());
+    }
+    now = absl::Now();
+    if (now >= next_eval) {
+      RETURN_IF_ERROR(Evaluate());
+      now = absl::Now();
+      next_eval = now + options_.eval_interval;
+      if (metrics_.solved() && options_.stop_when_solved) {
+        solved_stop = true;
+        break;
+      }
+    }
+    if (now >= next_progress) {
+      RETURN_IF_ERROR(EmitProgress());
+      next_progress = now + options_.progress_interval;
+    }
+  }
+  if (!solved_stop && !(metrics_.solved() && options_.stop_when_solved)) {
+    RETURN_IF_ERROR(Evaluate());
+  }
+  end_ = absl::Now();
+  RETURN_IF_ERROR(EmitProgress());
+  return absl::OkStatus();
+}
+
+SummaryRecord LearnerLoop::Summary() const { return metrics_.Summary(WallSeconds()); }
+
+absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(const rl::QNetwork& network,
+                                                    const std::string& env, int episodes,
+                                                    uint64_t seed) {
+  if (episodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("episodes=", episodes, " must be >= 1"));
+  }
+  std::vector<std::unique_ptr<rl::Environment>> envs;
+  std::vector<std::vector<float>> observations;
+  for (int i = 0; i < episodes; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> e, rl::MakeEnvironment(env));
+    observations.push_back(e->Reset(seed + static_cast<uint64_t>(i)));
+    envs.push_back(std::move(e));
+  }
+  const rl::EnvironmentSpec& spec = envs.front()->spec();
+  if (network.options().observation_size != spec.observation_size ||
+      network.options().action_count != spec.action_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a network for observations of ", network.options().observation_size, " and ",
+        network.options().action_count, " actions does not fit ", spec.name));
+  }
+  const int obs = spec.observation_size;
+  const int actions = spec.action_count;
+  rl::EvaluationResult result;
+  result.returns.assign(episodes, 0.0);
+  std::vector<int> active(episodes);
+  for (int i = 0; i < episodes; ++i) active[i] = i;
+  std::vector<float> batch;
+  std::vector<float> q;
+  while (!active.empty()) {
+    batch.resize(active.size() * obs);
+    q.resize(active.size() * actions);
+    for (size_t k = 0; k < active.size(); ++k) {
+      std::copy(observations[active[k]].begin(), observations[active[k]].end(),
+                batch.begin() + k * obs);
+    }
+    RETURN_IF_ERROR(network.QValues(batch, absl::MakeSpan(q)));
+    std::vector<int> still_active;
+    still_active.reserve(active.size());
+    for (size_t k = 0; k < active.size(); ++k) {
+      const int i = active[k];
+      const int action = rl::ArgMax(absl::MakeConstSpan(q.data() + k * actions, actions));
+      ASSIGN_OR_RETURN(rl::StepResult step, envs[i]->Step(action));
+      result.returns[i] += step.reward;
+      if (step.done()) continue;
+      observations[i] = std::move(step.observation);
+      still_active.push_back(i);
+    }
+    active = std::move(still_active);
+  }
+  double sum = 0;
+  for (double r : result.returns) sum += r;
+  result.mean_return = sum / episodes;
+  return result;
+}
+
+}  // namespace dreplay::learner

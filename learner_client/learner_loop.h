@@ -1,0 +1,248 @@
+// Copyright dreplay authors.
+//
+// learner_loop.h: the DQN learner's training loop, for both placements of
+// the prioritized replay memory:
+//
+//   buffer   (the proposal) the replay memory is in the buffer node; the
+//            learner takes the batches the server pre-sampled (with their
+//            importance-sampling weights) from a BatchSource, trains on each,
+//            and writes the batch's new priorities (|TD error| before the
+//            update) back through it.
+//   learner  (the existing approach, the baseline) the buffer node only
+//            forwards: every ingested transition arrives, in order, from a
+//            TransitionStream; the learner inserts it (with the actor's
+//            initial priority) into its own replay::ReplayMemory, the same
+//            code as the server's, samples batches from it with the same
+//            alpha and beta schedule, trains, and updates the priorities
+//            locally.
+//
+//   LearnerLoopOptions options;  // placement, env, dqn, ...
+//   ASSIGN_OR_RETURN(auto loop, LearnerLoop::Create(options, io));
+//   RETURN_IF_ERROR(loop->Run(stop));
+//   SummaryRecord summary = loop->Summary();
+//
+// Both placements are measured identically (learner_client/metrics.h): the
+// |TD error| of every transition that crosses the link is computed by the
+// current networks when it arrives, before training on it (in "buffer" that
+// is the abs_td_errors of the TrainStep() that consumes the batch; in
+// "learner" an AbsTdErrors() pass over each arrival).
+//
+// Run() also publishes the online network (rl/params_format.h buffer)
+// through a ParamsSink at the start and every publish_every train steps,
+// runs a greedy evaluation every eval_interval (EvaluateGreedy below), and
+// reports a ProgressRecord every progress_interval (and one at the end). It
+// ends when `stop` is set, after max_train_steps, after `duration`, or,
+// with stop_when_solved, at the first evaluation whose mean return reaches
+// solve_return; a run that did not end solved gets a final evaluation.
+//
+// Thread safety: not thread-safe; one thread runs the loop. `stop` may be
+// set from any thread or a signal handler.
+
+#ifndef DREPLAY_LEARNER_CLIENT_LEARNER_LOOP_H_
+#define DREPLAY_LEARNER_CLIENT_LEARNER_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "learner_client/metrics.h"
+#include "replay_server/replay_memory.h"
+#include "rl/dqn.h"
+#include "rl/policy.h"
+#include "rl/qnet.h"
+#include "rl/transition.h"
+
+namespace dreplay::learner {
+
+enum class ReplayPlacement { kBuffer, kLearner };
+// "buffer", "learner".
+const char* ReplayPlacementName(ReplayPlacement placement);
+// Inverse of ReplayPlacementName; InvalidArgument naming the bad value.
+absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name);
+
+// Buffer placement: the server's pre-sampled batches.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Waits up to `timeout` for the next batch. true: `batch` (cleared first)
+  // holds its transitions and `weights` their importance-sampling weights;
+  // false: none arrived in time. Errors: the connection's, when it cannot
+  // be re-established; DataLoss for a payload that does not decode.
+  virtual absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                                    std::vector<float>* weights) = 0;
+  // The new priorities of the batch Next() returned last, one per
+  // transition.
+  virtual absl::Status WritePriorities(absl::Span<const float> priorities) = 0;
+};
+
+// A transition forwarded by the server: a view valid until the next
+// TransitionStream::Next().
+struct ForwardedItem {
+  uint64_t sequence = 0;
+  float initial_priority = 0;  // the actor's; <= 0: none
+  absl::Span<const uint8_t> payload;
+};
+
+// Learner placement: every transition the server ingests, in order.
+class TransitionStream {
+ public:
+  virtual ~TransitionStream() = default;
+  // Clears *out and fills it with what arrived, waiting up to `timeout` for
+  // something; OK with *out empty when nothing did.
+  virtual absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) = 0;
+};
+
+// Where the learner publishes its parameters.
+class ParamsSink {
+ public:
+  virtual ~ParamsSink() = default;
+  // Publishes a params buffer (rl/params_format.h); blocks until readers
+  // can see it.
+  virtual absl::Status Publish(absl::Span<const uint8_t> params) = 0;
+};
+
+// What the actors report.
+class ActorStatsSource {
+ public:
+  virtual ~ActorStatsSource() = default;
+  virtual absl::StatusOr<ActorTotals> Read() = 0;
+};
+
+// The loop's connections; not owned, must outlive the loop. `batches` is
+// required with the buffer placement, `stream` with the learner placement;
+// the rest may be null / empty.
+struct LearnerIo {
+  BatchSource* batches = nullptr;
+  TransitionStream* stream = nullptr;
+  ParamsSink* params = nullptr;
+  ActorStatsSource* actors = nullptr;
+  // Cumulative bytes over the learner's link, as its clients count them.
+  std::function<uint64_t()> link_bytes;
+  // Called with every progress record (and the final one).
+  std::function<void(const ProgressRecord&)> on_progress;
+};
+
+struct LearnerLoopOptions {
+  ReplayPlacement placement = ReplayPlacement::kBuffer;
+  // The environment (a MakeEnvironment() name): the network's shape and
+  // the greedy evaluation.
+  std::string env = "CartPole-v1";
+  // DQN hyper-parameters. network.observation_size and action_count are
+  // taken from the environment (leave them 0 or set them to its values).
+  rl::DqnOptions dqn;
+
+  // Learner placement only: the local replay memory (capacity a power of
+  // two; alpha, epsilon and seed as the server's), the importance-sampling
+  // exponent's schedule (per sampled batch, as the server's), the batch
+  // size, and the transitions needed before training starts.
+  replay::ReplayMemoryOptions memory;
+  replay::BetaSchedule beta;
+  uint32_t batch_size = 64;
+  uint64_t min_replay_size = 1000;
+
+  // Publish parameters every this many train steps (and at the start).
+  // 0: never.
+  int64_t publish_every = 100;
+  // Ends after this many train steps (0: no limit) or this long.
+  int64_t max_train_steps = 0;
+  absl::Duration duration = absl::InfiniteDuration();
+  bool stop_when_solved = false;
+  double solve_return = 475.0;
+  int eval_episodes = 100;
+  absl::Duration eval_interval = absl::Seconds(5);
+  uint64_t eval_seed = 1000003;
+  absl::Duration progress_interval = absl::Seconds(5);
+  // Longest wait for data before the loop checks its clocks again.
+  absl::Duration wait_timeout = absl::Milliseconds(50);
+  // Written into the metrics.
+  uint64_t seed = 0;
+
+  // InvalidArgument naming the first bad value.
+  absl::Status Validate() const;
+};
+
+class LearnerLoop {
+ public:
+  // InvalidArgument for bad options or a missing source for the placement.
+  static absl::StatusOr<std::unique_ptr<LearnerLoop>> Create(const LearnerLoopOptions& options,
+                                                            const LearnerIo& io);
+  ~LearnerLoop();
+  LearnerLoop(const LearnerLoop&) = delete;
+  LearnerLoop& operator=(const LearnerLoop&) = delete;
+
+  // Trains until an end condition (see the file comment). Blocks. Errors:
+  // the sources' and sinks' (connection lost for good, bad data), the
+  // learner's.
+  absl::Status Run(const std::atomic<bool>& stop);
+
+  // The summary of the run so far (wall time up to the end of Run()).
+  SummaryRecord Summary() const;
+  const MetricsRecorder& metrics() const { return metrics_; }
+  const rl::DqnLearner& learner() const { return *learner_; }
+  // Learner placement: transitions in the local replay memory.
+  uint64_t local_replay_size() const { return memory_ != nullptr ? memory_->size() : 0; }
+
+ private:
+  LearnerLoop(const LearnerLoopOptions& options, const LearnerIo& io);
+  absl::Status Init();
+  double WallSeconds() const;
+  // One round of the buffer placement; *trained: a train step was made.
+  absl::Status BufferRound(absl::Duration timeout, bool* trained);
+  // One round of the learner placement.
+  absl::Status LearnerRound(absl::Duration timeout, bool* trained);
+  // One train step on `batch`; records its loss and returns the batch's new
+  // priorities (|TD error| before the update) in *abs_td_errors.
+  absl::Status Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
+                     std::vector<float>* abs_td_errors);
+  absl::Status PublishParams();
+  absl::Status Evaluate();
+  absl::Status EmitProgress();
+
+  const LearnerLoopOptions options_;
+  const LearnerIo io_;
+  MetricsRecorder metrics_;
+  std::unique_ptr<rl::DqnLearner> learner_;
+  int observation_size_ = 0;
+  size_t payload_size_ = 0;
+
+  // Learner placement: the local replay memory and its payloads, one
+  // payload_size_ slot per ring index.
+  std::unique_ptr<replay::ReplayMemory> memory_;
+  std::vector<uint8_t> ring_;
+  std::vector<replay::SampledItem> items_;
+  std::vector<ForwardedItem> arrivals_;
+  std::unique_ptr<rl::TransitionBatch> arrival_batch_;
+  std::vector<float> arrival_errors_;
+  uint64_t batches_sampled_ = 0;
+
+  // Scratch for training.
+  std::unique_ptr<rl::TransitionBatch> batch_;
+  std::vector<float> weights_;
+  std::vector<float> abs_td_errors_;
+  std::vector<uint8_t> params_buffer_;
+
+  absl::Time start_;
+  absl::Time end_;  // when Run() returned (InfiniteFuture while it runs)
+  uint64_t publishes_ = 0;
+};
+
+// A batched greedy evaluation: `episodes` episodes of `env`, episode i
+// starting from Reset(seed + i) as rl::EvaluatePolicy() does, all stepped
+// together with one forward pass of `network` per step (actions: ArgMax of
+// the Q values, the lowest index among equals). InvalidArgument for
+// episodes < 1 or a network that does not fit the environment; NotFound for
+// an unknown environment.
+absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(const rl::QNetwork& network,
+                                                    const std::string& env, int episodes,
+                                                    uint64_t seed);
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_LEARNER_LOOP_H_

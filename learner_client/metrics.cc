@@ -1,0 +1,310 @@
+// Copyright dreplay authors.
+
+#include "learner_client/metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace dreplay::learner {
+namespace {
+
+// printf-style formatting into a std::string.
+template <typename... Args>
+std::string Format(const char* format, Args... args) {
+  const int size = std::snprintf(nullptr, 0, format, args...);
+  if (size <= 0) return std::string();
+  std::string out(static_cast<size_t>(size) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, args...);
+  out.resize(static_cast<size_t>(size));
+  return out;
+}
+
+// Builds one JSON object, keys in the order added.
+class JsonObject {
+ public:
+  JsonObject& Add(const char* key, const std::string& value) {
+    Key(key);
+    out_ += '"';
+    for (char c : value) {
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        out_ += Format("\\u%04x", static_cast<unsigned>(c));
+      } else {
+        out_ += c;
+      }
+    }
+    out_ += '"';
+    return *this;
+  }
+  JsonObject& Add(const char* key, const char* value) { return Add(key, std::string(value)); }
+  JsonObject& Add(const char* key, uint64_t value) {
+    Key(key);
+    absl::StrAppend(&out_, value);
+    return *this;
+  }
+  JsonObject& Add(const char* key, bool value) {
+    Key(key);
+    out_ += value ? "true" : "false";
+    return *this;
+  }
+  JsonObject& Add(const char* key, double value) {
+    Key(key);
+    if (std::isfinite(value)) {
+      out_ += Format("%.10g", value);
+    } else {
+      out_ += "null";
+    }
+    return *this;
+  }
+  JsonObject& Add(const char* key, const std::optional<double>& value) {
+    if (value.has_value()) return Add(key, *value);
+    Key(key);
+    out_ += "null";
+    return *this;
+  }
+  JsonObject& Add(const char* key, const std::optional<uint64_t>& value) {
+    if (value.has_value()) return Add(key, *value);
+    Key(key);
+    out_ += "null";
+    return *this;
+  }
+  std::string Done() { return out_ + "}"; }
+
+ private:
+  void Key(const char* key) {
+    out_ += out_.size() == 1 ? "\"" : ",\"";
+    out_ += key;
+    out_ += "\":";
+  }
+  std::string out_ = "{";
+};
+
+std::string Optional(const std::optional<double>& value, const char* format) {
+  if (!value.has_value() || !std::isfinite(*value)) return "-";
+  return Format(format, *value);
+}
+
+// "12.3 MB" style.
+std::string Bytes(double bytes) {
+  constexpr const char* kUnits[] = {"B", "kB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 4) {
+    bytes /= 1000;
+    ++unit;
+  }
+  return Format(unit == 0 ? "%.0f %s" : "%.1f %s", bytes, kUnits[unit]);
+}
+
+}  // namespace
+
+std::string ProgressRecord::ToJson() const {
+  return JsonObject()
+      .Add("type", "progress")
+      .Add("mode", mode)
+      .Add("seed", seed)
+      .Add("wall_s", wall_s)
+      .Add("train_steps", train_steps)
+      .Add("env_steps", env_steps)
+      .Add("loss", loss)
+      .Add("transferred", transferred)
+      .Add("transferred_priority", transferred_priority)
+      .Add("link_bytes_total", link_bytes_total)
+      .Add("link_transitions_total", link_transitions_total)
+      .Add("link_bytes_per_s", link_bytes_per_s)
+      .Add("link_transitions_per_s", link_transitions_per_s)
+      .Add("episodes", episodes)
+      .Add("actor_return_mean", actor_return_mean)
+      .Add("eval_return_mean", eval_return_mean)
+      .Done();
+}
+
+std::string ProgressRecord::ToText() const {
+  return Format(
+      "[%s %6.1fs] train %llu  env %llu  loss %s  link %s (%s/s, %.0f tr/s)  prio %s  "
+      "actor return %s  eval %s",
+      mode.c_str(), wall_s, static_cast<unsigned long long>(train_steps),
+      static_cast<unsigned long long>(env_steps), Optional(loss, "%.4g").c_str(),
+      Bytes(static_cast<double>(link_bytes_total)).c_str(), Bytes(link_bytes_per_s).c_str(),
+      link_transitions_per_s, Optional(transferred_priority, "%.3g").c_str(),
+      Optional(actor_return_mean, "%.1f").c_str(), Optional(eval_return_mean, "%.1f").c_str());
+}
+
+std::string SummaryRecord::ToJson() const {
+  return JsonObject()
+      .Add("type", "summary")
+      .Add("mode", mode)
+      .Add("seed", seed)
+      .Add("wall_s", wall_s)
+      .Add("solved", solved)
+      .Add("time_to_solve_s", time_to_solve_s)
+      .Add("env_steps_to_solve", env_steps_to_solve)
+      .Add("train_steps", train_steps)
+      .Add("env_steps", env_steps)
+      .Add("episodes", episodes)
+      .Add("link_bytes_total", link_bytes_total)
+      .Add("link_transitions_total", link_transitions_total)
+      .Add("loss_mean_last_half", loss_mean_last_half)
+      .Add("transferred_priority_mean_last_half", transferred_priority_mean_last_half)
+      .Add("eval_return_mean", eval_return_mean)
+      .Add("eval_return_best", eval_return_best)
+      .Add("evaluations", evaluations)
+      .Done();
+}
+
+std::string SummaryRecord::ToText() const {
+  std::string text = Format(
+      "%s: %s after %.1f s; %llu train steps, %llu env steps; across the link %llu "
+      "transitions, %s; loss (last half) %s, transferred priority (last half) %s; "
+      "last eval %s, best %s",
+      mode.c_str(), solved ? "solved" : "not solved", wall_s,
+      static_cast<unsigned long long>(train_steps), static_cast<unsigned long long>(env_steps),
+      static_cast<unsigned long long>(link_transitions_total),
+      Bytes(static_cast<double>(link_bytes_total)).c_str(),
+      Optional(loss_mean_last_half, "%.4g").c_str(),
+      Optional(transferred_priority_mean_last_half, "%.3g").c_str(),
+      Optional(eval_return_mean, "%.1f").c_str(), Optional(eval_return_best, "%.1f").c_str());
+  if (solved) {
+    text += Format("; solved at %.1f s after %llu env steps", *time_to_solve_s,
+                   static_cast<unsigned long long>(*env_steps_to_solve));
+  }
+  return text;
+}
+
+MetricsRecorder::MetricsRecorder(std::string mode, uint64_t seed, double solve_return)
+    : mode_(std::move(mode)), seed_(seed), solve_return_(solve_return) {}
+
+void MetricsRecorder::RecordTrainStep(double loss) {
+  loss_by_step_.push_back(static_cast<float>(loss));
+  interval_loss_sum_ += loss;
+}
+
+void MetricsRecorder::RecordTransferred(absl::Span<const float> abs_td_errors) {
+  if (abs_td_errors.empty()) return;
+  double sum = 0;
+  for (float e : abs_td_errors) sum += e;
+  arrivals_.push_back({train_steps(), sum, abs_td_errors.size()});
+  transferred_total_ += abs_td_errors.size();
+  interval_transferred_ += abs_td_errors.size();
+  interval_priority_sum_ += sum;
+}
+
+bool MetricsRecorder::RecordEvaluation(double wall_s, double mean_return) {
+  ++evaluations_;
+  last_eval_ = mean_return;
+  if (!best_eval_.has_value() || mean_return > *best_eval_) best_eval_ = mean_return;
+  if (solved_ || !(mean_return >= solve_return_)) return false;
+  solved_ = true;
+  time_to_solve_s_ = wall_s;
+  env_steps_to_solve_ = actors_.env_steps;
+  return true;
+}
+
+ProgressRecord MetricsRecorder::Progress(double wall_s) {
+  ProgressRecord r;
+  r.mode = mode_;
+  r.seed = seed_;
+  r.wall_s = wall_s;
+  r.train_steps = train_steps();
+  r.env_steps = actors_.env_steps;
+  const uint64_t steps = train_steps() - interval_first_step_;
+  if (steps > 0) r.loss = interval_loss_sum_ / static_cast<double>(steps);
+  r.transferred = interval_transferred_;
+  if (interval_transferred_ > 0) {
+    r.transferred_priority = interval_priority_sum_ / static_cast<double>(interval_transferred_);
+  }
+  r.link_bytes_total = link_bytes_total_;
+  r.link_transitions_total = transferred_total_;
+  const double seconds = wall_s - interval_start_s_;
+  if (seconds > 0) {
+    r.link_bytes_per_s =
+        static_cast<double>(link_bytes_total_ - interval_link_bytes_start_) / seconds;
+    r.link_transitions_per_s =
+        static_cast<double>(transferred_total_ - interval_transitions_start_) / seconds;
+  }
+  r.episodes = actors_.episodes;
+  if (actors_.returns_count > 0) {
+    r.actor_return_mean = actors_.returns_sum / static_cast<double>(actors_.returns_count);
+  }
+  r.eval_return_mean = last_eval_;
+
+  interval_start_s_ = wall_s;
+  interval_first_step_ = train_steps();
+  interval_loss_sum_ = 0;
+  interval_transferred_ = 0;
+  interval_priority_sum_ = 0;
+  interval_link_bytes_start_ = link_bytes_total_;
+  interval_transitions_start_ = transferred_total_;
+  return r;
+}
+
+SummaryRecord MetricsRecorder::Summary(double wall_s) const {
+  SummaryRecord s;
+  s.mode = mode_;
+  s.seed = seed_;
+  s.wall_s = wall_s;
+  s.solved = solved_;
+  if (solved_) {
+    s.time_to_solve_s = time_to_solve_s_;
+    s.env_steps_to_solve = env_steps_to_solve_;
+  }
+  s.train_steps = train_steps();
+  s.env_steps = actors_.env_steps;
+  s.episodes = actors_.episodes;
+  s.link_bytes_total = link_bytes_total_;
+  s.link_transitions_total = transferred_total_;
+  // The last half of training: train steps k (1-based) with k >= final / 2.
+  const double half = static_cast<double>(train_steps()) / 2.0;
+  double loss_sum = 0;
+  uint64_t loss_count = 0;
+  for (size_t i = 0; i < loss_by_step_.size(); ++i) {
+    if (static_cast<double>(i + 1) >= half) {
+      loss_sum += loss_by_step_[i];
+      ++loss_count;
+    }
+  }
+  if (loss_count > 0) s.loss_mean_last_half = loss_sum / static_cast<double>(loss_count);
+  double priority_sum = 0;
+  uint64_t priority_count = 0;
+  for (const Arrival& a : arrivals_) {
+    if (static_cast<double>(a.train_steps) >= half) {
+      priority_sum += a.priority_sum;
+      priority_count += a.count;
+    }
+  }
+  if (priority_count > 0) {
+    s.transferred_priority_mean_last_half = priority_sum / static_cast<double>(priority_count);
+  }
+  s.eval_return_mean = last_eval_;
+  s.eval_return_best = best_eval_;
+  s.evaluations = evaluations_;
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsFile>> MetricsFile::Open(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("metrics file: empty path");
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create metrics file ", path, ": ", std::strerror(errno)));
+  }
+  return std::unique_ptr<MetricsFile>(new MetricsFile(path, file));
+}
+
+MetricsFile::~MetricsFile() { std::fclose(file_); }
+
+absl::Status MetricsFile::Write(const std::string& json) {
+  if (std::fputs(json.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF ||
+      std::fflush(file_) != 0) {
+    return absl::DataLossError(
+        absl::StrCat("cannot write metrics file ", path_, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dreplay::learner

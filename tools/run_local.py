@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+"""Runs distributed DQN on this machine: a replay server (the buffer node),
+N actors and one learner, over loopback with the soft RDMA provider (or a
+real device with --provider), the learner's connection emulating a long-haul
+link (--link).
+
+  tools/run_local.py --mode buffer --link 10km-25g --actors 4 \\
+      --stop_when_solved --duration_s 600 --metrics_out /tmp/m.jsonl
+
+--mode buffer: replay memory at the buffer node (the learner READs the
+batches it pre-samples); --mode learner: replay memory at the learner (the
+server forwards every transition). The hyper-parameters that several
+processes must agree on (n-step, gamma, network, batch size, replay
+capacity, alpha and beta, seed) are options of this script and are given to
+every process; --server_flag, --actor_flag and --learner_flag pass anything
+else to one kind of process (repeatable, e.g. --learner_flag=--lr=5e-4).
+
+The server listens on 127.0.0.1 with a port the OS chooses (read from its
+--port_file). The learner starts first (its clock is the run's clock), then
+the actors. The learner's progress lines are shown as they come; every
+process logs to --out_dir (server.log, learner.log, actor-<i>.log). When the
+learner ends (solved with --stop_when_solved, --duration_s or
+--train_steps), or on an error, on Ctrl-C or SIGTERM, every process this
+script started is stopped by pid: SIGTERM, then SIGKILL after a grace
+period.
+
+Exit status: 0 when the learner completed and no process failed, 1
+otherwise, 130 after Ctrl-C.
+
+Binaries come from Bazel's output (bazel-out/k8-opt/bin, else bazel-bin; or
+--bin_dir or $DREPLAY_BIN_DIR); --build runs `bazel build` first.
+Only the Python standard library is used.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGETS = ("//replay_server:replay_server", "//actor_client:actor", "//learner_client:learner")
+BINARIES = {
+    "server": os.path.join("replay_server", "replay_server"),
+    "actor": os.path.join("actor_client", "actor"),
+    "learner": os.path.join("learner_client", "learner"),
+}
+# (observation floats, actions) of the environments the binaries know.
+ENVIRONMENTS = {
+    "CartPole-v1": (4, 2),
+    "Acrobot-v1": (6, 3),
+    "MountainCar-v0": (2, 3),
+}
+SLOT_HEADER_BYTES = 32          # replay_server/layout.h SlotHeader
+TRANSITION_HEADER_BYTES = 20    # rl/transition.h kTransitionHeaderBytes
+PARAMS_HEADER_BYTES = 32        # rl/params_format.h ParamsHeader
+STOP_GRACE_S = 5.0              # SIGTERM -> SIGKILL
+SERVER_START_TIMEOUT_S = 30.0
+POLL_S = 0.2
+# How long past --duration_s the learner may take (startup, final
+# evaluation) before the run is declared hung.
+LEARNER_SLACK_S = 120.0
+
+
+class RunError(Exception):
+    pass
+
+
+def log(msg):
+    print("run_local: " + msg, file=sys.stderr, flush=True)
+
+
+def round_up(n, multiple):
+    return (n + multiple - 1) // multiple * multiple
+
+
+def slot_size(observation_size):
+    encoded = TRANSITION_HEADER_BYTES + 2 * 4 * observation_size
+    return round_up(SLOT_HEADER_BYTES + encoded, 8)
+
+
+def param_bytes(observation_size, actions, hidden):
+    sizes = [observation_size] + hidden + [actions]
+    count = sum(a * b + b for a, b in zip(sizes, sizes[1:]))
+    return round_up(PARAMS_HEADER_BYTES + 4 * count, 1024)
+
+
+def transition_spec(env, observation_size, actions, n_step, gamma):
+    # actor_client/transition_spec.h
+    return "env=%s obs=%d act=%d nstep=%d gamma=%s" % (
+        env, observation_size, actions, n_step, repr(float(gamma)))
+
+
+class Process:
+    """A child process with its log file."""
+
+    def __init__(self, name, argv, log_path, stdout_lines=None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.log.write((" ".join(argv) + "\n").encode())
+        self.log.flush()
+        self.reader = None
+        if stdout_lines is None:
+            self.popen = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        else:
+            # Both streams through a pipe: every line goes to the log, and
+            # stdout_lines(line) decides what to show.
+            self.popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self.reader = threading.Thread(target=self._pump, args=(stdout_lines,), daemon=True)
+            self.reader.start()
+
+    def _pump(self, show):
+        for raw in iter(self.popen.stdout.readline, b""):
+            self.log.write(raw)
+            self.log.flush()
+            show(raw.decode(errors="replace").rstrip("\n"))
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def poll(self):
+        return self.popen.poll()
+
+    def signal(self, sig):
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def tail(self, lines=15):
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read().decode(errors="replace").splitlines()
+            return "\n".join("    " + l for l in data[-lines:])
+        except OSError:
+            return ""
+
+    def close(self):
+        if self.reader is not None:
+            self.reader.join(timeout=2.0)
+        self.log.close()
+
+
+def stop_all(groups, grace_s=STOP_GRACE_S):
+    """Stops the processes group after group (actors, then the learner, then
+    the server, so that each can finish talking to the next): SIGTERM to
+    every live process of a group, then SIGKILL to those still alive after
+    grace_s. Returns {name: exit code}."""
+    codes = {}
+    for group in groups:
+        for p in group:
+            if p.poll() is None:
+                p.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for p in group:
+            try:
+                p.popen.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                log("%s (pid %d) did not stop within %.0f s: SIGKILL" % (p.name, p.pid, grace_s))
+                p.signal(signal.SIGKILL)
+                p.popen.wait()
+            codes[p.name] = p.popen.returncode
+            p.close()
+    return codes
+
+
+def wait_for_port(server, port_file, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RunError("the replay server exited (code %d) before listening:\n%s" %
+                           (server.poll(), server.tail()))
+        try:
+            with open(port_file) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise RunError("the replay server did not listen within %.0f s" % timeout_s)
+
+
+def build(args):
+    cmd = ["bazel", "build", "--jobs=2"] + list(TARGETS)
+    log("building: " + " ".join(cmd))
+    if subprocess.call(cmd, cwd=ROOT) != 0:
+        raise RunError("bazel build failed")
+
+
+def binary(args, name):
+    path = os.path.join(args.bin_dir, BINARIES[name])
+    if not os.access(path, os.X_OK):
+        raise RunError("%s not found: build it (bazel build %s, or pass --build) or give "
+                       "--bin_dir" % (path, " ".join(TARGETS)))
+    return path
+
+
+def server_argv(args, port_file):
+    obs, actions = ENVIRONMENTS[args.env]
+    return [
+        binary(args, "server"),
+        "--listen=127.0.0.1:0",
+        "--port_file=" + port_file,
+        "--provider=" + args.provider,
+        "--capacity=%d" % args.capacity,
+        "--slot_size=%d" % slot_size(obs),
+        "--batch_size=%d" % args.batch_size,
+        "--staging_depth=%d" % args.staging_depth,
+        "--param_bytes=%d" % param_bytes(obs, actions, args.hidden_sizes),
+        "--transition_spec=" + transition_spec(args.env, obs, actions, args.n_step, args.gamma),
+        "--observation_size=%d" % obs,
+        "--num_actions=%d" % actions,
+        "--max_actors=%d" % max(args.actors, 1),
+        "--alpha=%r" % args.alpha,
+        "--beta=%r" % args.beta,
+        "--beta_final=%r" % args.beta_final,
+        "--beta_steps=%d" % args.beta_steps,
+        "--min_size_to_sample=%d" % args.min_replay,
+        "--seed=%d" % args.seed,
+    ] + args.server_flag
+
+
+def learner_argv(args, address):
+    argv = [
+        binary(args, "learner"),
+        "--server=" + address,
+        "--provider=" + args.provider,
+        "--link=" + args.link,
+        "--replay_placement=" + args.mode,
+        "--env=" + args.env,
+        "--n_step=%d" % args.n_step,
+        "--gamma=%r" % args.gamma,
+        "--hidden=" + args.hidden,
+        "--lr=%r" % args.lr,
+        "--target_update=%d" % args.target_update,
+        "--seed=%d" % args.seed,
+        "--alpha=%r" % args.alpha,
+        "--beta=%r" % args.beta,
+        "--beta_final=%r" % args.beta_final,
+        "--beta_steps=%d" % args.beta_steps,
+        "--min_replay_size=%d" % args.min_replay,
+        "--publish_every=%d" % args.publish_every,
+        "--eval_interval_s=%r" % args.eval_interval_s,
+        "--eval_episodes=%d" % args.eval_episodes,
+        "--solve_return=%r" % args.solve_return,
+        "--progress_interval_s=%r" % args.progress_interval_s,
+    ]
+    if args.duration_s > 0:
+        argv.append("--duration_s=%r" % args.duration_s)
+    if args.train_steps > 0:
+        argv.append("--train_steps=%d" % args.train_steps)
+    if args.stop_when_solved:
+        argv.append("--stop_when_solved")
+    if args.metrics_out:
+        argv.append("--metrics_out=" + os.path.abspath(args.metrics_out))
+    return argv + args.learner_flag
+
+
+def actor_argv(args, address, index):
+    return [
+        binary(args, "actor"),
+        "--server=" + address,
+        "--provider=" + args.provider,
+        "--actor_index=%d" % index,
+        "--num_actors=%d" % args.actors,
+        "--num_envs=%d" % args.envs_per_actor,
+        "--env=" + args.env,
+        "--n_step=%d" % args.n_step,
+        "--gamma=%r" % args.gamma,
+        "--hidden=" + args.hidden,
+        "--seed=%d" % args.seed,
+        "--flush_batch=%d" % args.flush_batch,
+        "--param_refresh_steps=%d" % args.param_refresh_steps,
+        "--max_steps_per_s=%r" % args.actor_rate,
+        "--epsilon_base=%r" % args.epsilon_base,
+        "--epsilon_alpha=%r" % args.epsilon_alpha,
+    ] + args.actor_flag
+
+
+def run(args):
+    out_dir = args.out_dir
+    os.makedirs(out_dir, exist_ok=True)
+    server = learner = None
+    actors = []
+    failed = []
+    codes = {}
+
+    def show(line):
+        if line.startswith(("progress:", "summary:", "learner:")):
+            print(line, flush=True)
+
+    try:
+        port_file = os.path.join(out_dir, "server.port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        server = Process("server", server_argv(args, port_file), os.path.join(out_dir, "server.log"))
+        port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
+        address = "127.0.0.1:%d" % port
+        log("replay server (pid %d) listening on %s; logs in %s" % (server.pid, address, out_dir))
+        learner = Process("learner", learner_argv(args, address),
+                          os.path.join(out_dir, "learner.log"), stdout_lines=show)
+        log("learner (pid %d): %s placement over link %s" % (learner.pid, args.mode, args.link))
+        for i in range(args.actors):
+            actors.append(Process("actor-%d" % i, actor_argv(args, address, i),
+                                  os.path.join(out_dir, "actor-%d.log" % i)))
+        log("%d actors (pids %s), %d env(s) each, at most %s steps/s each" % (
+            args.actors, " ".join(str(a.pid) for a in actors), args.envs_per_actor,
+            args.actor_rate if args.actor_rate > 0 else "unlimited"))
+
+        deadline = None
+        if args.duration_s > 0:
+            deadline = time.monotonic() + args.duration_s + LEARNER_SLACK_S
+        while learner.poll() is None:
+            for p in actors + [server]:
+                code = p.poll()
+                if code is not None:
+                    raise RunError("%s (pid %d) exited with code %d while the learner ran:\n%s" %
+                                   (p.name, p.pid, code, p.tail()))
+            if deadline is not None and time.monotonic() > deadline:
+                raise RunError("the learner did not finish within --duration_s + %.0f s" %
+                               LEARNER_SLACK_S)
+            time.sleep(POLL_S)
+        if learner.poll() != 0:
+            failed.append("learner exited with code %d:\n%s" % (learner.poll(), learner.tail()))
+    except RunError as e:
+        failed.append(str(e))
+    finally:
+        codes = stop_all([actors] + [[p] for p in (learner, server) if p is not None])
+    for name, code in codes.items():
+        # SIGTERM is how this script stops them; a clean stop exits 0.
+        if name != "learner" and code not in (0, -signal.SIGTERM) and not failed:
+            failed.append("%s exited with code %s (see %s)" % (
+                name, code, os.path.join(out_dir, name + ".log")))
+    for f in failed:
+        log("error: " + f)
+    return 1 if failed else 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", choices=("buffer", "learner"), default="buffer",
+                   help="replay placement (default buffer)")
+    p.add_argument("--link", default="10km-25g",
+                   help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
+    p.add_argument("--provider", default="soft", help="RDMA provider (default soft)")
+    p.add_argument("--env", default="CartPole-v1", choices=sorted(ENVIRONMENTS))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--actors", type=int, default=4)
+    p.add_argument("--envs_per_actor", type=int, default=1)
+    p.add_argument("--actor_rate", type=float, default=150.0,
+                   help="environment steps per second per actor (0: unlimited; default 150)")
+    p.add_argument("--duration_s", type=float, default=0, help="learner run time (0: no limit)")
+    p.add_argument("--train_steps", type=int, default=0, help="learner train steps (0: no limit)")
+    p.add_argument("--stop_when_solved", action="store_true")
+    p.add_argument("--metrics_out", default="", help="learner metrics, JSON lines")
+    p.add_argument("--out_dir", default="", help="logs (default: a new directory in /tmp)")
+    p.add_argument("--build", action="store_true", help="bazel build the binaries first")
+    p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
+                   help="where the built binaries are (default: bazel-out/k8-opt/bin, the "
+                   "output of a plain `bazel build`, else bazel-bin)")
+    # Shared hyper-parameters.
+    p.add_argument("--n_step", type=int, default=3)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--hidden", default="64,64")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--target_update", type=int, default=500)
+    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--capacity", type=int, default=65536, help="replay slots (a power of two)")
+    p.add_argument("--staging_depth", type=int, default=8)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--beta", type=float, default=0.4)
+    p.add_argument("--beta_final", type=float, default=1.0)
+    p.add_argument("--beta_steps", type=int, default=20000)
+    p.add_argument("--min_replay", type=int, default=1000,
+                   help="transitions before training starts")
+    p.add_argument("--publish_every", type=int, default=100)
+    p.add_argument("--flush_batch", type=int, default=32)
+    p.add_argument("--param_refresh_steps", type=int, default=200)
+    p.add_argument("--epsilon_base", type=float, default=0.4)
+    p.add_argument("--epsilon_alpha", type=float, default=7.0)
+    p.add_argument("--eval_interval_s", type=float, default=5.0)
+    p.add_argument("--eval_episodes", type=int, default=100)
+    p.add_argument("--solve_return", type=float, default=475.0)
+    p.add_argument("--progress_interval_s", type=float, default=5.0)
+    # Pass-through.
+    p.add_argument("--server_flag", action="append", default=[], metavar="FLAG",
+                   help="extra flag for the replay server (repeatable)")
+    p.add_argument("--actor_flag", action="append", default=[], metavar="FLAG",
+                   help="extra flag for every actor (repeatable)")
+    p.add_argument("--learner_flag", action="append", default=[], metavar="FLAG",
+                   help="extra flag for the learner (repeatable)")
+    args = p.parse_args(argv)
+    if args.actors < 1:
+        p.error("--actors must be >= 1")
+    if args.envs_per_actor < 1:
+        p.error("--envs_per_actor must be >= 1")
+    if args.capacity < 2 or args.capacity & (args.capacity - 1):
+        p.error("--capacity must be a power of two")
+    try:
+        args.hidden_sizes = [int(h) for h in args.hidden.split(",") if h]
+    except ValueError:
+        p.error("--hidden must be a comma-separated list of sizes")
+    if not args.bin_dir:
+        # bazel-bin follows the last build's configuration (a sanitizer build
+        # moves it); the optimised default has its own directory.
+        opt = os.path.join(ROOT, "bazel-out", "k8-opt", "bin")
+        args.bin_dir = opt if os.path.isdir(opt) else os.path.join(ROOT, "bazel-bin")
+    if not args.out_dir:
+        args.out_dir = tempfile.mkdtemp(prefix="dreplay-run-")
+    return args
+
+
+class Interrupted(Exception):
+    pass
+
+
+def main(argv):
+    args = parse_args(argv)
+
+    def on_signal(signum, frame):
+        # Later signals are ignored: the processes are being stopped.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        if args.build:
+            build(args)
+        return run(args)
+    except Interrupted as e:
+        # run() stopped its processes in its finally clause.
+        log("interrupted (%s)" % e)
+        return 130
+    except RunError as e:
+        log("error: %s" % e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
