@@ -1,0 +1,118 @@
+"""End to end: the real replay server, actor and learner binaries, started
+by tools/run_local.py on loopback with the soft provider and an emulated
+10 km / 25 GbE learner link, learn CartPole-v1.
+
+  * buffer placement (the proposal): within a bounded time the learner's
+    greedy evaluation goes well above a random policy (about 22);
+  * learner placement (the baseline): a short run completes and reports the
+    transferred-experience metrics.
+
+Each run has a time limit; the buffer run also ends as soon as an evaluation
+reaches kStopReturn, so it usually takes well under its limit.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+RANDOM_POLICY_RETURN = 22.0
+# Learning is "well above random" at three times its mean return.
+LEARNED_RETURN = 3 * RANDOM_POLICY_RETURN
+# The buffer run stops at the first evaluation reaching this.
+STOP_RETURN = 150.0
+BUFFER_LIMIT_S = 75
+BASELINE_LIMIT_S = 15
+# run_local.py's own margin on top of the learner's limit.
+PROCESS_TIMEOUT_S = 150
+
+
+def runfile(path):
+    base = os.environ.get("TEST_SRCDIR")
+    if base is None:  # run by hand from the workspace root
+        return os.path.abspath(path)
+    return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
+
+
+def read_metrics(path):
+    progress, summary = [], None
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["type"] == "progress":
+                progress.append(rec)
+            elif rec["type"] == "summary":
+                summary = rec
+    return progress, summary
+
+
+class E2eLearningTest(unittest.TestCase):
+
+    def run_local(self, mode, extra):
+        out_dir = tempfile.mkdtemp(prefix="e2e-%s-" % mode,
+                                   dir=os.environ.get("TEST_TMPDIR"))
+        metrics = os.path.join(out_dir, "metrics.jsonl")
+        bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
+        cmd = [
+            sys.executable, runfile("tools/run_local.py"),
+            "--bin_dir", bin_dir,
+            "--mode", mode,
+            "--link", "10km-25g",
+            "--env", "CartPole-v1",
+            "--actors", "4",
+            "--seed", "1",
+            "--eval_episodes", "20",
+            "--eval_interval_s", "3",
+            "--progress_interval_s", "5",
+            "--metrics_out", metrics,
+            "--out_dir", out_dir,
+        ] + extra
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=PROCESS_TIMEOUT_S)
+        output = proc.stdout.decode(errors="replace")
+        print(output)
+        self.assertEqual(proc.returncode, 0, "run_local.py failed:\n" + output)
+        progress, summary = read_metrics(metrics)
+        self.assertIsNotNone(summary, "no summary record:\n" + output)
+        self.assertTrue(progress, "no progress record")
+        return progress, summary
+
+    def test_buffer_placement_learns_well_above_a_random_policy(self):
+        progress, summary = self.run_local("buffer", [
+            "--duration_s", str(BUFFER_LIMIT_S),
+            "--stop_when_solved", "--solve_return", str(STOP_RETURN),
+        ])
+        self.assertEqual(summary["mode"], "buffer")
+        self.assertGreater(summary["eval_return_best"], LEARNED_RETURN, summary)
+        self.assertGreater(summary["train_steps"], 0)
+        self.assertGreater(summary["env_steps"], 0)
+        # Only sampled batches cross the link: every transition that crossed
+        # was trained on.
+        self.assertGreater(summary["link_transitions_total"], 0)
+        self.assertGreater(summary["link_bytes_total"], 0)
+        self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
+        self.assertIsNotNone(summary["loss_mean_last_half"])
+        for rec in progress:
+            self.assertEqual(rec["mode"], "buffer")
+
+    def test_learner_placement_completes_and_reports_transferred_metrics(self):
+        progress, summary = self.run_local("learner", [
+            "--duration_s", str(BASELINE_LIMIT_S),
+        ])
+        self.assertEqual(summary["mode"], "learner")
+        self.assertGreater(summary["train_steps"], 0)
+        self.assertGreater(summary["link_transitions_total"], 0)
+        self.assertGreater(summary["link_bytes_total"], 0)
+        self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
+        self.assertGreater(summary["transferred_priority_mean_last_half"], 0)
+        self.assertIsNotNone(summary["eval_return_mean"])
+        last = progress[-1]
+        for key in ("loss", "transferred", "transferred_priority", "link_bytes_per_s",
+                    "link_transitions_per_s", "actor_return_mean"):
+            self.assertIn(key, last)
+
+
+if __name__ == "__main__":
+    unittest.main()
