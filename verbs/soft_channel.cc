@@ -266,6 +266,7 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin,
            "a local memory region was deregistered during a READ",
            Teardown::kAfterQueued);
     }
+    Flush(MonotonicNowNs());
     SyncInterest();
     return;
   }
