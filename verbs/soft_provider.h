@@ -30,8 +30,14 @@
 //    every other queue pair and the process carry on. Any garbage from a
 //    peer, in setup or later, ends only that connection.
 //  * QueuePairOptions::link (the connecting side's, sent in setup) delays the
-//    frames of both directions; QueuePairOptions::faults injects drops,
-//    stalls and torn WRITEs on the side that sets them (soft_channel.h).
+//    frames of both directions (soft_link.h; the loopback path's own
+//    latency is allowed for, so measured round trips match the model).
+//  * QueuePairOptions::faults injects drops, stalls and torn WRITEs into
+//    the requests of the side that sets them. kPrefix places the first half
+//    of the WRITE and drops the connection; kOutOfOrder places the second
+//    half, then the first half `stall_for` later (10 ms when zero), and the
+//    WRITE completes normally. drop_after_bytes may cut a WRITE short: the
+//    peer then holds a partial placement, as after a link failure.
 //  * Setup: the connector sends a hello with its payload; the listener's
 //    application accepts or rejects it. Payloads are limited to
 //    soft::kMaxSetupPayload; a peer must finish its hello within 5 s.
