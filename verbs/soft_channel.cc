@@ -53,15 +53,6 @@ bool IsValidFailure(uint8_t status) {
          status != static_cast<uint8_t>(WcStatus::kFlushed);
 }
 
-// Peer-supplied text, made safe to log.
-std::string Printable(const char* data, size_t n) {
-  std::string s(data, n);
-  for (char& c : s) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return s;
-}
-
 absl::StatusCode CodeOf(WcStatus status) {
   Completion c;
   c.status = status == WcStatus::kFlushed ? WcStatus::kGeneralError : status;
@@ -803,7 +794,8 @@ void Channel::FinishFrame() {
       Transmit(MonotonicNowNs());
       return;
     case FrameType::kNak: {
-      const std::string text = Printable(in_small_, h.payload_length);
+      const std::string text =
+          PrintablePeerText(std::string_view(in_small_, h.payload_length));
       const WcStatus status = IsValidFailure(h.status)
                                   ? static_cast<WcStatus>(h.status)
                                   : WcStatus::kRemoteOperationError;

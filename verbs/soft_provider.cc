@@ -51,14 +51,6 @@ struct Shared {
   std::shared_ptr<Nic> nic;
 };
 
-std::string Printable(const std::string& s) {
-  std::string out = s;
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return out;
-}
-
 ChannelConfig MakeConfig(const QueuePairOptions& options, int max_rd_atomic,
                          const LinkModel& link, uint64_t link_seed,
                          std::string description) {
@@ -552,7 +544,8 @@ class SoftProvider : public Provider {
     }
     if (rejected) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "connection to ", target, " rejected: ", Printable(reply_payload)));
+          "connection to ", target,
+          " rejected: ", PrintablePeerText(reply_payload)));
     }
     const int max_rd_atomic = std::min<int>(
         options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));

@@ -36,6 +36,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace dreplay::verbs::soft {
 
@@ -119,6 +121,16 @@ struct AtomicPayload {
 static_assert(sizeof(AtomicPayload) == 16, "AtomicPayload is a wire structure");
 
 inline constexpr uint32_t kAtomicResponseBytes = sizeof(uint64_t);
+
+// Text a peer sent (a reject reason, a NAK's detail), made safe to log and to
+// put in a Status: bytes outside printable ASCII become '?'.
+inline std::string PrintablePeerText(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
 
 }  // namespace dreplay::verbs::soft
 
