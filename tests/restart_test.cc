@@ -1,0 +1,201 @@
+// Copyright dreplay authors.
+//
+// The replay server process stopped (SIGTERM: final checkpoint) or killed
+// (SIGKILL: the last periodic checkpoint) and started again on the same port
+// from its checkpoint directory: nothing committed before the checkpoint is
+// lost, the epoch moves on, and clients reconnect and continue.
+
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actor_client/experience_writer.h"
+#include "gtest/gtest.h"
+#include "learner_client/batch_reader.h"
+#include "replay_server/client_session.h"
+#include "replay_server/layout.h"
+#include "replay_server/service_test_util.h"
+#include "tests/server_process.h"
+#include "tests/service_clients.h"
+
+namespace dreplay::tests {
+namespace {
+
+using replay::ClientSession;
+using replay::Role;
+using replay::StatsBlock;
+using replay::testing::PayloadTag;
+using replay::testing::SoftProvider;
+using replay::testing::TaggedPayload;
+
+constexpr uint32_t kPayloadBytes = 128;
+constexpr absl::Duration kBatchTimeout = absl::Seconds(20);
+constexpr int kSigkillExitStatus = 128 + SIGKILL;
+
+std::vector<std::string> ServerFlags(const std::string& checkpoint_dir) {
+  return {"--capacity=4096",           "--slot_size=160",      "--batch_size=16",
+          "--staging_depth=4",         "--max_actors=8",       "--abandon_timeout_s=10",
+          "--heartbeat_interval_s=0.1", "--stats_interval_s=0",
+          "--checkpoint_dir=" + checkpoint_dir};
+}
+
+class RestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override { host_ = SoftProvider(); }
+
+  void StartServer(const std::string& listen, const std::vector<std::string>& flags) {
+    ServerProcessOptions options;
+    options.listen = listen;
+    options.flags = flags;
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  // A fresh monitor's view once `condition` holds.
+  absl::StatusOr<StatsBlock> WaitForStats(const std::string& what,
+                                          const std::function<bool(const StatsBlock&)>& condition) {
+    absl::StatusOr<std::unique_ptr<StatsMonitor>> monitor =
+        StatsMonitor::Connect(host_.get(), *server_);
+    if (!monitor.ok()) return monitor.status();
+    return (*monitor)->WaitUntil(what, condition);
+  }
+
+  static void Insert(actor::ExperienceWriter* writer, uint64_t first, uint64_t count) {
+    for (uint64_t t = first; t < first + count; ++t) {
+      ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 0.5f + t % 7).ok());
+    }
+    const absl::Status s = writer->Flush();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  std::unique_ptr<verbs::Provider> host_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionAndWritersGoOn) {
+  const std::string dir = MakeTestDir("checkpoint");
+  ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", ServerFlags(dir)));
+  const uint16_t port = server_->port();
+
+  auto session = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kActor, 2));
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ((*session)->epoch(), 1u);
+  actor::ExperienceWriterOptions wo;
+  wo.max_batch = 32;
+  auto writer = actor::ExperienceWriter::Create(session->get(), wo);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr uint64_t kBefore = 600;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), 0, kBefore));
+  absl::StatusOr<StatsBlock> before = WaitForStats(
+      "the first transitions ingested", [&](const StatsBlock& s) { return s.inserted == kBefore; });
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->epoch, 1u);
+
+  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  ASSERT_EQ(*exit_status, 0) << server_->LogTail();
+
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::StrCat("127.0.0.1:", port), ServerFlags(dir)));
+  absl::StatusOr<StatsBlock> restored = WaitForStats(
+      "the restored server published its stats", [](const StatsBlock& s) { return s.epoch == 2; });
+  ASSERT_TRUE(restored.ok()) << restored.status() << "\nserver log:\n" << server_->LogTail();
+  EXPECT_EQ(restored->inserted, kBefore);
+  EXPECT_EQ(restored->size, kBefore);
+  EXPECT_EQ(restored->ingest_cursor, kBefore);
+  EXPECT_EQ(restored->restore_dropped, 0u);
+
+  // The same writer goes on: its next insert reconnects to the new epoch.
+  constexpr uint64_t kAfter = 400;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kBefore, kAfter));
+  EXPECT_EQ((*writer)->stats().reconnects, 1u);
+  EXPECT_EQ((*writer)->stats().abandoned, 0u);
+  EXPECT_EQ((*session)->epoch(), 2u);
+  absl::StatusOr<StatsBlock> after = WaitForStats(
+      "the new transitions ingested",
+      [&](const StatsBlock& s) { return s.inserted == kBefore + kAfter; });
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->size, kBefore + kAfter);
+  EXPECT_EQ(after->torn_slots, 0u);
+  EXPECT_EQ(after->abandoned_slots, 0u);
+  EXPECT_EQ(after->overrun_slots, 0u);
+
+  // A learner gets batches of the new epoch, holding valid transitions from
+  // both sides of the restart.
+  auto learner = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kLearner));
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto reader = learner::BatchReader::Create(learner->get(), {});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<learner::StagedBatch> batch = (*reader)->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->epoch(), 2u);
+  EXPECT_EQ(batch->batch_number(), 0u);
+  for (uint32_t i = 0; i < batch->size(); ++i) {
+    const absl::Span<const uint8_t> p = batch->payload(i);
+    ASSERT_EQ(p.size(), kPayloadBytes);
+    EXPECT_EQ(PayloadTag(p.data(), kPayloadBytes), batch->entry(i).slot_sequence)
+        << "one writer: the tag is the sequence";
+  }
+
+  exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, 0) << server_->LogTail();
+}
+
+TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
+  const std::string dir = MakeTestDir("periodic");
+  std::vector<std::string> flags = ServerFlags(dir);
+  flags.push_back("--checkpoint_interval_s=0.2");
+  ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", flags));
+  const uint16_t port = server_->port();
+
+  auto session = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kActor, 0));
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto writer = actor::ExperienceWriter::Create(session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr uint64_t kCheckpointed = 300;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), 0, kCheckpointed));
+  absl::StatusOr<StatsBlock> ingested = WaitForStats(
+      "the transitions ingested", [&](const StatsBlock& s) { return s.inserted == kCheckpointed; });
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  // The core thread writes checkpoints and publishes the stats, so one
+  // completed after this snapshot holds every transition it counts.
+  const uint64_t checkpoints = ingested->checkpoints_written;
+  absl::StatusOr<StatsBlock> saved = WaitForStats(
+      "a checkpoint after the inserts",
+      [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints; });
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  // More inserts the next checkpoint may or may not catch.
+  constexpr uint64_t kMaybe = 100;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kCheckpointed, kMaybe));
+
+  absl::StatusOr<int> exit_status = server_->Stop(SIGKILL, kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, kSigkillExitStatus);
+
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::StrCat("127.0.0.1:", port), flags));
+  absl::StatusOr<StatsBlock> restored = WaitForStats(
+      "the restored server published its stats", [](const StatsBlock& s) { return s.epoch == 2; });
+  ASSERT_TRUE(restored.ok()) << restored.status() << "\nserver log:\n" << server_->LogTail();
+  EXPECT_GE(restored->inserted, kCheckpointed);
+  EXPECT_LE(restored->inserted, kCheckpointed + kMaybe);
+  EXPECT_EQ(restored->size, restored->inserted);
+  EXPECT_EQ(restored->restore_dropped, 0u);
+
+  // The writer reconnects and continues after what the server restored.
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kCheckpointed + kMaybe, 50));
+  EXPECT_EQ((*writer)->stats().reconnects, 1u);
+  EXPECT_EQ((*session)->epoch(), 2u);
+  const uint64_t expected = restored->inserted + 50;
+  absl::StatusOr<StatsBlock> after = WaitForStats(
+      "the writer's new transitions ingested",
+      [&](const StatsBlock& s) { return s.inserted == expected; });
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->torn_slots, 0u);
+}
+
+}  // namespace
+}  // namespace dreplay::tests

@@ -1,0 +1,291 @@
+// Copyright dreplay authors.
+//
+// The replay server process against clients that should not get in or
+// should not be able to write: wrong tokens, a monitor forging WRITEs, and
+// garbage on the listen port. Each is refused or fails alone; well-behaved
+// clients connected at the same time carry on.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actor_client/experience_writer.h"
+#include "gtest/gtest.h"
+#include "replay_server/client_session.h"
+#include "replay_server/handshake.h"
+#include "replay_server/layout.h"
+#include "replay_server/service_test_util.h"
+#include "tests/server_process.h"
+#include "tests/service_clients.h"
+
+namespace dreplay::tests {
+namespace {
+
+using replay::ClientSession;
+using replay::RegionKind;
+using replay::Role;
+using replay::StatsBlock;
+using replay::testing::SoftProvider;
+using replay::testing::TaggedPayload;
+
+constexpr char kToken[] = "correct horse battery staple";
+constexpr uint32_t kPayloadBytes = 128;
+constexpr absl::Duration kCompletionTimeout = absl::Seconds(20);
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = MakeTestDir("security");
+    const std::string token_file = dir + "/token";
+    std::ofstream(token_file) << kToken << "\n";
+    ServerProcessOptions options;
+    options.flags = {"--capacity=4096",           "--slot_size=160",
+                     "--batch_size=8",            "--staging_depth=4",
+                     "--max_actors=8",            "--abandon_timeout_s=10",
+                     "--heartbeat_interval_s=0.1", "--stats_interval_s=0",
+                     "--auth_token_file=" + token_file};
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    host_ = SoftProvider();
+    auto monitor = StatsMonitor::Connect(host_.get(), *server_, kToken);
+    ASSERT_TRUE(monitor.ok()) << monitor.status();
+    monitor_ = std::move(*monitor);
+  }
+
+  absl::StatusOr<std::unique_ptr<ClientSession>> Connect(Role role, uint32_t actor_id,
+                                                         const std::string& token) {
+    replay::ClientSessionOptions o = ClientOptions(*server_, role, actor_id, token);
+    o.connect_deadline = absl::ZeroDuration();  // one attempt: refusals are final
+    return ClientSession::Connect(host_.get(), o);
+  }
+
+  // Inserts `count` transitions through `writer` and waits until the server
+  // holds `expected_total`.
+  void InsertAndWait(actor::ExperienceWriter* writer, uint64_t first, uint64_t count,
+                     uint64_t expected_total) {
+    for (uint64_t t = first; t < first + count; ++t) {
+      ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 1.0f).ok());
+    }
+    ASSERT_TRUE(writer->Flush().ok());
+    absl::StatusOr<StatsBlock> s = monitor_->WaitUntil(
+        "the actor's transitions ingested",
+        [&](const StatsBlock& s) { return s.inserted == expected_total; });
+    ASSERT_TRUE(s.ok()) << s.status();
+  }
+
+  // Posts one request on a fresh sink of `session` and returns its completion.
+  verbs::Completion PostOne(ClientSession* session, verbs::WorkRequest wr) {
+    const int sink = *session->AddSink();
+    wr.wr_id = ClientSession::WrId(sink, 1);
+    wr.signaled = true;
+    EXPECT_TRUE(session->Post(absl::MakeConstSpan(&wr, 1)).ok());
+    verbs::Completion c;
+    c.status = verbs::WcStatus::kGeneralError;
+    c.detail = "no completion within the timeout";
+    const absl::Time deadline = absl::Now() + kCompletionTimeout;
+    while (absl::Now() < deadline) {
+      if (session->Poll(sink, absl::MakeSpan(&c, 1)) == 1) break;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return c;
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<verbs::Provider> host_;
+  std::unique_ptr<StatsMonitor> monitor_;
+};
+
+TEST_F(SecurityTest, AWrongTokenIsRefusedClearlyWhileAGoodClientKeepsWorking) {
+  auto actor_session = Connect(Role::kActor, 0, kToken);
+  ASSERT_TRUE(actor_session.ok()) << actor_session.status();
+  auto writer = actor::ExperienceWriter::Create(actor_session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  InsertAndWait(writer->get(), 0, 100, 100);
+
+  const std::string wrong = "correct horse battery stapler";
+  for (Role role : {Role::kActor, Role::kLearner, Role::kMonitor}) {
+    for (const std::string& token : {wrong, std::string()}) {
+      const absl::Status s = Connect(role, role == Role::kActor ? 1 : 0, token).status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+      EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
+      EXPECT_FALSE(replay::IsRetryableRejection(s)) << s;
+      if (!token.empty()) {
+        EXPECT_EQ(s.message().find(token), std::string::npos) << "the token must not be echoed";
+      }
+    }
+  }
+
+  // The good actor's connection is untouched: it goes on without
+  // reconnecting, and the server counted every refusal.
+  InsertAndWait(writer->get(), 100, 100, 200);
+  EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  absl::StatusOr<StatsBlock> s = monitor_->WaitUntil(
+      "six refusals counted", [](const StatsBlock& s) { return s.connections_rejected == 6; });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->actors_connected, 1u);
+  EXPECT_TRUE(server_->Running());
+}
+
+TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair) {
+  auto actor_session = Connect(Role::kActor, 0, kToken);
+  ASSERT_TRUE(actor_session.ok()) << actor_session.status();
+  auto writer = actor::ExperienceWriter::Create(actor_session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  InsertAndWait(writer->get(), 0, 50, 50);
+
+  // A monitor is given no key to anything it could write.
+  auto probe = Connect(Role::kMonitor, 0, kToken);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  for (RegionKind kind : {RegionKind::kTail, RegionKind::kSlots, RegionKind::kCommits,
+                          RegionKind::kStaging, RegionKind::kMailbox, RegionKind::kParams}) {
+    EXPECT_EQ((*probe)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
+        << replay::RegionKindName(kind);
+  }
+  const verbs::RemoteRegion control = *(*probe)->Region(RegionKind::kControl);
+  const verbs::RemoteRegion stats = *(*probe)->Region(RegionKind::kStats);
+  const replay::LayoutConfig config = (*probe)->config();
+
+  auto buffer = replay::RegisteredBuffer::Create(host_.get(), 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::memset((*buffer)->data(), 0xee, 4096);
+  verbs::WorkRequest forged;
+  forged.opcode = verbs::Opcode::kWrite;
+  forged.local = (*buffer)->mr();
+  forged.local_addr = (*buffer)->data();
+  forged.length = 64;
+
+  struct Attempt {
+    std::string what;
+    verbs::WorkRequest wr;
+  };
+  std::vector<Attempt> attempts;
+  // Its own READ key, used to WRITE.
+  forged.remote_addr = stats.addr;
+  forged.rkey = stats.rkey;
+  attempts.push_back({"WRITE with the stats region's READ key", forged});
+  forged.remote_addr = control.addr;
+  forged.rkey = control.rkey;
+  attempts.push_back({"WRITE with the control block's READ key", forged});
+  // FETCH_ADD on the tail word through the control block's READ key.
+  verbs::WorkRequest atomic = forged;
+  atomic.opcode = verbs::Opcode::kFetchAdd;
+  atomic.length = 8;
+  atomic.remote_addr = control.addr + replay::kTailOffset;
+  atomic.compare_add = 1000;
+  attempts.push_back({"FETCH_ADD on the tail with a READ key", atomic});
+  // Guessed keys.
+  std::mt19937 rng(20261129);
+  for (int i = 0; i < 3; ++i) {
+    forged.remote_addr = control.addr;
+    forged.rkey = static_cast<uint32_t>(rng());
+    if (forged.rkey == control.rkey || forged.rkey == stats.rkey) continue;
+    attempts.push_back({absl::StrCat("WRITE with guessed key ", forged.rkey), forged});
+  }
+
+  for (const Attempt& a : attempts) {
+    // Each attempt on its own monitor connection, next to a bystander
+    // monitor that must not notice.
+    auto forger = Connect(Role::kMonitor, 0, kToken);
+    ASSERT_TRUE(forger.ok()) << forger.status();
+    auto bystander = StatsMonitor::Connect(host_.get(), *server_, kToken);
+    ASSERT_TRUE(bystander.ok()) << bystander.status();
+    const verbs::Completion c = PostOne(forger->get(), a.wr);
+    EXPECT_EQ(c.status, verbs::WcStatus::kRemoteAccessError) << a.what << ": " << c.ToStatus();
+    EXPECT_EQ((*forger)->qp()->state(), verbs::QpState::kError) << a.what;
+    absl::StatusOr<StatsBlock> s = (*bystander)->Stats();
+    ASSERT_TRUE(s.ok()) << a.what << ": " << s.status();
+    EXPECT_EQ(s->inserted, 50u) << a.what;
+    EXPECT_EQ((*bystander)->session()->generation(), 1u) << a.what << ": the bystander reconnected";
+  }
+
+  // Nothing was written: the control block, the tail and the stats are as
+  // the server made them, and the actor goes on.
+  auto checker = Connect(Role::kMonitor, 0, kToken);
+  ASSERT_TRUE(checker.ok()) << checker.status();
+  EXPECT_EQ((*checker)->config(), config);
+  InsertAndWait(writer->get(), 50, 50, 100);
+  absl::StatusOr<StatsBlock> s = monitor_->Stats();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->tail_seen, 100u) << "the forged FETCH_ADD moved the tail";
+  EXPECT_EQ(s->capacity, config.capacity);
+  EXPECT_EQ(s->torn_slots, 0u);
+  EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  EXPECT_TRUE(server_->Running());
+}
+
+// Opens a TCP connection to the server's listen port.
+int RawConnect(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST_F(SecurityTest, GarbageOnTheListenPortDoesNotDisturbTheServer) {
+  auto actor_session = Connect(Role::kActor, 0, kToken);
+  ASSERT_TRUE(actor_session.ok()) << actor_session.status();
+  auto writer = actor::ExperienceWriter::Create(actor_session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  InsertAndWait(writer->get(), 0, 40, 40);
+
+  std::mt19937_64 rng(7);
+  std::vector<int> open_fds;
+  // Random bytes of several sizes, closed at once; then a peer that sends a
+  // few bytes and stays silent (held open while the others connect); then
+  // one that connects and hangs up without a byte.
+  for (size_t size : {1u, 16u, 64u, 4096u, 65536u}) {
+    const int fd = RawConnect(server_->port());
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    std::vector<uint8_t> garbage(size);
+    for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
+    // The server may close the connection while we send: ignore errors.
+    (void)send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL);
+    close(fd);
+  }
+  const int silent = RawConnect(server_->port());
+  ASSERT_GE(silent, 0);
+  (void)send(silent, "\x00\x01\x02", 3, MSG_NOSIGNAL);
+  const int mute = RawConnect(server_->port());
+  ASSERT_GE(mute, 0);
+  close(mute);
+
+  // While the silent peer holds its connection, new clients get in and the
+  // connected actor goes on.
+  auto newcomer = Connect(Role::kActor, 1, kToken);
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  auto newcomer_writer = actor::ExperienceWriter::Create(newcomer->get(), {});
+  ASSERT_TRUE(newcomer_writer.ok()) << newcomer_writer.status();
+  InsertAndWait(newcomer_writer->get(), 1000, 30, 70);
+  InsertAndWait(writer->get(), 40, 40, 110);
+  close(silent);
+
+  EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  absl::StatusOr<StatsBlock> s = monitor_->Stats();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->torn_slots, 0u);
+  EXPECT_EQ(s->actors_connected, 2u);
+  EXPECT_TRUE(server_->Running());
+  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, 0) << server_->LogTail();
+}
+
+}  // namespace
+}  // namespace dreplay::tests
