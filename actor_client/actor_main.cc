@@ -327,7 +327,14 @@ class WriterSink : public ExperienceSink {
   WriterSink(ExperienceWriter* writer, absl::Duration reconnect_timeout)
       : writer_(writer), reconnect_timeout_(reconnect_timeout) {}
   absl::Status Append(absl::Span<const uint8_t> payload, float priority) override {
-    return writer_->Append(payload, priority);
+    // Append flushes first when the writer's batch is full; a failed flush
+    // keeps the batch and does not take the new transition, so it is retried.
+    const absl::StatusOr<bool> appended = RetryWhileDisconnected(
+        reconnect_timeout_, [&]() -> absl::StatusOr<bool> {
+          RETURN_IF_ERROR(writer_->Append(payload, priority));
+          return true;
+        });
+    return appended.status();
   }
   absl::Status Flush() override {
     const absl::StatusOr<bool> flushed = RetryWhileDisconnected(
@@ -416,7 +423,10 @@ int Run() {
   }
   const absl::Status run = [&]() -> absl::Status {
     ExperienceWriterOptions writer_options;
-    writer_options.max_batch = static_cast<uint32_t>(config->loop.flush_batch);
+    // The loop flushes once flush_batch transitions are pending; one step
+    // of every environment may add up to n each beyond that.
+    writer_options.max_batch = static_cast<uint32_t>(
+        config->loop.flush_batch + config->loop.num_envs * config->loop.nstep.n);
     ASSIGN_OR_RETURN(std::unique_ptr<ExperienceWriter> writer,
                      ExperienceWriter::Create(session->get(), writer_options));
     ASSIGN_OR_RETURN(std::unique_ptr<ParamFetcher> fetcher,
