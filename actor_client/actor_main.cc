@@ -445,7 +445,13 @@ int Run() {
               << loop->epsilons().front() << (config->loop.num_envs > 1 ? " .. " : "")
               << (config->loop.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "")
               << ", server " << FLAGS_server << " (" << (*provider)->name() << ")";
-    const absl::Status status = loop->Run(g_stop);
+    absl::Status status = loop->Run(g_stop);
+    if (!status.ok() && g_stop.load() && replay::IsConnectionFailure(status)) {
+      // Asked to stop while the server was away: what was pending is lost,
+      // which a stop accepts.
+      LOG(WARNING) << "stopped while disconnected: " << status;
+      status = absl::OkStatus();
+    }
     const ActorLoopStats& s = loop->stats();
     LOG(INFO) << "actor " << config->loop.actor_index << ": " << s.env_steps << " env steps, "
               << s.episodes << " episodes, " << writer->stats().committed

@@ -526,7 +526,12 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider) {
             << config.loop.env << ", server " << FLAGS_server << " over link " << FLAGS_link
             << " (" << provider->name() << "), batch " << session->config().batch_size
             << ", capacity " << session->config().capacity;
-  RETURN_IF_ERROR(loop->Run(g_stop));
+  const absl::Status run = loop->Run(g_stop);
+  if (!run.ok()) {
+    if (!g_stop.load() || !replay::IsConnectionFailure(run)) return run;
+    // Asked to stop while the server was away: the run ends here.
+    LOG(WARNING) << "stopped while disconnected: " << run;
+  }
   const SummaryRecord summary = loop->Summary();
   std::cerr << "summary: " << summary.ToText() << std::endl;
   if (metrics_file != nullptr && metrics_status.ok()) {
