@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,6 +48,41 @@ int DecodeWaitStatus(int status) {
   return -1;
 }
 
+// Runfiles path of the children's ThreadSanitizer suppressions.
+constexpr char kTsanSuppressions[] = "tests/tsan_child_suppressions.txt";
+// ThreadSanitizer's largest history_size (2^(17 + n) accesses per thread).
+constexpr int kTsanHistorySize = 7;
+
+// The children's environment: ours, plus our suppressions file in
+// TSAN_OPTIONS when we run under ThreadSanitizer (TSAN_OPTIONS set).
+std::vector<std::string> ChildEnvironment() {
+  std::vector<std::string> env;
+  std::string tsan_options;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (absl::StartsWith(*e, "TSAN_OPTIONS=")) {
+      tsan_options = *e + std::strlen("TSAN_OPTIONS=");
+    } else {
+      env.push_back(*e);
+    }
+  }
+  if (!tsan_options.empty()) {
+    // The soft NIC thread's placements are suppressed by function name
+    // (verbs/soft_tsan_suppressions.cc), which needs their stacks: keep
+    // the longest history, so that a busy server's old accesses can still
+    // be restored.
+    if (!absl::StrContains(tsan_options, "history_size=")) {
+      absl::StrAppend(&tsan_options, ":history_size=", kTsanHistorySize);
+    }
+    std::error_code error;
+    const std::filesystem::path supp = std::filesystem::absolute(kTsanSuppressions, error);
+    if (!error && std::filesystem::exists(supp)) {
+      absl::StrAppend(&tsan_options, ":suppressions=", supp.string());
+    }
+    env.push_back("TSAN_OPTIONS=" + tsan_options);
+  }
+  return env;
+}
+
 // Spawns argv with stdout and stderr redirected to the given files.
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& out_path,
                             const std::string& err_path) {
@@ -60,8 +96,12 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::str
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const std::vector<std::string> env = ChildEnvironment();
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(

@@ -17,6 +17,10 @@
 // of stderr for failure messages. The destructor kills a child that is still
 // running (SIGKILL, by pid) and reaps it.
 //
+// Children inherit the test's environment; under ThreadSanitizer (TSAN_OPTIONS
+// set) their TSAN_OPTIONS also name tests/tsan_child_suppressions.txt and
+// ask for the longest access history.
+//
 // Binaries are found by their runfiles path relative to the test's working
 // directory (e.g. "replay_server/replay_server"): list them in the test's
 // `data`.
