@@ -26,6 +26,12 @@
 //            so the mailbox flow control runs as in training. --link
 //            emulates the learner's long-haul link (soft provider).
 //
+// The server runs with the layout the flags give (capacity by default the
+// largest power of two up to 2^18 whose ring fits in --ring_mib; actor
+// window capacity / 4). --reader_retry_us, --core_max_sleep_us and
+// --core_spin_steps expose the polling back-offs of the learner's reader and
+// of the server's replay core, which trade CPU for latency on a small host.
+//
 // Before the clock starts, --prefill transitions are inserted (so the
 // sampler has data even with --actors=0) and every client connects; then
 // --warmup_s passes, and counters are taken over --duration_s.
@@ -94,7 +100,7 @@ DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)")
 DEFINE_int32(max_batch, 256, "transitions per actor insert (one reservation, one commit)");
 DEFINE_int64(capacity, 0,
              "slots in the replay memory, a power of two (0: the largest power of two whose "
-             "ring fits in --ring_mib, at most 2^20)");
+             "ring fits in --ring_mib, at most 2^18)");
 DEFINE_int64(ring_mib, 256, "size bound of the slot ring when --capacity=0");
 DEFINE_int64(actor_window, 0, "sequences actors may run ahead of ingest (0: capacity / 4)");
 DEFINE_int32(batch_size, 256, "transitions per staged batch");
@@ -103,6 +109,12 @@ DEFINE_bool(learner, true, "run the learner (batch reader + priority writer)");
 DEFINE_bool(verify_slots, false,
             "the learner also verifies every copied slot (the batch checksum already covers "
             "them)");
+DEFINE_double(reader_retry_us, 20,
+              "learner: back-off before READing again a batch not staged yet (doubles up to "
+              "--reader_retry_max_us)");
+DEFINE_double(reader_retry_max_us, 2000, "learner: longest back-off before a READ again");
+DEFINE_double(core_max_sleep_us, 1000, "server: longest sleep of the replay core when idle");
+DEFINE_int32(core_spin_steps, 64, "server: empty steps of the replay core before it sleeps");
 DEFINE_string(link, "none",
               "emulated link of the learner's connection (soft provider): none, 10km-25g, "
               "100km-10g, 1000km-1g or DELAY_US:GBPS");
@@ -128,7 +140,7 @@ using replay::ReplayServerOptions;
 using replay::Role;
 
 // Largest capacity chosen automatically.
-constexpr uint64_t kMaxAutoCapacity = uint64_t{1} << 20;
+constexpr uint64_t kMaxAutoCapacity = uint64_t{1} << 18;
 constexpr uint64_t kMaxAutoPrefill = 65536;
 // How long the clients may take to connect and the prefill to be ingested.
 constexpr absl::Duration kSetupTimeout = absl::Seconds(60);
@@ -147,6 +159,10 @@ struct BenchConfig {
   LayoutConfig layout;
   bool learner = true;
   bool verify_slots = false;
+  absl::Duration reader_retry;
+  absl::Duration reader_retry_max;
+  absl::Duration core_max_sleep;
+  uint32_t core_spin_steps = 0;
   std::string link_spec;
   verbs::LinkModel link;
   verbs::LinkModel actor_link;
@@ -353,6 +369,8 @@ absl::Status LearnerLoop(const BenchConfig& c, const ReplayServer& server, RunSt
       ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kLearner, 0, c.link)));
   learner::BatchReaderOptions ro;
   ro.verify_slots = c.verify_slots;
+  ro.retry_initial = c.reader_retry;
+  ro.retry_max = c.reader_retry_max;
   ASSIGN_OR_RETURN(std::unique_ptr<learner::BatchReader> reader,
                    learner::BatchReader::Create(session.get(), ro));
   ASSIGN_OR_RETURN(std::unique_ptr<learner::PriorityWriter> priorities,
@@ -449,6 +467,9 @@ absl::StatusOr<RunResult> RunOnce(const BenchConfig& c) {
   so.core.memory.alpha = c.alpha;
   so.core.memory.seed = c.seed;
   so.core.sampler.min_size_to_sample = c.layout.batch_size;
+  so.core.max_sleep = c.core_max_sleep;
+  so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
+  so.core.spin_steps = c.core_spin_steps;
   so.stats_log_interval = absl::InfiniteDuration();
   so.max_clients = static_cast<uint32_t>(c.actors + 8);
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
@@ -585,6 +606,20 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   }
   c.learner = FLAGS_learner;
   c.verify_slots = FLAGS_verify_slots;
+  if (!(FLAGS_reader_retry_us > 0) || !(FLAGS_reader_retry_max_us >= FLAGS_reader_retry_us)) {
+    return FlagError("reader_retry_us / reader_retry_max_us",
+                     absl::StrCat(FLAGS_reader_retry_us, " / ", FLAGS_reader_retry_max_us),
+                     "need 0 < initial <= max");
+  }
+  c.reader_retry = absl::Microseconds(FLAGS_reader_retry_us);
+  c.reader_retry_max = absl::Microseconds(FLAGS_reader_retry_max_us);
+  if (!(FLAGS_core_max_sleep_us > 0) || FLAGS_core_spin_steps < 0) {
+    return FlagError("core_max_sleep_us / core_spin_steps",
+                     absl::StrCat(FLAGS_core_max_sleep_us, " / ", FLAGS_core_spin_steps),
+                     "need a sleep > 0 and spin steps >= 0");
+  }
+  c.core_max_sleep = absl::Microseconds(FLAGS_core_max_sleep_us);
+  c.core_spin_steps = static_cast<uint32_t>(FLAGS_core_spin_steps);
   c.link_spec = FLAGS_link;
   ASSIGN_OR_RETURN(c.link, verbs::ParseLinkModel(FLAGS_link));
   ASSIGN_OR_RETURN(c.actor_link, verbs::ParseLinkModel(FLAGS_actor_link));
