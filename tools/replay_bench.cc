@@ -50,6 +50,10 @@
 //                      alone after the run (post to completion)
 //   server counters    torn, abandoned, overrun, copy rejects, staging stalls
 //
+// --rounds=N repeats the run and its baselines N times, alternating, and
+// reports the median round; the ratios divide medians. On a shared host this
+// keeps a burst of background load from deciding a ratio.
+//
 // --baseline (comma-separated):
 //   tcp     also streams slot-sized messages over one loopback TCP connection
 //           for --duration_s, and reports the insert bandwidth (committed
@@ -62,8 +66,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -127,6 +133,9 @@ DEFINE_int32(read_probes, 200, "isolated staging-slot READs timed after the run"
 DEFINE_double(alpha, 0.6, "prioritization exponent of the server");
 DEFINE_int64(seed, 1, "seed of the server's sampler and the learner's priorities");
 DEFINE_string(baseline, "", "comma-separated: tcp, nolink (see the file comment)");
+DEFINE_int32(rounds, 1,
+             "rounds of (run, baselines); figures are medians over rounds, ratios divide "
+             "medians");
 DEFINE_bool(json, false, "print one JSON object instead of text");
 
 namespace dreplay::tools {
@@ -174,6 +183,7 @@ struct BenchConfig {
   uint64_t seed = 0;
   bool tcp_baseline = false;
   bool nolink_baseline = false;
+  int rounds = 1;
 };
 
 // p50 / p99 / mean / max of samples in microseconds.
@@ -656,6 +666,10 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
       return FlagError("baseline", FLAGS_baseline, "expected a comma-separated list of tcp, nolink");
     }
   }
+  if (FLAGS_rounds < 1 || FLAGS_rounds > 100) {
+    return FlagError("rounds", std::to_string(FLAGS_rounds), "must be in [1, 100]");
+  }
+  c.rounds = FLAGS_rounds;
   if (c.nolink_baseline && (!c.link.enabled() || !c.learner)) {
     return FlagError("baseline", FLAGS_baseline, "nolink needs --link and the learner");
   }
@@ -723,6 +737,43 @@ std::string ResultText(const BenchConfig& c, const RunResult& r) {
   return out;
 }
 
+// One round: the configured run, then its baselines, back to back, so that
+// each ratio compares measurements taken under the same background load.
+struct Round {
+  RunResult main;
+  std::optional<RunResult> nolink;
+  std::optional<TcpStreamResult> tcp;
+};
+
+absl::StatusOr<Round> RunRound(const BenchConfig& c) {
+  Round round;
+  ASSIGN_OR_RETURN(round.main, RunOnce(c));
+  if (c.nolink_baseline) {
+    BenchConfig without = c;
+    without.link = verbs::LinkModel();
+    without.link_spec = "none";
+    absl::StatusOr<RunResult> r = RunOnce(without);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("the run without --link: ", r.status().message()));
+    }
+    round.nolink = *r;
+  }
+  if (c.tcp_baseline) {
+    ASSIGN_OR_RETURN(round.tcp, RunLoopbackTcpStream(c.layout.slot_size, c.duration));
+  }
+  return round;
+}
+
+// The index of the round whose `metric` is the median (the lower middle).
+size_t MedianRound(const std::vector<Round>& rounds, const std::function<double(const Round&)>& metric) {
+  std::vector<size_t> order(rounds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return metric(rounds[a]) < metric(rounds[b]); });
+  return order[(order.size() - 1) / 2];
+}
+
 int Run() {
   absl::StatusOr<BenchConfig> config = ConfigFromFlags();
   if (!config.ok()) {
@@ -730,83 +781,113 @@ int Run() {
     return 2;
   }
   const BenchConfig& c = *config;
-  absl::StatusOr<RunResult> main_run = RunOnce(c);
-  if (!main_run.ok()) {
-    std::cerr << "replay_bench: " << main_run.status() << "\n";
-    return 1;
+  std::vector<Round> rounds;
+  for (int i = 0; i < c.rounds; ++i) {
+    absl::StatusOr<Round> round = RunRound(c);
+    if (!round.ok()) {
+      std::cerr << "replay_bench: " << round.status() << "\n";
+      return 1;
+    }
+    rounds.push_back(std::move(*round));
   }
-  absl::StatusOr<RunResult> nolink;
+  // Headline figures: the median over rounds; the ratios divide medians.
+  const bool inserting = c.actors > 0;
+  const Round& main_round = rounds[MedianRound(rounds, [&](const Round& r) {
+    return inserting ? r.main.inserted_per_s : r.main.sampled_per_s;
+  })];
+  const RunResult& main_run = main_round.main;
+  const double median_sampled =
+      rounds[MedianRound(rounds, [](const Round& r) { return r.main.sampled_per_s; })]
+          .main.sampled_per_s;
+  const double median_insert_gbps =
+      rounds[MedianRound(rounds, [](const Round& r) { return r.main.insert_gbps; })]
+          .main.insert_gbps;
+  const RunResult* nolink = nullptr;
+  double link_ratio = 0;
   if (c.nolink_baseline) {
-    BenchConfig without = c;
-    without.link = verbs::LinkModel();
-    without.link_spec = "none";
-    nolink = RunOnce(without);
-    if (!nolink.ok()) {
-      std::cerr << "replay_bench: the run without --link: " << nolink.status() << "\n";
-      return 1;
-    }
+    nolink = &*rounds[MedianRound(rounds, [](const Round& r) { return r.nolink->sampled_per_s; })]
+                   .nolink;
+    if (nolink->sampled_per_s > 0) link_ratio = median_sampled / nolink->sampled_per_s;
   }
-  absl::StatusOr<TcpStreamResult> tcp;
+  const TcpStreamResult* tcp = nullptr;
+  double tcp_ratio = 0;
   if (c.tcp_baseline) {
-    tcp = RunLoopbackTcpStream(c.layout.slot_size, c.duration);
-    if (!tcp.ok()) {
-      std::cerr << "replay_bench: " << tcp.status() << "\n";
-      return 1;
-    }
+    tcp = &*rounds[MedianRound(rounds, [](const Round& r) { return r.tcp->gbps; })].tcp;
+    if (tcp->gbps > 0) tcp_ratio = median_insert_gbps / tcp->gbps;
   }
-  const double tcp_ratio = c.tcp_baseline && tcp->gbps > 0 ? main_run->insert_gbps / tcp->gbps : 0;
-  const double link_ratio = c.nolink_baseline && nolink->sampled_per_s > 0
-                                ? main_run->sampled_per_s / nolink->sampled_per_s
-                                : 0;
 
   if (FLAGS_json) {
     std::string json = absl::StrFormat(
         "{\"config\":{\"provider\":\"%s\",\"actors\":%d,\"shared_actor_provider\":%s,"
         "\"payload_bytes\":%d,\"slot_size\":%d,\"max_batch\":%d,\"capacity\":%d,"
         "\"actor_window\":%d,\"batch_size\":%d,\"staging_depth\":%d,\"learner\":%s,"
-        "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"hardware_threads\":%d},"
+        "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"rounds\":%d,"
+        "\"hardware_threads\":%d},"
         "\"result\":%s",
         verbs::ProviderKindName(c.provider.kind), c.actors,
         c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.layout.slot_size,
         c.max_batch, c.layout.capacity, replay::ActorWindow(c.layout), c.layout.batch_size,
         c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
-        absl::ToDoubleSeconds(c.duration), std::thread::hardware_concurrency(),
-        ResultJson(*main_run));
-    if (c.nolink_baseline) {
+        absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency(),
+        ResultJson(main_run));
+    if (nolink != nullptr) {
       absl::StrAppendFormat(&json, ",\"nolink\":%s,\"sampled_ratio_vs_nolink\":%.4f",
                             ResultJson(*nolink), link_ratio);
     }
-    if (c.tcp_baseline) {
+    if (tcp != nullptr) {
       absl::StrAppendFormat(&json,
                             ",\"tcp\":{\"message_bytes\":%d,\"messages_per_s\":%.1f,"
                             "\"gbps\":%.4f},\"insert_ratio_vs_tcp\":%.4f",
                             tcp->message_bytes, tcp->messages_per_s, tcp->gbps, tcp_ratio);
     }
-    json += "}";
+    json += ",\"per_round\":[";
+    for (size_t i = 0; i < rounds.size(); ++i) {
+      const Round& r = rounds[i];
+      absl::StrAppendFormat(&json, "%s{\"inserted_per_s\":%.1f,\"sampled_per_s\":%.1f,"
+                                   "\"insert_gbps\":%.4f",
+                            i == 0 ? "" : ",", r.main.inserted_per_s, r.main.sampled_per_s,
+                            r.main.insert_gbps);
+      if (r.nolink) absl::StrAppendFormat(&json, ",\"nolink_sampled_per_s\":%.1f", r.nolink->sampled_per_s);
+      if (r.tcp) absl::StrAppendFormat(&json, ",\"tcp_gbps\":%.4f", r.tcp->gbps);
+      json += "}";
+    }
+    json += "]}";
     std::cout << json << std::endl;
     return 0;
   }
 
   std::cout << absl::StrFormat(
       "replay_bench: provider %s, %d actors x %d-transition inserts%s, payload %d B (slot %d B), "
-      "capacity %d (actor window %d), batch %d x depth %d, learner %s (link %s), %.1f s on %d "
-      "hardware threads\n",
+      "capacity %d (actor window %d), batch %d x depth %d, learner %s (link %s), %.1f s x %d "
+      "rounds on %d hardware threads\n",
       verbs::ProviderKindName(c.provider.kind), c.actors, c.max_batch,
       c.shared_actor_provider ? " (one shared provider)" : "", c.payload_bytes, c.layout.slot_size,
       c.layout.capacity, replay::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "on" : "off", c.link_spec,
-      absl::ToDoubleSeconds(c.duration), std::thread::hardware_concurrency());
-  std::cout << ResultText(c, *main_run);
-  if (c.nolink_baseline) {
-    std::cout << "without the link:\n" << ResultText(c, *nolink);
+      absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());
+  if (c.rounds > 1) std::cout << "median round:\n";
+  std::cout << ResultText(c, main_run);
+  if (nolink != nullptr) {
+    std::cout << "without the link (median round):\n" << ResultText(c, *nolink);
     std::cout << absl::StrFormat("  ratio sampled/s with link %s / without: %.3f\n", c.link_spec,
                                  link_ratio);
   }
-  if (c.tcp_baseline) {
+  if (tcp != nullptr) {
     std::cout << absl::StrFormat(
         "tcp loopback stream of %d-byte messages: %s msgs/s  %.3f Gb/s\n"
         "  ratio insert bandwidth / tcp: %.3f\n",
         tcp->message_bytes, Rate(tcp->messages_per_s), tcp->gbps, tcp_ratio);
+  }
+  if (c.rounds > 1) {
+    for (size_t i = 0; i < rounds.size(); ++i) {
+      const Round& r = rounds[i];
+      std::cout << absl::StrFormat("round %d: inserted %s/s  sampled %s/s  insert %.3f Gb/s", i + 1,
+                                   Rate(r.main.inserted_per_s), Rate(r.main.sampled_per_s),
+                                   r.main.insert_gbps);
+      if (r.nolink) std::cout << "  sampled without link " << Rate(r.nolink->sampled_per_s) << "/s";
+      if (r.tcp) std::cout << absl::StrFormat("  tcp %.3f Gb/s", r.tcp->gbps);
+      std::cout << "\n";
+    }
   }
   return 0;
 }
