@@ -159,12 +159,16 @@ def run_one(args, link_label, link_spec, mode, seed, duration_s):
 
 
 def fmt(v, digits=4):
+    """A figure for a table: 0.2135, 5800, 58 k, 1.19 M, 292 M."""
     if v is None:
         return "n/a"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, int):
-        return str(v)
+    for threshold, scale, suffix in ((1e9, 1e9, " G"), (1e6, 1e6, " M"), (1e4, 1e3, " k")):
+        if abs(v) >= threshold:
+            return "%.3g%s" % (v / scale, suffix)
+    if isinstance(v, int) or abs(v) >= 100:
+        return "%.0f" % v
     return ("%%.%dg" % digits) % v
 
 
@@ -207,8 +211,8 @@ def markdown_table(link_label, agg, ratios):
         ("training steps", "train_steps"),
         ("environment steps", "env_steps"),
         ("greedy eval return (last)", "eval_return_last"),
-        ("time to solve (s)", "time_to_solve_s"),
-        ("environment steps to solve", "env_steps_to_solve"),
+        ("time to solve (s), solved runs only", "time_to_solve_s"),
+        ("environment steps to solve, solved runs only", "env_steps_to_solve"),
     ]
     lines = ["#### Link `%s`" % link_label, "",
              "| figure (mean ± sd over seeds) | %s | %s | ratio |" % (
