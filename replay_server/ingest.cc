@@ -37,7 +37,7 @@ void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
   cursor_ = cursor;
   reserved_before_ = reserved_before;
   evicted_through_ = cursor;
-  waiting_for_ = ~uint64_t{0};
+  waiting_for_ = kNotWaiting;
   Publish();
 }
 
@@ -78,10 +78,14 @@ uint64_t Ingest::Step() {
       memory_->Remove(index);
       ++counters_->abandoned_slots;
     } else {
+      // One timer covers every sequence reserved when the wait began (those
+      // below waiting_tail_): a dead actor's batch of k reservations costs
+      // one abandon_timeout, not k of them.
       const absl::Time now = clock_->Now();
-      if (waiting_for_ != q) {
+      if (waiting_for_ == kNotWaiting || q >= waiting_tail_) {
         waiting_for_ = q;
         waiting_since_ = now;
+        waiting_tail_ = tail;
         break;
       }
       if (now - waiting_since_ < options_.abandon_timeout) break;

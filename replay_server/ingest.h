@@ -107,9 +107,13 @@ class Ingest {
   uint64_t tail_seen_ = 0;
   uint64_t reserved_before_ = 0;  // see Restart()
   uint64_t evicted_through_ = 0;  // slots of sequences below this: evicted
-  // The sequence ingest is waiting at, and since when.
-  uint64_t waiting_for_ = ~uint64_t{0};
+  // The sequence ingest began waiting at (kNotWaiting: none), since when,
+  // and the tail then: sequences below waiting_tail_ were all reserved when
+  // the wait began, so they share its timer.
+  static constexpr uint64_t kNotWaiting = ~uint64_t{0};
+  uint64_t waiting_for_ = kNotWaiting;
   absl::Time waiting_since_;
+  uint64_t waiting_tail_ = 0;
 };
 
 }  // namespace dreplay::replay

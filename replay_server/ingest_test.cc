@@ -84,6 +84,35 @@ TEST_F(IngestTest, WaitsForAReservedSlotThenSkipsItAsAbandonedAfterTheTimeout) {
   EXPECT_EQ(published_cursor(), 3u);
 }
 
+TEST_F(IngestTest, ADeadActorsWholeBatchIsAbandonedAfterOneTimeout) {
+  const uint64_t first = Reserve(*regions_, 32);  // an actor that dies mid-batch
+  const uint64_t after = Insert(*regions_, 1.f);  // reserved after the wait began
+  EXPECT_EQ(ingest_->Step(), 0u);
+  clock_.Advance(kAbandonTimeout);
+  EXPECT_EQ(ingest_->Step(), 33u);  // all 32 at once, then the live one
+  EXPECT_EQ(counters_.abandoned_slots, 32u);
+  EXPECT_EQ(counters_.inserted, 1u);
+  EXPECT_TRUE(memory_->valid(SlotIndex(regions_->config(), after)));
+  EXPECT_EQ(ingest_->cursor(), first + 33);
+}
+
+TEST_F(IngestTest, AReservationMadeDuringAWaitGetsATimeoutOfItsOwn) {
+  const uint64_t dead = Reserve(*regions_, 1);
+  EXPECT_EQ(ingest_->Step(), 0u);
+  clock_.Advance(kAbandonTimeout / 2);
+  const uint64_t late = Reserve(*regions_, 1);  // reserved half-way through the wait
+  clock_.Advance(kAbandonTimeout / 2);
+  EXPECT_EQ(ingest_->Step(), 1u);  // `dead` abandoned, `late` waited for afresh
+  EXPECT_EQ(ingest_->cursor(), late);
+  clock_.Advance(kAbandonTimeout / 2);
+  WriteSlot(*regions_, late, 2.f, 128);
+  Commit(*regions_, late);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.abandoned_slots, 1u);
+  EXPECT_EQ(counters_.inserted, 1u);
+  EXPECT_EQ(dead + 1, late);
+}
+
 TEST_F(IngestTest, ASlowActorThatCommitsBeforeTheTimeoutIsIngested) {
   const uint64_t q = Reserve(*regions_, 1);
   EXPECT_EQ(ingest_->Step(), 0u);
