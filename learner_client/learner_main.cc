@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -147,20 +148,7 @@ void InstallSignalHandlers() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-absl::Status FlagError(const char* flag, const std::string& value, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", why));
-}
 
-absl::StatusOr<absl::Duration> Seconds(const char* flag, double value, bool zero_is_infinite) {
-  if (!(value >= 0) || value > 1e9) {
-    return FlagError(flag, std::to_string(value), "must be a number of seconds >= 0");
-  }
-  if (value == 0) {
-    if (zero_is_infinite) return absl::InfiniteDuration();
-    return FlagError(flag, "0", "must be > 0");
-  }
-  return absl::Seconds(value);
-}
 
 bool FlagIsDefault(const char* name) {
   gflags::CommandLineFlagInfo info;
@@ -181,16 +169,7 @@ absl::StatusOr<std::vector<int>> ParseHidden(const std::string& text) {
 }
 
 absl::StatusOr<std::string> ReadToken() {
-  if (!FLAGS_auth_token.empty() && !FLAGS_auth_token_file.empty()) {
-    return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
-  }
-  if (FLAGS_auth_token_file.empty()) return FLAGS_auth_token;
-  std::ifstream in(FLAGS_auth_token_file);
-  if (!in) return FlagError("auth_token_file", FLAGS_auth_token_file, "cannot be read");
-  std::string token;
-  std::getline(in, token);
-  if (!token.empty() && token.back() == '\r') token.pop_back();
-  return token;
+  return ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file);
 }
 
 struct Config {

@@ -32,6 +32,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -108,9 +109,6 @@ constexpr int kExitBadFlag = 2;
 [[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
 [[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
 
-absl::Status FlagError(const char* flag, const std::string& value, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", why));
-}
 
 absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
@@ -119,26 +117,12 @@ absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi)
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Duration> Seconds(const char* flag, double value, bool zero_is_infinite) {
-  if (!(value >= 0) || value > 1e9) {
-    return FlagError(flag, std::to_string(value), "must be a number of seconds >= 0");
-  }
-  if (value == 0 && zero_is_infinite) return absl::InfiniteDuration();
-  if (value == 0) return FlagError(flag, "0", "must be > 0");
-  return absl::Seconds(value);
-}
 
 absl::StatusOr<std::string> ReadToken() {
-  if (!FLAGS_auth_token.empty() && !FLAGS_auth_token_file.empty()) {
-    return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
+  ASSIGN_OR_RETURN(std::string token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file));
+  if (!FLAGS_auth_token_file.empty() && token.empty()) {
+    return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
   }
-  if (FLAGS_auth_token_file.empty()) return FLAGS_auth_token;
-  std::ifstream in(FLAGS_auth_token_file);
-  if (!in) return FlagError("auth_token_file", FLAGS_auth_token_file, "cannot be read");
-  std::string token;
-  std::getline(in, token);
-  if (!token.empty() && token.back() == '\r') token.pop_back();
-  if (token.empty()) return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
   return token;
 }
 

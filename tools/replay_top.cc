@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -95,9 +96,6 @@ void OnSignal(int) { g_stop = 1; }
 [[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
 [[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
 
-absl::Status FlagError(const char* flag, const std::string& value, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", why));
-}
 
 struct Config {
   verbs::ProviderOptions provider;
@@ -106,16 +104,10 @@ struct Config {
 };
 
 absl::StatusOr<std::string> ReadToken() {
-  if (!FLAGS_auth_token.empty() && !FLAGS_auth_token_file.empty()) {
-    return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
+  ASSIGN_OR_RETURN(std::string token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file));
+  if (!FLAGS_auth_token_file.empty() && token.empty()) {
+    return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
   }
-  if (FLAGS_auth_token_file.empty()) return FLAGS_auth_token;
-  std::ifstream in(FLAGS_auth_token_file);
-  if (!in) return FlagError("auth_token_file", FLAGS_auth_token_file, "cannot be read");
-  std::string token;
-  std::getline(in, token);
-  if (!token.empty() && token.back() == '\r') token.pop_back();
-  if (token.empty()) return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
   return token;
 }
 
