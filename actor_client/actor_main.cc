@@ -11,7 +11,7 @@
 //       --env=CartPole-v1 --n_step=3 --gamma=0.99 --max_steps_per_s=250
 //
 // The server's published configuration is checked first: its transition
-// spec (actor_client/transition_spec.h), observation size and action count
+// spec (protocol/transition_spec.h), observation size and action count
 // must be this actor's, and a transition must fit a slot.
 //
 // When the server goes away the actor reconnects with back-off for up to
@@ -43,12 +43,13 @@
 #include "actor_client/actor_stats_publisher.h"
 #include "actor_client/experience_writer.h"
 #include "actor_client/param_fetcher.h"
-#include "actor_client/transition_spec.h"
+#include "protocol/host_port.h"
+#include "protocol/transition_spec.h"
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 #include "rl/make_environment.h"
 #include "rl/qnet.h"
 #include "rl/transition.h"
@@ -146,7 +147,7 @@ absl::StatusOr<std::string> ReadToken() {
 
 struct Config {
   verbs::ProviderOptions provider;
-  replay::ClientSessionOptions session;
+  client::ClientSessionOptions session;
   ActorLoopOptions loop;
   absl::Duration connect_timeout;
   absl::Duration reconnect_timeout;
@@ -167,7 +168,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (FLAGS_server.empty()) return FlagError("server", "", "is required (HOST:PORT)");
   {
     const absl::Status s =
-        replay::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
+        protocol::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
     if (!s.ok()) return FlagError("server", FLAGS_server, s.message());
   }
   {
@@ -175,7 +176,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
     if (!link.ok()) return FlagError("link", FLAGS_link, link.status().message());
     c.session.qp.link = *link;
   }
-  c.session.role = replay::Role::kActor;
+  c.session.role = protocol::Role::kActor;
   if (FLAGS_actor_index < 0) {
     return FlagError("actor_index", std::to_string(FLAGS_actor_index), "must be >= 0");
   }
@@ -221,15 +222,15 @@ absl::StatusOr<Config> ConfigFromFlags() {
 }
 
 // OK when the server's published configuration fits this actor.
-absl::Status CheckServerConfig(const replay::LayoutConfig& config, const ActorLoopOptions& o,
+absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLoopOptions& o,
                                const rl::EnvironmentSpec& env) {
-  const TransitionSpec ours = TransitionSpec::ForEnvironment(env, o.nstep.n, o.nstep.discount);
+  const protocol::TransitionSpec ours = {env.name, env.observation_size, env.action_count, o.nstep.n, o.nstep.discount};
   const std::string published_text = config.spec();
   if (published_text.empty()) {
     LOG(WARNING) << "the server publishes no transition spec; not checking that it expects "
                  << ours.ToString();
   } else {
-    ASSIGN_OR_RETURN(const TransitionSpec published, TransitionSpec::Parse(published_text));
+    ASSIGN_OR_RETURN(const protocol::TransitionSpec published, protocol::TransitionSpec::Parse(published_text));
     RETURN_IF_ERROR(ours.CheckMatches(published));
   }
   if (config.observation_size != 0 &&
@@ -248,7 +249,7 @@ absl::Status CheckServerConfig(const replay::LayoutConfig& config, const ActorLo
     return absl::FailedPreconditionError(absl::StrCat(
         "a ", env.name, " transition takes ", encoded, " bytes; the server's slots hold ",
         config.max_payload(), " (start it with --slot_size >= ",
-        replay::RoundUp(encoded + sizeof(replay::SlotHeader), replay::kSlotAlignment), ")"));
+        protocol::RoundUp(encoded + sizeof(protocol::SlotHeader), protocol::kSlotAlignment), ")"));
   }
   if (config.max_actors != 0 &&
       static_cast<uint32_t>(o.actor_index) >= config.max_actors) {
@@ -268,7 +269,7 @@ auto RetryWhileDisconnected(absl::Duration timeout, Op op) -> decltype(op()) {
   absl::Duration backoff = kRetryInitial;
   while (true) {
     auto result = op();
-    if (result.ok() || !replay::IsConnectionFailure(result.status()) ||
+    if (result.ok() || !client::IsConnectionFailure(result.status()) ||
         absl::Now() + backoff > deadline || g_stop.load()) {
       return result;
     }
@@ -282,14 +283,14 @@ auto RetryWhileDisconnected(absl::Duration timeout, Op op) -> decltype(op()) {
 // Connects, retrying (with back-off) for up to `timeout` while the server
 // is unreachable (Unavailable, DeadlineExceeded), unless a stop is
 // requested. A refusal (PermissionDenied) or a mismatch is final.
-absl::StatusOr<std::unique_ptr<replay::ClientSession>> ConnectSession(
-    verbs::Provider* provider, const replay::ClientSessionOptions& options,
+absl::StatusOr<std::unique_ptr<client::ClientSession>> ConnectSession(
+    verbs::Provider* provider, const client::ClientSessionOptions& options,
     absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration backoff = kRetryInitial;
   while (true) {
-    absl::StatusOr<std::unique_ptr<replay::ClientSession>> session =
-        replay::ClientSession::Connect(provider, options);
+    absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
+        client::ClientSession::Connect(provider, options);
     const bool transient = absl::IsUnavailable(session.status()) ||
                            absl::IsDeadlineExceeded(session.status());
     if (session.ok() || !transient || absl::Now() + backoff > deadline || g_stop.load()) {
@@ -394,7 +395,7 @@ int Run() {
     std::cerr << "actor: " << provider.status() << "\n";
     return kExitFailure;
   }
-  absl::StatusOr<std::unique_ptr<replay::ClientSession>> session =
+  absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
       ConnectSession(provider->get(), config->session, config->connect_timeout);
   if (!session.ok()) {
     std::cerr << "actor: cannot connect to " << FLAGS_server << ": " << session.status() << "\n";
@@ -425,7 +426,7 @@ int Run() {
               << (config->loop.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "")
               << ", server " << FLAGS_server << " (" << (*provider)->name() << ")";
     absl::Status status = loop->Run(g_stop);
-    if (!status.ok() && g_stop.load() && replay::IsConnectionFailure(status)) {
+    if (!status.ok() && g_stop.load() && client::IsConnectionFailure(status)) {
       // Asked to stop while the server was away: what was pending is lost,
       // which a stop accepts.
       LOG(WARNING) << "stopped while disconnected: " << status;

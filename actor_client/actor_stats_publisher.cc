@@ -10,13 +10,13 @@
 
 namespace dreplay::actor {
 
-using replay::ActorLine;
-using replay::ClientSession;
-using replay::RegionKind;
+using protocol::ActorLine;
+using client::ClientSession;
+using protocol::RegionKind;
 
 absl::StatusOr<std::unique_ptr<ActorStatsPublisher>> ActorStatsPublisher::Create(
     ClientSession* session, uint32_t window) {
-  if (session->options().role != replay::Role::kActor) {
+  if (session->options().role != protocol::Role::kActor) {
     return absl::InvalidArgumentError("ActorStatsPublisher needs an actor session");
   }
   if (window == 0) return absl::InvalidArgumentError("ActorStatsPublisher window=0 must be >= 1");
@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<ActorStatsPublisher>> ActorStatsPublisher::Create
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ActorStatsPublisher> p(new ActorStatsPublisher(session, window, sink));
   ASSIGN_OR_RETURN(p->buffer_,
-                   replay::RegisteredBuffer::Create(session->provider(), sizeof(ActorLine)));
+                   client::RegisteredBuffer::Create(session->provider(), sizeof(ActorLine)));
   p->line_ = reinterpret_cast<ActorLine*>(p->buffer_->data());
   return p;
 }
@@ -53,10 +53,10 @@ absl::Status ActorStatsPublisher::Publish(uint64_t transitions) {
   l.last_return = last_return_;
   l.updated_ns = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   l.transitions = transitions;
-  replay::SealActorLine(&l);
+  protocol::SealActorLine(&l);
   const uint64_t generation = session_->generation();
   absl::Status status = TryPublish();
-  if (status.ok() || !replay::IsConnectionFailure(status)) return status;
+  if (status.ok() || !client::IsConnectionFailure(status)) return status;
   RETURN_IF_ERROR(session_->Reconnect(generation, status));
   return TryPublish();
 }

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // actor_stats_publisher.h: an actor publishes its episode statistics in its
-// line of the server's actors region (layout.h, ActorLine), where the
+// line of the server's actors region (protocol/stats.h, ActorLine), where the
 // learner and monitors READ them without server CPU.
 //
 //   ASSIGN_OR_RETURN(auto stats, ActorStatsPublisher::Create(session.get()));
@@ -32,8 +32,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::actor {
@@ -46,7 +46,7 @@ class ActorStatsPublisher {
   // `session` (an actor's) is not owned and must outlive the publisher.
   // FailedPrecondition when the server has no actors region.
   static absl::StatusOr<std::unique_ptr<ActorStatsPublisher>> Create(
-      replay::ClientSession* session, uint32_t window = kDefaultWindow);
+      client::ClientSession* session, uint32_t window = kDefaultWindow);
 
   void RecordStep(uint64_t steps = 1) { env_steps_ += steps; }
   void RecordEpisode(double episode_return);
@@ -57,19 +57,19 @@ class ActorStatsPublisher {
   absl::Status Publish(uint64_t transitions);
 
   // The line as last published.
-  const replay::ActorLine& line() const { return *line_; }
+  const protocol::ActorLine& line() const { return *line_; }
   uint64_t env_steps() const { return env_steps_; }
   uint64_t episodes() const { return episodes_; }
 
  private:
-  ActorStatsPublisher(replay::ClientSession* session, uint32_t window, int sink);
+  ActorStatsPublisher(client::ClientSession* session, uint32_t window, int sink);
   absl::Status TryPublish();
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const uint32_t window_;
   const int sink_;
-  std::unique_ptr<replay::RegisteredBuffer> buffer_;  // one ActorLine
-  replay::ActorLine* line_ = nullptr;
+  std::unique_ptr<client::RegisteredBuffer> buffer_;  // one ActorLine
+  protocol::ActorLine* line_ = nullptr;
   uint64_t env_steps_ = 0;
   uint64_t episodes_ = 0;
   double last_return_ = 0;

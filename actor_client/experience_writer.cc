@@ -11,10 +11,10 @@
 
 namespace dreplay::actor {
 
-using replay::ClientSession;
-using replay::IsConnectionFailure;
-using replay::LayoutConfig;
-using replay::RegionKind;
+using client::ClientSession;
+using client::IsConnectionFailure;
+using protocol::LayoutConfig;
+using protocol::RegionKind;
 
 namespace {
 
@@ -48,15 +48,15 @@ absl::Status ExperienceWriterOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<ExperienceWriter>> ExperienceWriter::Create(
     ClientSession* session, const ExperienceWriterOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  if (session->options().role != replay::Role::kActor) {
+  if (session->options().role != protocol::Role::kActor) {
     return absl::InvalidArgumentError(absl::StrCat("ExperienceWriter needs an actor session, not a ",
-                                                   replay::RoleName(session->options().role)));
+                                                   protocol::RoleName(session->options().role)));
   }
   const LayoutConfig& config = session->config();
-  if (options.max_batch > replay::ActorWindow(config)) {
+  if (options.max_batch > protocol::ActorWindow(config)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ExperienceWriterOptions.max_batch=", options.max_batch,
-        " exceeds the server's actor window of ", replay::ActorWindow(config),
+        " exceeds the server's actor window of ", protocol::ActorWindow(config),
         " sequences (a batch that large could never be written)"));
   }
   if (uint64_t{options.max_batch} * config.slot_size >= kMaxWriteBytes) {
@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ExperienceWriter>> ExperienceWriter::Create(
   std::unique_ptr<ExperienceWriter> writer(new ExperienceWriter(session, options, sink));
   const uint64_t slot_bytes = uint64_t{options.max_batch} * config.slot_size;
   const uint64_t bytes = slot_bytes + (uint64_t{options.max_batch} + 1) * sizeof(uint64_t);
-  ASSIGN_OR_RETURN(writer->buffer_, replay::RegisteredBuffer::Create(session->provider(), bytes));
+  ASSIGN_OR_RETURN(writer->buffer_, client::RegisteredBuffer::Create(session->provider(), bytes));
   writer->slots_ = writer->buffer_->data();
   writer->commits_ = reinterpret_cast<uint64_t*>(writer->buffer_->data() + slot_bytes);
   writer->fetch_result_ = writer->commits_ + options.max_batch;
@@ -148,11 +148,11 @@ absl::Status ExperienceWriter::TryFlush(Progress* progress) {
   // Seal the slots in sequence order and fill the commit words.
   const uint8_t* payload = pending_bytes_.data();
   for (uint32_t i = 0; i < count; ++i) {
-    RETURN_IF_ERROR(replay::SealSlot(slots_ + uint64_t{i} * slot_size_, slot_size_, first + i,
+    RETURN_IF_ERROR(protocol::SealSlot(slots_ + uint64_t{i} * slot_size_, slot_size_, first + i,
                                      actor_id_, pending_priorities_[i], payload,
                                      pending_lengths_[i]));
     payload += pending_lengths_[i];
-    commits_[i] = replay::CommitValue(first + i);
+    commits_[i] = protocol::CommitValue(first + i);
   }
   uint64_t last_wr_id = 0;
   RETURN_IF_ERROR(PostWrites(first, count, &last_wr_id));
@@ -180,19 +180,19 @@ absl::StatusOr<uint64_t> ExperienceWriter::Reserve(uint32_t count) {
 }
 
 absl::Status ExperienceWriter::WaitForRoom(uint64_t last_sequence) {
-  if (replay::SequenceWritable(config(), last_sequence, known_cursor_)) return absl::OkStatus();
+  if (protocol::SequenceWritable(config(), last_sequence, known_cursor_)) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.room_timeout;
   absl::Duration backoff = options_.room_backoff_initial;
   while (true) {
-    ASSIGN_OR_RETURN(const replay::ServerLine line, session_->ReadServerLine());
+    ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
     known_cursor_ = line.ingest_cursor;
-    if (replay::SequenceWritable(config(), last_sequence, known_cursor_)) return absl::OkStatus();
+    if (protocol::SequenceWritable(config(), last_sequence, known_cursor_)) return absl::OkStatus();
     ++stats_.room_waits;
     if (absl::Now() + backoff > deadline) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "no room for sequence ", last_sequence, " within ",
           absl::FormatDuration(options_.room_timeout), ": the server's ingest cursor is at ",
-          known_cursor_, " (actor window ", replay::ActorWindow(config()), ")"));
+          known_cursor_, " (actor window ", protocol::ActorWindow(config()), ")"));
     }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, options_.room_backoff_max);
@@ -204,7 +204,7 @@ absl::Status ExperienceWriter::PostWrites(uint64_t first, uint32_t count, uint64
   ASSIGN_OR_RETURN(const verbs::RemoteRegion commits, session_->Region(RegionKind::kCommits));
   const LayoutConfig& c = config();
   // The batch covers ring indices [index, index + count), split at the wrap.
-  const uint64_t index = replay::SlotIndex(c, first);
+  const uint64_t index = protocol::SlotIndex(c, first);
   const uint32_t before_wrap = static_cast<uint32_t>(std::min<uint64_t>(count, c.capacity - index));
   struct Range {
     uint32_t first_item;  // position in the batch

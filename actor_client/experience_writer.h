@@ -13,7 +13,7 @@
 // Append() copies a transition (the encoded payload, at most
 // config.max_payload() bytes) into the pending batch; when max_batch are
 // pending it flushes first. Flush() inserts the pending k transitions
-// (layout.h, "Actor insert"):
+// (protocol/README.md, "Actor insert"):
 //
 //   1. FETCH_ADD(tail, k) reserves sequences s .. s+k-1;
 //   2. until SequenceWritable(config, s+k-1, ingest_cursor) (the server has
@@ -57,8 +57,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "actor_client/latency_histogram.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::actor {
@@ -97,7 +97,7 @@ class ExperienceWriter {
   // InvalidArgument for bad options or a max_batch above the actor window;
   // the registration's errors.
   static absl::StatusOr<std::unique_ptr<ExperienceWriter>> Create(
-      replay::ClientSession* session, const ExperienceWriterOptions& options);
+      client::ClientSession* session, const ExperienceWriterOptions& options);
   ~ExperienceWriter();
   ExperienceWriter(const ExperienceWriter&) = delete;
   ExperienceWriter& operator=(const ExperienceWriter&) = delete;
@@ -114,7 +114,7 @@ class ExperienceWriter {
 
   size_t pending() const { return pending_lengths_.size(); }
   const ExperienceWriterStats& stats() const { return stats_; }
-  const replay::LayoutConfig& config() const { return session_->config(); }
+  const protocol::LayoutConfig& config() const { return session_->config(); }
 
  private:
   enum class Progress {
@@ -123,7 +123,7 @@ class ExperienceWriter {
     kCommitPosted,  // commit WRITEs posted, completion not seen
   };
 
-  ExperienceWriter(replay::ClientSession* session, const ExperienceWriterOptions& options,
+  ExperienceWriter(client::ClientSession* session, const ExperienceWriterOptions& options,
                    int sink);
   // One attempt at inserting the pending batch; `progress` tells how far it
   // got when it fails.
@@ -132,7 +132,7 @@ class ExperienceWriter {
   absl::Status WaitForRoom(uint64_t last_sequence);
   absl::Status PostWrites(uint64_t first_sequence, uint32_t count, uint64_t* wr_id);
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const ExperienceWriterOptions options_;
   const int sink_;
   const uint32_t slot_size_;
@@ -140,7 +140,7 @@ class ExperienceWriter {
 
   // Registered: max_batch slots, then max_batch commit words, then the
   // 8-byte FETCH_ADD result.
-  std::unique_ptr<replay::RegisteredBuffer> buffer_;
+  std::unique_ptr<client::RegisteredBuffer> buffer_;
   uint8_t* slots_ = nullptr;
   uint64_t* commits_ = nullptr;
   uint64_t* fetch_result_ = nullptr;

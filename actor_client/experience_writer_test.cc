@@ -9,23 +9,23 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
+#include "client/session.h"
 #include "replay_server/server.h"
-#include "replay_server/service_test_util.h"
+#include "testing/in_process_service.h"
 
 namespace dreplay::actor {
 namespace {
 
-using replay::ClientSession;
-using replay::ReplayServer;
-using replay::ReplayServerOptions;
-using replay::Role;
-using replay::testing::SessionOptions;
-using replay::testing::SmallServerOptions;
-using replay::testing::SoftProvider;
-using replay::testing::StartServer;
-using replay::testing::TaggedPayload;
-using replay::testing::WaitFor;
+using client::ClientSession;
+using server::ReplayServer;
+using server::ReplayServerOptions;
+using protocol::Role;
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+using testing::TaggedPayload;
+using testing::WaitFor;
 
 constexpr uint32_t kPayloadBytes = 100;
 
@@ -71,7 +71,7 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
   EXPECT_EQ(writer->stats().latency.count(), writer->stats().flushes);
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kCount; }))
       << server->ReadStats().inserted;
-  const replay::StatsBlock stats = server->ReadStats();
+  const protocol::StatsBlock stats = server->ReadStats();
   EXPECT_EQ(stats.torn_slots, 0u);
   EXPECT_EQ(stats.abandoned_slots, 0u);
   EXPECT_EQ(stats.overrun_slots, 0u);
@@ -163,7 +163,7 @@ TEST_F(ExperienceWriterTest, ReconnectsAfterARestartFromCheckpointAndLosesNothin
 
 TEST_F(ExperienceWriterTest, FailsCleanlyWhenTheServerStaysAway) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  replay::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 0);
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 0);
   o.connect_deadline = absl::Milliseconds(100);
   auto session = *ClientSession::Connect(actor_host_.get(), o);
   auto writer = *ExperienceWriter::Create(session.get(), {});

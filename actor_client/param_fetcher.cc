@@ -10,10 +10,10 @@
 
 namespace dreplay::actor {
 
-using replay::ClientSession;
-using replay::ParamsHalfHeader;
-using replay::ParamsHeader;
-using replay::RegionKind;
+using client::ClientSession;
+using protocol::ParamsHalfHeader;
+using protocol::ParamsHeader;
+using protocol::RegionKind;
 
 absl::Status ParamFetcherOptions::Validate() const {
   if (max_attempts < 1) {
@@ -34,8 +34,8 @@ absl::StatusOr<std::unique_ptr<ParamFetcher>> ParamFetcher::Create(
   RETURN_IF_ERROR(session->Region(RegionKind::kParams).status());
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ParamFetcher> f(new ParamFetcher(session, options, sink));
-  const uint64_t bytes = sizeof(ParamsHeader) + replay::ParamsHalfStride(session->config());
-  ASSIGN_OR_RETURN(f->buffer_, replay::RegisteredBuffer::Create(session->provider(), bytes));
+  const uint64_t bytes = sizeof(ParamsHeader) + protocol::ParamsHalfStride(session->config());
+  ASSIGN_OR_RETURN(f->buffer_, client::RegisteredBuffer::Create(session->provider(), bytes));
   f->size_hint_ = session->config().param_bytes;
   return f;
 }
@@ -62,7 +62,7 @@ absl::Status ParamFetcher::Read(uint64_t offset, uint64_t length, uint8_t* local
 }
 
 absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
-  const replay::LayoutConfig& config = session_->config();
+  const protocol::LayoutConfig& config = session_->config();
   uint8_t* header_image = buffer_->data();
   uint8_t* half_image = buffer_->data() + sizeof(ParamsHeader);
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
@@ -75,8 +75,8 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
     ParamsHeader header;
     std::memcpy(&header, header_image, sizeof(header));
     if (header.version <= version_) return false;
-    const uint32_t half = replay::ParamsHalfOf(header.version);
-    RETURN_IF_ERROR(Read(replay::ParamsHalfOffset(config, half),
+    const uint32_t half = protocol::ParamsHalfOf(header.version);
+    RETURN_IF_ERROR(Read(protocol::ParamsHalfOffset(config, half),
                          sizeof(ParamsHalfHeader) + size_hint_, half_image));
     ParamsHalfHeader half_header;
     std::memcpy(&half_header, half_image, sizeof(half_header));
@@ -84,11 +84,11 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
         half_header.size <= config.param_bytes) {
       // Grown since the last fetch: READ the rest.
       size_hint_ = half_header.size;
-      RETURN_IF_ERROR(Read(replay::ParamsHalfOffset(config, half),
+      RETURN_IF_ERROR(Read(protocol::ParamsHalfOffset(config, half),
                            sizeof(ParamsHalfHeader) + size_hint_, half_image));
       std::memcpy(&half_header, half_image, sizeof(half_header));
     }
-    if (half_header.size > size_hint_ || !replay::CheckParamsHalf(config, half_image,
+    if (half_header.size > size_hint_ || !protocol::CheckParamsHalf(config, half_image,
                                                                   header.version).ok()) {
       continue;  // torn, or overwritten by a later version: start over
     }
@@ -107,7 +107,7 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
 absl::StatusOr<bool> ParamFetcher::FetchIfNewer(std::vector<uint8_t>* out) {
   const uint64_t generation = session_->generation();
   absl::StatusOr<bool> result = TryFetch(out);
-  if (result.ok() || !replay::IsConnectionFailure(result.status())) return result;
+  if (result.ok() || !client::IsConnectionFailure(result.status())) return result;
   RETURN_IF_ERROR(session_->Reconnect(generation, result.status()));
   ++stats_.reconnects;
   return TryFetch(out);

@@ -32,8 +32,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 
 namespace dreplay::actor {
 
@@ -58,7 +58,7 @@ class ParamFetcher {
  public:
   // `session` is not owned and must outlive the fetcher (an actor's or a
   // learner's: both may READ the params region).
-  static absl::StatusOr<std::unique_ptr<ParamFetcher>> Create(replay::ClientSession* session,
+  static absl::StatusOr<std::unique_ptr<ParamFetcher>> Create(client::ClientSession* session,
                                                               const ParamFetcherOptions& options);
   ~ParamFetcher();
   ParamFetcher(const ParamFetcher&) = delete;
@@ -76,15 +76,15 @@ class ParamFetcher {
   const ParamFetcherStats& stats() const { return stats_; }
 
  private:
-  ParamFetcher(replay::ClientSession* session, const ParamFetcherOptions& options, int sink);
+  ParamFetcher(client::ClientSession* session, const ParamFetcherOptions& options, int sink);
   absl::StatusOr<bool> TryFetch(std::vector<uint8_t>* out);
   absl::Status Read(uint64_t offset, uint64_t length, uint8_t* local);
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const ParamFetcherOptions options_;
   const int sink_;
   // Registered: ParamsHeader, then a half (ParamsHalfHeader + param_bytes).
-  std::unique_ptr<replay::RegisteredBuffer> buffer_;
+  std::unique_ptr<client::RegisteredBuffer> buffer_;
   uint64_t version_ = 0;
   uint64_t size_hint_ = 0;  // data bytes READ with the half
   uint64_t next_wr_id_ = 1;

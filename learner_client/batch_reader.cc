@@ -10,9 +10,9 @@
 
 namespace dreplay::learner {
 
-using replay::ClientSession;
-using replay::LayoutConfig;
-using replay::RegionKind;
+using client::ClientSession;
+using protocol::LayoutConfig;
+using protocol::RegionKind;
 
 namespace {
 
@@ -36,7 +36,7 @@ absl::Status BatchReaderOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
     ClientSession* session, const BatchReaderOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  if (session->options().role != replay::Role::kLearner) {
+  if (session->options().role != protocol::Role::kLearner) {
     return absl::InvalidArgumentError("BatchReader needs a learner session");
   }
   const LayoutConfig& config = session->config();
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
                                                    " exceeds the server's staging_depth=",
                                                    config.staging_depth));
   }
-  const uint64_t stride = replay::StagingSlotStride(config);
+  const uint64_t stride = protocol::StagingSlotStride(config);
   if (stride > kMaxReadBytes) {
     return absl::InvalidArgumentError(absl::StrCat("a staging slot of ", stride,
                                                    " bytes exceeds the largest READ (",
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<BatchReader> reader(new BatchReader(session, options, sink, depth));
   ASSIGN_OR_RETURN(reader->buffers_memory_,
-                   replay::RegisteredBuffer::Create(session->provider(), depth * stride));
+                   client::RegisteredBuffer::Create(session->provider(), depth * stride));
   RETURN_IF_ERROR(reader->Resync());
   return reader;
 }
@@ -66,7 +66,7 @@ BatchReader::BatchReader(ClientSession* session, const BatchReaderOptions& optio
       options_(options),
       sink_(sink),
       depth_(depth),
-      stride_(replay::StagingSlotStride(session->config())),
+      stride_(protocol::StagingSlotStride(session->config())),
       buffers_(depth) {}
 
 BatchReader::~BatchReader() = default;
@@ -85,7 +85,7 @@ absl::Status BatchReader::PostRead(uint64_t batch) {
   wr.local = buffers_memory_->mr();
   wr.local_addr = image(static_cast<uint32_t>(batch % depth_));
   wr.length = static_cast<uint32_t>(stride_);
-  wr.remote_addr = staging.addr + replay::StagingSlotOffset(session_->config(), batch);
+  wr.remote_addr = staging.addr + protocol::StagingSlotOffset(session_->config(), batch);
   wr.rkey = staging.rkey;
   const absl::Status status = session_->Post(absl::MakeConstSpan(&wr, 1));
   if (absl::IsResourceExhausted(status)) {  // send queue full: try again soon
@@ -111,7 +111,7 @@ void BatchReader::ScheduleRetry(Buffer* b, bool grow) {
 absl::Status BatchReader::Check(Buffer* b) {
   const LayoutConfig& config = session_->config();
   const uint8_t* img = image(static_cast<uint32_t>(b->batch % depth_));
-  const absl::Status status = replay::CheckStagedBatch(config, img, b->batch, epoch_);
+  const absl::Status status = protocol::CheckStagedBatch(config, img, b->batch, epoch_);
   if (absl::IsUnavailable(status)) {
     ++stats_.not_staged;
     ScheduleRetry(b, /*grow=*/true);
@@ -126,8 +126,8 @@ absl::Status BatchReader::Check(Buffer* b) {
   if (options_.verify_slots) {
     const StagedBatch view(&config, img);
     for (uint32_t i = 0; i < view.size(); ++i) {
-      if (replay::VerifySlot(view.slot(i), config.slot_size, view.entry(i).slot_sequence) !=
-          replay::SlotCheck::kOk) {
+      if (protocol::VerifySlot(view.slot(i), config.slot_size, view.entry(i).slot_sequence) !=
+          protocol::SlotCheck::kOk) {
         // The batch checksum held, so the server staged a bad copy: never
         // hand it over; READ again (a later staging of this number is not
         // expected, so this shows up as a stall and in the stats).
@@ -179,7 +179,7 @@ absl::Status BatchReader::Resync() {
   // A new connection has none of the old READs.
   for (Buffer& b : buffers_) b = Buffer{};
   generation_ = session_->generation();
-  ASSIGN_OR_RETURN(const replay::ServerLine line, session_->ReadServerLine());
+  ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
   const bool same_epoch = line.epoch == epoch_;
   if (epoch_ != 0 && !same_epoch) ++stats_.epoch_changes;
   if (!same_epoch) highest_returned_ = 0;
@@ -196,7 +196,7 @@ absl::Status BatchReader::Resync() {
 }
 
 absl::Status BatchReader::Recover(const absl::Status& failure) {
-  if (!replay::IsConnectionFailure(failure)) return failure;
+  if (!client::IsConnectionFailure(failure)) return failure;
   const uint64_t before = session_->generation();
   RETURN_IF_ERROR(session_->Reconnect(generation_, failure));
   if (session_->generation() != before) ++stats_.reconnects;

@@ -46,8 +46,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 
 namespace dreplay::learner {
 
@@ -60,33 +60,33 @@ class StagedBatch {
   uint64_t epoch() const { return header().epoch; }
   // Transitions in the batch (<= batch_size).
   uint32_t size() const { return header().count; }
-  const replay::BatchHeader& header() const {
-    return *reinterpret_cast<const replay::BatchHeader*>(image_);
+  const protocol::BatchHeader& header() const {
+    return *reinterpret_cast<const protocol::BatchHeader*>(image_);
   }
   // REQUIRES for the per-entry accessors: i < size().
-  const replay::BatchEntry& entry(uint32_t i) const {
-    return reinterpret_cast<const replay::BatchEntry*>(
-        image_ + replay::StagingEntriesOffset(*config_))[i];
+  const protocol::BatchEntry& entry(uint32_t i) const {
+    return reinterpret_cast<const protocol::BatchEntry*>(
+        image_ + protocol::StagingEntriesOffset(*config_))[i];
   }
   float weight(uint32_t i) const { return entry(i).weight; }
   // The copied slot: SlotHeader, then payload_length bytes of payload.
   const uint8_t* slot(uint32_t i) const {
-    return image_ + replay::StagingPayloadsOffset(*config_) + uint64_t{i} * config_->slot_size;
+    return image_ + protocol::StagingPayloadsOffset(*config_) + uint64_t{i} * config_->slot_size;
   }
-  const replay::SlotHeader& slot_header(uint32_t i) const {
-    return *reinterpret_cast<const replay::SlotHeader*>(slot(i));
+  const protocol::SlotHeader& slot_header(uint32_t i) const {
+    return *reinterpret_cast<const protocol::SlotHeader*>(slot(i));
   }
   absl::Span<const uint8_t> payload(uint32_t i) const {
-    return absl::MakeConstSpan(slot(i) + sizeof(replay::SlotHeader),
+    return absl::MakeConstSpan(slot(i) + sizeof(protocol::SlotHeader),
                                slot_header(i).payload_length);
   }
 
  private:
   friend class BatchReader;
-  StagedBatch(const replay::LayoutConfig* config, const uint8_t* image)
+  StagedBatch(const protocol::LayoutConfig* config, const uint8_t* image)
       : config_(config), image_(image) {}
 
-  const replay::LayoutConfig* config_ = nullptr;
+  const protocol::LayoutConfig* config_ = nullptr;
   const uint8_t* image_ = nullptr;  // StagingSlotStride bytes, 64-byte aligned
 };
 
@@ -121,7 +121,7 @@ class BatchReader {
  public:
   // `session` (a learner's) is not owned and must outlive the reader.
   // Posts the first READs. InvalidArgument for bad options.
-  static absl::StatusOr<std::unique_ptr<BatchReader>> Create(replay::ClientSession* session,
+  static absl::StatusOr<std::unique_ptr<BatchReader>> Create(client::ClientSession* session,
                                                              const BatchReaderOptions& options);
   ~BatchReader();
   BatchReader(const BatchReader&) = delete;
@@ -149,7 +149,7 @@ class BatchReader {
     absl::Duration backoff;
   };
 
-  BatchReader(replay::ClientSession* session, const BatchReaderOptions& options, int sink,
+  BatchReader(client::ClientSession* session, const BatchReaderOptions& options, int sink,
               uint32_t depth);
   uint8_t* image(uint32_t b) const;
   // Posts the READ of `batch` into its buffer.
@@ -163,12 +163,12 @@ class BatchReader {
   absl::Status Resync();
   absl::Status Recover(const absl::Status& failure);
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const BatchReaderOptions options_;
   const int sink_;
   const uint32_t depth_;
   const uint64_t stride_;
-  std::unique_ptr<replay::RegisteredBuffer> buffers_memory_;
+  std::unique_ptr<client::RegisteredBuffer> buffers_memory_;
   std::vector<Buffer> buffers_;
   uint64_t next_ = 0;
   uint64_t epoch_ = 0;

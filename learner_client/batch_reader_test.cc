@@ -14,24 +14,24 @@
 #include "actor_client/experience_writer.h"
 #include "gtest/gtest.h"
 #include "learner_client/priority_writer.h"
-#include "replay_server/client_session.h"
+#include "client/session.h"
 #include "replay_server/server.h"
-#include "replay_server/service_test_util.h"
+#include "testing/in_process_service.h"
 
 namespace dreplay::learner {
 namespace {
 
-using replay::ClientSession;
-using replay::ReplayServer;
-using replay::ReplayServerOptions;
-using replay::Role;
-using replay::testing::PayloadTag;
-using replay::testing::SessionOptions;
-using replay::testing::SmallServerOptions;
-using replay::testing::SoftProvider;
-using replay::testing::StartServer;
-using replay::testing::TaggedPayload;
-using replay::testing::WaitFor;
+using client::ClientSession;
+using server::ReplayServer;
+using server::ReplayServerOptions;
+using protocol::Role;
+using testing::PayloadTag;
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+using testing::TaggedPayload;
+using testing::WaitFor;
 
 constexpr uint32_t kPayloadBytes = 100;
 constexpr absl::Duration kBatchTimeout = absl::Seconds(10);
@@ -57,7 +57,7 @@ class BatchReaderTest : public ::testing::Test {
 
   std::unique_ptr<ClientSession> ConnectLearner(const ReplayServer& server,
                                                 const verbs::FaultOptions& faults = {}) {
-    replay::ClientSessionOptions o = SessionOptions(server, Role::kLearner);
+    client::ClientSessionOptions o = SessionOptions(server, Role::kLearner);
     o.qp.faults = faults;
     auto session = ClientSession::Connect(learner_host_.get(), o);
     EXPECT_TRUE(session.ok()) << session.status();
@@ -69,7 +69,7 @@ class BatchReaderTest : public ::testing::Test {
   static void ExpectValid(const StagedBatch& batch, uint64_t inserted) {
     ASSERT_GT(batch.size(), 0u);
     for (uint32_t i = 0; i < batch.size(); ++i) {
-      const replay::BatchEntry& e = batch.entry(i);
+      const protocol::BatchEntry& e = batch.entry(i);
       EXPECT_EQ(batch.slot_header(i).sequence, e.slot_sequence);
       EXPECT_LT(e.slot_sequence, inserted);
       EXPECT_GT(e.weight, 0.0f);
@@ -115,13 +115,13 @@ TEST_F(BatchReaderTest, RoundTripReturnsValidBatchesInOrderAndAppliesPriorities)
   // Every update reaches the server and is applied (no slot was reused).
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().batches_released == kBatches; }))
       << server->ReadStats().batches_released;
-  const replay::StatsBlock stats = server->ReadStats();
+  const protocol::StatsBlock stats = server->ReadStats();
   EXPECT_EQ(stats.priority_updates_applied, records);
   EXPECT_EQ(stats.mailbox_rejects, 0u);
   EXPECT_EQ(stats.inserted, kInserted);  // nothing ingested twice
   EXPECT_EQ(reader->stats().batches, kBatches);
   EXPECT_EQ(reader->stats().bad_slots, 0u);
-  EXPECT_GE(reader->stats().bytes_read, kBatches * replay::StagingSlotStride(server->config()));
+  EXPECT_GE(reader->stats().bytes_read, kBatches * protocol::StagingSlotStride(server->config()));
 }
 
 TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {

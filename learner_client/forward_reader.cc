@@ -11,9 +11,9 @@
 
 namespace dreplay::learner {
 
-using replay::ClientSession;
-using replay::LayoutConfig;
-using replay::RegionKind;
+using client::ClientSession;
+using protocol::LayoutConfig;
+using protocol::RegionKind;
 
 namespace {
 
@@ -47,7 +47,7 @@ absl::Status ForwardReaderOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
     ClientSession* session, const ForwardReaderOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  if (session->options().role != replay::Role::kLearner) {
+  if (session->options().role != protocol::Role::kLearner) {
     return absl::InvalidArgumentError("ForwardReader needs a learner session");
   }
   RETURN_IF_ERROR(session->Region(RegionKind::kSlots).status());
@@ -60,12 +60,12 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ForwardReader> r(new ForwardReader(session, options, sink));
-  ASSIGN_OR_RETURN(r->memory_, replay::RegisteredBuffer::Create(
+  ASSIGN_OR_RETURN(r->memory_, client::RegisteredBuffer::Create(
                                    session->provider(),
-                                   replay::kCacheLine +
+                                   protocol::kCacheLine +
                                        uint64_t{options.max_chunks_in_flight} * r->chunk_bytes_));
   r->chunks_.resize(options.max_chunks_in_flight);
-  ASSIGN_OR_RETURN(const replay::ServerLine line, session->ReadServerLine());
+  ASSIGN_OR_RETURN(const protocol::ServerLine line, session->ReadServerLine());
   r->generation_ = session->generation();
   r->epoch_ = line.epoch;
   r->target_ = line.ingest_cursor;
@@ -88,11 +88,11 @@ ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions&
 ForwardReader::~ForwardReader() = default;
 
 uint64_t* ForwardReader::commits_of(uint32_t chunk) const {
-  return reinterpret_cast<uint64_t*>(memory_->data() + replay::kCacheLine + chunk * chunk_bytes_);
+  return reinterpret_cast<uint64_t*>(memory_->data() + protocol::kCacheLine + chunk * chunk_bytes_);
 }
 
 uint8_t* ForwardReader::slots_of(uint32_t chunk) const {
-  return memory_->data() + replay::kCacheLine + chunk * chunk_bytes_ +
+  return memory_->data() + protocol::kCacheLine + chunk * chunk_bytes_ +
          uint64_t{options_.chunk_slots} * sizeof(uint64_t);
 }
 
@@ -103,8 +103,8 @@ absl::Status ForwardReader::PostCursorRead() {
   wr.opcode = verbs::Opcode::kRead;
   wr.local = memory_->mr();
   wr.local_addr = memory_->data();
-  wr.length = sizeof(replay::ServerLine);
-  wr.remote_addr = control.addr + offsetof(replay::ControlBlock, server);
+  wr.length = sizeof(protocol::ServerLine);
+  wr.remote_addr = control.addr + offsetof(protocol::ControlBlock, server);
   wr.rkey = control.rkey;
   RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(&wr, 1)));
   cursor_read_pending_ = true;
@@ -118,7 +118,7 @@ absl::Status ForwardReader::PostChunks() {
                                    [](const Chunk& ch) { return !ch.in_use; });
     if (free_chunk == chunks_.end()) return absl::OkStatus();
     const auto index = static_cast<uint32_t>(free_chunk - chunks_.begin());
-    const uint64_t ring_index = replay::SlotIndex(c, next_post_);
+    const uint64_t ring_index = protocol::SlotIndex(c, next_post_);
     const auto count = static_cast<uint32_t>(std::min<uint64_t>(
         {options_.chunk_slots, target_ - next_post_, c.capacity - ring_index}));
     ASSIGN_OR_RETURN(const verbs::RemoteRegion commits, session_->Region(RegionKind::kCommits));
@@ -160,7 +160,7 @@ absl::StatusOr<bool> ForwardReader::PollCompletions() {
     if (tag == kCursorRead) {
       cursor_read_pending_ = false;
       ++stats_.cursor_reads;
-      replay::ServerLine line;
+      protocol::ServerLine line;
       std::memcpy(&line, memory_->data(), sizeof(line));
       if (line.epoch != epoch_) {
         // Only a new connection sees another epoch; Resync handles it.
@@ -188,18 +188,18 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
   for (uint32_t i = 0; i < chunk.count; ++i) {
     const uint64_t q = chunk.first + i;
     const uint8_t* slot = slots + uint64_t{i} * c.slot_size;
-    if (commits[i] == replay::CommitValue(q)) {
-      if (replay::VerifySlot(slot, c.slot_size, q) == replay::SlotCheck::kOk) {
+    if (commits[i] == protocol::CommitValue(q)) {
+      if (protocol::VerifySlot(slot, c.slot_size, q) == protocol::SlotCheck::kOk) {
         ForwardedTransition t;
         t.sequence = q;
-        t.header = reinterpret_cast<const replay::SlotHeader*>(slot);
-        t.payload = absl::MakeConstSpan(slot + sizeof(replay::SlotHeader), t.header->payload_length);
+        t.header = reinterpret_cast<const protocol::SlotHeader*>(slot);
+        t.payload = absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), t.header->payload_length);
         out->push_back(t);
         ++stats_.transitions;
       } else {
         ++stats_.overwritten;  // rewritten while the READs were in flight
       }
-    } else if (commits[i] > replay::CommitValue(q)) {
+    } else if (commits[i] > protocol::CommitValue(q)) {
       ++stats_.overwritten;
     } else {
       ++stats_.skipped_uncommitted;
@@ -215,7 +215,7 @@ absl::Status ForwardReader::Resync() {
   handed_out_.clear();
   cursor_read_pending_ = false;
   generation_ = session_->generation();
-  ASSIGN_OR_RETURN(const replay::ServerLine line, session_->ReadServerLine());
+  ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
   if (line.epoch != epoch_) {
     ++stats_.epoch_changes;
     next_ = std::min(next_, line.ingest_cursor);
@@ -227,7 +227,7 @@ absl::Status ForwardReader::Resync() {
 }
 
 absl::Status ForwardReader::Recover(const absl::Status& failure) {
-  if (!replay::IsConnectionFailure(failure)) return failure;
+  if (!client::IsConnectionFailure(failure)) return failure;
   const uint64_t before = session_->generation();
   RETURN_IF_ERROR(session_->Reconnect(generation_, failure));
   if (session_->generation() != before) ++stats_.reconnects;

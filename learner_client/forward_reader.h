@@ -45,8 +45,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 
 namespace dreplay::learner {
 
@@ -67,7 +67,7 @@ struct ForwardReaderOptions {
 // A transition as READ: views into the reader's buffers.
 struct ForwardedTransition {
   uint64_t sequence = 0;
-  const replay::SlotHeader* header = nullptr;  // the whole slot starts here
+  const protocol::SlotHeader* header = nullptr;  // the whole slot starts here
   absl::Span<const uint8_t> payload;
   float initial_priority() const { return header->initial_priority; }
 };
@@ -87,7 +87,7 @@ class ForwardReader {
  public:
   // `session` (a learner's) is not owned and must outlive the reader.
   static absl::StatusOr<std::unique_ptr<ForwardReader>> Create(
-      replay::ClientSession* session, const ForwardReaderOptions& options);
+      client::ClientSession* session, const ForwardReaderOptions& options);
   ~ForwardReader();
   ForwardReader(const ForwardReader&) = delete;
   ForwardReader& operator=(const ForwardReader&) = delete;
@@ -112,7 +112,7 @@ class ForwardReader {
     bool in_use = false;
   };
 
-  ForwardReader(replay::ClientSession* session, const ForwardReaderOptions& options, int sink);
+  ForwardReader(client::ClientSession* session, const ForwardReaderOptions& options, int sink);
   uint64_t* commits_of(uint32_t chunk) const;
   uint8_t* slots_of(uint32_t chunk) const;
   absl::Status PostCursorRead();
@@ -123,13 +123,13 @@ class ForwardReader {
   // Continues from the ServerLine after a new connection.
   absl::Status Resync();
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const ForwardReaderOptions options_;
   const int sink_;
   const uint64_t chunk_bytes_;
   // Registered: the ServerLine (one cache line), then max_chunks_in_flight
   // chunks of [commit words | slots].
-  std::unique_ptr<replay::RegisteredBuffer> memory_;
+  std::unique_ptr<client::RegisteredBuffer> memory_;
   std::vector<Chunk> chunks_;
   std::deque<uint32_t> order_;        // chunks in flight, oldest first
   std::vector<uint32_t> handed_out_;  // chunks whose views the caller holds

@@ -7,22 +7,22 @@
 
 #include "actor_client/experience_writer.h"
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
+#include "client/session.h"
 #include "replay_server/server.h"
-#include "replay_server/service_test_util.h"
+#include "testing/in_process_service.h"
 
 namespace dreplay::learner {
 namespace {
 
-using replay::ClientSession;
-using replay::Role;
-using replay::testing::PayloadTag;
-using replay::testing::SessionOptions;
-using replay::testing::SmallServerOptions;
-using replay::testing::SoftProvider;
-using replay::testing::StartServer;
-using replay::testing::TaggedPayload;
-using replay::testing::WaitFor;
+using client::ClientSession;
+using protocol::Role;
+using testing::PayloadTag;
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+using testing::TaggedPayload;
+using testing::WaitFor;
 
 constexpr uint32_t kPayloadBytes = 64;
 
@@ -55,7 +55,7 @@ class ForwardReaderTest : public ::testing::Test {
   void ExpectForwarded(ForwardReader* reader, uint64_t first, uint64_t count) {
     std::vector<ForwardedTransition> batch;
     uint64_t expected = first;
-    const absl::Time deadline = absl::Now() + replay::testing::kTestTimeout;
+    const absl::Time deadline = absl::Now() + testing::kTestTimeout;
     while (expected < first + count && absl::Now() < deadline) {
       ASSERT_TRUE(reader->Next(absl::Milliseconds(10), &batch).ok());
       for (const ForwardedTransition& t : batch) {
@@ -70,7 +70,7 @@ class ForwardReaderTest : public ::testing::Test {
   }
 
   std::unique_ptr<verbs::Provider> server_host_, actor_host_, learner_host_;
-  std::unique_ptr<replay::ReplayServer> server_;
+  std::unique_ptr<server::ReplayServer> server_;
   std::unique_ptr<ClientSession> actor_, learner_;
   std::unique_ptr<actor::ExperienceWriter> writer_;
 };

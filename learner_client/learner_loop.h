@@ -53,7 +53,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "learner_client/metrics.h"
-#include "replay_server/replay_memory.h"
+#include "replay/replay_memory.h"
 #include "rl/dqn.h"
 #include "rl/policy.h"
 #include "rl/qnet.h"

@@ -45,7 +45,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "actor_client/transition_spec.h"
+#include "protocol/host_port.h"
+#include "protocol/transition_spec.h"
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -55,9 +56,9 @@
 #include "learner_client/metrics.h"
 #include "learner_client/param_publisher.h"
 #include "learner_client/priority_writer.h"
-#include "learner_client/stats_reader.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/stats_reader.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 #include "rl/make_environment.h"
 #include "verbs/verbs.h"
 
@@ -174,7 +175,7 @@ absl::StatusOr<std::string> ReadToken() {
 
 struct Config {
   verbs::ProviderOptions provider;
-  replay::ClientSessionOptions session;
+  client::ClientSessionOptions session;
   LearnerLoopOptions loop;
   absl::Duration connect_timeout;
   absl::Duration reconnect_timeout;
@@ -196,7 +197,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (FLAGS_server.empty()) return FlagError("server", "", "is required (HOST:PORT)");
   {
     const absl::Status s =
-        replay::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
+        protocol::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
     if (!s.ok()) return FlagError("server", FLAGS_server, s.message());
   }
   {
@@ -204,7 +205,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
     if (!link.ok()) return FlagError("link", FLAGS_link, link.status().message());
     c.session.qp.link = *link;
   }
-  c.session.role = replay::Role::kLearner;
+  c.session.role = protocol::Role::kLearner;
   ASSIGN_OR_RETURN(c.session.auth_token, ReadToken());
   ASSIGN_OR_RETURN(c.connect_timeout, Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
   // Each (re)connection attempt of the session is kept short so that a stop
@@ -267,16 +268,16 @@ absl::StatusOr<Config> ConfigFromFlags() {
 
 // Takes the batch size and capacity from the server's configuration and
 // checks its transition spec against the environment and the flags.
-absl::Status ApplyServerConfig(const replay::LayoutConfig& config, LearnerLoopOptions* o) {
+absl::Status ApplyServerConfig(const protocol::LayoutConfig& config, LearnerLoopOptions* o) {
   ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(o->env));
-  const actor::TransitionSpec ours =
-      actor::TransitionSpec::ForEnvironment(env->spec(), FLAGS_n_step, FLAGS_gamma);
+  const protocol::TransitionSpec ours =
+      protocol::TransitionSpec{env->spec().name, env->spec().observation_size, env->spec().action_count, FLAGS_n_step, FLAGS_gamma};
   const std::string text = config.spec();
   if (text.empty()) {
     LOG(WARNING) << "the server publishes no transition spec; assuming " << ours.ToString();
   } else {
-    ASSIGN_OR_RETURN(const actor::TransitionSpec published, actor::TransitionSpec::Parse(text));
-    actor::TransitionSpec expected = ours;
+    ASSIGN_OR_RETURN(const protocol::TransitionSpec published, protocol::TransitionSpec::Parse(text));
+    protocol::TransitionSpec expected = ours;
     // n and gamma follow the server's spec unless given on the command line.
     if (FlagIsDefault("n_step")) expected.n_step = published.n_step;
     if (FlagIsDefault("gamma")) expected.gamma = published.gamma;
@@ -309,7 +310,7 @@ auto RetryWhileDisconnected(absl::Duration timeout, Op op) -> decltype(op()) {
   absl::Duration backoff = kRetryInitial;
   while (true) {
     auto result = op();
-    if (result.ok() || !replay::IsConnectionFailure(result.status()) ||
+    if (result.ok() || !client::IsConnectionFailure(result.status()) ||
         absl::Now() + backoff > deadline || g_stop.load()) {
       return result;
     }
@@ -331,14 +332,14 @@ absl::Status Retry(absl::Duration timeout, const std::function<absl::Status()>& 
 // Connects, retrying (with back-off) for up to `timeout` while the server
 // is unreachable (Unavailable, DeadlineExceeded), unless a stop is
 // requested. A refusal (PermissionDenied) or a mismatch is final.
-absl::StatusOr<std::unique_ptr<replay::ClientSession>> ConnectSession(
-    verbs::Provider* provider, const replay::ClientSessionOptions& options,
+absl::StatusOr<std::unique_ptr<client::ClientSession>> ConnectSession(
+    verbs::Provider* provider, const client::ClientSessionOptions& options,
     absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration backoff = kRetryInitial;
   while (true) {
-    absl::StatusOr<std::unique_ptr<replay::ClientSession>> session =
-        replay::ClientSession::Connect(provider, options);
+    absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
+        client::ClientSession::Connect(provider, options);
     const bool transient = absl::IsUnavailable(session.status()) ||
                            absl::IsDeadlineExceeded(session.status());
     if (session.ok() || !transient || absl::Now() + backoff > deadline || g_stop.load()) {
@@ -429,14 +430,14 @@ class PublisherParams : public ParamsSink {
 
 class ReaderActors : public ActorStatsSource {
  public:
-  ReaderActors(StatsReader* reader, absl::Duration reconnect_timeout)
+  ReaderActors(client::StatsReader* reader, absl::Duration reconnect_timeout)
       : reader_(reader), reconnect_timeout_(reconnect_timeout) {}
   absl::StatusOr<ActorTotals> Read() override {
-    ASSIGN_OR_RETURN(const std::vector<replay::ActorLine> lines,
+    ASSIGN_OR_RETURN(const std::vector<protocol::ActorLine> lines,
                      RetryWhileDisconnected(reconnect_timeout_,
                                             [&] { return reader_->ReadActors(); }));
     ActorTotals totals;
-    for (const replay::ActorLine& line : lines) {
+    for (const protocol::ActorLine& line : lines) {
       totals.env_steps += line.env_steps;
       totals.episodes += line.episodes;
       totals.returns_count += line.returns_count;
@@ -447,12 +448,12 @@ class ReaderActors : public ActorStatsSource {
   }
 
  private:
-  StatsReader* const reader_;
+  client::StatsReader* const reader_;
   const absl::Duration reconnect_timeout_;
 };
 
 absl::Status RunLearner(Config& config, verbs::Provider* provider) {
-  ASSIGN_OR_RETURN(std::unique_ptr<replay::ClientSession> session,
+  ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
                    ConnectSession(provider, config.session, config.connect_timeout));
   RETURN_IF_ERROR(ApplyServerConfig(session->config(), &config.loop));
   std::unique_ptr<MetricsFile> metrics_file;
@@ -477,7 +478,7 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider) {
     stream = std::make_unique<ForwardStream>(forward_reader.get(), retry);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ParamPublisher> publisher, ParamPublisher::Create(session.get()));
-  ASSIGN_OR_RETURN(std::unique_ptr<StatsReader> stats_reader, StatsReader::Create(session.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<client::StatsReader> stats_reader, client::StatsReader::Create(session.get()));
   PublisherParams params(publisher.get(), retry);
   ReaderActors actors(stats_reader.get(), retry);
 
@@ -507,7 +508,7 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider) {
             << ", capacity " << session->config().capacity;
   const absl::Status run = loop->Run(g_stop);
   if (!run.ok()) {
-    if (!g_stop.load() || !replay::IsConnectionFailure(run)) return run;
+    if (!g_stop.load() || !client::IsConnectionFailure(run)) return run;
     // Asked to stop while the server was away: the run ends here.
     LOG(WARNING) << "stopped while disconnected: " << run;
   }

@@ -10,19 +10,19 @@
 
 namespace dreplay::learner {
 
-using replay::ClientSession;
-using replay::ParamsHalfHeader;
-using replay::ParamsHeader;
-using replay::RegionKind;
+using client::ClientSession;
+using protocol::ParamsHalfHeader;
+using protocol::ParamsHeader;
+using protocol::RegionKind;
 
 absl::StatusOr<std::unique_ptr<ParamPublisher>> ParamPublisher::Create(ClientSession* session) {
-  if (session->options().role != replay::Role::kLearner) {
+  if (session->options().role != protocol::Role::kLearner) {
     return absl::InvalidArgumentError("ParamPublisher needs a learner session");
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ParamPublisher> p(new ParamPublisher(session, sink));
-  const uint64_t bytes = sizeof(ParamsHeader) + replay::ParamsHalfStride(session->config());
-  ASSIGN_OR_RETURN(p->buffer_, replay::RegisteredBuffer::Create(session->provider(), bytes));
+  const uint64_t bytes = sizeof(ParamsHeader) + protocol::ParamsHalfStride(session->config());
+  ASSIGN_OR_RETURN(p->buffer_, client::RegisteredBuffer::Create(session->provider(), bytes));
   RETURN_IF_ERROR(p->SyncVersion());
   return p;
 }
@@ -43,14 +43,14 @@ absl::Status ParamPublisher::SyncVersion() {
 }
 
 absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8_t> data) {
-  const replay::LayoutConfig& config = session_->config();
+  const protocol::LayoutConfig& config = session_->config();
   uint8_t* header_image = buffer_->data();
   uint8_t* half_image = buffer_->data() + sizeof(ParamsHeader);
-  RETURN_IF_ERROR(replay::EncodeParamsHalf(
+  RETURN_IF_ERROR(protocol::EncodeParamsHalf(
       config, version, data, absl::MakeSpan(half_image, buffer_->size() - sizeof(ParamsHeader))));
   ParamsHeader header{};
   header.version = version;
-  header.active_half = replay::ParamsHalfOf(version);
+  header.active_half = protocol::ParamsHalfOf(version);
   std::memcpy(header_image, &header, sizeof(header));
 
   ASSIGN_OR_RETURN(const verbs::RemoteRegion params, session_->Region(RegionKind::kParams));
@@ -61,7 +61,7 @@ absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8
   wrs[0].local = buffer_->mr();
   wrs[0].local_addr = half_image;
   wrs[0].length = static_cast<uint32_t>(sizeof(ParamsHalfHeader) + data.size());
-  wrs[0].remote_addr = params.addr + replay::ParamsHalfOffset(config, header.active_half);
+  wrs[0].remote_addr = params.addr + protocol::ParamsHalfOffset(config, header.active_half);
   wrs[0].rkey = params.rkey;
   wrs[1] = wrs[0];
   wrs[1].wr_id = ClientSession::WrId(sink_, next_wr_id_++);
@@ -89,7 +89,7 @@ absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data)
       ++version_;
       return version_;
     }
-    if (!replay::IsConnectionFailure(status) || attempt > 0) return status;
+    if (!client::IsConnectionFailure(status) || attempt > 0) return status;
     RETURN_IF_ERROR(session_->Reconnect(generation, status));
   }
 }

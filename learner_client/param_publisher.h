@@ -6,7 +6,7 @@
 //   ASSIGN_OR_RETURN(auto publisher, ParamPublisher::Create(session.get()));
 //   ASSIGN_OR_RETURN(uint64_t version, publisher->Publish(serialized_params));
 //
-// Version v (1, 2, ...) goes to half ParamsHalfOf(v) (layout.h, "Parameters"):
+// Version v (1, 2, ...) goes to half ParamsHalfOf(v) (protocol/README.md, "Parameters"):
 // EncodeParamsHalf into a local buffer, one WRITE of the half (header +
 // data), then one WRITE of the ParamsHeader {v, half} on the same queue
 // pair, so the header never names a half before it is placed. Publish
@@ -33,8 +33,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 
 namespace dreplay::learner {
 
@@ -42,7 +42,7 @@ class ParamPublisher {
  public:
   // `session` (a learner's) is not owned and must outlive the publisher.
   // READs the current ParamsHeader.
-  static absl::StatusOr<std::unique_ptr<ParamPublisher>> Create(replay::ClientSession* session);
+  static absl::StatusOr<std::unique_ptr<ParamPublisher>> Create(client::ClientSession* session);
   ~ParamPublisher();
   ParamPublisher(const ParamPublisher&) = delete;
   ParamPublisher& operator=(const ParamPublisher&) = delete;
@@ -56,15 +56,15 @@ class ParamPublisher {
   uint64_t bytes_written() const { return bytes_written_; }
 
  private:
-  ParamPublisher(replay::ClientSession* session, int sink);
+  ParamPublisher(client::ClientSession* session, int sink);
   // READs the server's ParamsHeader and raises version_ to it.
   absl::Status SyncVersion();
   absl::Status TryPublish(uint64_t version, absl::Span<const uint8_t> data);
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const int sink_;
   // Registered: ParamsHeader, then one half (ParamsHalfHeader + data).
-  std::unique_ptr<replay::RegisteredBuffer> buffer_;
+  std::unique_ptr<client::RegisteredBuffer> buffer_;
   uint64_t version_ = 0;
   uint64_t synced_generation_ = 0;
   uint64_t next_wr_id_ = 1;

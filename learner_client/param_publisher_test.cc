@@ -13,20 +13,20 @@
 
 #include "actor_client/param_fetcher.h"
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
+#include "client/session.h"
 #include "replay_server/server.h"
-#include "replay_server/service_test_util.h"
+#include "testing/in_process_service.h"
 
 namespace dreplay::learner {
 namespace {
 
 using actor::ParamFetcher;
-using replay::ClientSession;
-using replay::Role;
-using replay::testing::SessionOptions;
-using replay::testing::SmallServerOptions;
-using replay::testing::SoftProvider;
-using replay::testing::StartServer;
+using client::ClientSession;
+using protocol::Role;
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
 
 // Parameters of `version`: `size` bytes derived from it.
 std::vector<uint8_t> ParamsOf(uint64_t version, size_t size) {
@@ -52,7 +52,7 @@ class ParamsTest : public ::testing::Test {
 
   std::unique_ptr<verbs::Provider> server_host_;
   std::unique_ptr<verbs::Provider> client_host_;
-  std::unique_ptr<replay::ReplayServer> server_;
+  std::unique_ptr<server::ReplayServer> server_;
 };
 
 TEST_F(ParamsTest, PublishedVersionsAreFetchedWholeAndOnlyOnce) {

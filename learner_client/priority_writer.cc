@@ -8,27 +8,27 @@
 
 namespace dreplay::learner {
 
-using replay::ClientSession;
-using replay::RegionKind;
+using client::ClientSession;
+using protocol::RegionKind;
 
 namespace {
 
 // The slot index rides in the low bits of a work request id.
 constexpr int kSlotBits = 11;
-static_assert((1u << kSlotBits) > replay::kMaxStagingDepth, "a slot index fits its bits");
+static_assert((1u << kSlotBits) > protocol::kMaxStagingDepth, "a slot index fits its bits");
 constexpr int kPollBatch = 16;
 constexpr absl::Duration kPollSleep = absl::Microseconds(20);
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PriorityWriter>> PriorityWriter::Create(ClientSession* session) {
-  if (session->options().role != replay::Role::kLearner) {
+  if (session->options().role != protocol::Role::kLearner) {
     return absl::InvalidArgumentError("PriorityWriter needs a learner session");
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<PriorityWriter> writer(new PriorityWriter(session, sink));
   ASSIGN_OR_RETURN(writer->entries_,
-                   replay::RegisteredBuffer::Create(session->provider(),
+                   client::RegisteredBuffer::Create(session->provider(),
                                                     writer->depth_ * writer->stride_));
   return writer;
 }
@@ -37,7 +37,7 @@ PriorityWriter::PriorityWriter(ClientSession* session, int sink)
     : session_(session),
       sink_(sink),
       depth_(session->config().staging_depth),
-      stride_(replay::MailboxEntryStride(session->config())),
+      stride_(protocol::MailboxEntryStride(session->config())),
       slots_(depth_),
       generation_(session->generation()) {
   records_.reserve(session->config().batch_size);
@@ -46,7 +46,7 @@ PriorityWriter::PriorityWriter(ClientSession* session, int sink)
 PriorityWriter::~PriorityWriter() = default;
 
 absl::Status PriorityWriter::Recover(const absl::Status& failure) {
-  if (!replay::IsConnectionFailure(failure)) return failure;
+  if (!client::IsConnectionFailure(failure)) return failure;
   for (Slot& s : slots_) {
     if (s.outstanding) ++stats_.lost;
     s = Slot{};
@@ -88,8 +88,8 @@ absl::Status PriorityWriter::Reap(Slot* wait_for) {
 }
 
 absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
-                                   absl::Span<const replay::PriorityRecord> records) {
-  const replay::LayoutConfig& config = session_->config();
+                                   absl::Span<const protocol::PriorityRecord> records) {
+  const protocol::LayoutConfig& config = session_->config();
   if (records.size() > config.batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("priority update with ", records.size(),
                                                    " records, more than batch_size=",
@@ -99,11 +99,11 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
   Slot& slot = slots_[index];
   RETURN_IF_ERROR(Reap(&slot));
   uint8_t* entry = entries_->data() + index * stride_;
-  RETURN_IF_ERROR(replay::EncodePriorityUpdate(config, batch_number, epoch, records,
+  RETURN_IF_ERROR(protocol::EncodePriorityUpdate(config, batch_number, epoch, records,
                                                absl::MakeSpan(entry, stride_)));
   ASSIGN_OR_RETURN(const verbs::RemoteRegion mailbox, session_->Region(RegionKind::kMailbox));
-  const uint64_t remote = mailbox.addr + replay::MailboxEntryOffset(config, batch_number);
-  const uint64_t commit_offset = replay::MailboxCommitOffset(config);
+  const uint64_t remote = mailbox.addr + protocol::MailboxEntryOffset(config, batch_number);
+  const uint64_t commit_offset = protocol::MailboxCommitOffset(config);
   verbs::WorkRequest wrs[2];
   for (int i = 0; i < 2; ++i) {
     wrs[i].wr_id = ClientSession::WrId(sink_, (next_wr_id_++ << kSlotBits) | index);
@@ -119,7 +119,7 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
   // ... then the commit line, placed after it.
   wrs[1].signaled = true;
   wrs[1].local_addr = entry + commit_offset;
-  wrs[1].length = sizeof(replay::CommitLine);
+  wrs[1].length = sizeof(protocol::CommitLine);
   wrs[1].remote_addr = remote + commit_offset;
   absl::Status status = session_->Post(absl::MakeConstSpan(wrs, 2));
   if (!status.ok()) {
@@ -130,7 +130,7 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
   slot.wr_id = wrs[1].wr_id;
   ++stats_.updates;
   stats_.records += records.size();
-  stats_.bytes_written += commit_offset + sizeof(replay::CommitLine);
+  stats_.bytes_written += commit_offset + sizeof(protocol::CommitLine);
   return absl::OkStatus();
 }
 
@@ -142,8 +142,8 @@ absl::Status PriorityWriter::Write(const StagedBatch& batch, absl::Span<const fl
   }
   records_.clear();
   for (uint32_t i = 0; i < batch.size(); ++i) {
-    const replay::BatchEntry& e = batch.entry(i);
-    records_.push_back(replay::PriorityRecord{e.slot_sequence, e.slot_index, priorities[i]});
+    const protocol::BatchEntry& e = batch.entry(i);
+    records_.push_back(protocol::PriorityRecord{e.slot_sequence, e.slot_index, priorities[i]});
   }
   return Write(batch.batch_number(), batch.epoch(), records_);
 }

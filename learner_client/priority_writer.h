@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // priority_writer.h: the learner WRITEs new priorities for a batch into the
-// server's priority mailbox (layout.h, "Priority update for batch n").
+// server's priority mailbox (protocol/README.md, "Priority updates").
 //
 //   ASSIGN_OR_RETURN(auto priorities, PriorityWriter::Create(session.get()));
 //   RETURN_IF_ERROR(priorities->Write(batch, td_errors));  // batch from BatchReader
@@ -33,8 +33,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "learner_client/batch_reader.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 
 namespace dreplay::learner {
 
@@ -49,7 +49,7 @@ struct PriorityWriterStats {
 class PriorityWriter {
  public:
   // `session` (a learner's) is not owned and must outlive the writer.
-  static absl::StatusOr<std::unique_ptr<PriorityWriter>> Create(replay::ClientSession* session);
+  static absl::StatusOr<std::unique_ptr<PriorityWriter>> Create(client::ClientSession* session);
   ~PriorityWriter();
   PriorityWriter(const PriorityWriter&) = delete;
   PriorityWriter& operator=(const PriorityWriter&) = delete;
@@ -59,7 +59,7 @@ class PriorityWriter {
   // session cannot reconnect. Blocks only while the local buffer of batch
   // `batch_number - staging_depth` is still being written.
   absl::Status Write(uint64_t batch_number, uint64_t epoch,
-                     absl::Span<const replay::PriorityRecord> records);
+                     absl::Span<const protocol::PriorityRecord> records);
   // The same for a batch from BatchReader: record i is (entry(i)'s slot
   // sequence and index, priorities[i]). InvalidArgument unless
   // priorities.size() == batch.size().
@@ -77,18 +77,18 @@ class PriorityWriter {
     uint64_t wr_id = 0;
   };
 
-  PriorityWriter(replay::ClientSession* session, int sink);
+  PriorityWriter(client::ClientSession* session, int sink);
   // Handles completions; waits for `slot` to be free when given.
   absl::Status Reap(Slot* wait_for);
   absl::Status Recover(const absl::Status& failure);
 
-  replay::ClientSession* const session_;
+  client::ClientSession* const session_;
   const int sink_;
   const uint32_t depth_;
   const uint64_t stride_;
-  std::unique_ptr<replay::RegisteredBuffer> entries_;
+  std::unique_ptr<client::RegisteredBuffer> entries_;
   std::vector<Slot> slots_;
-  std::vector<replay::PriorityRecord> records_;  // scratch for Write(batch)
+  std::vector<protocol::PriorityRecord> records_;  // scratch for Write(batch)
   uint64_t next_wr_id_ = 1;
   uint64_t generation_ = 0;
   PriorityWriterStats stats_;

@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 #include "xxhash.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 // Sections are streamed through a buffer of this size.
@@ -57,7 +57,7 @@ class Hasher {
     CHECK(state_ != nullptr) << "out of memory for an XXH3 state";
     // A seeded reset of an uninitialized state may keep a stale secret.
     XXH3_INITSTATE(state_);
-    XXH3_64bits_reset_withSeed(state_, kChecksumSeed);
+    XXH3_64bits_reset_withSeed(state_, protocol::kChecksumSeed);
   }
   ~Hasher() { XXH3_freeState(state_); }
   Hasher(const Hasher&) = delete;
@@ -105,7 +105,7 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-CheckpointHeader MakeHeader(const LayoutConfig& config, const ReplayMemory& memory,
+CheckpointHeader MakeHeader(const protocol::LayoutConfig& config, const replay::ReplayMemory& memory,
                             const CheckpointState& state) {
   CheckpointHeader h{};
   h.magic = kCheckpointMagic;
@@ -119,8 +119,8 @@ CheckpointHeader MakeHeader(const LayoutConfig& config, const ReplayMemory& memo
   h.tail = state.tail;
   h.ingest_cursor = state.ingest_cursor;
   std::memcpy(h.counters, &state.counters, sizeof(h.counters));
-  h.slot_bytes = SlotRingBytes(config);
-  h.commit_bytes = CommitWordsBytes(config);
+  h.slot_bytes = protocol::SlotRingBytes(config);
+  h.commit_bytes = protocol::CommitWordsBytes(config);
   h.value_bytes = config.capacity * sizeof(double);
   h.sequence_bytes = config.capacity * sizeof(uint64_t);
   return h;
@@ -128,8 +128,8 @@ CheckpointHeader MakeHeader(const LayoutConfig& config, const ReplayMemory& memo
 
 // Writes everything but the fsyncs and the rename.
 absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions& regions,
-                           const ReplayMemory& memory, const CheckpointState& state) {
-  const LayoutConfig& config = regions.config();
+                           const replay::ReplayMemory& memory, const CheckpointState& state) {
+  const protocol::LayoutConfig& config = regions.config();
   Hasher hasher;
   std::vector<uint8_t> chunk(kChunkBytes);
   auto emit = [&](const void* p, size_t n) -> absl::Status {
@@ -169,7 +169,7 @@ absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions&
 }
 
 absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
-                         const LayoutConfig& config, const ReplayMemory& memory) {
+                         const protocol::LayoutConfig& config, const replay::ReplayMemory& memory) {
   if (h.magic != kCheckpointMagic) {
     return absl::DataLossError(absl::StrCat(path, " is not a dreplay checkpoint (bad magic)"));
   }
@@ -183,7 +183,7 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
         "checkpoint ", path, " was written with a different layout (",
         h.config.FirstDifference(config), " [checkpoint vs server])"));
   }
-  const ReplayMemoryOptions& o = memory.options();
+  const replay::ReplayMemoryOptions& o = memory.options();
   if (h.alpha != o.alpha || h.priority_epsilon != o.priority_epsilon ||
       h.sampling_mode != static_cast<uint32_t>(o.mode)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -191,7 +191,7 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
         " epsilon=", h.priority_epsilon, " mode=", h.sampling_mode, " but the server has alpha=",
         o.alpha, " epsilon=", o.priority_epsilon, " mode=", static_cast<uint32_t>(o.mode)));
   }
-  if (h.slot_bytes != SlotRingBytes(config) || h.commit_bytes != CommitWordsBytes(config) ||
+  if (h.slot_bytes != protocol::SlotRingBytes(config) || h.commit_bytes != protocol::CommitWordsBytes(config) ||
       h.value_bytes != config.capacity * sizeof(double) ||
       h.sequence_bytes != config.capacity * sizeof(uint64_t)) {
     return absl::DataLossError(
@@ -201,8 +201,8 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
 }
 
 absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* regions,
-                          ReplayMemory* memory, CheckpointState* state) {
-  const LayoutConfig& config = regions->config();
+                          replay::ReplayMemory* memory, CheckpointState* state) {
+  const protocol::LayoutConfig& config = regions->config();
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoError("stat", path);
   CheckpointHeader header;
@@ -250,9 +250,9 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   // Slots caught mid-write when the checkpoint was taken fail here.
   for (uint64_t i = 0; i < config.capacity; ++i) {
     const uint64_t sequence = memory->sequence(i);
-    if (sequence == ReplayMemory::kNoSequence) continue;
-    if (regions->commits()[i] != CommitValue(sequence) ||
-        VerifySlot(regions->slot(i), config.slot_size, sequence) != SlotCheck::kOk) {
+    if (sequence == replay::ReplayMemory::kNoSequence) continue;
+    if (regions->commits()[i] != protocol::CommitValue(sequence) ||
+        protocol::VerifySlot(regions->slot(i), config.slot_size, sequence) != protocol::SlotCheck::kOk) {
       memory->Remove(i);
       ++state->counters.restore_dropped;
     }
@@ -263,7 +263,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
 }  // namespace
 
 absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regions,
-                             const ReplayMemory& memory, const CheckpointState& state) {
+                             const replay::ReplayMemory& memory, const CheckpointState& state) {
   if (memory.capacity() != regions.config().capacity) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory capacity ", memory.capacity(), " differs from the regions' ",
@@ -290,7 +290,7 @@ absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regio
 }
 
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
-                            ReplayMemory* memory, CheckpointState* state) {
+                            replay::ReplayMemory* memory, CheckpointState* state) {
   if (memory->capacity() != regions->config().capacity) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory capacity ", memory->capacity(), " differs from the regions' ",
@@ -303,11 +303,11 @@ absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
   }
   absl::Status status = ReadContents(fd.get(), path, regions, memory, state);
   if (!status.ok()) {
-    std::memset(regions->slots(), 0, SlotRingBytes(regions->config()));
-    std::memset(regions->commits(), 0, CommitWordsBytes(regions->config()));
+    std::memset(regions->slots(), 0, protocol::SlotRingBytes(regions->config()));
+    std::memset(regions->commits(), 0, protocol::CommitWordsBytes(regions->config()));
     memory->Clear();
   }
   return status;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -37,11 +37,11 @@
 
 #include "absl/status/status.h"
 #include "replay_server/counters.h"
-#include "replay_server/layout.h"
+#include "protocol/layout.h"
 #include "replay_server/regions.h"
-#include "replay_server/replay_memory.h"
+#include "replay/replay_memory.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 // ASCII "DRPCKPT1" read as a little-endian u64.
 inline constexpr uint64_t kCheckpointMagic = 0x3154504B43505244ULL;
@@ -60,7 +60,7 @@ struct CheckpointHeader {
   uint64_t magic;
   uint32_t format_version;
   uint32_t header_bytes;  // sizeof(CheckpointHeader)
-  LayoutConfig config;
+  protocol::LayoutConfig config;
   double alpha;
   double priority_epsilon;
   uint32_t sampling_mode;
@@ -84,13 +84,13 @@ static_assert(offsetof(CheckpointHeader, slot_bytes) == 304, "");
 // Writes a checkpoint of `regions` (slot ring, commit words), `memory` and
 // `state` to `path`. Internal (I/O) errors carry the path and errno text.
 absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regions,
-                             const ReplayMemory& memory, const CheckpointState& state);
+                             const replay::ReplayMemory& memory, const CheckpointState& state);
 
 // Loads the checkpoint at `path` into `regions`, `memory` and `state`. See
 // the file comment for the status codes. NotFound if there is no file.
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
-                            ReplayMemory* memory, CheckpointState* state);
+                            replay::ReplayMemory* memory, CheckpointState* state);
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_H_

@@ -15,10 +15,10 @@
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/shared_words.h"
-#include "replay_server/test_util.h"
+#include "common/shared_words.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::Commit;
@@ -67,16 +67,16 @@ class CheckpointTest : public ::testing::Test {
     for (int k = 0; k < 40; ++k) Insert(*regions_, 0.25f * k);
     core_->Step();
     const std::vector<uint8_t> batch0 = ReadStagingSlot(*regions_, 0);
-    BatchEntry e;
-    std::memcpy(&e, batch0.data() + StagingEntriesOffset(config()), sizeof(e));
-    const PriorityRecord r{e.slot_sequence, e.slot_index, 42.f};
+    protocol::BatchEntry e;
+    std::memcpy(&e, batch0.data() + protocol::StagingEntriesOffset(config()), sizeof(e));
+    const protocol::PriorityRecord r{e.slot_sequence, e.slot_index, 42.f};
     WriteUpdate(*regions_, 0, 1, {&r, 1});
     core_->Step();
     pending_ = Reserve(*regions_, 1);  // never committed
     committed_ = Insert(*regions_, 3.f);  // committed after the last step
   }
 
-  const LayoutConfig& config() const { return regions_->config(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
 
   std::string path_;
   FakeClock clock_;
@@ -103,7 +103,7 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
     EXPECT_EQ(core->memory().sequence(i), core_->memory().sequence(i)) << i;
     EXPECT_EQ(core->memory().stored_priority(i), core_->memory().stored_priority(i)) << i;
   }
-  EXPECT_EQ(std::memcmp(regions->slots(), regions_->slots(), SlotRingBytes(config())), 0);
+  EXPECT_EQ(std::memcmp(regions->slots(), regions_->slots(), protocol::SlotRingBytes(config())), 0);
   EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
   EXPECT_EQ(core->counters().priority_updates_applied, 1u);
   EXPECT_EQ(core->counters().checkpoints_written, 0u);  // counted after the write
@@ -114,15 +114,15 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
   const StepResult r = core->Step();
   EXPECT_EQ(r.ingested, 2u);
   EXPECT_EQ(core->counters().abandoned_slots, 1u);
-  EXPECT_EQ(core->memory().sequence(SlotIndex(config(), committed_)), committed_);
-  EXPECT_FALSE(core->memory().valid(SlotIndex(config(), pending_)));
+  EXPECT_EQ(core->memory().sequence(protocol::SlotIndex(config(), committed_)), committed_);
+  EXPECT_FALSE(core->memory().valid(protocol::SlotIndex(config(), pending_)));
   EXPECT_EQ(core->ingest_cursor(), committed_ + 1);
-  EXPECT_TRUE(CheckStagedBatch(config(), ReadStagingSlot(*regions, 0).data(), 0, 2).ok());
+  EXPECT_TRUE(protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions, 0).data(), 0, 2).ok());
 }
 
 TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
   RunForAWhile();
-  regions_->slot(5)[sizeof(SlotHeader) + 3] ^= 0xFF;  // an actor mid-write
+  regions_->slot(5)[sizeof(protocol::SlotHeader) + 3] ^= 0xFF;  // an actor mid-write
   ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
@@ -146,7 +146,7 @@ TEST_F(CheckpointTest, ACorruptedFileIsRejectedAndLeavesTheMemoryEmpty) {
   EXPECT_EQ(core->memory().size(), 0u);
   EXPECT_EQ(core->epoch(), 1u);
   for (uint64_t i = 0; i < config().capacity; ++i) {
-    ASSERT_EQ(regions->commits()[i], kNeverCommitted);
+    ASSERT_EQ(regions->commits()[i], protocol::kNeverCommitted);
   }
 }
 
@@ -172,7 +172,7 @@ TEST_F(CheckpointTest, AFileThatIsNotACheckpointIsRejected) {
 TEST_F(CheckpointTest, AMismatchedLayoutIsRefusedWithTheFieldNamed) {
   RunForAWhile();
   ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
-  LayoutConfig other = SmallConfig();
+  protocol::LayoutConfig other = SmallConfig();
   other.batch_size = 4;
   auto regions = ReplayRegions::Create(other).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
@@ -218,4 +218,4 @@ TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 class RealClock : public Clock {
@@ -38,4 +38,4 @@ void FakeClock::Advance(absl::Duration d) {
   now_ += d;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

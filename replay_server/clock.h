@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 class Clock {
  public:
@@ -40,6 +40,6 @@ class FakeClock : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch() + absl::Hours(1);
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_CLOCK_H_

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 struct ReplayCounters {
   // Ingest.
@@ -40,6 +40,6 @@ inline constexpr int kNumReplayCounters = 16;
 static_assert(sizeof(ReplayCounters) == kNumReplayCounters * sizeof(uint64_t),
               "ReplayCounters is checkpointed as an array of u64");
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_COUNTERS_H_

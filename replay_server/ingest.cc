@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 absl::Status IngestOptions::Validate() const {
   if (abandon_timeout < absl::ZeroDuration()) {
@@ -21,8 +21,8 @@ absl::Status IngestOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Ingest::Ingest(const LayoutConfig& config, const IngestOptions& options, ControlBlock* control,
-               const uint8_t* slots, const uint64_t* commits, ReplayMemory* memory,
+Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& options, protocol::ControlBlock* control,
+               const uint8_t* slots, const uint64_t* commits, replay::ReplayMemory* memory,
                ReplayCounters* counters, Clock* clock)
     : config_(config),
       options_(options),
@@ -49,7 +49,7 @@ uint64_t Ingest::Step() {
   const uint64_t mask = config_.slot_mask();
   // Evict ahead (see ingest.h). Every sequence from the cursor on is not
   // ingested yet, so a valid occupant of its slot is an older sequence.
-  const uint64_t writable_end = std::min(tail, cursor_ + ActorWindow(config_));
+  const uint64_t writable_end = std::min(tail, cursor_ + protocol::ActorWindow(config_));
   for (uint64_t s = std::max(evicted_through_, cursor_); s < writable_end; ++s) {
     memory_->Remove(s & mask);
   }
@@ -60,9 +60,9 @@ uint64_t Ingest::Step() {
     const uint64_t index = q & mask;
     const uint8_t* slot = slots_ + index * config_.slot_size;
     const uint64_t commit = LoadAcquire(&commits_[index]);
-    if (commit == CommitValue(q)) {
-      if (VerifySlot(slot, config_.slot_size, q) == SlotCheck::kOk) {
-        SlotHeader header;
+    if (commit == protocol::CommitValue(q)) {
+      if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
+        protocol::SlotHeader header;
         std::memcpy(&header, slot, sizeof(header));
         memory_->Insert(index, q, header.initial_priority);
         ++counters_->inserted;
@@ -70,7 +70,7 @@ uint64_t Ingest::Step() {
         memory_->Remove(index);
         ++counters_->torn_slots;
       }
-    } else if (commit > CommitValue(q)) {
+    } else if (commit > protocol::CommitValue(q)) {
       // A later sequence has been committed into the slot: q was lapped.
       memory_->Remove(index);
       ++counters_->overrun_slots;
@@ -99,4 +99,4 @@ uint64_t Ingest::Step() {
   return handled;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

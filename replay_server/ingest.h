@@ -49,10 +49,10 @@
 #include "absl/time/time.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
-#include "replay_server/layout.h"
-#include "replay_server/replay_memory.h"
+#include "protocol/layout.h"
+#include "replay/replay_memory.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 struct IngestOptions {
   // How long a reserved sequence may stay uncommitted, while ingest waits at
@@ -72,8 +72,8 @@ class Ingest {
   // (capacity * slot_size bytes), `commits` (capacity words) laid out for
   // `config`; `memory` (capacity == config.capacity), `counters`, `clock`.
   // REQUIRES: options.Validate() and config.Validate() are OK.
-  Ingest(const LayoutConfig& config, const IngestOptions& options, ControlBlock* control,
-         const uint8_t* slots, const uint64_t* commits, ReplayMemory* memory,
+  Ingest(const protocol::LayoutConfig& config, const IngestOptions& options, protocol::ControlBlock* control,
+         const uint8_t* slots, const uint64_t* commits, replay::ReplayMemory* memory,
          ReplayCounters* counters, Clock* clock);
 
   // Handles up to max_per_step sequences; returns how many (ingested,
@@ -94,12 +94,12 @@ class Ingest {
  private:
   void Publish();
 
-  const LayoutConfig config_;
+  const protocol::LayoutConfig config_;
   const IngestOptions options_;
-  ControlBlock* const control_;
+  protocol::ControlBlock* const control_;
   const uint8_t* const slots_;
   const uint64_t* const commits_;
-  ReplayMemory* const memory_;
+  replay::ReplayMemory* const memory_;
   ReplayCounters* const counters_;
   Clock* const clock_;
 
@@ -116,6 +116,6 @@ class Ingest {
   uint64_t waiting_tail_ = 0;
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_INGEST_H_

@@ -7,10 +7,10 @@
 
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "replay_server/shared_words.h"
-#include "replay_server/test_util.h"
+#include "common/shared_words.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::Commit;
@@ -27,11 +27,11 @@ class IngestTest : public ::testing::Test {
     auto regions = ReplayRegions::Create(SmallConfig());
     ASSERT_TRUE(regions.ok()) << regions.status();
     regions_ = std::move(regions).value();
-    ReplayMemoryOptions mo;
+    replay::ReplayMemoryOptions mo;
     mo.capacity = SmallConfig().capacity;
     mo.alpha = 1.0;
     mo.priority_epsilon = 0.5;
-    memory_ = ReplayMemory::Create(mo).value();
+    memory_ = replay::ReplayMemory::Create(mo).value();
     IngestOptions options;
     options.abandon_timeout = kAbandonTimeout;
     options.max_per_step = 1000;
@@ -50,7 +50,7 @@ class IngestTest : public ::testing::Test {
   uint64_t capacity() const { return regions_->config().capacity; }
 
   std::unique_ptr<ReplayRegions> regions_;
-  std::unique_ptr<ReplayMemory> memory_;
+  std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   FakeClock clock_;
   std::unique_ptr<Ingest> ingest_;
@@ -80,7 +80,7 @@ TEST_F(IngestTest, WaitsForAReservedSlotThenSkipsItAsAbandonedAfterTheTimeout) {
   EXPECT_EQ(ingest_->Step(), 3u);
   EXPECT_EQ(counters_.abandoned_slots, 1u);
   EXPECT_EQ(counters_.inserted, 2u);
-  EXPECT_FALSE(memory_->valid(SlotIndex(regions_->config(), dead)));
+  EXPECT_FALSE(memory_->valid(protocol::SlotIndex(regions_->config(), dead)));
   EXPECT_EQ(published_cursor(), 3u);
 }
 
@@ -92,7 +92,7 @@ TEST_F(IngestTest, ADeadActorsWholeBatchIsAbandonedAfterOneTimeout) {
   EXPECT_EQ(ingest_->Step(), 33u);  // all 32 at once, then the live one
   EXPECT_EQ(counters_.abandoned_slots, 32u);
   EXPECT_EQ(counters_.inserted, 1u);
-  EXPECT_TRUE(memory_->valid(SlotIndex(regions_->config(), after)));
+  EXPECT_TRUE(memory_->valid(protocol::SlotIndex(regions_->config(), after)));
   EXPECT_EQ(ingest_->cursor(), first + 33);
 }
 
@@ -127,7 +127,7 @@ TEST_F(IngestTest, ASlowActorThatCommitsBeforeTheTimeoutIsIngested) {
 TEST_F(IngestTest, RejectsASlotWithABadChecksum) {
   const uint64_t q = Reserve(*regions_, 1);
   WriteSlot(*regions_, q, 1.f, 128);
-  regions_->slot(q)[sizeof(SlotHeader) + 40] ^= 0x01;
+  regions_->slot(q)[sizeof(protocol::SlotHeader) + 40] ^= 0x01;
   Commit(*regions_, q);
   EXPECT_EQ(ingest_->Step(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
@@ -160,8 +160,8 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   for (uint64_t k = 1; k < capacity(); ++k) Insert(*regions_, 1.f);
   ASSERT_EQ(ingest_->Step(), capacity() - 1);
   const uint64_t q = Reserve(*regions_, 1);
-  ASSERT_EQ(SlotIndex(regions_->config(), q), SlotIndex(regions_->config(), old_q));
-  uint8_t* slot = regions_->slot(SlotIndex(regions_->config(), q));
+  ASSERT_EQ(protocol::SlotIndex(regions_->config(), q), protocol::SlotIndex(regions_->config(), old_q));
+  uint8_t* slot = regions_->slot(protocol::SlotIndex(regions_->config(), q));
   std::vector<uint8_t> before(slot, slot + regions_->config().slot_size);
   WriteSlot(*regions_, q, 1.f, 128);
   std::memcpy(slot + 96, before.data() + 96, regions_->config().slot_size - 96);
@@ -170,13 +170,13 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(counters_.inserted, capacity());
   // The previous occupant was evicted with its slot.
-  EXPECT_FALSE(memory_->valid(SlotIndex(regions_->config(), q)));
+  EXPECT_FALSE(memory_->valid(protocol::SlotIndex(regions_->config(), q)));
 }
 
 TEST_F(IngestTest, RejectsALengthThatDoesNotFitTheSlot) {
   const uint64_t q = Reserve(*regions_, 1);
   WriteSlot(*regions_, q, 1.f, 128);
-  SlotHeader h;
+  protocol::SlotHeader h;
   std::memcpy(&h, regions_->slot(q), sizeof(h));
   h.payload_length = regions_->config().slot_size;  // would read past the slot
   std::memcpy(regions_->slot(q), &h, sizeof(h));
@@ -225,7 +225,7 @@ TEST_F(IngestTest, EvictsTheOccupantsOfSlotsActorsMayBeRewriting) {
 }
 
 TEST_F(IngestTest, EvictsAheadOnlyWithinTheActorWindow) {
-  LayoutConfig config = SmallConfig();
+  protocol::LayoutConfig config = SmallConfig();
   config.actor_window = 8;
   regions_ = ReplayRegions::Create(config).value();
   MakeIngest(IngestOptions{});
@@ -275,4 +275,4 @@ TEST(IngestOptionsTest, RejectsBadValues) {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

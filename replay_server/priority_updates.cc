@@ -5,65 +5,65 @@
 #include <algorithm>
 #include <cstring>
 
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
-PriorityUpdates::PriorityUpdates(const LayoutConfig& config, const uint8_t* mailbox,
-                                 ReplayMemory* memory, ReplayCounters* counters)
+PriorityUpdates::PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox,
+                                 replay::ReplayMemory* memory, ReplayCounters* counters)
     : config_(config),
       mailbox_(mailbox),
       memory_(memory),
       counters_(counters),
-      entry_(MailboxEntryStride(config)) {}
+      entry_(protocol::MailboxEntryStride(config)) {}
 
 PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t epoch) {
-  const uint8_t* entry = mailbox_ + MailboxEntryOffset(config_, batch_number);
+  const uint8_t* entry = mailbox_ + protocol::MailboxEntryOffset(config_, batch_number);
   const auto* commit =
-      reinterpret_cast<const uint64_t*>(entry + MailboxCommitOffset(config_));
-  if (LoadAcquire(commit) != BatchCommitValue(batch_number)) return Result::kNotReady;
+      reinterpret_cast<const uint64_t*>(entry + protocol::MailboxCommitOffset(config_));
+  if (LoadAcquire(commit) != protocol::BatchCommitValue(batch_number)) return Result::kNotReady;
 
-  CopyFromShared(entry_.data(), entry, sizeof(MailboxHeader));
-  MailboxHeader header;
+  CopyFromShared(entry_.data(), entry, sizeof(protocol::MailboxHeader));
+  protocol::MailboxHeader header;
   std::memcpy(&header, entry_.data(), sizeof(header));
   if (header.batch_number != batch_number || header.epoch != epoch ||
       header.count > config_.batch_size) {
     ++counters_->mailbox_rejects;
     return Result::kRejected;
   }
-  const uint64_t records_bytes = uint64_t{header.count} * sizeof(PriorityRecord);
-  CopyFromShared(entry_.data() + MailboxRecordsOffset(config_),
-                 entry + MailboxRecordsOffset(config_), records_bytes);
-  if (MailboxChecksum(config_, entry_.data(), header.count) != header.checksum) {
+  const uint64_t records_bytes = uint64_t{header.count} * sizeof(protocol::PriorityRecord);
+  CopyFromShared(entry_.data() + protocol::MailboxRecordsOffset(config_),
+                 entry + protocol::MailboxRecordsOffset(config_), records_bytes);
+  if (protocol::MailboxChecksum(config_, entry_.data(), header.count) != header.checksum) {
     ++counters_->mailbox_rejects;
     return Result::kRejected;
   }
-  const uint8_t* records = entry_.data() + MailboxRecordsOffset(config_);
+  const uint8_t* records = entry_.data() + protocol::MailboxRecordsOffset(config_);
   auto record_at = [records](uint32_t k) {
-    PriorityRecord record;
-    std::memcpy(&record, records + k * sizeof(PriorityRecord), sizeof(record));
+    protocol::PriorityRecord record;
+    std::memcpy(&record, records + k * sizeof(protocol::PriorityRecord), sizeof(record));
     return record;
   };
   // Scattered indices: prefetch a few records ahead so the misses overlap.
   constexpr uint32_t kPrefetchDistance = 8;
   for (uint32_t k = 0; k < std::min(kPrefetchDistance, header.count); ++k) {
-    const PriorityRecord ahead = record_at(k);
+    const protocol::PriorityRecord ahead = record_at(k);
     if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
   }
   for (uint32_t k = 0; k < header.count; ++k) {
     if (k + kPrefetchDistance < header.count) {
-      const PriorityRecord ahead = record_at(k + kPrefetchDistance);
+      const protocol::PriorityRecord ahead = record_at(k + kPrefetchDistance);
       if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
     }
-    const PriorityRecord record = record_at(k);
+    const protocol::PriorityRecord record = record_at(k);
     switch (memory_->UpdatePriority(record.slot_index, record.slot_sequence, record.priority)) {
-      case ReplayMemory::UpdateResult::kApplied:
+      case replay::ReplayMemory::UpdateResult::kApplied:
         ++counters_->priority_updates_applied;
         break;
-      case ReplayMemory::UpdateResult::kStale:
+      case replay::ReplayMemory::UpdateResult::kStale:
         ++counters_->priority_updates_stale;
         break;
-      case ReplayMemory::UpdateResult::kInvalid:
+      case replay::ReplayMemory::UpdateResult::kInvalid:
         ++counters_->priority_updates_invalid;
         break;
     }
@@ -71,4 +71,4 @@ PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t
   return Result::kApplied;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -13,7 +13,7 @@
 // still consumed: the learner believes it answered, so waiting for another
 // answer would stall sampling forever.
 //
-// The learner side builds entries with EncodePriorityUpdate() (layout.h).
+// The learner side builds entries with EncodePriorityUpdate() (protocol/mailbox.h).
 //
 // Thread safety: none; one thread (the replay core) owns a PriorityUpdates.
 // Consume() never blocks and never allocates.
@@ -26,10 +26,10 @@
 
 #include "absl/status/status.h"
 #include "replay_server/counters.h"
-#include "replay_server/layout.h"
-#include "replay_server/replay_memory.h"
+#include "protocol/layout.h"
+#include "replay/replay_memory.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 class PriorityUpdates {
  public:
@@ -41,7 +41,7 @@ class PriorityUpdates {
 
   // `mailbox` (MailboxBytes(config)), `memory` and `counters` are not owned
   // and must outlive this object. REQUIRES: config.Validate() is OK.
-  PriorityUpdates(const LayoutConfig& config, const uint8_t* mailbox, ReplayMemory* memory,
+  PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox, replay::ReplayMemory* memory,
                   ReplayCounters* counters);
 
   // Consumes the update for batch `batch_number` of epoch `epoch` if it has
@@ -49,13 +49,13 @@ class PriorityUpdates {
   Result Consume(uint64_t batch_number, uint64_t epoch);
 
  private:
-  const LayoutConfig config_;
+  const protocol::LayoutConfig config_;
   const uint8_t* const mailbox_;
-  ReplayMemory* const memory_;
+  replay::ReplayMemory* const memory_;
   ReplayCounters* const counters_;
   std::vector<uint8_t> entry_;  // private copy of one entry
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_PRIORITY_UPDATES_H_

@@ -8,10 +8,10 @@
 
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "replay_server/shared_words.h"
-#include "replay_server/test_util.h"
+#include "common/shared_words.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::SmallConfig;
@@ -24,26 +24,26 @@ class PriorityUpdatesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     regions_ = ReplayRegions::Create(SmallConfig()).value();
-    ReplayMemoryOptions mo;
+    replay::ReplayMemoryOptions mo;
     mo.capacity = SmallConfig().capacity;
     mo.alpha = 1.0;
     mo.priority_epsilon = 0.5;
-    memory_ = ReplayMemory::Create(mo).value();
+    memory_ = replay::ReplayMemory::Create(mo).value();
     for (uint64_t i = 0; i < 8; ++i) memory_->Insert(i, 100 + i, 0.5f);
     updates_ = std::make_unique<PriorityUpdates>(config(), regions_->mailbox(), memory_.get(),
                                                  &counters_);
   }
-  const LayoutConfig& config() const { return regions_->config(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
 
   std::unique_ptr<ReplayRegions> regions_;
-  std::unique_ptr<ReplayMemory> memory_;
+  std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   std::unique_ptr<PriorityUpdates> updates_;
 };
 
 TEST_F(PriorityUpdatesTest, IsNotReadyUntilTheCommitLineNamesTheBatch) {
   EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kNotReady);
-  const PriorityRecord r{101, 1, 3.5f};
+  const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
   // Mailbox entry 0 answers batch 0, not batch depth (the same entry).
   EXPECT_EQ(updates_->Consume(config().staging_depth, kEpoch), Result::kNotReady);
@@ -54,7 +54,7 @@ TEST_F(PriorityUpdatesTest, IsNotReadyUntilTheCommitLineNamesTheBatch) {
 
 TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
   memory_->Insert(2, 102 + config().capacity, 0.5f);  // slot 2 was overwritten
-  const std::vector<PriorityRecord> records = {
+  const std::vector<protocol::PriorityRecord> records = {
       {100, 0, 1.5f},                      // applied
       {102, 2, 9.5f},                      // stale: slot 2 holds a later sequence
       {103, 3, -1.f},                      // invalid priority
@@ -73,29 +73,29 @@ TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
 }
 
 TEST_F(PriorityUpdatesTest, RejectsAnEntryWithABadChecksumWithoutApplyingIt) {
-  const PriorityRecord r{101, 1, 3.5f};
+  const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
-  regions_->mailbox_entry(0)[MailboxRecordsOffset(config()) + 12] ^= 0x40;  // priority bits
+  regions_->mailbox_entry(0)[protocol::MailboxRecordsOffset(config()) + 12] ^= 0x40;  // priority bits
   EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
   EXPECT_EQ(counters_.mailbox_rejects, 1u);
   EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 1.0);
 }
 
 TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyRecords) {
-  const PriorityRecord r{101, 1, 3.5f};
+  const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch - 1, {&r, 1});
   EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
 
   // Header batch number disagrees with the commit line.
   WriteUpdate(*regions_, 1, kEpoch, {&r, 1});
   uint8_t* entry = regions_->mailbox_entry(1);
-  const uint64_t commit_for_3 = BatchCommitValue(3);
-  StoreRelease(reinterpret_cast<uint64_t*>(entry + MailboxCommitOffset(config())), commit_for_3);
+  const uint64_t commit_for_3 = protocol::BatchCommitValue(3);
+  StoreRelease(reinterpret_cast<uint64_t*>(entry + protocol::MailboxCommitOffset(config())), commit_for_3);
   EXPECT_EQ(updates_->Consume(3, kEpoch), Result::kRejected);
 
   // A count beyond batch_size is never trusted for a copy.
   WriteUpdate(*regions_, 2, kEpoch, {&r, 1});
-  MailboxHeader header;
+  protocol::MailboxHeader header;
   std::memcpy(&header, regions_->mailbox_entry(2), sizeof(header));
   header.count = config().batch_size + 1;
   std::memcpy(regions_->mailbox_entry(2), &header, sizeof(header));
@@ -111,15 +111,15 @@ TEST_F(PriorityUpdatesTest, AnEmptyUpdateIsAppliedAndReleasesTheBatch) {
 }
 
 TEST(EncodePriorityUpdateTest, RefusesTooManyRecordsOrASmallBuffer) {
-  const LayoutConfig c = SmallConfig();
-  std::vector<PriorityRecord> records(c.batch_size + 1);
-  std::vector<uint8_t> entry(MailboxEntryStride(c));
-  EXPECT_FALSE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+  const protocol::LayoutConfig c = SmallConfig();
+  std::vector<protocol::PriorityRecord> records(c.batch_size + 1);
+  std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
+  EXPECT_FALSE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
   records.resize(1);
-  std::vector<uint8_t> small(MailboxEntryStride(c) - 1);
-  EXPECT_FALSE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(small)).ok());
-  EXPECT_TRUE(EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+  std::vector<uint8_t> small(protocol::MailboxEntryStride(c) - 1);
+  EXPECT_FALSE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(small)).ok());
+  EXPECT_TRUE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

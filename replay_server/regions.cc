@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 absl::Status ReplayRegions::Map(uint64_t bytes, const char* what, Buffer* out) {
-  const uint64_t mapped = RoundUp(bytes, kRegionAlignment);
+  const uint64_t mapped = protocol::RoundUp(bytes, protocol::kRegionAlignment);
   // Anonymous private mappings are page-aligned and zero-filled.
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -31,23 +31,23 @@ void ReplayRegions::Unmap(Buffer* buffer) {
   buffer->data = nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(const LayoutConfig& config) {
+absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(const protocol::LayoutConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ReplayRegions> r(new ReplayRegions(config));
-  RETURN_IF_ERROR(Map(ControlRegionBytes(config), "control", &r->control_));
-  RETURN_IF_ERROR(Map(SlotRingBytes(config), "slot ring", &r->slots_));
-  RETURN_IF_ERROR(Map(CommitWordsBytes(config), "commit words", &r->commits_));
-  RETURN_IF_ERROR(Map(StagingRingBytes(config), "staging ring", &r->staging_));
-  RETURN_IF_ERROR(Map(MailboxBytes(config), "priority mailbox", &r->mailbox_));
-  RETURN_IF_ERROR(Map(ParamsRegionBytes(config), "params", &r->params_));
-  RETURN_IF_ERROR(Map(StatsRegionBytes(config), "stats", &r->stats_));
-  if (ActorsRegionBytes(config) > 0) {
-    RETURN_IF_ERROR(Map(ActorsRegionBytes(config), "actors", &r->actors_));
+  RETURN_IF_ERROR(Map(protocol::ControlRegionBytes(config), "control", &r->control_));
+  RETURN_IF_ERROR(Map(protocol::SlotRingBytes(config), "slot ring", &r->slots_));
+  RETURN_IF_ERROR(Map(protocol::CommitWordsBytes(config), "commit words", &r->commits_));
+  RETURN_IF_ERROR(Map(protocol::StagingRingBytes(config), "staging ring", &r->staging_));
+  RETURN_IF_ERROR(Map(protocol::MailboxBytes(config), "priority mailbox", &r->mailbox_));
+  RETURN_IF_ERROR(Map(protocol::ParamsRegionBytes(config), "params", &r->params_));
+  RETURN_IF_ERROR(Map(protocol::StatsRegionBytes(config), "stats", &r->stats_));
+  if (protocol::ActorsRegionBytes(config) > 0) {
+    RETURN_IF_ERROR(Map(protocol::ActorsRegionBytes(config), "actors", &r->actors_));
   }
-  ControlHeader& header = r->control()->header;
-  header.magic = kMagic;
-  header.layout_version = kLayoutVersion;
-  header.control_block_size = sizeof(ControlBlock);
+  protocol::ControlHeader& header = r->control()->header;
+  header.magic = protocol::kMagic;
+  header.layout_version = protocol::kLayoutVersion;
+  header.control_block_size = sizeof(protocol::ControlBlock);
   header.config = config;
   r->stats()->capacity = config.capacity;
   return r;
@@ -59,52 +59,52 @@ ReplayRegions::~ReplayRegions() {
   }
 }
 
-void* ReplayRegions::region(RegionKind kind) const {
+void* ReplayRegions::region(protocol::RegionKind kind) const {
   switch (kind) {
-    case RegionKind::kControl:
+    case protocol::RegionKind::kControl:
       return control_.data;
-    case RegionKind::kTail:
-      return control_.data + kTailOffset;
-    case RegionKind::kSlots:
+    case protocol::RegionKind::kTail:
+      return control_.data + protocol::kTailOffset;
+    case protocol::RegionKind::kSlots:
       return slots_.data;
-    case RegionKind::kCommits:
+    case protocol::RegionKind::kCommits:
       return commits_.data;
-    case RegionKind::kStaging:
+    case protocol::RegionKind::kStaging:
       return staging_.data;
-    case RegionKind::kMailbox:
+    case protocol::RegionKind::kMailbox:
       return mailbox_.data;
-    case RegionKind::kParams:
+    case protocol::RegionKind::kParams:
       return params_.data;
-    case RegionKind::kStats:
+    case protocol::RegionKind::kStats:
       return stats_.data;
-    case RegionKind::kActors:
+    case protocol::RegionKind::kActors:
       return actors_.data;
   }
   return nullptr;
 }
 
-uint64_t ReplayRegions::region_bytes(RegionKind kind) const {
+uint64_t ReplayRegions::region_bytes(protocol::RegionKind kind) const {
   switch (kind) {
-    case RegionKind::kControl:
+    case protocol::RegionKind::kControl:
       return control_.bytes;
-    case RegionKind::kTail:
-      return kTailLineBytes;
-    case RegionKind::kSlots:
+    case protocol::RegionKind::kTail:
+      return protocol::kTailLineBytes;
+    case protocol::RegionKind::kSlots:
       return slots_.bytes;
-    case RegionKind::kCommits:
+    case protocol::RegionKind::kCommits:
       return commits_.bytes;
-    case RegionKind::kStaging:
+    case protocol::RegionKind::kStaging:
       return staging_.bytes;
-    case RegionKind::kMailbox:
+    case protocol::RegionKind::kMailbox:
       return mailbox_.bytes;
-    case RegionKind::kParams:
+    case protocol::RegionKind::kParams:
       return params_.bytes;
-    case RegionKind::kStats:
+    case protocol::RegionKind::kStats:
       return stats_.bytes;
-    case RegionKind::kActors:
+    case protocol::RegionKind::kActors:
       return actors_.bytes;
   }
   return 0;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

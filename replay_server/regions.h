@@ -4,13 +4,13 @@
 // LayoutConfig.
 //
 // ReplayRegions owns one page-aligned, zero-filled buffer per region (see
-// layout.h) and writes the control block's header (magic, version, config).
+// protocol/layout.h) and writes the control block's header (magic, version, config).
 // It knows nothing of RDMA: the server binary registers these buffers with
 // verbs (region(kind) / region_bytes(kind)); the learner's baseline mode can
 // use a ReplayRegions as its local mirror of the slot ring.
 //
 // Thread safety: the accessors are const and thread-safe; what is done with
-// the memory is governed by the protocols in layout.h.
+// the memory is governed by the protocols of protocol/README.md.
 
 #ifndef DREPLAY_REPLAY_SERVER_REGIONS_H_
 #define DREPLAY_REPLAY_SERVER_REGIONS_H_
@@ -20,47 +20,47 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "replay_server/layout.h"
+#include "protocol/layout.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 class ReplayRegions {
  public:
   // Validates `config` (InvalidArgument) and allocates every region
   // (ResourceExhausted when the memory cannot be mapped).
-  static absl::StatusOr<std::unique_ptr<ReplayRegions>> Create(const LayoutConfig& config);
+  static absl::StatusOr<std::unique_ptr<ReplayRegions>> Create(const protocol::LayoutConfig& config);
   // Unmaps the buffers. REQUIRES: nothing (no NIC registration, no thread)
   // uses them any more.
   ~ReplayRegions();
   ReplayRegions(const ReplayRegions&) = delete;
   ReplayRegions& operator=(const ReplayRegions&) = delete;
 
-  const LayoutConfig& config() const { return config_; }
+  const protocol::LayoutConfig& config() const { return config_; }
 
   // The buffer a region kind is registered from, and its length in bytes.
   // kTail is the TailLine inside the control block; kActors is null / 0
   // when config.max_actors is 0.
-  void* region(RegionKind kind) const;
-  uint64_t region_bytes(RegionKind kind) const;
+  void* region(protocol::RegionKind kind) const;
+  uint64_t region_bytes(protocol::RegionKind kind) const;
 
-  ControlBlock* control() const { return reinterpret_cast<ControlBlock*>(control_.data); }
+  protocol::ControlBlock* control() const { return reinterpret_cast<protocol::ControlBlock*>(control_.data); }
   uint64_t* tail_word() const { return &control()->tail.tail; }
   uint8_t* slots() const { return slots_.data; }
   uint64_t* commits() const { return reinterpret_cast<uint64_t*>(commits_.data); }
   uint8_t* staging() const { return staging_.data; }
   uint8_t* mailbox() const { return mailbox_.data; }
   uint8_t* params() const { return params_.data; }
-  StatsBlock* stats() const { return reinterpret_cast<StatsBlock*>(stats_.data); }
+  protocol::StatsBlock* stats() const { return reinterpret_cast<protocol::StatsBlock*>(stats_.data); }
   // Null when config.max_actors is 0.
   uint8_t* actors() const { return actors_.data; }
 
   // REQUIRES: index < capacity (use SlotIndex() for a sequence number).
   uint8_t* slot(uint64_t index) const { return slots_.data + index * config_.slot_size; }
   uint8_t* staging_slot(uint64_t batch_number) const {
-    return staging_.data + StagingSlotOffset(config_, batch_number);
+    return staging_.data + protocol::StagingSlotOffset(config_, batch_number);
   }
   uint8_t* mailbox_entry(uint64_t batch_number) const {
-    return mailbox_.data + MailboxEntryOffset(config_, batch_number);
+    return mailbox_.data + protocol::MailboxEntryOffset(config_, batch_number);
   }
 
  private:
@@ -72,12 +72,12 @@ class ReplayRegions {
   static absl::Status Map(uint64_t bytes, const char* what, Buffer* out);
   static void Unmap(Buffer* buffer);
 
-  explicit ReplayRegions(const LayoutConfig& config) : config_(config) {}
+  explicit ReplayRegions(const protocol::LayoutConfig& config) : config_(config) {}
 
-  const LayoutConfig config_;
+  const protocol::LayoutConfig config_;
   Buffer control_, slots_, commits_, staging_, mailbox_, params_, stats_, actors_;
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_REGIONS_H_

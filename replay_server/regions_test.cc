@@ -5,48 +5,48 @@
 #include <cstdint>
 
 #include "gtest/gtest.h"
-#include "replay_server/test_util.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 TEST(ReplayRegionsTest, AllocatesEveryRegionPageAlignedZeroedAndSizedByTheLayout) {
-  LayoutConfig config = testing::SmallConfig();
+  protocol::LayoutConfig config = testing::SmallConfig();
   config.max_actors = 3;
   auto regions = ReplayRegions::Create(config);
   ASSERT_TRUE(regions.ok()) << regions.status();
   const ReplayRegions& r = **regions;
   const struct {
-    RegionKind kind;
+    protocol::RegionKind kind;
     uint64_t bytes;
   } expected[] = {
-      {RegionKind::kControl, sizeof(ControlBlock)},
-      {RegionKind::kSlots, SlotRingBytes(config)},
-      {RegionKind::kCommits, CommitWordsBytes(config)},
-      {RegionKind::kStaging, StagingRingBytes(config)},
-      {RegionKind::kMailbox, MailboxBytes(config)},
-      {RegionKind::kParams, ParamsRegionBytes(config)},
-      {RegionKind::kStats, sizeof(StatsBlock)},
-      {RegionKind::kActors, 3 * sizeof(ActorLine)},
+      {protocol::RegionKind::kControl, sizeof(protocol::ControlBlock)},
+      {protocol::RegionKind::kSlots, protocol::SlotRingBytes(config)},
+      {protocol::RegionKind::kCommits, protocol::CommitWordsBytes(config)},
+      {protocol::RegionKind::kStaging, protocol::StagingRingBytes(config)},
+      {protocol::RegionKind::kMailbox, protocol::MailboxBytes(config)},
+      {protocol::RegionKind::kParams, protocol::ParamsRegionBytes(config)},
+      {protocol::RegionKind::kStats, sizeof(protocol::StatsBlock)},
+      {protocol::RegionKind::kActors, 3 * sizeof(protocol::ActorLine)},
   };
   for (const auto& e : expected) {
-    SCOPED_TRACE(RegionKindName(e.kind));
+    SCOPED_TRACE(protocol::RegionKindName(e.kind));
     ASSERT_NE(r.region(e.kind), nullptr);
     EXPECT_EQ(r.region_bytes(e.kind), e.bytes);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(r.region(e.kind)) % kRegionAlignment, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(r.region(e.kind)) % protocol::kRegionAlignment, 0u);
   }
   for (uint64_t i = 0; i < config.capacity; ++i) ASSERT_EQ(r.commits()[i], 0u);
-  EXPECT_EQ(r.region(RegionKind::kTail),
-            static_cast<uint8_t*>(r.region(RegionKind::kControl)) + kTailOffset);
-  EXPECT_EQ(r.region_bytes(RegionKind::kTail), kTailLineBytes);
+  EXPECT_EQ(r.region(protocol::RegionKind::kTail),
+            static_cast<uint8_t*>(r.region(protocol::RegionKind::kControl)) + protocol::kTailOffset);
+  EXPECT_EQ(r.region_bytes(protocol::RegionKind::kTail), protocol::kTailLineBytes);
   EXPECT_EQ(r.slot(3), r.slots() + 3 * config.slot_size);
-  EXPECT_EQ(r.staging_slot(config.staging_depth + 1), r.staging() + StagingSlotStride(config));
-  EXPECT_EQ(r.mailbox_entry(1), r.mailbox() + MailboxEntryStride(config));
+  EXPECT_EQ(r.staging_slot(config.staging_depth + 1), r.staging() + protocol::StagingSlotStride(config));
+  EXPECT_EQ(r.mailbox_entry(1), r.mailbox() + protocol::MailboxEntryStride(config));
 }
 
 TEST(ReplayRegionsTest, WritesTheControlHeaderClientsCheck) {
   auto r = ReplayRegions::Create(testing::SmallConfig()).value();
-  EXPECT_TRUE(CheckControlHeader(r->control()->header).ok());
+  EXPECT_TRUE(protocol::CheckControlHeader(r->control()->header).ok());
   EXPECT_EQ(r->control()->header.config, testing::SmallConfig());
   EXPECT_EQ(r->control()->tail.tail, 0u);
 }
@@ -54,14 +54,14 @@ TEST(ReplayRegionsTest, WritesTheControlHeaderClientsCheck) {
 TEST(ReplayRegionsTest, HasNoActorsRegionWithoutActorLines) {
   auto r = ReplayRegions::Create(testing::SmallConfig()).value();
   EXPECT_EQ(r->actors(), nullptr);
-  EXPECT_EQ(r->region_bytes(RegionKind::kActors), 0u);
+  EXPECT_EQ(r->region_bytes(protocol::RegionKind::kActors), 0u);
 }
 
 TEST(ReplayRegionsTest, RejectsAnInvalidConfig) {
-  LayoutConfig config = testing::SmallConfig();
+  protocol::LayoutConfig config = testing::SmallConfig();
   config.capacity = 100;
   EXPECT_EQ(ReplayRegions::Create(config).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "replay_server/checkpoint.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 absl::Status ReplayCoreOptions::Validate() const {
-  ReplayMemoryOptions m = memory;
+  replay::ReplayMemoryOptions m = memory;
   if (m.capacity == 0) m.capacity = 1;  // the layout's capacity is checked by Create
   RETURN_IF_ERROR(m.Validate());
   RETURN_IF_ERROR(ingest.Validate());
@@ -41,23 +41,23 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* re
                                                                 const ReplayCoreOptions& options,
                                                                 Clock* clock) {
   RETURN_IF_ERROR(options.Validate());
-  const LayoutConfig& config = regions->config();
-  ReplayMemoryOptions memory_options = options.memory;
+  const protocol::LayoutConfig& config = regions->config();
+  replay::ReplayMemoryOptions memory_options = options.memory;
   if (memory_options.capacity == 0) memory_options.capacity = config.capacity;
   if (memory_options.capacity != config.capacity) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory.capacity=", memory_options.capacity, " differs from the layout's capacity=",
         config.capacity));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ReplayMemory> memory, ReplayMemory::Create(memory_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory, replay::ReplayMemory::Create(memory_options));
   return std::unique_ptr<ReplayCore>(
       new ReplayCore(regions, options, clock != nullptr ? clock : Clock::Real(), std::move(memory)));
 }
 
 ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
-                       std::unique_ptr<ReplayMemory> memory)
+                       std::unique_ptr<replay::ReplayMemory> memory)
     : regions_(regions), options_(options), clock_(clock), memory_(std::move(memory)) {
-  const LayoutConfig& config = regions_->config();
+  const protocol::LayoutConfig& config = regions_->config();
   ingest_ = std::make_unique<Ingest>(config, options_.ingest, regions_->control(),
                                      regions_->slots(), regions_->commits(), memory_.get(),
                                      &counters_, clock_);
@@ -121,7 +121,7 @@ void ReplayCore::Run(const std::atomic<bool>& stop) {
 }
 
 void ReplayCore::PublishStats() {
-  StatsBlock* s = regions_->stats();
+  protocol::StatsBlock* s = regions_->stats();
   const ReplayCounters& c = counters_;
   ++stats_generation_;
   StoreRelaxed(&s->generation_begin, stats_generation_);
@@ -175,10 +175,10 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
     PublishStats();
     return status;
   }
-  const LayoutConfig& config = regions_->config();
+  const protocol::LayoutConfig& config = regions_->config();
   // Stale batches and updates of an older epoch must not match new numbers.
-  std::memset(regions_->staging(), 0, StagingRingBytes(config));
-  std::memset(regions_->mailbox(), 0, MailboxBytes(config));
+  std::memset(regions_->staging(), 0, protocol::StagingRingBytes(config));
+  std::memset(regions_->mailbox(), 0, protocol::MailboxBytes(config));
   counters_ = state.counters;
   epoch_ = state.epoch + 1;
   StoreRelease(regions_->tail_word(), state.tail);
@@ -188,4 +188,4 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -58,14 +58,14 @@
 #include "replay_server/ingest.h"
 #include "replay_server/priority_updates.h"
 #include "replay_server/regions.h"
-#include "replay_server/replay_memory.h"
+#include "replay/replay_memory.h"
 #include "replay_server/sampler.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 struct ReplayCoreOptions {
   // memory.capacity: 0 (taken from the layout) or equal to config.capacity.
-  ReplayMemoryOptions memory;
+  replay::ReplayMemoryOptions memory;
   IngestOptions ingest;
   SamplerOptions sampler;
   // Release a staged batch without a priority update after this long
@@ -119,21 +119,21 @@ class ReplayCore {
   void PublishStats();
 
   const ReplayCounters& counters() const { return counters_; }
-  ReplayMemory& memory() { return *memory_; }
-  const ReplayMemory& memory() const { return *memory_; }
+  replay::ReplayMemory& memory() { return *memory_; }
+  const replay::ReplayMemory& memory() const { return *memory_; }
   uint64_t epoch() const { return epoch_; }
   uint64_t ingest_cursor() const { return ingest_->cursor(); }
   const Sampler& sampler() const { return *sampler_; }
 
  private:
   ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
-             std::unique_ptr<ReplayMemory> memory);
+             std::unique_ptr<replay::ReplayMemory> memory);
   uint64_t ReleaseBatches(absl::Time now);
 
   ReplayRegions* const regions_;
   const ReplayCoreOptions options_;
   Clock* const clock_;
-  std::unique_ptr<ReplayMemory> memory_;
+  std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   std::unique_ptr<Ingest> ingest_;
   std::unique_ptr<PriorityUpdates> updates_;
@@ -143,6 +143,6 @@ class ReplayCore {
   absl::Time last_stats_ = absl::InfinitePast();
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_

@@ -24,7 +24,7 @@
 #include "glog/logging.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
 DEFINE_uint64(capacity, 1 << 20, "slots in the ring (power of two)");
 DEFINE_uint64(actor_window, 0, "sequences actors may run ahead of ingest (0: capacity / 4)");
@@ -36,13 +36,13 @@ DEFINE_uint64(transitions, 4'000'000, "transitions inserted in the end-to-end ph
 DEFINE_uint32(reserve_chunk, 32, "sequences an actor reserves per fetch-add");
 DEFINE_int32(seconds, 2, "length of the sample phase");
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
-LayoutConfig Config() {
-  LayoutConfig c;
+protocol::LayoutConfig Config() {
+  protocol::LayoutConfig c;
   c.capacity = FLAGS_capacity;
-  c.slot_size = static_cast<uint32_t>(RoundUp(sizeof(SlotHeader) + FLAGS_payload, kSlotAlignment));
+  c.slot_size = static_cast<uint32_t>(protocol::RoundUp(sizeof(protocol::SlotHeader) + FLAGS_payload, protocol::kSlotAlignment));
   c.batch_size = FLAGS_batch;
   c.staging_depth = FLAGS_depth;
   c.param_bytes = 4096;
@@ -53,28 +53,28 @@ LayoutConfig Config() {
 // An actor's slot write: seal in a private buffer, copy into the ring.
 void WriteSlot(const ReplayRegions& r, uint64_t q, std::vector<uint8_t>* image,
                const std::vector<uint8_t>& payload) {
-  const LayoutConfig& c = r.config();
-  CHECK(SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f,
+  const protocol::LayoutConfig& c = r.config();
+  CHECK(protocol::SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f,
                  payload.data(), FLAGS_payload)
             .ok());
-  CopyToShared(r.slot(SlotIndex(c, q)), image->data(), c.slot_size);
+  CopyToShared(r.slot(protocol::SlotIndex(c, q)), image->data(), c.slot_size);
 }
 
 void AnswerBatch(const ReplayRegions& r, uint64_t n, uint64_t epoch, std::vector<uint8_t>* image,
-                 std::vector<uint8_t>* entry, std::vector<PriorityRecord>* records) {
-  const LayoutConfig& c = r.config();
-  BatchHeader header;
+                 std::vector<uint8_t>* entry, std::vector<protocol::PriorityRecord>* records) {
+  const protocol::LayoutConfig& c = r.config();
+  protocol::BatchHeader header;
   std::memcpy(&header, image->data(), sizeof(header));
   records->resize(header.count);
   for (uint32_t k = 0; k < header.count; ++k) {
-    BatchEntry e;
-    std::memcpy(&e, image->data() + StagingEntriesOffset(c) + k * sizeof(BatchEntry), sizeof(e));
-    (*records)[k] = PriorityRecord{e.slot_sequence, e.slot_index, 1.0f + (k % 5)};
+    protocol::BatchEntry e;
+    std::memcpy(&e, image->data() + protocol::StagingEntriesOffset(c) + k * sizeof(protocol::BatchEntry), sizeof(e));
+    (*records)[k] = protocol::PriorityRecord{e.slot_sequence, e.slot_index, 1.0f + (k % 5)};
   }
-  CHECK(EncodePriorityUpdate(c, n, epoch, *records, absl::MakeSpan(*entry)).ok());
+  CHECK(protocol::EncodePriorityUpdate(c, n, epoch, *records, absl::MakeSpan(*entry)).ok());
   uint8_t* target = r.mailbox_entry(n);
-  CopyToShared(target, entry->data(), MailboxCommitOffset(c));
-  StoreRelease(reinterpret_cast<uint64_t*>(target + MailboxCommitOffset(c)), BatchCommitValue(n));
+  CopyToShared(target, entry->data(), protocol::MailboxCommitOffset(c));
+  StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)), protocol::BatchCommitValue(n));
 }
 
 void IngestPhase() {
@@ -87,7 +87,7 @@ void IngestPhase() {
   std::vector<uint8_t> payload(FLAGS_payload, 7);
   for (uint64_t q = 0; q < n; ++q) {
     WriteSlot(*regions, q, &image, payload);
-    StoreRelease(&regions->commits()[q], CommitValue(q));
+    StoreRelease(&regions->commits()[q], protocol::CommitValue(q));
   }
   StoreRelease(regions->tail_word(), n);
   const absl::Time start = absl::Now();
@@ -102,18 +102,18 @@ void SamplePhase() {
   ReplayCoreOptions options;
   options.max_batches_per_step = FLAGS_depth;
   auto core = ReplayCore::Create(regions.get(), options).value();
-  const LayoutConfig& c = regions->config();
+  const protocol::LayoutConfig& c = regions->config();
   std::vector<uint8_t> image(c.slot_size);
   std::vector<uint8_t> payload(FLAGS_payload, 7);
   for (uint64_t q = 0; q < c.capacity; ++q) {
     WriteSlot(*regions, q, &image, payload);
-    StoreRelease(&regions->commits()[q], CommitValue(q));
+    StoreRelease(&regions->commits()[q], protocol::CommitValue(q));
   }
   StoreRelease(regions->tail_word(), c.capacity);
   while (core->ingest_cursor() < c.capacity) core->Step();
-  std::vector<uint8_t> batch(StagingSlotStride(c));
-  std::vector<uint8_t> entry(MailboxEntryStride(c));
-  std::vector<PriorityRecord> records;
+  std::vector<uint8_t> batch(protocol::StagingSlotStride(c));
+  std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
+  std::vector<protocol::PriorityRecord> records;
   uint64_t answered = core->sampler().released();
   const uint64_t first_sampled = core->counters().sampled;
   const absl::Time start = absl::Now();
@@ -139,18 +139,18 @@ void EndToEndPhase() {
   options.max_batches_per_step = FLAGS_depth;
   options.sampler.min_size_to_sample = FLAGS_batch;
   auto core = ReplayCore::Create(regions.get(), options).value();
-  const LayoutConfig& c = regions->config();
+  const protocol::LayoutConfig& c = regions->config();
   const uint64_t total = FLAGS_transitions;
   std::atomic<bool> stop_core{false}, stop_learner{false};
   std::atomic<uint64_t> learner_batches{0}, learner_bytes{0};
   std::thread core_thread([&] { core->Run(stop_core); });
   std::thread learner([&] {
-    std::vector<uint8_t> batch(StagingSlotStride(c));
-    std::vector<uint8_t> entry(MailboxEntryStride(c));
-    std::vector<PriorityRecord> records;
+    std::vector<uint8_t> batch(protocol::StagingSlotStride(c));
+    std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
+    std::vector<protocol::PriorityRecord> records;
     for (uint64_t n = 0; !stop_learner.load(std::memory_order_relaxed);) {
       CopyFromShared(batch.data(), regions->staging_slot(n), batch.size());
-      if (!CheckStagedBatch(c, batch.data(), n, 1).ok()) continue;
+      if (!protocol::CheckStagedBatch(c, batch.data(), n, 1).ok()) continue;
       AnswerBatch(*regions, n, 1, &batch, &entry, &records);
       learner_bytes += batch.size();
       ++learner_batches;
@@ -167,13 +167,13 @@ void EndToEndPhase() {
       while (next.fetch_add(FLAGS_reserve_chunk) < total) {
         const uint64_t first = FetchAdd(regions->tail_word(), FLAGS_reserve_chunk);
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
-          while (!SequenceWritable(c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
+          while (!protocol::SequenceWritable(c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
             std::this_thread::yield();
           }
           WriteSlot(*regions, q, &image, payload);
         }
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
-          StoreRelease(&regions->commits()[SlotIndex(c, q)], CommitValue(q));
+          StoreRelease(&regions->commits()[protocol::SlotIndex(c, q)], protocol::CommitValue(q));
         }
       }
     });
@@ -203,13 +203,13 @@ void EndToEndPhase() {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
-  dreplay::replay::IngestPhase();
-  dreplay::replay::SamplePhase();
-  dreplay::replay::EndToEndPhase();
+  dreplay::server::IngestPhase();
+  dreplay::server::SamplePhase();
+  dreplay::server::EndToEndPhase();
   return 0;
 }

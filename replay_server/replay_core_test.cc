@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "replay_server/shared_words.h"
-#include "replay_server/test_util.h"
+#include "common/shared_words.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::Insert;
@@ -31,16 +31,16 @@ ReplayCoreOptions TestOptions() {
   options.memory.alpha = 0.6;
   options.memory.seed = 11;
   options.sampler.min_size_to_sample = 8;
-  options.sampler.beta = BetaSchedule{0.4, 1.0, 1000};
+  options.sampler.beta = replay::BetaSchedule{0.4, 1.0, 1000};
   return options;
 }
 
-std::vector<BatchEntry> EntriesOf(const LayoutConfig& c, const std::vector<uint8_t>& image) {
-  BatchHeader header;
+std::vector<protocol::BatchEntry> EntriesOf(const protocol::LayoutConfig& c, const std::vector<uint8_t>& image) {
+  protocol::BatchHeader header;
   std::memcpy(&header, image.data(), sizeof(header));
-  std::vector<BatchEntry> entries(header.count);
-  std::memcpy(entries.data(), image.data() + StagingEntriesOffset(c),
-              entries.size() * sizeof(BatchEntry));
+  std::vector<protocol::BatchEntry> entries(header.count);
+  std::memcpy(entries.data(), image.data() + protocol::StagingEntriesOffset(c),
+              entries.size() * sizeof(protocol::BatchEntry));
   return entries;
 }
 
@@ -52,7 +52,7 @@ class ReplayCoreTest : public ::testing::Test {
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(core).value();
   }
-  const LayoutConfig& config() const { return regions_->config(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
 
   FakeClock clock_;
   std::unique_ptr<ReplayRegions> regions_;
@@ -61,8 +61,8 @@ class ReplayCoreTest : public ::testing::Test {
 
 TEST_F(ReplayCoreTest, StartsInEpochOneWithTheControlBlockFilledIn) {
   EXPECT_EQ(core_->epoch(), 1u);
-  const ControlBlock* cb = regions_->control();
-  EXPECT_TRUE(CheckControlHeader(cb->header).ok());
+  const protocol::ControlBlock* cb = regions_->control();
+  EXPECT_TRUE(protocol::CheckControlHeader(cb->header).ok());
   EXPECT_EQ(cb->header.config, config());
   EXPECT_EQ(LoadAcquire(&cb->server.epoch), 1u);
   EXPECT_EQ(LoadAcquire(&regions_->stats()->epoch), 1u);
@@ -75,7 +75,7 @@ TEST_F(ReplayCoreTest, AStepIngestsAndStagesUpToTheStagingDepth) {
   EXPECT_EQ(r.batches_staged, config().staging_depth);
   EXPECT_TRUE(r.did_work());
   for (uint64_t n = 0; n < config().staging_depth; ++n) {
-    const absl::Status s = CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1);
+    const absl::Status s = protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1);
     EXPECT_TRUE(s.ok()) << s;
   }
   EXPECT_FALSE(core_->Step().did_work());
@@ -95,8 +95,8 @@ TEST_F(ReplayCoreTest, ReusesAStagingSlotOnlyAfterTheLearnersUpdateForItsBatch) 
   WriteUpdate(*regions_, 1, 1, {});
   EXPECT_EQ(core_->Step().batches_staged, 0u);
 
-  std::vector<PriorityRecord> records;
-  for (const BatchEntry& e : EntriesOf(config(), batch0)) {
+  std::vector<protocol::PriorityRecord> records;
+  for (const protocol::BatchEntry& e : EntriesOf(config(), batch0)) {
     records.push_back({e.slot_sequence, e.slot_index, 5.f});
   }
   WriteUpdate(*regions_, 0, 1, records);
@@ -107,7 +107,7 @@ TEST_F(ReplayCoreTest, ReusesAStagingSlotOnlyAfterTheLearnersUpdateForItsBatch) 
   EXPECT_DOUBLE_EQ(core_->memory().stored_priority(records[0].slot_index),
                    core_->memory().StoredValue(5.f));
   EXPECT_TRUE(
-      CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, 1).ok());
+      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, 1).ok());
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 2u);
 }
 
@@ -128,7 +128,7 @@ TEST_F(ReplayCoreTest, UpdateTimeoutReleasesABatchTheLearnerNeverAnswered) {
 TEST_F(ReplayCoreTest, PublishesConsistentStats) {
   for (int k = 0; k < 16; ++k) Insert(*regions_, 2.f);
   core_->Step();
-  const StatsBlock* s = regions_->stats();
+  const protocol::StatsBlock* s = regions_->stats();
   EXPECT_EQ(LoadAcquire(&s->generation_begin), LoadAcquire(&s->generation_end));
   EXPECT_EQ(s->inserted, 16u);
   EXPECT_EQ(s->size, 16u);
@@ -195,7 +195,7 @@ class ReplayCoreThreadsTest : public ::testing::TestWithParam<EndToEndParams> {}
 
 TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   const EndToEndParams p = GetParam();
-  LayoutConfig config = SmallConfig();
+  protocol::LayoutConfig config = SmallConfig();
   config.capacity = p.capacity;
   config.actor_window = p.actor_window;
   config.batch_size = 16;
@@ -218,10 +218,10 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   std::atomic<uint64_t> learner_records{0};
   std::thread learner([&] {
     uint64_t n = 0;
-    std::vector<uint8_t> image(StagingSlotStride(config));
+    std::vector<uint8_t> image(protocol::StagingSlotStride(config));
     while (!stop_learner.load()) {
       CopyFromShared(image.data(), regions->staging_slot(n), image.size());
-      const absl::Status s = CheckStagedBatch(config, image.data(), n, 1);
+      const absl::Status s = protocol::CheckStagedBatch(config, image.data(), n, 1);
       if (!s.ok()) {
         if (s.code() != absl::StatusCode::kUnavailable &&
             s.code() != absl::StatusCode::kDataLoss) {
@@ -232,14 +232,14 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         std::this_thread::yield();
         continue;
       }
-      std::vector<PriorityRecord> records;
-      for (const BatchEntry& e : EntriesOf(config, image)) {
+      std::vector<protocol::PriorityRecord> records;
+      for (const protocol::BatchEntry& e : EntriesOf(config, image)) {
         const size_t k = records.size();
         const uint8_t* copy =
-            image.data() + StagingPayloadsOffset(config) + k * config.slot_size;
+            image.data() + protocol::StagingPayloadsOffset(config) + k * config.slot_size;
         const std::vector<uint8_t> expected = PayloadFor(e.slot_sequence, 128);
-        if (VerifySlot(copy, config.slot_size, e.slot_sequence) != SlotCheck::kOk ||
-            std::memcmp(copy + sizeof(SlotHeader), expected.data(), 128) != 0 ||
+        if (protocol::VerifySlot(copy, config.slot_size, e.slot_sequence) != protocol::SlotCheck::kOk ||
+            std::memcmp(copy + sizeof(protocol::SlotHeader), expected.data(), 128) != 0 ||
             !(e.weight > 0 && e.weight <= 1)) {
           ADD_FAILURE() << "batch " << n << " entry " << k << " is wrong";
           failed = true;
@@ -265,7 +265,7 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         for (uint64_t q = first; q < first + k; ++q) {
           // Never lap a slot the server has not ingested.
           const absl::Time deadline = absl::Now() + kWaitTimeout;
-          while (!SequenceWritable(config, q,
+          while (!protocol::SequenceWritable(config, q,
                                    LoadAcquire(&regions->control()->server.ingest_cursor))) {
             if (absl::Now() > deadline) {
               ADD_FAILURE() << "actor " << a << " waited too long for ingest";
@@ -328,4 +328,4 @@ INSTANTIATE_TEST_SUITE_P(
         EndToEndParams{256, 64, 4, 5000, 4}));
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -40,7 +40,7 @@
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "replay_server/client_session.h"
+#include "protocol/host_port.h"
 #include "replay_server/server.h"
 #include "verbs/verbs.h"
 
@@ -99,7 +99,7 @@ namespace google {
 extern void (*gflags_exitfunc)(int);
 }  // namespace google
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 // Exit statuses of the binary.
@@ -135,22 +135,22 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
                      "the soft provider applies it to both directions");
   }
   {
-    const absl::Status s = ParseHostPort(FLAGS_listen, &o.host, &o.port);
+    const absl::Status s = protocol::ParseHostPort(FLAGS_listen, &o.host, &o.port);
     if (!s.ok()) return FlagError("listen", FLAGS_listen, s.message());
   }
-  RETURN_IF_ERROR(CheckRange("capacity", FLAGS_capacity, kMinCapacity, kMaxCapacity));
-  RETURN_IF_ERROR(CheckRange("slot_size", FLAGS_slot_size, 1, kMaxSlotSize));
-  RETURN_IF_ERROR(CheckRange("batch_size", FLAGS_batch_size, 1, kMaxBatchSize));
-  RETURN_IF_ERROR(CheckRange("staging_depth", FLAGS_staging_depth, 1, kMaxStagingDepth));
-  RETURN_IF_ERROR(CheckRange("param_bytes", FLAGS_param_bytes, 0, kMaxParamBytes));
+  RETURN_IF_ERROR(CheckRange("capacity", FLAGS_capacity, protocol::kMinCapacity, protocol::kMaxCapacity));
+  RETURN_IF_ERROR(CheckRange("slot_size", FLAGS_slot_size, 1, protocol::kMaxSlotSize));
+  RETURN_IF_ERROR(CheckRange("batch_size", FLAGS_batch_size, 1, protocol::kMaxBatchSize));
+  RETURN_IF_ERROR(CheckRange("staging_depth", FLAGS_staging_depth, 1, protocol::kMaxStagingDepth));
+  RETURN_IF_ERROR(CheckRange("param_bytes", FLAGS_param_bytes, 0, protocol::kMaxParamBytes));
   RETURN_IF_ERROR(CheckRange("observation_size", FLAGS_observation_size, 0, UINT32_MAX));
   RETURN_IF_ERROR(CheckRange("num_actions", FLAGS_num_actions, 0, UINT32_MAX));
-  RETURN_IF_ERROR(CheckRange("max_actors", FLAGS_max_actors, 0, kMaxActors));
+  RETURN_IF_ERROR(CheckRange("max_actors", FLAGS_max_actors, 0, protocol::kMaxActors));
   RETURN_IF_ERROR(CheckRange("actor_window", FLAGS_actor_window, 0, FLAGS_capacity));
   RETURN_IF_ERROR(CheckRange("beta_steps", FLAGS_beta_steps, 0, INT64_MAX));
   RETURN_IF_ERROR(CheckRange("min_size_to_sample", FLAGS_min_size_to_sample, 1, FLAGS_capacity));
   RETURN_IF_ERROR(CheckRange("seed", FLAGS_seed, 0, INT64_MAX));
-  LayoutConfig& l = o.layout;
+  protocol::LayoutConfig& l = o.layout;
   l.capacity = static_cast<uint64_t>(FLAGS_capacity);
   l.slot_size = static_cast<uint32_t>(FLAGS_slot_size);
   l.batch_size = static_cast<uint32_t>(FLAGS_batch_size);
@@ -172,9 +172,9 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
 
   ReplayCoreOptions& c = o.core;
   if (FLAGS_sampler == "prioritized") {
-    c.memory.mode = SamplingMode::kPrioritized;
+    c.memory.mode = replay::SamplingMode::kPrioritized;
   } else if (FLAGS_sampler == "uniform") {
-    c.memory.mode = SamplingMode::kUniform;
+    c.memory.mode = replay::SamplingMode::kUniform;
   } else {
     return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
   }
@@ -199,9 +199,9 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   }
 
   ASSIGN_OR_RETURN(o.auth_token, ReadToken());
-  if (o.auth_token.size() > kMaxAuthTokenBytes) {
+  if (o.auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
-                                                   " bytes, more than ", kMaxAuthTokenBytes));
+                                                   " bytes, more than ", protocol::kMaxAuthTokenBytes));
   }
   RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
   o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);
@@ -297,7 +297,7 @@ int Run() {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
       "The soft provider's link emulation is chosen by the connecting side (the learner's "
       "--link), not here.\n"
       "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...");
-  namespace r = dreplay::replay;
+  namespace r = dreplay::server;
   google::gflags_exitfunc = &r::ExitBadFlag;
   gflags::ParseCommandLineNonHelpFlags(&argc, &argv, /*remove_flags=*/true);
   google::gflags_exitfunc = &r::ExitAfterHelp;

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 absl::Status SamplerOptions::Validate() const {
   if (absl::Status s = beta.Validate(); !s.ok()) return s;
@@ -22,10 +22,10 @@ absl::Status SamplerOptions::Validate() const {
   return absl::OkStatus();
 }
 
-SlotCopy CopySlotConsistent(const LayoutConfig& config, const uint8_t* slot,
+SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t* slot,
                             const uint64_t* commit_word, uint64_t sequence,
                             uint8_t* destination, const std::function<void()>* during_copy) {
-  const uint64_t expected = CommitValue(sequence);
+  const uint64_t expected = protocol::CommitValue(sequence);
   if (LoadAcquire(commit_word) != expected) return SlotCopy::kCommitChangedBefore;
   if (during_copy == nullptr) {
     CopySharedToShared(destination, slot, config.slot_size);
@@ -38,15 +38,15 @@ SlotCopy CopySlotConsistent(const LayoutConfig& config, const uint8_t* slot,
   // The copy's loads are acquires: the second commit read comes after them.
   if (LoadRelaxed(commit_word) != expected) return SlotCopy::kCommitChangedAfter;
   // `destination` is written only by this thread: plain reads are fine.
-  if (VerifySlot(destination, config.slot_size, sequence) != SlotCheck::kOk) {
+  if (protocol::VerifySlot(destination, config.slot_size, sequence) != protocol::SlotCheck::kOk) {
     return SlotCopy::kBadSlot;
   }
   return SlotCopy::kOk;
 }
 
-Sampler::Sampler(const LayoutConfig& config, const SamplerOptions& options,
-                 ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-                 uint8_t* staging, ReplayMemory* memory, ReplayCounters* counters, Clock* clock)
+Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options,
+                 protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
+                 uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock)
     : config_(config),
       options_(options),
       control_(control),
@@ -89,22 +89,22 @@ bool Sampler::StageOne() {
   if (memory_->size() < options_.min_size_to_sample) return false;
 
   const uint64_t n = next_batch_;
-  uint8_t* base = staging_ + StagingSlotOffset(config_, n);
-  uint8_t* payloads = base + StagingPayloadsOffset(config_);
+  uint8_t* base = staging_ + protocol::StagingSlotOffset(config_, n);
+  uint8_t* payloads = base + protocol::StagingPayloadsOffset(config_);
   const uint32_t batch_size = config_.batch_size;
   // Draw the whole batch at once (the tree descents overlap), then prefetch
   // every drawn slot and commit word before copying.
   memory_->SampleStrata(batch_size, absl::MakeSpan(items_.data(), batch_size));
   for (uint32_t j = 0; j < batch_size; ++j) {
     const uint8_t* slot = slots_ + items_[j].index * config_.slot_size;
-    for (uint32_t offset = 0; offset < config_.slot_size; offset += kCacheLine) {
+    for (uint32_t offset = 0; offset < config_.slot_size; offset += protocol::kCacheLine) {
       __builtin_prefetch(slot + offset);
     }
     __builtin_prefetch(&commits_[items_[j].index]);
   }
   uint32_t count = 0;
   for (uint32_t j = 0; j < batch_size; ++j) {
-    SampledItem item = items_[j];  // items_[count] may be overwritten below
+    replay::SampledItem item = items_[j];  // items_[count] may be overwritten below
     for (uint32_t draw = 0; draw < options_.max_draws_per_entry; ++draw) {
       if (draw > 0) {
         if (memory_->size() == 0) break;
@@ -127,12 +127,12 @@ bool Sampler::StageOne() {
   const double beta = options_.beta.At(counters_->batches_staged);
   memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
   for (uint32_t k = 0; k < count; ++k) {
-    entries_[k] = BatchEntry{items_[k].sequence, static_cast<uint32_t>(items_[k].index),
+    entries_[k] = protocol::BatchEntry{items_[k].sequence, static_cast<uint32_t>(items_[k].index),
                              items_[k].weight};
   }
-  CopyToShared(base + StagingEntriesOffset(config_), entries_.data(),
-               uint64_t{count} * sizeof(BatchEntry));
-  BatchHeader header{};
+  CopyToShared(base + protocol::StagingEntriesOffset(config_), entries_.data(),
+               uint64_t{count} * sizeof(protocol::BatchEntry));
+  protocol::BatchHeader header{};
   header.batch_number = n;
   header.epoch = epoch_;
   header.count = count;
@@ -141,11 +141,11 @@ bool Sampler::StageOne() {
   header.beta = static_cast<float>(beta);
   CopyToShared(base, &header, sizeof(header));
   // Plain reads of memory only this thread writes.
-  header.checksum = BatchChecksum(config_, base, count);
-  StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(BatchHeader, checksum)),
+  header.checksum = protocol::BatchChecksum(config_, base, count);
+  StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(protocol::BatchHeader, checksum)),
                header.checksum);
-  StoreRelease(reinterpret_cast<uint64_t*>(base + StagingCommitOffset(config_)),
-               BatchCommitValue(n));
+  StoreRelease(reinterpret_cast<uint64_t*>(base + protocol::StagingCommitOffset(config_)),
+               protocol::BatchCommitValue(n));
 
   staged_at_[n % staged_at_.size()] = clock_->Now();
   ++next_batch_;
@@ -155,4 +155,4 @@ bool Sampler::StageOne() {
   return true;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

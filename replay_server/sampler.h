@@ -43,10 +43,10 @@
 #include "absl/time/time.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
-#include "replay_server/layout.h"
-#include "replay_server/replay_memory.h"
+#include "protocol/layout.h"
+#include "replay/replay_memory.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 enum class SlotCopy : uint8_t {
   kOk,
@@ -62,7 +62,7 @@ enum class SlotCopy : uint8_t {
 // and the copy verifies (VerifySlot). `during_copy`, if not null, runs after
 // the first half of the words are copied: a simulation point for tests
 // (an actor overwriting the slot mid-copy); production passes nullptr.
-SlotCopy CopySlotConsistent(const LayoutConfig& config, const uint8_t* slot,
+SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t* slot,
                             const uint64_t* commit_word, uint64_t sequence,
                             uint8_t* destination,
                             const std::function<void()>* during_copy = nullptr);
@@ -70,7 +70,7 @@ SlotCopy CopySlotConsistent(const LayoutConfig& config, const uint8_t* slot,
 struct SamplerOptions {
   // Beta as a function of the number of batches staged (over the server's
   // lifetime, checkpoints included).
-  BetaSchedule beta;
+  replay::BetaSchedule beta;
   // No batch is staged until the memory holds at least this many valid
   // transitions (the DQN "learning starts"). >= 1.
   uint64_t min_size_to_sample = 1;
@@ -86,9 +86,9 @@ class Sampler {
   // `commits`, `staging` are the regions laid out for `config`.
   // REQUIRES: config and options are valid, memory->capacity() ==
   // config.capacity.
-  Sampler(const LayoutConfig& config, const SamplerOptions& options, ControlBlock* control,
+  Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options, protocol::ControlBlock* control,
           const uint8_t* slots, const uint64_t* commits, uint8_t* staging,
-          ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
+          replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
 
   // Stages batch next_batch() if its staging slot is free and the memory
   // holds at least min_size_to_sample transitions. Returns true if a batch
@@ -114,13 +114,13 @@ class Sampler {
   uint64_t epoch() const { return epoch_; }
 
  private:
-  const LayoutConfig config_;
+  const protocol::LayoutConfig config_;
   const SamplerOptions options_;
-  ControlBlock* const control_;
+  protocol::ControlBlock* const control_;
   const uint8_t* const slots_;
   const uint64_t* const commits_;
   uint8_t* const staging_;
-  ReplayMemory* const memory_;
+  replay::ReplayMemory* const memory_;
   ReplayCounters* const counters_;
   Clock* const clock_;
 
@@ -129,10 +129,10 @@ class Sampler {
   uint64_t released_ = 0;
   bool stalled_ = false;
   std::vector<absl::Time> staged_at_;  // per staging slot
-  std::vector<SampledItem> items_;     // batch_size
-  std::vector<BatchEntry> entries_;    // batch_size
+  std::vector<replay::SampledItem> items_;     // batch_size
+  std::vector<protocol::BatchEntry> entries_;    // batch_size
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_SAMPLER_H_

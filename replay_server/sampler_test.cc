@@ -10,10 +10,10 @@
 #include "gtest/gtest.h"
 #include "replay_server/ingest.h"
 #include "replay_server/regions.h"
-#include "replay_server/shared_words.h"
-#include "replay_server/test_util.h"
+#include "common/shared_words.h"
+#include "testing/in_memory_peers.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::Commit;
@@ -29,17 +29,17 @@ class SamplerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     regions_ = ReplayRegions::Create(SmallConfig()).value();
-    ReplayMemoryOptions mo;
+    replay::ReplayMemoryOptions mo;
     mo.capacity = SmallConfig().capacity;
     mo.alpha = 1.0;
     mo.priority_epsilon = 0.5;
     mo.seed = 5;
-    memory_ = ReplayMemory::Create(mo).value();
+    memory_ = replay::ReplayMemory::Create(mo).value();
     ingest_ = std::make_unique<Ingest>(config(), IngestOptions{}, regions_->control(),
                                        regions_->slots(), regions_->commits(), memory_.get(),
                                        &counters_, &clock_);
     SamplerOptions so;
-    so.beta = BetaSchedule{0.5, 0.5, 0};
+    so.beta = replay::BetaSchedule{0.5, 0.5, 0};
     so.min_size_to_sample = 4;
     sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
                                          regions_->commits(), regions_->staging(),
@@ -47,7 +47,7 @@ class SamplerTest : public ::testing::Test {
     sampler_->Restart(kEpoch);
   }
 
-  const LayoutConfig& config() const { return regions_->config(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
 
   void InsertAndIngest(int n, float priority = 1.f) {
     for (int k = 0; k < n; ++k) Insert(*regions_, priority);
@@ -55,7 +55,7 @@ class SamplerTest : public ::testing::Test {
   }
 
   std::unique_ptr<ReplayRegions> regions_;
-  std::unique_ptr<ReplayMemory> memory_;
+  std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   FakeClock clock_;
   std::unique_ptr<Ingest> ingest_;
@@ -76,8 +76,8 @@ TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_staged), 1u);
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.epoch), kEpoch);
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
-  ASSERT_TRUE(CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
-  BatchHeader header;
+  ASSERT_TRUE(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
+  protocol::BatchHeader header;
   std::memcpy(&header, image.data(), sizeof(header));
   EXPECT_EQ(header.count, config().batch_size);
   EXPECT_EQ(header.size, 20u);
@@ -85,19 +85,19 @@ TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
   EXPECT_EQ(counters_.sampled, config().batch_size);
   EXPECT_EQ(counters_.batches_staged, 1u);
   for (uint32_t k = 0; k < header.count; ++k) {
-    BatchEntry entry;
-    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+    protocol::BatchEntry entry;
+    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
                 sizeof(entry));
     EXPECT_EQ(memory_->sequence(entry.slot_index), entry.slot_sequence);
     EXPECT_FLOAT_EQ(entry.weight, 1.0f);  // equal priorities: equal weights
-    const uint8_t* copy = image.data() + StagingPayloadsOffset(config()) + k * config().slot_size;
+    const uint8_t* copy = image.data() + protocol::StagingPayloadsOffset(config()) + k * config().slot_size;
     EXPECT_EQ(std::memcmp(copy, regions_->slot(entry.slot_index), config().slot_size), 0);
-    EXPECT_EQ(VerifySlot(copy, config().slot_size, entry.slot_sequence), SlotCheck::kOk);
+    EXPECT_EQ(protocol::VerifySlot(copy, config().slot_size, entry.slot_sequence), protocol::SlotCheck::kOk);
   }
   // The learner sees nothing for batch 1 yet, nor batch 0 of another epoch.
-  EXPECT_EQ(CheckStagedBatch(config(), ReadStagingSlot(*regions_, 1).data(), 1, kEpoch).code(),
+  EXPECT_EQ(protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, 1).data(), 1, kEpoch).code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(CheckStagedBatch(config(), image.data(), 0, kEpoch + 1).code(),
+  EXPECT_EQ(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch + 1).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -105,8 +105,8 @@ TEST_F(SamplerTest, ATornReadOfAStagedBatchFailsItsChecksum) {
   InsertAndIngest(20);
   ASSERT_TRUE(sampler_->StageOne());
   std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
-  image[StagingPayloadsOffset(config()) + 50] ^= 1;
-  EXPECT_EQ(CheckStagedBatch(config(), image.data(), 0, kEpoch).code(),
+  image[protocol::StagingPayloadsOffset(config()) + 50] ^= 1;
+  EXPECT_EQ(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch).code(),
             absl::StatusCode::kDataLoss);
 }
 
@@ -124,7 +124,7 @@ TEST_F(SamplerTest, DoesNotReuseAStagingSlotBeforeItsBatchIsReleased) {
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 1u);
   ASSERT_TRUE(sampler_->StageOne());  // batch depth, into slot 0
   EXPECT_TRUE(
-      CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, kEpoch).ok());
+      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, kEpoch).ok());
   EXPECT_FALSE(sampler_->StageOne());
 }
 
@@ -139,8 +139,8 @@ TEST_F(SamplerTest, WeightsFollowThePrioritiesOfTheSampledSlots) {
   ASSERT_TRUE(sampler_->StageOne());
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
   for (uint32_t k = 0; k < config().batch_size; ++k) {
-    BatchEntry entry;
-    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+    protocol::BatchEntry entry;
+    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
                 sizeof(entry));
     EXPECT_FLOAT_EQ(entry.weight, entry.slot_index % 2 == 0 ? 1.0f : 0.5f);
   }
@@ -157,13 +157,13 @@ TEST_F(SamplerTest, DrawsAgainWhenASampledSlotWasOverwritten) {
   }
   ASSERT_TRUE(sampler_->StageOne());
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
-  ASSERT_TRUE(CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
-  BatchHeader header;
+  ASSERT_TRUE(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
+  protocol::BatchHeader header;
   std::memcpy(&header, image.data(), sizeof(header));
   EXPECT_GT(header.count, 0u);
   for (uint32_t k = 0; k < header.count; ++k) {
-    BatchEntry entry;
-    std::memcpy(&entry, image.data() + StagingEntriesOffset(config()) + k * sizeof(BatchEntry),
+    protocol::BatchEntry entry;
+    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
                 sizeof(entry));
     EXPECT_GE(entry.slot_index, 4u) << "an overwritten slot was staged";
   }
@@ -174,7 +174,7 @@ TEST_F(SamplerTest, DrawsAgainWhenASampledSlotWasOverwritten) {
 
 class CopySlotConsistentTest : public SamplerTest {
  protected:
-  uint8_t* destination() { return regions_->staging() + StagingPayloadsOffset(config()); }
+  uint8_t* destination() { return regions_->staging() + protocol::StagingPayloadsOffset(config()); }
 };
 
 TEST_F(CopySlotConsistentTest, CopiesASlotThatHoldsItsSequenceThroughout) {
@@ -243,4 +243,4 @@ TEST(SamplerOptionsTest, RejectsBadValues) {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -10,9 +10,14 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "replay_server/shared_words.h"
+#include "common/shared_words.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
+
+// The handshake's access table is handed to the provider as it is.
+static_assert(protocol::kAccessRead == verbs::kRemoteRead, "");
+static_assert(protocol::kAccessWrite == verbs::kRemoteWrite, "");
+static_assert(protocol::kAccessAtomic == verbs::kRemoteAtomic, "");
 namespace {
 
 constexpr char kCheckpointFileName[] = "replay.ckpt";
@@ -38,17 +43,17 @@ double PerSecond(uint64_t delta, absl::Duration elapsed) {
 
 struct ReplayServer::Client {
   uint64_t id = 0;
-  Role role = Role::kActor;
+  protocol::Role role = protocol::Role::kActor;
   uint32_t actor_id = 0;
   std::string peer;
   std::unique_ptr<verbs::QueuePair> qp;
-  WireRegion heartbeat;  // length 0: none offered
+  protocol::WireRegion heartbeat;  // length 0: none offered
   bool heartbeat_outstanding = false;
   uint64_t heartbeats = 0;
 
   std::string Name() const {
-    return role == Role::kActor ? absl::StrCat("actor ", actor_id, " (", peer, ")")
-                                : absl::StrCat(RoleName(role), " (", peer, ")");
+    return role == protocol::Role::kActor ? absl::StrCat("actor ", actor_id, " (", peer, ")")
+                                : absl::StrCat(protocol::RoleName(role), " (", peer, ")");
   }
 };
 
@@ -61,10 +66,10 @@ absl::Status ReplayServerOptions::Validate() const {
                                                    core.memory.capacity, " differs from capacity=",
                                                    layout.capacity));
   }
-  if (auth_token.size() > kMaxAuthTokenBytes) {
+  if (auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.auth_token is ",
                                                    auth_token.size(), " bytes, more than ",
-                                                   kMaxAuthTokenBytes));
+                                                   protocol::kMaxAuthTokenBytes));
   }
   if (max_clients == 0) return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
@@ -144,25 +149,25 @@ absl::Status ReplayServer::Init() {
 }
 
 absl::Status ReplayServer::RegisterRegions() {
-  heartbeat_word_.reset(new uint64_t[kCacheLine / sizeof(uint64_t)]());
+  heartbeat_word_.reset(new uint64_t[protocol::kCacheLine / sizeof(uint64_t)]());
   // The heartbeat carries the epoch: constant, so the source never changes
   // while WRITEs read it.
   heartbeat_word_[0] = epoch_;
   ASSIGN_OR_RETURN(heartbeat_mr_,
-                   provider_->RegisterMemory(heartbeat_word_.get(), kCacheLine, verbs::kLocalWrite));
-  ASSIGN_OR_RETURN(tail_mr_, provider_->RegisterMemory(regions_->region(RegionKind::kTail),
-                                                       regions_->region_bytes(RegionKind::kTail),
+                   provider_->RegisterMemory(heartbeat_word_.get(), protocol::kCacheLine, verbs::kLocalWrite));
+  ASSIGN_OR_RETURN(tail_mr_, provider_->RegisterMemory(regions_->region(protocol::RegionKind::kTail),
+                                                       regions_->region_bytes(protocol::RegionKind::kTail),
                                                        verbs::kLocalWrite | verbs::kRemoteAtomic));
-  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
-    const auto kind = static_cast<RegionKind>(k);
-    if (kind == RegionKind::kTail) continue;
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+    const auto kind = static_cast<protocol::RegionKind>(k);
+    if (kind == protocol::RegionKind::kTail) continue;
     void* addr = regions_->region(kind);
     const uint64_t bytes = regions_->region_bytes(kind);
     if (addr == nullptr || bytes == 0) continue;
     uint32_t needed = 0;  // bit 0: read, 1: write, 2: read + write
-    for (Role role : {Role::kActor, Role::kLearner, Role::kMonitor}) {
-      if (kind == RegionKind::kActors && role == Role::kActor) continue;  // per line
-      const uint32_t access = RoleAccess(role, kind);
+    for (protocol::Role role : {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
+      if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor) continue;  // per line
+      const uint32_t access = protocol::RoleAccess(role, kind);
       if (access == verbs::kRemoteRead) needed |= 1;
       if (access == verbs::kRemoteWrite) needed |= 2;
       if (access == (verbs::kRemoteRead | verbs::kRemoteWrite)) needed |= 4;
@@ -183,20 +188,20 @@ absl::Status ReplayServer::RegisterRegions() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<WireRegion> ReplayServer::RegionFor(Role role, RegionKind kind, uint32_t actor_id) {
+absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role, protocol::RegionKind kind, uint32_t actor_id) {
   const auto k = static_cast<uint32_t>(kind);
   const verbs::MemoryRegion* mr = nullptr;
-  const uint32_t access = RoleAccess(role, kind);
-  if (kind == RegionKind::kTail) {
+  const uint32_t access = protocol::RoleAccess(role, kind);
+  if (kind == protocol::RegionKind::kTail) {
     mr = tail_mr_.get();
-  } else if (kind == RegionKind::kActors && role == Role::kActor) {
+  } else if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor) {
     if (actor_id >= actor_line_mrs_.size()) {
       return absl::InvalidArgumentError(absl::StrCat("actor_id ", actor_id, " has no line"));
     }
     if (actor_line_mrs_[actor_id] == nullptr) {
       ASSIGN_OR_RETURN(actor_line_mrs_[actor_id],
-                       provider_->RegisterMemory(regions_->actors() + ActorLineOffset(actor_id),
-                                                 sizeof(ActorLine),
+                       provider_->RegisterMemory(regions_->actors() + protocol::ActorLineOffset(actor_id),
+                                                 sizeof(protocol::ActorLine),
                                                  verbs::kLocalWrite | verbs::kRemoteWrite));
     }
     mr = actor_line_mrs_[actor_id].get();
@@ -208,19 +213,19 @@ absl::StatusOr<WireRegion> ReplayServer::RegionFor(Role role, RegionKind kind, u
     mr = read_write_mrs_[k].get();
   }
   if (mr == nullptr) {
-    return absl::InternalError(absl::StrCat("no registration of region ", RegionKindName(kind),
-                                            " for a ", RoleName(role)));
+    return absl::InternalError(absl::StrCat("no registration of region ", protocol::RegionKindName(kind),
+                                            " for a ", protocol::RoleName(role)));
   }
   const verbs::RemoteRegion r = mr->remote();
-  return WireRegion{r.addr, r.length, r.rkey, 0};
+  return protocol::WireRegion{r.addr, r.length, r.rkey, 0};
 }
 
-absl::StatusOr<RegionDirectory> ReplayServer::DirectoryFor(const Hello& hello) {
-  RegionDirectory directory;
-  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
-    const auto kind = static_cast<RegionKind>(k);
-    if (!RoleNeedsRegion(hello.role, kind, config())) continue;
-    ASSIGN_OR_RETURN(const WireRegion region, RegionFor(hello.role, kind, hello.actor_id));
+absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const protocol::Hello& hello) {
+  protocol::RegionDirectory directory;
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+    const auto kind = static_cast<protocol::RegionKind>(k);
+    if (!protocol::RoleNeedsRegion(hello.role, kind, config())) continue;
+    ASSIGN_OR_RETURN(const protocol::WireRegion region, RegionFor(hello.role, kind, hello.actor_id));
     directory.Set(kind, region);
   }
   return directory;
@@ -231,7 +236,7 @@ ReplayServer::~ReplayServer() {
   if (!status.ok()) LOG(ERROR) << "replay server stop: " << status;
   // Registrations go before the memory they cover.
   actor_line_mrs_.clear();
-  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     read_mrs_[k].reset();
     write_mrs_[k].reset();
     read_write_mrs_[k].reset();
@@ -269,18 +274,18 @@ void ReplayServer::Reject(verbs::PendingConnection* pending, const std::string& 
 }
 
 void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pending) {
-  absl::StatusOr<Hello> hello = DecodeHello(pending->payload());
+  absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello(pending->payload());
   if (!hello.ok()) {
     Reject(pending.get(), std::string(hello.status().message()));
     return;
   }
-  const absl::Status auth = CheckToken(*hello, options_.auth_token);
+  const absl::Status auth = protocol::CheckToken(*hello, options_.auth_token);
   if (!auth.ok()) {
-    Reject(pending.get(), absl::StrCat(RoleName(hello->role), ": ", auth.message()));
+    Reject(pending.get(), absl::StrCat(protocol::RoleName(hello->role), ": ", auth.message()));
     return;
   }
   const uint32_t max_actors = config().max_actors;
-  if (hello->role == Role::kActor && max_actors > 0 && hello->actor_id >= max_actors) {
+  if (hello->role == protocol::Role::kActor && max_actors > 0 && hello->actor_id >= max_actors) {
     Reject(pending.get(), absl::StrCat("actor_id ", hello->actor_id,
                                        " is out of range: the server has max_actors=", max_actors));
     return;
@@ -289,31 +294,31 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Housekeeping(absl::Now());  // count only the living
   }
   if (clients_.size() >= options_.max_clients) {
-    Reject(pending.get(), RetryableReason(absl::StrCat("the server holds its maximum of ",
+    Reject(pending.get(), protocol::RetryableReason(absl::StrCat("the server holds its maximum of ",
                                                        options_.max_clients, " connections")));
     return;
   }
-  if (hello->role == Role::kLearner) {
+  if (hello->role == protocol::Role::kLearner) {
     Housekeeping(absl::Now());  // a learner that just died should not block its successor
     for (const auto& client : clients_) {
-      if (client->role == Role::kLearner) {
+      if (client->role == protocol::Role::kLearner) {
         Reject(pending.get(),
-               RetryableReason(absl::StrCat("another learner is connected (", client->peer,
+               protocol::RetryableReason(absl::StrCat("another learner is connected (", client->peer,
                                             "); at most one learner at a time")));
         return;
       }
     }
   }
-  absl::StatusOr<RegionDirectory> directory = DirectoryFor(*hello);
+  absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello);
   if (!directory.ok()) {
     LOG(ERROR) << "cannot build a region directory: " << directory.status();
     Reject(pending.get(), "internal server error (see the server's log)");
     return;
   }
   absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp =
-      pending->Accept(EncodeDirectory(*directory), options_.qp);
+      pending->Accept(protocol::EncodeDirectory(*directory), options_.qp);
   if (!qp.ok()) {
-    LOG(WARNING) << "accepting " << RoleName(hello->role) << " from " << pending->peer()
+    LOG(WARNING) << "accepting " << protocol::RoleName(hello->role) << " from " << pending->peer()
                  << " failed: " << qp.status();
     return;
   }
@@ -377,9 +382,9 @@ void ReplayServer::Housekeeping(absl::Time now) {
 void ReplayServer::PublishConnections() {
   uint64_t counts[3] = {0, 0, 0};
   for (const auto& client : clients_) {
-    ++counts[static_cast<uint32_t>(client->role) - static_cast<uint32_t>(Role::kActor)];
+    ++counts[static_cast<uint32_t>(client->role) - static_cast<uint32_t>(protocol::Role::kActor)];
   }
-  StatsBlock* s = regions_->stats();
+  protocol::StatsBlock* s = regions_->stats();
   StoreRelaxed(&s->actors_connected, counts[0]);
   StoreRelaxed(&s->learners_connected, counts[1]);
   StoreRelaxed(&s->monitors_connected, counts[2]);
@@ -474,19 +479,19 @@ absl::Status ReplayServer::Stop() {
   return stop_status_;
 }
 
-StatsBlock ReplayServer::ReadStats() const {
-  const StatsBlock* s = regions_->stats();
-  StatsBlock out;
+protocol::StatsBlock ReplayServer::ReadStats() const {
+  const protocol::StatsBlock* s = regions_->stats();
+  protocol::StatsBlock out;
   while (true) {
     const uint64_t end = LoadAcquire(&s->generation_end);
-    CopyFromShared(&out, s, sizeof(StatsBlock));
+    CopyFromShared(&out, s, sizeof(protocol::StatsBlock));
     std::atomic_thread_fence(std::memory_order_acquire);
     if (LoadRelaxed(&s->generation_begin) == end) return out;
   }
 }
 
 ConnectionCounts ReplayServer::connections() const {
-  const StatsBlock* s = regions_->stats();
+  const protocol::StatsBlock* s = regions_->stats();
   ConnectionCounts c;
   c.actors = LoadRelaxed(&s->actors_connected);
   c.learners = LoadRelaxed(&s->learners_connected);
@@ -496,4 +501,4 @@ ConnectionCounts ReplayServer::connections() const {
   return c;
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

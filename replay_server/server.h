@@ -6,8 +6,8 @@
 //
 //   * It allocates the regions (ReplayRegions, page-aligned), restores the latest checkpoint from checkpoint_dir when there
 //     is one (a new epoch; clients that reconnect are accepted as new), and
-//     registers every region once per set of rights a role needs (layout.h's
-//     access table; handshake.h's RoleAccess). Each actor line is registered
+//     registers every region once per set of rights a role needs (protocol/README.md's
+//     access table; protocol/handshake.h's RoleAccess). Each actor line is registered
 //     on its own, when the first actor with that id connects.
 //   * An accept thread answers handshakes: it checks the hello (version,
 //     token in constant time, role, actor id) and replies with a directory of
@@ -17,7 +17,7 @@
 //     share an actor id: a restarted actor, or one actor's several sessions;
 //     they share its stats line). The thread also keeps the
 //     accepted queue pairs, WRITEs each client's heartbeat word now and then
-//     (handshake.h) and drops clients whose queue pair failed, and keeps the
+//     (protocol/handshake.h) and drops clients whose queue pair failed, and keeps the
 //     stats region's connection line current. Nothing a peer sends during a
 //     handshake can disturb the server or the other clients.
 //   * A core thread runs the replay loop (ingest, priority updates,
@@ -52,13 +52,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "replay_server/handshake.h"
-#include "replay_server/layout.h"
+#include "protocol/handshake.h"
+#include "protocol/layout.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "verbs/verbs.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 
 struct ReplayServerOptions {
   // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
@@ -66,7 +66,7 @@ struct ReplayServerOptions {
   uint16_t port = 0;
   // Geometry of every region, published in the control block. max_actors
   // bounds the actor ids the server accepts.
-  LayoutConfig layout;
+  protocol::LayoutConfig layout;
   // The replay loop: memory (alpha, sampling mode, seed), ingest, sampler
   // (beta schedule), update timeout, idle back-off, stats refresh.
   ReplayCoreOptions core;
@@ -126,7 +126,7 @@ class ReplayServer {
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
   std::string address() const;  // "host:port"
-  const LayoutConfig& config() const { return regions_->config(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
   // The epoch this server runs (1 fresh, saved + 1 after a restore).
   uint64_t epoch() const { return epoch_; }
   // True if Start restored a checkpoint.
@@ -135,7 +135,7 @@ class ReplayServer {
   const std::string& checkpoint_path() const { return checkpoint_path_; }
 
   // A consistent copy of the stats region (what a monitor READs). Thread-safe.
-  StatsBlock ReadStats() const;
+  protocol::StatsBlock ReadStats() const;
   ConnectionCounts connections() const;
 
  private:
@@ -146,8 +146,8 @@ class ReplayServer {
   absl::Status RegisterRegions();
   // The registration `role` uses for `kind` (or, for kActors and an actor,
   // its own line, registered on first use).
-  absl::StatusOr<WireRegion> RegionFor(Role role, RegionKind kind, uint32_t actor_id);
-  absl::StatusOr<RegionDirectory> DirectoryFor(const Hello& hello);
+  absl::StatusOr<protocol::WireRegion> RegionFor(protocol::Role role, protocol::RegionKind kind, uint32_t actor_id);
+  absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello);
 
   void AcceptLoop();
   void HandleConnection(std::unique_ptr<verbs::PendingConnection> pending);
@@ -172,9 +172,9 @@ class ReplayServer {
   std::string checkpoint_path_;
   std::unique_ptr<verbs::Listener> listener_;
   // One registration per region and set of rights; index: RegionKind.
-  std::unique_ptr<verbs::MemoryRegion> read_mrs_[kNumRegionKinds];
-  std::unique_ptr<verbs::MemoryRegion> write_mrs_[kNumRegionKinds];
-  std::unique_ptr<verbs::MemoryRegion> read_write_mrs_[kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> read_mrs_[protocol::kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> write_mrs_[protocol::kNumRegionKinds];
+  std::unique_ptr<verbs::MemoryRegion> read_write_mrs_[protocol::kNumRegionKinds];
   std::unique_ptr<verbs::MemoryRegion> tail_mr_;
   // Source of the heartbeat WRITEs (its clock, refreshed before each round).
   std::unique_ptr<uint64_t[]> heartbeat_word_;
@@ -206,6 +206,6 @@ class ReplayServer {
   absl::Status stop_status_ ABSL_GUARDED_BY(stop_mu_);
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_SERVER_H_

@@ -8,12 +8,12 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
-#include "replay_server/handshake.h"
-#include "replay_server/service_test_util.h"
+#include "client/session.h"
+#include "protocol/handshake.h"
+#include "testing/in_process_service.h"
 #include "verbs/verbs.h"
 
-namespace dreplay::replay {
+namespace dreplay::server {
 namespace {
 
 using testing::SessionOptions;
@@ -29,9 +29,9 @@ class ReplayServerTest : public ::testing::Test {
     client_host_ = SoftProvider();
   }
 
-  std::unique_ptr<ClientSession> Connect(const ReplayServer& server, Role role,
+  std::unique_ptr<client::ClientSession> Connect(const ReplayServer& server, protocol::Role role,
                                          uint32_t actor_id = 0, const std::string& token = "") {
-    absl::StatusOr<std::unique_ptr<ClientSession>> session = ClientSession::Connect(
+    absl::StatusOr<std::unique_ptr<client::ClientSession>> session = client::ClientSession::Connect(
         client_host_.get(), SessionOptions(server, role, actor_id, token));
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? std::move(*session) : nullptr;
@@ -45,16 +45,16 @@ class ReplayServerTest : public ::testing::Test {
   }
 
   // A FETCH_ADD of 0 on the tail: proves an actor's queue pair still works.
-  absl::StatusOr<uint64_t> PeekTail(ClientSession* session) {
-    absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
-        RegisteredBuffer::Create(client_host_.get(), 64);
+  absl::StatusOr<uint64_t> PeekTail(client::ClientSession* session) {
+    absl::StatusOr<std::unique_ptr<client::RegisteredBuffer>> buffer =
+        client::RegisteredBuffer::Create(client_host_.get(), 64);
     if (!buffer.ok()) return buffer.status();
-    absl::StatusOr<verbs::RemoteRegion> tail = session->Region(RegionKind::kTail);
+    absl::StatusOr<verbs::RemoteRegion> tail = session->Region(protocol::RegionKind::kTail);
     if (!tail.ok()) return tail.status();
     absl::StatusOr<int> sink = session->AddSink();
     if (!sink.ok()) return sink.status();
     verbs::WorkRequest wr;
-    wr.wr_id = ClientSession::WrId(*sink, 1);
+    wr.wr_id = client::ClientSession::WrId(*sink, 1);
     wr.opcode = verbs::Opcode::kFetchAdd;
     wr.local = (*buffer)->mr();
     wr.local_addr = (*buffer)->data();
@@ -86,7 +86,7 @@ TEST(ReplayServerOptionsTest, ValidateNamesTheBadValue) {
   o.heartbeat_interval = absl::ZeroDuration();
   EXPECT_NE(o.Validate().message().find("heartbeat_interval=0"), std::string::npos);
   o = SmallServerOptions();
-  o.auth_token.assign(kMaxAuthTokenBytes + 1, 't');
+  o.auth_token.assign(protocol::kMaxAuthTokenBytes + 1, 't');
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
   o = SmallServerOptions();
   o.max_clients = 0;
@@ -98,21 +98,21 @@ TEST(ReplayServerOptionsTest, ValidateNamesTheBadValue) {
 
 TEST_F(ReplayServerTest, EachRoleGetsOnlyTheKeysItNeeds) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  for (Role role : {Role::kActor, Role::kLearner, Role::kMonitor}) {
-    auto session = Connect(*server, role, role == Role::kActor ? 5 : 0);
+  for (protocol::Role role : {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
+    auto session = Connect(*server, role, role == protocol::Role::kActor ? 5 : 0);
     ASSERT_NE(session, nullptr);
     EXPECT_EQ(session->config(), server->config());
-    for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
-      const auto kind = static_cast<RegionKind>(k);
-      EXPECT_EQ(session->directory().Has(kind), RoleNeedsRegion(role, kind, server->config()))
-          << RoleName(role) << " " << RegionKindName(kind);
+    for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+      const auto kind = static_cast<protocol::RegionKind>(k);
+      EXPECT_EQ(session->directory().Has(kind), protocol::RoleNeedsRegion(role, kind, server->config()))
+          << protocol::RoleName(role) << " " << protocol::RegionKindName(kind);
     }
-    if (role == Role::kActor) {
+    if (role == protocol::Role::kActor) {
       // The actor's key covers its own stats line only.
-      EXPECT_EQ(session->directory().Get(RegionKind::kActors).length, sizeof(ActorLine));
+      EXPECT_EQ(session->directory().Get(protocol::RegionKind::kActors).length, sizeof(protocol::ActorLine));
     } else {
-      EXPECT_EQ(session->directory().Get(RegionKind::kActors).length,
-                ActorsRegionBytes(server->config()));
+      EXPECT_EQ(session->directory().Get(protocol::RegionKind::kActors).length,
+                protocol::ActorsRegionBytes(server->config()));
     }
   }
 }
@@ -121,24 +121,24 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   ReplayServerOptions options = SmallServerOptions();
   options.auth_token = "open-sesame";
   auto server = StartServer(server_host_.get(), options);
-  auto actor = Connect(*server, Role::kActor, 1, "open-sesame");
+  auto actor = Connect(*server, protocol::Role::kActor, 1, "open-sesame");
   ASSERT_NE(actor, nullptr);
   ASSERT_TRUE(PeekTail(actor.get()).ok());
 
   // A wrong token.
-  ClientSessionOptions bad_token = SessionOptions(*server, Role::kActor, 2, "guess");
-  absl::Status s = ClientSession::Connect(client_host_.get(), bad_token).status();
+  client::ClientSessionOptions bad_token = SessionOptions(*server, protocol::Role::kActor, 2, "guess");
+  absl::Status s = client::ClientSession::Connect(client_host_.get(), bad_token).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
   EXPECT_EQ(s.message().find("guess"), std::string::npos) << "the token must not be echoed";
 
   // Another layout version.
-  Hello hello;
-  hello.role = Role::kLearner;
+  protocol::Hello hello;
+  hello.role = protocol::Role::kLearner;
   hello.auth_token = "open-sesame";
-  std::string wire = *EncodeHello(hello);
-  const uint32_t other_version = kLayoutVersion + 1;
-  std::memcpy(&wire[offsetof(HelloMessage, layout_version)], &other_version, 4);
+  std::string wire = *protocol::EncodeHello(hello);
+  const uint32_t other_version = protocol::kLayoutVersion + 1;
+  std::memcpy(&wire[offsetof(protocol::HelloMessage, layout_version)], &other_version, 4);
   s = ConnectRaw(*server, wire);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_NE(s.message().find("client speaks layout version " + std::to_string(other_version)),
@@ -152,8 +152,8 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   EXPECT_EQ(ConnectRaw(*server, "").code(), absl::StatusCode::kPermissionDenied);
 
   // An actor id beyond max_actors.
-  s = ClientSession::Connect(client_host_.get(),
-                             SessionOptions(*server, Role::kActor, 8, "open-sesame"))
+  s = client::ClientSession::Connect(client_host_.get(),
+                             SessionOptions(*server, protocol::Role::kActor, 8, "open-sesame"))
           .status();
   EXPECT_NE(s.message().find("max_actors=8"), std::string::npos) << s;
 
@@ -168,30 +168,30 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
 
 TEST_F(ReplayServerTest, AnActorHasNoKeyForTheStagingRing) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto actor = Connect(*server, Role::kActor, 0);
+  auto actor = Connect(*server, protocol::Role::kActor, 0);
   ASSERT_NE(actor, nullptr);
-  EXPECT_EQ(actor->Region(RegionKind::kStaging).status().code(),
+  EXPECT_EQ(actor->Region(protocol::RegionKind::kStaging).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(actor->Region(RegionKind::kMailbox).status().code(),
+  EXPECT_EQ(actor->Region(protocol::RegionKind::kMailbox).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
+  auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), 4096);
   const absl::Status s =
-      actor->ReadSync(RegionKind::kStaging, 0, 64, buffer->mr(), buffer->data());
+      actor->ReadSync(protocol::RegionKind::kStaging, 0, 64, buffer->mr(), buffer->data());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   // Nor can its control block key be stretched beyond the control block.
-  EXPECT_EQ(actor->ReadSync(RegionKind::kControl, 0, 4096, buffer->mr(), buffer->data()).code(),
+  EXPECT_EQ(actor->ReadSync(protocol::RegionKind::kControl, 0, 4096, buffer->mr(), buffer->data()).code(),
             absl::StatusCode::kOutOfRange);
 }
 
 TEST_F(ReplayServerTest, AMonitorWriteFailsWithRemoteAccessError) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto monitor = Connect(*server, Role::kMonitor);
+  auto monitor = Connect(*server, protocol::Role::kMonitor);
   ASSERT_NE(monitor, nullptr);
-  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
-  const verbs::RemoteRegion control = *monitor->Region(RegionKind::kControl);
+  auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), 4096);
+  const verbs::RemoteRegion control = *monitor->Region(protocol::RegionKind::kControl);
   const int sink = *monitor->AddSink();
   verbs::WorkRequest wr;
-  wr.wr_id = ClientSession::WrId(sink, 1);
+  wr.wr_id = client::ClientSession::WrId(sink, 1);
   wr.opcode = verbs::Opcode::kWrite;
   wr.local = buffer->mr();
   wr.local_addr = buffer->data();
@@ -204,33 +204,33 @@ TEST_F(ReplayServerTest, AMonitorWriteFailsWithRemoteAccessError) {
   EXPECT_EQ(completion.status, verbs::WcStatus::kRemoteAccessError) << completion.ToStatus();
   // The control block is as the server wrote it.
   EXPECT_EQ(server->config(), server->config());
-  auto other = Connect(*server, Role::kMonitor);
+  auto other = Connect(*server, protocol::Role::kMonitor);
   ASSERT_NE(other, nullptr);
   EXPECT_EQ(other->config(), server->config());
 }
 
 TEST_F(ReplayServerTest, ASecondLearnerIsRefusedUntilTheFirstLeaves) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto first = Connect(*server, Role::kLearner);
+  auto first = Connect(*server, protocol::Role::kLearner);
   ASSERT_NE(first, nullptr);
-  ClientSessionOptions once = SessionOptions(*server, Role::kLearner);
+  client::ClientSessionOptions once = SessionOptions(*server, protocol::Role::kLearner);
   once.connect_deadline = absl::ZeroDuration();
-  const absl::Status s = ClientSession::Connect(client_host_.get(), once).status();
+  const absl::Status s = client::ClientSession::Connect(client_host_.get(), once).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
-  EXPECT_TRUE(IsRetryableRejection(s)) << s;
+  EXPECT_TRUE(protocol::IsRetryableRejection(s)) << s;
   EXPECT_NE(s.message().find("another learner is connected"), std::string::npos) << s;
   first.reset();
   // The session retries while the server notices the first one is gone.
-  auto second = Connect(*server, Role::kLearner);
+  auto second = Connect(*server, protocol::Role::kLearner);
   EXPECT_NE(second, nullptr);
   EXPECT_TRUE(WaitFor([&] { return server->connections().learners == 1; }));
 }
 
 TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto a0 = Connect(*server, Role::kActor, 0);
-  auto a1 = Connect(*server, Role::kActor, 1);
-  auto monitor = Connect(*server, Role::kMonitor);
+  auto a0 = Connect(*server, protocol::Role::kActor, 0);
+  auto a1 = Connect(*server, protocol::Role::kActor, 1);
+  auto monitor = Connect(*server, protocol::Role::kMonitor);
   ASSERT_TRUE(a0 && a1 && monitor);
   // The server counts a client just after its Connect returns.
   EXPECT_TRUE(WaitFor([&] {
@@ -240,11 +240,11 @@ TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {
   a1.reset();
   EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
   // A monitor sees the same through its READ of the stats region.
-  auto buffer = *RegisteredBuffer::Create(client_host_.get(), sizeof(StatsBlock));
-  ASSERT_TRUE(monitor->ReadSync(RegionKind::kStats, 0, sizeof(StatsBlock), buffer->mr(),
+  auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), sizeof(protocol::StatsBlock));
+  ASSERT_TRUE(monitor->ReadSync(protocol::RegionKind::kStats, 0, sizeof(protocol::StatsBlock), buffer->mr(),
                                 buffer->data())
                   .ok());
-  StatsBlock stats;
+  protocol::StatsBlock stats;
   std::memcpy(&stats, buffer->data(), sizeof(stats));
   EXPECT_EQ(stats.actors_connected, 1u);
   EXPECT_EQ(stats.monitors_connected, 1u);
@@ -266,7 +266,7 @@ TEST_F(ReplayServerTest, RestartFromACheckpointStartsANewEpoch) {
   server = StartServer(server_host_.get(), options);
   EXPECT_TRUE(server->restored());
   EXPECT_EQ(server->epoch(), 2u);
-  auto monitor = Connect(*server, Role::kMonitor);
+  auto monitor = Connect(*server, protocol::Role::kMonitor);
   ASSERT_NE(monitor, nullptr);
   EXPECT_EQ(monitor->epoch(), 2u);
   server.reset();
@@ -283,16 +283,16 @@ TEST_F(ReplayServerTest, RefusesConnectionsBeyondMaxClientsUntilOneLeaves) {
   ReplayServerOptions options = SmallServerOptions();
   options.max_clients = 2;
   auto server = StartServer(server_host_.get(), options);
-  auto m1 = Connect(*server, Role::kMonitor);
-  auto m2 = Connect(*server, Role::kMonitor);
+  auto m1 = Connect(*server, protocol::Role::kMonitor);
+  auto m2 = Connect(*server, protocol::Role::kMonitor);
   ASSERT_TRUE(m1 && m2);
-  ClientSessionOptions once = SessionOptions(*server, Role::kMonitor);
+  client::ClientSessionOptions once = SessionOptions(*server, protocol::Role::kMonitor);
   once.connect_deadline = absl::ZeroDuration();
-  const absl::Status s = ClientSession::Connect(client_host_.get(), once).status();
-  EXPECT_TRUE(IsRetryableRejection(s)) << s;
+  const absl::Status s = client::ClientSession::Connect(client_host_.get(), once).status();
+  EXPECT_TRUE(protocol::IsRetryableRejection(s)) << s;
   EXPECT_NE(s.message().find("maximum of 2 connections"), std::string::npos) << s;
   m1.reset();
-  EXPECT_NE(Connect(*server, Role::kMonitor), nullptr);  // retried until m1 is dropped
+  EXPECT_NE(Connect(*server, protocol::Role::kMonitor), nullptr);  // retried until m1 is dropped
 }
 
 TEST_F(ReplayServerTest, WritesCheckpointsPeriodically) {
@@ -308,7 +308,7 @@ TEST_F(ReplayServerTest, WritesCheckpointsPeriodically) {
 
 TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto actor = Connect(*server, Role::kActor, 3);
+  auto actor = Connect(*server, protocol::Role::kActor, 3);
   ASSERT_NE(actor, nullptr);
   EXPECT_TRUE(server->Stop().ok());
   EXPECT_TRUE(server->Stop().ok());
@@ -316,4 +316,4 @@ TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay::server

@@ -18,22 +18,22 @@
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/priority_writer.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
-#include "replay_server/service_test_util.h"
-#include "tests/server_process.h"
-#include "tests/service_clients.h"
+#include "client/session.h"
+#include "protocol/layout.h"
+#include "testing/in_process_service.h"
+#include "testing/server_process.h"
+#include "testing/stats_monitor.h"
 
 namespace dreplay::tests {
 namespace {
 
-using replay::ClientSession;
-using replay::RegionKind;
-using replay::Role;
-using replay::StatsBlock;
-using replay::testing::PayloadTag;
-using replay::testing::SoftProvider;
-using replay::testing::TaggedPayload;
+using client::ClientSession;
+using protocol::RegionKind;
+using protocol::Role;
+using protocol::StatsBlock;
+using testing::PayloadTag;
+using testing::SoftProvider;
+using testing::TaggedPayload;
 
 constexpr uint32_t kPayloadBytes = 128;
 constexpr int kGoodWriters = 3;
@@ -66,10 +66,10 @@ struct WriterRun {
 // Writes `batches` full batches of `max_batch` transitions as `actor_id`
 // over a connection with `faults` (every connection of the session has
 // them).
-WriterRun RunWriter(verbs::Provider* host, const ServerProcess& server, uint32_t actor_id,
+WriterRun RunWriter(verbs::Provider* host, const testing::ServerProcess& server, uint32_t actor_id,
                     const verbs::FaultOptions& faults, uint32_t max_batch, uint32_t batches) {
   WriterRun run;
-  replay::ClientSessionOptions options = ClientOptions(server, Role::kActor, actor_id);
+  client::ClientSessionOptions options = testing::ClientOptions(server, Role::kActor, actor_id);
   options.qp.faults = faults;
   auto session = ClientSession::Connect(host, options);
   if (!session.ok()) {
@@ -94,13 +94,13 @@ WriterRun RunWriter(verbs::Provider* host, const ServerProcess& server, uint32_t
 // An actor that follows the protocol but commits two corrupt slots: one
 // whose payload no longer matches its checksum, one whose header names
 // another sequence. Returns the first of the two sequences.
-absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const ServerProcess& server) {
-  auto session = ClientSession::Connect(host, ClientOptions(server, Role::kActor, kForgingActor));
+absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const testing::ServerProcess& server) {
+  auto session = ClientSession::Connect(host, testing::ClientOptions(server, Role::kActor, kForgingActor));
   if (!session.ok()) return session.status();
   ClientSession* s = session->get();
-  const replay::LayoutConfig& c = s->config();
+  const protocol::LayoutConfig& c = s->config();
   constexpr uint32_t kSlots = 2;
-  auto buffer = replay::RegisteredBuffer::Create(
+  auto buffer = client::RegisteredBuffer::Create(
       host, uint64_t{kSlots} * c.slot_size + (kSlots + 1) * sizeof(uint64_t));
   if (!buffer.ok()) return buffer.status();
   uint8_t* slots = (*buffer)->data();
@@ -126,21 +126,21 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const ServerP
   if (st.ok()) st = s->Wait(*sink, reserve.wr_id, absl::Seconds(20));
   if (!st.ok()) return st;
   const uint64_t q = *fetched;
-  if (replay::SlotIndex(c, q) + kSlots > c.capacity) {
+  if (protocol::SlotIndex(c, q) + kSlots > c.capacity) {
     return absl::InternalError("the corrupt slots would wrap; the test's ring is too small");
   }
 
   const std::vector<uint8_t> payload = TaggedPayload(Tag(kForgingActor, 0), kPayloadBytes);
   // Slot q: sealed, then one payload byte flipped.
-  st = replay::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, payload.data(), kPayloadBytes);
+  st = protocol::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, payload.data(), kPayloadBytes);
   if (!st.ok()) return st;
-  slots[sizeof(replay::SlotHeader) + 5] ^= 0xff;
+  slots[sizeof(protocol::SlotHeader) + 5] ^= 0xff;
   // Slot q + 1: whole, but sealed for another sequence.
-  st = replay::SealSlot(slots + c.slot_size, c.slot_size, q + 1 + c.capacity, kForgingActor, 1.0f,
+  st = protocol::SealSlot(slots + c.slot_size, c.slot_size, q + 1 + c.capacity, kForgingActor, 1.0f,
                         payload.data(), kPayloadBytes);
   if (!st.ok()) return st;
-  commits[0] = replay::CommitValue(q);
-  commits[1] = replay::CommitValue(q + 1);
+  commits[0] = protocol::CommitValue(q);
+  commits[1] = protocol::CommitValue(q + 1);
 
   verbs::WorkRequest writes[2];
   writes[0].wr_id = ClientSession::WrId(*sink, 2);
@@ -148,14 +148,14 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const ServerP
   writes[0].local = (*buffer)->mr();
   writes[0].local_addr = slots;
   writes[0].length = kSlots * c.slot_size;
-  writes[0].remote_addr = ring->addr + replay::SlotIndex(c, q) * c.slot_size;
+  writes[0].remote_addr = ring->addr + protocol::SlotIndex(c, q) * c.slot_size;
   writes[0].rkey = ring->rkey;
   writes[1] = writes[0];
   writes[1].wr_id = ClientSession::WrId(*sink, 3);
   writes[1].signaled = true;
   writes[1].local_addr = commits;
   writes[1].length = kSlots * sizeof(uint64_t);
-  writes[1].remote_addr = words->addr + replay::SlotIndex(c, q) * sizeof(uint64_t);
+  writes[1].remote_addr = words->addr + protocol::SlotIndex(c, q) * sizeof(uint64_t);
   writes[1].rkey = words->rkey;
   st = s->Post(absl::MakeConstSpan(writes, 2));
   if (st.ok()) st = s->Wait(*sink, writes[1].wr_id, absl::Seconds(20));
@@ -171,9 +171,9 @@ struct LearnerRun {
   std::string first_bad;
 };
 
-void RunLearner(verbs::Provider* host, const ServerProcess& server, const std::atomic<bool>& stop,
+void RunLearner(verbs::Provider* host, const testing::ServerProcess& server, const std::atomic<bool>& stop,
                 std::atomic<uint64_t>* batches, LearnerRun* run) {
-  auto session = ClientSession::Connect(host, ClientOptions(server, Role::kLearner));
+  auto session = ClientSession::Connect(host, testing::ClientOptions(server, Role::kLearner));
   if (!session.ok()) {
     run->status = session.status();
     return;
@@ -195,7 +195,7 @@ void RunLearner(verbs::Provider* host, const ServerProcess& server, const std::a
       const absl::Span<const uint8_t> p = batch->payload(i);
       const uint64_t tag = p.size() == kPayloadBytes ? PayloadTag(p.data(), kPayloadBytes)
                                                      : ~uint64_t{0};
-      const replay::SlotHeader& h = batch->slot_header(i);
+      const protocol::SlotHeader& h = batch->slot_header(i);
       const bool ok = tag != ~uint64_t{0} && (tag >> kTagShift) == h.actor_id &&
                       h.actor_id != kForgingActor && h.sequence == batch->entry(i).slot_sequence;
       if (!ok && run->bad_entries++ == 0) {
@@ -211,11 +211,11 @@ void RunLearner(verbs::Provider* host, const ServerProcess& server, const std::a
 }
 
 TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
-  ServerProcessOptions options;
+  testing::ServerProcessOptions options;
   options.flags = ServerFlags();
-  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
-  const ServerProcess& srv = **server;
+  const testing::ServerProcess& srv = **server;
 
   // The learner samples throughout.
   auto learner_host = SoftProvider();
@@ -299,7 +299,7 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
                                      late.stats.committed;
   const uint64_t expected_abandoned = dropped.stats.abandoned + torn.stats.abandoned;
   auto monitor_host = SoftProvider();
-  auto monitor = StatsMonitor::Connect(monitor_host.get(), srv);
+  auto monitor = testing::StatsMonitor::Connect(monitor_host.get(), srv);
   ASSERT_TRUE(monitor.ok()) << monitor.status();
   absl::StatusOr<StatsBlock> stats = (*monitor)->WaitUntil(
       "every reserved sequence handled", [&](const StatsBlock& s) {

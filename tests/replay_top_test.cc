@@ -15,19 +15,19 @@
 #include "actor_client/actor_stats_publisher.h"
 #include "actor_client/experience_writer.h"
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
-#include "replay_server/service_test_util.h"
-#include "tests/server_process.h"
-#include "tests/service_clients.h"
+#include "client/session.h"
+#include "testing/in_process_service.h"
+#include "testing/server_process.h"
+#include "testing/stats_monitor.h"
 
 namespace dreplay::tests {
 namespace {
 
-using replay::ClientSession;
-using replay::Role;
-using replay::StatsBlock;
-using replay::testing::SoftProvider;
-using replay::testing::TaggedPayload;
+using client::ClientSession;
+using protocol::Role;
+using protocol::StatsBlock;
+using testing::SoftProvider;
+using testing::TaggedPayload;
 
 constexpr char kReplayTop[] = "tools/replay_top";
 constexpr char kToken[] = "monitor-me";
@@ -38,19 +38,19 @@ constexpr uint32_t kPayloadBytes = 128;
 class ReplayTopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTestDir("replay_top");
-    ServerProcessOptions options;
+    dir_ = testing::MakeTestDir("replay_top");
+    testing::ServerProcessOptions options;
     options.flags = {"--capacity=4096",    "--slot_size=160",         "--batch_size=8",
                      "--staging_depth=4",  "--max_actors=8",          "--stats_interval_s=0",
                      "--heartbeat_interval_s=0.1", absl::StrCat("--auth_token=", kToken)};
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     host_ = SoftProvider();
 
     // An actor inserts and publishes its line.
     auto session = ClientSession::Connect(
-        host_.get(), ClientOptions(*server_, Role::kActor, kActorId, kToken));
+        host_.get(), testing::ClientOptions(*server_, Role::kActor, kActorId, kToken));
     ASSERT_TRUE(session.ok()) << session.status();
     actor_ = std::move(*session);
     auto writer = actor::ExperienceWriter::Create(actor_.get(), {});
@@ -66,31 +66,31 @@ class ReplayTopTest : public ::testing::Test {
     (*publisher)->RecordEpisode(20);
     ASSERT_TRUE((*publisher)->Publish((*writer)->stats().committed).ok());
 
-    auto monitor = StatsMonitor::Connect(host_.get(), *server_, kToken);
+    auto monitor = testing::StatsMonitor::Connect(host_.get(), *server_, kToken);
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     absl::StatusOr<StatsBlock> s = (*monitor)->WaitUntil(
         "every transition ingested", [](const StatsBlock& s) { return s.inserted == kInserted; });
     ASSERT_TRUE(s.ok()) << s.status();
   }
 
-  CommandResult RunTop(std::vector<std::string> flags) {
+  testing::CommandResult RunTop(std::vector<std::string> flags) {
     std::vector<std::string> argv = {kReplayTop, "--provider=soft"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    absl::StatusOr<CommandResult> r = RunCommand(argv);
+    absl::StatusOr<testing::CommandResult> r = testing::RunCommand(argv);
     EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : CommandResult{};
+    return r.ok() ? *r : testing::CommandResult{};
   }
 
   std::string ServerFlag() const { return "--server=" + server_->address(); }
 
   std::string dir_;
-  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<testing::ServerProcess> server_;
   std::unique_ptr<verbs::Provider> host_;
   std::unique_ptr<ClientSession> actor_;
 };
 
 TEST_F(ReplayTopTest, OnceJsonReportsTheServersFiguresAndTheActorsLine) {
-  const CommandResult r = RunTop(
+  const testing::CommandResult r = RunTop(
       {ServerFlag(), absl::StrCat("--auth_token=", kToken), "--once", "--json", "--interval_s=0.2"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   // One JSON object on one line.
@@ -124,7 +124,7 @@ TEST_F(ReplayTopTest, OnceJsonReportsTheServersFiguresAndTheActorsLine) {
 TEST_F(ReplayTopTest, OnceTextShowsTheSameFiguresWithTheTokenFromAFile) {
   const std::string token_file = dir_ + "/token";
   std::ofstream(token_file) << kToken << "\n";
-  const CommandResult r =
+  const testing::CommandResult r =
       RunTop({ServerFlag(), "--auth_token_file=" + token_file, "--once", "--interval_s=0"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   for (const std::string& expected :
@@ -136,7 +136,7 @@ TEST_F(ReplayTopTest, OnceTextShowsTheSameFiguresWithTheTokenFromAFile) {
 }
 
 TEST_F(ReplayTopTest, FailsWithTheReasonWhenRefusedOrUnreachable) {
-  CommandResult r = RunTop({ServerFlag(), "--auth_token=not-the-token", "--once"});
+  testing::CommandResult r = RunTop({ServerFlag(), "--auth_token=not-the-token", "--once"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("not-the-token"), std::string::npos) << "the token must not be echoed";
@@ -144,7 +144,7 @@ TEST_F(ReplayTopTest, FailsWithTheReasonWhenRefusedOrUnreachable) {
 
   // A port nobody listens on: the server, stopped.
   const std::string address = server_->address();
-  absl::StatusOr<int> stopped = server_->Stop(SIGTERM, kServerStopTimeout);
+  absl::StatusOr<int> stopped = server_->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   r = RunTop({"--server=" + address, "--once", "--json", "--connect_timeout_s=1"});
   EXPECT_EQ(r.exit_status, 1);

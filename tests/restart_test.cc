@@ -15,21 +15,21 @@
 #include "actor_client/experience_writer.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
-#include "replay_server/service_test_util.h"
-#include "tests/server_process.h"
-#include "tests/service_clients.h"
+#include "client/session.h"
+#include "protocol/layout.h"
+#include "testing/in_process_service.h"
+#include "testing/server_process.h"
+#include "testing/stats_monitor.h"
 
 namespace dreplay::tests {
 namespace {
 
-using replay::ClientSession;
-using replay::Role;
-using replay::StatsBlock;
-using replay::testing::PayloadTag;
-using replay::testing::SoftProvider;
-using replay::testing::TaggedPayload;
+using client::ClientSession;
+using protocol::Role;
+using protocol::StatsBlock;
+using testing::PayloadTag;
+using testing::SoftProvider;
+using testing::TaggedPayload;
 
 constexpr uint32_t kPayloadBytes = 128;
 constexpr absl::Duration kBatchTimeout = absl::Seconds(20);
@@ -47,10 +47,10 @@ class RestartTest : public ::testing::Test {
   void SetUp() override { host_ = SoftProvider(); }
 
   void StartServer(const std::string& listen, const std::vector<std::string>& flags) {
-    ServerProcessOptions options;
+    testing::ServerProcessOptions options;
     options.listen = listen;
     options.flags = flags;
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
@@ -58,8 +58,8 @@ class RestartTest : public ::testing::Test {
   // A fresh monitor's view once `condition` holds.
   absl::StatusOr<StatsBlock> WaitForStats(const std::string& what,
                                           const std::function<bool(const StatsBlock&)>& condition) {
-    absl::StatusOr<std::unique_ptr<StatsMonitor>> monitor =
-        StatsMonitor::Connect(host_.get(), *server_);
+    absl::StatusOr<std::unique_ptr<testing::StatsMonitor>> monitor =
+        testing::StatsMonitor::Connect(host_.get(), *server_);
     if (!monitor.ok()) return monitor.status();
     return (*monitor)->WaitUntil(what, condition);
   }
@@ -73,15 +73,15 @@ class RestartTest : public ::testing::Test {
   }
 
   std::unique_ptr<verbs::Provider> host_;
-  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<testing::ServerProcess> server_;
 };
 
 TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionAndWritersGoOn) {
-  const std::string dir = MakeTestDir("checkpoint");
+  const std::string dir = testing::MakeTestDir("checkpoint");
   ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", ServerFlags(dir)));
   const uint16_t port = server_->port();
 
-  auto session = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kActor, 2));
+  auto session = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 2));
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_EQ((*session)->epoch(), 1u);
   actor::ExperienceWriterOptions wo;
@@ -95,7 +95,7 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
   ASSERT_TRUE(before.ok()) << before.status();
   EXPECT_EQ(before->epoch, 1u);
 
-  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
   ASSERT_EQ(*exit_status, 0) << server_->LogTail();
 
@@ -125,7 +125,7 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
 
   // A learner gets batches of the new epoch, holding valid transitions from
   // both sides of the restart.
-  auto learner = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kLearner));
+  auto learner = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kLearner));
   ASSERT_TRUE(learner.ok()) << learner.status();
   auto reader = learner::BatchReader::Create(learner->get(), {});
   ASSERT_TRUE(reader.ok()) << reader.status();
@@ -140,19 +140,19 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
         << "one writer: the tag is the sequence";
   }
 
-  exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  exit_status = server_->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
   EXPECT_EQ(*exit_status, 0) << server_->LogTail();
 }
 
 TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
-  const std::string dir = MakeTestDir("periodic");
+  const std::string dir = testing::MakeTestDir("periodic");
   std::vector<std::string> flags = ServerFlags(dir);
   flags.push_back("--checkpoint_interval_s=0.2");
   ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", flags));
   const uint16_t port = server_->port();
 
-  auto session = ClientSession::Connect(host_.get(), ClientOptions(*server_, Role::kActor, 0));
+  auto session = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 0));
   ASSERT_TRUE(session.ok()) << session.status();
   auto writer = actor::ExperienceWriter::Create(session->get(), {});
   ASSERT_TRUE(writer.ok()) << writer.status();
@@ -172,7 +172,7 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   constexpr uint64_t kMaybe = 100;
   ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kCheckpointed, kMaybe));
 
-  absl::StatusOr<int> exit_status = server_->Stop(SIGKILL, kServerStopTimeout);
+  absl::StatusOr<int> exit_status = server_->Stop(SIGKILL, testing::kServerStopTimeout);
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
   EXPECT_EQ(*exit_status, kSigkillExitStatus);
 

@@ -20,22 +20,22 @@
 
 #include "actor_client/experience_writer.h"
 #include "gtest/gtest.h"
-#include "replay_server/client_session.h"
-#include "replay_server/handshake.h"
-#include "replay_server/layout.h"
-#include "replay_server/service_test_util.h"
-#include "tests/server_process.h"
-#include "tests/service_clients.h"
+#include "client/session.h"
+#include "protocol/handshake.h"
+#include "protocol/layout.h"
+#include "testing/in_process_service.h"
+#include "testing/server_process.h"
+#include "testing/stats_monitor.h"
 
 namespace dreplay::tests {
 namespace {
 
-using replay::ClientSession;
-using replay::RegionKind;
-using replay::Role;
-using replay::StatsBlock;
-using replay::testing::SoftProvider;
-using replay::testing::TaggedPayload;
+using client::ClientSession;
+using protocol::RegionKind;
+using protocol::Role;
+using protocol::StatsBlock;
+using testing::SoftProvider;
+using testing::TaggedPayload;
 
 constexpr char kToken[] = "correct horse battery staple";
 constexpr uint32_t kPayloadBytes = 128;
@@ -44,27 +44,27 @@ constexpr absl::Duration kCompletionTimeout = absl::Seconds(20);
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = MakeTestDir("security");
+    const std::string dir = testing::MakeTestDir("security");
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
-    ServerProcessOptions options;
+    testing::ServerProcessOptions options;
     options.flags = {"--capacity=4096",           "--slot_size=160",
                      "--batch_size=8",            "--staging_depth=4",
                      "--max_actors=8",            "--abandon_timeout_s=10",
                      "--heartbeat_interval_s=0.1", "--stats_interval_s=0",
                      "--auth_token_file=" + token_file};
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     host_ = SoftProvider();
-    auto monitor = StatsMonitor::Connect(host_.get(), *server_, kToken);
+    auto monitor = testing::StatsMonitor::Connect(host_.get(), *server_, kToken);
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     monitor_ = std::move(*monitor);
   }
 
   absl::StatusOr<std::unique_ptr<ClientSession>> Connect(Role role, uint32_t actor_id,
                                                          const std::string& token) {
-    replay::ClientSessionOptions o = ClientOptions(*server_, role, actor_id, token);
+    client::ClientSessionOptions o = testing::ClientOptions(*server_, role, actor_id, token);
     o.connect_deadline = absl::ZeroDuration();  // one attempt: refusals are final
     return ClientSession::Connect(host_.get(), o);
   }
@@ -100,9 +100,9 @@ class SecurityTest : public ::testing::Test {
     return c;
   }
 
-  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<testing::ServerProcess> server_;
   std::unique_ptr<verbs::Provider> host_;
-  std::unique_ptr<StatsMonitor> monitor_;
+  std::unique_ptr<testing::StatsMonitor> monitor_;
 };
 
 TEST_F(SecurityTest, AWrongTokenIsRefusedClearlyWhileAGoodClientKeepsWorking) {
@@ -118,7 +118,7 @@ TEST_F(SecurityTest, AWrongTokenIsRefusedClearlyWhileAGoodClientKeepsWorking) {
       const absl::Status s = Connect(role, role == Role::kActor ? 1 : 0, token).status();
       EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
       EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
-      EXPECT_FALSE(replay::IsRetryableRejection(s)) << s;
+      EXPECT_FALSE(protocol::IsRetryableRejection(s)) << s;
       if (!token.empty()) {
         EXPECT_EQ(s.message().find(token), std::string::npos) << "the token must not be echoed";
       }
@@ -149,13 +149,13 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   for (RegionKind kind : {RegionKind::kTail, RegionKind::kSlots, RegionKind::kCommits,
                           RegionKind::kStaging, RegionKind::kMailbox, RegionKind::kParams}) {
     EXPECT_EQ((*probe)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
-        << replay::RegionKindName(kind);
+        << protocol::RegionKindName(kind);
   }
   const verbs::RemoteRegion control = *(*probe)->Region(RegionKind::kControl);
   const verbs::RemoteRegion stats = *(*probe)->Region(RegionKind::kStats);
-  const replay::LayoutConfig config = (*probe)->config();
+  const protocol::LayoutConfig config = (*probe)->config();
 
-  auto buffer = replay::RegisteredBuffer::Create(host_.get(), 4096);
+  auto buffer = client::RegisteredBuffer::Create(host_.get(), 4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   std::memset((*buffer)->data(), 0xee, 4096);
   verbs::WorkRequest forged;
@@ -180,7 +180,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   verbs::WorkRequest atomic = forged;
   atomic.opcode = verbs::Opcode::kFetchAdd;
   atomic.length = 8;
-  atomic.remote_addr = control.addr + replay::kTailOffset;
+  atomic.remote_addr = control.addr + protocol::kTailOffset;
   atomic.compare_add = 1000;
   attempts.push_back({"FETCH_ADD on the tail with a READ key", atomic});
   // Guessed keys.
@@ -197,7 +197,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
     // monitor that must not notice.
     auto forger = Connect(Role::kMonitor, 0, kToken);
     ASSERT_TRUE(forger.ok()) << forger.status();
-    auto bystander = StatsMonitor::Connect(host_.get(), *server_, kToken);
+    auto bystander = testing::StatsMonitor::Connect(host_.get(), *server_, kToken);
     ASSERT_TRUE(bystander.ok()) << bystander.status();
     const verbs::Completion c = PostOne(forger->get(), a.wr);
     EXPECT_EQ(c.status, verbs::WcStatus::kRemoteAccessError) << a.what << ": " << c.ToStatus();
@@ -282,7 +282,7 @@ TEST_F(SecurityTest, GarbageOnTheListenPortDoesNotDisturbTheServer) {
   EXPECT_EQ(s->torn_slots, 0u);
   EXPECT_EQ(s->actors_connected, 2u);
   EXPECT_TRUE(server_->Running());
-  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, kServerStopTimeout);
+  absl::StatusOr<int> exit_status = server_->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
   EXPECT_EQ(*exit_status, 0) << server_->LogTail();
 }

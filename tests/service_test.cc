@@ -15,21 +15,21 @@
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/priority_writer.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
-#include "replay_server/service_test_util.h"
-#include "tests/server_process.h"
-#include "tests/service_clients.h"
+#include "client/session.h"
+#include "protocol/layout.h"
+#include "testing/in_process_service.h"
+#include "testing/server_process.h"
+#include "testing/stats_monitor.h"
 
 namespace dreplay::tests {
 namespace {
 
-using replay::ClientSession;
-using replay::Role;
-using replay::StatsBlock;
-using replay::testing::PayloadTag;
-using replay::testing::SoftProvider;
-using replay::testing::TaggedPayload;
+using client::ClientSession;
+using protocol::Role;
+using protocol::StatsBlock;
+using testing::PayloadTag;
+using testing::SoftProvider;
+using testing::TaggedPayload;
 
 constexpr int kWriters = 4;
 constexpr uint64_t kPerWriter = 1900;
@@ -62,8 +62,8 @@ struct Seen {
 void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
   ASSERT_GT(batch.size(), 0u);
   for (uint32_t i = 0; i < batch.size(); ++i) {
-    const replay::BatchEntry& e = batch.entry(i);
-    const replay::SlotHeader& h = batch.slot_header(i);
+    const protocol::BatchEntry& e = batch.entry(i);
+    const protocol::SlotHeader& h = batch.slot_header(i);
     ASSERT_EQ(h.sequence, e.slot_sequence) << "batch " << batch.batch_number() << " entry " << i;
     ASSERT_GT(e.weight, 0.0f);
     ASSERT_LE(e.weight, 1.0f);
@@ -86,14 +86,14 @@ void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
 }
 
 TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnlyValidOnes) {
-  ServerProcessOptions options;
+  testing::ServerProcessOptions options;
   options.flags = ServerFlags();
-  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
 
   auto learner_host = SoftProvider();
   auto learner_session =
-      ClientSession::Connect(learner_host.get(), ClientOptions(**server, Role::kLearner));
+      ClientSession::Connect(learner_host.get(), testing::ClientOptions(**server, Role::kLearner));
   ASSERT_TRUE(learner_session.ok()) << learner_session.status();
   auto reader = learner::BatchReader::Create(learner_session->get(), {});
   ASSERT_TRUE(reader.ok()) << reader.status();
@@ -111,7 +111,7 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
     writers.emplace_back([&, w] {
       writer_status[w] = [&]() -> absl::Status {
         auto session = ClientSession::Connect(
-            hosts[w].get(), ClientOptions(**server, Role::kActor, static_cast<uint32_t>(w)));
+            hosts[w].get(), testing::ClientOptions(**server, Role::kActor, static_cast<uint32_t>(w)));
         if (!session.ok()) return session.status();
         actor::ExperienceWriterOptions wo;
         wo.max_batch = kMaxBatch;
@@ -163,7 +163,7 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
   // The stats region, READ by a monitor: every committed transition
   // ingested once, nothing dropped.
   auto monitor_host = SoftProvider();
-  auto monitor = StatsMonitor::Connect(monitor_host.get(), **server);
+  auto monitor = testing::StatsMonitor::Connect(monitor_host.get(), **server);
   ASSERT_TRUE(monitor.ok()) << monitor.status();
   absl::StatusOr<StatsBlock> stats = (*monitor)->WaitUntil(
       "every reserved sequence handled",
@@ -187,7 +187,7 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
   EXPECT_EQ((*reader)->stats().epoch_changes, 0u);
   EXPECT_EQ((*reader)->stats().redelivered, 0u);
 
-  absl::StatusOr<int> exit_status = (*server)->Stop(SIGTERM, kServerStopTimeout);
+  absl::StatusOr<int> exit_status = (*server)->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
   EXPECT_EQ(*exit_status, 0) << (*server)->LogTail();
 }

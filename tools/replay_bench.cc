@@ -89,8 +89,8 @@
 #include "glog/logging.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/priority_writer.h"
-#include "replay_server/client_session.h"
-#include "replay_server/layout.h"
+#include "client/session.h"
+#include "protocol/layout.h"
 #include "replay_server/server.h"
 #include "tools/tcp_baseline.h"
 #include "verbs/verbs.h"
@@ -141,12 +141,12 @@ DEFINE_bool(json, false, "print one JSON object instead of text");
 namespace dreplay::tools {
 namespace {
 
-using replay::ClientSession;
-using replay::ClientSessionOptions;
-using replay::LayoutConfig;
-using replay::ReplayServer;
-using replay::ReplayServerOptions;
-using replay::Role;
+using client::ClientSession;
+using client::ClientSessionOptions;
+using protocol::LayoutConfig;
+using server::ReplayServer;
+using server::ReplayServerOptions;
+using protocol::Role;
 
 // Largest capacity chosen automatically.
 constexpr uint64_t kMaxAutoCapacity = uint64_t{1} << 18;
@@ -228,7 +228,7 @@ struct RunResult {
   Percentiles insert_latency;   // one Flush of max_batch transitions
   Percentiles batch_wait;       // the learner's Next()
   Percentiles batch_read;       // one staging-slot READ, alone
-  replay::StatsBlock server{};  // at the end of the window
+  protocol::StatsBlock server{};  // at the end of the window
   uint64_t writer_reconnects = 0;
   uint64_t reader_torn = 0;
   uint64_t reader_not_staged = 0;
@@ -309,7 +309,7 @@ absl::Status Prefill(const BenchConfig& c, const ReplayServer& server) {
                                           SessionOptionsFor(server, Role::kActor, 0, {})));
   actor::ExperienceWriterOptions wo;
   wo.max_batch = static_cast<uint32_t>(
-      std::min<uint64_t>(kPrefillBatch, replay::ActorWindow(session->config())));
+      std::min<uint64_t>(kPrefillBatch, protocol::ActorWindow(session->config())));
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
                    actor::ExperienceWriter::Create(session.get(), wo));
   std::vector<uint8_t> payload(c.payload_bytes, 0x5a);
@@ -409,13 +409,13 @@ absl::Status LearnerLoop(const BenchConfig& c, const ReplayServer& server, RunSt
 
   // Latency of one READ of a whole staging slot, alone on the queue pair
   // (the reader's pipelined READs have completed by now or complete first).
-  const uint64_t stride = replay::StagingSlotStride(session->config());
-  ASSIGN_OR_RETURN(std::unique_ptr<replay::RegisteredBuffer> image,
-                   replay::RegisteredBuffer::Create(provider.get(), stride));
+  const uint64_t stride = protocol::StagingSlotStride(session->config());
+  ASSIGN_OR_RETURN(std::unique_ptr<client::RegisteredBuffer> image,
+                   client::RegisteredBuffer::Create(provider.get(), stride));
   for (int i = 0; i < c.read_probes; ++i) {
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(session->ReadSync(replay::RegionKind::kStaging,
-                                      replay::StagingSlotOffset(session->config(), i),
+    RETURN_IF_ERROR(session->ReadSync(protocol::RegionKind::kStaging,
+                                      protocol::StagingSlotOffset(session->config(), i),
                                       static_cast<uint32_t>(stride), image->mr(), image->data()));
     reads->push_back(Micros(absl::Now() - start));
   }
@@ -571,9 +571,9 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.actors = FLAGS_actors;
   c.shared_actor_provider = FLAGS_shared_actor_provider;
   if (FLAGS_payload_bytes < 8 ||
-      FLAGS_payload_bytes > static_cast<int>(replay::kMaxSlotSize - sizeof(replay::SlotHeader))) {
+      FLAGS_payload_bytes > static_cast<int>(protocol::kMaxSlotSize - sizeof(protocol::SlotHeader))) {
     return FlagError("payload_bytes", std::to_string(FLAGS_payload_bytes),
-                     absl::StrCat("must be in [8, ", replay::kMaxSlotSize - sizeof(replay::SlotHeader),
+                     absl::StrCat("must be in [8, ", protocol::kMaxSlotSize - sizeof(protocol::SlotHeader),
                                   "]"));
   }
   c.payload_bytes = static_cast<uint32_t>(FLAGS_payload_bytes);
@@ -585,7 +585,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
 
   LayoutConfig& l = c.layout;
   l.slot_size = static_cast<uint32_t>(
-      replay::RoundUp(sizeof(replay::SlotHeader) + c.payload_bytes, replay::kSlotAlignment));
+      protocol::RoundUp(sizeof(protocol::SlotHeader) + c.payload_bytes, protocol::kSlotAlignment));
   if (FLAGS_capacity == 0) {
     const uint64_t fit = static_cast<uint64_t>(FLAGS_ring_mib) * (uint64_t{1} << 20) / l.slot_size;
     l.capacity = std::min(kMaxAutoCapacity, FloorPowerOfTwo(std::max<uint64_t>(fit, 2)));
@@ -610,9 +610,9 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
     const absl::Status s = l.Validate();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad geometry: ", s.message()));
   }
-  if (c.max_batch > replay::ActorWindow(l)) {
+  if (c.max_batch > protocol::ActorWindow(l)) {
     return FlagError("max_batch", std::to_string(c.max_batch),
-                     absl::StrCat("exceeds the actor window of ", replay::ActorWindow(l)));
+                     absl::StrCat("exceeds the actor window of ", protocol::ActorWindow(l)));
   }
   c.learner = FLAGS_learner;
   c.verify_slots = FLAGS_verify_slots;
@@ -683,7 +683,7 @@ std::string PercentilesJson(const Percentiles& p) {
 }
 
 std::string ResultJson(const RunResult& r) {
-  const replay::StatsBlock& s = r.server;
+  const protocol::StatsBlock& s = r.server;
   return absl::StrFormat(
       "{\"seconds\":%.3f,\"inserted_per_s\":%.1f,\"committed_per_s\":%.1f,"
       "\"bytes_in_per_s\":%.1f,\"insert_gbps\":%.4f,\"sampled_per_s\":%.1f,"
@@ -713,7 +713,7 @@ std::string LatencyText(const Percentiles& p) {
 
 std::string ResultText(const BenchConfig& c, const RunResult& r) {
   std::string out;
-  const replay::StatsBlock& s = r.server;
+  const protocol::StatsBlock& s = r.server;
   absl::StrAppendFormat(&out,
                         "  inserted      %s transitions/s (actors committed %s/s)  %.1f MB/s in  "
                         "(%.3f Gb/s of slots)\n",
@@ -727,7 +727,7 @@ std::string ResultText(const BenchConfig& c, const RunResult& r) {
   absl::StrAppendFormat(&out, "  batch wait    %s  [learner's Next(), READs pipelined]\n",
                         LatencyText(r.batch_wait));
   absl::StrAppendFormat(&out, "  batch READ    %s  [one %d-byte staging slot, alone]\n",
-                        LatencyText(r.batch_read), replay::StagingSlotStride(c.layout));
+                        LatencyText(r.batch_read), protocol::StagingSlotStride(c.layout));
   absl::StrAppendFormat(&out,
                         "  server        torn %d  abandoned %d  overrun %d  copy_rejects %d  "
                         "staging_stalls %d  (reader: %d torn READs, %d early READs; writers: %d "
@@ -826,7 +826,7 @@ int Run() {
         "\"result\":%s",
         verbs::ProviderKindName(c.provider.kind), c.actors,
         c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.layout.slot_size,
-        c.max_batch, c.layout.capacity, replay::ActorWindow(c.layout), c.layout.batch_size,
+        c.max_batch, c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
         c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
         absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency(),
         ResultJson(main_run));
@@ -862,7 +862,7 @@ int Run() {
       "rounds on %d hardware threads\n",
       verbs::ProviderKindName(c.provider.kind), c.actors, c.max_batch,
       c.shared_actor_provider ? " (one shared provider)" : "", c.payload_bytes, c.layout.slot_size,
-      c.layout.capacity, replay::ActorWindow(c.layout), c.layout.batch_size,
+      c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "on" : "off", c.link_spec,
       absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());
   if (c.rounds > 1) std::cout << "median round:\n";

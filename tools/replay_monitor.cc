@@ -10,8 +10,8 @@
 
 namespace dreplay::tools {
 
-using replay::ActorLine;
-using replay::StatsBlock;
+using protocol::ActorLine;
+using protocol::StatsBlock;
 
 namespace {
 
@@ -166,7 +166,7 @@ std::optional<double> ActorStepRate(const MonitorSnapshot* before, const ActorLi
 std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& now,
                               const MonitorSnapshot* before) {
   const StatsBlock& s = now.stats;
-  const replay::LayoutConfig& c = info.config;
+  const protocol::LayoutConfig& c = info.config;
 
   const std::string config = JsonObject()
                                  .Int("capacity", c.capacity)
@@ -174,7 +174,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                  .Int("batch_size", c.batch_size)
                                  .Int("staging_depth", c.staging_depth)
                                  .Int("max_actors", c.max_actors)
-                                 .Int("actor_window", replay::ActorWindow(c))
+                                 .Int("actor_window", protocol::ActorWindow(c))
                                  .Str("transition_spec", c.spec())
                                  .Done();
   const std::string memory = JsonObject()

@@ -30,21 +30,21 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "replay_server/layout.h"
+#include "protocol/layout.h"
 
 namespace dreplay::tools {
 
 // What a monitor READ at one moment.
 struct MonitorSnapshot {
-  replay::StatsBlock stats{};
-  std::vector<replay::ActorLine> actors;  // published lines, by actor id
+  protocol::StatsBlock stats{};
+  std::vector<protocol::ActorLine> actors;  // published lines, by actor id
   absl::Time taken;                       // the monitor's wall clock
 };
 
 // Constant facts about the server shown with every view.
 struct MonitorInfo {
   std::string server;  // "host:port"
-  replay::LayoutConfig config;
+  protocol::LayoutConfig config;
 };
 
 // Rates between two snapshots of one epoch, per second of server time.
@@ -63,11 +63,11 @@ std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before,
                                          const MonitorSnapshot& now);
 
 // Mean of p^alpha over memory; nullopt for an empty memory.
-std::optional<double> PriorityMean(const replay::StatsBlock& stats);
+std::optional<double> PriorityMean(const protocol::StatsBlock& stats);
 
 // Environment steps per second of actor `line`, from its line in `before`
 // (nullopt when absent, or when the actor has not published since).
-std::optional<double> ActorStepRate(const MonitorSnapshot* before, const replay::ActorLine& line);
+std::optional<double> ActorStepRate(const MonitorSnapshot* before, const protocol::ActorLine& line);
 
 // One JSON object (no trailing newline). Non-finite numbers become null.
 std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& now,

@@ -11,7 +11,7 @@
 namespace dreplay::tools {
 namespace {
 
-using replay::ActorLine;
+using protocol::ActorLine;
 
 MonitorSnapshot At(uint64_t server_seconds, uint64_t inserted, uint64_t sampled) {
   MonitorSnapshot s;

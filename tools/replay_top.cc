@@ -45,10 +45,11 @@
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "learner_client/stats_reader.h"
-#include "replay_server/client_session.h"
-#include "replay_server/handshake.h"
-#include "replay_server/layout.h"
+#include "client/stats_reader.h"
+#include "client/session.h"
+#include "protocol/host_port.h"
+#include "protocol/handshake.h"
+#include "protocol/layout.h"
 #include "tools/replay_monitor.h"
 #include "verbs/verbs.h"
 
@@ -79,8 +80,8 @@ extern void (*gflags_exitfunc)(int);
 namespace dreplay::tools {
 namespace {
 
-using replay::ClientSession;
-using replay::ClientSessionOptions;
+using client::ClientSession;
+using client::ClientSessionOptions;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitBadFlag = 2;
@@ -115,7 +116,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   Config c;
   if (FLAGS_server.empty()) return FlagError("server", "", "is required (HOST:PORT)");
   {
-    const absl::Status s = replay::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
+    const absl::Status s = protocol::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
     if (!s.ok()) return FlagError("server", FLAGS_server, s.message());
   }
   absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
@@ -140,7 +141,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (!(FLAGS_connect_timeout_s > 0) || FLAGS_connect_timeout_s > kMaxSeconds) {
     return FlagError("connect_timeout_s", std::to_string(FLAGS_connect_timeout_s), "must be > 0");
   }
-  c.session.role = replay::Role::kMonitor;
+  c.session.role = protocol::Role::kMonitor;
   ASSIGN_OR_RETURN(c.session.auth_token, ReadToken());
   c.session.connect_deadline = absl::Seconds(FLAGS_connect_timeout_s);
   c.session.op_timeout = absl::Seconds(FLAGS_connect_timeout_s);
@@ -151,7 +152,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
 // A monitor's connection and its reader.
 struct Monitor {
   std::unique_ptr<ClientSession> session;
-  std::unique_ptr<learner::StatsReader> reader;
+  std::unique_ptr<client::StatsReader> reader;
 };
 
 // Connects; the message says what went wrong in the user's terms.
@@ -173,7 +174,7 @@ absl::StatusOr<Monitor> Connect(verbs::Provider* provider, const Config& config)
     return absl::Status(s.code(), absl::StrCat(FLAGS_server, ": ", why, ": ", s.message()));
   }
   m.session = std::move(*session);
-  ASSIGN_OR_RETURN(m.reader, learner::StatsReader::Create(m.session.get()));
+  ASSIGN_OR_RETURN(m.reader, client::StatsReader::Create(m.session.get()));
   return m;
 }
 

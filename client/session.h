@@ -1,0 +1,218 @@
+// Copyright dreplay authors.
+//
+// session.h: a client's connection to a replay server.
+//
+// Every client (actor, learner, monitor) starts here. A ClientSession
+// connects a queue pair to the server, sends the hello (role, actor id, auth
+// token; protocol/handshake.h), takes the RegionDirectory the server replies with,
+// READs the control block and checks its magic, layout version and config.
+// From then on the clients work from `config()` (the server's published
+// LayoutConfig), never from flags of their own.
+//
+//   ClientSessionOptions options;
+//   options.host = "10.0.0.2";
+//   options.port = 7471;
+//   options.role = Role::kLearner;
+//   options.qp.link = *verbs::ParseLinkModel("10km-25g");  // soft provider
+//   ASSIGN_OR_RETURN(auto session, ClientSession::Connect(provider, options));
+//   ASSIGN_OR_RETURN(auto reader, BatchReader::Create(session.get(), {}));
+//   ASSIGN_OR_RETURN(auto writer, PriorityWriter::Create(session.get()));
+//
+// Several clients share one session (and its queue pair): a learner's batch
+// reader, priority writer and parameter publisher, an actor's experience
+// writer, parameter fetcher and stats publisher. Each takes a completion
+// sink (AddSink) and tags its work requests with WrId(sink, id); Poll(sink)
+// returns only that sink's completions.
+//
+// Failures and reconnection: a queue pair that fails (server crashed or
+// restarted, link down, an access error) stays failed. The client that
+// notices calls Reconnect(generation it used): the session connects again
+// with exponential back-off (transient failures: server unreachable, a
+// retryable refusal such as "another learner is connected"), receives fresh
+// keys and READs the control block again. generation() counts connections;
+// every client compares it with the one its outstanding requests were posted
+// on and starts over (its requests are gone) when it changed. If the server
+// comes back with another LayoutConfig, Reconnect fails with
+// FailedPrecondition naming the first difference: the clients' buffers are
+// sized for the old one.
+//
+// Link emulation (soft provider): the connecting side's options.qp.link is
+// applied to both directions of the connection, so the link is specified on
+// the client: the learner's long-haul link on the learner, none (or a short
+// one) on the actors.
+//
+// Thread safety: not thread-safe. A session and the clients that share it
+// are used by one thread (or under the caller's lock). Blocking calls are
+// marked; everything else returns at once.
+
+#ifndef DREPLAY_CLIENT_SESSION_H_
+#define DREPLAY_CLIENT_SESSION_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "protocol/handshake.h"
+#include "protocol/layout.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::client {
+
+struct ClientSessionOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // the server's port; must be set
+  protocol::Role role = protocol::Role::kActor;
+  uint32_t actor_id = 0;   // actors: < the server's max_actors
+  std::string auth_token;  // the server's --auth_token, if it has one
+  // Queue pair options; link (soft provider) emulates the link to the server.
+  verbs::QueuePairOptions qp;
+  // Connect() and Reconnect() retry transient failures for this long
+  // (0: one attempt), backing off from retry_initial to retry_max.
+  absl::Duration connect_deadline = absl::Seconds(10);
+  absl::Duration retry_initial = absl::Milliseconds(10);
+  absl::Duration retry_max = absl::Milliseconds(500);
+  // Blocking one-shot operations (ReadSync, ...) fail after this long.
+  absl::Duration op_timeout = absl::Seconds(10);
+  // Offer the server a heartbeat word (protocol/handshake.h), so that it can tell
+  // when this client is gone.
+  bool heartbeat = true;
+
+  // OK, or InvalidArgument naming the bad field and value.
+  absl::Status Validate() const;
+};
+
+// True when an operation's status means the connection failed (a failed or
+// flushed completion, a queue pair in error, no completion in time), so that
+// Reconnect() may help; false for local misuse (InvalidArgument, OutOfRange,
+// FailedPrecondition) and a full send queue (ResourceExhausted).
+bool IsConnectionFailure(const absl::Status& status);
+
+// Page-aligned, zero-filled local memory registered with a provider: the
+// buffers clients READ into and WRITE from.
+class RegisteredBuffer {
+ public:
+  // InvalidArgument for 0 bytes; ResourceExhausted when the memory cannot be
+  // allocated; the provider's registration errors.
+  static absl::StatusOr<std::unique_ptr<RegisteredBuffer>> Create(
+      verbs::Provider* provider, size_t bytes, uint32_t access = verbs::kLocalWrite);
+  ~RegisteredBuffer();
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  const verbs::MemoryRegion* mr() const { return mr_.get(); }
+
+ private:
+  RegisteredBuffer() = default;
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+  std::unique_ptr<verbs::MemoryRegion> mr_;
+};
+
+class ClientSession {
+ public:
+  // A sink's tag is kept in the top bits of a work request id.
+  static constexpr int kSinkBits = 8;
+  static constexpr int kMaxSinks = (1 << kSinkBits) - 1;  // sink 0 is the session's own
+  static constexpr uint64_t kMaxWrIdPayload = (uint64_t{1} << (64 - kSinkBits)) - 1;
+
+  // Connects (blocking, retrying as options say). `provider` is not owned and
+  // must outlive the session. Errors: InvalidArgument (options),
+  // PermissionDenied (refused: bad token, role limits; the server's reason in
+  // the message), FailedPrecondition (layout version or a malformed control
+  // block), Unavailable / DeadlineExceeded (no server within the deadline).
+  static absl::StatusOr<std::unique_ptr<ClientSession>> Connect(
+      verbs::Provider* provider, const ClientSessionOptions& options);
+  ~ClientSession();
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
+
+  const ClientSessionOptions& options() const { return options_; }
+  verbs::Provider* provider() const { return provider_; }
+  // The server's published configuration; the same for the session's life.
+  const protocol::LayoutConfig& config() const { return config_; }
+  const protocol::RegionDirectory& directory() const { return directory_; }
+  // The remote region of `kind`; FailedPrecondition when this role was not
+  // given it (the server never sends a key a role must not use).
+  absl::StatusOr<verbs::RemoteRegion> Region(protocol::RegionKind kind) const;
+  // The ServerLine as last READ (at connect, or by ReadServerLine).
+  const protocol::ServerLine& server_line() const { return server_line_; }
+  uint64_t epoch() const { return server_line_.epoch; }
+  // 1 for the first connection, +1 for every reconnection.
+  uint64_t generation() const { return generation_; }
+  // The current queue pair (changes on Reconnect). Prefer Post/Poll.
+  verbs::QueuePair* qp() const { return qp_.get(); }
+  // The value of the server's last heartbeat WRITE (its epoch; 0: none yet).
+  uint64_t last_heartbeat() const;
+
+  // Completion routing. AddSink returns a new sink (1..kMaxSinks);
+  // ResourceExhausted when none is left.
+  absl::StatusOr<int> AddSink();
+  static uint64_t WrId(int sink, uint64_t payload) {
+    return (static_cast<uint64_t>(sink) << (64 - kSinkBits)) | (payload & kMaxWrIdPayload);
+  }
+  static uint64_t WrIdPayload(uint64_t wr_id) { return wr_id & kMaxWrIdPayload; }
+  // Posts on the current queue pair (verbs::QueuePair::PostSend).
+  absl::Status Post(absl::Span<const verbs::WorkRequest> wrs);
+  // Moves up to out.size() completions of `sink` into `out`; returns how
+  // many. Non-blocking.
+  int Poll(int sink, absl::Span<verbs::Completion> out);
+  // Waits (blocking, up to `timeout`) for the completion of `wr_id` on
+  // `sink`; returns its status. An error completion of any other request of
+  // the sink also ends the wait with that error. Other successful
+  // completions of the sink are dropped: use it only on a sink whose
+  // requests are all waited for this way.
+  absl::Status Wait(int sink, uint64_t wr_id, absl::Duration timeout);
+
+  // Reconnects (blocking; see the file comment) if generation() is still
+  // `seen_generation`; returns OK at once if someone already did. `why` is
+  // logged. Errors as Connect, plus FailedPrecondition for a changed config.
+  absl::Status Reconnect(uint64_t seen_generation, const absl::Status& why);
+
+  // Blocking one-shot READ of [offset, offset + length) of region `kind`
+  // into `local` (inside the registered `mr`). Errors: FailedPrecondition
+  // (no such region for this role), OutOfRange (outside the region), the
+  // completion's error, DeadlineExceeded after op_timeout.
+  absl::Status ReadSync(protocol::RegionKind kind, uint64_t offset, uint32_t length,
+                        const verbs::MemoryRegion* mr, void* local);
+  // Blocking READ of the control block's ServerLine; updates server_line().
+  absl::StatusOr<protocol::ServerLine> ReadServerLine();
+
+ private:
+  ClientSession(verbs::Provider* provider, const ClientSessionOptions& options);
+  // One connection attempt: connect, handshake, READ and check the control
+  // block. `first` sets config_, else it must equal config_.
+  absl::Status ConnectOnce(bool first);
+  // Retries ConnectOnce while the failure is transient.
+  absl::Status ConnectWithRetry(bool first);
+  // Moves everything the queue pair completed into the sinks.
+  void Drain();
+
+  verbs::Provider* const provider_;
+  const ClientSessionOptions options_;
+
+  // Scratch for the session's own READs (control block, ServerLine).
+  std::unique_ptr<RegisteredBuffer> scratch_;
+  // Heartbeat word the server WRITEs (registered remote-writable).
+  std::unique_ptr<RegisteredBuffer> heartbeat_;
+
+  std::unique_ptr<verbs::QueuePair> qp_;
+  protocol::RegionDirectory directory_;
+  protocol::LayoutConfig config_;
+  protocol::ServerLine server_line_{};
+  uint64_t generation_ = 0;
+  uint64_t next_sync_id_ = 1;
+  int num_sinks_ = 1;
+  std::vector<std::deque<verbs::Completion>> sinks_;
+};
+
+}  // namespace dreplay::client
+
+#endif  // DREPLAY_CLIENT_SESSION_H_

@@ -1,0 +1,132 @@
+// Copyright dreplay authors.
+
+#include "client/session.h"
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "replay_server/server.h"
+#include "testing/in_process_service.h"
+
+namespace dreplay::client {
+namespace {
+
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+
+TEST(ClientSessionOptionsTest, ValidateNamesTheBadField) {
+  ClientSessionOptions o;
+  o.port = 1;
+  EXPECT_TRUE(o.Validate().ok());
+  o.port = 0;
+  EXPECT_NE(o.Validate().message().find("port=0"), std::string::npos);
+  o.port = 1;
+  o.role = protocol::Role::kMonitor;
+  o.actor_id = 3;
+  EXPECT_NE(o.Validate().message().find("actor_id=3"), std::string::npos);
+  o.actor_id = 0;
+  o.retry_initial = absl::ZeroDuration();
+  EXPECT_NE(o.Validate().message().find("retry_initial"), std::string::npos);
+}
+
+TEST(IsConnectionFailureTest, SeparatesLinkFailuresFromMisuse) {
+  EXPECT_TRUE(IsConnectionFailure(absl::UnavailableError("gone")));
+  EXPECT_TRUE(IsConnectionFailure(absl::AbortedError("flushed")));
+  EXPECT_TRUE(IsConnectionFailure(absl::DeadlineExceededError("slow")));
+  EXPECT_FALSE(IsConnectionFailure(absl::InvalidArgumentError("bad")));
+  EXPECT_FALSE(IsConnectionFailure(absl::FailedPreconditionError("no key")));
+  EXPECT_FALSE(IsConnectionFailure(absl::ResourceExhaustedError("queue full")));
+  EXPECT_FALSE(IsConnectionFailure(absl::OkStatus()));
+}
+
+class ClientSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_host_ = SoftProvider();
+    client_host_ = SoftProvider();
+  }
+  std::unique_ptr<verbs::Provider> server_host_, client_host_;
+};
+
+TEST_F(ClientSessionTest, ConnectReadsTheConfigAndServerLine) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session = ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kActor, 4));
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ((*session)->config(), server->config());
+  EXPECT_EQ((*session)->config().spec(), "test f32");
+  EXPECT_EQ((*session)->epoch(), 1u);
+  EXPECT_EQ((*session)->generation(), 1u);
+  absl::StatusOr<protocol::ServerLine> line = (*session)->ReadServerLine();
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(line->epoch, 1u);
+  EXPECT_EQ(line->ingest_cursor, 0u);
+  // The server's heartbeat WRITE arrives (it carries the epoch).
+  EXPECT_TRUE(testing::WaitFor([&] { return (*session)->last_heartbeat() == 1; }));
+}
+
+TEST_F(ClientSessionTest, ConnectFailsClearlyWhenNobodyListens) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  ClientSessionOptions o = SessionOptions(*server, protocol::Role::kMonitor);
+  server.reset();
+  o.connect_deadline = absl::Milliseconds(50);
+  const absl::Status s = ClientSession::Connect(client_host_.get(), o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("connecting to the replay server at 127.0.0.1:"), std::string::npos)
+      << s;
+}
+
+TEST_F(ClientSessionTest, ReconnectFollowsARestartAndRefusesAChangedConfig) {
+  server::ReplayServerOptions options = SmallServerOptions();
+  auto server = StartServer(server_host_.get(), options);
+  auto session = *ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kMonitor));
+  const uint64_t generation = session->generation();
+  options.port = server->port();
+  server.reset();
+  server = StartServer(server_host_.get(), options);
+  EXPECT_FALSE(session->ReadServerLine().ok());  // the old connection is gone
+  ASSERT_TRUE(session->Reconnect(generation, absl::UnavailableError("test")).ok());
+  EXPECT_EQ(session->generation(), generation + 1);
+  EXPECT_TRUE(session->ReadServerLine().ok());
+  // Someone else already reconnected: nothing happens.
+  ASSERT_TRUE(session->Reconnect(generation, absl::UnavailableError("test")).ok());
+  EXPECT_EQ(session->generation(), generation + 1);
+
+  server.reset();
+  options.layout.slot_size = 256;
+  server = StartServer(server_host_.get(), options);
+  const absl::Status s = session->Reconnect(session->generation(), absl::UnavailableError("test"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("slot_size: 160 vs 256"), std::string::npos) << s;
+}
+
+TEST_F(ClientSessionTest, SinksSeeOnlyTheirOwnCompletions) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session = *ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kMonitor));
+  const int a = *session->AddSink();
+  const int b = *session->AddSink();
+  EXPECT_NE(a, b);
+  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
+  const verbs::RemoteRegion control = *session->Region(protocol::RegionKind::kControl);
+  verbs::WorkRequest wrs[2];
+  for (int i = 0; i < 2; ++i) {
+    wrs[i].wr_id = ClientSession::WrId(i == 0 ? a : b, 100 + i);
+    wrs[i].opcode = verbs::Opcode::kRead;
+    wrs[i].local = buffer->mr();
+    wrs[i].local_addr = buffer->data() + 256 * i;
+    wrs[i].length = 64;
+    wrs[i].remote_addr = control.addr;
+    wrs[i].rkey = control.rkey;
+  }
+  ASSERT_TRUE(session->Post(wrs).ok());
+  EXPECT_TRUE(session->Wait(b, wrs[1].wr_id, absl::Seconds(5)).ok());
+  verbs::Completion c;
+  ASSERT_TRUE(testing::WaitFor([&] { return session->Poll(a, absl::MakeSpan(&c, 1)) == 1; }));
+  EXPECT_EQ(ClientSession::WrIdPayload(c.wr_id), 100u);
+  EXPECT_EQ(session->Poll(b, absl::MakeSpan(&c, 1)), 0);
+}
+
+}  // namespace
+}  // namespace dreplay::client

@@ -1,0 +1,168 @@
+// Copyright dreplay authors.
+//
+// config.h: constants, the LayoutConfig every region is sized from, and the
+// control block (configuration, the actors' tail line, the server's line).
+//
+// Part of the replay service's wire contract (protocol/README.md): shared by
+// the server and its clients through RDMA-registered memory. Nothing here
+// depends on verbs/. All integers are little-endian; floats are IEEE 754.
+
+#ifndef DREPLAY_PROTOCOL_CONFIG_H_
+#define DREPLAY_PROTOCOL_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace dreplay::protocol {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire layout is little-endian");
+
+// ASCII "DREPLAY!" read as a little-endian u64.
+inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
+// Bumped on any change to a structure or protocol of protocol/.
+inline constexpr uint32_t kLayoutVersion = 1;
+
+inline constexpr size_t kCacheLine = 64;
+// Every region buffer is allocated with this alignment.
+inline constexpr size_t kRegionAlignment = 4096;
+// slot_size must be a multiple of this (u64 header fields, word-wise copies).
+inline constexpr uint32_t kSlotAlignment = 8;
+// Seed of every XXH3 checksum in this file.
+inline constexpr uint64_t kChecksumSeed = 0x64726570'6c617931ULL;
+
+// Limits LayoutConfig::Validate() enforces.
+inline constexpr uint64_t kMinCapacity = 2;
+inline constexpr uint64_t kMaxCapacity = uint64_t{1} << 31;  // index fits u32
+inline constexpr uint32_t kMaxSlotSize = 1u << 20;
+inline constexpr uint32_t kMaxBatchSize = 1u << 16;
+inline constexpr uint32_t kMaxStagingDepth = 1024;
+inline constexpr uint64_t kMaxParamBytes = uint64_t{1} << 32;
+inline constexpr uint32_t kMaxActors = 1u << 16;
+inline constexpr size_t kTransitionSpecBytes = 64;
+
+constexpr uint64_t RoundUp(uint64_t n, uint64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// ---------------------------------------------------------------------------
+// LayoutConfig: the geometry of every region. The server publishes it in the
+// control block; clients take it from there instead of from their own flags.
+
+struct LayoutConfig {
+  uint64_t capacity = 0;        // slots; a power of two
+  uint64_t param_bytes = 0;     // capacity of one params half, bytes
+  uint32_t slot_size = 0;       // bytes per slot, SlotHeader included
+  uint32_t batch_size = 0;      // transitions per staged batch
+  uint32_t staging_depth = 0;   // staged batches (and mailbox entries)
+  uint32_t observation_size = 0;  // elements per observation (informational)
+  uint32_t num_actions = 0;       // discrete actions (informational)
+  // Lines in the actors region (ActorLine), one per actor id; actor ids must
+  // be below it. 0: no actors region.
+  uint32_t max_actors = 0;
+  // Opaque description of the payload encoding, NUL-terminated and padded
+  // with NULs (e.g. "cartpole-v1 f32 nstep=3"); clients compare it verbatim.
+  char transition_spec[kTransitionSpecBytes] = {};
+  // How far (in sequences) actors may run ahead of ingest_cursor, in
+  // [0, capacity]; 0 means capacity. A window well below capacity (e.g.
+  // capacity / 4) keeps most of the ring sampleable when actors outpace
+  // ingest; see ActorWindow().
+  uint64_t actor_window = 0;
+
+  // OK, or InvalidArgument naming the first bad field and its value.
+  absl::Status Validate() const;
+
+  uint32_t max_payload() const;  // slot_size - sizeof(SlotHeader)
+  uint64_t slot_mask() const { return capacity - 1; }
+  std::string spec() const;  // transition_spec up to its first NUL
+  // Sets transition_spec; InvalidArgument if `spec` does not fit (with NUL).
+  absl::Status set_spec(const std::string& spec);
+  // Field-by-field equality (reserved fields included).
+  bool operator==(const LayoutConfig& other) const;
+  bool operator!=(const LayoutConfig& other) const { return !(*this == other); }
+  // "capacity=... slot_size=..." for messages.
+  std::string DebugString() const;
+  // "" when equal, else "<field>: <this> vs <other>" for the first difference.
+  std::string FirstDifference(const LayoutConfig& other) const;
+};
+static_assert(sizeof(LayoutConfig) == 112, "LayoutConfig is a wire structure");
+static_assert(offsetof(LayoutConfig, capacity) == 0, "");
+static_assert(offsetof(LayoutConfig, param_bytes) == 8, "");
+static_assert(offsetof(LayoutConfig, slot_size) == 16, "");
+static_assert(offsetof(LayoutConfig, batch_size) == 20, "");
+static_assert(offsetof(LayoutConfig, staging_depth) == 24, "");
+static_assert(offsetof(LayoutConfig, observation_size) == 28, "");
+static_assert(offsetof(LayoutConfig, num_actions) == 32, "");
+static_assert(offsetof(LayoutConfig, max_actors) == 36, "");
+static_assert(offsetof(LayoutConfig, transition_spec) == 40, "");
+static_assert(offsetof(LayoutConfig, actor_window) == 104, "");
+
+// ---------------------------------------------------------------------------
+// Control block.
+
+// Written once by the server before the region is registered.
+struct alignas(kCacheLine) ControlHeader {
+  uint64_t magic = 0;               // kMagic
+  uint32_t layout_version = 0;      // kLayoutVersion
+  uint32_t control_block_size = 0;  // sizeof(ControlBlock)
+  LayoutConfig config;
+};
+static_assert(sizeof(ControlHeader) == 2 * kCacheLine, "");
+static_assert(offsetof(ControlHeader, config) == 16, "");
+
+// The actors' reservation counter, alone on its cache line. Changed only by
+// remote FETCH_ADD (the server sets it once before registration, e.g. after a
+// restore); the server reads it with atomic loads and never stores to it
+// while actors are connected.
+struct alignas(kCacheLine) TailLine {
+  uint64_t tail = 0;  // next sequence number to hand out
+  uint64_t reserved[7] = {};
+};
+static_assert(sizeof(TailLine) == kCacheLine, "");
+
+// Words written only by the server's replay core (release stores); clients
+// READ them.
+struct alignas(kCacheLine) ServerLine {
+  // Every sequence below this is done (ingested, abandoned or overrun); an
+  // actor may write sequence q only when SequenceWritable(config, q, this).
+  uint64_t ingest_cursor = 0;
+  // Changes when the server restarts from a checkpoint; staged batches carry
+  // it. Batch numbers restart at 0 in every epoch.
+  uint64_t epoch = 0;
+  // Number of batches staged (committed) in this epoch: batches 0 .. n-1.
+  uint64_t batches_staged = 0;
+  // Number of batches whose priority update has been consumed.
+  uint64_t batches_released = 0;
+  uint64_t reserved[4] = {};
+};
+static_assert(sizeof(ServerLine) == kCacheLine, "");
+
+struct ControlBlock {
+  ControlHeader header;  // [0, 128)
+  TailLine tail;         // [128, 192)
+  ServerLine server;     // [192, 256)
+};
+static_assert(sizeof(ControlBlock) == 256, "ControlBlock is a wire structure");
+static_assert(alignof(ControlBlock) == kCacheLine, "");
+static_assert(offsetof(ControlBlock, header) == 0, "");
+static_assert(offsetof(ControlBlock, tail) == 128, "");
+static_assert(offsetof(ControlBlock, server) == 192, "");
+// The byte offset actors FETCH_ADD (relative to the control block, or 0 in
+// the separately registered tail line region).
+inline constexpr size_t kTailOffset = offsetof(ControlBlock, tail);
+inline constexpr size_t kTailLineBytes = sizeof(TailLine);
+inline constexpr size_t kIngestCursorOffset =
+    offsetof(ControlBlock, server) + offsetof(ServerLine, ingest_cursor);
+static_assert(kTailOffset % 8 == 0, "RDMA atomics need 8-byte alignment");
+
+// OK if the block carries kMagic, kLayoutVersion and a valid config;
+// FailedPrecondition (magic/version) or InvalidArgument (config) otherwise.
+// For clients checking what they READ at connect time.
+absl::Status CheckControlHeader(const ControlHeader& header);
+
+}  // namespace dreplay::protocol
+
+#endif  // DREPLAY_PROTOCOL_CONFIG_H_

@@ -1,0 +1,75 @@
+// Copyright dreplay authors.
+
+#include "protocol/layout.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dreplay::protocol {
+
+void RegionDirectory::Set(RegionKind kind, const WireRegion& region) {
+  const auto k = static_cast<uint32_t>(kind);
+  if (k >= kNumRegionKinds) return;
+  regions[k] = region;
+  present_mask |= 1u << k;
+}
+
+bool RegionDirectory::Has(RegionKind kind) const {
+  const auto k = static_cast<uint32_t>(kind);
+  return k < kNumRegionKinds && (present_mask & (1u << k)) != 0;
+}
+
+const WireRegion& RegionDirectory::Get(RegionKind kind) const {
+  static const WireRegion kAbsent{};
+  return Has(kind) ? regions[static_cast<uint32_t>(kind)] : kAbsent;
+}
+
+absl::Status RegionDirectory::Validate() const {
+  if (magic != kMagic) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("region directory magic 0x%016x is not dreplay's", magic));
+  }
+  if (layout_version != kLayoutVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "region directory layout version ", layout_version, " but this build speaks ",
+        kLayoutVersion));
+  }
+  if ((present_mask >> kNumRegionKinds) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("region directory present_mask 0x%x names unknown regions", present_mask));
+  }
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    if ((present_mask & (1u << k)) != 0 && regions[k].length == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region directory entry ", RegionKindName(static_cast<RegionKind>(k)),
+          " is present but empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const char* RegionKindName(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kControl:
+      return "control";
+    case RegionKind::kTail:
+      return "tail";
+    case RegionKind::kSlots:
+      return "slots";
+    case RegionKind::kCommits:
+      return "commits";
+    case RegionKind::kStaging:
+      return "staging";
+    case RegionKind::kMailbox:
+      return "mailbox";
+    case RegionKind::kParams:
+      return "params";
+    case RegionKind::kStats:
+      return "stats";
+    case RegionKind::kActors:
+      return "actors";
+  }
+  return "unknown";
+}
+
+}  // namespace dreplay::protocol

@@ -1,0 +1,302 @@
+// Copyright dreplay authors.
+
+#include "protocol/layout.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace dreplay::protocol {
+namespace {
+
+LayoutConfig TestConfig() {
+  LayoutConfig c;
+  c.capacity = 1024;
+  c.slot_size = 160;
+  c.batch_size = 32;
+  c.staging_depth = 4;
+  c.param_bytes = 1000;
+  c.observation_size = 4;
+  c.num_actions = 2;
+  EXPECT_TRUE(c.set_spec("cartpole-v1 f32").ok());
+  return c;
+}
+
+TEST(LayoutConfigTest, AcceptsAValidConfig) {
+  EXPECT_TRUE(TestConfig().Validate().ok());
+  EXPECT_EQ(TestConfig().max_payload(), 128u);
+  EXPECT_EQ(TestConfig().spec(), "cartpole-v1 f32");
+}
+
+TEST(LayoutConfigTest, RejectsCapacityThatIsNotAPowerOfTwoAndNamesIt) {
+  LayoutConfig c = TestConfig();
+  c.capacity = 1000;
+  const absl::Status s = c.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("capacity=1000"), std::string::npos) << s;
+}
+
+TEST(LayoutConfigTest, RejectsBadSlotSizeBatchSizeDepthAndSpec) {
+  LayoutConfig c = TestConfig();
+  c.slot_size = 161;
+  EXPECT_NE(c.Validate().message().find("slot_size=161"), std::string::npos);
+  c = TestConfig();
+  c.slot_size = sizeof(SlotHeader);
+  EXPECT_FALSE(c.Validate().ok());
+  c = TestConfig();
+  c.batch_size = 0;
+  EXPECT_NE(c.Validate().message().find("batch_size=0"), std::string::npos);
+  c = TestConfig();
+  c.batch_size = 2048;  // more than capacity
+  EXPECT_FALSE(c.Validate().ok());
+  c = TestConfig();
+  c.staging_depth = 0;
+  EXPECT_NE(c.Validate().message().find("staging_depth=0"), std::string::npos);
+  c = TestConfig();
+  std::memset(c.transition_spec, 'x', kTransitionSpecBytes);
+  EXPECT_FALSE(c.Validate().ok());
+  EXPECT_FALSE(c.set_spec(std::string(kTransitionSpecBytes, 'y')).ok());
+}
+
+TEST(LayoutConfigTest, ActorWindowDefaultsToTheCapacityAndMayNotExceedIt) {
+  LayoutConfig c = TestConfig();
+  EXPECT_EQ(ActorWindow(c), 1024u);
+  EXPECT_TRUE(SequenceWritable(c, 1023 + 10, 10));
+  EXPECT_FALSE(SequenceWritable(c, 1024 + 10, 10));
+  c.actor_window = 256;
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_EQ(ActorWindow(c), 256u);
+  EXPECT_TRUE(SequenceWritable(c, 255 + 10, 10));
+  EXPECT_FALSE(SequenceWritable(c, 256 + 10, 10));
+  c.actor_window = 1025;
+  EXPECT_NE(c.Validate().message().find("actor_window=1025"), std::string::npos);
+}
+
+TEST(LayoutConfigTest, FirstDifferenceNamesTheField) {
+  LayoutConfig a = TestConfig();
+  LayoutConfig b = TestConfig();
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.FirstDifference(b), "");
+  b.batch_size = 64;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.FirstDifference(b), "batch_size: 32 vs 64");
+  b = TestConfig();
+  ASSERT_TRUE(b.set_spec("acrobot").ok());
+  EXPECT_NE(a.FirstDifference(b).find("transition_spec"), std::string::npos);
+}
+
+TEST(LayoutTest, ControlBlockWordsSitOnTheirOwnCacheLines) {
+  EXPECT_EQ(kTailOffset, 128u);
+  EXPECT_EQ(kTailOffset % kCacheLine, 0u);
+  EXPECT_EQ(kIngestCursorOffset, 192u);
+  EXPECT_NE(kTailOffset / kCacheLine, kIngestCursorOffset / kCacheLine);
+  EXPECT_EQ(offsetof(ControlBlock, header) + sizeof(ControlHeader), kTailOffset);
+}
+
+TEST(LayoutTest, CheckControlHeaderRejectsWrongMagicVersionAndConfig) {
+  ControlHeader h;
+  h.magic = kMagic;
+  h.layout_version = kLayoutVersion;
+  h.control_block_size = sizeof(ControlBlock);
+  h.config = TestConfig();
+  EXPECT_TRUE(CheckControlHeader(h).ok());
+  ControlHeader bad = h;
+  bad.magic = 1;
+  EXPECT_EQ(CheckControlHeader(bad).code(), absl::StatusCode::kFailedPrecondition);
+  bad = h;
+  bad.layout_version = kLayoutVersion + 1;
+  EXPECT_EQ(CheckControlHeader(bad).code(), absl::StatusCode::kFailedPrecondition);
+  bad = h;
+  bad.config.capacity = 3;
+  EXPECT_EQ(CheckControlHeader(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LayoutTest, StagingOffsetsFollowFromTheConfig) {
+  const LayoutConfig c = TestConfig();
+  EXPECT_EQ(StagingEntriesOffset(c), 64u);
+  EXPECT_EQ(StagingPayloadsOffset(c), 64u + 32 * 16);
+  EXPECT_EQ(StagingCommitOffset(c), 64u + 32 * 16 + 32 * 160);
+  EXPECT_EQ(StagingSlotStride(c), StagingCommitOffset(c) + 64);
+  EXPECT_EQ(StagingSlotStride(c) % kCacheLine, 0u);
+  EXPECT_EQ(StagingSlotOffset(c, 5), 1 * StagingSlotStride(c));
+  EXPECT_EQ(StagingRingBytes(c), 4 * StagingSlotStride(c));
+
+  LayoutConfig odd = c;
+  odd.batch_size = 3;
+  odd.slot_size = 40;
+  EXPECT_EQ(StagingPayloadsOffset(odd), 64u + 64);    // 48 rounded up
+  EXPECT_EQ(StagingCommitOffset(odd), 128u + 128);    // 120 rounded up
+}
+
+TEST(LayoutTest, MailboxAndParamsOffsetsFollowFromTheConfig) {
+  const LayoutConfig c = TestConfig();
+  EXPECT_EQ(MailboxRecordsOffset(c), 64u);
+  EXPECT_EQ(MailboxCommitOffset(c), 64u + 32 * 16);
+  EXPECT_EQ(MailboxEntryStride(c), 64u + 32 * 16 + 64);
+  EXPECT_EQ(MailboxEntryOffset(c, 6), 2 * MailboxEntryStride(c));
+  EXPECT_EQ(MailboxBytes(c), 4 * MailboxEntryStride(c));
+  EXPECT_EQ(ParamsHalfStride(c), 64u + 1024);
+  EXPECT_EQ(ParamsHalfOffset(c, 0), 64u);
+  EXPECT_EQ(ParamsHalfOffset(c, 1), 64u + 64 + 1024);
+  EXPECT_EQ(ParamsRegionBytes(c), 64u + 2 * (64 + 1024));
+  EXPECT_EQ(ParamsHalfOf(1), 1u);
+  EXPECT_EQ(ParamsHalfOf(2), 0u);
+  EXPECT_EQ(SlotRingBytes(c), 1024u * 160);
+  EXPECT_EQ(CommitWordsBytes(c), 1024u * 8);
+}
+
+TEST(LayoutTest, CommitValuesReserveZeroForNeverCommitted) {
+  EXPECT_EQ(CommitValue(0), 1u);
+  EXPECT_NE(CommitValue(0), kNeverCommitted);
+  EXPECT_EQ(BatchCommitValue(0), 1u);
+  EXPECT_EQ(SlotIndex(TestConfig(), 1024 + 7), 7u);
+}
+
+TEST(SlotTest, SealedSlotVerifies) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> slot(c.slot_size, 0xAB);
+  const char payload[] = "hello transition";
+  ASSERT_TRUE(SealSlot(slot.data(), c.slot_size, 77, 3, 0.5f, payload, sizeof(payload)).ok());
+  SlotHeader h;
+  std::memcpy(&h, slot.data(), sizeof(h));
+  EXPECT_EQ(h.sequence, 77u);
+  EXPECT_EQ(h.actor_id, 3u);
+  EXPECT_EQ(h.payload_length, sizeof(payload));
+  EXPECT_EQ(h.initial_priority, 0.5f);
+  EXPECT_EQ(h.reserved, 0u);
+  EXPECT_EQ(h.checksum, SlotChecksum(slot.data(), h.payload_length));
+  EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 77), SlotCheck::kOk);
+  // Bytes after the payload are not covered.
+  slot[c.slot_size - 1] ^= 1;
+  EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 77), SlotCheck::kOk);
+}
+
+TEST(SlotTest, VerifyRejectsWrongSequenceFlippedBitsAndBadLength) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> slot(c.slot_size, 0);
+  std::vector<uint8_t> payload(c.max_payload(), 9);
+  ASSERT_TRUE(SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(),
+                       static_cast<uint32_t>(payload.size()))
+                  .ok());
+  EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 6), SlotCheck::kWrongSequence);
+  for (size_t byte : {size_t{8}, size_t{16}, size_t{24}, size_t{28}, size_t{32},
+                      size_t{c.slot_size - 1}}) {
+    std::vector<uint8_t> bad = slot;
+    bad[byte] ^= 0x10;
+    const SlotCheck check = VerifySlot(bad.data(), c.slot_size, 5);
+    EXPECT_NE(check, SlotCheck::kOk) << "byte " << byte;
+  }
+  std::vector<uint8_t> bad = slot;
+  bad[0] ^= 1;  // the checksum itself
+  EXPECT_EQ(VerifySlot(bad.data(), c.slot_size, 5), SlotCheck::kBadChecksum);
+  SlotHeader h;
+  std::memcpy(&h, slot.data(), sizeof(h));
+  h.payload_length = c.max_payload() + 1;
+  bad = slot;
+  std::memcpy(bad.data(), &h, sizeof(h));
+  EXPECT_EQ(VerifySlot(bad.data(), c.slot_size, 5), SlotCheck::kBadLength);
+  EXPECT_FALSE(SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(),
+                        c.max_payload() + 1)
+                   .ok());
+}
+
+TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> stage(StagingSlotStride(c));
+  for (size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<uint8_t>(i * 7);
+  const uint64_t sum = BatchChecksum(c, stage.data(), 2);
+  auto flip_changes = [&](uint64_t offset) {
+    std::vector<uint8_t> s = stage;
+    s[offset] ^= 1;
+    return BatchChecksum(c, s.data(), 2) != sum;
+  };
+  EXPECT_FALSE(flip_changes(0));  // the checksum field
+  EXPECT_TRUE(flip_changes(8));
+  EXPECT_TRUE(flip_changes(63));
+  EXPECT_TRUE(flip_changes(StagingEntriesOffset(c) + 2 * 16 - 1));
+  EXPECT_FALSE(flip_changes(StagingEntriesOffset(c) + 2 * 16));
+  EXPECT_TRUE(flip_changes(StagingPayloadsOffset(c) + 2 * c.slot_size - 1));
+  EXPECT_FALSE(flip_changes(StagingPayloadsOffset(c) + 2 * c.slot_size));
+  EXPECT_FALSE(flip_changes(StagingCommitOffset(c)));
+  // A count above batch_size is clamped rather than read out of bounds.
+  EXPECT_EQ(BatchChecksum(c, stage.data(), 1u << 30),
+            BatchChecksum(c, stage.data(), c.batch_size));
+}
+
+TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> stage(StagingSlotStride(c));
+  for (size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<uint8_t>(i * 11 + 5);
+  const uint32_t count = 3;
+  std::vector<uint8_t> covered(stage.begin() + 8, stage.begin() + 64);
+  covered.insert(covered.end(), stage.begin() + StagingEntriesOffset(c),
+                 stage.begin() + StagingEntriesOffset(c) + count * sizeof(BatchEntry));
+  covered.insert(covered.end(), stage.begin() + StagingPayloadsOffset(c),
+                 stage.begin() + StagingPayloadsOffset(c) + count * c.slot_size);
+  const uint64_t expected = XXH3_64bits_withSeed(covered.data(), covered.size(), kChecksumSeed);
+  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
+  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
+}
+
+TEST(ChecksumTest, MailboxAndParamsChecksumsCoverTheirCountedBytes) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> entry(MailboxEntryStride(c), 3);
+  const uint64_t sum = MailboxChecksum(c, entry.data(), 4);
+  entry[64 + 4 * 16 - 1] ^= 1;
+  EXPECT_NE(MailboxChecksum(c, entry.data(), 4), sum);
+  entry[64 + 4 * 16 - 1] ^= 1;
+  entry[64 + 4 * 16] ^= 1;
+  EXPECT_EQ(MailboxChecksum(c, entry.data(), 4), sum);
+
+  std::vector<uint8_t> half(ParamsHalfStride(c), 5);
+  const uint64_t psum = ParamsChecksum(c, half.data(), 100);
+  half[8] ^= 1;  // version
+  EXPECT_NE(ParamsChecksum(c, half.data(), 100), psum);
+  half[8] ^= 1;
+  half[64 + 100] ^= 1;
+  EXPECT_EQ(ParamsChecksum(c, half.data(), 100), psum);
+}
+
+TEST(RegionDirectoryTest, HoldsOnlyTheRegionsItWasGiven) {
+  RegionDirectory d;
+  EXPECT_TRUE(d.Validate().ok());
+  d.Set(RegionKind::kTail, WireRegion{0x1000, 64, 42, 0});
+  d.Set(RegionKind::kSlots, WireRegion{0x2000, 4096, 43, 0});
+  EXPECT_TRUE(d.Has(RegionKind::kTail));
+  EXPECT_TRUE(d.Has(RegionKind::kSlots));
+  EXPECT_FALSE(d.Has(RegionKind::kStaging));
+  EXPECT_EQ(d.Get(RegionKind::kSlots).rkey, 43u);
+  EXPECT_EQ(d.Get(RegionKind::kStaging).length, 0u);
+  EXPECT_TRUE(d.Validate().ok());
+  d.Set(RegionKind::kStats, WireRegion{0x3000, 0, 1, 0});
+  EXPECT_EQ(d.Validate().code(), absl::StatusCode::kInvalidArgument);
+  RegionDirectory wrong;
+  wrong.layout_version = kLayoutVersion + 1;
+  EXPECT_EQ(wrong.Validate().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace dreplay::protocol
+
+namespace dreplay::protocol {
+namespace {
+
+TEST(ParamsTest, EncodedHalfVerifiesAndATornOrOtherVersionDoesNot) {
+  const LayoutConfig c = TestConfig();
+  std::vector<uint8_t> data(700);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13);
+  std::vector<uint8_t> half(ParamsHalfStride(c));
+  ASSERT_TRUE(EncodeParamsHalf(c, 5, data, absl::MakeSpan(half)).ok());
+  EXPECT_TRUE(CheckParamsHalf(c, half.data(), 5).ok());
+  EXPECT_EQ(CheckParamsHalf(c, half.data(), 7).code(), absl::StatusCode::kUnavailable);
+  half[sizeof(ParamsHalfHeader) + 699] ^= 1;
+  EXPECT_EQ(CheckParamsHalf(c, half.data(), 5).code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> too_big(c.param_bytes + 1);
+  EXPECT_FALSE(EncodeParamsHalf(c, 6, too_big, absl::MakeSpan(half)).ok());
+  std::vector<uint8_t> small(sizeof(ParamsHalfHeader) + 10);
+  EXPECT_FALSE(EncodeParamsHalf(c, 6, data, absl::MakeSpan(small)).ok());
+}
+
+}  // namespace
+}  // namespace dreplay::protocol

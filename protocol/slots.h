@@ -1,0 +1,93 @@
+// Copyright dreplay authors.
+//
+// slots.h: the slot ring (SlotHeader, sealing and verifying a slot) and the
+// commit words that publish a slot.
+//
+// Part of the replay service's wire contract (protocol/README.md): shared by
+// the server and its clients through RDMA-registered memory. Nothing here
+// depends on verbs/. All integers are little-endian; floats are IEEE 754.
+
+#ifndef DREPLAY_PROTOCOL_SLOTS_H_
+#define DREPLAY_PROTOCOL_SLOTS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "protocol/config.h"
+#include "xxhash.h"
+
+namespace dreplay::protocol {
+
+// ---------------------------------------------------------------------------
+// Slot ring and commit words.
+
+struct SlotHeader {
+  // XXH3-64 (kChecksumSeed) of bytes [8, sizeof(SlotHeader) + payload_length)
+  // of the slot: every header field after this one, then the payload.
+  uint64_t checksum;
+  uint64_t sequence;         // the reserved sequence number
+  uint32_t actor_id;         // informational
+  uint32_t payload_length;   // bytes of payload after the header
+  // Raw priority (e.g. |TD error|) from the actor; <= 0 or not finite means
+  // "no estimate: use the current maximum".
+  float initial_priority;
+  uint32_t reserved;         // 0
+};
+static_assert(sizeof(SlotHeader) == 32, "SlotHeader is a wire structure");
+static_assert(offsetof(SlotHeader, checksum) == 0, "");
+static_assert(offsetof(SlotHeader, sequence) == 8, "");
+static_assert(offsetof(SlotHeader, actor_id) == 16, "");
+static_assert(offsetof(SlotHeader, payload_length) == 20, "");
+static_assert(offsetof(SlotHeader, initial_priority) == 24, "");
+inline constexpr size_t kSlotChecksumBegin = sizeof(uint64_t);
+
+// The commit word of a slot holding `sequence`. 0 means "never committed".
+constexpr uint64_t CommitValue(uint64_t sequence) { return sequence + 1; }
+inline constexpr uint64_t kNeverCommitted = 0;
+
+inline uint64_t SlotIndex(const LayoutConfig& c, uint64_t sequence) {
+  return sequence & c.slot_mask();
+}
+
+// Sequences actors may run ahead of ingest_cursor (see LayoutConfig).
+inline uint64_t ActorWindow(const LayoutConfig& c) {
+  return c.actor_window != 0 ? c.actor_window : c.capacity;
+}
+// True when an actor may write `sequence` now that the server published
+// `ingest_cursor`.
+inline bool SequenceWritable(const LayoutConfig& c, uint64_t sequence, uint64_t ingest_cursor) {
+  return sequence < ingest_cursor + ActorWindow(c);
+}
+
+// Checksum of a slot whose header says `payload_length` bytes follow.
+// REQUIRES: sizeof(SlotHeader) + payload_length bytes readable at `slot`.
+inline uint64_t SlotChecksum(const void* slot, uint32_t payload_length) {
+  const auto* p = static_cast<const uint8_t*>(slot);
+  return XXH3_64bits_withSeed(p + kSlotChecksumBegin,
+                              sizeof(SlotHeader) - kSlotChecksumBegin + payload_length,
+                              kChecksumSeed);
+}
+
+enum class SlotCheck : uint8_t {
+  kOk,
+  kBadLength,      // payload_length > slot_size - sizeof(SlotHeader)
+  kWrongSequence,  // header.sequence != the expected sequence
+  kBadChecksum,
+};
+const char* SlotCheckName(SlotCheck check);
+
+// Verifies a slot image of `slot_size` bytes (in the ring or copied out of
+// it) against the sequence it should hold. Never reads past slot_size.
+SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_sequence);
+
+// Fills a slot image: header fields, the payload, and the checksum.
+// InvalidArgument if the payload does not fit in slot_size. `slot` must hold
+// slot_size bytes; bytes after the payload are left as they are.
+absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence,
+                      uint32_t actor_id, float initial_priority,
+                      const void* payload, uint32_t payload_length);
+
+}  // namespace dreplay::protocol
+
+#endif  // DREPLAY_PROTOCOL_SLOTS_H_

@@ -1,0 +1,110 @@
+// Copyright dreplay authors.
+//
+// stats.h: the stats region (the server's counters, READ by monitors) and the
+// actors region (one line of episode statistics per actor).
+//
+// Part of the replay service's wire contract (protocol/README.md): shared by
+// the server and its clients through RDMA-registered memory. Nothing here
+// depends on verbs/. All integers are little-endian; floats are IEEE 754.
+
+#ifndef DREPLAY_PROTOCOL_STATS_H_
+#define DREPLAY_PROTOCOL_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "protocol/config.h"
+
+namespace dreplay::protocol {
+
+// ---------------------------------------------------------------------------
+// Stats region. Counters are totals since the start of the epoch's process
+// (restored from a checkpoint); a monitor computes rates from two READs and
+// server_time_ns. The replay core writes lines [0, 384) with a generation
+// pair: generation_begin is stored first and generation_end last, so a
+// snapshot READ with begin == end is consistent. The connection line is
+// written by the server's connection handling, outside that protocol.
+
+struct alignas(kCacheLine) StatsBlock {
+  // Replay core.
+  uint64_t generation_begin;
+  uint64_t server_time_ns;        // steady clock of the server
+  uint64_t epoch;
+  uint64_t ingest_cursor;
+  uint64_t tail_seen;             // tail as last read by ingest
+  uint64_t size;                  // valid transitions in memory
+  uint64_t capacity;
+  uint64_t inserted;              // transitions accepted by ingest
+  uint64_t abandoned_slots;       // reserved, never committed in time
+  uint64_t overrun_slots;         // lapped before ingest
+  uint64_t torn_slots;            // committed but failed sequence/checksum
+  uint64_t sampled;               // transitions staged
+  uint64_t batches_staged;
+  uint64_t batches_released;      // priority updates consumed
+  uint64_t sample_copy_rejects;   // overwritten during the staging copy
+  uint64_t priority_updates_applied;
+  uint64_t priority_updates_stale;    // slot no longer holds that sequence
+  uint64_t priority_updates_invalid;  // bad index or priority value
+  uint64_t mailbox_rejects;           // bad checksum / header in an update
+  uint64_t staging_stalls;            // steps a batch waited for its update
+  double priority_sum;            // sum of p^alpha over memory
+  double priority_max;            // max of p^alpha over memory
+  uint64_t checkpoints_written;
+  uint64_t updates_timed_out;     // staging slots freed without an update
+  uint64_t restore_dropped;       // slots failing verification on restore
+  uint64_t reserved[22];
+  uint64_t generation_end;
+  // Connection handling (own line, other writer).
+  uint64_t actors_connected;
+  uint64_t learners_connected;
+  uint64_t monitors_connected;
+  uint64_t connections_total;
+  uint64_t connections_rejected;
+  uint64_t reserved_conn[3];
+};
+static_assert(sizeof(StatsBlock) == 448, "StatsBlock is a wire structure");
+static_assert(offsetof(StatsBlock, generation_end) == 376, "");
+static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
+static_assert(offsetof(StatsBlock, priority_sum) == 160, "");
+
+// ---------------------------------------------------------------------------
+// Actors region: config.max_actors ActorLine, line a for actor id a. Each
+// actor publishes its episode statistics by WRITEing its whole line (one
+// 64-byte WRITE; the server registers every line on its own, so an actor's
+// key covers its line only); the learner and monitors READ the region. A
+// WRITE is not placed in order, so a reader accepts a line only when
+// CheckActorLine() verifies its checksum, and READs again otherwise. The
+// server never writes the region (it is zero-filled at start and not
+// checkpointed).
+
+struct ActorLine {
+  // XXH3-64 (kChecksumSeed) of bytes [8, 64) of the line; see SealActorLine.
+  uint64_t checksum;
+  uint32_t actor_id;
+  uint32_t returns_count;  // episode returns summed in returns_sum
+  uint64_t env_steps;      // environment steps since the actor started
+  uint64_t episodes;       // episodes finished since the actor started
+  double returns_sum;      // sum of the last returns_count episode returns
+  double last_return;      // return of the last finished episode
+  uint64_t updated_ns;     // actor's wall clock (ns since the Unix epoch)
+  uint64_t transitions;    // transitions the actor has committed
+};
+static_assert(sizeof(ActorLine) == kCacheLine, "ActorLine is a wire structure");
+static_assert(offsetof(ActorLine, actor_id) == 8, "");
+static_assert(offsetof(ActorLine, env_steps) == 16, "");
+static_assert(offsetof(ActorLine, returns_sum) == 32, "");
+static_assert(offsetof(ActorLine, updated_ns) == 48, "");
+static_assert(offsetof(ActorLine, transitions) == 56, "");
+
+inline uint64_t ActorLineOffset(uint32_t actor_id) { return uint64_t{actor_id} * sizeof(ActorLine); }
+// Sets line->checksum from the other fields.
+void SealActorLine(ActorLine* line);
+// OK when `line` (a READ image) is a whole line of actor `actor_id`;
+// NotFound when it was never written (all zero); DataLoss when the checksum
+// or the actor id does not match (a torn READ: READ again).
+absl::Status CheckActorLine(const ActorLine& line, uint32_t actor_id);
+
+}  // namespace dreplay::protocol
+
+#endif  // DREPLAY_PROTOCOL_STATS_H_

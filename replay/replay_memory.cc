@@ -1,0 +1,206 @@
+// Copyright dreplay authors.
+
+#include "replay/replay_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace dreplay::replay {
+
+absl::Status ReplayMemoryOptions::Validate() const {
+  if (capacity < 1 || (capacity & (capacity - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replay memory capacity=", capacity, " must be a power of two"));
+  }
+  if (mode != SamplingMode::kPrioritized && mode != SamplingMode::kUniform) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling mode=", static_cast<uint32_t>(mode), " is unknown"));
+  }
+  if (!(alpha >= 0 && alpha <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("alpha=", alpha, " must be in [0, 1]"));
+  }
+  if (!(priority_epsilon > 0 && std::isfinite(priority_epsilon))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority_epsilon=", priority_epsilon, " must be > 0 and finite"));
+  }
+  if (!(initial_max_priority > 0 && std::isfinite(initial_max_priority))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initial_max_priority=", initial_max_priority, " must be > 0 and finite"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BetaSchedule::Validate() const {
+  if (!(initial >= 0 && initial <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("beta initial=", initial, " must be in [0, 1]"));
+  }
+  if (!(final >= 0 && final <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("beta final=", final, " must be in [0, 1]"));
+  }
+  return absl::OkStatus();
+}
+
+double BetaSchedule::At(uint64_t step) const {
+  if (steps == 0 || step >= steps) return final;
+  const double fraction = static_cast<double>(step) / static_cast<double>(steps);
+  return initial + (final - initial) * fraction;
+}
+
+absl::StatusOr<std::unique_ptr<ReplayMemory>> ReplayMemory::Create(
+    const ReplayMemoryOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  return std::unique_ptr<ReplayMemory>(new ReplayMemory(options));
+}
+
+ReplayMemory::ReplayMemory(const ReplayMemoryOptions& options)
+    : options_(options),
+      tree_(options.capacity),
+      sequences_(options.capacity, kNoSequence),
+      rng_(options.seed) {}
+
+double ReplayMemory::StoredValue(float raw_priority) const {
+  if (options_.mode == SamplingMode::kUniform || options_.alpha == 0) return 1.0;
+  const double p = static_cast<double>(raw_priority) + options_.priority_epsilon;
+  const double v = options_.alpha == 1 ? p : std::pow(p, options_.alpha);
+  // Keep every valid index drawable and the tree finite.
+  return std::min(std::max(v, std::numeric_limits<double>::min()),
+                  std::numeric_limits<double>::max() / static_cast<double>(capacity()));
+}
+
+void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority) {
+  DCHECK_LT(index, capacity());
+  DCHECK_NE(sequence, kNoSequence);
+  double value;
+  if (raw_priority > 0 && std::isfinite(raw_priority)) {
+    value = StoredValue(raw_priority);
+  } else if (options_.mode == SamplingMode::kUniform) {
+    value = 1.0;
+  } else {
+    value = size_ > 0 ? tree_.Max() : options_.initial_max_priority;
+  }
+  if (sequences_[index] == kNoSequence) ++size_;
+  sequences_[index] = sequence;
+  tree_.Set(index, value);
+}
+
+void ReplayMemory::Remove(uint64_t index) {
+  DCHECK_LT(index, capacity());
+  if (sequences_[index] == kNoSequence) return;
+  sequences_[index] = kNoSequence;
+  --size_;
+  tree_.Set(index, 0);
+}
+
+void ReplayMemory::Clear() {
+  std::fill(sequences_.begin(), sequences_.end(), kNoSequence);
+  tree_.Clear();
+  size_ = 0;
+}
+
+ReplayMemory::UpdateResult ReplayMemory::UpdatePriority(uint64_t index, uint64_t sequence,
+                                                        float raw_priority) {
+  if (index >= capacity() || !(raw_priority >= 0) || !std::isfinite(raw_priority)) {
+    return UpdateResult::kInvalid;
+  }
+  if (sequence == kNoSequence || sequences_[index] != sequence) return UpdateResult::kStale;
+  tree_.Set(index, StoredValue(raw_priority));
+  return UpdateResult::kApplied;
+}
+
+double ReplayMemory::NextUniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+SampledItem ReplayMemory::SampleOne(uint32_t stratum, uint32_t num_strata) {
+  DCHECK_GT(size_, 0u);
+  const double total = tree_.Total();
+  const double segment = total / num_strata;
+  const double prefix = (stratum + NextUniform()) * segment;
+  SampledItem item;
+  item.index = tree_.Find(prefix);
+  item.sequence = sequences_[item.index];
+  item.probability = tree_.Get(item.index) / total;
+  return item;
+}
+
+void ReplayMemory::SampleStrata(uint32_t num_strata, absl::Span<SampledItem> out) {
+  DCHECK_GT(size_, 0u);
+  DCHECK_LE(out.size(), num_strata);
+  const double total = tree_.Total();
+  const double segment = total / num_strata;
+  constexpr size_t kChunk = 64;
+  double prefixes[kChunk];
+  uint64_t found[kChunk];
+  for (size_t begin = 0; begin < out.size(); begin += kChunk) {
+    const size_t n = std::min(kChunk, out.size() - begin);
+    for (size_t k = 0; k < n; ++k) {
+      prefixes[k] = (static_cast<double>(begin + k) + NextUniform()) * segment;
+    }
+    tree_.FindBatch(absl::MakeConstSpan(prefixes, n), absl::MakeSpan(found, n));
+    for (size_t k = 0; k < n; ++k) {
+      SampledItem& item = out[begin + k];
+      item.index = found[k];
+      item.sequence = sequences_[found[k]];
+      item.probability = tree_.Get(found[k]) / total;
+    }
+  }
+}
+
+void ReplayMemory::Prefetch(uint64_t index) const {
+  __builtin_prefetch(&sequences_[index], 1);
+  tree_.PrefetchPath(index);
+}
+
+void ReplayMemory::ComputeWeights(double beta, absl::Span<SampledItem> items) const {
+  if (items.empty()) return;
+  // (N P_i)^-beta / max_j (N P_j)^-beta = (P_min / P_i)^beta: N cancels, and
+  // the ratio form cannot overflow however small a probability is.
+  double min_probability = items[0].probability;
+  for (const SampledItem& item : items) {
+    min_probability = std::min(min_probability, item.probability);
+  }
+  for (SampledItem& item : items) {
+    item.weight = item.probability > 0
+                      ? static_cast<float>(std::pow(min_probability / item.probability, beta))
+                      : 1.0f;
+  }
+}
+
+int ReplayMemory::SampleBatch(uint32_t batch_size, double beta, absl::Span<SampledItem> out) {
+  if (size_ == 0) return 0;
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(batch_size, out.size()));
+  SampleStrata(count, out.first(count));
+  ComputeWeights(beta, out.first(count));
+  return static_cast<int>(count);
+}
+
+absl::Status ReplayMemory::Restore(absl::Span<const double> stored_values,
+                                   absl::Span<const uint64_t> sequences) {
+  if (stored_values.size() != capacity() || sequences.size() != capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore needs ", capacity(), " values and sequences, got ", stored_values.size(),
+        " and ", sequences.size()));
+  }
+  for (uint64_t i = 0; i < capacity(); ++i) {
+    const double v = stored_values[i];
+    const bool is_valid = sequences[i] != kNoSequence;
+    if (!(v >= 0) || !std::isfinite(v) || (is_valid != (v > 0))) {
+      Clear();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: index ", i, " has stored value ", v, " and sequence ", sequences[i]));
+    }
+  }
+  size_ = 0;
+  for (uint64_t i = 0; i < capacity(); ++i) {
+    sequences_[i] = sequences[i];
+    if (sequences[i] != kNoSequence) ++size_;
+    tree_.SetLeafNoUpdate(i, stored_values[i]);
+  }
+  tree_.Rebuild();
+  return absl::OkStatus();
+}
+
+}  // namespace dreplay::replay

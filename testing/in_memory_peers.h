@@ -1,0 +1,45 @@
+// Copyright dreplay authors.
+//
+// in_memory_peers.h: helpers for replay_server tests that play the actors' and the
+// learner's parts on plain memory, with the same word-wise atomic accesses as
+// a NIC-emulating thread would need (see common/shared_words.h).
+
+#ifndef DREPLAY_TESTING_IN_MEMORY_PEERS_H_
+#define DREPLAY_TESTING_IN_MEMORY_PEERS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "protocol/layout.h"
+#include "replay_server/regions.h"
+
+namespace dreplay::testing {
+
+// capacity 64, slot_size 160 (128-byte payloads), batch 8, depth 2.
+protocol::LayoutConfig SmallConfig();
+
+// A deterministic payload for `sequence`, `length` bytes.
+std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length);
+
+// Seals sequence `sequence` into its slot (word-wise atomic stores), without
+// committing it.
+void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
+               uint32_t payload_length, uint32_t actor_id = 0);
+// Release-stores the commit word of `sequence`.
+void Commit(const server::ReplayRegions& regions, uint64_t sequence);
+// Reserves `count` sequences like a remote FETCH_ADD; returns the first.
+uint64_t Reserve(const server::ReplayRegions& regions, uint64_t count);
+// Reserve(1) + WriteSlot + Commit: a well-behaved actor's insert.
+uint64_t Insert(const server::ReplayRegions& regions, float priority, uint32_t payload_length = 128);
+
+// Copies the staging slot of `batch_number` out (word-wise atomic loads).
+std::vector<uint8_t> ReadStagingSlot(const server::ReplayRegions& regions, uint64_t batch_number);
+// Writes a priority update for `batch_number` into the mailbox: the entry,
+// then the commit line with a release store.
+void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, uint64_t epoch,
+                 absl::Span<const protocol::PriorityRecord> records);
+
+}  // namespace dreplay::testing
+
+#endif  // DREPLAY_TESTING_IN_MEMORY_PEERS_H_

@@ -1,0 +1,95 @@
+// Copyright dreplay authors.
+
+#include "testing/in_process_service.h"
+
+#include <cstring>
+
+#include "glog/logging.h"
+
+namespace dreplay::testing {
+
+std::unique_ptr<verbs::Provider> SoftProvider() {
+  verbs::ProviderOptions options;
+  options.kind = verbs::ProviderKind::kSoft;
+  absl::StatusOr<std::unique_ptr<verbs::Provider>> provider = verbs::CreateProvider(options);
+  CHECK(provider.ok()) << provider.status();
+  return std::move(*provider);
+}
+
+server::ReplayServerOptions SmallServerOptions() {
+  server::ReplayServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  protocol::LayoutConfig& l = o.layout;
+  l.capacity = 256;
+  l.slot_size = 160;
+  l.batch_size = 8;
+  l.staging_depth = 4;
+  l.param_bytes = 4096;
+  l.max_actors = 8;
+  l.observation_size = 4;
+  l.num_actions = 2;
+  CHECK(l.set_spec("test f32").ok());
+  o.core.memory.seed = 7;
+  // Long enough that a slow (sanitizer) build never abandons a live writer.
+  o.core.ingest.abandon_timeout = absl::Seconds(5);
+  o.core.min_sleep = absl::Microseconds(20);
+  o.core.max_sleep = absl::Microseconds(200);
+  o.stats_log_interval = absl::InfiniteDuration();
+  o.heartbeat_interval = absl::Milliseconds(100);
+  o.housekeeping_interval = absl::Milliseconds(10);
+  return o;
+}
+
+std::unique_ptr<server::ReplayServer> StartServer(verbs::Provider* provider,
+                                          const server::ReplayServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<server::ReplayServer>> server = server::ReplayServer::Start(provider, options);
+  CHECK(server.ok()) << server.status();
+  return std::move(*server);
+}
+
+client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role, uint32_t actor_id,
+                                    const std::string& auth_token) {
+  client::ClientSessionOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.role = role;
+  o.actor_id = actor_id;
+  o.auth_token = auth_token;
+  o.connect_deadline = absl::Seconds(10);
+  o.retry_initial = absl::Milliseconds(5);
+  o.retry_max = absl::Milliseconds(50);
+  o.op_timeout = absl::Seconds(10);
+  return o;
+}
+
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+std::vector<uint8_t> TaggedPayload(uint64_t tag, uint32_t length) {
+  CHECK_GE(length, sizeof(uint64_t));
+  std::vector<uint8_t> p(length);
+  std::memcpy(p.data(), &tag, sizeof(tag));
+  for (uint32_t i = sizeof(tag); i < length; ++i) {
+    p[i] = static_cast<uint8_t>((tag * 131 + i) & 0xff);
+  }
+  return p;
+}
+
+uint64_t PayloadTag(const uint8_t* payload, uint32_t length) {
+  if (length < sizeof(uint64_t)) return ~uint64_t{0};
+  uint64_t tag;
+  std::memcpy(&tag, payload, sizeof(tag));
+  for (uint32_t i = sizeof(tag); i < length; ++i) {
+    if (payload[i] != static_cast<uint8_t>((tag * 131 + i) & 0xff)) return ~uint64_t{0};
+  }
+  return tag;
+}
+
+}  // namespace dreplay::testing
