@@ -49,27 +49,12 @@ absl::Status RegionDirectory::Validate() const {
 }
 
 const char* RegionKindName(RegionKind kind) {
-  switch (kind) {
-    case RegionKind::kControl:
-      return "control";
-    case RegionKind::kTail:
-      return "tail";
-    case RegionKind::kSlots:
-      return "slots";
-    case RegionKind::kCommits:
-      return "commits";
-    case RegionKind::kStaging:
-      return "staging";
-    case RegionKind::kMailbox:
-      return "mailbox";
-    case RegionKind::kParams:
-      return "params";
-    case RegionKind::kStats:
-      return "stats";
-    case RegionKind::kActors:
-      return "actors";
-  }
-  return "unknown";
+  // Indexed by RegionKind's value.
+  static constexpr const char* kNames[] = {"control", "tail",   "slots",  "commits", "staging",
+                                           "mailbox", "params", "stats", "actors"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumRegionKinds, "a name per kind");
+  const auto k = static_cast<uint32_t>(kind);
+  return k < kNumRegionKinds ? kNames[k] : "unknown";
 }
 
 }  // namespace dreplay::protocol

@@ -298,5 +298,15 @@ TEST(ParamsTest, EncodedHalfVerifiesAndATornOrOtherVersionDoesNot) {
   EXPECT_FALSE(EncodeParamsHalf(c, 6, data, absl::MakeSpan(small)).ok());
 }
 
+TEST(RegionKindNameTest, NamesEveryKindAndOnlyThose) {
+  EXPECT_STREQ(RegionKindName(RegionKind::kControl), "control");
+  EXPECT_STREQ(RegionKindName(RegionKind::kCommits), "commits");
+  EXPECT_STREQ(RegionKindName(RegionKind::kActors), "actors");
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    EXPECT_STRNE(RegionKindName(static_cast<RegionKind>(k)), "unknown") << k;
+  }
+  EXPECT_STREQ(RegionKindName(static_cast<RegionKind>(kNumRegionKinds)), "unknown");
+}
+
 }  // namespace
 }  // namespace dreplay::protocol
