@@ -56,8 +56,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "actor_client/latency_histogram.h"
 #include "client/session.h"
+#include "common/latency_histogram.h"
 #include "protocol/layout.h"
 #include "verbs/verbs.h"
 

@@ -85,6 +85,22 @@ class JsonObject {
   std::string out_ = "{";
 };
 
+// The fields both records have, first in either: what the record is, and
+// where the run stands at wall_s.
+template <typename Record>
+JsonObject RecordJson(const char* type, const Record& r) {
+  return JsonObject()
+      .Add("type", type)
+      .Add("mode", r.mode)
+      .Add("seed", r.seed)
+      .Add("wall_s", r.wall_s)
+      .Add("train_steps", r.train_steps)
+      .Add("env_steps", r.env_steps)
+      .Add("episodes", r.episodes)
+      .Add("link_bytes_total", r.link_bytes_total)
+      .Add("link_transitions_total", r.link_transitions_total);
+}
+
 std::string Optional(const std::optional<double>& value, const char* format) {
   if (!value.has_value() || !std::isfinite(*value)) return "-";
   return Format(format, *value);
@@ -104,21 +120,12 @@ std::string Bytes(double bytes) {
 }  // namespace
 
 std::string ProgressRecord::ToJson() const {
-  return JsonObject()
-      .Add("type", "progress")
-      .Add("mode", mode)
-      .Add("seed", seed)
-      .Add("wall_s", wall_s)
-      .Add("train_steps", train_steps)
-      .Add("env_steps", env_steps)
+  return RecordJson("progress", *this)
       .Add("loss", loss)
       .Add("transferred", transferred)
       .Add("transferred_priority", transferred_priority)
-      .Add("link_bytes_total", link_bytes_total)
-      .Add("link_transitions_total", link_transitions_total)
       .Add("link_bytes_per_s", link_bytes_per_s)
       .Add("link_transitions_per_s", link_transitions_per_s)
-      .Add("episodes", episodes)
       .Add("actor_return_mean", actor_return_mean)
       .Add("eval_return_mean", eval_return_mean)
       .Done();
@@ -136,19 +143,10 @@ std::string ProgressRecord::ToText() const {
 }
 
 std::string SummaryRecord::ToJson() const {
-  return JsonObject()
-      .Add("type", "summary")
-      .Add("mode", mode)
-      .Add("seed", seed)
-      .Add("wall_s", wall_s)
+  return RecordJson("summary", *this)
       .Add("solved", solved)
       .Add("time_to_solve_s", time_to_solve_s)
       .Add("env_steps_to_solve", env_steps_to_solve)
-      .Add("train_steps", train_steps)
-      .Add("env_steps", env_steps)
-      .Add("episodes", episodes)
-      .Add("link_bytes_total", link_bytes_total)
-      .Add("link_transitions_total", link_transitions_total)
       .Add("loss_mean_last_half", loss_mean_last_half)
       .Add("transferred_priority_mean_last_half", transferred_priority_mean_last_half)
       .Add("eval_return_mean", eval_return_mean)

@@ -54,7 +54,10 @@
 // that arrived while train_steps was in that range).
 //
 // Records are JSON objects, one per line (JSON lines); numbers that are not
-// finite are written as null.
+// finite are written as null. Both kinds start with type ("progress" or
+// "summary"), mode, seed, wall_s, train_steps, env_steps, episodes,
+// link_bytes_total and link_transitions_total. tools/metrics_lines.py reads
+// them.
 //
 // Thread safety: not thread-safe; the learner's loop owns its recorder.
 

@@ -59,52 +59,41 @@ ReplayRegions::~ReplayRegions() {
   }
 }
 
-void* ReplayRegions::region(protocol::RegionKind kind) const {
+const ReplayRegions::Buffer* ReplayRegions::BufferOf(protocol::RegionKind kind) const {
   switch (kind) {
     case protocol::RegionKind::kControl:
-      return control_.data;
     case protocol::RegionKind::kTail:
-      return control_.data + protocol::kTailOffset;
+      return &control_;
     case protocol::RegionKind::kSlots:
-      return slots_.data;
+      return &slots_;
     case protocol::RegionKind::kCommits:
-      return commits_.data;
+      return &commits_;
     case protocol::RegionKind::kStaging:
-      return staging_.data;
+      return &staging_;
     case protocol::RegionKind::kMailbox:
-      return mailbox_.data;
+      return &mailbox_;
     case protocol::RegionKind::kParams:
-      return params_.data;
+      return &params_;
     case protocol::RegionKind::kStats:
-      return stats_.data;
+      return &stats_;
     case protocol::RegionKind::kActors:
-      return actors_.data;
+      return &actors_;
   }
   return nullptr;
 }
 
+void* ReplayRegions::region(protocol::RegionKind kind) const {
+  const Buffer* buffer = BufferOf(kind);
+  if (buffer == nullptr) return nullptr;
+  if (kind == protocol::RegionKind::kTail) return buffer->data + protocol::kTailOffset;
+  return buffer->data;
+}
+
 uint64_t ReplayRegions::region_bytes(protocol::RegionKind kind) const {
-  switch (kind) {
-    case protocol::RegionKind::kControl:
-      return control_.bytes;
-    case protocol::RegionKind::kTail:
-      return protocol::kTailLineBytes;
-    case protocol::RegionKind::kSlots:
-      return slots_.bytes;
-    case protocol::RegionKind::kCommits:
-      return commits_.bytes;
-    case protocol::RegionKind::kStaging:
-      return staging_.bytes;
-    case protocol::RegionKind::kMailbox:
-      return mailbox_.bytes;
-    case protocol::RegionKind::kParams:
-      return params_.bytes;
-    case protocol::RegionKind::kStats:
-      return stats_.bytes;
-    case protocol::RegionKind::kActors:
-      return actors_.bytes;
-  }
-  return 0;
+  const Buffer* buffer = BufferOf(kind);
+  if (buffer == nullptr) return 0;
+  if (kind == protocol::RegionKind::kTail) return protocol::kTailLineBytes;
+  return buffer->bytes;
 }
 
 }  // namespace dreplay::server

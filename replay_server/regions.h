@@ -71,6 +71,9 @@ class ReplayRegions {
   };
   static absl::Status Map(uint64_t bytes, const char* what, Buffer* out);
   static void Unmap(Buffer* buffer);
+  // The buffer a region kind lives in (kTail: the control block's); null
+  // for a value outside the enum.
+  const Buffer* BufferOf(protocol::RegionKind kind) const;
 
   explicit ReplayRegions(const protocol::LayoutConfig& config) : config_(config) {}
 

@@ -15,9 +15,9 @@
 namespace dreplay::server {
 
 // The handshake's access table is handed to the provider as it is.
-static_assert(protocol::kAccessRead == verbs::kRemoteRead, "");
-static_assert(protocol::kAccessWrite == verbs::kRemoteWrite, "");
-static_assert(protocol::kAccessAtomic == verbs::kRemoteAtomic, "");
+static_assert(uint32_t{protocol::kAccessRead} == uint32_t{verbs::kRemoteRead}, "");
+static_assert(uint32_t{protocol::kAccessWrite} == uint32_t{verbs::kRemoteWrite}, "");
+static_assert(uint32_t{protocol::kAccessAtomic} == uint32_t{verbs::kRemoteAtomic}, "");
 namespace {
 
 constexpr char kCheckpointFileName[] = "replay.ckpt";

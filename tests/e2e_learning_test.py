@@ -11,12 +11,13 @@ Each run has a time limit; the buffer run also ends as soon as an evaluation
 reaches kStopReturn, so it usually takes well under its limit.
 """
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+
+from tools import metrics_lines
 
 RANDOM_POLICY_RETURN = 22.0
 # Learning is "well above random" at three times its mean return.
@@ -34,18 +35,6 @@ def runfile(path):
     if base is None:  # run by hand from the workspace root
         return os.path.abspath(path)
     return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
-
-
-def read_metrics(path):
-    progress, summary = [], None
-    with open(path) as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec["type"] == "progress":
-                progress.append(rec)
-            elif rec["type"] == "summary":
-                summary = rec
-    return progress, summary
 
 
 class E2eLearningTest(unittest.TestCase):
@@ -74,7 +63,7 @@ class E2eLearningTest(unittest.TestCase):
         output = proc.stdout.decode(errors="replace")
         print(output)
         self.assertEqual(proc.returncode, 0, "run_local.py failed:\n" + output)
-        progress, summary = read_metrics(metrics)
+        progress, summary = metrics_lines.read(metrics, strict=True)
         self.assertIsNotNone(summary, "no summary record:\n" + output)
         self.assertTrue(progress, "no progress record")
         return progress, summary

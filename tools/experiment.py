@@ -13,12 +13,13 @@ environment, network and emulated link. The set writes, under --out:
                                              over training, both modes
   sweep.png                                  the link sweep (when run)
 
-"After convergence" is defined once, here, and applied to both modes alike:
-the progress records of the second half of a run's training steps
-(train_steps >= half of the run's final train_steps). Loss after convergence
-is the mean of their per-interval mean loss; transferred priority after
-convergence is the mean |TD error| of the transitions that crossed the link
-in those intervals, weighted by how many crossed in each.
+"After convergence" is defined once, in tools/metrics_lines.py (which reads
+the metrics files), and applied to both modes alike: the progress records of
+the second half of a run's training steps (train_steps >= half of the run's
+final train_steps). Loss after convergence is the mean of their per-interval
+mean loss; transferred priority after convergence is the mean |TD error| of
+the transitions that crossed the link in those intervals, weighted by how
+many crossed in each.
 
 Usage:
   tools/experiment.sh                     # the default set (~30 min)
@@ -34,6 +35,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import metrics_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("buffer", "learner")
@@ -62,67 +65,8 @@ def log(msg):
     print("experiment: " + msg, file=sys.stderr, flush=True)
 
 
-def read_metrics(path):
-    """Returns (progress records, summary record or None) of a metrics file."""
-    progress, summary = [], None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a killed process
-            if rec.get("type") == "progress":
-                progress.append(rec)
-            elif rec.get("type") == "summary":
-                summary = rec
-    return progress, summary
-
-
-def after_convergence(progress):
-    """The records of the second half of training (see the module doc)."""
-    if not progress:
-        return []
-    final_steps = max(r.get("train_steps", 0) for r in progress)
-    return [r for r in progress if r.get("train_steps", 0) >= final_steps / 2.0]
-
-
-def run_figures(progress, summary):
-    """Per-run figures, defined identically for both modes."""
-    tail = after_convergence(progress)
-    losses = [r["loss"] for r in tail
-              if isinstance(r.get("loss"), (int, float)) and math.isfinite(r["loss"])]
-    weighted, count = 0.0, 0
-    for r in tail:
-        n = r.get("transferred", 0) or 0
-        p = r.get("transferred_priority")
-        if n > 0 and isinstance(p, (int, float)) and math.isfinite(p):
-            weighted += p * n
-            count += n
-    last = progress[-1] if progress else {}
-    summary = summary or {}
-    wall = last.get("wall_s", 0.0) or 0.0
-    return {
-        "loss_after_convergence": statistics.fmean(losses) if losses else None,
-        "transferred_priority_after_convergence": weighted / count if count else None,
-        "train_steps": summary.get("train_steps", last.get("train_steps")),
-        "env_steps": last.get("env_steps"),
-        "link_bytes_total": summary.get("link_bytes_total", last.get("link_bytes_total")),
-        "link_transitions_total": summary.get(
-            "link_transitions_total", last.get("link_transitions_total")),
-        "wall_s": wall,
-        "solved": bool(summary.get("solved", False)),
-        "time_to_solve_s": summary.get("time_to_solve_s"),
-        "env_steps_to_solve": summary.get("env_steps_to_solve"),
-        "eval_return_last": next((r.get("eval_return_mean") for r in reversed(progress)
-                                  if r.get("eval_return_mean") is not None), None),
-    }
-
-
 def mean_std(values):
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    values = [v for v in values if metrics_lines.is_figure(v)]
     if not values:
         return None, None
     if len(values) == 1:
@@ -134,7 +78,7 @@ def run_one(args, link_label, link_spec, mode, seed, duration_s):
     out_dir = os.path.join(args.out, "runs", link_label, "%s-seed%d" % (mode, seed))
     os.makedirs(out_dir, exist_ok=True)
     metrics = os.path.join(out_dir, "metrics.jsonl")
-    if args.resume and os.path.exists(metrics) and read_metrics(metrics)[1] is not None:
+    if args.resume and os.path.exists(metrics) and metrics_lines.read(metrics)[1] is not None:
         log("reusing %s" % metrics)
         return metrics
     cmd = [
@@ -256,11 +200,8 @@ def plot_curves(out, link_label, metric_files):
         fig, ax = plt.subplots(figsize=(7, 4))
         for mode in MODES:
             for i, path in enumerate(metric_files.get(mode, [])):
-                progress, _ = read_metrics(path)
-                xs = [r["train_steps"] for r in progress
-                      if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
-                ys = [r[key] for r in progress
-                      if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+                progress, _ = metrics_lines.read(path)
+                xs, ys = metrics_lines.series(progress, key)
                 ax.plot(xs, ys, color=colors[mode], alpha=0.8, linewidth=1,
                         label=MODE_TITLES[mode] if i == 0 else None)
         ax.set_xlabel("training steps")
@@ -378,7 +319,8 @@ def main():
                         done, total_runs, (time.monotonic() - started) / 60))
                 if os.path.exists(path):
                     files[mode].append(path)
-        figures = {m: [run_figures(*read_metrics(f)) for f in files[m]] for m in MODES}
+        figures = {m: [metrics_lines.run_figures(*metrics_lines.read(f)) for f in files[m]]
+                   for m in MODES}
         agg, ratios = summarize_set(figures)
         results["sets"].append({"link": label, "spec": spec, "duration_s": duration,
                                 "seeds": set_seeds, "agg": agg, "ratios": ratios,

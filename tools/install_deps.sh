@@ -8,7 +8,7 @@ set -euo pipefail
 
 PACKAGES=(
   # Build
-  bazel-bootstrap g++ gcc clang libclang-rt-14-dev
+  bazel-bootstrap g++ gcc clang libclang-rt-14-dev clang-format
   # RDMA (rdma-core): libibverbs, librdmacm, the user-space providers
   # (rxe for Soft-RoCE, mlx5 for RoCE NICs) and the rdma/ibv_* tools.
   libibverbs-dev librdmacm-dev ibverbs-providers ibverbs-utils rdma-core iproute2

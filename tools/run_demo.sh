@@ -48,53 +48,14 @@ rc=$?
 set -e
 end=$(date +%s.%N)
 
-python3 - "$metrics" "$start" "$end" "$rc" <<'EOF'
-import json, sys
-path, start, end, rc = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-summary = None
-try:
-    with open(path) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("type") == "summary":
-                summary = rec
-except OSError:
-    pass
-print()
-print("=" * 72)
-if summary is None:
-    print("run_demo: the learner wrote no summary (exit code %d); see the logs above" % rc)
-    sys.exit(0)
-mb = summary["link_bytes_total"] / 1e6
-if summary["solved"]:
-    print("SOLVED CartPole-v1 (greedy mean return >= 475 over 100 episodes)")
-    print("  time to solve:            %.1f s of training (demo wall time %.1f s)"
-          % (summary["time_to_solve_s"], end - start))
-    print("  environment steps:        %d" % summary["env_steps_to_solve"])
-else:
-    best = summary.get("eval_return_best")
-    print("NOT SOLVED within the budget (best greedy mean return %s)"
-          % ("%.1f" % best if best is not None else "n/a"))
-    print("  training time:            %.1f s (demo wall time %.1f s)"
-          % (summary["wall_s"], end - start))
-    print("  environment steps:        %d" % summary["env_steps"])
-print("  train steps:              %d" % summary["train_steps"])
-print("  across the link:          %d transitions, %.1f MB (%s placement)"
-      % (summary["link_transitions_total"], mb, summary["mode"]))
-tp = summary.get("transferred_priority_mean_last_half")
-if tp is not None:
-    print("  transferred priority:     %.3g (mean |TD error| on arrival, last half)" % tp)
-print("=" * 72)
-EOF
+solved=0
+python3 tools/metrics_lines.py demo_summary "$metrics" "$start" "$end" "$rc" && solved=1
 
 if [ "$rc" -ne 0 ]; then
   echo "run_demo: the run failed (exit code $rc); logs in $out" >&2
   exit 1
 fi
-if ! grep -q '"type":"summary".*"solved":true' "$metrics"; then
+if [ "$solved" -ne 1 ]; then
   exit 1
 fi
 exit 0

@@ -13,8 +13,7 @@
 // receipt of the last byte, so data still buffered in the kernel at the end
 // is counted with the time it took to arrive.
 //
-// Used by tools/replay_bench (--baseline=tcp). tools/verbs_bench has its own
-// copy of the same measurement and could use this one instead.
+// Used by tools/replay_bench and tools/verbs_bench (--baseline=tcp).
 //
 // Blocking; thread-safe (every call uses its own sockets and thread).
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Reads the learner's metrics file: JSON lines, one record per line, each
+with a "type" of "progress" (one per interval) or "summary" (the last).
+learner_client/metrics.h defines every figure; this module only reads them.
+
+  records = metrics_lines.load("metrics.jsonl")
+  progress = metrics_lines.of_kind(records, metrics_lines.PROGRESS)
+  summary = metrics_lines.last_of_kind(records, metrics_lines.SUMMARY)
+
+Used by tools/experiment.py (per-run figures), tests/e2e_learning_test.py
+and tools/run_demo.sh, which calls the command line:
+
+  python3 tools/metrics_lines.py demo_summary METRICS START_S END_S EXIT_CODE
+
+prints the demo's closing summary and exits 0 when the run solved its
+environment, 1 when it did not or wrote no summary.
+"""
+
+import json
+import math
+import statistics
+import sys
+
+PROGRESS = "progress"
+SUMMARY = "summary"
+
+
+def load(path, strict=False):
+    """The records of a metrics file, in order.
+
+    Blank lines are skipped. A line that is not a JSON object with a "type"
+    (a line cut by a killed process) is skipped too, or, with strict=True,
+    raises ValueError naming the file and line.
+    """
+    records = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or "type" not in record:
+                if strict:
+                    raise ValueError("%s:%d: not a metrics record: %.80s" % (path, number, line))
+                continue
+            records.append(record)
+    return records
+
+
+def of_kind(records, kind):
+    """The records whose type is `kind`, in order."""
+    return [r for r in records if r.get("type") == kind]
+
+
+def last_of_kind(records, kind):
+    """The last record whose type is `kind`, or None."""
+    matching = of_kind(records, kind)
+    return matching[-1] if matching else None
+
+
+def read(path, strict=False):
+    """(progress records, summary record or None) of a metrics file."""
+    records = load(path, strict)
+    return of_kind(records, PROGRESS), last_of_kind(records, SUMMARY)
+
+
+def is_figure(value):
+    """True for a finite number (metrics write what is not finite as null)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def series(progress, key):
+    """(train_steps, values) of the progress records where `key` is a figure."""
+    points = [(r["train_steps"], r[key]) for r in progress if is_figure(r.get(key))]
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def after_convergence(progress):
+    """The progress records of the second half of training: those with
+    train_steps >= half of the run's final train_steps."""
+    if not progress:
+        return []
+    final_steps = max(r.get("train_steps", 0) for r in progress)
+    return [r for r in progress if r.get("train_steps", 0) >= final_steps / 2.0]
+
+
+def run_figures(progress, summary):
+    """One run's figures, defined identically for both replay placements.
+
+    Loss after convergence is the mean of the per-interval mean loss of the
+    records after_convergence() keeps; transferred priority after convergence
+    is the mean |TD error| of the transitions that crossed the link in those
+    intervals, weighted by how many crossed in each.
+    """
+    tail = after_convergence(progress)
+    losses = [r["loss"] for r in tail if is_figure(r.get("loss"))]
+    weighted, count = 0.0, 0
+    for r in tail:
+        n = r.get("transferred", 0) or 0
+        p = r.get("transferred_priority")
+        if n > 0 and is_figure(p):
+            weighted += p * n
+            count += n
+    last = progress[-1] if progress else {}
+    summary = summary or {}
+    return {
+        "loss_after_convergence": statistics.fmean(losses) if losses else None,
+        "transferred_priority_after_convergence": weighted / count if count else None,
+        "train_steps": summary.get("train_steps", last.get("train_steps")),
+        "env_steps": last.get("env_steps"),
+        "link_bytes_total": summary.get("link_bytes_total", last.get("link_bytes_total")),
+        "link_transitions_total": summary.get(
+            "link_transitions_total", last.get("link_transitions_total")),
+        "wall_s": last.get("wall_s", 0.0) or 0.0,
+        "solved": bool(summary.get("solved", False)),
+        "time_to_solve_s": summary.get("time_to_solve_s"),
+        "env_steps_to_solve": summary.get("env_steps_to_solve"),
+        "eval_return_last": next((r.get("eval_return_mean") for r in reversed(progress)
+                                  if r.get("eval_return_mean") is not None), None),
+    }
+
+
+def demo_summary_lines(summary, demo_wall_s):
+    """The closing lines of tools/run_demo.sh for a summary record."""
+    lines = []
+    if summary["solved"]:
+        lines.append("SOLVED CartPole-v1 (greedy mean return >= 475 over 100 episodes)")
+        lines.append("  time to solve:            %.1f s of training (demo wall time %.1f s)"
+                     % (summary["time_to_solve_s"], demo_wall_s))
+        lines.append("  environment steps:        %d" % summary["env_steps_to_solve"])
+    else:
+        best = summary.get("eval_return_best")
+        lines.append("NOT SOLVED within the budget (best greedy mean return %s)"
+                     % ("%.1f" % best if best is not None else "n/a"))
+        lines.append("  training time:            %.1f s (demo wall time %.1f s)"
+                     % (summary["wall_s"], demo_wall_s))
+        lines.append("  environment steps:        %d" % summary["env_steps"])
+    lines.append("  train steps:              %d" % summary["train_steps"])
+    lines.append("  across the link:          %d transitions, %.1f MB (%s placement)"
+                 % (summary["link_transitions_total"], summary["link_bytes_total"] / 1e6,
+                    summary["mode"]))
+    priority = summary.get("transferred_priority_mean_last_half")
+    if priority is not None:
+        lines.append("  transferred priority:     %.3g (mean |TD error| on arrival, last half)"
+                     % priority)
+    return lines
+
+
+def demo_summary(path, start_s, end_s, exit_code):
+    """Prints the demo's closing summary; 0 when solved, 1 otherwise."""
+    try:
+        summary = last_of_kind(load(path), SUMMARY)
+    except OSError:
+        summary = None
+    print()
+    print("=" * 72)
+    if summary is None:
+        print("run_demo: the learner wrote no summary (exit code %d); see the logs above"
+              % exit_code)
+        return 1
+    print("\n".join(demo_summary_lines(summary, end_s - start_s)))
+    print("=" * 72)
+    return 0 if summary["solved"] else 1
+
+
+def main(argv):
+    if len(argv) == 6 and argv[1] == "demo_summary":
+        return demo_summary(argv[2], float(argv[3]), float(argv[4]), int(argv[5]))
+    print(__doc__.strip(), file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,207 @@
+// Copyright dreplay authors.
+
+#include "tools/replay_bench_clients.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "actor_client/experience_writer.h"
+#include "client/session.h"
+#include "common/status_macros.h"
+#include "learner_client/priority_writer.h"
+#include "protocol/layout.h"
+
+namespace dreplay::tools {
+namespace {
+
+using client::ClientSession;
+using client::ClientSessionOptions;
+using protocol::Role;
+using server::ReplayServer;
+
+// How long the prefill may take to be ingested.
+constexpr absl::Duration kSetupTimeout = absl::Seconds(60);
+// The learner's Next() returns at least this often to look at the stop flag.
+constexpr absl::Duration kNextPoll = absl::Milliseconds(100);
+// Transitions per Flush of the prefill writer.
+constexpr uint32_t kPrefillBatch = 256;
+
+ClientSessionOptions SessionOptionsFor(const ReplayServer& server, Role role, uint32_t actor_id,
+                                       const verbs::LinkModel& link) {
+  ClientSessionOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.role = role;
+  o.actor_id = actor_id;
+  o.qp.link = link;
+  o.connect_deadline = absl::Seconds(10);
+  o.op_timeout = absl::Seconds(30);
+  return o;
+}
+
+// Fills `payload` for transition `tag`: the tag, then a pattern.
+void FillPayload(uint64_t tag, std::vector<uint8_t>* payload) {
+  std::memcpy(payload->data(), &tag, std::min(sizeof(tag), payload->size()));
+}
+
+// The priority transition `tag` is inserted with.
+float InitialPriority(uint64_t tag) { return 0.1f * static_cast<float>(tag % 17 + 1); }
+
+void Publish(const actor::ExperienceWriterStats& s, ClientCounters* counters) {
+  counters->transitions.store(s.committed, std::memory_order_relaxed);
+  counters->batches.store(s.flushes, std::memory_order_relaxed);
+  counters->bytes.store(s.bytes_written, std::memory_order_relaxed);
+  counters->reconnects.store(s.reconnects, std::memory_order_relaxed);
+}
+
+void Publish(const learner::BatchReaderStats& s, ClientCounters* counters) {
+  counters->transitions.store(s.transitions, std::memory_order_relaxed);
+  counters->batches.store(s.batches, std::memory_order_relaxed);
+  counters->bytes.store(s.bytes_read, std::memory_order_relaxed);
+  counters->reconnects.store(s.reconnects, std::memory_order_relaxed);
+}
+
+// Latency of one READ of a whole staging slot, alone on the queue pair (the
+// reader's pipelined READs have completed by now or complete first).
+absl::Status ProbeStagingReads(verbs::Provider* provider, ClientSession* session, int probes,
+                               LatencyHistogram* reads) {
+  const uint64_t stride = protocol::StagingSlotStride(session->config());
+  ASSIGN_OR_RETURN(std::unique_ptr<client::RegisteredBuffer> image,
+                   client::RegisteredBuffer::Create(provider, stride));
+  for (int i = 0; i < probes; ++i) {
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(session->ReadSync(protocol::RegionKind::kStaging,
+                                      protocol::StagingSlotOffset(session->config(), i),
+                                      static_cast<uint32_t>(stride), image->mr(), image->data()));
+    reads->Record(absl::Now() - start);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ReplayBenchState::Fail(const absl::Status& s) {
+  {
+    MutexLock lock(&mu_);
+    if (status_.ok()) status_ = s;
+  }
+  stop = true;
+}
+
+absl::Status ReplayBenchState::status() const {
+  MutexLock lock(&mu_);
+  return status_;
+}
+
+void ReplayBenchState::AddInsertLatencies(const LatencyHistogram& latencies) {
+  MutexLock lock(&mu_);
+  insert_latencies_.Merge(latencies);
+}
+
+LatencyHistogram ReplayBenchState::insert_latencies() const {
+  MutexLock lock(&mu_);
+  return insert_latencies_;
+}
+
+absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
+  if (c.prefill == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
+  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
+                   ClientSession::Connect(provider.get(),
+                                          SessionOptionsFor(server, Role::kActor, 0, {})));
+  actor::ExperienceWriterOptions wo;
+  wo.max_batch = static_cast<uint32_t>(
+      std::min<uint64_t>(kPrefillBatch, protocol::ActorWindow(session->config())));
+  ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
+                   actor::ExperienceWriter::Create(session.get(), wo));
+  std::vector<uint8_t> payload(c.payload_bytes, 0x5a);
+  for (uint64_t t = 0; t < c.prefill; ++t) {
+    FillPayload(t, &payload);
+    RETURN_IF_ERROR(writer->Append(payload, InitialPriority(t)));
+  }
+  RETURN_IF_ERROR(writer->Flush());
+  const absl::Time deadline = absl::Now() + kSetupTimeout;
+  while (server.ReadStats().inserted < c.prefill) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the prefill of ", c.prefill, " transitions was not ingested within ",
+          absl::FormatDuration(kSetupTimeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& server, int id,
+                           verbs::Provider* shared_provider, ReplayBenchState* state) {
+  std::unique_ptr<verbs::Provider> own;
+  verbs::Provider* provider = shared_provider;
+  if (provider == nullptr) {
+    ASSIGN_OR_RETURN(own, verbs::CreateProvider(c.provider));
+    provider = own.get();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
+                   ClientSession::Connect(provider, SessionOptionsFor(server, Role::kActor,
+                                                                      static_cast<uint32_t>(id),
+                                                                      c.actor_link)));
+  actor::ExperienceWriterOptions wo;
+  wo.max_batch = c.max_batch;
+  ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
+                   actor::ExperienceWriter::Create(session.get(), wo));
+  std::vector<uint8_t> payload(c.payload_bytes, static_cast<uint8_t>(id));
+  LatencyHistogram latencies;
+  uint64_t tag = uint64_t{static_cast<uint32_t>(id)} << 40;
+  ++state->ready;
+  while (!state->stop) {
+    for (uint32_t i = 0; i < c.max_batch; ++i, ++tag) {
+      FillPayload(tag, &payload);
+      RETURN_IF_ERROR(writer->Append(payload, InitialPriority(tag)));
+    }
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(writer->Flush());
+    if (state->measuring) latencies.Record(absl::Now() - start);
+    Publish(writer->stats(), &state->actor(id));
+  }
+  state->AddInsertLatencies(latencies);
+  return absl::OkStatus();
+}
+
+absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& server,
+                             ReplayBenchState* state, LearnerFigures* figures) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ClientSession> session,
+      ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kLearner, 0, c.link)));
+  learner::BatchReaderOptions ro;
+  ro.verify_slots = c.verify_slots;
+  ro.retry_initial = c.reader_retry;
+  ro.retry_max = c.reader_retry_max;
+  ASSIGN_OR_RETURN(std::unique_ptr<learner::BatchReader> reader,
+                   learner::BatchReader::Create(session.get(), ro));
+  ASSIGN_OR_RETURN(std::unique_ptr<learner::PriorityWriter> priorities,
+                   learner::PriorityWriter::Create(session.get()));
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> new_priority(0.05f, 2.0f);
+  std::vector<float> td;
+  ++state->ready;
+  while (!state->stop) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<learner::StagedBatch> batch = reader->Next(kNextPoll);
+    if (absl::IsDeadlineExceeded(batch.status())) continue;
+    RETURN_IF_ERROR(batch.status());
+    if (state->measuring) figures->batch_wait.Record(absl::Now() - start);
+    td.resize(batch->size());
+    for (float& p : td) p = new_priority(rng);
+    RETURN_IF_ERROR(priorities->Write(*batch, td));
+    Publish(reader->stats(), &state->learner());
+  }
+  figures->reader = reader->stats();
+  return ProbeStagingReads(provider.get(), session.get(), c.read_probes, &figures->batch_read);
+}
+
+}  // namespace dreplay::tools

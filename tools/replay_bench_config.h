@@ -1,0 +1,60 @@
+// Copyright dreplay authors.
+//
+// replay_bench_config.h: what one run of tools/replay_bench measures (see
+// the header of replay_bench.cc for the benchmark itself), and the sizes it
+// chooses when a flag leaves them open.
+//
+// Plain values; thread-compatible.
+
+#ifndef DREPLAY_TOOLS_REPLAY_BENCH_CONFIG_H_
+#define DREPLAY_TOOLS_REPLAY_BENCH_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "protocol/layout.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::tools {
+
+struct ReplayBenchConfig {
+  verbs::ProviderOptions provider;  // of every participant
+  int actors = 0;                   // actor threads
+  bool shared_actor_provider = false;
+  uint32_t payload_bytes = 0;  // per transition
+  uint32_t max_batch = 0;      // transitions per actor insert
+  protocol::LayoutConfig layout;
+  bool learner = true;
+  bool verify_slots = false;
+  absl::Duration reader_retry;      // the learner's back-off, first
+  absl::Duration reader_retry_max;  // and longest
+  absl::Duration core_max_sleep;    // the server's replay core
+  uint32_t core_spin_steps = 0;
+  std::string link_spec;            // as given, for the report
+  verbs::LinkModel link;            // the learner's connection
+  verbs::LinkModel actor_link;      // each actor's connection
+  uint64_t prefill = 0;             // transitions inserted before the clock starts
+  absl::Duration duration;          // measured
+  absl::Duration warmup;            // run before measuring
+  int read_probes = 0;              // isolated staging-slot READs after the run
+  double alpha = 0;
+  uint64_t seed = 0;
+  bool tcp_baseline = false;
+  bool nolink_baseline = false;
+  int rounds = 1;
+  bool json = false;  // one JSON object instead of text
+};
+
+// The slot that holds a `payload_bytes` transition: header and payload,
+// aligned.
+uint32_t SlotSizeFor(uint32_t payload_bytes);
+// The largest power of two, at most 2^18 and at least 2, whose ring of
+// `slot_size`-byte slots fits in `ring_bytes`.
+uint64_t AutoCapacity(uint32_t slot_size, uint64_t ring_bytes);
+// min(capacity / 2, 65536).
+uint64_t AutoPrefill(uint64_t capacity);
+
+}  // namespace dreplay::tools
+
+#endif  // DREPLAY_TOOLS_REPLAY_BENCH_CONFIG_H_

@@ -1,0 +1,187 @@
+// Copyright dreplay authors.
+
+#include "tools/replay_bench_run.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "replay_server/server.h"
+#include "tools/replay_bench_clients.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::tools {
+namespace {
+
+using server::ReplayServer;
+
+// How long the clients may take to connect.
+constexpr absl::Duration kSetupTimeout = absl::Seconds(60);
+
+server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
+  server::ReplayServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.layout = c.layout;
+  so.core.memory.alpha = c.alpha;
+  so.core.memory.seed = c.seed;
+  so.core.sampler.min_size_to_sample = c.layout.batch_size;
+  so.core.max_sleep = c.core_max_sleep;
+  so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
+  so.core.spin_steps = c.core_spin_steps;
+  so.stats_log_interval = absl::InfiniteDuration();
+  so.max_clients = static_cast<uint32_t>(c.actors + 8);
+  return so;
+}
+
+// The clients' counters and the server's ingest at one moment.
+struct Totals {
+  uint64_t committed = 0;
+  uint64_t bytes_in = 0;
+  uint64_t reconnects = 0;
+  uint64_t sampled = 0;
+  uint64_t batches = 0;
+  uint64_t bytes_out = 0;
+  uint64_t inserted = 0;
+  absl::Time when;
+};
+
+Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state,
+                  const ReplayServer& server) {
+  Totals t;
+  for (int i = 0; i < c.actors; ++i) {
+    t.committed += state->actor(i).transitions.load();
+    t.bytes_in += state->actor(i).bytes.load();
+    t.reconnects += state->actor(i).reconnects.load();
+  }
+  t.sampled = state->learner().transitions.load();
+  t.batches = state->learner().batches.load();
+  t.bytes_out = state->learner().bytes.load();
+  t.inserted = server.ReadStats().inserted;
+  t.when = absl::Now();
+  return t;
+}
+
+// Waits until `n` clients are ready or the run failed.
+absl::Status WaitReady(ReplayBenchState* state, int n) {
+  const absl::Time deadline = absl::Now() + kSetupTimeout;
+  while (state->ready.load() < n) {
+    RETURN_IF_ERROR(state->status());
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          state->ready.load(), " of ", n, " clients connected within ",
+          absl::FormatDuration(kSetupTimeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return state->status();
+}
+
+// After the warmup, opens the window for config.duration and fills `r`'s
+// rates from the counters at its two ends.
+void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server,
+                   ReplayBenchState* state, ReplayRunResult* r) {
+  absl::SleepFor(c.warmup);
+  const Totals begin = TakeTotals(c, state, server);
+  state->measuring = true;
+  absl::SleepFor(c.duration);
+  state->measuring = false;
+  const Totals end = TakeTotals(c, state, server);
+  r->server = server.ReadStats();
+  const double s = absl::ToDoubleSeconds(end.when - begin.when);
+  r->seconds = s;
+  r->inserted_per_s = (end.inserted - begin.inserted) / s;
+  r->committed_per_s = (end.committed - begin.committed) / s;
+  r->bytes_in_per_s = (end.bytes_in - begin.bytes_in) / s;
+  r->insert_gbps = r->committed_per_s * c.layout.slot_size * 8 / 1e9;
+  r->sampled_per_s = (end.sampled - begin.sampled) / s;
+  r->batches_per_s = (end.batches - begin.batches) / s;
+  r->bytes_out_per_s = (end.bytes_out - begin.bytes_out) / s;
+  r->writer_reconnects = end.reconnects;
+}
+
+// `s` with "<who>: " before its message.
+absl::Status Named(const absl::Status& s, absl::string_view who) {
+  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+}
+
+// Starts the clients on `server`, measures, stops and joins them.
+absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
+                                               const ReplayServer& server) {
+  std::unique_ptr<verbs::Provider> shared_actor_provider;
+  if (c.shared_actor_provider && c.actors > 0) {
+    ASSIGN_OR_RETURN(shared_actor_provider, verbs::CreateProvider(c.provider));
+  }
+  ReplayBenchState state(c.actors);
+  LearnerFigures learner;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < c.actors; ++i) {
+    threads.emplace_back([&, i] {
+      const absl::Status s = RunBenchActor(c, server, i, shared_actor_provider.get(), &state);
+      if (!s.ok()) state.Fail(Named(s, absl::StrCat("actor ", i)));
+    });
+  }
+  if (c.learner) {
+    threads.emplace_back([&] {
+      const absl::Status s = RunBenchLearner(c, server, &state, &learner);
+      if (!s.ok()) state.Fail(Named(s, "learner"));
+    });
+  }
+  ReplayRunResult r;
+  absl::Status status = WaitReady(&state, c.actors + (c.learner ? 1 : 0));
+  if (status.ok()) MeasureWindow(c, server, &state, &r);
+  state.stop = true;
+  for (std::thread& t : threads) t.join();
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(state.status());
+  r.insert_latency = state.insert_latencies();
+  r.batch_wait = learner.batch_wait;
+  r.batch_read = learner.batch_read;
+  r.reader_torn = learner.reader.torn;
+  r.reader_not_staged = learner.reader.not_staged;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayRunResult> RunReplayBenchOnce(const ReplayBenchConfig& c) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> server_provider,
+                   verbs::CreateProvider(c.provider));
+  if ((c.link.enabled() || c.actor_link.enabled()) && server_provider->name() != "soft") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--link / --actor_link need the soft provider; this run uses ", server_provider->name()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
+                   ReplayServer::Start(server_provider.get(), ServerOptionsFor(c)));
+  RETURN_IF_ERROR(Prefill(c, *server));
+  absl::StatusOr<ReplayRunResult> r = MeasureClients(c, *server);
+  const absl::Status stopped = server->Stop();
+  RETURN_IF_ERROR(r.status());
+  RETURN_IF_ERROR(stopped);
+  return r;
+}
+
+absl::StatusOr<ReplayBenchRound> RunReplayBenchRound(const ReplayBenchConfig& c) {
+  ReplayBenchRound round;
+  ASSIGN_OR_RETURN(round.main, RunReplayBenchOnce(c));
+  if (c.nolink_baseline) {
+    ReplayBenchConfig without = c;
+    without.link = verbs::LinkModel();
+    without.link_spec = "none";
+    absl::StatusOr<ReplayRunResult> r = RunReplayBenchOnce(without);
+    if (!r.ok()) return Named(r.status(), "the run without --link");
+    round.nolink = *r;
+  }
+  if (c.tcp_baseline) {
+    ASSIGN_OR_RETURN(round.tcp, RunLoopbackTcpStream(c.layout.slot_size, c.duration));
+  }
+  return round;
+}
+
+}  // namespace dreplay::tools
