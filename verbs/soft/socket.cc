@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_socket.h"
+#include "verbs/soft/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

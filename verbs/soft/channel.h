@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_channel.h: one soft queue pair's connection: the requester (send
+// channel.h: one soft queue pair's connection: the requester (send
 // queue, credits, completions), the responder (checks and executes the
 // peer's requests on registered memory) and the outgoing frame queue with its
 // link emulator and fault injection.
@@ -8,7 +8,7 @@
 // Two kinds of threads use a Channel:
 //  * the application, through SoftQueuePair (PostSend, PostRecv, Poll; one
 //    thread at a time, as verbs.h says of a QueuePair);
-//  * the provider's NIC thread (soft_nic.h): OnEvents() when the socket is
+//  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
 // processes a batch of input, so the frames of one connection are executed
@@ -31,7 +31,7 @@
 //    responder copies a still-queued READ response before it executes a
 //    later WRITE or atomic, and before its region is deregistered.
 //  * With a link model every frame is held until its arrival time
-//    (soft_link.h); the NIC thread sends it then.
+//    (link.h); the NIC thread sends it then.
 //
 // Errors: a failed request completes with its status, every other
 // outstanding request and posted receive with kFlushed, and the channel
@@ -53,11 +53,11 @@
 #include "absl/types/span.h"
 #include "common/mutex.h"
 #include "verbs/options.h"
-#include "verbs/soft_link.h"
-#include "verbs/soft_region_table.h"
-#include "verbs/soft_ring.h"
-#include "verbs/soft_socket.h"
-#include "verbs/soft_wire.h"
+#include "verbs/soft/link.h"
+#include "verbs/soft/region_table.h"
+#include "verbs/soft/ring.h"
+#include "verbs/soft/socket.h"
+#include "verbs/soft/wire.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::verbs::soft {

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_nic.h"
+#include "verbs/soft/nic.h"
 
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "verbs/soft_link.h"
+#include "verbs/soft/link.h"
 
 namespace dreplay::verbs::soft {
 namespace {

@@ -2,7 +2,7 @@
 //
 // The link emulator's schedule: serialisation, delay, jitter, order.
 
-#include "verbs/soft_link.h"
+#include "verbs/soft/link.h"
 
 #include "gtest/gtest.h"
 

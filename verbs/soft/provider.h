@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_provider.h: the software provider: verbs.h's RC semantics over TCP,
+// provider.h: the software provider: verbs.h's RC semantics over TCP,
 // for hosts without an RDMA device, with a link emulator and fault injection.
 //
 //   auto provider = CreateSoftProvider(ProviderOptions{});
@@ -8,10 +8,10 @@
 //   auto listener = (*provider)->Listen("127.0.0.1", 0);
 //
 // How it works:
-//  * Each provider runs one thread, its "NIC" (soft_nic.h), that serves the
+//  * Each provider runs one thread, its "NIC" (nic.h), that serves the
 //    TCP connections of all its queue pairs. As responder it checks every
 //    request's rkey, bounds and access flags against the provider's table of
-//    registered regions (soft_region_table.h) and executes WRITE, READ and
+//    registered regions (region_table.h) and executes WRITE, READ and
 //    atomics directly on the registered memory; no application code runs.
 //    Requests of one queue pair are executed in order; atomics are atomic
 //    across all queue pairs of the provider (one thread executes them, with
@@ -30,7 +30,7 @@
 //    every other queue pair and the process carry on. Any garbage from a
 //    peer, in setup or later, ends only that connection.
 //  * QueuePairOptions::link (the connecting side's, sent in setup) delays the
-//    frames of both directions (soft_link.h; the loopback path's own
+//    frames of both directions (link.h; the loopback path's own
 //    latency is allowed for, so measured round trips match the model).
 //  * QueuePairOptions::faults injects drops, stalls and torn WRITEs into
 //    the requests of the side that sets them. kPrefix places the first half

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_channel.h"
+#include "verbs/soft/channel.h"
 
 #include <sched.h>
 #include <sys/epoll.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
-#include "verbs/soft_nic.h"
+#include "verbs/soft/nic.h"
 
 namespace dreplay::verbs::soft {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_ring.h: a growable FIFO on one contiguous array.
+// ring.h: a growable FIFO on one contiguous array.
 //
 // The soft provider's queues (send queue, completions, outgoing frames) push
 // at the back and pop at the front millions of times a second; std::deque

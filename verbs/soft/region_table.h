@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_region_table.h: the soft provider's table of registered memory, the
+// region_table.h: the soft provider's table of registered memory, the
 // part of "the NIC" that checks every remote access.
 //
 // Each region gets an rkey (also used as its lkey) drawn from a cryptographically seeded generator

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_link.h: the soft provider's link emulator and precise clock.
+// link.h: the soft provider's link emulator and precise clock.
 //
 // A LinkEmulator models one direction of a link: a frame handed to it at time
 // `now` waits for the frames before it to finish serialising, takes

@@ -14,10 +14,10 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "verbs/soft_provider.h"
-#include "verbs/soft_socket.h"
-#include "verbs/soft_test_util.h"
-#include "verbs/soft_wire.h"
+#include "verbs/soft/provider.h"
+#include "verbs/soft/socket.h"
+#include "verbs/soft/test_util.h"
+#include "verbs/soft/wire.h"
 
 namespace dreplay::verbs {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_test_util.h: helpers for tests of the soft provider: connected queue
+// test_util.h: helpers for tests of the soft provider: connected queue
 // pairs over loopback, polling with a timeout, registered buffers.
 
 #ifndef DREPLAY_VERBS_SOFT_TEST_UTIL_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_test_util.h"
+#include "verbs/soft/test_util.h"
 
 #include <thread>
 #include <utility>

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_link.h"
+#include "verbs/soft/link.h"
 
 #include <sys/prctl.h>
 #include <time.h>

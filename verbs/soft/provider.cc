@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_provider.h"
+#include "verbs/soft/provider.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -21,11 +21,11 @@
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "verbs/soft_channel.h"
-#include "verbs/soft_nic.h"
-#include "verbs/soft_region_table.h"
-#include "verbs/soft_socket.h"
-#include "verbs/soft_wire.h"
+#include "verbs/soft/channel.h"
+#include "verbs/soft/nic.h"
+#include "verbs/soft/region_table.h"
+#include "verbs/soft/socket.h"
+#include "verbs/soft/wire.h"
 
 namespace dreplay::verbs {
 namespace soft {

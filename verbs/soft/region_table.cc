@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "verbs/soft_region_table.h"
+#include "verbs/soft/region_table.h"
 
 #include "absl/strings/str_format.h"
 

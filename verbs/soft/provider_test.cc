@@ -4,7 +4,7 @@
 // operation, ordering, atomicity, access checks, errors and flushing, credit
 // limits, and connection setup.
 
-#include "verbs/soft_provider.h"
+#include "verbs/soft/provider.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +16,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "verbs/soft_test_util.h"
+#include "verbs/soft/test_util.h"
 
 namespace dreplay::verbs {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_nic.h: the soft provider's "NIC": one thread per provider that serves
+// nic.h: the soft provider's "NIC": one thread per provider that serves
 // the sockets of all its queue pairs with epoll. It reads and executes the
 // peers' requests, receives the responses to this side's requests, sends
 // what the sockets would not take at once, and sends frames held by the link
@@ -27,8 +27,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
-#include "verbs/soft_channel.h"
-#include "verbs/soft_socket.h"
+#include "verbs/soft/channel.h"
+#include "verbs/soft/socket.h"
 
 namespace dreplay::verbs::soft {
 

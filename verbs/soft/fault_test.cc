@@ -9,8 +9,8 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "verbs/soft_provider.h"
-#include "verbs/soft_test_util.h"
+#include "verbs/soft/provider.h"
+#include "verbs/soft/test_util.h"
 
 namespace dreplay::verbs {
 namespace {

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // A multi-threaded stress test of the soft provider, meant to be run under
-// ThreadSanitizer too (bazel test --config=tsan //verbs:soft_stress_test):
+// ThreadSanitizer too (bazel test --config=tsan //verbs/soft:stress_test):
 // both sides of several queue pairs post mixed traffic at the same time
 // (WRITE, READ back, FETCH_ADD, WRITE_WITH_IMM), while another thread keeps
 // connecting, using and destroying queue pairs (some with requests in
@@ -14,8 +14,8 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "verbs/soft_provider.h"
-#include "verbs/soft_test_util.h"
+#include "verbs/soft/provider.h"
+#include "verbs/soft/test_util.h"
 
 namespace dreplay::verbs {
 namespace {

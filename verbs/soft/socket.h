@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_socket.h: the TCP plumbing of the soft provider: an owned descriptor,
+// socket.h: the TCP plumbing of the soft provider: an owned descriptor,
 // listen and connect with deadlines, and exact-length send / receive with
 // deadlines for connection setup. Every socket is non-blocking, has
 // TCP_NODELAY set and is close-on-exec. Sends never raise SIGPIPE.

@@ -16,7 +16,7 @@
 // Only the functions that move payload bytes between the wire and registered
 // memory are listed. The soft provider's own state (queues, completions,
 // credits, connection tables) is not covered: races there are still reported,
-// and //verbs:soft_stress_test checks it under ThreadSanitizer.
+// and //verbs/soft:stress_test checks it under ThreadSanitizer.
 
 extern "C" const char* __tsan_default_suppressions() {
   return

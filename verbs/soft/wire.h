@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// soft_wire.h: the soft provider's protocol on its TCP connection.
+// wire.h: the soft provider's protocol on its TCP connection.
 //
 // One TCP connection per queue pair carries, in order:
 //
