@@ -21,14 +21,16 @@
 extern "C" const char* __tsan_default_suppressions() {
   return
       // recv()/readv() of WRITE payloads and READ responses straight into
-      // registered memory, and the copy of buffered bytes into it.
+      // registered memory (FrameReader::Read, under Channel::ReadInput), and
+      // the copy of buffered bytes into it.
       "race:dreplay::verbs::soft::Channel::ReadInput\n"
-      "race:dreplay::verbs::soft::Channel::ParseBuffered\n"
+      "race:dreplay::verbs::soft::FrameReader::ParseBuffered\n"
       // sendmsg() of WRITE sources and READ data straight from registered
-      // memory, and the copies taken when that memory must be released early.
+      // memory (FrameWriter::Flush, under Channel::Flush), and the copies
+      // taken when that memory must be released early.
       "race:dreplay::verbs::soft::Channel::Flush\n"
-      "race:dreplay::verbs::soft::Channel::MaterializeResponseRefs\n"
+      "race:dreplay::verbs::soft::FrameWriter::MaterializeResponseRefs\n"
       "race:dreplay::verbs::soft::Channel::OnDeregister\n"
       // The 8-byte result of an atomic, placed into the requester's buffer.
-      "race:dreplay::verbs::soft::Channel::FinishFrame\n";
+      "race:dreplay::verbs::soft::Requester::CompleteResponse\n";
 }
