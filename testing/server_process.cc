@@ -67,7 +67,7 @@ std::vector<std::string> ChildEnvironment() {
   }
   if (!tsan_options.empty()) {
     // The soft NIC thread's placements are suppressed by function name
-    // (verbs/soft_tsan_suppressions.cc), which needs their stacks: keep
+    // (verbs/soft/tsan_suppressions.cc), which needs their stacks: keep
     // the longest history, so that a busy server's old accesses can still
     // be restored.
     if (!absl::StrContains(tsan_options, "history_size=")) {

@@ -5,7 +5,7 @@
 // Implements verbs.h with reliable-connected (RC) queue pairs over libibverbs.
 // Connection setup runs over a TCP control channel (host:port) that carries
 // the queue-pair exchange (QPN, PSN, GID, LID, max_rd_atomic) and the
-// application payload both ways; see ibverbs_provider.cc for the wire format.
+// application payload both ways; see ibverbs_wire.h for the wire format.
 //
 // What the provider does for the caller:
 //  * Device, port and GID index come from ProviderOptions. An empty device

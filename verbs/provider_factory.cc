@@ -8,7 +8,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "verbs/ibverbs_provider.h"
-#include "verbs/soft_provider.h"
+#include "verbs/soft/provider.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::verbs {

@@ -5,6 +5,9 @@
 
 #include "verbs/verbs.h"
 
+#include <cstddef>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 
 namespace dreplay::verbs {
@@ -27,65 +30,68 @@ const char* OpcodeName(Opcode op) {
   return "UNKNOWN_OPCODE";
 }
 
-const char* WcStatusName(WcStatus s) {
-  switch (s) {
-    case WcStatus::kSuccess:
-      return "SUCCESS";
-    case WcStatus::kLocalLengthError:
-      return "LOCAL_LENGTH_ERROR";
-    case WcStatus::kLocalProtectionError:
-      return "LOCAL_PROTECTION_ERROR";
-    case WcStatus::kFlushed:
-      return "FLUSHED";
-    case WcStatus::kRemoteAccessError:
-      return "REMOTE_ACCESS_ERROR";
-    case WcStatus::kRemoteInvalidRequest:
-      return "REMOTE_INVALID_REQUEST";
-    case WcStatus::kRemoteOperationError:
-      return "REMOTE_OPERATION_ERROR";
-    case WcStatus::kRetryExceeded:
-      return "RETRY_EXCEEDED";
-    case WcStatus::kRnrRetryExceeded:
-      return "RNR_RETRY_EXCEEDED";
-    case WcStatus::kGeneralError:
-      return "GENERAL_ERROR";
-  }
-  return "UNKNOWN_STATUS";
-}
-
 namespace {
 
-absl::StatusCode CodeFor(WcStatus s) {
-  switch (s) {
-    case WcStatus::kSuccess:
-      return absl::StatusCode::kOk;
-    case WcStatus::kLocalLengthError:
-    case WcStatus::kLocalProtectionError:
-    case WcStatus::kRemoteInvalidRequest:
-      return absl::StatusCode::kInvalidArgument;
-    case WcStatus::kRemoteAccessError:
-      return absl::StatusCode::kPermissionDenied;
-    case WcStatus::kFlushed:
-      return absl::StatusCode::kAborted;
-    case WcStatus::kRetryExceeded:
-      return absl::StatusCode::kUnavailable;
-    case WcStatus::kRnrRetryExceeded:
-      return absl::StatusCode::kResourceExhausted;
-    case WcStatus::kRemoteOperationError:
-    case WcStatus::kGeneralError:
-      return absl::StatusCode::kInternal;
+// What there is to know about each WcStatus: its name and the code of the
+// absl::Status that a completion with it turns into. One row per status, in
+// the enum's order, so that a status is its row's index.
+struct WcStatusRow {
+  WcStatus status;
+  const char* name;
+  absl::StatusCode code;
+};
+constexpr WcStatusRow kWcStatusRows[] = {
+    {WcStatus::kSuccess, "SUCCESS", absl::StatusCode::kOk},
+    {WcStatus::kLocalLengthError, "LOCAL_LENGTH_ERROR",
+     absl::StatusCode::kInvalidArgument},
+    {WcStatus::kLocalProtectionError, "LOCAL_PROTECTION_ERROR",
+     absl::StatusCode::kInvalidArgument},
+    {WcStatus::kFlushed, "FLUSHED", absl::StatusCode::kAborted},
+    {WcStatus::kRemoteAccessError, "REMOTE_ACCESS_ERROR",
+     absl::StatusCode::kPermissionDenied},
+    {WcStatus::kRemoteInvalidRequest, "REMOTE_INVALID_REQUEST",
+     absl::StatusCode::kInvalidArgument},
+    {WcStatus::kRemoteOperationError, "REMOTE_OPERATION_ERROR",
+     absl::StatusCode::kInternal},
+    {WcStatus::kRetryExceeded, "RETRY_EXCEEDED",
+     absl::StatusCode::kUnavailable},
+    {WcStatus::kRnrRetryExceeded, "RNR_RETRY_EXCEEDED",
+     absl::StatusCode::kResourceExhausted},
+    {WcStatus::kGeneralError, "GENERAL_ERROR", absl::StatusCode::kInternal},
+};
+
+constexpr bool RowsFollowTheEnum() {
+  for (size_t i = 0; i < std::size(kWcStatusRows); ++i) {
+    if (static_cast<size_t>(kWcStatusRows[i].status) != i) return false;
   }
-  return absl::StatusCode::kInternal;
+  return true;
+}
+static_assert(RowsFollowTheEnum(), "kWcStatusRows is indexed by WcStatus");
+static_assert(std::size(kWcStatusRows) ==
+                  static_cast<size_t>(WcStatus::kGeneralError) + 1,
+              "a row for every WcStatus (kGeneralError is the last)");
+
+// The row of `s`; null for a value that is not a WcStatus.
+const WcStatusRow* RowOf(WcStatus s) {
+  const auto i = static_cast<size_t>(s);
+  return i < std::size(kWcStatusRows) ? &kWcStatusRows[i] : nullptr;
 }
 
 }  // namespace
+
+const char* WcStatusName(WcStatus s) {
+  const WcStatusRow* row = RowOf(s);
+  return row != nullptr ? row->name : "UNKNOWN_STATUS";
+}
 
 absl::Status Completion::ToStatus() const {
   if (ok()) return absl::OkStatus();
   std::string message = absl::StrCat(OpcodeName(opcode), " wr_id=", wr_id,
                                      " failed: ", WcStatusName(status));
   if (!detail.empty()) absl::StrAppend(&message, " (", detail, ")");
-  return absl::Status(CodeFor(status), message);
+  const WcStatusRow* row = RowOf(status);
+  return absl::Status(row != nullptr ? row->code : absl::StatusCode::kInternal,
+                      message);
 }
 
 }  // namespace dreplay::verbs

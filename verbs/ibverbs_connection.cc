@@ -1,0 +1,477 @@
+// Copyright dreplay authors.
+
+#include "verbs/ibverbs_connection.h"
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "verbs/ibverbs_errors.h"
+#include "verbs/ibverbs_queue_pair.h"
+#include "verbs/ibverbs_wire.h"
+#include "verbs/tcp_channel.h"
+
+namespace dreplay::verbs::ibverbs {
+namespace {
+
+// Routed RoCE v2 needs a hop limit above 1; 64 is the usual IP default.
+constexpr uint8_t kHopLimit = 64;
+// The largest path MTU we ask for.
+constexpr ibv_mtu kMaxPathMtu = IBV_MTU_4096;
+// ibv_qp_attr::max_rd_atomic and max_dest_rd_atomic are uint8_t.
+constexpr int kMaxRdAtomicField = std::numeric_limits<uint8_t>::max();
+// How long Listener::Accept waits for a connected peer's hello before it
+// drops the peer and keeps listening.
+constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// Ack timeouts (4.096 us x 2^t) suited to a ~100 us round trip: 12 is 16.8 ms,
+// 14 is 67 ms. Shorter ones retry spuriously under load on a long link.
+constexpr int kMinLongLinkAckTimeout = 12;
+
+absl::Status SoftProviderOnly(const QueuePairOptions& options) {
+  if (options.link.enabled()) {
+    return absl::InvalidArgumentError(
+        "QueuePairOptions.link: a link model is soft provider only; the "
+        "ibverbs provider runs on the real link");
+  }
+  if (options.faults.enabled()) {
+    return absl::InvalidArgumentError(
+        "QueuePairOptions.faults: fault injection is soft provider only");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPayload(const std::string& payload, const char* what) {
+  if (payload.size() > kMaxPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " of ", payload.size(), " bytes exceeds the limit of ",
+        kMaxPayloadBytes));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Creating a queue pair and bringing it up.
+// ---------------------------------------------------------------------------
+
+// A queue pair on its way to RTS: its verbs objects and what this side tells
+// the peer about it.
+struct NewQp {
+  QpObjects objects;
+  PeerInfo local;
+};
+
+// The completion queue's size: every send and receive request may complete.
+int CqEntries(const QueuePairOptions& options) {
+  return options.max_send_wr + std::max(options.max_recv_wr, 1);
+}
+
+// What `options` ask of `device` beyond what Validate() checks.
+absl::Status CheckQueuePairOptions(const Device& device,
+                                   const QueuePairOptions& options) {
+  const ibv_device_attr& attr = device.attr;
+  if (options.max_send_wr > attr.max_qp_wr || options.max_recv_wr > attr.max_qp_wr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "QueuePairOptions max_send_wr ", options.max_send_wr, " / max_recv_wr ",
+        options.max_recv_wr, " exceed ", device.name, "'s max_qp_wr ",
+        attr.max_qp_wr));
+  }
+  const int cqe = CqEntries(options);
+  if (cqe > attr.max_cqe) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a CQ of ", cqe, " entries (max_send_wr + max_recv_wr) exceeds ",
+                     device.name, "'s max_cqe ", attr.max_cqe));
+  }
+  if (options.ack_timeout == 0) {
+    LOG(WARNING) << "ack_timeout 0 means no timeout: a peer that dies is never "
+                    "detected by this queue pair";
+  } else if (options.ack_timeout < kMinLongLinkAckTimeout) {
+    LOG(WARNING) << "ack_timeout " << options.ack_timeout << " ("
+                 << 4.096 * (1 << options.ack_timeout)
+                 << " us) is short for a long link; 12 to 14 is recommended";
+  }
+  return absl::OkStatus();
+}
+
+// Creates the RC QP on objects->cq. Asks for the inline size the options
+// name; a device that cannot give it fails with EINVAL, so halve it until it
+// fits (0 always does).
+absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options,
+                        QpObjects* objects) {
+  uint32_t inline_wanted = options.max_inline_data;
+  for (;;) {
+    ibv_qp_init_attr init;
+    std::memset(&init, 0, sizeof(init));
+    init.send_cq = objects->cq;
+    init.recv_cq = objects->cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 0;
+    init.cap.max_send_wr = options.max_send_wr;
+    init.cap.max_recv_wr = std::max(options.max_recv_wr, 1);
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = inline_wanted;
+    errno = 0;
+    objects->qp = ibv_create_qp(device.pd, &init);
+    if (objects->qp != nullptr) {
+      // The created QP's capabilities, which may exceed the request.
+      objects->max_inline_data = init.cap.max_inline_data;
+      return absl::OkStatus();
+    }
+    const int error_number = errno;
+    if (error_number != EINVAL || inline_wanted == 0) {
+      return IbvNullResultToStatus(error_number, "ibv_create_qp(RC)");
+    }
+    inline_wanted /= 2;
+    LOG(WARNING) << device.name << ": ibv_create_qp refused max_inline_data "
+                 << inline_wanted * 2 << "; trying " << inline_wanted;
+  }
+}
+
+absl::Status ModifyToInit(ibv_qp* qp, const Device& device) {
+  ibv_qp_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = device.port;
+  // The QP allows every remote operation; each memory region's own access
+  // flags decide what a peer may actually do.
+  attr.qp_access_flags =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+      (device.has_atomics() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+  return IbvResultToStatus(
+      ibv_modify_qp(qp, &attr,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                        IBV_QP_ACCESS_FLAGS),
+      "ibv_modify_qp(RESET->INIT)");
+}
+
+// What this side sends in its setup frame.
+PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options,
+                   const ibv_qp* qp, uint32_t psn) {
+  PeerInfo info;
+  info.qpn = qp->qp_num;
+  info.psn = psn;
+  info.gid = device.gid;
+  info.lid = device.port_attr.lid;
+  info.mtu = device.port_attr.active_mtu;
+  const int wanted = std::min(options.max_rd_atomic, kMaxRdAtomicField);
+  info.initiator_depth = std::min(wanted, device.attr.max_qp_init_rd_atom);
+  info.responder_resources = std::min(wanted, device.attr.max_qp_rd_atom);
+  return info;
+}
+
+// Creates the CQ and the QP and moves the QP to INIT.
+absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
+                               const QueuePairOptions& options) {
+  RETURN_IF_ERROR(CheckQueuePairOptions(*device, options));
+  NewQp qp{QpObjects(device->name), PeerInfo()};
+  ASSIGN_OR_RETURN(qp.objects.cq,
+                   IbvCheckPointer(ibv_create_cq(device->context, CqEntries(options),
+                                                 nullptr, nullptr, 0),
+                                   "ibv_create_cq"));
+  RETURN_IF_ERROR(CreateRcQp(*device, options, &qp.objects));
+  // A random initial PSN, so that packets of an old connection that reused
+  // this QPN cannot be taken for this one's.
+  absl::BitGen gen;
+  const uint32_t psn = absl::Uniform<uint32_t>(gen, 0, kPsnMask + 1);
+  RETURN_IF_ERROR(ModifyToInit(qp.objects.qp, *device));
+  qp.local = LocalInfo(*device, options, qp.objects.qp, psn);
+  return qp;
+}
+
+absl::Status ModifyToRtr(ibv_qp* qp, const Device& device,
+                         const QueuePairOptions& options, const PeerInfo& local,
+                         const PeerInfo& remote, ibv_mtu path_mtu) {
+  ibv_qp_attr rtr;
+  std::memset(&rtr, 0, sizeof(rtr));
+  rtr.qp_state = IBV_QPS_RTR;
+  rtr.path_mtu = path_mtu;
+  rtr.dest_qp_num = remote.qpn;
+  rtr.rq_psn = remote.psn;
+  rtr.max_dest_rd_atomic = static_cast<uint8_t>(local.responder_resources);
+  rtr.min_rnr_timer = static_cast<uint8_t>(options.min_rnr_timer);
+  rtr.ah_attr.dlid = remote.lid;
+  rtr.ah_attr.sl = 0;
+  rtr.ah_attr.src_path_bits = 0;
+  rtr.ah_attr.port_num = device.port;
+  // RoCE always routes by GID (a GRH); InfiniBand only across subnets or
+  // when the peer has no LID.
+  if (device.is_ethernet() || remote.lid == 0) {
+    if (GidIsZero(remote.gid)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "peer qpn ", remote.qpn, " sent an empty GID, which RoCE cannot route"));
+    }
+    rtr.ah_attr.is_global = 1;
+    rtr.ah_attr.grh.dgid = remote.gid;
+    rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device.gid_index);
+    rtr.ah_attr.grh.hop_limit = kHopLimit;
+    rtr.ah_attr.grh.traffic_class = 0;
+    rtr.ah_attr.grh.flow_label = 0;
+  }
+  return IbvResultToStatus(
+      ibv_modify_qp(qp, &rtr,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                        IBV_QP_MIN_RNR_TIMER),
+      "ibv_modify_qp(INIT->RTR)");
+}
+
+absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options,
+                         const PeerInfo& local, int max_rd_atomic) {
+  ibv_qp_attr rts;
+  std::memset(&rts, 0, sizeof(rts));
+  rts.qp_state = IBV_QPS_RTS;
+  rts.sq_psn = local.psn;
+  rts.timeout = static_cast<uint8_t>(options.ack_timeout);
+  rts.retry_cnt = static_cast<uint8_t>(options.retry_cnt);
+  rts.rnr_retry = static_cast<uint8_t>(options.rnr_retry);
+  rts.max_rd_atomic = static_cast<uint8_t>(max_rd_atomic);
+  return IbvResultToStatus(
+      ibv_modify_qp(qp, &rts,
+                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_MAX_QP_RD_ATOMIC),
+      "ibv_modify_qp(RTR->RTS)");
+}
+
+// INIT -> RTR -> RTS against `remote`, negotiating max_rd_atomic and the
+// path MTU; the queue pair is then ready for its datapath.
+absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> ConnectQp(
+    std::shared_ptr<Device> device, const QueuePairOptions& options, NewQp qp,
+    const PeerInfo& remote) {
+  const PeerInfo& local = qp.local;
+  // Our READs/atomics in flight may not exceed what the peer serves; we
+  // serve what we can, which covers the peer's (equally clipped) depth.
+  const int max_rd_atomic = std::min(local.initiator_depth, remote.responder_resources);
+  const ibv_mtu path_mtu =
+      std::min({device->port_attr.active_mtu, remote.mtu, kMaxPathMtu});
+  RETURN_IF_ERROR(ModifyToRtr(qp.objects.qp, *device, options, local, remote, path_mtu));
+  RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, options, local, max_rd_atomic));
+  auto connected = std::make_unique<IbverbsQueuePair>(
+      std::move(device), options, std::move(qp.objects), remote, max_rd_atomic);
+  VLOG(1) << "connected " << connected->Describe() << ", path MTU "
+          << MtuBytes(path_mtu) << ", max_rd_atomic " << max_rd_atomic
+          << ", max_inline_data " << connected->max_inline_data();
+  return connected;
+}
+
+// The listener's side: a queue pair brought up against the peer's `remote`
+// at once; *local receives what to answer the peer.
+absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> AcceptQp(
+    const std::shared_ptr<Device>& device, const QueuePairOptions& options,
+    const PeerInfo& remote, PeerInfo* local) {
+  ASSIGN_OR_RETURN(NewQp qp, CreateQp(device, options));
+  *local = qp.local;
+  return ConnectQp(device, options, std::move(qp), remote);
+}
+
+// ---------------------------------------------------------------------------
+// The listener.
+// ---------------------------------------------------------------------------
+
+class IbverbsPendingConnection : public PendingConnection {
+ public:
+  IbverbsPendingConnection(std::shared_ptr<Device> device,
+                           std::unique_ptr<TcpConnection> channel, PeerInfo remote,
+                           std::string payload)
+      : device_(std::move(device)),
+        channel_(std::move(channel)),
+        remote_(remote),
+        payload_(std::move(payload)) {}
+
+  ~IbverbsPendingConnection() override {
+    if (!answered_) Reject("the listener dropped the connection unanswered");
+  }
+
+  const std::string& payload() const override { return payload_; }
+  std::string peer() const override { return channel_->peer(); }
+
+  absl::StatusOr<std::unique_ptr<QueuePair>> Accept(
+      const std::string& reply, const QueuePairOptions& options) override {
+    if (answered_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("connection from ", peer(), " was already answered"));
+    }
+    absl::Status status = options.Validate();
+    if (status.ok()) status = SoftProviderOnly(options);
+    if (status.ok()) status = CheckPayload(reply, "Accept reply");
+    if (!status.ok()) {
+      Reject(absl::StrCat("listener error: ", status.message()));
+      return status;
+    }
+    answered_ = true;
+    const absl::Time deadline = absl::Now() + options.connect_timeout;
+    PeerInfo local;
+    absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> qp =
+        AcceptQp(device_, options, remote_, &local);
+    if (!qp.ok()) {
+      SendReject(absl::StrCat("listener could not create its queue pair: ",
+                              qp.status().message()));
+      return qp.status();
+    }
+    SetupMessage accept;
+    accept.kind = SetupKind::kAccept;
+    accept.info = local;
+    accept.payload = reply;
+    RETURN_IF_ERROR(channel_->SendFrame(EncodeSetup(accept), deadline));
+    // Wait for the peer's kReady: then its QP is in RTS too.
+    auto frame = channel_->ReceiveFrame(kMaxSetupFrameBytes, deadline);
+    if (!frame.ok()) {
+      return absl::Status(
+          absl::IsDeadlineExceeded(frame.status()) ? absl::StatusCode::kDeadlineExceeded
+                                                   : absl::StatusCode::kUnavailable,
+          absl::StrCat("peer ", peer(), " went away during setup: ",
+                       frame.status().message()));
+    }
+    ASSIGN_OR_RETURN(SetupMessage ready, DecodeSetup(*frame, peer()));
+    if (ready.kind != SetupKind::kReady) {
+      return absl::UnavailableError(absl::StrCat(
+          "peer ", peer(), " could not bring up its queue pair: ", ready.payload));
+    }
+    return std::unique_ptr<QueuePair>(std::move(*qp));
+  }
+
+  void Reject(const std::string& reason) override {
+    if (answered_) return;
+    answered_ = true;
+    SendReject(reason);
+  }
+
+ private:
+  void SendReject(const std::string& reason) {
+    SetupMessage reject;
+    reject.kind = SetupKind::kReject;
+    reject.payload = reason.substr(0, kMaxPayloadBytes);
+    const absl::Status s = channel_->SendFrame(
+        EncodeSetup(reject), absl::Now() + kHelloTimeout);
+    LOG_IF(WARNING, !s.ok()) << "rejecting " << peer() << ": " << s;
+  }
+
+  const std::shared_ptr<Device> device_;
+  const std::unique_ptr<TcpConnection> channel_;
+  const PeerInfo remote_;
+  const std::string payload_;
+  bool answered_ = false;
+};
+
+class IbverbsListener : public Listener {
+ public:
+  IbverbsListener(std::shared_ptr<Device> device, std::unique_ptr<TcpListenSocket> socket)
+      : device_(std::move(device)), socket_(std::move(socket)) {}
+
+  uint16_t port() const override { return socket_->port(); }
+  std::string host() const override { return socket_->host(); }
+
+  absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(
+      absl::Duration timeout) override {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpConnection> channel,
+                       socket_->Accept(deadline));
+      // A peer that has connected gets kHelloTimeout to say hello, even if
+      // that runs past `deadline`: dropping a slow but honest peer would be
+      // worse than returning a little late.
+      auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes,
+                                         absl::Now() + kHelloTimeout,
+                                         socket_->cancel_fd());
+      if (absl::IsCancelled(frame.status())) return frame.status();
+      absl::StatusOr<SetupMessage> hello =
+          frame.ok() ? DecodeSetup(*frame, channel->peer()) : frame.status();
+      if (hello.ok() && hello->kind != SetupKind::kHello) {
+        hello = absl::InvalidArgumentError(absl::StrCat(
+            "peer ", channel->peer(), " opened with setup kind ",
+            static_cast<int>(hello->kind), " instead of a hello"));
+      }
+      if (!hello.ok()) {
+        LOG(WARNING) << "listener " << host() << ":" << port()
+                     << ": ignoring peer " << channel->peer() << ": "
+                     << hello.status();
+        continue;
+      }
+      return std::unique_ptr<PendingConnection>(new IbverbsPendingConnection(
+          device_, std::move(channel), hello->info, std::move(hello->payload)));
+    }
+  }
+
+  void Shutdown() override { socket_->Shutdown(); }
+
+ private:
+  const std::shared_ptr<Device> device_;
+  const std::unique_ptr<TcpListenSocket> socket_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Listener>> Listen(
+    std::shared_ptr<Device> device, const std::string& host, uint16_t port) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpListenSocket> socket,
+                   TcpListenSocket::Listen(host, port));
+  return std::unique_ptr<Listener>(new IbverbsListener(std::move(device), std::move(socket)));
+}
+
+// ---------------------------------------------------------------------------
+// The connecting side.
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device,
+                                   const std::string& host, uint16_t port,
+                                   const std::string& payload,
+                                   const QueuePairOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(SoftProviderOnly(options));
+  RETURN_IF_ERROR(CheckPayload(payload, "Connect payload"));
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpConnection> channel,
+                   TcpConnection::Connect(host, port, deadline));
+  ASSIGN_OR_RETURN(NewQp qp, CreateQp(device, options));
+  SetupMessage hello;
+  hello.kind = SetupKind::kHello;
+  hello.info = qp.local;
+  hello.payload = payload;
+  RETURN_IF_ERROR(channel->SendFrame(EncodeSetup(hello), deadline));
+  auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes, deadline);
+  if (!frame.ok()) {
+    if (absl::IsDeadlineExceeded(frame.status())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "connect to ", channel->peer(), ": no answer within ",
+          absl::FormatDuration(options.connect_timeout)));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "connect to ", channel->peer(), ": ", frame.status().message()));
+  }
+  auto answer = DecodeSetup(*frame, channel->peer());
+  if (!answer.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "connect to ", channel->peer(), ": ", answer.status().message()));
+  }
+  if (answer->kind == SetupKind::kReject) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "connection to ", channel->peer(), " rejected: ", answer->payload));
+  }
+  if (answer->kind != SetupKind::kAccept) {
+    return absl::UnavailableError(absl::StrCat(
+        "connect to ", channel->peer(), ": unexpected setup kind ",
+        static_cast<int>(answer->kind)));
+  }
+  absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> up =
+      ConnectQp(device, options, std::move(qp), answer->info);
+  SetupMessage ready;
+  ready.kind = up.ok() ? SetupKind::kReady : SetupKind::kReject;
+  ready.payload = up.ok() ? "" : std::string(up.status().message());
+  const absl::Status sent = channel->SendFrame(EncodeSetup(ready), deadline);
+  RETURN_IF_ERROR(up.status());
+  RETURN_IF_ERROR(sent);
+  return Connection{std::move(*up), std::move(answer->payload)};
+}
+
+}  // namespace dreplay::verbs::ibverbs

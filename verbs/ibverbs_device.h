@@ -1,0 +1,72 @@
+// Copyright dreplay authors.
+//
+// ibverbs_device.h: the ibverbs provider's device: opening it, checking the
+// port, choosing the GID, and allocating the protection domain.
+//
+// Device selection (ProviderOptions):
+//  * ib_device names the device; empty picks the first device whose port
+//    ib_port is active.
+//  * gid_index names the GID table entry; -1 picks a RoCE v2 GID with an
+//    IPv4-mapped address, else a RoCE v2 global GID, else any RoCE v2 GID,
+//    else the first valid GID (with a warning on Ethernet).
+//  * The GID type comes from ibv_query_gid_ex where the library and kernel
+//    have it, else from sysfs.
+//
+// Thread-safe: a Device is constant after OpenDevice().
+
+#ifndef DREPLAY_VERBS_IBVERBS_DEVICE_H_
+#define DREPLAY_VERBS_IBVERBS_DEVICE_H_
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "verbs/options.h"
+
+namespace dreplay::verbs::ibverbs {
+
+// An open device with its protection domain, port and GID. Shared (by
+// shared_ptr) by the provider and everything made from it, so the PD and the
+// context are released after the last QP and MR, whatever order the caller
+// destroys things in. Constant after construction.
+struct Device {
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;
+  std::string name;
+  ibv_device_attr attr = {};
+  int port = 1;
+  ibv_port_attr port_attr = {};
+  int gid_index = 0;
+  ibv_gid gid = {};
+  std::string gid_type;  // "RoCE v2", "RoCE v1", "IB"
+
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();
+
+  bool is_ethernet() const {
+    return port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  }
+  bool has_atomics() const { return attr.atomic_cap != IBV_ATOMIC_NONE; }
+  // "mlx5_0:1 gid[3] ::ffff:10.0.0.1 (RoCE v2)".
+  std::string Describe() const;
+};
+
+// Opens the device that `options` names, or the first with an active port
+// (options must pass Validate()). Errors as CreateIbverbsProvider's
+// (ibverbs_provider.h). Blocking (device queries).
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(
+    const ProviderOptions& options);
+
+// The GID in IPv6 text form ("?" if it cannot be printed).
+std::string GidToString(const ibv_gid& gid);
+bool GidIsZero(const ibv_gid& gid);
+// The path MTU in bytes.
+int MtuBytes(ibv_mtu mtu);
+
+}  // namespace dreplay::verbs::ibverbs
+
+#endif  // DREPLAY_VERBS_IBVERBS_DEVICE_H_

@@ -1,0 +1,141 @@
+// Copyright dreplay authors.
+//
+// ibverbs_queue_pair.h: the datapath of an ibverbs RC queue pair that
+// connection setup (ibverbs_connection.h) has brought to RTS.
+//
+//  * A span passed to PostSend is chained and posted with one ibv_post_send
+//    (one doorbell); WRITEs up to max_inline_data are sent inline.
+//  * Selective signalling: unsignalled requests are honoured, but one in
+//    every signal_every_ (at most kMaxUnsignaledRun, at most a quarter of
+//    the send queue) is signalled anyway, so the send queue never fills with
+//    WQEs that cannot be retired. Its completion is not reported.
+//  * Each posted request is tracked by a sequence number (its ibv wr_id), so
+//    a completion retires every request before it (RC completes in order),
+//    and stale completions after an error are recognised and dropped.
+//  * After the first failure the queue pair is in the error state: every
+//    outstanding request and posted receive completes with kFlushed, in
+//    posting order, and later posts are flushed at once.
+//
+// Thread safety: as verbs.h states for a QueuePair (one thread at a time).
+
+#ifndef DREPLAY_VERBS_IBVERBS_QUEUE_PAIR_H_
+#define DREPLAY_VERBS_IBVERBS_QUEUE_PAIR_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "verbs/ibverbs_device.h"
+#include "verbs/ibverbs_wire.h"
+#include "verbs/options.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::verbs::ibverbs {
+
+// Longest run of unsignalled send requests before one is signalled anyway,
+// so the send queue can always be retired. The run is also capped at a
+// quarter of the send queue (see IbverbsQueuePair::signal_every_).
+inline constexpr int kMaxUnsignaledRun = 64;
+static_assert(kMaxUnsignaledRun >= 1, "at least every request may be signalled");
+
+// The verbs objects of one RC queue pair: the QP and the completion queue
+// that both its queues use. Owns them: destroys the QP, then the CQ.
+// Move-only.
+struct QpObjects {
+  explicit QpObjects(std::string device_name)
+      : device_name(std::move(device_name)) {}
+  QpObjects(QpObjects&& other);
+  QpObjects& operator=(QpObjects&&) = delete;
+  ~QpObjects() { Destroy(device_name); }
+
+  // Destroys what is there; `qp_label` names the QP in the log line of a
+  // failure.
+  void Destroy(const std::string& qp_label);
+
+  std::string device_name;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  uint32_t max_inline_data = 0;  // what the created QP reports
+};
+
+class IbverbsQueuePair : public QueuePair {
+ public:
+  // Takes over `objects`, whose QP is in RTS, connected to `remote` with
+  // `max_rd_atomic` READs and atomics in flight. options.max_send_wr and
+  // max_recv_wr must be those the QP was created with.
+  IbverbsQueuePair(std::shared_ptr<Device> device,
+                   const QueuePairOptions& options, QpObjects objects,
+                   const PeerInfo& remote, int max_rd_atomic);
+  ~IbverbsQueuePair() override;
+  IbverbsQueuePair(const IbverbsQueuePair&) = delete;
+  IbverbsQueuePair& operator=(const IbverbsQueuePair&) = delete;
+
+  absl::Status PostSend(absl::Span<const WorkRequest> wrs) override;
+  absl::Status PostRecv(absl::Span<const RecvRequest> rrs) override;
+  int Poll(absl::Span<Completion> out) override;
+  QpState state() const override { return state_; }
+  absl::Status error() const override { return error_; }
+  int max_send_wr() const override { return max_send_wr_; }
+  int max_rd_atomic() const override { return max_rd_atomic_; }
+  uint32_t max_inline_data() const override {
+    return objects_.max_inline_data;
+  }
+  std::string Describe() const override;
+
+ private:
+  // Bookkeeping for one posted send request, indexed by sequence number.
+  struct SendSlot {
+    uint64_t user_wr_id = 0;
+    Opcode opcode = Opcode::kWrite;
+    bool user_signaled = true;
+    uint32_t length = 0;
+  };
+
+  absl::Status ValidateWorkRequest(const WorkRequest& wr) const;
+  // Fills `w` and `sge` for `wr`, posted as sequence number `seq`.
+  void FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled,
+                  ibv_sge* sge, ibv_send_wr* w) const;
+  // Converts one work completion; false when it yields nothing for the
+  // caller (a forced signal, or a stale completion after the error).
+  bool Convert(const ibv_wc& wc, Completion* out);
+  // Moves the queue pair to the error state with `why` (first error wins)
+  // and queues kFlushed completions for everything outstanding.
+  void EnterError(const absl::Status& why);
+  void QueueFlushed(uint64_t user_wr_id, Opcode opcode);
+  std::string WhatFailed(Opcode opcode, uint64_t user_wr_id) const;
+
+  // Constant after construction.
+  const std::shared_ptr<Device> device_;
+  QpObjects objects_;
+  const PeerInfo remote_;
+  const int max_rd_atomic_;
+  const int max_send_wr_;
+  const int max_recv_wr_;
+  const int signal_every_;
+
+  // Datapath state (one thread at a time, per verbs.h).
+  QpState state_ = QpState::kReady;
+  absl::Status error_;
+  std::vector<SendSlot> send_slots_;      // ring of max_send_wr_
+  uint64_t send_posted_ = 0;              // next send sequence number
+  uint64_t send_retired_ = 0;             // all below are complete
+  int unsignaled_run_ = 0;
+  std::vector<uint64_t> recv_slots_;      // ring of user wr_ids
+  uint64_t recv_posted_ = 0;
+  uint64_t recv_retired_ = 0;
+  std::vector<ibv_send_wr> send_scratch_;  // pre-allocated WR chain
+  std::vector<ibv_sge> sge_scratch_;
+  std::vector<ibv_recv_wr> recv_scratch_;
+  std::deque<Completion> flushed_;  // synthesised kFlushed completions
+};
+
+}  // namespace dreplay::verbs::ibverbs
+
+#endif  // DREPLAY_VERBS_IBVERBS_QUEUE_PAIR_H_

@@ -1,0 +1,83 @@
+// Copyright dreplay authors.
+
+#include "verbs/ibverbs_wire.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dreplay::verbs::ibverbs {
+
+std::string EncodeSetup(const SetupMessage& m) {
+  SetupHeader h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = htonl(kSetupMagic);
+  h.version = htons(kSetupVersion);
+  h.kind = static_cast<uint8_t>(m.kind);
+  h.mtu = static_cast<uint8_t>(m.info.mtu);
+  h.qpn = htonl(m.info.qpn);
+  h.psn = htonl(m.info.psn);
+  std::memcpy(h.gid, m.info.gid.raw, sizeof(h.gid));
+  h.lid = htons(m.info.lid);
+  h.initiator_depth = static_cast<uint8_t>(m.info.initiator_depth);
+  h.responder_resources = static_cast<uint8_t>(m.info.responder_resources);
+  h.payload_length = htonl(static_cast<uint32_t>(m.payload.size()));
+  std::string out(sizeof(h) + m.payload.size(), '\0');
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + sizeof(h), m.payload.data(), m.payload.size());
+  return out;
+}
+
+absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame,
+                                         const std::string& peer) {
+  if (frame.size() < sizeof(SetupHeader)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup frame from ", peer, " has ", frame.size(),
+                     " bytes, less than the ", sizeof(SetupHeader),
+                     "-byte header"));
+  }
+  SetupHeader h;
+  std::memcpy(&h, frame.data(), sizeof(h));
+  if (ntohl(h.magic) != kSetupMagic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "setup frame from %s has bad magic 0x%08x (not a dreplay ibverbs peer)",
+        peer, ntohl(h.magic)));
+  }
+  if (ntohs(h.version) != kSetupVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup frame from ", peer, " has version ",
+                     ntohs(h.version), ", expected ", kSetupVersion));
+  }
+  if (h.kind < static_cast<uint8_t>(SetupKind::kHello) ||
+      h.kind > static_cast<uint8_t>(SetupKind::kReady)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "setup frame from ", peer, " has unknown kind ", h.kind));
+  }
+  const size_t payload_length = ntohl(h.payload_length);
+  if (payload_length != frame.size() - sizeof(h)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "setup frame from ", peer, " announces a ", payload_length,
+        "-byte payload but carries ", frame.size() - sizeof(h)));
+  }
+  if (h.mtu < IBV_MTU_256 || h.mtu > IBV_MTU_4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "setup frame from ", peer, " has invalid MTU code ", h.mtu));
+  }
+  SetupMessage m;
+  m.kind = static_cast<SetupKind>(h.kind);
+  m.info.qpn = ntohl(h.qpn) & kPsnMask;
+  m.info.psn = ntohl(h.psn) & kPsnMask;
+  std::memcpy(m.info.gid.raw, h.gid, sizeof(h.gid));
+  m.info.lid = ntohs(h.lid);
+  m.info.mtu = static_cast<ibv_mtu>(h.mtu);
+  m.info.initiator_depth = h.initiator_depth;
+  m.info.responder_resources = h.responder_resources;
+  m.payload = frame.substr(sizeof(h));
+  return m;
+}
+
+}  // namespace dreplay::verbs::ibverbs

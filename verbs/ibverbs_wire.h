@@ -1,0 +1,97 @@
+// Copyright dreplay authors.
+//
+// ibverbs_wire.h: the ibverbs provider's connection setup messages, sent as
+// frames on the TCP control channel (tcp_channel.h).
+//
+// Connection setup (three frames on the control channel):
+//
+//   client                                   listener
+//   create CQ+QP, RESET->INIT
+//   kHello {qpn, psn, gid, lid, mtu, rd}  -->
+//                                            Listener::Accept returns it
+//                                            Accept(): create CQ+QP,
+//                                            INIT -> RTR -> RTS
+//                                       <--  kAccept {qpn, psn, gid, ...}
+//   INIT -> RTR -> RTS
+//   kReady                                -->
+//   Connect() returns                        Accept() returns
+//                                     (or <-- kReject {reason})
+//
+// So when either side's call returns, both queue pairs are in RTS.
+//
+// Each frame is a SetupHeader, all integers big-endian, followed by its
+// payload (the application payload, the reply or a reject reason).
+
+#ifndef DREPLAY_VERBS_IBVERBS_WIRE_H_
+#define DREPLAY_VERBS_IBVERBS_WIRE_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "absl/status/statusor.h"
+
+namespace dreplay::verbs::ibverbs {
+
+// PSNs (and QPNs) are 24-bit.
+inline constexpr uint32_t kPsnMask = 0xffffff;
+// Largest application payload (Connect payload, Accept reply, Reject reason).
+inline constexpr size_t kMaxPayloadBytes = 64 * 1024;
+
+inline constexpr uint32_t kSetupMagic = 0x44524942;  // "DRIB"
+inline constexpr uint16_t kSetupVersion = 1;
+
+enum class SetupKind : uint8_t { kHello = 1, kAccept = 2, kReject = 3, kReady = 4 };
+
+// The fixed part of each setup frame, all integers big-endian. The payload
+// (application payload, reply or reject reason) follows it in the frame.
+struct SetupHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t kind;  // SetupKind
+  uint8_t mtu;   // the sender port's active_mtu (enum ibv_mtu)
+  uint32_t qpn;
+  uint32_t psn;
+  uint8_t gid[16];
+  uint16_t lid;
+  uint8_t initiator_depth;      // READs/atomics this side may have in flight
+  uint8_t responder_resources;  // ... and may serve for the peer
+  uint32_t payload_length;
+};
+static_assert(sizeof(SetupHeader) == 40, "SetupHeader is a wire structure");
+static_assert(std::is_trivially_copyable<SetupHeader>::value,
+              "SetupHeader is copied with memcpy");
+static_assert(sizeof(ibv_gid) == sizeof(SetupHeader::gid), "GID is 16 bytes");
+inline constexpr size_t kMaxSetupFrameBytes = sizeof(SetupHeader) + kMaxPayloadBytes;
+
+// What one side tells the other about its queue pair.
+struct PeerInfo {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  ibv_gid gid = {};
+  uint16_t lid = 0;
+  ibv_mtu mtu = IBV_MTU_1024;
+  int initiator_depth = 0;
+  int responder_resources = 0;
+};
+
+struct SetupMessage {
+  SetupKind kind = SetupKind::kHello;
+  PeerInfo info;
+  std::string payload;
+};
+
+// The frame for `m`.
+std::string EncodeSetup(const SetupMessage& m);
+// Parses and validates a setup frame from `peer` (named in errors):
+// kInvalidArgument for a short frame, bad magic, version, kind, length or
+// MTU.
+absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame,
+                                         const std::string& peer);
+
+}  // namespace dreplay::verbs::ibverbs
+
+#endif  // DREPLAY_VERBS_IBVERBS_WIRE_H_

@@ -1,0 +1,299 @@
+// Copyright dreplay authors.
+
+#include "verbs/soft/channel.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "verbs/soft/link.h"
+#include "verbs/soft/nic.h"
+
+namespace dreplay::verbs::soft {
+namespace {
+
+absl::StatusCode CodeOf(WcStatus status) {
+  Completion c;
+  c.status = status == WcStatus::kFlushed ? WcStatus::kGeneralError : status;
+  return c.ToStatus().code();
+}
+
+constexpr char kErrorState[] = "queue pair is in the error state";
+
+}  // namespace
+
+Channel::Channel(Fd fd, const ChannelConfig& config,
+                 std::shared_ptr<RegionTable> regions)
+    : fd_(std::move(fd)),
+      config_(config),
+      regions_(std::move(regions)),
+      writer_(fd_.get(), config.link, config.link_seed),
+      reader_(this),
+      requester_(config.max_send_wr, config.max_rd_atomic, config.faults,
+                 regions_.get(), &writer_, &completions_, this),
+      responder_(config.max_recv_wr, config.max_rd_atomic, config.description,
+                 regions_.get(), &writer_, &completions_, this) {}
+
+Channel::~Channel() = default;
+
+// ---------------------------------------------------------------------------
+// Application side.
+// ---------------------------------------------------------------------------
+
+absl::Status Channel::PostSend(absl::Span<const WorkRequest> wrs) {
+  RETURN_IF_ERROR(Requester::Validate(wrs));
+  MutexLock lock(&mu_);
+  if (state_ == QpState::kError || detached_) {
+    for (const WorkRequest& wr : wrs) {
+      completions_.Push(
+          {wr.wr_id, wr.opcode, WcStatus::kFlushed, 0, 0, kErrorState});
+    }
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(requester_.Post(wrs));
+  const int64_t now = MonotonicNowNs();
+  requester_.Transmit(now);
+  Flush(now);
+  SyncInterest();
+  return absl::OkStatus();
+}
+
+absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
+  MutexLock lock(&mu_);
+  if (state_ == QpState::kError || detached_) {
+    for (const RecvRequest& rr : rrs) {
+      completions_.Push(
+          {rr.wr_id, Opcode::kRecv, WcStatus::kFlushed, 0, 0, kErrorState});
+    }
+    return absl::OkStatus();
+  }
+  return responder_.Post(rrs);
+}
+
+int Channel::Poll(absl::Span<Completion> out) { return completions_.Poll(out); }
+
+QpState Channel::state() const {
+  return failed_.load(std::memory_order_acquire) ? QpState::kError
+                                                 : QpState::kReady;
+}
+
+absl::Status Channel::error() const {
+  MutexLock lock(&mu_);
+  return error_;
+}
+
+// ---------------------------------------------------------------------------
+// Lifetime.
+// ---------------------------------------------------------------------------
+
+void Channel::Attach(Nic* nic, uint64_t id) {
+  MutexLock lock(&mu_);
+  nic_ = nic;
+  nic_id_ = id;
+  SyncInterest();
+}
+
+void Channel::WaitForPlacement() { reader_.WaitForPlacement(&mu_); }
+
+void Channel::Unregister() {
+  if (nic_ != nullptr && epoll_events_ != 0) {
+    nic_->SetInterest(fd_.get(), nic_id_, epoll_events_, 0);
+  }
+  epoll_events_ = 0;
+  nic_ = nullptr;
+}
+
+void Channel::Detach() {
+  MutexLock lock(&mu_);
+  WaitForPlacement();
+  if (detached_) return;
+  detached_ = true;
+  Unregister();
+  shutdown(fd_.get(), SHUT_RDWR);
+  reader_.Close();
+  reader_.Drain();
+  writer_.Discard();
+  requester_.Clear();
+  responder_.Clear();
+  next_due_ns_.store(0, std::memory_order_release);
+  completions_.Clear();
+}
+
+void Channel::OnNicStopped() {
+  MutexLock lock(&mu_);
+  if (detached_) return;
+  Fail(WcStatus::kFlushed, "the provider was destroyed", Teardown::kAbort);
+  Unregister();
+}
+
+void Channel::OnDeregister(const MemoryRegion* mr, const char* begin,
+                           size_t length) {
+  MutexLock lock(&mu_);
+  WaitForPlacement();
+  if (detached_) return;
+  writer_.MaterializeResponseRefs();
+  if (state_ != QpState::kReady) return;
+  if (reader_.PlacingInto(begin, begin + length)) {
+    const FrameHeader& h = reader_.header();
+    if (IsRequest(static_cast<FrameType>(h.type))) {
+      responder_.Reject(h.seq, WcStatus::kRemoteAccessError,
+                        "the memory region was deregistered during the WRITE");
+    } else {
+      Fail(WcStatus::kLocalProtectionError,
+           "a local memory region was deregistered during a READ",
+           Teardown::kAfterQueued);
+    }
+  } else if (requester_.Uses(mr)) {
+    Fail(WcStatus::kLocalProtectionError,
+         "a memory region was deregistered while a request using it was "
+         "outstanding",
+         Teardown::kAfterQueued);
+  } else {
+    return;
+  }
+  Flush(MonotonicNowNs());
+  SyncInterest();
+}
+
+// ---------------------------------------------------------------------------
+// NIC thread.
+// ---------------------------------------------------------------------------
+
+void Channel::OnEvents(uint32_t events) {
+  MutexLock lock(&mu_);
+  if (detached_ || nic_ == nullptr) return;
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !reader_.closed()) {
+    ReadInput();
+  }
+  Flush(MonotonicNowNs());
+  SyncInterest();
+}
+
+void Channel::OnTimer() {
+  MutexLock lock(&mu_);
+  if (detached_ || nic_ == nullptr) return;
+  Flush(MonotonicNowNs());
+  SyncInterest();
+}
+
+void Channel::ReadInput() {
+  std::string why;
+  switch (reader_.Read(fd_.get(), &mu_, &why)) {
+    case FrameReader::End::kOpen:
+      break;
+    case FrameReader::End::kPeerClosed:
+      if (state_ == QpState::kReady) {
+        Fail(WcStatus::kRetryExceeded, "the connection was closed by the peer",
+             Teardown::kAbort);
+      }
+      break;
+    case FrameReader::End::kFailed:
+      Fail(WcStatus::kRetryExceeded, why, Teardown::kAbort);
+      break;
+  }
+  responder_.SendPendingAck();
+}
+
+PayloadTarget Channel::OnFrameHeader(const FrameHeader& header) {
+  mu_.AssertHeld();
+  const auto type = static_cast<FrameType>(header.type);
+  if (IsRequest(type)) return responder_.StartRequest(header);
+  if (IsResponse(type)) return requester_.StartResponse(header);
+  ProtocolError(absl::StrCat("unknown frame type ", static_cast<int>(type)));
+  return PayloadTarget::None();
+}
+
+void Channel::OnFrameComplete(const FrameHeader& header, const char* small) {
+  mu_.AssertHeld();
+  if (IsRequest(static_cast<FrameType>(header.type))) {
+    responder_.CompleteRequest(header, small);
+  } else {
+    requester_.CompleteResponse(header, small);
+  }
+}
+
+void Channel::Flush(int64_t now) {
+  std::string why;
+  const FrameWriter::Stop stop = writer_.Flush(now + kSendAheadNs, &why);
+  // A close queued while the queue pair still works comes from fault
+  // injection: it ends the queue pair as a lost connection would.
+  if (stop == FrameWriter::Stop::kSendFailed ||
+      (stop == FrameWriter::Stop::kCloseSent && state_ == QpState::kReady)) {
+    Fail(WcStatus::kRetryExceeded, why, Teardown::kAbort);
+  }
+  UpdateNextDue();
+}
+
+void Channel::UpdateNextDue() {
+  int64_t due = 0;
+  int64_t wake = 0;
+  int64_t slack = 0;
+  if (writer_.NextSend(&due, &slack)) {
+    // Spin for a frame that must leave on time, not for one with slack.
+    wake = slack >= kTimerLeadNs ? due : due - kTimerLeadNs;
+  }
+  next_wake_ns_.store(wake, std::memory_order_release);
+  const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
+  if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr &&
+      !Nic::OnNicThread()) {
+    nic_->Wake();
+  }
+}
+
+void Channel::SyncInterest() {
+  if (nic_ == nullptr || detached_) return;
+  uint32_t want = 0;
+  if (!reader_.closed()) want |= EPOLLIN;
+  if (!writer_.closed() && writer_.blocked()) want |= EPOLLOUT;
+  if (want != epoll_events_) {
+    nic_->SetInterest(fd_.get(), nic_id_, epoll_events_, want);
+    epoll_events_ = want;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors.
+// ---------------------------------------------------------------------------
+
+bool Channel::ready() const {
+  mu_.AssertHeld();
+  return state_ == QpState::kReady;
+}
+
+void Channel::Fail(WcStatus first, const std::string& reason) {
+  mu_.AssertHeld();
+  Fail(first, reason, Teardown::kAfterQueued);
+}
+
+void Channel::ProtocolError(const std::string& what) {
+  mu_.AssertHeld();
+  responder_.ProtocolError(what);
+}
+
+void Channel::Fail(WcStatus first, const std::string& reason,
+                   Teardown teardown) {
+  if (state_ == QpState::kReady) {
+    state_ = QpState::kError;
+    error_ = absl::Status(CodeOf(first),
+                          absl::StrCat(config_.description, ": ", reason));
+    VLOG(1) << config_.description << ": queue pair failed: " << reason;
+    requester_.FlushAll(first, reason);
+    responder_.FlushAll(reason);
+    reader_.Drain();
+    // Published last: whoever sees the error state finds the completions.
+    failed_.store(true, std::memory_order_release);
+  }
+  if (teardown == Teardown::kAbort) {
+    shutdown(fd_.get(), SHUT_RDWR);
+    reader_.Close();
+    writer_.Abort();
+    return;
+  }
+  writer_.CloseAfterQueued(reason);
+}
+
+}  // namespace dreplay::verbs::soft

@@ -1,0 +1,184 @@
+// Copyright dreplay authors.
+//
+// channel.h: one soft queue pair's connection. It owns the parts that do the
+// work and ties them together:
+//  * Requester (requester.h): the send queue, credits, and the completions
+//    of this side's requests;
+//  * Responder (responder.h): checks and executes the peer's requests on
+//    registered memory and answers them;
+//  * FrameReader (frame_reader.h): reads the socket and cuts it into frames,
+//    which the channel hands to the requester or the responder;
+//  * FrameWriter (frame_writer.h): the outgoing frames, with the link
+//    emulator and the socket writes;
+//  * CompletionQueue (completion_queue.h): what Poll() returns.
+// The channel itself keeps the queue pair's state, moves it to the error
+// state (Fail), and registers the socket with the NIC thread.
+//
+// Two kinds of threads use a Channel:
+//  * the application, through SoftQueuePair (PostSend, PostRecv, Poll; one
+//    thread at a time, as verbs.h says of a QueuePair);
+//  * the provider's NIC thread (nic.h): OnEvents() when the socket is
+//    readable or writable, OnTimer() when a held frame is due.
+// One mutex guards the connection's state; the NIC thread holds it while it
+// processes a batch of input, so the frames of one connection are executed
+// in order. It lets go only while it receives a large payload straight into
+// its destination; Detach() and deregistration wait for that to end, so a
+// region is never written after it is gone. Completions have their own lock.
+//
+// Datapath: PostSend builds frames and, with no link model, writes them at
+// once with one sendmsg() per posted span; with a link model every frame is
+// held until its arrival time (link.h) and the NIC thread sends it then.
+//
+// Errors: a failed request completes with its status, every other
+// outstanding request and posted receive with kFlushed, and the channel
+// stops. A peer that sends something invalid gets a NAK and the connection is
+// closed; no input can make this code crash or touch memory outside a
+// registered region.
+
+#ifndef DREPLAY_VERBS_SOFT_CHANNEL_H_
+#define DREPLAY_VERBS_SOFT_CHANNEL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/mutex.h"
+#include "verbs/options.h"
+#include "verbs/soft/channel_control.h"
+#include "verbs/soft/completion_queue.h"
+#include "verbs/soft/frame_reader.h"
+#include "verbs/soft/frame_writer.h"
+#include "verbs/soft/region_table.h"
+#include "verbs/soft/requester.h"
+#include "verbs/soft/responder.h"
+#include "verbs/soft/socket.h"
+#include "verbs/soft/wire.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::verbs::soft {
+
+class Nic;
+
+// Settings of one connection, fixed at setup.
+struct ChannelConfig {
+  int max_send_wr = 256;
+  int max_recv_wr = 256;
+  int max_rd_atomic = 16;  // negotiated: min of both sides
+  uint32_t max_inline_data = 0;
+  LinkModel link;          // applied to the frames this side sends
+  uint64_t link_seed = 1;
+  FaultOptions faults;     // applied to the requests this side sends
+  std::string description;  // "local <-> peer"
+};
+
+class Channel final : private ChannelControl, private FrameReader::Handler {
+ public:
+  Channel(Fd fd, const ChannelConfig& config,
+          std::shared_ptr<RegionTable> regions);
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // ---- Application side: the QueuePair contract of verbs.h. ----
+  absl::Status PostSend(absl::Span<const WorkRequest> wrs);
+  absl::Status PostRecv(absl::Span<const RecvRequest> rrs);
+  int Poll(absl::Span<Completion> out);
+  QpState state() const;
+  absl::Status error() const;
+  const ChannelConfig& config() const { return config_; }
+
+  // ---- Lifetime (called by Nic and SoftQueuePair). ----
+  // Starts serving the socket through `nic` under the epoll id `id`.
+  void Attach(Nic* nic, uint64_t id);
+  // The queue pair is being destroyed: closes the connection and drops all
+  // state without completions. Afterwards the channel never touches
+  // application memory again.
+  void Detach();
+  // The provider is being destroyed: the queue pair moves to the error state
+  // (its requests are flushed) and stops.
+  void OnNicStopped();
+  // [begin, begin + length) of `mr` is being deregistered. Kills the
+  // connection if it still needs that memory; copies queued READ responses.
+  // Thread-safe.
+  void OnDeregister(const MemoryRegion* mr, const char* begin, size_t length);
+
+  // ---- NIC thread. ----
+  // `events`: the epoll events of the socket.
+  void OnEvents(uint32_t events);
+  // Sends the held frames that are due.
+  void OnTimer();
+  struct Timer {
+    int64_t due_ns;   // when the first held frame may go; 0: none held
+    int64_t wake_ns;  // when the NIC thread should wake for it (spin after)
+  };
+  Timer timer() const {
+    return Timer{next_due_ns_.load(std::memory_order_acquire),
+                 next_wake_ns_.load(std::memory_order_acquire)};
+  }
+
+ private:
+  enum class Teardown {
+    kAbort,        // connection unusable: drop everything, close now
+    kAfterQueued,  // send what responses are queued, then close
+  };
+
+  // ChannelControl, for the requester and the responder.
+  bool ready() const override;
+  void Fail(WcStatus first, const std::string& reason) override;
+  void ProtocolError(const std::string& what) override;
+
+  // FrameReader::Handler: frames go to the requester or the responder.
+  PayloadTarget OnFrameHeader(const FrameHeader& header) override;
+  void OnFrameComplete(const FrameHeader& header, const char* small) override;
+
+  // Reads and executes the input, then acknowledges it.
+  void ReadInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends what is due by `now` and updates the timer.
+  void Flush(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateNextDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SyncInterest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops serving the socket through the NIC.
+  void Unregister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Moves the queue pair to the error state: the first outstanding request
+  // completes with `first` (kFlushed: all of them are flushed), the others and
+  // every posted receive with kFlushed.
+  void Fail(WcStatus first, const std::string& reason, Teardown teardown)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until the NIC thread is not placing data with mu_ released.
+  void WaitForPlacement() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Fd fd_;
+  const ChannelConfig config_;
+  const std::shared_ptr<RegionTable> regions_;
+
+  mutable Mutex mu_;
+  Nic* nic_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t nic_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t epoll_events_ ABSL_GUARDED_BY(mu_) = 0;  // current registration
+  bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  QpState state_ ABSL_GUARDED_BY(mu_) = QpState::kReady;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+
+  // The parts, in the order they are built (each refers to those above).
+  CompletionQueue completions_;  // its own lock, taken inside mu_
+  FrameWriter writer_ ABSL_GUARDED_BY(mu_);
+  FrameReader reader_ ABSL_GUARDED_BY(mu_);
+  Requester requester_ ABSL_GUARDED_BY(mu_);
+  Responder responder_ ABSL_GUARDED_BY(mu_);
+
+  // The writer's next frame, for the NIC thread (which reads it unlocked).
+  std::atomic<int64_t> next_due_ns_{0};
+  std::atomic<int64_t> next_wake_ns_{0};
+  // The error state, readable without a lock.
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace dreplay::verbs::soft
+
+#endif  // DREPLAY_VERBS_SOFT_CHANNEL_H_

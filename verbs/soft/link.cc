@@ -1,0 +1,50 @@
+// Copyright dreplay authors.
+
+#include "verbs/soft/link.h"
+
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/time/time.h"
+
+namespace dreplay::verbs::soft {
+
+int64_t MonotonicNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void UsePreciseTimers() {
+  // 1 ns is the smallest slack the kernel accepts; failure only costs
+  // precision, so it is not an error.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
+LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
+    : enabled_(model.enabled()),
+      delay_ns_(std::max<int64_t>(
+          0, absl::ToInt64Nanoseconds(model.one_way_delay) - kHostPathNs)),
+      jitter_ns_(absl::ToInt64Nanoseconds(model.jitter)),
+      ns_per_byte_(model.bandwidth_gbps > 0 ? 8.0 / model.bandwidth_gbps : 0.0),
+      rng_(seed) {}
+
+LinkEmulator::Slot LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
+  const auto serialise =
+      static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
+  const int64_t jitter =
+      jitter_ns_ > 0
+          ? std::uniform_int_distribution<int64_t>(0, jitter_ns_)(rng_)
+          : 0;
+  const int64_t start = std::max(now_ns, link_free_ns_);
+  link_free_ns_ = start + serialise;
+  last_arrival_ns_ =
+      std::max(link_free_ns_ + delay_ns_ + jitter, last_arrival_ns_);
+  const int64_t idle_arrival = now_ns + serialise + delay_ns_ + jitter;
+  return Slot{last_arrival_ns_, std::min(idle_arrival, last_arrival_ns_)};
+}
+
+}  // namespace dreplay::verbs::soft

@@ -1,0 +1,76 @@
+// Copyright dreplay authors.
+//
+// link.h: the soft provider's link emulator and precise clock.
+//
+// A LinkEmulator models one direction of a link: a frame handed to it at time
+// `now` waits for the frames before it to finish serialising, takes
+// bytes * 8 / bandwidth to serialise, then `one_way_delay` plus a uniform
+// jitter in [0, jitter] to propagate. The sender holds the frame until that
+// arrival time and then writes it to TCP (on loopback, TCP adds only a few
+// microseconds). Frames never overtake each other: jitter delays a frame and
+// everything behind it, as on a real fibre.
+//
+//   LinkEmulator link(model, seed);
+//   int64_t arrive_ns = link.Schedule(MonotonicNowNs(), frame_bytes);
+//
+// The loopback path itself (a send, a wake-up of the receiving thread, a
+// receive) takes about kHostPathNs one way; the emulator holds frames that
+// much less than `one_way_delay` (never less than zero), so that measured
+// round trips match the model instead of exceeding it by the host's own
+// latency.
+//
+// Not thread-safe: each connection direction owns one, used under its lock.
+
+#ifndef DREPLAY_VERBS_SOFT_LINK_H_
+#define DREPLAY_VERBS_SOFT_LINK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+
+#include "verbs/options.h"
+
+namespace dreplay::verbs::soft {
+
+// CLOCK_MONOTONIC in nanoseconds.
+int64_t MonotonicNowNs();
+
+inline constexpr int64_t kHostPathNs = 20000;
+
+// Sets the calling thread's timer slack to the minimum, so that its timed
+// waits wake within microseconds instead of the default 50 us.
+void UsePreciseTimers();
+
+class LinkEmulator {
+ public:
+  // `model` must pass Validate().
+  LinkEmulator(const LinkModel& model, uint64_t seed);
+
+  // False for a model with no delay, bandwidth limit or jitter: frames go out
+  // at once and Schedule() need not be called.
+  bool enabled() const { return enabled_; }
+
+  struct Slot {
+    // When the frame arrives at the peer (MonotonicNowNs scale).
+    // Non-decreasing across calls.
+    int64_t arrival_ns;
+    // When it would arrive had the link been idle (no frames queued ahead
+    // of it); <= arrival_ns.
+    int64_t idle_arrival_ns;
+  };
+  // Schedules a frame of `bytes` handed to the link at `now_ns`.
+  Slot Schedule(int64_t now_ns, size_t bytes);
+
+ private:
+  const bool enabled_;
+  const int64_t delay_ns_;
+  const int64_t jitter_ns_;
+  const double ns_per_byte_;  // 0: unlimited bandwidth
+  std::mt19937_64 rng_;
+  int64_t link_free_ns_ = 0;  // when the last frame finished serialising
+  int64_t last_arrival_ns_ = 0;
+};
+
+}  // namespace dreplay::verbs::soft
+
+#endif  // DREPLAY_VERBS_SOFT_LINK_H_

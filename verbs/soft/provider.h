@@ -1,0 +1,74 @@
+// Copyright dreplay authors.
+//
+// provider.h: the software provider: verbs.h's RC semantics over TCP,
+// for hosts without an RDMA device, with a link emulator and fault injection.
+//
+//   auto provider = CreateSoftProvider(ProviderOptions{});
+//   auto mr = (*provider)->RegisterMemory(buf, n, kLocalWrite | kRemoteRead);
+//   auto listener = (*provider)->Listen("127.0.0.1", 0);
+//
+// How it works:
+//  * Each provider runs one thread, its "NIC" (nic.h), that serves the
+//    TCP connections of all its queue pairs. As responder it checks every
+//    request's rkey, bounds and access flags against the provider's table of
+//    registered regions (region_table.h) and executes WRITE, READ and
+//    atomics directly on the registered memory; no application code runs.
+//    Requests of one queue pair are executed in order; atomics are atomic
+//    across all queue pairs of the provider (one thread executes them, with
+//    __atomic operations on the word).
+//  * rkeys are random 32-bit values from a cryptographically seeded
+//    generator, never counters; lkey == rkey.
+//  * Outstanding READs + atomics per queue pair are limited to the
+//    negotiated max_rd_atomic (min of both sides); further READs wait in the
+//    send queue, so the credit limit of a long link shows as with a NIC. A
+//    peer that exceeds it gets kRemoteInvalidRequest.
+//  * WRITE_WITH_IMM consumes a posted receive at the target (kRecv
+//    completion there); none posted: the requester gets kRnrRetryExceeded at
+//    once (no RNR retries).
+//  * A failed request kills its queue pair on both sides (the peer's
+//    outstanding requests then complete with kRetryExceeded or kFlushed);
+//    every other queue pair and the process carry on. Any garbage from a
+//    peer, in setup or later, ends only that connection.
+//  * QueuePairOptions::link (the connecting side's, sent in setup) delays the
+//    frames of both directions (link.h; the loopback path's own
+//    latency is allowed for, so measured round trips match the model).
+//  * QueuePairOptions::faults injects drops, stalls and torn WRITEs into
+//    the requests of the side that sets them. kPrefix places the first half
+//    of the WRITE and drops the connection; kOutOfOrder places the second
+//    half, then the first half `stall_for` later (10 ms when zero), and the
+//    WRITE completes normally. drop_after_bytes may cut a WRITE short: the
+//    peer then holds a partial placement, as after a link failure.
+//  * Setup: the connector sends a hello with its payload; the listener's
+//    application accepts or rejects it. Payloads are limited to
+//    soft::kMaxSetupPayload; a peer must finish its hello within 5 s.
+//
+// Lifetimes: memory regions, listeners and queue pairs may outlive the
+// provider; destroying the provider joins the NIC thread, and the queue
+// pairs still open move to the error state. Destroying a queue pair closes
+// its connection; destroying a memory region kills the queue pairs that are
+// still using it.
+//
+// Thread safety: as verbs.h states. Listener::Accept calls are serialised;
+// Listener::Shutdown may be called from any thread.
+
+#ifndef DREPLAY_VERBS_SOFT_PROVIDER_H_
+#define DREPLAY_VERBS_SOFT_PROVIDER_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "verbs/options.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::verbs {
+
+// Creates a soft provider and starts its NIC thread. options.kind is not
+// looked at (CreateProvider picks the provider). kInvalidArgument when
+// options fail Validate(); kInternal when the thread's epoll set cannot be
+// created.
+absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(
+    const ProviderOptions& options);
+
+}  // namespace dreplay::verbs
+
+#endif  // DREPLAY_VERBS_SOFT_PROVIDER_H_

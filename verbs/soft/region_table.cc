@@ -1,0 +1,78 @@
+// Copyright dreplay authors.
+
+#include "verbs/soft/region_table.h"
+
+#include "absl/strings/str_format.h"
+
+namespace dreplay::verbs::soft {
+
+uint32_t RegionTable::Add(char* addr, size_t length, uint32_t access) {
+  MutexLock lock(&mu_);
+  uint32_t rkey = 0;
+  do {
+    rkey = absl::Uniform<uint32_t>(absl::IntervalClosed, rng_, 1, UINT32_MAX);
+  } while (regions_.contains(rkey));
+  regions_.emplace(rkey, Entry{addr, length, access});
+  return rkey;
+}
+
+void RegionTable::Remove(uint32_t rkey) {
+  MutexLock lock(&mu_);
+  regions_.erase(rkey);
+}
+
+WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr,
+                            uint64_t length, uint32_t needed, char** target,
+                            std::string* detail) {
+  MutexLock lock(&mu_);
+  auto it = regions_.find(rkey);
+  if (it == regions_.end()) {
+    *detail = absl::StrFormat("rkey 0x%08x is not registered", rkey);
+    return WcStatus::kRemoteAccessError;
+  }
+  const Entry& e = it->second;
+  const auto begin = reinterpret_cast<uint64_t>(e.addr);
+  if (remote_addr < begin || length > e.length ||
+      remote_addr - begin > e.length - length) {
+    *detail = absl::StrFormat(
+        "[0x%x, +%u) is outside the region of rkey 0x%08x", remote_addr,
+        length, rkey);
+    return WcStatus::kRemoteAccessError;
+  }
+  if ((e.access & needed) == 0) {
+    *detail = absl::StrFormat("rkey 0x%08x does not grant %s", rkey,
+                              needed == kRemoteRead    ? "remote read"
+                              : needed == kRemoteWrite ? "remote write"
+                                                       : "remote atomic");
+    return WcStatus::kRemoteAccessError;
+  }
+  *target = e.addr + (remote_addr - begin);
+  return WcStatus::kSuccess;
+}
+
+WcStatus RegionTable::CheckLocal(uint32_t lkey, const void* addr,
+                                 uint64_t length, uint32_t needed,
+                                 std::string* detail) {
+  MutexLock lock(&mu_);
+  auto it = regions_.find(lkey);
+  if (it == regions_.end()) {
+    *detail = absl::StrFormat(
+        "lkey 0x%08x is not a memory region of this provider", lkey);
+    return WcStatus::kLocalProtectionError;
+  }
+  const Entry& e = it->second;
+  const auto begin = reinterpret_cast<uint64_t>(e.addr);
+  const auto p = reinterpret_cast<uint64_t>(addr);
+  if (p < begin || length > e.length || p - begin > e.length - length) {
+    *detail = absl::StrFormat("local buffer [0x%x, +%u) is outside its region",
+                              p, length);
+    return WcStatus::kLocalProtectionError;
+  }
+  if ((e.access & needed) != needed) {
+    *detail = "the local region lacks local write access";
+    return WcStatus::kLocalProtectionError;
+  }
+  return WcStatus::kSuccess;
+}
+
+}  // namespace dreplay::verbs::soft

@@ -1,0 +1,63 @@
+// Copyright dreplay authors.
+//
+// region_table.h: the soft provider's table of registered memory, the
+// part of "the NIC" that checks every remote access.
+//
+// Each region gets an rkey (also used as its lkey) drawn from a cryptographically seeded generator
+// (absl::BitGen): random, never a counter, never 0, unique in the table, so a
+// peer cannot guess the key of a region it was not given. Check() is what
+// the responder runs before it touches memory for a peer: the key must
+// exist, [addr, addr + length) must lie inside its region, and the region
+// must grant the access the request needs.
+//
+// Thread-safe.
+
+#ifndef DREPLAY_VERBS_SOFT_REGION_TABLE_H_
+#define DREPLAY_VERBS_SOFT_REGION_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
+#include "common/mutex.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::verbs::soft {
+
+class RegionTable {
+ public:
+  // Registers [addr, addr + length) and returns its new rkey.
+  uint32_t Add(char* addr, size_t length, uint32_t access);
+  // Forgets `rkey`; later Check()s of it fail.
+  void Remove(uint32_t rkey);
+
+  // On success stores the local address of `remote_addr` in *target and
+  // returns kSuccess; otherwise returns kRemoteAccessError and explains why in
+  // *detail. `needed` is one Access flag.
+  WcStatus Check(uint32_t rkey, uint64_t remote_addr, uint64_t length,
+                 uint32_t needed, char** target, std::string* detail);
+
+  // The local side's check of a work request's buffer: `lkey` must be
+  // registered here, [addr, addr + length) inside it, and, when `needed` is
+  // not 0, the region must grant it (kLocalWrite). Returns kSuccess or
+  // kLocalProtectionError with the reason in *detail.
+  WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length,
+                      uint32_t needed, std::string* detail);
+
+ private:
+  struct Entry {
+    char* addr;
+    size_t length;
+    uint32_t access;
+  };
+
+  Mutex mu_;
+  absl::flat_hash_map<uint32_t, Entry> regions_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dreplay::verbs::soft
+
+#endif  // DREPLAY_VERBS_SOFT_REGION_TABLE_H_

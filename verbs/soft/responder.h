@@ -1,0 +1,107 @@
+// Copyright dreplay authors.
+//
+// responder.h: the responder side of one soft queue pair: checks the peer's
+// requests against the registered regions (region_table.h), executes them
+// on registered memory in the order they were sent, and answers.
+//
+//  * Requests are numbered per direction and executed in that order; a
+//    request out of order is a protocol error.
+//  * WRITEs are acknowledged once per batch of input (one cumulative ACK,
+//    SendPendingAck()), not once per request.
+//  * A READ response is sent from registered memory. To keep RC order (a
+//    READ sees memory before any later WRITE on the same queue pair) the
+//    still-queued READ responses are copied before a later WRITE or atomic
+//    is executed (FrameWriter::MaterializeResponseRefs).
+//  * Atomics are executed with __atomic operations on the word; one NIC
+//    thread executes every queue pair's requests, so they are atomic across
+//    the queue pairs of a provider.
+//  * WRITE_WITH_IMM consumes a posted receive (a kRecv completion here);
+//    with none posted it fails with kRnrRetryExceeded (no RNR retries).
+//  * A request that fails here gets a NAK with its status, and the queue
+//    pair fails; so does a peer that breaks the protocol.
+//
+// Not thread-safe: owned by a Channel (channel.h) and used under its lock.
+
+#ifndef DREPLAY_VERBS_SOFT_RESPONDER_H_
+#define DREPLAY_VERBS_SOFT_RESPONDER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "verbs/soft/channel_control.h"
+#include "verbs/soft/completion_queue.h"
+#include "verbs/soft/frame_reader.h"
+#include "verbs/soft/frame_writer.h"
+#include "verbs/soft/region_table.h"
+#include "verbs/soft/ring.h"
+#include "verbs/soft/wire.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::verbs::soft {
+
+class Responder {
+ public:
+  // `description` names the connection in log lines. The pointers must
+  // outlive the responder.
+  Responder(int max_recv_wr, int max_rd_atomic, const std::string& description,
+            RegionTable* regions, FrameWriter* writer,
+            CompletionQueue* completions, ChannelControl* control);
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
+
+  // Appends receives for WRITE_WITH_IMM. kResourceExhausted, and nothing
+  // posted, when they do not all fit.
+  absl::Status Post(absl::Span<const RecvRequest> rrs);
+
+  // A request frame's header: checks it, executes a READ at once, and says
+  // where the payload of a WRITE or atomic goes.
+  PayloadTarget StartRequest(const FrameHeader& header);
+  // Its payload has arrived (`small` holds a small one): completes a WRITE,
+  // executes an atomic.
+  void CompleteRequest(const FrameHeader& header, const char* small);
+  // At the end of a batch of input: acknowledges the WRITEs executed in it.
+  void SendPendingAck();
+
+  // The peer's request `seq` failed here with `status`: NAK it and fail
+  // the queue pair.
+  void Reject(uint64_t seq, WcStatus status, const std::string& detail);
+  // The peer broke the protocol: NAK (naming the next request due) and fail
+  // the queue pair.
+  void ProtocolError(const std::string& what);
+
+  // The queue pair failed: completes every posted receive with kFlushed;
+  // nothing more is acknowledged.
+  void FlushAll(const std::string& reason);
+  // Drops every posted receive without a completion.
+  void Clear();
+
+ private:
+  // False (after a protocol error) when `h` is not the request due next.
+  bool CheckSeq(const FrameHeader& h);
+  PayloadTarget StartWrite(const FrameHeader& h);
+  void ExecuteRead(const FrameHeader& h);
+  void ExecuteAtomic(const FrameHeader& h, const char* payload);
+  // False (after rejecting `h`) when max_rd_atomic READ and atomic
+  // responses are already queued: the peer exceeded its credits.
+  bool HasResponseCredit(const FrameHeader& h);
+  void QueueNak(uint64_t seq, WcStatus status, const std::string& text);
+
+  // Constant after construction.
+  const int max_recv_wr_;
+  const int max_rd_atomic_;
+  const std::string description_;
+  RegionTable* const regions_;
+  FrameWriter* const writer_;
+  CompletionQueue* const completions_;
+  ChannelControl* const control_;
+
+  uint64_t next_exec_seq_ = 0;
+  bool ack_pending_ = false;  // WRITEs executed since the last ACK
+  Ring<RecvRequest> rq_;
+};
+
+}  // namespace dreplay::verbs::soft
+
+#endif  // DREPLAY_VERBS_SOFT_RESPONDER_H_

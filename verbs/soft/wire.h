@@ -1,0 +1,140 @@
+// Copyright dreplay authors.
+//
+// wire.h: the soft provider's protocol on its TCP connection.
+//
+// One TCP connection per queue pair carries, in order:
+//
+//   connector -> listener   HelloHeader, then `payload_length` bytes of the
+//                           application payload.
+//   listener -> connector   ReplyHeader, then `payload_length` bytes: the
+//                           reply payload (accepted) or the reason (rejected).
+//
+// After an accepted reply, both directions carry frames: a FrameHeader and
+// `payload_length` bytes. Each side is requester and responder at once, so
+// one direction interleaves its requests with its responses to the peer's
+// requests. Requests are numbered 0, 1, 2, ... per direction (`seq`) and the
+// responder executes them in that order.
+//
+//   kWrite, kWriteWithImm   payload: the data, placed at remote_addr.
+//                           kWriteWithImm: aux is the immediate.
+//   kRead                   no payload; aux: bytes to read at remote_addr.
+//   kFetchAdd, kCompareSwap payload: AtomicPayload (16 bytes).
+//   kAck                    no payload; seq: requests executed so far (every
+//                           request below seq). Sent once per batch of input,
+//                           not per request.
+//   kReadResponse           payload: the data; seq: the READ it answers.
+//   kAtomicResponse         payload: the 8-byte old value; seq: the request.
+//   kNak                    payload: a short text; seq: the failed request;
+//                           status: its WcStatus. The connection ends after it.
+//
+// Every field is little-endian (both ends run this code on the same kind of
+// host; see the static_assert below). Each receiver checks every length
+// against its bounds before it trusts it.
+
+#ifndef DREPLAY_VERBS_SOFT_WIRE_H_
+#define DREPLAY_VERBS_SOFT_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dreplay::verbs::soft {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the soft provider's wire format is little-endian");
+
+inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
+inline constexpr uint16_t kWireVersion = 1;
+
+// Bounds on what a peer may send during setup.
+inline constexpr uint32_t kMaxSetupPayload = 64 * 1024;
+inline constexpr uint32_t kMaxRejectReason = 1024;
+
+// Largest READ or WRITE (InfiniBand allows 2^31 bytes).
+inline constexpr uint32_t kMaxMessageBytes = 1u << 30;
+// Longest text a NAK carries.
+inline constexpr uint32_t kMaxNakDetail = 200;
+
+struct HelloHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint32_t max_rd_atomic;
+  uint32_t payload_length;
+  // The connector's LinkModel; both sides apply it to what they send.
+  int64_t link_delay_ns;
+  int64_t link_jitter_ns;
+  double link_bandwidth_gbps;
+  uint64_t link_seed;
+};
+static_assert(sizeof(HelloHeader) == 48, "HelloHeader is a wire structure");
+static_assert(alignof(HelloHeader) == 8, "HelloHeader is a wire structure");
+
+enum class SetupVerdict : uint8_t { kAccept = 1, kReject = 2 };
+
+struct ReplyHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t verdict;  // SetupVerdict
+  uint8_t reserved;
+  uint32_t max_rd_atomic;
+  uint32_t payload_length;
+};
+static_assert(sizeof(ReplyHeader) == 16, "ReplyHeader is a wire structure");
+
+enum class FrameType : uint8_t {
+  // Requests.
+  kWrite = 1,
+  kWriteWithImm = 2,
+  kRead = 3,
+  kFetchAdd = 4,
+  kCompareSwap = 5,
+  // Responses.
+  kAck = 6,
+  kReadResponse = 7,
+  kAtomicResponse = 8,
+  kNak = 9,
+};
+
+inline bool IsRequest(FrameType t) {
+  return t >= FrameType::kWrite && t <= FrameType::kCompareSwap;
+}
+inline bool IsResponse(FrameType t) {
+  return t >= FrameType::kAck && t <= FrameType::kNak;
+}
+
+struct FrameHeader {
+  uint8_t type;    // FrameType
+  uint8_t status;  // kNak: the WcStatus of the failed request
+  uint16_t reserved;
+  uint32_t payload_length;  // bytes that follow this header
+  uint64_t seq;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t aux;  // kRead: length to read; kWriteWithImm: immediate
+};
+static_assert(sizeof(FrameHeader) == 32, "FrameHeader is a wire structure");
+static_assert(alignof(FrameHeader) == 8, "FrameHeader is a wire structure");
+
+struct AtomicPayload {
+  uint64_t compare_add;  // FETCH_ADD: addend; COMPARE_SWAP: compare
+  uint64_t swap;         // COMPARE_SWAP: new value
+};
+static_assert(sizeof(AtomicPayload) == 16, "AtomicPayload is a wire structure");
+
+inline constexpr uint32_t kAtomicResponseBytes = sizeof(uint64_t);
+
+// Text a peer sent (a reject reason, a NAK's detail), made safe to log and to
+// put in a Status: bytes outside printable ASCII become '?'.
+inline std::string PrintablePeerText(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+}  // namespace dreplay::verbs::soft
+
+#endif  // DREPLAY_VERBS_SOFT_WIRE_H_
