@@ -11,9 +11,10 @@
 //   ASSIGN_OR_RETURN(auto loop, ActorLoop::Create(options, io));
 //   RETURN_IF_ERROR(loop->Run(stop));  // until stop, max_env_steps or duration
 //
-// The binary (actor_main.cc) plugs the replay service into ActorIo: an
-// ExperienceWriter behind ExperienceSink, a ParamFetcher behind ParamsSource
-// and an ActorStatsPublisher behind EpisodeStatsSink. Tests plug in fakes.
+// ActorServiceIo (actor_client/service_io.h) plugs the replay service into
+// ActorIo: an ExperienceWriter behind ExperienceSink, a ParamFetcher behind
+// ParamsSource and an ActorStatsPublisher behind EpisodeStatsSink. Tests
+// plug in fakes.
 //
 // One Step():
 //   1. one batched forward pass of the network over the current observation

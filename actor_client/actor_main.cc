@@ -9,50 +9,42 @@
 //
 //   actor --server=127.0.0.1:7471 --actor_index=0 --num_actors=4
 //       --env=CartPole-v1 --n_step=3 --gamma=0.99 --max_steps_per_s=250
+//   actor --print_layout --env=CartPole-v1 --n_step=3 --gamma=0.99 --hidden=64,64
 //
 // The server's published configuration is checked first: its transition
 // spec (protocol/transition_spec.h), observation size and action count
-// must be this actor's, and a transition must fit a slot.
+// must be this actor's, and a transition must fit a slot. --print_layout
+// prints what the server needs for that (actor_client/actor_layout.h) as
+// one JSON object and exits, without connecting.
 //
 // When the server goes away the actor reconnects with back-off for up to
 // --reconnect_timeout_s; SIGINT or SIGTERM stops it cleanly (what is pending
 // is written, the statistics published). A second signal ends it at once.
 //
 // Exit status: 0 after a clean stop (signal, --max_env_steps or
-// --duration_s), 1 on failure, 2 for a bad flag.
+// --duration_s) or --print_layout, 1 on failure, 2 for a bad flag.
 
-#include <signal.h>
-
-#include <atomic>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
-#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
+#include "actor_client/actor_layout.h"
 #include "actor_client/actor_loop.h"
-#include "actor_client/actor_stats_publisher.h"
-#include "actor_client/experience_writer.h"
-#include "actor_client/param_fetcher.h"
-#include "protocol/host_port.h"
-#include "protocol/transition_spec.h"
+#include "actor_client/service_io.h"
+#include "client/connection_flags.h"
+#include "client/retry.h"
+#include "client/session.h"
+#include "common/binary_main.h"
+#include "common/flag_values.h"
 #include "common/status_macros.h"
+#include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "client/session.h"
-#include "protocol/layout.h"
-#include "rl/make_environment.h"
 #include "rl/qnet.h"
-#include "rl/transition.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
@@ -88,112 +80,25 @@ DEFINE_double(stats_interval_s, 1, "how often the episode statistics are publish
 DEFINE_double(connect_timeout_s, 30, "how long the first connection is retried");
 DEFINE_double(reconnect_timeout_s, 60,
               "how long the actor keeps reconnecting when the server goes away");
-
-// gflags' own; --help is narrowed to this file's flags.
-DECLARE_bool(help);
-DECLARE_string(helpmatch);
-
-// gflags ends the process through this hook (exit(1)) on a flag it cannot
-// parse, and after --help. Exported by libgflags, not declared in its headers.
-namespace google {
-extern void (*gflags_exitfunc)(int);
-}  // namespace google
+DEFINE_bool(print_layout, false,
+            "print what this actor needs of the server (transition spec, payload, slot and "
+            "params bytes; from --env, --n_step, --gamma, --hidden) as JSON and exit");
 
 namespace dreplay::actor {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitBadFlag = 2;
-constexpr absl::Duration kRetryInitial = absl::Milliseconds(100);
-constexpr absl::Duration kRetryMax = absl::Seconds(2);
-constexpr absl::Duration kSessionConnectDeadline = absl::Seconds(2);
+// What --help prints above the flags.
+constexpr char kUsage[] =
+    "one actor of distributed DQN: steps environments, writes n-step transitions into the "
+    "replay server with RDMA, refreshes its network from the learner's parameters.\n"
+    "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
+    "Usage: actor --server=HOST:PORT [--actor_index=I --num_actors=N] [--env=CartPole-v1] "
+    "...\n"
+    "       actor --print_layout [--env=E --n_step=N --gamma=G --hidden=H]";
 
-[[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
-[[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
-
-std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
-
-void OnSignal(int) { g_stop.store(true); }
-
-void InstallSignalHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = &OnSignal;
-  sigemptyset(&action.sa_mask);
-  // A second signal takes the default action: a stuck actor can be ended.
-  action.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
-
-
-absl::StatusOr<std::vector<int>> ParseHidden(const std::string& text) {
-  std::vector<int> sizes;
-  if (text.empty()) return sizes;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size < 1) {
-      return FlagError("hidden", text, "must be a comma-separated list of sizes >= 1");
-    }
-    sizes.push_back(size);
-  }
-  return sizes;
-}
-
-absl::StatusOr<std::string> ReadToken() {
-  return ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file);
-}
-
-struct Config {
-  verbs::ProviderOptions provider;
-  client::ClientSessionOptions session;
-  ActorLoopOptions loop;
-  absl::Duration connect_timeout;
-  absl::Duration reconnect_timeout;
-};
-
-absl::StatusOr<Config> ConfigFromFlags() {
-  Config c;
-  {
-    absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
-    if (!kind.ok()) return FlagError("provider", FLAGS_provider, kind.status().message());
-    c.provider.kind = *kind;
-    c.provider.ib_device = FLAGS_ib_device;
-    c.provider.ib_port = FLAGS_ib_port;
-    c.provider.gid_index = FLAGS_gid_index;
-    const absl::Status s = c.provider.Validate();
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
-  }
-  if (FLAGS_server.empty()) return FlagError("server", "", "is required (HOST:PORT)");
-  {
-    const absl::Status s =
-        protocol::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
-    if (!s.ok()) return FlagError("server", FLAGS_server, s.message());
-  }
-  {
-    absl::StatusOr<verbs::LinkModel> link = verbs::ParseLinkModel(FLAGS_link);
-    if (!link.ok()) return FlagError("link", FLAGS_link, link.status().message());
-    c.session.qp.link = *link;
-  }
-  c.session.role = protocol::Role::kActor;
-  if (FLAGS_actor_index < 0) {
-    return FlagError("actor_index", std::to_string(FLAGS_actor_index), "must be >= 0");
-  }
-  c.session.actor_id = static_cast<uint32_t>(FLAGS_actor_index);
-  ASSIGN_OR_RETURN(c.session.auth_token, ReadToken());
-  ASSIGN_OR_RETURN(c.connect_timeout, Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
-  // Each (re)connection attempt of the session is kept short so that a stop
-  // request is noticed; the loops here retry up to the timeouts.
-  c.session.connect_deadline = kSessionConnectDeadline;
-  ASSIGN_OR_RETURN(c.reconnect_timeout,
-                   Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
-  {
-    const absl::Status s = c.session.Validate();
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad flag: ", s.message()));
-  }
-
-  ActorLoopOptions& o = c.loop;
+absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
+  ActorLoopOptions o;
+  RETURN_IF_ERROR(CheckAtLeast("actor_index", FLAGS_actor_index, 0));
   o.env = FLAGS_env;
   o.num_envs = FLAGS_num_envs;
   o.actor_index = FLAGS_actor_index;
@@ -202,8 +107,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   o.epsilon_alpha = FLAGS_epsilon_alpha;
   o.nstep.n = FLAGS_n_step;
   o.nstep.discount = FLAGS_gamma;
-  ASSIGN_OR_RETURN(o.hidden_sizes, ParseHidden(FLAGS_hidden));
-  if (FLAGS_seed < 0) return FlagError("seed", std::to_string(FLAGS_seed), "must be >= 0");
+  ASSIGN_OR_RETURN(o.hidden_sizes, SizeList("hidden", FLAGS_hidden));
+  RETURN_IF_ERROR(CheckAtLeast("seed", FLAGS_seed, 0));
   o.seed = static_cast<uint64_t>(FLAGS_seed);
   o.network_seed = static_cast<uint64_t>(FLAGS_seed);
   o.flush_batch = FLAGS_flush_batch;
@@ -212,265 +117,104 @@ absl::StatusOr<Config> ConfigFromFlags() {
   ASSIGN_OR_RETURN(o.duration, Seconds("duration_s", FLAGS_duration_s, true));
   o.max_steps_per_s = FLAGS_max_steps_per_s;
   ASSIGN_OR_RETURN(o.stats_interval, Seconds("stats_interval_s", FLAGS_stats_interval_s, false));
-  {
-    // ActorLoopOptions' messages name the field, which is the flag's name
-    // (hidden_sizes is --hidden, nstep.n is --n_step).
-    const absl::Status s = o.Validate();
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad flag: --", s.message()));
-  }
+  // ActorLoopOptions' messages name the field, which is the flag's name
+  // (hidden_sizes is --hidden, nstep.n is --n_step).
+  const absl::Status s = o.Validate();
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad flag: --", s.message()));
+  return o;
+}
+
+struct Connection {
+  client::ConnectionOptions options;
+  client::RetryPolicy retry;
+};
+
+absl::StatusOr<Connection> ConnectionFromFlags() {
+  client::ConnectionFlags flags;
+  flags.server = FLAGS_server;
+  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
+  flags.link = FLAGS_link;
+  flags.auth_token = FLAGS_auth_token;
+  flags.auth_token_file = FLAGS_auth_token_file;
+  Connection c;
+  ASSIGN_OR_RETURN(c.options, client::ConnectionOptionsFromFlags(
+                                  flags, protocol::Role::kActor, FLAGS_actor_index));
+  ASSIGN_OR_RETURN(c.retry.connect_timeout,
+                   Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
+  ASSIGN_OR_RETURN(c.retry.reconnect_timeout,
+                   Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
   return c;
 }
 
-// OK when the server's published configuration fits this actor.
-absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLoopOptions& o,
-                               const rl::EnvironmentSpec& env) {
-  const protocol::TransitionSpec ours = {env.name, env.observation_size, env.action_count, o.nstep.n, o.nstep.discount};
-  const std::string published_text = config.spec();
-  if (published_text.empty()) {
-    LOG(WARNING) << "the server publishes no transition spec; not checking that it expects "
-                 << ours.ToString();
-  } else {
-    ASSIGN_OR_RETURN(const protocol::TransitionSpec published, protocol::TransitionSpec::Parse(published_text));
-    RETURN_IF_ERROR(ours.CheckMatches(published));
+// Runs the loop on a connected session until it ends or a stop is asked.
+absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& options,
+                      const ActorLayout& layout, const Connection& connection,
+                      const StopSignals& signals, const std::string& provider_name) {
+  RETURN_IF_ERROR(CheckServerConfig(session->config(), layout, options.actor_index));
+  ActorServiceIoOptions io_options;
+  // The loop flushes once flush_batch transitions are pending; one step of
+  // every environment may add up to n each beyond that.
+  io_options.writer.max_batch =
+      static_cast<uint32_t>(options.flush_batch + options.num_envs * options.nstep.n);
+  io_options.retry = connection.retry;
+  io_options.network_description = "--hidden=" + FLAGS_hidden;
+  ASSIGN_OR_RETURN(std::unique_ptr<ActorServiceIo> service,
+                   ActorServiceIo::Create(session, io_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<ActorLoop> loop, ActorLoop::Create(options, service->io()));
+  LOG(INFO) << "actor " << options.actor_index << " of " << options.num_actors << ": "
+            << options.num_envs << " x " << options.env << ", epsilon "
+            << loop->epsilons().front() << (options.num_envs > 1 ? " .. " : "")
+            << (options.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "")
+            << ", server " << FLAGS_server << " (" << provider_name << ")";
+  absl::Status status = loop->Run(signals.flag());
+  if (!status.ok() && signals.requested() && client::IsConnectionFailure(status)) {
+    // Asked to stop while the server was away: what was pending is lost,
+    // which a stop accepts.
+    LOG(WARNING) << "stopped while disconnected: " << status;
+    status = absl::OkStatus();
   }
-  if (config.observation_size != 0 &&
-      config.observation_size != static_cast<uint32_t>(env.observation_size)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the server expects observations of ", config.observation_size, " floats; ", env.name,
-        " has ", env.observation_size));
-  }
-  if (config.num_actions != 0 && config.num_actions != static_cast<uint32_t>(env.action_count)) {
-    return absl::FailedPreconditionError(absl::StrCat("the server expects ", config.num_actions,
-                                                      " actions; ", env.name, " has ",
-                                                      env.action_count));
-  }
-  const size_t encoded = rl::EncodedTransitionSize(env.observation_size);
-  if (encoded > config.max_payload()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a ", env.name, " transition takes ", encoded, " bytes; the server's slots hold ",
-        config.max_payload(), " (start it with --slot_size >= ",
-        protocol::RoundUp(encoded + sizeof(protocol::SlotHeader), protocol::kSlotAlignment), ")"));
-  }
-  if (config.max_actors != 0 &&
-      static_cast<uint32_t>(o.actor_index) >= config.max_actors) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--actor_index=", o.actor_index, " but the server accepts actor ids below ",
-        config.max_actors));
-  }
-  return absl::OkStatus();
+  const ActorLoopStats& s = loop->stats();
+  LOG(INFO) << "actor " << options.actor_index << ": " << s.env_steps << " env steps, "
+            << s.episodes << " episodes, " << service->writer().stats().committed
+            << " transitions committed (" << service->writer().stats().abandoned
+            << " abandoned), " << s.param_refreshes << " parameter refreshes (version "
+            << service->fetcher().version() << ")";
+  return status;
 }
 
-// Runs `op` again while it fails with a connection failure, backing off,
-// until it succeeds, fails otherwise, `timeout` has passed or a stop was
-// requested. Each attempt goes through the session, which reconnects.
-template <typename Op>
-auto RetryWhileDisconnected(absl::Duration timeout, Op op) -> decltype(op()) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Duration backoff = kRetryInitial;
-  while (true) {
-    auto result = op();
-    if (result.ok() || !client::IsConnectionFailure(result.status()) ||
-        absl::Now() + backoff > deadline || g_stop.load()) {
-      return result;
-    }
-    LOG(WARNING) << "server unreachable (" << result.status() << "); retrying in "
-                 << absl::FormatDuration(backoff);
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, kRetryMax);
-  }
-}
-
-// Connects, retrying (with back-off) for up to `timeout` while the server
-// is unreachable (Unavailable, DeadlineExceeded), unless a stop is
-// requested. A refusal (PermissionDenied) or a mismatch is final.
-absl::StatusOr<std::unique_ptr<client::ClientSession>> ConnectSession(
-    verbs::Provider* provider, const client::ClientSessionOptions& options,
-    absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Duration backoff = kRetryInitial;
-  while (true) {
-    absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
-        client::ClientSession::Connect(provider, options);
-    const bool transient = absl::IsUnavailable(session.status()) ||
-                           absl::IsDeadlineExceeded(session.status());
-    if (session.ok() || !transient || absl::Now() + backoff > deadline || g_stop.load()) {
-      return session;
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, kRetryMax);
-  }
-}
-
-// The loop's connections to the replay service.
-class WriterSink : public ExperienceSink {
- public:
-  WriterSink(ExperienceWriter* writer, absl::Duration reconnect_timeout)
-      : writer_(writer), reconnect_timeout_(reconnect_timeout) {}
-  absl::Status Append(absl::Span<const uint8_t> payload, float priority) override {
-    // Append flushes first when the writer's batch is full; a failed flush
-    // keeps the batch and does not take the new transition, so it is retried.
-    const absl::StatusOr<bool> appended = RetryWhileDisconnected(
-        reconnect_timeout_, [&]() -> absl::StatusOr<bool> {
-          RETURN_IF_ERROR(writer_->Append(payload, priority));
-          return true;
-        });
-    return appended.status();
-  }
-  absl::Status Flush() override {
-    const absl::StatusOr<bool> flushed = RetryWhileDisconnected(
-        reconnect_timeout_, [&]() -> absl::StatusOr<bool> {
-          RETURN_IF_ERROR(writer_->Flush());
-          return true;
-        });
-    return flushed.status();
-  }
-  uint64_t committed() const override { return writer_->stats().committed; }
-
- private:
-  ExperienceWriter* const writer_;
-  const absl::Duration reconnect_timeout_;
-};
-
-class FetcherParams : public ParamsSource {
- public:
-  FetcherParams(ParamFetcher* fetcher, absl::Duration reconnect_timeout, std::string hidden)
-      : fetcher_(fetcher), reconnect_timeout_(reconnect_timeout), hidden_(std::move(hidden)) {}
-  absl::StatusOr<bool> Refresh(rl::QNetwork* network) override {
-    ASSIGN_OR_RETURN(const bool fresh, RetryWhileDisconnected(reconnect_timeout_, [&] {
-                       return fetcher_->FetchIfNewer(&buffer_);
-                     }));
-    if (!fresh) return false;
-    const absl::StatusOr<uint64_t> loaded = network->Load(buffer_);
-    if (!loaded.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the learner's parameters (version ", fetcher_->version(),
-          ") do not fit this actor's network (--hidden=", hidden_, "): ",
-          loaded.status().message()));
-    }
-    return true;
-  }
-  uint64_t version() const override { return fetcher_->version(); }
-
- private:
-  ParamFetcher* const fetcher_;
-  const absl::Duration reconnect_timeout_;
-  const std::string hidden_;
-  std::vector<uint8_t> buffer_;
-};
-
-class PublisherStats : public EpisodeStatsSink {
- public:
-  PublisherStats(ActorStatsPublisher* publisher, absl::Duration reconnect_timeout)
-      : publisher_(publisher), reconnect_timeout_(reconnect_timeout) {}
-  void RecordSteps(uint64_t steps) override { publisher_->RecordStep(steps); }
-  void RecordEpisode(double episode_return) override {
-    publisher_->RecordEpisode(episode_return);
-  }
-  absl::Status Publish(uint64_t transitions) override {
-    const absl::StatusOr<bool> published = RetryWhileDisconnected(
-        reconnect_timeout_, [&]() -> absl::StatusOr<bool> {
-          RETURN_IF_ERROR(publisher_->Publish(transitions));
-          return true;
-        });
-    return published.status();
-  }
-
- private:
-  ActorStatsPublisher* const publisher_;
-  const absl::Duration reconnect_timeout_;
-};
-
-int Run() {
-  absl::StatusOr<Config> config = ConfigFromFlags();
-  if (!config.ok()) {
-    std::cerr << "actor: " << config.status().message() << "\n";
-    return kExitBadFlag;
-  }
-  InstallSignalHandlers();
+int Run(const BinaryMain& binary) {
   rl::SetTorchThreads(1);
+  const absl::StatusOr<ActorLoopOptions> options = LoopOptionsFromFlags();
+  if (!options.ok()) return binary.BadFlag(options.status());
+  const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute(
+      options->env, options->nstep.n, options->nstep.discount, options->hidden_sizes);
+  if (!layout.ok()) return binary.BadFlag(layout.status());
+  if (FLAGS_print_layout) {
+    std::cout << layout->ToJson() << std::endl;
+    return kExitSuccess;
+  }
+  absl::StatusOr<Connection> connection = ConnectionFromFlags();
+  if (!connection.ok()) return binary.BadFlag(connection.status());
+  StopSignals signals;
+  connection->retry.stop = &signals.flag();
 
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
-      verbs::CreateProvider(config->provider);
-  if (!provider.ok()) {
-    std::cerr << "actor: " << provider.status() << "\n";
-    return kExitFailure;
-  }
-  absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
-      ConnectSession(provider->get(), config->session, config->connect_timeout);
-  if (!session.ok()) {
-    std::cerr << "actor: cannot connect to " << FLAGS_server << ": " << session.status() << "\n";
-    return kExitFailure;
-  }
-  const absl::Status run = [&]() -> absl::Status {
-    ExperienceWriterOptions writer_options;
-    // The loop flushes once flush_batch transitions are pending; one step
-    // of every environment may add up to n each beyond that.
-    writer_options.max_batch = static_cast<uint32_t>(
-        config->loop.flush_batch + config->loop.num_envs * config->loop.nstep.n);
-    ASSIGN_OR_RETURN(std::unique_ptr<ExperienceWriter> writer,
-                     ExperienceWriter::Create(session->get(), writer_options));
-    ASSIGN_OR_RETURN(std::unique_ptr<ParamFetcher> fetcher,
-                     ParamFetcher::Create(session->get(), ParamFetcherOptions()));
-    ASSIGN_OR_RETURN(std::unique_ptr<ActorStatsPublisher> publisher,
-                     ActorStatsPublisher::Create(session->get()));
-    WriterSink sink(writer.get(), config->reconnect_timeout);
-    FetcherParams params(fetcher.get(), config->reconnect_timeout, FLAGS_hidden);
-    PublisherStats stats(publisher.get(), config->reconnect_timeout);
-    ASSIGN_OR_RETURN(std::unique_ptr<ActorLoop> loop,
-                     ActorLoop::Create(config->loop, {&sink, &params, &stats}));
-    RETURN_IF_ERROR(
-        CheckServerConfig((*session)->config(), config->loop, loop->env_spec()));
-    LOG(INFO) << "actor " << config->loop.actor_index << " of " << config->loop.num_actors
-              << ": " << config->loop.num_envs << " x " << config->loop.env << ", epsilon "
-              << loop->epsilons().front() << (config->loop.num_envs > 1 ? " .. " : "")
-              << (config->loop.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "")
-              << ", server " << FLAGS_server << " (" << (*provider)->name() << ")";
-    absl::Status status = loop->Run(g_stop);
-    if (!status.ok() && g_stop.load() && client::IsConnectionFailure(status)) {
-      // Asked to stop while the server was away: what was pending is lost,
-      // which a stop accepts.
-      LOG(WARNING) << "stopped while disconnected: " << status;
-      status = absl::OkStatus();
-    }
-    const ActorLoopStats& s = loop->stats();
-    LOG(INFO) << "actor " << config->loop.actor_index << ": " << s.env_steps << " env steps, "
-              << s.episodes << " episodes, " << writer->stats().committed
-              << " transitions committed (" << writer->stats().abandoned << " abandoned), "
-              << s.param_refreshes << " parameter refreshes (version " << fetcher->version()
-              << ")";
-    return status;
-  }();
-  if (!run.ok()) {
-    std::cerr << "actor " << FLAGS_actor_index << ": " << run << "\n";
-    return kExitFailure;
-  }
-  return 0;
+      verbs::CreateProvider(connection->options.provider);
+  if (!provider.ok()) return binary.Failure(provider.status());
+  absl::StatusOr<std::unique_ptr<client::ClientSession>> session = client::ConnectWithRetry(
+      provider->get(), connection->options.session, connection->retry);
+  if (!session.ok()) return binary.Failure("cannot connect to " + FLAGS_server, session.status());
+  const absl::Status run = RunActor(session->get(), *options, *layout, *connection, signals,
+                                    (*provider)->name());
+  if (!run.ok()) return binary.Failure(run);
+  return kExitSuccess;
 }
 
 }  // namespace
 }  // namespace dreplay::actor
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "one actor of distributed DQN: steps environments, writes n-step transitions into the "
-      "replay server with RDMA, refreshes its network from the learner's parameters.\n"
-      "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
-      "Usage: actor --server=HOST:PORT [--actor_index=I --num_actors=N] [--env=CartPole-v1] "
-      "...");
-  namespace a = dreplay::actor;
-  google::gflags_exitfunc = &a::ExitBadFlag;
-  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, /*remove_flags=*/true);
-  google::gflags_exitfunc = &a::ExitAfterHelp;
-  if (FLAGS_help) {
-    FLAGS_help = false;
-    FLAGS_helpmatch = "actor_main";
-  }
-  gflags::HandleCommandLineHelpFlags();
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (argc > 1) {
-    std::cerr << "actor: unexpected argument \"" << argv[1] << "\"\n";
-    return a::kExitBadFlag;
-  }
-  return a::Run();
+  dreplay::BinaryMain binary({"actor", dreplay::actor::kUsage, "actor_main"});
+  if (std::optional<int> done = binary.Init(argc, argv)) return *done;
+  return dreplay::actor::Run(binary);
 }

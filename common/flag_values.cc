@@ -4,7 +4,9 @@
 
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace dreplay {
 
@@ -23,8 +25,34 @@ absl::StatusOr<absl::Duration> Seconds(const char* flag, double value, bool zero
   return absl::Seconds(value);
 }
 
+absl::Status CheckAtLeast(const char* flag, int64_t value, int64_t min) {
+  if (value < min) return FlagError(flag, std::to_string(value), absl::StrCat("must be >= ", min));
+  return absl::OkStatus();
+}
+
+absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return FlagError(flag, std::to_string(value), absl::StrCat("must be in [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> SizeList(const char* flag, const std::string& text) {
+  std::vector<int> sizes;
+  if (text.empty()) return sizes;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size < 1) {
+      return FlagError(flag, text, "must be a comma-separated list of sizes >= 1");
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
 absl::StatusOr<std::string> ReadAuthToken(const std::string& token,
-                                          const std::string& token_file) {
+                                          const std::string& token_file,
+                                          EmptyTokenFile empty) {
   if (!token.empty() && !token_file.empty()) {
     return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
   }
@@ -34,6 +62,9 @@ absl::StatusOr<std::string> ReadAuthToken(const std::string& token,
   std::string line;
   std::getline(in, line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty() && empty == EmptyTokenFile::kRefused) {
+    return FlagError("auth_token_file", token_file, "holds no token");
+  }
   return line;
 }
 

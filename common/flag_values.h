@@ -6,7 +6,9 @@
 #ifndef DREPLAY_COMMON_FLAG_VALUES_H_
 #define DREPLAY_COMMON_FLAG_VALUES_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,11 +24,28 @@ absl::Status FlagError(const char* flag, const std::string& value, absl::string_
 // (InfiniteDuration) when zero_is_infinite, and is refused otherwise.
 absl::StatusOr<absl::Duration> Seconds(const char* flag, double value, bool zero_is_infinite);
 
+// OK when value >= min, else InvalidArgument "--<flag>=<value>: must be >= min".
+absl::Status CheckAtLeast(const char* flag, int64_t value, int64_t min);
+
+// OK when lo <= value <= hi, else InvalidArgument "--<flag>=<value>: must be
+// in [lo, hi]".
+absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi);
+
+// A comma-separated list of whole numbers >= 1 ("64,64"; "" is the empty
+// list), e.g. the hidden layer sizes of a network.
+absl::StatusOr<std::vector<int>> SizeList(const char* flag, const std::string& text);
+
+// What an --auth_token_file without a token means: the empty token (no
+// token, for a server that has none), or a mistake.
+enum class EmptyTokenFile { kAllowed, kRefused };
+
 // The auth token given either inline (--auth_token) or as the first line of
 // a file (--auth_token_file; a trailing '\r' is dropped). InvalidArgument
-// when both are given or the file cannot be read. May return "".
+// when both are given, the file cannot be read, or (kRefused) it holds no
+// token. May return "" otherwise.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& token,
-                                          const std::string& token_file);
+                                          const std::string& token_file,
+                                          EmptyTokenFile empty = EmptyTokenFile::kAllowed);
 
 }  // namespace dreplay
 

@@ -153,6 +153,16 @@ TEST(LayoutTest, CommitValuesReserveZeroForNeverCommitted) {
   EXPECT_EQ(SlotIndex(TestConfig(), 1024 + 7), 7u);
 }
 
+TEST(SlotTest, SlotSizeForHoldsTheHeaderAndPayloadRoundedToTheAlignment) {
+  EXPECT_EQ(SlotSizeFor(0), sizeof(SlotHeader));
+  EXPECT_EQ(SlotSizeFor(1), sizeof(SlotHeader) + kSlotAlignment);
+  EXPECT_EQ(SlotSizeFor(128), 160u);
+  LayoutConfig c = TestConfig();
+  c.slot_size = static_cast<uint32_t>(SlotSizeFor(52));
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  EXPECT_GE(c.max_payload(), 52u);
+}
+
 TEST(SlotTest, SealedSlotVerifies) {
   const LayoutConfig c = TestConfig();
   std::vector<uint8_t> slot(c.slot_size, 0xAB);

@@ -42,6 +42,12 @@ static_assert(offsetof(SlotHeader, payload_length) == 20, "");
 static_assert(offsetof(SlotHeader, initial_priority) == 24, "");
 inline constexpr size_t kSlotChecksumBegin = sizeof(uint64_t);
 
+// The smallest slot_size that holds payloads of `payload_bytes`: the header,
+// the payload, rounded up to kSlotAlignment.
+constexpr uint64_t SlotSizeFor(uint64_t payload_bytes) {
+  return RoundUp(sizeof(SlotHeader) + payload_bytes, kSlotAlignment);
+}
+
 // The commit word of a slot holding `sequence`. 0 means "never committed".
 constexpr uint64_t CommitValue(uint64_t sequence) { return sequence + 1; }
 inline constexpr uint64_t kNeverCommitted = 0;

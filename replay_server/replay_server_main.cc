@@ -21,27 +21,27 @@
 // (the learner's --link for the long-haul link): the soft provider applies
 // the connector's model to both directions, so this binary has no --link.
 
-#include <signal.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
+#include <optional>
 #include <string>
 
-#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/binary_main.h"
+#include "common/flag_values.h"
 #include "common/status_macros.h"
+#include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "protocol/host_port.h"
 #include "replay_server/server.h"
+#include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(listen, "127.0.0.1:0",
@@ -88,43 +88,22 @@ DEFINE_double(stats_interval_s, 10, "one-line stats log interval (0: off)");
 DEFINE_double(heartbeat_interval_s, 1, "how often clients are probed, to drop dead ones");
 DEFINE_int64(max_clients, 1024, "connections held at most (more are refused until some go)");
 DEFINE_string(link, "", "not a server flag: see --help");
-// gflags' own; --help is narrowed to this file's flags.
-DECLARE_bool(help);
-DECLARE_string(helpmatch);
-
-// gflags ends the process through this hook (exit(1)) on a flag it cannot
-// parse, and after --help. It is exported by libgflags but not declared in
-// its headers.
-namespace google {
-extern void (*gflags_exitfunc)(int);
-}  // namespace google
 
 namespace dreplay::server {
 namespace {
 
-// Exit statuses of the binary.
-constexpr int kExitFailure = 1;
-constexpr int kExitBadFlag = 2;
-
-[[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
-[[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
-
-
-absl::Status CheckRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    return FlagError(flag, std::to_string(value), absl::StrCat("must be in [", lo, ", ", hi, "]"));
-  }
-  return absl::OkStatus();
-}
-
-
-absl::StatusOr<std::string> ReadToken() {
-  ASSIGN_OR_RETURN(std::string token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file));
-  if (!FLAGS_auth_token_file.empty() && token.empty()) {
-    return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
-  }
-  return token;
-}
+// What --help prints above the flags.
+constexpr char kUsage[] =
+    "the replay service of a buffer node: a prioritized replay memory exposed as RDMA "
+    "regions.\n"
+    "Actors insert with RDMA WRITEs, the learner READs pre-sampled batches and WRITEs "
+    "priorities and parameters.\n"
+    "Prints \"listening on HOST:PORT\" when ready; SIGINT/SIGTERM stop it (final checkpoint "
+    "with --checkpoint_dir).\n"
+    "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
+    "The soft provider's link emulation is chosen by the connecting side (the learner's "
+    "--link), not here.\n"
+    "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...";
 
 // Turns the flags into server options; every error names the flag.
 absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
@@ -198,7 +177,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     }
   }
 
-  ASSIGN_OR_RETURN(o.auth_token, ReadToken());
+  ASSIGN_OR_RETURN(o.auth_token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file,
+                                               EmptyTokenFile::kRefused));
   if (o.auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
                                                    " bytes, more than ", protocol::kMaxAuthTokenBytes));
@@ -219,112 +199,52 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   return o;
 }
 
-absl::StatusOr<verbs::ProviderOptions> ProviderFromFlags() {
-  verbs::ProviderOptions p;
-  absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
-  if (!kind.ok()) return FlagError("provider", FLAGS_provider, kind.status().message());
-  p.kind = *kind;
-  p.ib_device = FLAGS_ib_device;
-  p.ib_port = FLAGS_ib_port;
-  p.gid_index = FLAGS_gid_index;
-  const absl::Status s = p.Validate();
-  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
-  return p;
-}
-
 absl::Status WritePortFile(const std::string& path, uint16_t port) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file ", tmp));
-  }
+  std::ofstream out(tmp, std::ios::trunc);
+  out << port << "\n";
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file ", tmp));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
 }
 
-int Run() {
+int Run(const BinaryMain& binary) {
   absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
   absl::StatusOr<verbs::ProviderOptions> provider_options =
-      options.ok() ? ProviderFromFlags() : options.status();
-  if (!provider_options.ok()) {
-    std::cerr << "replay_server: " << provider_options.status().message() << "\n";
-    return kExitBadFlag;
-  }
-
-  // SIGINT and SIGTERM are taken by sigwait() below; block them before any
-  // thread starts so that every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+      options.ok() ? verbs::ProviderOptionsFromFlags(
+                         {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index})
+                   : options.status();
+  if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
+  // Before any thread starts: they all inherit the blocked signals.
+  StopSignals signals(StopSignals::Mode::kBlockAndWait);
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
       verbs::CreateProvider(*provider_options);
-  if (!provider.ok()) {
-    std::cerr << "replay_server: " << provider.status() << "\n";
-    return kExitFailure;
-  }
+  if (!provider.ok()) return binary.Failure(provider.status());
   absl::StatusOr<std::unique_ptr<ReplayServer>> server =
       ReplayServer::Start(provider->get(), *options);
-  if (!server.ok()) {
-    std::cerr << "replay_server: " << server.status() << "\n";
-    return kExitFailure;
-  }
+  if (!server.ok()) return binary.Failure(server.status());
   if (!FLAGS_port_file.empty()) {
     const absl::Status s = WritePortFile(FLAGS_port_file, (*server)->port());
-    if (!s.ok()) {
-      std::cerr << "replay_server: " << s.message() << "\n";
-      return kExitFailure;
-    }
+    if (!s.ok()) return binary.Exit(kExitFailure, s.message());
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  LOG(INFO) << "received " << strsignal(signal_number) << ", stopping";
+  signals.Wait();
+  LOG(INFO) << "received " << strsignal(signals.signal_number()) << ", stopping";
   const absl::Status stopped = (*server)->Stop();
   server->reset();
-  if (!stopped.ok()) {
-    std::cerr << "replay_server: " << stopped << "\n";
-    return kExitFailure;
-  }
-  return 0;
+  if (!stopped.ok()) return binary.Failure(stopped);
+  return kExitSuccess;
 }
 
 }  // namespace
 }  // namespace dreplay::server
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "the replay service of a buffer node: a prioritized replay memory exposed as RDMA "
-      "regions.\n"
-      "Actors insert with RDMA WRITEs, the learner READs pre-sampled batches and WRITEs "
-      "priorities and parameters.\n"
-      "Prints \"listening on HOST:PORT\" when ready; SIGINT/SIGTERM stop it (final checkpoint "
-      "with --checkpoint_dir).\n"
-      "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
-      "The soft provider's link emulation is chosen by the connecting side (the learner's "
-      "--link), not here.\n"
-      "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...");
-  namespace r = dreplay::server;
-  google::gflags_exitfunc = &r::ExitBadFlag;
-  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, /*remove_flags=*/true);
-  google::gflags_exitfunc = &r::ExitAfterHelp;
-  if (FLAGS_help) {
-    FLAGS_help = false;
-    FLAGS_helpmatch = "replay_server";
-  }
-  gflags::HandleCommandLineHelpFlags();
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  if (argc > 1) {
-    std::cerr << "replay_server: unexpected argument \"" << argv[1] << "\"\n";
-    return r::kExitBadFlag;
-  }
-  return r::Run();
+  dreplay::BinaryMain binary({"replay_server", dreplay::server::kUsage, "replay_server"});
+  if (std::optional<int> done = binary.Init(argc, argv)) return *done;
+  return dreplay::server::Run(binary);
 }

@@ -27,27 +27,24 @@
 // connection (a wrong token: "authentication failed") or cannot be read;
 // 2 for a bad flag. The reason is printed on stderr.
 
-#include <signal.h>
-
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
-#include "common/flag_values.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/status_macros.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
-#include "client/stats_reader.h"
+#include "client/connection_flags.h"
 #include "client/session.h"
-#include "protocol/host_port.h"
+#include "client/stats_reader.h"
+#include "common/binary_main.h"
+#include "common/flag_values.h"
+#include "common/status_macros.h"
+#include "common/stop_signals.h"
+#include "gflags/gflags.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "tools/replay_monitor.h"
@@ -68,70 +65,39 @@ DEFINE_double(interval_s, 1,
 DEFINE_bool(once, false, "print one view and exit");
 DEFINE_bool(json, false, "print JSON (one object per view) instead of text");
 DEFINE_double(connect_timeout_s, 5, "give up connecting after this long");
-DECLARE_bool(help);
-DECLARE_string(helpmatch);
-
-// gflags ends the process through this hook on a flag it cannot parse and
-// after --help; it is exported by libgflags but not declared in its headers.
-namespace google {
-extern void (*gflags_exitfunc)(int);
-}  // namespace google
 
 namespace dreplay::tools {
 namespace {
 
-using client::ClientSession;
-using client::ClientSessionOptions;
+// What --help prints above the flags.
+constexpr char kUsage[] =
+    "a live view of a replay server, read with RDMA READs only (role monitor).\n"
+    "Usage: replay_top --server=HOST:PORT [--auth_token_file=F] [--interval_s=1] "
+    "[--once] [--json]\n"
+    "Exit status: 0 success, 1 server unreachable / refused / unreadable, 2 bad flag.";
 
-constexpr int kExitFailure = 1;
-constexpr int kExitBadFlag = 2;
+using client::ClientSession;
+
 // ANSI: cursor home, clear screen.
 constexpr char kClearScreen[] = "\x1b[H\x1b[2J";
-// The live view checks for Ctrl-C this often while it waits.
-constexpr absl::Duration kStopPoll = absl::Milliseconds(50);
 constexpr double kMaxSeconds = 1e6;
 
-volatile sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
-
-[[noreturn]] void ExitBadFlag(int) { std::exit(kExitBadFlag); }
-[[noreturn]] void ExitAfterHelp(int) { std::exit(0); }
-
-
 struct Config {
-  verbs::ProviderOptions provider;
-  ClientSessionOptions session;
+  client::ConnectionOptions connection;
   absl::Duration interval;
 };
 
-absl::StatusOr<std::string> ReadToken() {
-  ASSIGN_OR_RETURN(std::string token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file));
-  if (!FLAGS_auth_token_file.empty() && token.empty()) {
-    return FlagError("auth_token_file", FLAGS_auth_token_file, "holds no token");
-  }
-  return token;
-}
-
 absl::StatusOr<Config> ConfigFromFlags() {
+  client::ConnectionFlags flags;
+  flags.server = FLAGS_server;
+  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
+  flags.link = FLAGS_link;
+  flags.auth_token = FLAGS_auth_token;
+  flags.auth_token_file = FLAGS_auth_token_file;
+  flags.empty_token_file = EmptyTokenFile::kRefused;
   Config c;
-  if (FLAGS_server.empty()) return FlagError("server", "", "is required (HOST:PORT)");
-  {
-    const absl::Status s = protocol::ParseHostPort(FLAGS_server, &c.session.host, &c.session.port);
-    if (!s.ok()) return FlagError("server", FLAGS_server, s.message());
-  }
-  absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
-  if (!kind.ok()) return FlagError("provider", FLAGS_provider, kind.status().message());
-  c.provider.kind = *kind;
-  c.provider.ib_device = FLAGS_ib_device;
-  c.provider.ib_port = FLAGS_ib_port;
-  c.provider.gid_index = FLAGS_gid_index;
-  {
-    const absl::Status s = c.provider.Validate();
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
-  }
-  absl::StatusOr<verbs::LinkModel> link = verbs::ParseLinkModel(FLAGS_link);
-  if (!link.ok()) return FlagError("link", FLAGS_link, link.status().message());
-  c.session.qp.link = *link;
+  ASSIGN_OR_RETURN(c.connection,
+                   client::ConnectionOptionsFromFlags(flags, protocol::Role::kMonitor));
   if (!(FLAGS_interval_s >= 0) || FLAGS_interval_s > kMaxSeconds ||
       (!FLAGS_once && FLAGS_interval_s == 0)) {
     return FlagError("interval_s", std::to_string(FLAGS_interval_s),
@@ -141,11 +107,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (!(FLAGS_connect_timeout_s > 0) || FLAGS_connect_timeout_s > kMaxSeconds) {
     return FlagError("connect_timeout_s", std::to_string(FLAGS_connect_timeout_s), "must be > 0");
   }
-  c.session.role = protocol::Role::kMonitor;
-  ASSIGN_OR_RETURN(c.session.auth_token, ReadToken());
-  c.session.connect_deadline = absl::Seconds(FLAGS_connect_timeout_s);
-  c.session.op_timeout = absl::Seconds(FLAGS_connect_timeout_s);
-  RETURN_IF_ERROR(c.session.Validate());
+  c.connection.session.connect_deadline = absl::Seconds(FLAGS_connect_timeout_s);
+  c.connection.session.op_timeout = absl::Seconds(FLAGS_connect_timeout_s);
   return c;
 }
 
@@ -159,7 +122,7 @@ struct Monitor {
 absl::StatusOr<Monitor> Connect(verbs::Provider* provider, const Config& config) {
   Monitor m;
   absl::StatusOr<std::unique_ptr<ClientSession>> session =
-      ClientSession::Connect(provider, config.session);
+      ClientSession::Connect(provider, config.connection.session);
   if (!session.ok()) {
     const absl::Status& s = session.status();
     std::string why;
@@ -167,7 +130,7 @@ absl::StatusOr<Monitor> Connect(verbs::Provider* provider, const Config& config)
       why = "the server refused the connection";
     } else if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
       why = absl::StrCat("cannot reach the server within ",
-                         absl::FormatDuration(config.session.connect_deadline));
+                         absl::FormatDuration(config.connection.session.connect_deadline));
     } else {
       why = "cannot connect";
     }
@@ -194,12 +157,9 @@ std::string Render(const MonitorInfo& info, const MonitorSnapshot& now,
                     : RenderMonitorText(info, now, before);
 }
 
-int RunOnce(verbs::Provider* provider, const Config& config) {
+int RunOnce(const BinaryMain& binary, verbs::Provider* provider, const Config& config) {
   absl::StatusOr<Monitor> m = Connect(provider, config);
-  if (!m.ok()) {
-    std::cerr << "replay_top: " << m.status().message() << "\n";
-    return kExitFailure;
-  }
+  if (!m.ok()) return binary.Exit(kExitFailure, m.status().message());
   const MonitorInfo info{FLAGS_server, m->session->config()};
   absl::StatusOr<MonitorSnapshot> first = Snapshot(&*m);
   absl::StatusOr<MonitorSnapshot> second = first;
@@ -207,34 +167,21 @@ int RunOnce(verbs::Provider* provider, const Config& config) {
     absl::SleepFor(config.interval);  // the window the rates are measured over
     second = Snapshot(&*m);
   }
-  if (!second.ok()) {
-    std::cerr << "replay_top: reading " << FLAGS_server << ": " << second.status() << "\n";
-    return kExitFailure;
-  }
+  if (!second.ok()) return binary.Failure("reading " + FLAGS_server, second.status());
   const bool rates = config.interval > absl::ZeroDuration();
   std::cout << Render(info, *second, rates ? &*first : nullptr) << std::flush;
   return 0;
 }
 
-// Waits up to `d`, returning early on Ctrl-C.
-void WaitUnlessStopped(absl::Duration d) {
-  const absl::Time until = absl::Now() + d;
-  while (!g_stop && absl::Now() < until) {
-    absl::SleepFor(std::min(kStopPoll, until - absl::Now()));
-  }
-}
-
-int RunLive(verbs::Provider* provider, const Config& config) {
+int RunLive(const BinaryMain& binary, verbs::Provider* provider, const Config& config,
+            StopSignals* signals) {
   // The first connection must work: a typo in --server or the token should
   // end the tool, not leave it waiting.
   absl::StatusOr<Monitor> m = Connect(provider, config);
-  if (!m.ok()) {
-    std::cerr << "replay_top: " << m.status().message() << "\n";
-    return kExitFailure;
-  }
+  if (!m.ok()) return binary.Exit(kExitFailure, m.status().message());
   const MonitorInfo info{FLAGS_server, m->session->config()};
   std::optional<MonitorSnapshot> previous;
-  while (!g_stop) {
+  while (!signals->requested()) {
     absl::Status error;
     if (m.ok()) {
       absl::StatusOr<MonitorSnapshot> now = Snapshot(&*m);
@@ -266,59 +213,33 @@ int RunLive(verbs::Provider* provider, const Config& config) {
                   << std::flush;
       }
     }
-    WaitUnlessStopped(config.interval);
+    signals->WaitFor(config.interval);
   }
   return 0;
 }
 
-int Run() {
-  absl::StatusOr<Config> config = ConfigFromFlags();
-  if (!config.ok()) {
-    std::cerr << "replay_top: " << config.status().message() << "\n";
-    return kExitBadFlag;
-  }
+int Run(const BinaryMain& binary) {
+  const absl::StatusOr<Config> config = ConfigFromFlags();
+  if (!config.ok()) return binary.BadFlag(config.status());
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
-      verbs::CreateProvider(config->provider);
-  if (!provider.ok()) {
-    std::cerr << "replay_top: " << provider.status() << "\n";
-    return kExitFailure;
+      verbs::CreateProvider(config->connection.provider);
+  if (!provider.ok()) return binary.Failure(provider.status());
+  if (config->connection.session.qp.link.enabled() && (*provider)->name() != "soft") {
+    return binary.Exit(kExitBadFlag, absl::StrCat("--link=", FLAGS_link,
+                                                  " needs the soft provider, not ",
+                                                  (*provider)->name()));
   }
-  if (config->session.qp.link.enabled() && (*provider)->name() != "soft") {
-    std::cerr << "replay_top: --link=" << FLAGS_link << " needs the soft provider, not "
-              << (*provider)->name() << "\n";
-    return kExitBadFlag;
-  }
-  if (FLAGS_once) return RunOnce(provider->get(), *config);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  return RunLive(provider->get(), *config);
+  if (FLAGS_once) return RunOnce(binary, provider->get(), *config);
+  StopSignals signals;
+  return RunLive(binary, provider->get(), *config, &signals);
 }
 
 }  // namespace
 }  // namespace dreplay::tools
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "a live view of a replay server, read with RDMA READs only (role monitor).\n"
-      "Usage: replay_top --server=HOST:PORT [--auth_token_file=F] [--interval_s=1] "
-      "[--once] [--json]\n"
-      "Exit status: 0 success, 1 server unreachable / refused / unreadable, 2 bad flag.");
-  namespace t = dreplay::tools;
-  google::gflags_exitfunc = &t::ExitBadFlag;
-  gflags::ParseCommandLineNonHelpFlags(&argc, &argv, /*remove_flags=*/true);
-  google::gflags_exitfunc = &t::ExitAfterHelp;
-  if (FLAGS_help) {
-    FLAGS_help = false;
-    FLAGS_helpmatch = "replay_top";
-  }
-  gflags::HandleCommandLineHelpFlags();
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  // The view is the output; only warnings and errors go to the log.
-  FLAGS_minloglevel = google::GLOG_WARNING;
-  if (argc > 1) {
-    std::cerr << "replay_top: unexpected argument \"" << argv[1] << "\"\n";
-    return t::kExitBadFlag;
-  }
-  return t::Run();
+  dreplay::BinaryMain binary(
+      {"replay_top", dreplay::tools::kUsage, "replay_top", /*warnings_only=*/true});
+  if (std::optional<int> done = binary.Init(argc, argv)) return *done;
+  return dreplay::tools::Run(binary);
 }

@@ -27,12 +27,18 @@ period.
 Exit status: 0 when the learner completed and no process failed, 1
 otherwise, 130 after Ctrl-C.
 
+The server is sized from the actor binary: `actor --print_layout` (with the
+run's --env, --n_step, --gamma and --hidden) prints the transition spec and
+the payload, slot and parameter sizes as JSON (actor_client/actor_layout.h),
+so nothing here repeats the binaries' constants.
+
 Binaries come from Bazel's output (bazel-out/k8-opt/bin, else bazel-bin; or
 --bin_dir or $DREPLAY_BIN_DIR); --build runs `bazel build` first.
 Only the Python standard library is used.
 """
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -48,15 +54,11 @@ BINARIES = {
     "actor": os.path.join("actor_client", "actor"),
     "learner": os.path.join("learner_client", "learner"),
 }
-# (observation floats, actions) of the environments the binaries know.
-ENVIRONMENTS = {
-    "CartPole-v1": (4, 2),
-    "Acrobot-v1": (6, 3),
-    "MountainCar-v0": (2, 3),
-}
-SLOT_HEADER_BYTES = 32          # replay_server/layout.h SlotHeader
-TRANSITION_HEADER_BYTES = 20    # rl/transition.h kTransitionHeaderBytes
-PARAMS_HEADER_BYTES = 32        # rl/params_format.h ParamsHeader
+# The environments the binaries know (for --env's choices); their sizes come
+# from `actor --print_layout`.
+ENVIRONMENTS = ("Acrobot-v1", "CartPole-v1", "MountainCar-v0")
+# The server's --param_bytes: the learner's parameters, rounded up to this.
+PARAM_BYTES_MULTIPLE = 1024
 STOP_GRACE_S = 5.0              # SIGTERM -> SIGKILL
 SERVER_START_TIMEOUT_S = 30.0
 POLL_S = 0.2
@@ -77,21 +79,34 @@ def round_up(n, multiple):
     return (n + multiple - 1) // multiple * multiple
 
 
-def slot_size(observation_size):
-    encoded = TRANSITION_HEADER_BYTES + 2 * 4 * observation_size
-    return round_up(SLOT_HEADER_BYTES + encoded, 8)
+LAYOUT_KEYS = ("transition_spec", "observation_size", "num_actions", "payload_bytes",
+               "slot_size", "params_bytes")
 
 
-def param_bytes(observation_size, actions, hidden):
-    sizes = [observation_size] + hidden + [actions]
-    count = sum(a * b + b for a, b in zip(sizes, sizes[1:]))
-    return round_up(PARAMS_HEADER_BYTES + 4 * count, 1024)
-
-
-def transition_spec(env, observation_size, actions, n_step, gamma):
-    # actor_client/transition_spec.h
-    return "env=%s obs=%d act=%d nstep=%d gamma=%s" % (
-        env, observation_size, actions, n_step, repr(float(gamma)))
+def actor_layout(args):
+    """What the run's actors need of the server, from `actor --print_layout`:
+    a dict with LAYOUT_KEYS (see actor_client/actor_layout.h)."""
+    argv = [
+        binary(args, "actor"),
+        "--print_layout",
+        "--env=" + args.env,
+        "--n_step=%d" % args.n_step,
+        "--gamma=%r" % args.gamma,
+        "--hidden=" + args.hidden,
+    ]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise RunError("%s failed (code %d): %s" % (
+            " ".join(argv), proc.returncode, proc.stderr.decode(errors="replace").strip()))
+    try:
+        layout = json.loads(proc.stdout.decode())
+        missing = [k for k in LAYOUT_KEYS if k not in layout]
+    except (ValueError, TypeError) as e:
+        raise RunError("%s printed no JSON object: %s" % (" ".join(argv), e))
+    if missing:
+        raise RunError("%s printed no %s" % (" ".join(argv), ", ".join(missing)))
+    return layout
 
 
 class Process:
@@ -205,21 +220,20 @@ def binary(args, name):
     return path
 
 
-def server_argv(args, port_file):
-    obs, actions = ENVIRONMENTS[args.env]
+def server_argv(args, port_file, layout):
     return [
         binary(args, "server"),
         "--listen=127.0.0.1:0",
         "--port_file=" + port_file,
         "--provider=" + args.provider,
         "--capacity=%d" % args.capacity,
-        "--slot_size=%d" % slot_size(obs),
+        "--slot_size=%d" % layout["slot_size"],
         "--batch_size=%d" % args.batch_size,
         "--staging_depth=%d" % args.staging_depth,
-        "--param_bytes=%d" % param_bytes(obs, actions, args.hidden_sizes),
-        "--transition_spec=" + transition_spec(args.env, obs, actions, args.n_step, args.gamma),
-        "--observation_size=%d" % obs,
-        "--num_actions=%d" % actions,
+        "--param_bytes=%d" % round_up(layout["params_bytes"], PARAM_BYTES_MULTIPLE),
+        "--transition_spec=" + layout["transition_spec"],
+        "--observation_size=%d" % layout["observation_size"],
+        "--num_actions=%d" % layout["num_actions"],
         "--max_actors=%d" % max(args.actors, 1),
         "--alpha=%r" % args.alpha,
         "--beta=%r" % args.beta,
@@ -300,10 +314,12 @@ def run(args):
             print(line, flush=True)
 
     try:
+        layout = actor_layout(args)
         port_file = os.path.join(out_dir, "server.port")
         if os.path.exists(port_file):
             os.remove(port_file)
-        server = Process("server", server_argv(args, port_file), os.path.join(out_dir, "server.log"))
+        server = Process("server", server_argv(args, port_file, layout),
+                         os.path.join(out_dir, "server.log"))
         port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
         address = "127.0.0.1:%d" % port
         log("replay server (pid %d) listening on %s; logs in %s" % (server.pid, address, out_dir))
@@ -354,7 +370,7 @@ def parse_args(argv):
     p.add_argument("--link", default="10km-25g",
                    help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
     p.add_argument("--provider", default="soft", help="RDMA provider (default soft)")
-    p.add_argument("--env", default="CartPole-v1", choices=sorted(ENVIRONMENTS))
+    p.add_argument("--env", default="CartPole-v1", choices=ENVIRONMENTS)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--actors", type=int, default=4)
     p.add_argument("--envs_per_actor", type=int, default=1)

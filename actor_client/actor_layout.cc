@@ -1,0 +1,88 @@
+// Copyright dreplay authors.
+
+#include "actor_client/actor_layout.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "rl/make_environment.h"
+#include "rl/qnet.h"
+#include "rl/transition.h"
+
+namespace dreplay::actor {
+namespace {
+
+// A JSON string literal (the values here are names and the spec's text).
+std::string JsonString(const std::string& text) {
+  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+}
+
+}  // namespace
+
+absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step,
+                                                 double gamma,
+                                                 const std::vector<int>& hidden_sizes) {
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> environment, rl::MakeEnvironment(env));
+  const rl::EnvironmentSpec& e = environment->spec();
+  ActorLayout layout;
+  layout.spec = {e.name, e.observation_size, e.action_count, n_step, gamma};
+  layout.payload_bytes = rl::EncodedTransitionSize(e.observation_size);
+  layout.slot_size = protocol::SlotSizeFor(layout.payload_bytes);
+  rl::QNetworkOptions network;
+  network.observation_size = e.observation_size;
+  network.action_count = e.action_count;
+  network.hidden_sizes = hidden_sizes;
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::QNetwork> q, rl::QNetwork::Create(network, /*seed=*/0));
+  layout.params_bytes = q->SerializedSize();
+  return layout;
+}
+
+std::string ActorLayout::ToJson() const {
+  return absl::StrCat("{\"env\":", JsonString(spec.env),
+                      ",\"transition_spec\":", JsonString(spec.ToString()),
+                      ",\"observation_size\":", spec.observation_size,
+                      ",\"num_actions\":", spec.action_count, ",\"payload_bytes\":", payload_bytes,
+                      ",\"slot_size\":", slot_size, ",\"params_bytes\":", params_bytes, "}");
+}
+
+absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLayout& layout,
+                               int actor_index) {
+  const protocol::TransitionSpec& ours = layout.spec;
+  const std::string published_text = config.spec();
+  if (published_text.empty()) {
+    LOG(WARNING) << "the server publishes no transition spec; not checking that it expects "
+                 << ours.ToString();
+  } else {
+    ASSIGN_OR_RETURN(const protocol::TransitionSpec published,
+                     protocol::TransitionSpec::Parse(published_text));
+    RETURN_IF_ERROR(ours.CheckMatches(published));
+  }
+  if (config.observation_size != 0 &&
+      config.observation_size != static_cast<uint32_t>(ours.observation_size)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the server expects observations of ", config.observation_size, " floats; ", ours.env,
+        " has ", ours.observation_size));
+  }
+  if (config.num_actions != 0 && config.num_actions != static_cast<uint32_t>(ours.action_count)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the server expects ", config.num_actions, " actions; ", ours.env, " has ",
+        ours.action_count));
+  }
+  if (layout.payload_bytes > config.max_payload()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a ", ours.env, " transition takes ", layout.payload_bytes,
+        " bytes; the server's slots hold ", config.max_payload(), " (start it with --slot_size >= ",
+        layout.slot_size, ")"));
+  }
+  if (config.max_actors != 0 && static_cast<uint32_t>(actor_index) >= config.max_actors) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--actor_index=", actor_index, " but the server accepts actor ids below ",
+        config.max_actors));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dreplay::actor

@@ -1,0 +1,68 @@
+// Copyright dreplay authors.
+//
+// actor_layout.h: what an actor's transitions and network need of the
+// replay server, computed from the actor's own settings (environment, n,
+// gamma, hidden layers). Two uses:
+//
+//   * `actor --print_layout` prints it as one JSON object, which launchers
+//     read to start a server that fits (tools/run_local.py), so that no
+//     script repeats the sizes below:
+//
+//       {"env":"CartPole-v1","transition_spec":"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99",
+//        "observation_size":4,"num_actions":2,"payload_bytes":52,"slot_size":88,
+//        "params_bytes":17928}
+//
+//   * CheckServerConfig() compares it with the configuration a server
+//     publishes, before the actor writes anything.
+//
+// payload_bytes is rl::EncodedTransitionSize() of the observation size;
+// slot_size is protocol::SlotSizeFor() of it (the server's --slot_size must
+// be at least that); params_bytes is the size of the serialized network
+// (rl/params_format.h): what the learner publishes when it has the same
+// environment and --hidden, the least the server's --param_bytes must be.
+//
+// Thread safety: plain values and functions; thread-compatible.
+
+#ifndef DREPLAY_ACTOR_CLIENT_ACTOR_LAYOUT_H_
+#define DREPLAY_ACTOR_CLIENT_ACTOR_LAYOUT_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "protocol/layout.h"
+#include "protocol/transition_spec.h"
+
+namespace dreplay::actor {
+
+struct ActorLayout {
+  // env, observation size, action count, n and gamma.
+  protocol::TransitionSpec spec;
+  size_t payload_bytes = 0;
+  size_t slot_size = 0;
+  size_t params_bytes = 0;
+
+  // The environment `env` (a MakeEnvironment() name), n-step transitions
+  // with `n_step` and `gamma`, a Q-network with `hidden_sizes`.
+  // InvalidArgument for an unknown environment or bad sizes.
+  static absl::StatusOr<ActorLayout> Compute(const std::string& env, int n_step, double gamma,
+                                             const std::vector<int>& hidden_sizes);
+
+  // The JSON object of the file comment, on one line (no newline).
+  std::string ToJson() const;
+};
+
+// OK when the configuration a server publishes fits an actor with `layout`
+// and `actor_index`: the same transition spec (a server that publishes none
+// is not checked, with a warning), observation size and action count (where
+// published), a slot that holds the payload, and room for the actor id.
+// FailedPrecondition saying what differs otherwise (for the slot, the
+// --slot_size the server needs).
+absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLayout& layout,
+                               int actor_index);
+
+}  // namespace dreplay::actor
+
+#endif  // DREPLAY_ACTOR_CLIENT_ACTOR_LAYOUT_H_

@@ -1,0 +1,120 @@
+// Copyright dreplay authors.
+
+#include "actor_client/actor_layout.h"
+
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "protocol/layout.h"
+#include "protocol/transition_spec.h"
+#include "rl/params_format.h"
+#include "rl/qnet.h"
+#include "rl/transition.h"
+
+namespace dreplay::actor {
+namespace {
+
+// The size a real CartPole transition encodes to.
+size_t EncodedCartPoleTransition() {
+  rl::Transition t;
+  t.observation = {0.1f, 0.2f, 0.3f, 0.4f};
+  t.next_observation = {0.5f, 0.6f, 0.7f, 0.8f};
+  t.action = 1;
+  t.steps = 3;
+  std::vector<uint8_t> out(1024);
+  const absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(out));
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? *n : 0;
+}
+
+protocol::LayoutConfig ConfigFor(const ActorLayout& layout) {
+  protocol::LayoutConfig c;
+  c.capacity = 1024;
+  c.slot_size = static_cast<uint32_t>(layout.slot_size);
+  c.batch_size = 32;
+  c.staging_depth = 4;
+  c.param_bytes = layout.params_bytes;
+  c.observation_size = static_cast<uint32_t>(layout.spec.observation_size);
+  c.num_actions = static_cast<uint32_t>(layout.spec.action_count);
+  c.max_actors = 4;
+  EXPECT_TRUE(c.set_spec(layout.spec.ToString()).ok());
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  return c;
+}
+
+ActorLayout CartPole() {
+  const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute("CartPole-v1", 3, 0.99, {64, 64});
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  return layout.ok() ? *layout : ActorLayout();
+}
+
+TEST(ActorLayoutTest, SizesAreThoseOfARealTransitionSlotAndNetwork) {
+  const ActorLayout layout = CartPole();
+  EXPECT_EQ(layout.spec.ToString(), "env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99");
+  EXPECT_EQ(layout.payload_bytes, EncodedCartPoleTransition());
+  EXPECT_GE(layout.slot_size, sizeof(protocol::SlotHeader) + layout.payload_bytes);
+  EXPECT_LT(layout.slot_size,
+            sizeof(protocol::SlotHeader) + layout.payload_bytes + protocol::kSlotAlignment);
+  EXPECT_EQ(layout.slot_size % protocol::kSlotAlignment, 0u);
+  rl::QNetworkOptions network;
+  network.observation_size = 4;
+  network.action_count = 2;
+  network.hidden_sizes = {64, 64};
+  const std::unique_ptr<rl::QNetwork> q = *rl::QNetwork::Create(network, 1);
+  EXPECT_EQ(layout.params_bytes, q->SerializedSize());
+  EXPECT_EQ(layout.params_bytes, rl::ParamsBufferSize(q->parameter_count()));
+}
+
+TEST(ActorLayoutTest, JsonHoldsEveryFieldOnOneLine) {
+  const ActorLayout layout = CartPole();
+  EXPECT_EQ(layout.ToJson(),
+            "{\"env\":\"CartPole-v1\","
+            "\"transition_spec\":\"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99\","
+            "\"observation_size\":4,\"num_actions\":2,\"payload_bytes\":" +
+                std::to_string(layout.payload_bytes) +
+                ",\"slot_size\":" + std::to_string(layout.slot_size) +
+                ",\"params_bytes\":" + std::to_string(layout.params_bytes) + "}");
+}
+
+TEST(ActorLayoutTest, AnUnknownEnvironmentIsRefused) {
+  EXPECT_FALSE(ActorLayout::Compute("Pong-v5", 3, 0.99, {64}).ok());
+}
+
+TEST(CheckServerConfigTest, AcceptsAServerSizedFromTheLayout) {
+  const ActorLayout layout = CartPole();
+  EXPECT_TRUE(CheckServerConfig(ConfigFor(layout), layout, 3).ok());
+  protocol::LayoutConfig unchecked = ConfigFor(layout);
+  ASSERT_TRUE(unchecked.set_spec("").ok());
+  unchecked.observation_size = 0;
+  unchecked.num_actions = 0;
+  EXPECT_TRUE(CheckServerConfig(unchecked, layout, 3).ok());
+}
+
+TEST(CheckServerConfigTest, SaysWhatDiffers) {
+  const ActorLayout layout = CartPole();
+  const auto message = [&](const protocol::LayoutConfig& config, int actor_index) {
+    const absl::Status s = CheckServerConfig(config, layout, actor_index);
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    return std::string(s.message());
+  };
+  protocol::LayoutConfig c = ConfigFor(layout);
+  ASSERT_TRUE(c.set_spec("env=CartPole-v1 obs=4 act=2 nstep=5 gamma=0.99").ok());
+  EXPECT_NE(message(c, 0).find("5"), std::string::npos);
+
+  c = ConfigFor(layout);
+  c.slot_size -= protocol::kSlotAlignment;
+  EXPECT_NE(message(c, 0).find("--slot_size >= " + std::to_string(layout.slot_size)),
+            std::string::npos);
+
+  c = ConfigFor(layout);
+  c.observation_size = 6;
+  EXPECT_NE(message(c, 0).find("observations of 6 floats"), std::string::npos);
+  c = ConfigFor(layout);
+  c.num_actions = 3;
+  EXPECT_NE(message(c, 0).find("expects 3 actions"), std::string::npos);
+  EXPECT_NE(message(ConfigFor(layout), 4).find("--actor_index=4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dreplay::actor

@@ -1,0 +1,110 @@
+// Copyright dreplay authors.
+//
+// service_io.h: the learner loop's connections to the replay service
+// (learner_loop.h's LearnerIo) over one session, each operation retried
+// while the server is unreachable (client/retry.h):
+//
+//   buffer placement   a BatchReader and a PriorityWriter behind BatchSource
+//   learner placement  a ForwardReader behind TransitionStream
+//   both               a ParamPublisher behind ParamsSink, a StatsReader
+//                      behind ActorStatsSource, and link_bytes() counting
+//                      what all of them moved over the link
+//
+//   LearnerServiceIoOptions io_options;
+//   io_options.placement = ReplayPlacement::kBuffer;
+//   io_options.retry = retry;
+//   ASSIGN_OR_RETURN(auto service, LearnerServiceIo::Create(session.get(), io_options));
+//   LearnerIo io = service->io();
+//   io.on_progress = ...;
+//   ASSIGN_OR_RETURN(auto loop, LearnerLoop::Create(loop_options, io));
+//
+// A batch that is not staged within Next()'s timeout is "none yet" (false),
+// not a lost connection. A batch's payloads are decoded into the
+// TransitionBatch; one that does not decode is DataLoss. Actor lines are
+// summed into ActorTotals. Errors otherwise are the clients' once the
+// retries are over.
+//
+// Thread safety: not thread-safe; the loop's thread uses it (and its
+// session).
+
+#ifndef DREPLAY_LEARNER_CLIENT_SERVICE_IO_H_
+#define DREPLAY_LEARNER_CLIENT_SERVICE_IO_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "client/retry.h"
+#include "client/session.h"
+#include "client/stats_reader.h"
+#include "learner_client/batch_reader.h"
+#include "learner_client/forward_reader.h"
+#include "learner_client/learner_loop.h"
+#include "learner_client/metrics.h"
+#include "learner_client/param_publisher.h"
+#include "learner_client/priority_writer.h"
+#include "rl/transition.h"
+
+namespace dreplay::learner {
+
+struct LearnerServiceIoOptions {
+  ReplayPlacement placement = ReplayPlacement::kBuffer;
+  BatchReaderOptions batch_reader;      // buffer placement
+  ForwardReaderOptions forward_reader;  // learner placement
+  // How long operations are retried while the server is away, and the
+  // stop request that ends the retries.
+  client::RetryPolicy retry;
+};
+
+class LearnerServiceIo : public BatchSource,
+                         public TransitionStream,
+                         public ParamsSink,
+                         public ActorStatsSource {
+ public:
+  // `session` (a learner's) is not owned and must outlive this object.
+  // Errors: the clients' Create().
+  static absl::StatusOr<std::unique_ptr<LearnerServiceIo>> Create(
+      client::ClientSession* session, const LearnerServiceIoOptions& options);
+  ~LearnerServiceIo() override;
+  LearnerServiceIo(const LearnerServiceIo&) = delete;
+  LearnerServiceIo& operator=(const LearnerServiceIo&) = delete;
+
+  // For LearnerLoop::Create(): `batches` (buffer placement) or `stream`
+  // (learner placement), `params`, `actors` and `link_bytes`; points into
+  // this object. on_progress is left to the caller.
+  LearnerIo io();
+
+  // Bytes moved over the link by all the clients so far.
+  uint64_t link_bytes() const;
+
+  // BatchSource (buffer placement).
+  absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                            std::vector<float>* weights) override;
+  absl::Status WritePriorities(absl::Span<const float> priorities) override;
+  // TransitionStream (learner placement).
+  absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
+  // ParamsSink.
+  absl::Status Publish(absl::Span<const uint8_t> params) override;
+  // ActorStatsSource.
+  absl::StatusOr<ActorTotals> Read() override;
+
+ private:
+  explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
+
+  const LearnerServiceIoOptions options_;
+  std::unique_ptr<BatchReader> batch_reader_;        // buffer placement
+  std::unique_ptr<PriorityWriter> priority_writer_;  // buffer placement
+  std::unique_ptr<ForwardReader> forward_reader_;    // learner placement
+  std::unique_ptr<ParamPublisher> publisher_;
+  std::unique_ptr<client::StatsReader> stats_reader_;
+  StagedBatch last_batch_;                    // the batch Next() returned last
+  std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_SERVICE_IO_H_

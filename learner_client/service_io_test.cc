@@ -1,0 +1,176 @@
+// Copyright dreplay authors.
+//
+// The learner loop's connections, against an in-process replay server:
+// staged batches arrive decoded with their weights (and "none yet" is not
+// an error), forwarded transitions arrive in order, the actors' lines are
+// summed, and the bytes are counted.
+
+#include "learner_client/service_io.h"
+
+#include <memory>
+#include <vector>
+
+#include "actor_client/actor_stats_publisher.h"
+#include "actor_client/experience_writer.h"
+#include "client/session.h"
+#include "gtest/gtest.h"
+#include "replay_server/server.h"
+#include "rl/transition.h"
+#include "testing/in_process_service.h"
+
+namespace dreplay::learner {
+namespace {
+
+using client::ClientSession;
+using protocol::Role;
+using testing::SessionOptions;
+using testing::SmallServerOptions;
+using testing::SoftProvider;
+using testing::StartServer;
+using testing::WaitFor;
+
+constexpr size_t kObservationSize = 4;  // SmallServerOptions' observations
+constexpr uint32_t kBatchSize = 8;      // and batches
+// A Next() that is expected to find nothing waits this long.
+constexpr absl::Duration kShortWait = absl::Milliseconds(20);
+constexpr absl::Duration kNextTimeout = absl::Milliseconds(100);
+
+// The encoded transition number `t`.
+std::vector<uint8_t> Encoded(uint64_t t) {
+  rl::Transition transition;
+  transition.observation.assign(kObservationSize, static_cast<float>(t));
+  transition.next_observation.assign(kObservationSize, static_cast<float>(t + 1));
+  transition.action = static_cast<int32_t>(t % 2);
+  std::vector<uint8_t> out(rl::EncodedTransitionSize(kObservationSize));
+  EXPECT_TRUE(rl::EncodeTransition(transition, absl::MakeSpan(out)).ok());
+  return out;
+}
+
+class LearnerServiceIoTest : public ::testing::Test {
+ protected:
+  void SetUp() override { server_ = StartServer(server_host_.get(), SmallServerOptions()); }
+
+  std::unique_ptr<ClientSession> Connect(Role role, uint32_t actor_id = 0) {
+    auto session =
+        ClientSession::Connect(client_host_.get(), SessionOptions(*server_, role, actor_id));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  // Inserts `count` payloads made by `payload` through one actor.
+  template <typename Payload>
+  void Insert(uint64_t count, Payload payload) {
+    std::unique_ptr<ClientSession> actor = Connect(Role::kActor, 1);
+    auto writer = actor::ExperienceWriter::Create(actor.get(), {});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t t = 0; t < count; ++t) {
+      ASSERT_TRUE((*writer)->Append(payload(t), 1.0f).ok());
+    }
+    ASSERT_TRUE((*writer)->Flush().ok());
+  }
+
+  std::unique_ptr<LearnerServiceIo> Io(ClientSession* session, ReplayPlacement placement) {
+    LearnerServiceIoOptions options;
+    options.placement = placement;
+    options.retry.reconnect_timeout = testing::kTestTimeout;
+    auto io = LearnerServiceIo::Create(session, options);
+    EXPECT_TRUE(io.ok()) << io.status();
+    return io.ok() ? std::move(*io) : nullptr;
+  }
+
+  std::unique_ptr<verbs::Provider> server_host_ = SoftProvider();
+  std::unique_ptr<verbs::Provider> client_host_ = SoftProvider();
+  std::unique_ptr<server::ReplayServer> server_;
+};
+
+TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  const LearnerIo loop_io = io->io();
+  ASSERT_NE(loop_io.batches, nullptr);
+  EXPECT_EQ(loop_io.stream, nullptr);
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  // Nothing inserted, nothing staged: "none yet", not an error.
+  absl::StatusOr<bool> got = loop_io.batches->Next(kShortWait, &batch, &weights);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(*got);
+
+  Insert(64, Encoded);
+  ASSERT_TRUE(WaitFor([&] {
+    got = loop_io.batches->Next(kNextTimeout, &batch, &weights);
+    return !got.ok() || *got;
+  }));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(batch.size(), kBatchSize);
+  ASSERT_EQ(weights.size(), kBatchSize);
+  for (float w : weights) EXPECT_GT(w, 0.0f);
+  const std::vector<float> priorities(kBatchSize, 2.0f);
+  EXPECT_TRUE(loop_io.batches->WritePriorities(priorities).ok());
+  EXPECT_GT(loop_io.link_bytes(), 0u);
+  EXPECT_EQ(loop_io.link_bytes(), io->link_bytes());
+}
+
+TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  Insert(64, [](uint64_t t) { return testing::TaggedPayload(t, 100); });
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  absl::StatusOr<bool> got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = io->Next(kNextTimeout, &batch, &weights);
+    return !got.ok() || *got;
+  }));
+  EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+}
+
+TEST_F(LearnerServiceIoTest, TheStreamForwardsEveryTransitionInOrder) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kLearner);
+  const LearnerIo loop_io = io->io();
+  EXPECT_EQ(loop_io.batches, nullptr);
+  ASSERT_NE(loop_io.stream, nullptr);
+  constexpr uint64_t kInserted = 5;
+  Insert(kInserted, Encoded);
+  std::vector<uint64_t> sequences;
+  std::vector<ForwardedItem> items;
+  ASSERT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(loop_io.stream->Next(kNextTimeout, &items).ok());
+    for (const ForwardedItem& item : items) {
+      sequences.push_back(item.sequence);
+      EXPECT_EQ(item.payload.size(), rl::EncodedTransitionSize(kObservationSize));
+      EXPECT_EQ(item.initial_priority, 1.0f);
+    }
+    return sequences.size() >= kInserted;
+  }));
+  EXPECT_EQ(sequences, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(LearnerServiceIoTest, ReadSumsTheActorsLinesAndPublishIsCounted) {
+  for (uint32_t id : {1u, 2u}) {
+    std::unique_ptr<ClientSession> actor = Connect(Role::kActor, id);
+    auto publisher = actor::ActorStatsPublisher::Create(actor.get());
+    ASSERT_TRUE(publisher.ok()) << publisher.status();
+    (*publisher)->RecordStep(10 * id);
+    (*publisher)->RecordEpisode(id);
+    ASSERT_TRUE((*publisher)->Publish(0).ok());
+  }
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  const absl::StatusOr<ActorTotals> totals = io->io().actors->Read();
+  ASSERT_TRUE(totals.ok()) << totals.status();
+  EXPECT_EQ(totals->actors, 2u);
+  EXPECT_EQ(totals->env_steps, 30u);
+  EXPECT_EQ(totals->episodes, 2u);
+  EXPECT_EQ(totals->returns_count, 2u);
+  EXPECT_EQ(totals->returns_sum, 3.0);
+
+  const uint64_t before = io->link_bytes();
+  const std::vector<uint8_t> params(256, 7);
+  ASSERT_TRUE(io->io().params->Publish(params).ok());
+  EXPECT_GE(io->link_bytes(), before + params.size());
+}
+
+}  // namespace
+}  // namespace dreplay::learner

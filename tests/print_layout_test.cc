@@ -1,0 +1,128 @@
+// Copyright dreplay authors.
+//
+// `actor --print_layout`, which launchers (tools/run_local.py) size the
+// server from, against the C++ it stands for: the payload is the size a
+// real transition encodes to, the slot holds it with its header, the params
+// are the size of a serialized network, the spec parses back to the flags.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "actor_client/actor_layout.h"
+#include "gtest/gtest.h"
+#include "protocol/layout.h"
+#include "protocol/transition_spec.h"
+#include "rl/make_environment.h"
+#include "rl/qnet.h"
+#include "rl/transition.h"
+#include "testing/server_process.h"
+
+namespace dreplay::tests {
+namespace {
+
+constexpr char kActor[] = "actor_client/actor";
+
+testing::CommandResult RunActor(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {kActor};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<testing::CommandResult> r = testing::RunCommand(argv);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : testing::CommandResult{};
+}
+
+// The text of field `key` of a flat JSON object (a number, or a string
+// without escapes, quotes stripped); "" when absent.
+std::string Field(const std::string& json, const std::string& key) {
+  const std::string tag = "\"" + key + "\":";
+  const size_t at = json.find(tag);
+  if (at == std::string::npos) return "";
+  size_t begin = at + tag.size();
+  size_t end;
+  if (json[begin] == '"') {
+    ++begin;
+    end = json.find('"', begin);
+  } else {
+    end = json.find_first_of(",}", begin);
+  }
+  return json.substr(begin, end - begin);
+}
+
+uint64_t Number(const std::string& json, const std::string& key) {
+  uint64_t n = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(Field(json, key), &n)) << key << " in " << json;
+  return n;
+}
+
+// The size a real transition of `observation_size` floats encodes to.
+size_t EncodedSize(int observation_size) {
+  rl::Transition t;
+  t.observation.assign(observation_size, 0.5f);
+  t.next_observation.assign(observation_size, -0.5f);
+  std::vector<uint8_t> out(4096);
+  const absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(out));
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? *n : 0;
+}
+
+TEST(PrintLayoutTest, EveryEnvironmentsLayoutMatchesTheCodeItStandsFor) {
+  for (const std::string& env : rl::EnvironmentNames()) {
+    SCOPED_TRACE(env);
+    const testing::CommandResult r = RunActor(
+        {"--print_layout", "--env=" + env, "--n_step=5", "--gamma=0.9", "--hidden=32,16"});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    const std::string& json = r.out;
+    ASSERT_EQ(json.find('\n'), json.size() - 1) << "one line: " << json;
+    EXPECT_EQ(json, actor::ActorLayout::Compute(env, 5, 0.9, {32, 16})->ToJson() + "\n");
+
+    const std::unique_ptr<rl::Environment> environment = *rl::MakeEnvironment(env);
+    const rl::EnvironmentSpec& spec = environment->spec();
+    const absl::StatusOr<protocol::TransitionSpec> printed =
+        protocol::TransitionSpec::Parse(Field(json, "transition_spec"));
+    ASSERT_TRUE(printed.ok()) << printed.status();
+    EXPECT_TRUE(printed->CheckMatches({env, spec.observation_size, spec.action_count, 5, 0.9}).ok());
+    EXPECT_EQ(Field(json, "env"), env);
+    EXPECT_EQ(Number(json, "observation_size"), static_cast<uint64_t>(spec.observation_size));
+    EXPECT_EQ(Number(json, "num_actions"), static_cast<uint64_t>(spec.action_count));
+
+    const uint64_t payload = Number(json, "payload_bytes");
+    EXPECT_EQ(payload, EncodedSize(spec.observation_size));
+    const uint64_t slot = Number(json, "slot_size");
+    EXPECT_EQ(slot % protocol::kSlotAlignment, 0u);
+    EXPECT_GE(slot, sizeof(protocol::SlotHeader) + payload);
+    EXPECT_LT(slot, sizeof(protocol::SlotHeader) + payload + protocol::kSlotAlignment);
+
+    rl::QNetworkOptions network;
+    network.observation_size = spec.observation_size;
+    network.action_count = spec.action_count;
+    network.hidden_sizes = {32, 16};
+    EXPECT_EQ(Number(json, "params_bytes"), (*rl::QNetwork::Create(network, 1))->SerializedSize());
+  }
+}
+
+TEST(PrintLayoutTest, ASlotOfThePrintedSizeIsAcceptedByAServer) {
+  const testing::CommandResult r = RunActor({"--print_layout"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  protocol::LayoutConfig c;
+  c.capacity = 1024;
+  c.slot_size = static_cast<uint32_t>(Number(r.out, "slot_size"));
+  c.batch_size = 32;
+  c.staging_depth = 4;
+  c.param_bytes = Number(r.out, "params_bytes");
+  ASSERT_TRUE(c.set_spec(Field(r.out, "transition_spec")).ok());
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  EXPECT_GE(c.max_payload(), Number(r.out, "payload_bytes"));
+}
+
+TEST(PrintLayoutTest, ABadFlagIsNamedWithExitStatusTwo) {
+  const testing::CommandResult r = RunActor({"--print_layout", "--env=Pong-v5"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("--env=Pong-v5"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+}  // namespace
+}  // namespace dreplay::tests

@@ -1,0 +1,77 @@
+"""tools/run_local.py sizes the replay server from `actor --print_layout`:
+the flags it gives the server are the actor binary's numbers (slot size,
+transition spec, observation size, actions, parameter bytes), for every
+environment, without starting any process but the actor's --print_layout.
+"""
+
+import importlib.util
+import os
+import tempfile
+import unittest
+
+
+def runfile(path):
+    base = os.environ.get("TEST_SRCDIR")
+    if base is None:  # run by hand from the workspace root
+        return os.path.abspath(path)
+    return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
+
+
+def load_run_local():
+    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/run_local.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def flag_values(argv):
+    return dict(a[2:].split("=", 1) for a in argv[1:] if a.startswith("--") and "=" in a)
+
+
+class RunLocalLayoutTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.run_local = load_run_local()
+        cls.bin_dir = os.path.dirname(os.path.dirname(runfile("actor_client/actor")))
+
+    def args(self, *extra):
+        return self.run_local.parse_args(
+            ["--bin_dir", self.bin_dir, "--out_dir", tempfile.mkdtemp(
+                dir=os.environ.get("TEST_TMPDIR"))] + list(extra))
+
+    def test_server_flags_are_the_actors_layout_for_every_environment(self):
+        for env in self.run_local.ENVIRONMENTS:
+            with self.subTest(env=env):
+                args = self.args("--env", env, "--n_step", "4", "--gamma", "0.95",
+                                 "--hidden", "32")
+                layout = self.run_local.actor_layout(args)
+                self.assertEqual(set(self.run_local.LAYOUT_KEYS) - set(layout), set())
+                self.assertEqual(layout["env"], env)
+                self.assertIn("nstep=4 gamma=0.95", layout["transition_spec"])
+                self.assertGreater(layout["slot_size"], layout["payload_bytes"])
+                flags = flag_values(self.run_local.server_argv(args, "/tmp/port", layout))
+                self.assertEqual(flags["slot_size"], str(layout["slot_size"]))
+                self.assertEqual(flags["transition_spec"], layout["transition_spec"])
+                self.assertEqual(flags["observation_size"], str(layout["observation_size"]))
+                self.assertEqual(flags["num_actions"], str(layout["num_actions"]))
+                param_bytes = int(flags["param_bytes"])
+                self.assertGreaterEqual(param_bytes, layout["params_bytes"])
+                self.assertEqual(param_bytes % self.run_local.PARAM_BYTES_MULTIPLE, 0)
+
+    def test_the_network_size_follows_hidden(self):
+        small = self.run_local.actor_layout(self.args("--hidden", "8"))
+        large = self.run_local.actor_layout(self.args("--hidden", "64,64"))
+        self.assertLess(small["params_bytes"], large["params_bytes"])
+        self.assertEqual(small["slot_size"], large["slot_size"])
+
+    def test_a_missing_actor_binary_is_a_clear_error(self):
+        args = self.args()
+        args.bin_dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        with self.assertRaises(self.run_local.RunError) as e:
+            self.run_local.actor_layout(args)
+        self.assertIn("not found", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,35 @@
+// Copyright dreplay authors.
+//
+// provider_flags.h: the provider flags every binary takes (--provider,
+// --ib_device, --ib_port, --gid_index), as plain values that main() copies
+// from its flags, turned into ProviderOptions in one place. Takes values,
+// never reads flags.
+//
+//   ProviderFlags flags{FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
+//   ASSIGN_OR_RETURN(ProviderOptions options, ProviderOptionsFromFlags(flags));
+
+#ifndef DREPLAY_VERBS_PROVIDER_FLAGS_H_
+#define DREPLAY_VERBS_PROVIDER_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "verbs/options.h"
+
+namespace dreplay::verbs {
+
+// The flags' values; the defaults are the flags' defaults.
+struct ProviderFlags {
+  std::string provider = "auto";  // --provider: auto, ibverbs, soft
+  std::string ib_device;          // --ib_device
+  int ib_port = 1;                // --ib_port
+  int gid_index = -1;             // --gid_index
+};
+
+// InvalidArgument naming the bad flag and value ("--provider=x: ...", or
+// "bad ibverbs flag: ..." with ProviderOptions::Validate()'s message).
+absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& flags);
+
+}  // namespace dreplay::verbs
+
+#endif  // DREPLAY_VERBS_PROVIDER_FLAGS_H_

@@ -1,0 +1,41 @@
+// Copyright dreplay authors.
+
+#include "verbs/provider_flags.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dreplay::verbs {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ProviderFlagsTest, TheFlagsDefaultsGiveTheAutomaticProvider) {
+  const absl::StatusOr<ProviderOptions> options = ProviderOptionsFromFlags({});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->kind, ProviderKind::kAuto);
+  EXPECT_EQ(options->ib_port, 1);
+  EXPECT_EQ(options->gid_index, -1);
+}
+
+TEST(ProviderFlagsTest, CopiesTheIbverbsSettings) {
+  const absl::StatusOr<ProviderOptions> options =
+      ProviderOptionsFromFlags({"ibverbs", "mlx5_0", 2, 3});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->kind, ProviderKind::kIbverbs);
+  EXPECT_EQ(options->ib_device, "mlx5_0");
+  EXPECT_EQ(options->ib_port, 2);
+  EXPECT_EQ(options->gid_index, 3);
+}
+
+TEST(ProviderFlagsTest, NamesTheBadFlag) {
+  const absl::Status kind = ProviderOptionsFromFlags({"rxe", "", 1, -1}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(kind));
+  EXPECT_THAT(kind.message(), HasSubstr("--provider=rxe: "));
+  const absl::Status port = ProviderOptionsFromFlags({"soft", "", 0, -1}).status();
+  EXPECT_THAT(port.message(), HasSubstr("bad ibverbs flag: "));
+  EXPECT_THAT(port.message(), HasSubstr("ib_port = 0"));
+}
+
+}  // namespace
+}  // namespace dreplay::verbs
