@@ -22,8 +22,7 @@ std::string JsonString(const std::string& text) {
 
 }  // namespace
 
-absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step,
-                                                 double gamma,
+absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step, double gamma,
                                                  const std::vector<int>& hidden_sizes) {
   ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> environment, rl::MakeEnvironment(env));
   const rl::EnvironmentSpec& e = environment->spec();
@@ -62,25 +61,25 @@ absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const Actor
   }
   if (config.observation_size != 0 &&
       config.observation_size != static_cast<uint32_t>(ours.observation_size)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the server expects observations of ", config.observation_size, " floats; ", ours.env,
-        " has ", ours.observation_size));
+    return absl::FailedPreconditionError(absl::StrCat("the server expects observations of ",
+                                                      config.observation_size, " floats; ",
+                                                      ours.env, " has ", ours.observation_size));
   }
   if (config.num_actions != 0 && config.num_actions != static_cast<uint32_t>(ours.action_count)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the server expects ", config.num_actions, " actions; ", ours.env, " has ",
-        ours.action_count));
+    return absl::FailedPreconditionError(absl::StrCat("the server expects ", config.num_actions,
+                                                      " actions; ", ours.env, " has ",
+                                                      ours.action_count));
   }
   if (layout.payload_bytes > config.max_payload()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a ", ours.env, " transition takes ", layout.payload_bytes,
-        " bytes; the server's slots hold ", config.max_payload(), " (start it with --slot_size >= ",
-        layout.slot_size, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("a ", ours.env, " transition takes ", layout.payload_bytes,
+                     " bytes; the server's slots hold ", config.max_payload(),
+                     " (start it with --slot_size >= ", layout.slot_size, ")"));
   }
   if (config.max_actors != 0 && static_cast<uint32_t>(actor_index) >= config.max_actors) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--actor_index=", actor_index, " but the server accepts actor ids below ",
-        config.max_actors));
+    return absl::FailedPreconditionError(absl::StrCat("--actor_index=", actor_index,
+                                                      " but the server accepts actor ids below ",
+                                                      config.max_actors));
   }
   return absl::OkStatus();
 }

@@ -43,9 +43,8 @@ absl::Status ActorLoopOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("num_actors=", num_actors, " must be >= 1"));
   }
   if (actor_index < 0 || actor_index >= num_actors) {
-    return absl::InvalidArgumentError(absl::StrCat("actor_index=", actor_index,
-                                                   " must be in [0, num_actors=", num_actors,
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor_index=", actor_index, " must be in [0, num_actors=", num_actors, ")"));
   }
   if (!(epsilon_base >= 0 && epsilon_base <= 1)) {
     return absl::InvalidArgumentError(
@@ -82,8 +81,8 @@ absl::Status ActorLoopOptions::Validate() const {
         absl::StrCat("max_steps_per_s=", max_steps_per_s, " must be >= 0"));
   }
   if (stats_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
   }
   const absl::Status env_status = rl::MakeEnvironment(env).status();
   if (!env_status.ok()) {
@@ -93,7 +92,7 @@ absl::Status ActorLoopOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<ActorLoop>> ActorLoop::Create(const ActorLoopOptions& options,
-                                                            const ActorIo& io) {
+                                                             const ActorIo& io) {
   RETURN_IF_ERROR(options.Validate());
   if (io.experience == nullptr) {
     return absl::InvalidArgumentError("ActorLoop needs an experience sink");
@@ -224,9 +223,8 @@ absl::Status ActorLoop::Finish() {
 
 absl::Status ActorLoop::Run(const std::atomic<bool>& stop) {
   const absl::Time start = absl::Now();
-  const absl::Time end = options_.duration == absl::InfiniteDuration()
-                             ? absl::InfiniteFuture()
-                             : start + options_.duration;
+  const absl::Time end = options_.duration == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                       : start + options_.duration;
   // Pacing: step k (of all environments) is due at start + k * period; a
   // loop that fell behind by more than kMaxLag does not catch up in a burst.
   constexpr absl::Duration kMaxLag = absl::Seconds(1);

@@ -155,19 +155,19 @@ struct ActorLoopOptions {
 };
 
 struct ActorLoopStats {
-  uint64_t env_steps = 0;       // all environments together
-  uint64_t episodes = 0;        // finished
-  uint64_t transitions = 0;     // appended to the sink
-  uint64_t param_refreshes = 0; // newer parameters loaded
-  double last_return = 0;       // of the last finished episode
-  double priority_sum = 0;      // of the initial priorities appended
+  uint64_t env_steps = 0;        // all environments together
+  uint64_t episodes = 0;         // finished
+  uint64_t transitions = 0;      // appended to the sink
+  uint64_t param_refreshes = 0;  // newer parameters loaded
+  double last_return = 0;        // of the last finished episode
+  double priority_sum = 0;       // of the initial priorities appended
 };
 
 class ActorLoop {
  public:
   // InvalidArgument for bad options or a null io.experience.
   static absl::StatusOr<std::unique_ptr<ActorLoop>> Create(const ActorLoopOptions& options,
-                                                          const ActorIo& io);
+                                                           const ActorIo& io);
   ~ActorLoop();
   ActorLoop(const ActorLoop&) = delete;
   ActorLoop& operator=(const ActorLoop&) = delete;

@@ -48,7 +48,8 @@
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
-DEFINE_string(provider, "auto", "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(provider, "auto",
+              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -66,8 +67,9 @@ DEFINE_double(epsilon_alpha, 7.0, "Ape-X ladder exponent (see --epsilon_base)");
 DEFINE_int32(n_step, 3, "n of the n-step transitions (the learner's)");
 DEFINE_double(gamma, 0.99, "discount (the learner's)");
 DEFINE_string(hidden, "64,64", "hidden layer sizes of the Q-network (the learner's)");
-DEFINE_int64(seed, 1, "seed of the initial network (the learner's --seed gives the learner's "
-                      "initial network), the environments and the exploration");
+DEFINE_int64(seed, 1,
+             "seed of the initial network (the learner's --seed gives the learner's "
+             "initial network), the environments and the exploration");
 DEFINE_int32(flush_batch, 32, "transitions per write to the server");
 DEFINE_int64(param_refresh_steps, 500,
              "environment steps (all environments together) between parameter refreshes");
@@ -137,8 +139,8 @@ absl::StatusOr<Connection> ConnectionFromFlags() {
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
   Connection c;
-  ASSIGN_OR_RETURN(c.options, client::ConnectionOptionsFromFlags(
-                                  flags, protocol::Role::kActor, FLAGS_actor_index));
+  ASSIGN_OR_RETURN(c.options, client::ConnectionOptionsFromFlags(flags, protocol::Role::kActor,
+                                                                 FLAGS_actor_index));
   ASSIGN_OR_RETURN(c.retry.connect_timeout,
                    Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
   ASSIGN_OR_RETURN(c.retry.reconnect_timeout,
@@ -162,10 +164,10 @@ absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& op
                    ActorServiceIo::Create(session, io_options));
   ASSIGN_OR_RETURN(std::unique_ptr<ActorLoop> loop, ActorLoop::Create(options, service->io()));
   LOG(INFO) << "actor " << options.actor_index << " of " << options.num_actors << ": "
-            << options.num_envs << " x " << options.env << ", epsilon "
-            << loop->epsilons().front() << (options.num_envs > 1 ? " .. " : "")
-            << (options.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "")
-            << ", server " << FLAGS_server << " (" << provider_name << ")";
+            << options.num_envs << " x " << options.env << ", epsilon " << loop->epsilons().front()
+            << (options.num_envs > 1 ? " .. " : "")
+            << (options.num_envs > 1 ? std::to_string(loop->epsilons().back()) : "") << ", server "
+            << FLAGS_server << " (" << provider_name << ")";
   absl::Status status = loop->Run(signals.flag());
   if (!status.ok() && signals.requested() && client::IsConnectionFailure(status)) {
     // Asked to stop while the server was away: what was pending is lost,
@@ -176,9 +178,9 @@ absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& op
   const ActorLoopStats& s = loop->stats();
   LOG(INFO) << "actor " << options.actor_index << ": " << s.env_steps << " env steps, "
             << s.episodes << " episodes, " << service->writer().stats().committed
-            << " transitions committed (" << service->writer().stats().abandoned
-            << " abandoned), " << s.param_refreshes << " parameter refreshes (version "
-            << service->fetcher().version() << ")";
+            << " transitions committed (" << service->writer().stats().abandoned << " abandoned), "
+            << s.param_refreshes << " parameter refreshes (version " << service->fetcher().version()
+            << ")";
   return status;
 }
 
@@ -201,11 +203,11 @@ int Run(const BinaryMain& binary) {
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
       verbs::CreateProvider(connection->options.provider);
   if (!provider.ok()) return binary.Failure(provider.status());
-  absl::StatusOr<std::unique_ptr<client::ClientSession>> session = client::ConnectWithRetry(
-      provider->get(), connection->options.session, connection->retry);
+  absl::StatusOr<std::unique_ptr<client::ClientSession>> session =
+      client::ConnectWithRetry(provider->get(), connection->options.session, connection->retry);
   if (!session.ok()) return binary.Failure("cannot connect to " + FLAGS_server, session.status());
-  const absl::Status run = RunActor(session->get(), *options, *layout, *connection, signals,
-                                    (*provider)->name());
+  const absl::Status run =
+      RunActor(session->get(), *options, *layout, *connection, signals, (*provider)->name());
   if (!run.ok()) return binary.Failure(run);
   return kExitSuccess;
 }

@@ -10,8 +10,8 @@
 
 namespace dreplay::actor {
 
-using protocol::ActorLine;
 using client::ClientSession;
+using protocol::ActorLine;
 using protocol::RegionKind;
 
 absl::StatusOr<std::unique_ptr<ActorStatsPublisher>> ActorStatsPublisher::Create(

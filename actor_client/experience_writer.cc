@@ -25,22 +25,22 @@ constexpr uint64_t kMaxWriteBytes = uint64_t{1} << 30;
 }  // namespace
 
 absl::Status ExperienceWriterOptions::Validate() const {
-  if (max_batch == 0) return absl::InvalidArgumentError("ExperienceWriterOptions.max_batch=0 must be >= 1");
+  if (max_batch == 0)
+    return absl::InvalidArgumentError("ExperienceWriterOptions.max_batch=0 must be >= 1");
   if (room_backoff_initial <= absl::ZeroDuration() || room_backoff_max < room_backoff_initial) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ExperienceWriterOptions.room_backoff_initial=", absl::FormatDuration(room_backoff_initial),
-        " room_backoff_max=", absl::FormatDuration(room_backoff_max),
-        ": need 0 < initial <= max"));
+        " room_backoff_max=", absl::FormatDuration(room_backoff_max), ": need 0 < initial <= max"));
   }
   if (room_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("ExperienceWriterOptions.room_timeout=",
-                                                   absl::FormatDuration(room_timeout),
-                                                   " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExperienceWriterOptions.room_timeout=", absl::FormatDuration(room_timeout),
+                     " must be > 0"));
   }
   if (max_reconnects_per_flush < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ExperienceWriterOptions.max_reconnects_per_flush=", max_reconnects_per_flush,
-        " must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExperienceWriterOptions.max_reconnects_per_flush=", max_reconnects_per_flush,
+                     " must be >= 0"));
   }
   return absl::OkStatus();
 }
@@ -49,25 +49,26 @@ absl::StatusOr<std::unique_ptr<ExperienceWriter>> ExperienceWriter::Create(
     ClientSession* session, const ExperienceWriterOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   if (session->options().role != protocol::Role::kActor) {
-    return absl::InvalidArgumentError(absl::StrCat("ExperienceWriter needs an actor session, not a ",
-                                                   protocol::RoleName(session->options().role)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExperienceWriter needs an actor session, not a ",
+                     protocol::RoleName(session->options().role)));
   }
   const LayoutConfig& config = session->config();
   if (options.max_batch > protocol::ActorWindow(config)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ExperienceWriterOptions.max_batch=", options.max_batch,
-        " exceeds the server's actor window of ", protocol::ActorWindow(config),
-        " sequences (a batch that large could never be written)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExperienceWriterOptions.max_batch=", options.max_batch,
+                     " exceeds the server's actor window of ", protocol::ActorWindow(config),
+                     " sequences (a batch that large could never be written)"));
   }
   if (uint64_t{options.max_batch} * config.slot_size >= kMaxWriteBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("ExperienceWriterOptions.max_batch=",
-                                                   options.max_batch, " times slot_size=",
-                                                   config.slot_size, " is 1 GiB or more"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExperienceWriterOptions.max_batch=", options.max_batch,
+                     " times slot_size=", config.slot_size, " is 1 GiB or more"));
   }
   if (session->qp()->max_send_wr() < kMaxRequestsPerFlush) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the session's send queue holds ", session->qp()->max_send_wr(),
-        " requests; a flush posts up to ", kMaxRequestsPerFlush));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the session's send queue holds ", session->qp()->max_send_wr(),
+                     " requests; a flush posts up to ", kMaxRequestsPerFlush));
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ExperienceWriter> writer(new ExperienceWriter(session, options, sink));
@@ -149,8 +150,8 @@ absl::Status ExperienceWriter::TryFlush(Progress* progress) {
   const uint8_t* payload = pending_bytes_.data();
   for (uint32_t i = 0; i < count; ++i) {
     RETURN_IF_ERROR(protocol::SealSlot(slots_ + uint64_t{i} * slot_size_, slot_size_, first + i,
-                                     actor_id_, pending_priorities_[i], payload,
-                                     pending_lengths_[i]));
+                                       actor_id_, pending_priorities_[i], payload,
+                                       pending_lengths_[i]));
     payload += pending_lengths_[i];
     commits_[i] = protocol::CommitValue(first + i);
   }

@@ -82,13 +82,13 @@ struct ExperienceWriterOptions {
 };
 
 struct ExperienceWriterStats {
-  uint64_t committed = 0;    // transitions whose commit WRITE completed
-  uint64_t abandoned = 0;    // transitions of batches lost to a failure
-  uint64_t flushes = 0;      // batches committed
-  uint64_t reconnects = 0;   // reconnections this writer triggered or saw
-  uint64_t room_waits = 0;   // ServerLine READs that found no room
+  uint64_t committed = 0;      // transitions whose commit WRITE completed
+  uint64_t abandoned = 0;      // transitions of batches lost to a failure
+  uint64_t flushes = 0;        // batches committed
+  uint64_t reconnects = 0;     // reconnections this writer triggered or saw
+  uint64_t room_waits = 0;     // ServerLine READs that found no room
   uint64_t bytes_written = 0;  // slot and commit bytes WRITTEN
-  LatencyHistogram latency;  // per committed batch: reserve -> commit
+  LatencyHistogram latency;    // per committed batch: reserve -> commit
 };
 
 class ExperienceWriter {

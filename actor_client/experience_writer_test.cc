@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 
@@ -17,9 +17,9 @@ namespace dreplay::actor {
 namespace {
 
 using client::ClientSession;
+using protocol::Role;
 using server::ReplayServer;
 using server::ReplayServerOptions;
-using protocol::Role;
 using testing::SessionOptions;
 using testing::SmallServerOptions;
 using testing::SoftProvider;
@@ -37,8 +37,8 @@ class ExperienceWriterTest : public ::testing::Test {
   }
 
   std::unique_ptr<ClientSession> ConnectActor(const ReplayServer& server, uint32_t actor_id) {
-    auto session = ClientSession::Connect(actor_host_.get(),
-                                          SessionOptions(server, Role::kActor, actor_id));
+    auto session =
+        ClientSession::Connect(actor_host_.get(), SessionOptions(server, Role::kActor, actor_id));
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? std::move(*session) : nullptr;
   }

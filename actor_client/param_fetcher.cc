@@ -21,9 +21,9 @@ absl::Status ParamFetcherOptions::Validate() const {
         absl::StrCat("ParamFetcherOptions.max_attempts=", max_attempts, " must be >= 1"));
   }
   if (retry_backoff < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("ParamFetcherOptions.retry_backoff=",
-                                                   absl::FormatDuration(retry_backoff),
-                                                   " must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ParamFetcherOptions.retry_backoff=", absl::FormatDuration(retry_backoff),
+                     " must be >= 0"));
   }
   return absl::OkStatus();
 }
@@ -88,8 +88,8 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
                            sizeof(ParamsHalfHeader) + size_hint_, half_image));
       std::memcpy(&half_header, half_image, sizeof(half_header));
     }
-    if (half_header.size > size_hint_ || !protocol::CheckParamsHalf(config, half_image,
-                                                                  header.version).ok()) {
+    if (half_header.size > size_hint_ ||
+        !protocol::CheckParamsHalf(config, half_image, header.version).ok()) {
       continue;  // torn, or overwritten by a later version: start over
     }
     size_hint_ = half_header.size;
@@ -99,9 +99,9 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
     ++stats_.fetches;
     return true;
   }
-  return absl::ResourceExhaustedError(absl::StrCat("no whole copy of the parameters in ",
-                                             options_.max_attempts,
-                                             " attempts (they change faster than they are READ)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no whole copy of the parameters in ", options_.max_attempts,
+                   " attempts (they change faster than they are READ)"));
 }
 
 absl::StatusOr<bool> ParamFetcher::FetchIfNewer(std::vector<uint8_t>* out) {

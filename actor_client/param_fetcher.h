@@ -47,9 +47,9 @@ struct ParamFetcherOptions {
 };
 
 struct ParamFetcherStats {
-  uint64_t fetches = 0;   // new versions copied out
-  uint64_t checks = 0;    // header READs
-  uint64_t retries = 0;   // half READs that were torn or overtaken
+  uint64_t fetches = 0;  // new versions copied out
+  uint64_t checks = 0;   // header READs
+  uint64_t retries = 0;  // half READs that were torn or overtaken
   uint64_t bytes_read = 0;
   uint64_t reconnects = 0;
 };

@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<ActorServiceIo>> ActorServiceIo::Create(
                    ParamFetcher::Create(session, options.fetcher));
   ASSIGN_OR_RETURN(std::unique_ptr<ActorStatsPublisher> publisher,
                    ActorStatsPublisher::Create(session));
-  return std::unique_ptr<ActorServiceIo>(new ActorServiceIo(
-      options, std::move(writer), std::move(fetcher), std::move(publisher)));
+  return std::unique_ptr<ActorServiceIo>(
+      new ActorServiceIo(options, std::move(writer), std::move(fetcher), std::move(publisher)));
 }
 
 ActorServiceIo::ActorServiceIo(const ActorServiceIoOptions& options,
@@ -50,10 +50,10 @@ absl::StatusOr<bool> ActorServiceIo::Refresh(rl::QNetwork* network) {
   if (!fresh) return false;
   const absl::StatusOr<uint64_t> loaded = network->Load(params_);
   if (!loaded.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the learner's parameters (version ", fetcher_->version(),
-        ") do not fit this actor's network (", options_.network_description,
-        "): ", loaded.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the learner's parameters (version ", fetcher_->version(),
+                     ") do not fit this actor's network (", options_.network_description,
+                     "): ", loaded.status().message()));
   }
   return true;
 }

@@ -26,8 +26,8 @@ absl::StatusOr<ConnectionOptions> ConnectionOptionsFromFlags(const ConnectionFla
   }
   c.session.role = role;
   c.session.actor_id = actor_id;
-  ASSIGN_OR_RETURN(c.session.auth_token, ReadAuthToken(flags.auth_token, flags.auth_token_file,
-                                                       flags.empty_token_file));
+  ASSIGN_OR_RETURN(c.session.auth_token,
+                   ReadAuthToken(flags.auth_token, flags.auth_token_file, flags.empty_token_file));
   const absl::Status s = c.session.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad flag: ", s.message()));
   return c;

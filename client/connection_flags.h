@@ -32,11 +32,11 @@ namespace dreplay::client {
 
 // The flags' values; the defaults are the flags' defaults.
 struct ConnectionFlags {
-  std::string server;              // --server: HOST:PORT, required
-  verbs::ProviderFlags provider;   // --provider, --ib_device, --ib_port, --gid_index
-  std::string link = "none";       // --link: verbs::ParseLinkModel()'s names
-  std::string auth_token;          // --auth_token
-  std::string auth_token_file;     // --auth_token_file
+  std::string server;             // --server: HOST:PORT, required
+  verbs::ProviderFlags provider;  // --provider, --ib_device, --ib_port, --gid_index
+  std::string link = "none";      // --link: verbs::ParseLinkModel()'s names
+  std::string auth_token;         // --auth_token
+  std::string auth_token_file;    // --auth_token_file
   // Whether a token file without a token is accepted (as no token).
   EmptyTokenFile empty_token_file = EmptyTokenFile::kAllowed;
 };

@@ -53,15 +53,16 @@ absl::Status RetryPolicy::Validate() const {
     if (!s.ok()) return s;
   }
   if (backoff_max < backoff_initial) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RetryPolicy.backoff_max = ", absl::FormatDuration(backoff_max),
-        " is below backoff_initial = ", absl::FormatDuration(backoff_initial)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RetryPolicy.backoff_max = ", absl::FormatDuration(backoff_max),
+                     " is below backoff_initial = ", absl::FormatDuration(backoff_initial)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ClientSession>> ConnectWithRetry(
-    verbs::Provider* provider, const ClientSessionOptions& options, const RetryPolicy& policy) {
+absl::StatusOr<std::unique_ptr<ClientSession>> ConnectWithRetry(verbs::Provider* provider,
+                                                                const ClientSessionOptions& options,
+                                                                const RetryPolicy& policy) {
   const absl::Status valid = policy.Validate();
   if (!valid.ok()) return valid;
   ClientSessionOptions attempt = options;
@@ -80,8 +81,7 @@ absl::StatusOr<std::unique_ptr<ClientSession>> ConnectWithRetry(
 
 absl::Status RetryStatusWhileDisconnected(const RetryPolicy& policy,
                                           absl::FunctionRef<absl::Status()> op) {
-  return RetryFor(policy, policy.reconnect_timeout, &IsConnectionFailure, /*log_retries=*/true,
-                  op);
+  return RetryFor(policy, policy.reconnect_timeout, &IsConnectionFailure, /*log_retries=*/true, op);
 }
 
 }  // namespace dreplay::client

@@ -68,8 +68,9 @@ struct RetryPolicy {
 // a stop is requested. A refusal (PermissionDenied) or a mismatch
 // (FailedPrecondition) is final; InvalidArgument for a policy that fails
 // Validate(). `provider` is not owned and must outlive the session.
-absl::StatusOr<std::unique_ptr<ClientSession>> ConnectWithRetry(
-    verbs::Provider* provider, const ClientSessionOptions& options, const RetryPolicy& policy);
+absl::StatusOr<std::unique_ptr<ClientSession>> ConnectWithRetry(verbs::Provider* provider,
+                                                                const ClientSessionOptions& options,
+                                                                const RetryPolicy& policy);
 
 // Runs `op` until it succeeds or fails with something else than a
 // connection failure, again while IsConnectionFailure() (see the file

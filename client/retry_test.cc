@@ -144,8 +144,7 @@ TEST_F(ConnectWithRetryTest, ARefusalIsFinal) {
   const absl::Time start = absl::Now();
   const absl::Status s =
       ConnectWithRetry(client_host_.get(),
-                       SessionOptions(*server, protocol::Role::kMonitor, 0, "wrong"),
-                       QuickPolicy())
+                       SessionOptions(*server, protocol::Role::kMonitor, 0, "wrong"), QuickPolicy())
           .status();
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
   EXPECT_LT(absl::Now() - start, kRetryFor);

@@ -8,15 +8,16 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "common/shared_words.h"
 
 namespace dreplay::client {
 namespace {
 
 constexpr size_t kScratchBytes = 4096;
-static_assert(sizeof(protocol::ControlBlock) <= kScratchBytes, "the control block fits the scratch");
+static_assert(sizeof(protocol::ControlBlock) <= kScratchBytes,
+              "the control block fits the scratch");
 // A waiting call spins this long before it sleeps between polls.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(200);
 constexpr absl::Duration kPollSleep = absl::Microseconds(20);
@@ -39,14 +40,16 @@ bool IsTransient(const absl::Status& status) {
 
 absl::Status ClientSessionOptions::Validate() const {
   if (host.empty()) return absl::InvalidArgumentError("ClientSessionOptions.host is empty");
-  if (port == 0) return absl::InvalidArgumentError("ClientSessionOptions.port=0: give the server's port");
-  if (role != protocol::Role::kActor && role != protocol::Role::kLearner && role != protocol::Role::kMonitor) {
+  if (port == 0)
+    return absl::InvalidArgumentError("ClientSessionOptions.port=0: give the server's port");
+  if (role != protocol::Role::kActor && role != protocol::Role::kLearner &&
+      role != protocol::Role::kMonitor) {
     return absl::InvalidArgumentError(
         absl::StrCat("ClientSessionOptions.role=", static_cast<uint32_t>(role), " is not a role"));
   }
   if (role != protocol::Role::kActor && actor_id != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.actor_id=", actor_id,
-                                                   " is for actors only"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientSessionOptions.actor_id=", actor_id, " is for actors only"));
   }
   if (auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.auth_token is ",
@@ -54,9 +57,9 @@ absl::Status ClientSessionOptions::Validate() const {
                                                    protocol::kMaxAuthTokenBytes));
   }
   if (connect_deadline < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.connect_deadline=",
-                                                   absl::FormatDuration(connect_deadline),
-                                                   " must be >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientSessionOptions.connect_deadline=", absl::FormatDuration(connect_deadline),
+        " must be >= 0"));
   }
   if (retry_initial <= absl::ZeroDuration() || retry_max < retry_initial) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -64,9 +67,8 @@ absl::Status ClientSessionOptions::Validate() const {
         " retry_max=", absl::FormatDuration(retry_max), ": need 0 < retry_initial <= retry_max"));
   }
   if (op_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.op_timeout=",
-                                                   absl::FormatDuration(op_timeout),
-                                                   " must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientSessionOptions.op_timeout=", absl::FormatDuration(op_timeout), " must be > 0"));
   }
   return qp.Validate();
 }
@@ -128,7 +130,8 @@ absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Connect(
 }
 
 uint64_t ClientSession::last_heartbeat() const {
-  return heartbeat_ == nullptr ? 0 : LoadAcquire(reinterpret_cast<const uint64_t*>(heartbeat_->data()));
+  return heartbeat_ == nullptr ? 0
+                               : LoadAcquire(reinterpret_cast<const uint64_t*>(heartbeat_->data()));
 }
 
 absl::StatusOr<verbs::RemoteRegion> ClientSession::Region(protocol::RegionKind kind) const {
@@ -159,9 +162,9 @@ absl::Status ClientSession::ConnectOnce(bool first) {
                    provider_->Connect(options_.host, options_.port, payload, options_.qp));
   absl::StatusOr<protocol::RegionDirectory> directory = protocol::DecodeDirectory(connection.reply);
   if (!directory.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the server at ", options_.host, ":", options_.port,
-        " replied with a bad region directory: ", directory.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server at ", options_.host, ":", options_.port,
+                     " replied with a bad region directory: ", directory.status().message()));
   }
   if (!directory->Has(protocol::RegionKind::kControl)) {
     return absl::FailedPreconditionError("the server's region directory has no control block");
@@ -171,17 +174,17 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   for (auto& sink : sinks_) sink.clear();
   ++generation_;  // the session's own READ below already uses this connection
 
-  RETURN_IF_ERROR(
-      ReadSync(protocol::RegionKind::kControl, 0, sizeof(protocol::ControlBlock), scratch_->mr(), scratch_->data()));
+  RETURN_IF_ERROR(ReadSync(protocol::RegionKind::kControl, 0, sizeof(protocol::ControlBlock),
+                           scratch_->mr(), scratch_->data()));
   protocol::ControlBlock block;
   std::memcpy(&block, scratch_->data(), sizeof(block));
   RETURN_IF_ERROR(protocol::CheckControlHeader(block.header));
   if (first) {
     config_ = block.header.config;
   } else if (block.header.config != config_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the server came back with another configuration (", config_.FirstDifference(block.header.config),
-        "); restart this client"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server came back with another configuration (",
+                     config_.FirstDifference(block.header.config), "); restart this client"));
   }
   RETURN_IF_ERROR(protocol::CheckDirectoryForRole(directory_, options_.role, block.header.config));
   server_line_ = block.server;
@@ -205,10 +208,10 @@ absl::Status ClientSession::ConnectWithRetry(bool first) {
     }
     qp_.reset();
     if (!IsTransient(status) || absl::Now() + backoff > deadline) {
-      return absl::Status(status.code(),
-                          absl::StrCat("connecting to the replay server at ", options_.host, ":",
-                                       options_.port, " as ", protocol::RoleName(options_.role), ": ",
-                                       status.message()));
+      return absl::Status(
+          status.code(),
+          absl::StrCat("connecting to the replay server at ", options_.host, ":", options_.port,
+                       " as ", protocol::RoleName(options_.role), ": ", status.message()));
     }
     VLOG(1) << "connect attempt " << attempts << " failed (" << status << "), retrying in "
             << absl::FormatDuration(backoff);
@@ -220,8 +223,7 @@ absl::Status ClientSession::ConnectWithRetry(bool first) {
 absl::Status ClientSession::Reconnect(uint64_t seen_generation, const absl::Status& why) {
   if (seen_generation != generation_ && qp_ != nullptr) return absl::OkStatus();
   LOG(WARNING) << protocol::RoleName(options_.role) << " connection " << generation_ << " to "
-               << options_.host << ":" << options_.port << " failed (" << why
-               << "); reconnecting";
+               << options_.host << ":" << options_.port << " failed (" << why << "); reconnecting";
   qp_.reset();
   for (auto& sink : sinks_) sink.clear();
   return ConnectWithRetry(/*first=*/false);
@@ -302,9 +304,9 @@ absl::Status ClientSession::ReadSync(protocol::RegionKind kind, uint64_t offset,
                                      const verbs::MemoryRegion* mr, void* local) {
   ASSIGN_OR_RETURN(const verbs::RemoteRegion region, Region(kind));
   if (offset > region.length || length > region.length - offset) {
-    return absl::OutOfRangeError(absl::StrCat("READ of [", offset, ", +", length,
-                                              ") is outside region ", protocol::RegionKindName(kind),
-                                              " of ", region.length, " bytes"));
+    return absl::OutOfRangeError(
+        absl::StrCat("READ of [", offset, ", +", length, ") is outside region ",
+                     protocol::RegionKindName(kind), " of ", region.length, " bytes"));
   }
   verbs::WorkRequest wr;
   wr.wr_id = WrId(0, next_sync_id_++);
@@ -320,8 +322,8 @@ absl::Status ClientSession::ReadSync(protocol::RegionKind kind, uint64_t offset,
 }
 
 absl::StatusOr<protocol::ServerLine> ClientSession::ReadServerLine() {
-  RETURN_IF_ERROR(ReadSync(protocol::RegionKind::kControl, offsetof(protocol::ControlBlock, server), sizeof(protocol::ServerLine),
-                           scratch_->mr(), scratch_->data()));
+  RETURN_IF_ERROR(ReadSync(protocol::RegionKind::kControl, offsetof(protocol::ControlBlock, server),
+                           sizeof(protocol::ServerLine), scratch_->mr(), scratch_->data()));
   std::memcpy(&server_line_, scratch_->data(), sizeof(server_line_));
   return server_line_;
 }

@@ -53,7 +53,8 @@ class ClientSessionTest : public ::testing::Test {
 
 TEST_F(ClientSessionTest, ConnectReadsTheConfigAndServerLine) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto session = ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kActor, 4));
+  auto session = ClientSession::Connect(client_host_.get(),
+                                        SessionOptions(*server, protocol::Role::kActor, 4));
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_EQ((*session)->config(), server->config());
   EXPECT_EQ((*session)->config().spec(), "test f32");
@@ -81,7 +82,8 @@ TEST_F(ClientSessionTest, ConnectFailsClearlyWhenNobodyListens) {
 TEST_F(ClientSessionTest, ReconnectFollowsARestartAndRefusesAChangedConfig) {
   server::ReplayServerOptions options = SmallServerOptions();
   auto server = StartServer(server_host_.get(), options);
-  auto session = *ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kMonitor));
+  auto session = *ClientSession::Connect(client_host_.get(),
+                                         SessionOptions(*server, protocol::Role::kMonitor));
   const uint64_t generation = session->generation();
   options.port = server->port();
   server.reset();
@@ -104,7 +106,8 @@ TEST_F(ClientSessionTest, ReconnectFollowsARestartAndRefusesAChangedConfig) {
 
 TEST_F(ClientSessionTest, SinksSeeOnlyTheirOwnCompletions) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  auto session = *ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kMonitor));
+  auto session = *ClientSession::Connect(client_host_.get(),
+                                         SessionOptions(*server, protocol::Role::kMonitor));
   const int a = *session->AddSink();
   const int b = *session->AddSink();
   EXPECT_NE(a, b);

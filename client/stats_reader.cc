@@ -11,8 +11,8 @@
 
 namespace dreplay::client {
 
-using protocol::ActorLine;
 using client::ClientSession;
+using protocol::ActorLine;
 using protocol::RegionKind;
 using protocol::StatsBlock;
 
@@ -23,8 +23,8 @@ constexpr absl::Duration kRetryBackoff = absl::Microseconds(50);
 absl::StatusOr<std::unique_ptr<StatsReader>> StatsReader::Create(ClientSession* session) {
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<StatsReader> r(new StatsReader(session, sink));
-  const uint64_t bytes = std::max<uint64_t>(2 * sizeof(StatsBlock),
-                                            protocol::ActorsRegionBytes(session->config()));
+  const uint64_t bytes =
+      std::max<uint64_t>(2 * sizeof(StatsBlock), protocol::ActorsRegionBytes(session->config()));
   ASSIGN_OR_RETURN(r->buffer_, client::RegisteredBuffer::Create(session->provider(), bytes));
   return r;
 }
@@ -84,45 +84,44 @@ absl::StatusOr<StatsBlock> StatsReader::ReadStats() {
 
 absl::StatusOr<std::vector<ActorLine>> StatsReader::ReadActors() {
   RETURN_IF_ERROR(session_->Region(RegionKind::kActors).status());
-  return WithReconnect<std::vector<ActorLine>>(
-      [this]() -> absl::StatusOr<std::vector<ActorLine>> {
-        const uint32_t max_actors = session_->config().max_actors;
-        std::vector<ActorLine> lines;
-        std::vector<uint32_t> torn;
-        RETURN_IF_ERROR(ReadInOrder(RegionKind::kActors, 0,
-                                    static_cast<uint32_t>(protocol::ActorsRegionBytes(session_->config())),
-                                    {buffer_->data()}));
-        auto line_at = [this](uint32_t id) {
-          ActorLine line;
-          std::memcpy(&line, buffer_->data() + protocol::ActorLineOffset(id), sizeof(line));
-          return line;
-        };
-        for (uint32_t id = 0; id < max_actors; ++id) {
-          const ActorLine line = line_at(id);
-          const absl::Status s = protocol::CheckActorLine(line, id);
-          if (s.ok()) lines.push_back(line);
-          if (absl::IsDataLoss(s)) torn.push_back(id);
+  return WithReconnect<std::vector<ActorLine>>([this]() -> absl::StatusOr<std::vector<ActorLine>> {
+    const uint32_t max_actors = session_->config().max_actors;
+    std::vector<ActorLine> lines;
+    std::vector<uint32_t> torn;
+    RETURN_IF_ERROR(ReadInOrder(
+        RegionKind::kActors, 0,
+        static_cast<uint32_t>(protocol::ActorsRegionBytes(session_->config())), {buffer_->data()}));
+    auto line_at = [this](uint32_t id) {
+      ActorLine line;
+      std::memcpy(&line, buffer_->data() + protocol::ActorLineOffset(id), sizeof(line));
+      return line;
+    };
+    for (uint32_t id = 0; id < max_actors; ++id) {
+      const ActorLine line = line_at(id);
+      const absl::Status s = protocol::CheckActorLine(line, id);
+      if (s.ok()) lines.push_back(line);
+      if (absl::IsDataLoss(s)) torn.push_back(id);
+    }
+    for (uint32_t id : torn) {  // READ each torn line again on its own
+      for (int attempt = 0;; ++attempt) {
+        if (attempt >= kMaxAttempts) {
+          return absl::UnavailableError(absl::StrCat("actor line ", id, " stays torn"));
         }
-        for (uint32_t id : torn) {  // READ each torn line again on its own
-          for (int attempt = 0;; ++attempt) {
-            if (attempt >= kMaxAttempts) {
-              return absl::UnavailableError(absl::StrCat("actor line ", id, " stays torn"));
-            }
-            RETURN_IF_ERROR(ReadInOrder(RegionKind::kActors, protocol::ActorLineOffset(id),
-                                        sizeof(ActorLine),
-                                        {buffer_->data() + protocol::ActorLineOffset(id)}));
-            const ActorLine line = line_at(id);
-            if (protocol::CheckActorLine(line, id).ok()) {
-              lines.push_back(line);
-              break;
-            }
-            absl::SleepFor(kRetryBackoff);
-          }
+        RETURN_IF_ERROR(ReadInOrder(RegionKind::kActors, protocol::ActorLineOffset(id),
+                                    sizeof(ActorLine),
+                                    {buffer_->data() + protocol::ActorLineOffset(id)}));
+        const ActorLine line = line_at(id);
+        if (protocol::CheckActorLine(line, id).ok()) {
+          lines.push_back(line);
+          break;
         }
-        std::sort(lines.begin(), lines.end(),
-                  [](const ActorLine& a, const ActorLine& b) { return a.actor_id < b.actor_id; });
-        return lines;
-      });
+        absl::SleepFor(kRetryBackoff);
+      }
+    }
+    std::sort(lines.begin(), lines.end(),
+              [](const ActorLine& a, const ActorLine& b) { return a.actor_id < b.actor_id; });
+    return lines;
+  });
 }
 
 }  // namespace dreplay::client

@@ -9,8 +9,8 @@
 
 #include "actor_client/actor_stats_publisher.h"
 #include "actor_client/experience_writer.h"
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 
@@ -143,8 +143,8 @@ TEST_F(StatsReaderTest, WithoutAnActorsRegionThePublisherExplainsWhy) {
   server::ReplayServerOptions options = SmallServerOptions();
   options.layout.max_actors = 0;
   auto server = StartServer(server_host_.get(), options);
-  auto actor = *ClientSession::Connect(client_host_.get(),
-                                       SessionOptions(*server, Role::kActor, 42));
+  auto actor =
+      *ClientSession::Connect(client_host_.get(), SessionOptions(*server, Role::kActor, 42));
   const absl::Status s = actor::ActorStatsPublisher::Create(actor.get()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("max_actors=0"), std::string::npos) << s;

@@ -25,8 +25,7 @@ TEST(BinaryMainTest, MessagesStartWithTheBinarysName) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(binary.BadFlag(absl::InvalidArgumentError("--x=1: must be 2")), kExitBadFlag);
   EXPECT_EQ(binary.Failure(absl::UnavailableError("gone")), kExitFailure);
-  EXPECT_EQ(binary.Failure("cannot connect to h:1", absl::UnavailableError("gone")),
-            kExitFailure);
+  EXPECT_EQ(binary.Failure("cannot connect to h:1", absl::UnavailableError("gone")), kExitFailure);
   EXPECT_EQ(binary.Exit(kExitFailure, "plain"), kExitFailure);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(),
             "tool: --x=1: must be 2\n"

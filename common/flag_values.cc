@@ -50,8 +50,7 @@ absl::StatusOr<std::vector<int>> SizeList(const char* flag, const std::string& t
   return sizes;
 }
 
-absl::StatusOr<std::string> ReadAuthToken(const std::string& token,
-                                          const std::string& token_file,
+absl::StatusOr<std::string> ReadAuthToken(const std::string& token, const std::string& token_file,
                                           EmptyTokenFile empty) {
   if (!token.empty() && !token_file.empty()) {
     return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");

@@ -43,8 +43,7 @@ enum class EmptyTokenFile { kAllowed, kRefused };
 // a file (--auth_token_file; a trailing '\r' is dropped). InvalidArgument
 // when both are given, the file cannot be read, or (kRefused) it holds no
 // token. May return "" otherwise.
-absl::StatusOr<std::string> ReadAuthToken(const std::string& token,
-                                          const std::string& token_file,
+absl::StatusOr<std::string> ReadAuthToken(const std::string& token, const std::string& token_file,
                                           EmptyTokenFile empty = EmptyTokenFile::kAllowed);
 
 }  // namespace dreplay

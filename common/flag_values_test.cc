@@ -43,8 +43,8 @@ TEST(SizeListTest, ParsesCommaSeparatedPositiveSizes) {
   EXPECT_TRUE(SizeList("hidden", "")->empty());
   for (const char* bad : {"64,,32", "0", "a", "64,-1"}) {
     const absl::Status s = SizeList("hidden", bad).status();
-    EXPECT_EQ(s.message(), std::string("--hidden=") + bad +
-                               ": must be a comma-separated list of sizes >= 1");
+    EXPECT_EQ(s.message(),
+              std::string("--hidden=") + bad + ": must be a comma-separated list of sizes >= 1");
   }
 }
 

@@ -50,9 +50,7 @@ class ABSL_LOCKABLE Mutex {
 // Holds `mu` for the lifetime of the object.
 class ABSL_SCOPED_LOCKABLE MutexLock {
  public:
-  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
-    mu_->Lock();
-  }
+  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
   ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
@@ -72,8 +70,7 @@ class CondVar {
   }
 
   // Returns true if the wait timed out.
-  bool WaitWithTimeout(Mutex* mu, absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  bool WaitWithTimeout(Mutex* mu, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const auto status = cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout));
     lock.release();

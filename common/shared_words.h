@@ -26,8 +26,12 @@ namespace dreplay {
 
 static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "u64 atomics must be lock-free");
 
-inline uint64_t LoadAcquire(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-inline uint64_t LoadRelaxed(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_RELAXED); }
+inline uint64_t LoadAcquire(const uint64_t* word) {
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+inline uint64_t LoadRelaxed(const uint64_t* word) {
+  return __atomic_load_n(word, __ATOMIC_RELAXED);
+}
 inline void StoreRelease(uint64_t* word, uint64_t value) {
   __atomic_store_n(word, value, __ATOMIC_RELEASE);
 }

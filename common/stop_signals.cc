@@ -112,9 +112,8 @@ void StopSignals::RequestStop() {
 }
 
 bool StopSignals::WaitFor(absl::Duration timeout) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   const sigset_t set = StopSignalSet();
   while (!g_stop.load()) {
     const absl::Duration left = deadline - absl::Now();
@@ -129,10 +128,10 @@ bool StopSignals::WaitFor(absl::Duration timeout) {
         g_stop.store(true);
       }
     } else {
-      const int ms = left == absl::InfiniteDuration()
-                         ? -1
-                         : static_cast<int>(std::min<int64_t>(
-                               absl::ToInt64Milliseconds(left) + 1, 60 * 1000));
+      const int ms =
+          left == absl::InfiniteDuration()
+              ? -1
+              : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 60 * 1000));
       pollfd fd = {g_wake_pipe[0], POLLIN, 0};
       if (poll(&fd, 1, ms) > 0) {
         char drain[64];

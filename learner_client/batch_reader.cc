@@ -26,9 +26,9 @@ constexpr absl::Duration kPollSleep = absl::Microseconds(20);
 
 absl::Status BatchReaderOptions::Validate() const {
   if (retry_initial <= absl::ZeroDuration() || retry_max < retry_initial) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "BatchReaderOptions.retry_initial=", absl::FormatDuration(retry_initial),
-        " retry_max=", absl::FormatDuration(retry_max), ": need 0 < initial <= max"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchReaderOptions.retry_initial=", absl::FormatDuration(retry_initial),
+                     " retry_max=", absl::FormatDuration(retry_max), ": need 0 < initial <= max"));
   }
   return absl::OkStatus();
 }
@@ -42,15 +42,14 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
   const LayoutConfig& config = session->config();
   const uint32_t depth = options.depth == 0 ? config.staging_depth : options.depth;
   if (depth > config.staging_depth) {
-    return absl::InvalidArgumentError(absl::StrCat("BatchReaderOptions.depth=", options.depth,
-                                                   " exceeds the server's staging_depth=",
-                                                   config.staging_depth));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchReaderOptions.depth=", options.depth,
+                     " exceeds the server's staging_depth=", config.staging_depth));
   }
   const uint64_t stride = protocol::StagingSlotStride(config);
   if (stride > kMaxReadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a staging slot of ", stride,
-                                                   " bytes exceeds the largest READ (",
-                                                   kMaxReadBytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a staging slot of ", stride, " bytes exceeds the largest READ (", kMaxReadBytes, ")"));
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<BatchReader> reader(new BatchReader(session, options, sink, depth));

@@ -104,17 +104,17 @@ struct BatchReaderOptions {
 };
 
 struct BatchReaderStats {
-  uint64_t batches = 0;         // returned by Next
-  uint64_t transitions = 0;     // in those batches
-  uint64_t reads = 0;           // staging READs completed
-  uint64_t bytes_read = 0;      // by those READs
-  uint64_t not_staged = 0;      // READs that found an older batch (Unavailable)
-  uint64_t torn = 0;            // READs that failed a checksum (DataLoss)
-  uint64_t bad_slots = 0;       // batches with a copied slot failing VerifySlot
-  uint64_t resyncs = 0;         // restarts from the ServerLine
+  uint64_t batches = 0;      // returned by Next
+  uint64_t transitions = 0;  // in those batches
+  uint64_t reads = 0;        // staging READs completed
+  uint64_t bytes_read = 0;   // by those READs
+  uint64_t not_staged = 0;   // READs that found an older batch (Unavailable)
+  uint64_t torn = 0;         // READs that failed a checksum (DataLoss)
+  uint64_t bad_slots = 0;    // batches with a copied slot failing VerifySlot
+  uint64_t resyncs = 0;      // restarts from the ServerLine
   uint64_t epoch_changes = 0;
-  uint64_t reconnects = 0;      // reconnections this reader triggered
-  uint64_t redelivered = 0;     // batches returned again after a resync
+  uint64_t reconnects = 0;   // reconnections this reader triggered
+  uint64_t redelivered = 0;  // batches returned again after a resync
 };
 
 class BatchReader {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
+#include "client/session.h"
 #include "gtest/gtest.h"
 #include "learner_client/priority_writer.h"
-#include "client/session.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 
@@ -22,9 +22,9 @@ namespace dreplay::learner {
 namespace {
 
 using client::ClientSession;
+using protocol::Role;
 using server::ReplayServer;
 using server::ReplayServerOptions;
-using protocol::Role;
 using testing::PayloadTag;
 using testing::SessionOptions;
 using testing::SmallServerOptions;
@@ -46,8 +46,8 @@ class BatchReaderTest : public ::testing::Test {
 
   // Inserts transitions tagged first .. first+count-1 through one actor.
   void InsertThroughActor(const ReplayServer& server, uint64_t first, uint64_t count) {
-    auto session = *ClientSession::Connect(actor_host_.get(),
-                                           SessionOptions(server, Role::kActor, 0));
+    auto session =
+        *ClientSession::Connect(actor_host_.get(), SessionOptions(server, Role::kActor, 0));
     auto writer = *actor::ExperienceWriter::Create(session.get(), {});
     for (uint64_t t = first; t < first + count; ++t) {
       ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 0.5f + t % 5).ok());

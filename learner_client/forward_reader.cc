@@ -30,16 +30,17 @@ constexpr absl::Duration kPollSleep = absl::Microseconds(20);
 }  // namespace
 
 absl::Status ForwardReaderOptions::Validate() const {
-  if (chunk_slots == 0) return absl::InvalidArgumentError("ForwardReaderOptions.chunk_slots=0 must be >= 1");
+  if (chunk_slots == 0)
+    return absl::InvalidArgumentError("ForwardReaderOptions.chunk_slots=0 must be >= 1");
   if (max_chunks_in_flight == 0 || max_chunks_in_flight >= kMaxChunksInFlight) {
-    return absl::InvalidArgumentError(absl::StrCat("ForwardReaderOptions.max_chunks_in_flight=",
-                                                   max_chunks_in_flight, " must be in [1, ",
-                                                   kMaxChunksInFlight - 1, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardReaderOptions.max_chunks_in_flight=", max_chunks_in_flight,
+                     " must be in [1, ", kMaxChunksInFlight - 1, "]"));
   }
   if (poll_initial <= absl::ZeroDuration() || poll_max < poll_initial) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ForwardReaderOptions.poll_initial=", absl::FormatDuration(poll_initial),
-        " poll_max=", absl::FormatDuration(poll_max), ": need 0 < initial <= max"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardReaderOptions.poll_initial=", absl::FormatDuration(poll_initial),
+                     " poll_max=", absl::FormatDuration(poll_max), ": need 0 < initial <= max"));
   }
   return absl::OkStatus();
 }
@@ -54,9 +55,9 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   RETURN_IF_ERROR(session->Region(RegionKind::kCommits).status());
   const LayoutConfig& config = session->config();
   if (uint64_t{options.chunk_slots} * config.slot_size > kMaxReadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("ForwardReaderOptions.chunk_slots=",
-                                                   options.chunk_slots,
-                                                   " makes READs larger than 1 GiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardReaderOptions.chunk_slots=", options.chunk_slots,
+                     " makes READs larger than 1 GiB"));
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ForwardReader> r(new ForwardReader(session, options, sink));
@@ -77,12 +78,12 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   return r;
 }
 
-ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions& options,
-                             int sink)
+ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions& options, int sink)
     : session_(session),
       options_(options),
       sink_(sink),
-      chunk_bytes_(uint64_t{options.chunk_slots} * (sizeof(uint64_t) + session->config().slot_size)),
+      chunk_bytes_(uint64_t{options.chunk_slots} *
+                   (sizeof(uint64_t) + session->config().slot_size)),
       poll_interval_(options.poll_initial) {}
 
 ForwardReader::~ForwardReader() = default;
@@ -114,13 +115,13 @@ absl::Status ForwardReader::PostCursorRead() {
 absl::Status ForwardReader::PostChunks() {
   const LayoutConfig& c = session_->config();
   while (next_post_ < target_) {
-    auto free_chunk = std::find_if(chunks_.begin(), chunks_.end(),
-                                   [](const Chunk& ch) { return !ch.in_use; });
+    auto free_chunk =
+        std::find_if(chunks_.begin(), chunks_.end(), [](const Chunk& ch) { return !ch.in_use; });
     if (free_chunk == chunks_.end()) return absl::OkStatus();
     const auto index = static_cast<uint32_t>(free_chunk - chunks_.begin());
     const uint64_t ring_index = protocol::SlotIndex(c, next_post_);
-    const auto count = static_cast<uint32_t>(std::min<uint64_t>(
-        {options_.chunk_slots, target_ - next_post_, c.capacity - ring_index}));
+    const auto count = static_cast<uint32_t>(
+        std::min<uint64_t>({options_.chunk_slots, target_ - next_post_, c.capacity - ring_index}));
     ASSIGN_OR_RETURN(const verbs::RemoteRegion commits, session_->Region(RegionKind::kCommits));
     ASSIGN_OR_RETURN(const verbs::RemoteRegion slots, session_->Region(RegionKind::kSlots));
     verbs::WorkRequest wrs[2];
@@ -193,7 +194,8 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
         ForwardedTransition t;
         t.sequence = q;
         t.header = reinterpret_cast<const protocol::SlotHeader*>(slot);
-        t.payload = absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), t.header->payload_length);
+        t.payload =
+            absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), t.header->payload_length);
         out->push_back(t);
         ++stats_.transitions;
       } else {
@@ -248,8 +250,7 @@ absl::Status ForwardReader::Next(absl::Duration timeout, std::vector<ForwardedTr
     absl::StatusOr<bool> polled = PollCompletions();
     absl::Status status = polled.status();
     const absl::Time now = absl::Now();
-    if (status.ok() && !cursor_read_pending_ && next_post_ >= target_ &&
-        now >= next_cursor_read_) {
+    if (status.ok() && !cursor_read_pending_ && next_post_ >= target_ && now >= next_cursor_read_) {
       status = PostCursorRead();
     }
     if (status.ok()) status = PostChunks();

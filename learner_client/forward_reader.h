@@ -86,8 +86,8 @@ struct ForwardReaderStats {
 class ForwardReader {
  public:
   // `session` (a learner's) is not owned and must outlive the reader.
-  static absl::StatusOr<std::unique_ptr<ForwardReader>> Create(
-      client::ClientSession* session, const ForwardReaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<ForwardReader>> Create(client::ClientSession* session,
+                                                               const ForwardReaderOptions& options);
   ~ForwardReader();
   ForwardReader(const ForwardReader&) = delete;
   ForwardReader& operator=(const ForwardReader&) = delete;
@@ -133,9 +133,9 @@ class ForwardReader {
   std::vector<Chunk> chunks_;
   std::deque<uint32_t> order_;        // chunks in flight, oldest first
   std::vector<uint32_t> handed_out_;  // chunks whose views the caller holds
-  uint64_t next_ = 0;       // first sequence not handed over
-  uint64_t next_post_ = 0;  // first sequence not READ yet
-  uint64_t target_ = 0;     // ingest cursor as last READ
+  uint64_t next_ = 0;                 // first sequence not handed over
+  uint64_t next_post_ = 0;            // first sequence not READ yet
+  uint64_t target_ = 0;               // ingest cursor as last READ
   uint64_t epoch_ = 0;
   uint64_t generation_ = 0;
   bool cursor_read_pending_ = false;

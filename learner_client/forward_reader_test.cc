@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 

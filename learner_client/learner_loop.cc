@@ -67,10 +67,10 @@ absl::Status LearnerLoopOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("eval_episodes=", eval_episodes, " must be >= 1"));
   }
-  for (const auto& [name, value] : {std::pair<const char*, absl::Duration>{"eval_interval",
-                                                                           eval_interval},
-                                    {"progress_interval", progress_interval},
-                                    {"wait_timeout", wait_timeout}}) {
+  for (const auto& [name, value] :
+       {std::pair<const char*, absl::Duration>{"eval_interval", eval_interval},
+        {"progress_interval", progress_interval},
+        {"wait_timeout", wait_timeout}}) {
     if (value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, "=", absl::FormatDuration(value), " must be > 0"));
@@ -80,7 +80,7 @@ absl::Status LearnerLoopOptions::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<LearnerLoop>> LearnerLoop::Create(const LearnerLoopOptions& options,
-                                                                const LearnerIo& io) {
+                                                                 const LearnerIo& io) {
   RETURN_IF_ERROR(options.Validate());
   if (options.placement == ReplayPlacement::kBuffer && io.batches == nullptr) {
     return absl::InvalidArgumentError("the buffer placement needs a batch source");
@@ -109,8 +109,8 @@ absl::Status LearnerLoop::Init() {
                                            spec.observation_size},
         {"action_count", &dqn.network.action_count, spec.action_count}}) {
     if (*value != 0 && *value != expected) {
-      return absl::InvalidArgumentError(absl::StrCat("dqn.network.", name, "=", *value,
-                                                     " but ", spec.name, " has ", expected));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dqn.network.", name, "=", *value, " but ", spec.name, " has ", expected));
     }
     *value = expected;
   }
@@ -211,9 +211,9 @@ absl::Status LearnerLoop::PublishParams() {
 }
 
 absl::Status LearnerLoop::Evaluate() {
-  ASSIGN_OR_RETURN(const rl::EvaluationResult result,
-                   EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes,
-                                  options_.eval_seed));
+  ASSIGN_OR_RETURN(
+      const rl::EvaluationResult result,
+      EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes, options_.eval_seed));
   // Solving is stamped with the actors' steps at that moment.
   if (io_.actors != nullptr) {
     ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
@@ -308,9 +308,9 @@ absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(const rl::QNetwork& network,
   const rl::EnvironmentSpec& spec = envs.front()->spec();
   if (network.options().observation_size != spec.observation_size ||
       network.options().action_count != spec.action_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a network for observations of ", network.options().observation_size, " and ",
-        network.options().action_count, " actions does not fit ", spec.name));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a network for observations of ", network.options().observation_size, " and ",
+                     network.options().action_count, " actions does not fit ", spec.name));
   }
   const int obs = spec.observation_size;
   const int actions = spec.action_count;

@@ -172,7 +172,7 @@ class LearnerLoop {
  public:
   // InvalidArgument for bad options or a missing source for the placement.
   static absl::StatusOr<std::unique_ptr<LearnerLoop>> Create(const LearnerLoopOptions& options,
-                                                            const LearnerIo& io);
+                                                             const LearnerIo& io);
   ~LearnerLoop();
   LearnerLoop(const LearnerLoop&) = delete;
   LearnerLoop& operator=(const LearnerLoop&) = delete;

@@ -262,9 +262,9 @@ TEST(LearnerLoopTest, ReportsProgressEveryIntervalAndOnceAtTheEnd) {
   o.progress_interval = absl::Milliseconds(30);
   o.duration = absl::Milliseconds(200);
   o.seed = 11;
-  auto loop = LearnerLoop::Create(
-      o, {&batches, nullptr, nullptr, &actors, [] { return uint64_t{4096}; },
-          [&records](const ProgressRecord& r) { records.push_back(r); }});
+  auto loop =
+      LearnerLoop::Create(o, {&batches, nullptr, nullptr, &actors, [] { return uint64_t{4096}; },
+                              [&records](const ProgressRecord& r) { records.push_back(r); }});
   ASSERT_TRUE(loop.ok()) << loop.status();
   const std::atomic<bool> stop{false};
   ASSERT_TRUE((*loop)->Run(stop).ok());

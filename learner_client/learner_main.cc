@@ -50,7 +50,8 @@
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
-DEFINE_string(provider, "auto", "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(provider, "auto",
+              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -67,8 +68,9 @@ DEFINE_string(env, "CartPole-v1", "environment (CartPole-v1, Acrobot-v1, Mountai
 DEFINE_double(lr, 1e-3, "Adam learning rate");
 DEFINE_double(adam_epsilon, 1e-8, "Adam epsilon");
 DEFINE_double(gamma, 0.99, "discount; must be the actors' (taken from the server's spec)");
-DEFINE_int32(n_step, 3, "n of the n-step transitions; must be the actors' (taken from the "
-                        "server's spec)");
+DEFINE_int32(n_step, 3,
+             "n of the n-step transitions; must be the actors' (taken from the "
+             "server's spec)");
 DEFINE_int64(target_update, 500, "train steps between target network updates");
 DEFINE_string(hidden, "64,64", "hidden layer sizes of the Q-network (the actors')");
 DEFINE_double(huber_delta, 1.0, "Huber loss threshold");
@@ -84,8 +86,9 @@ DEFINE_int64(beta_steps, 100000, "learner placement: batches over which beta is 
 DEFINE_int64(min_replay_size, 1000,
              "learner placement: transitions stored before training starts (the server's "
              "--min_size_to_sample)");
-DEFINE_int32(batch_depth, 0, "buffer placement: batch READs in flight (0: the server's staging "
-                             "depth)");
+DEFINE_int32(batch_depth, 0,
+             "buffer placement: batch READs in flight (0: the server's staging "
+             "depth)");
 
 DEFINE_int64(train_steps, 0, "stop after this many train steps (0: no limit)");
 DEFINE_double(duration_s, 0, "stop after this many seconds (0: no limit)");
@@ -207,9 +210,9 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSig
   };
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerLoop> loop, LearnerLoop::Create(config.loop, io));
   LOG(INFO) << "learner: " << ReplayPlacementName(config.loop.placement) << " placement, "
-            << config.loop.env << ", server " << FLAGS_server << " over link " << FLAGS_link
-            << " (" << provider->name() << "), batch " << session->config().batch_size
-            << ", capacity " << session->config().capacity;
+            << config.loop.env << ", server " << FLAGS_server << " over link " << FLAGS_link << " ("
+            << provider->name() << "), batch " << session->config().batch_size << ", capacity "
+            << session->config().capacity;
   const absl::Status run = loop->Run(signals.flag());
   if (!run.ok()) {
     if (!signals.requested() || !client::IsConnectionFailure(run)) return run;

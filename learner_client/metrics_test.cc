@@ -125,9 +125,9 @@ TEST(MetricsTest, ProgressJsonHasEveryFieldAndNullForMissingValues) {
   for (const char* field :
        {"\"type\":\"progress\"", "\"mode\":\"buffer\"", "\"seed\":7", "\"wall_s\":1.5",
         "\"train_steps\":0", "\"env_steps\":0", "\"loss\":null", "\"transferred\":0",
-        "\"transferred_priority\":null", "\"link_bytes_total\":0",
-        "\"link_transitions_total\":0", "\"link_bytes_per_s\":0", "\"link_transitions_per_s\":0",
-        "\"episodes\":0", "\"actor_return_mean\":null", "\"eval_return_mean\":null"}) {
+        "\"transferred_priority\":null", "\"link_bytes_total\":0", "\"link_transitions_total\":0",
+        "\"link_bytes_per_s\":0", "\"link_transitions_per_s\":0", "\"episodes\":0",
+        "\"actor_return_mean\":null", "\"eval_return_mean\":null"}) {
     EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
   }
   EXPECT_EQ(json.front(), '{');
@@ -141,8 +141,8 @@ TEST(MetricsTest, SummaryJsonHasEveryField) {
   for (const char* field :
        {"\"type\":\"summary\"", "\"mode\":\"learner\"", "\"solved\":false",
         "\"time_to_solve_s\":null", "\"env_steps_to_solve\":null", "\"train_steps\":1",
-        "\"link_bytes_total\":0", "\"link_transitions_total\":0",
-        "\"loss_mean_last_half\":null", "\"transferred_priority_mean_last_half\":null"}) {
+        "\"link_bytes_total\":0", "\"link_transitions_total\":0", "\"loss_mean_last_half\":null",
+        "\"transferred_priority_mean_last_half\":null"}) {
     EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
   }
 }

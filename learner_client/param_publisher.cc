@@ -27,8 +27,7 @@ absl::StatusOr<std::unique_ptr<ParamPublisher>> ParamPublisher::Create(ClientSes
   return p;
 }
 
-ParamPublisher::ParamPublisher(ClientSession* session, int sink)
-    : session_(session), sink_(sink) {}
+ParamPublisher::ParamPublisher(ClientSession* session, int sink) : session_(session), sink_(sink) {}
 
 ParamPublisher::~ParamPublisher() = default;
 
@@ -77,9 +76,9 @@ absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8
 
 absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data) {
   if (data.size() > session_->config().param_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("parameters of ", data.size(),
-                                                   " bytes exceed the server's param_bytes=",
-                                                   session_->config().param_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameters of ", data.size(),
+                     " bytes exceed the server's param_bytes=", session_->config().param_bytes));
   }
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = session_->generation();

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "actor_client/param_fetcher.h"
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 

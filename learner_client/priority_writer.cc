@@ -27,9 +27,8 @@ absl::StatusOr<std::unique_ptr<PriorityWriter>> PriorityWriter::Create(ClientSes
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<PriorityWriter> writer(new PriorityWriter(session, sink));
-  ASSIGN_OR_RETURN(writer->entries_,
-                   client::RegisteredBuffer::Create(session->provider(),
-                                                    writer->depth_ * writer->stride_));
+  ASSIGN_OR_RETURN(writer->entries_, client::RegisteredBuffer::Create(
+                                         session->provider(), writer->depth_ * writer->stride_));
   return writer;
 }
 
@@ -91,16 +90,16 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
                                    absl::Span<const protocol::PriorityRecord> records) {
   const protocol::LayoutConfig& config = session_->config();
   if (records.size() > config.batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat("priority update with ", records.size(),
-                                                   " records, more than batch_size=",
-                                                   config.batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority update with ", records.size(),
+                     " records, more than batch_size=", config.batch_size));
   }
   const uint32_t index = static_cast<uint32_t>(batch_number % depth_);
   Slot& slot = slots_[index];
   RETURN_IF_ERROR(Reap(&slot));
   uint8_t* entry = entries_->data() + index * stride_;
   RETURN_IF_ERROR(protocol::EncodePriorityUpdate(config, batch_number, epoch, records,
-                                               absl::MakeSpan(entry, stride_)));
+                                                 absl::MakeSpan(entry, stride_)));
   ASSIGN_OR_RETURN(const verbs::RemoteRegion mailbox, session_->Region(RegionKind::kMailbox));
   const uint64_t remote = mailbox.addr + protocol::MailboxEntryOffset(config, batch_number);
   const uint64_t commit_offset = protocol::MailboxCommitOffset(config);

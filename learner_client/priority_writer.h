@@ -32,17 +32,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "learner_client/batch_reader.h"
 #include "client/session.h"
+#include "learner_client/batch_reader.h"
 #include "protocol/layout.h"
 
 namespace dreplay::learner {
 
 struct PriorityWriterStats {
-  uint64_t updates = 0;        // updates posted
-  uint64_t records = 0;        // priority records in them
+  uint64_t updates = 0;  // updates posted
+  uint64_t records = 0;  // priority records in them
   uint64_t bytes_written = 0;
-  uint64_t lost = 0;           // updates in flight when the connection failed
+  uint64_t lost = 0;  // updates in flight when the connection failed
   uint64_t reconnects = 0;
 };
 

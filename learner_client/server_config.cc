@@ -34,8 +34,8 @@ absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
   if (config.observation_size != 0 &&
       config.observation_size != static_cast<uint32_t>(spec.observation_size)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the server expects observations of ", config.observation_size,
-                     " floats; ", options->env, " has ", spec.observation_size));
+        absl::StrCat("the server expects observations of ", config.observation_size, " floats; ",
+                     options->env, " has ", spec.observation_size));
   }
   const size_t encoded = rl::EncodedTransitionSize(spec.observation_size);
   if (encoded > config.max_payload()) {

@@ -54,14 +54,13 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   absl::StatusOr<StagedBatch> staged = batch_reader_->Next(timeout);
   if (absl::IsDeadlineExceeded(staged.status())) return false;
   if (!staged.ok()) {
-    staged = client::RetryWhileDisconnected(
-        options_.retry, [&]() -> absl::StatusOr<StagedBatch> {
-          absl::StatusOr<StagedBatch> next = batch_reader_->Next(timeout);
-          if (absl::IsDeadlineExceeded(next.status())) {
-            return absl::NotFoundError("not staged yet");
-          }
-          return next;
-        });
+    staged = client::RetryWhileDisconnected(options_.retry, [&]() -> absl::StatusOr<StagedBatch> {
+      absl::StatusOr<StagedBatch> next = batch_reader_->Next(timeout);
+      if (absl::IsDeadlineExceeded(next.status())) {
+        return absl::NotFoundError("not staged yet");
+      }
+      return next;
+    });
     if (absl::IsNotFound(staged.status())) return false;
     if (!staged.ok()) return staged.status();
   }
@@ -101,15 +100,14 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
 }
 
 absl::Status LearnerServiceIo::Publish(absl::Span<const uint8_t> params) {
-  return client::RetryWhileDisconnected(options_.retry,
-                                        [&] { return publisher_->Publish(params); })
+  return client::RetryWhileDisconnected(options_.retry, [&] { return publisher_->Publish(params); })
       .status();
 }
 
 absl::StatusOr<ActorTotals> LearnerServiceIo::Read() {
-  ASSIGN_OR_RETURN(const std::vector<protocol::ActorLine> lines,
-                   client::RetryWhileDisconnected(options_.retry,
-                                                  [&] { return stats_reader_->ReadActors(); }));
+  ASSIGN_OR_RETURN(
+      const std::vector<protocol::ActorLine> lines,
+      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadActors(); }));
   ActorTotals totals;
   for (const protocol::ActorLine& line : lines) {
     totals.env_steps += line.env_steps;

@@ -101,7 +101,7 @@ class LearnerServiceIo : public BatchSource,
   std::unique_ptr<ForwardReader> forward_reader_;    // learner placement
   std::unique_ptr<ParamPublisher> publisher_;
   std::unique_ptr<client::StatsReader> stats_reader_;
-  StagedBatch last_batch_;                    // the batch Next() returned last
+  StagedBatch last_batch_;                      // the batch Next() returned last
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
 };
 

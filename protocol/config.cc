@@ -19,47 +19,46 @@ bool IsPowerOfTwo(uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
 absl::Status LayoutConfig::Validate() const {
   if (!IsPowerOfTwo(capacity) || capacity < kMinCapacity || capacity > kMaxCapacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "capacity=", capacity, " must be a power of two in [", kMinCapacity, ", ",
-        kMaxCapacity, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("capacity=", capacity,
+                                                   " must be a power of two in [", kMinCapacity,
+                                                   ", ", kMaxCapacity, "]"));
   }
   if (slot_size % kSlotAlignment != 0 || slot_size <= sizeof(SlotHeader) ||
       slot_size > kMaxSlotSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slot_size=", slot_size, " must be a multiple of ", kSlotAlignment,
-        " in (", sizeof(SlotHeader), ", ", kMaxSlotSize, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot_size=", slot_size, " must be a multiple of ", kSlotAlignment, " in (",
+                     sizeof(SlotHeader), ", ", kMaxSlotSize, "]"));
   }
   if (batch_size == 0 || batch_size > kMaxBatchSize || batch_size > capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch_size=", batch_size, " must be in [1, min(", kMaxBatchSize,
-        ", capacity=", capacity, ")]"));
+    return absl::InvalidArgumentError(absl::StrCat("batch_size=", batch_size,
+                                                   " must be in [1, min(", kMaxBatchSize,
+                                                   ", capacity=", capacity, ")]"));
   }
   if (staging_depth == 0 || staging_depth > kMaxStagingDepth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "staging_depth=", staging_depth, " must be in [1, ", kMaxStagingDepth, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("staging_depth=", staging_depth, " must be in [1, ", kMaxStagingDepth, "]"));
   }
   if (param_bytes > kMaxParamBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "param_bytes=", param_bytes, " must be at most ", kMaxParamBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("param_bytes=", param_bytes, " must be at most ", kMaxParamBytes));
   }
   if (std::find(transition_spec, transition_spec + kTransitionSpecBytes, '\0') ==
       transition_spec + kTransitionSpecBytes) {
     return absl::InvalidArgumentError("transition_spec is not NUL-terminated");
   }
   if (max_actors > kMaxActors) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_actors=", max_actors, " must be at most ", kMaxActors));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_actors=", max_actors, " must be at most ", kMaxActors));
   }
   if (actor_window > capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "actor_window=", actor_window, " must be at most capacity=", capacity));
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor_window=", actor_window, " must be at most capacity=", capacity));
   }
   return absl::OkStatus();
 }
 
 uint32_t LayoutConfig::max_payload() const {
-  return slot_size > sizeof(SlotHeader) ? slot_size - static_cast<uint32_t>(sizeof(SlotHeader))
-                                        : 0;
+  return slot_size > sizeof(SlotHeader) ? slot_size - static_cast<uint32_t>(sizeof(SlotHeader)) : 0;
 }
 
 std::string LayoutConfig::spec() const {
@@ -69,9 +68,9 @@ std::string LayoutConfig::spec() const {
 
 absl::Status LayoutConfig::set_spec(const std::string& spec) {
   if (spec.size() >= kTransitionSpecBytes || spec.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transition spec \"", spec, "\" must be shorter than ", kTransitionSpecBytes,
-        " bytes and contain no NUL"));
+    return absl::InvalidArgumentError(absl::StrCat("transition spec \"", spec,
+                                                   "\" must be shorter than ", kTransitionSpecBytes,
+                                                   " bytes and contain no NUL"));
   }
   std::memset(transition_spec, 0, kTransitionSpecBytes);
   std::memcpy(transition_spec, spec.data(), spec.size());
@@ -87,11 +86,10 @@ bool LayoutConfig::operator==(const LayoutConfig& o) const {
 }
 
 std::string LayoutConfig::DebugString() const {
-  return absl::StrCat("capacity=", capacity, " slot_size=", slot_size,
-                      " batch_size=", batch_size, " staging_depth=", staging_depth,
-                      " param_bytes=", param_bytes, " observation_size=", observation_size,
-                      " num_actions=", num_actions, " max_actors=", max_actors,
-                      " actor_window=", actor_window,
+  return absl::StrCat("capacity=", capacity, " slot_size=", slot_size, " batch_size=", batch_size,
+                      " staging_depth=", staging_depth, " param_bytes=", param_bytes,
+                      " observation_size=", observation_size, " num_actions=", num_actions,
+                      " max_actors=", max_actors, " actor_window=", actor_window,
                       " transition_spec=\"", spec(), "\"");
 }
 
@@ -126,14 +124,13 @@ absl::Status CheckControlHeader(const ControlHeader& header) {
         "control block magic 0x%016x is not dreplay's 0x%016x", header.magic, kMagic));
   }
   if (header.layout_version != kLayoutVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "server layout version ", header.layout_version, " but this build speaks ",
-        kLayoutVersion));
+    return absl::FailedPreconditionError(absl::StrCat("server layout version ",
+                                                      header.layout_version,
+                                                      " but this build speaks ", kLayoutVersion));
   }
   if (header.control_block_size != sizeof(ControlBlock)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "control block size ", header.control_block_size, " but expected ",
-        sizeof(ControlBlock)));
+        "control block size ", header.control_block_size, " but expected ", sizeof(ControlBlock)));
   }
   return header.config.Validate();
 }

@@ -18,8 +18,7 @@
 
 namespace dreplay::protocol {
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "the wire layout is little-endian");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is little-endian");
 
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
@@ -53,11 +52,11 @@ constexpr uint64_t RoundUp(uint64_t n, uint64_t multiple) {
 // control block; clients take it from there instead of from their own flags.
 
 struct LayoutConfig {
-  uint64_t capacity = 0;        // slots; a power of two
-  uint64_t param_bytes = 0;     // capacity of one params half, bytes
-  uint32_t slot_size = 0;       // bytes per slot, SlotHeader included
-  uint32_t batch_size = 0;      // transitions per staged batch
-  uint32_t staging_depth = 0;   // staged batches (and mailbox entries)
+  uint64_t capacity = 0;          // slots; a power of two
+  uint64_t param_bytes = 0;       // capacity of one params half, bytes
+  uint32_t slot_size = 0;         // bytes per slot, SlotHeader included
+  uint32_t batch_size = 0;        // transitions per staged batch
+  uint32_t staging_depth = 0;     // staged batches (and mailbox entries)
   uint32_t observation_size = 0;  // elements per observation (informational)
   uint32_t num_actions = 0;       // discrete actions (informational)
   // Lines in the actors region (ActorLine), one per actor id; actor ids must

@@ -57,8 +57,8 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
         absl::StrCat("role ", static_cast<uint32_t>(hello.role), " is not a role"));
   }
   if (hello.role != Role::kActor && hello.actor_id != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "actor_id=", hello.actor_id, " given for a ", RoleName(hello.role), " (actors only)"));
+    return absl::InvalidArgumentError(absl::StrCat("actor_id=", hello.actor_id, " given for a ",
+                                                   RoleName(hello.role), " (actors only)"));
   }
   HelloMessage m{};
   m.magic = kHelloMagic;
@@ -74,8 +74,8 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
 
 absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
   if (payload.size() < kHelloPrefixBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed hello: ", payload.size(), " bytes, not a dreplay replay client"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed hello: ", payload.size(), " bytes, not a dreplay replay client"));
   }
   uint64_t magic;
   uint32_t version;
@@ -96,16 +96,15 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
   HelloMessage m;
   std::memcpy(&m, payload.data(), sizeof(m));
   if (m.hello_bytes != sizeof(HelloMessage)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed hello: hello_bytes=", m.hello_bytes, ", expected ", sizeof(HelloMessage)));
+    return absl::InvalidArgumentError(absl::StrCat("malformed hello: hello_bytes=", m.hello_bytes,
+                                                   ", expected ", sizeof(HelloMessage)));
   }
   if (!ValidRole(m.role)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed hello: unknown role ", m.role));
   }
   if (m.token_length > kMaxAuthTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed hello: token length ",
-                                                   m.token_length, " exceeds ",
-                                                   kMaxAuthTokenBytes));
+    return absl::InvalidArgumentError(absl::StrCat("malformed hello: token length ", m.token_length,
+                                                   " exceeds ", kMaxAuthTokenBytes));
   }
   if (!IsZero(m.heartbeat) && (m.heartbeat.length < kHeartbeatBytes || m.heartbeat.addr % 8 != 0)) {
     return absl::InvalidArgumentError(
@@ -116,8 +115,8 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
   hello.role = static_cast<Role>(m.role);
   hello.actor_id = m.actor_id;
   if (hello.role != Role::kActor && hello.actor_id != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed hello: actor_id=", m.actor_id,
-                                                   " for a ", RoleName(hello.role)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed hello: actor_id=", m.actor_id, " for a ", RoleName(hello.role)));
   }
   hello.auth_token.assign(m.token, m.token_length);
   hello.heartbeat = m.heartbeat;
@@ -218,10 +217,9 @@ absl::Status CheckDirectoryForRole(const RegionDirectory& directory, Role role,
     const auto kind = static_cast<RegionKind>(k);
     const bool needed = RoleNeedsRegion(role, kind, config);
     if (needed != directory.Has(kind)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the server's region directory for a ", RoleName(role),
-                       needed ? " lacks region " : " holds unexpected region ",
-                       RegionKindName(kind)));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the server's region directory for a ", RoleName(role),
+          needed ? " lacks region " : " holds unexpected region ", RegionKindName(kind)));
     }
   }
   return absl::OkStatus();

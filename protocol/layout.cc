@@ -30,9 +30,9 @@ absl::Status RegionDirectory::Validate() const {
         absl::StrFormat("region directory magic 0x%016x is not dreplay's", magic));
   }
   if (layout_version != kLayoutVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "region directory layout version ", layout_version, " but this build speaks ",
-        kLayoutVersion));
+    return absl::FailedPreconditionError(absl::StrCat("region directory layout version ",
+                                                      layout_version, " but this build speaks ",
+                                                      kLayoutVersion));
   }
   if ((present_mask >> kNumRegionKinds) != 0) {
     return absl::InvalidArgumentError(
@@ -40,9 +40,9 @@ absl::Status RegionDirectory::Validate() const {
   }
   for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
     if ((present_mask & (1u << k)) != 0 && regions[k].length == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "region directory entry ", RegionKindName(static_cast<RegionKind>(k)),
-          " is present but empty"));
+      return absl::InvalidArgumentError(absl::StrCat("region directory entry ",
+                                                     RegionKindName(static_cast<RegionKind>(k)),
+                                                     " is present but empty"));
     }
   }
   return absl::OkStatus();
@@ -50,7 +50,7 @@ absl::Status RegionDirectory::Validate() const {
 
 const char* RegionKindName(RegionKind kind) {
   // Indexed by RegionKind's value.
-  static constexpr const char* kNames[] = {"control", "tail",   "slots",  "commits", "staging",
+  static constexpr const char* kNames[] = {"control", "tail",   "slots", "commits", "staging",
                                            "mailbox", "params", "stats", "actors"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumRegionKinds, "a name per kind");
   const auto k = static_cast<uint32_t>(kind);

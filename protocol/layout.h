@@ -60,7 +60,7 @@ enum class RegionKind : uint32_t {
   kMailbox = 5,
   kParams = 6,
   kStats = 7,
-  kActors = 8,   // READ: every ActorLine; an actor's: its own line, WRITE
+  kActors = 8,  // READ: every ActorLine; an actor's: its own line, WRITE
 };
 inline constexpr uint32_t kNumRegionKinds = 9;
 const char* RegionKindName(RegionKind kind);

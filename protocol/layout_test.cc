@@ -125,8 +125,8 @@ TEST(LayoutTest, StagingOffsetsFollowFromTheConfig) {
   LayoutConfig odd = c;
   odd.batch_size = 3;
   odd.slot_size = 40;
-  EXPECT_EQ(StagingPayloadsOffset(odd), 64u + 64);    // 48 rounded up
-  EXPECT_EQ(StagingCommitOffset(odd), 128u + 128);    // 120 rounded up
+  EXPECT_EQ(StagingPayloadsOffset(odd), 64u + 64);  // 48 rounded up
+  EXPECT_EQ(StagingCommitOffset(odd), 128u + 128);  // 120 rounded up
 }
 
 TEST(LayoutTest, MailboxAndParamsOffsetsFollowFromTheConfig) {
@@ -190,8 +190,8 @@ TEST(SlotTest, VerifyRejectsWrongSequenceFlippedBitsAndBadLength) {
                        static_cast<uint32_t>(payload.size()))
                   .ok());
   EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 6), SlotCheck::kWrongSequence);
-  for (size_t byte : {size_t{8}, size_t{16}, size_t{24}, size_t{28}, size_t{32},
-                      size_t{c.slot_size - 1}}) {
+  for (size_t byte :
+       {size_t{8}, size_t{16}, size_t{24}, size_t{28}, size_t{32}, size_t{c.slot_size - 1}}) {
     std::vector<uint8_t> bad = slot;
     bad[byte] ^= 0x10;
     const SlotCheck check = VerifySlot(bad.data(), c.slot_size, 5);
@@ -206,9 +206,8 @@ TEST(SlotTest, VerifyRejectsWrongSequenceFlippedBitsAndBadLength) {
   bad = slot;
   std::memcpy(bad.data(), &h, sizeof(h));
   EXPECT_EQ(VerifySlot(bad.data(), c.slot_size, 5), SlotCheck::kBadLength);
-  EXPECT_FALSE(SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(),
-                        c.max_payload() + 1)
-                   .ok());
+  EXPECT_FALSE(
+      SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(), c.max_payload() + 1).ok());
 }
 
 TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {
@@ -230,8 +229,7 @@ TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {
   EXPECT_FALSE(flip_changes(StagingPayloadsOffset(c) + 2 * c.slot_size));
   EXPECT_FALSE(flip_changes(StagingCommitOffset(c)));
   // A count above batch_size is clamped rather than read out of bounds.
-  EXPECT_EQ(BatchChecksum(c, stage.data(), 1u << 30),
-            BatchChecksum(c, stage.data(), c.batch_size));
+  EXPECT_EQ(BatchChecksum(c, stage.data(), 1u << 30), BatchChecksum(c, stage.data(), c.batch_size));
 }
 
 TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {

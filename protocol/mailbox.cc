@@ -20,17 +20,17 @@ uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t coun
       kChecksumSeed);
 }
 
-absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number,
-                                  uint64_t epoch, absl::Span<const PriorityRecord> records,
+absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number, uint64_t epoch,
+                                  absl::Span<const PriorityRecord> records,
                                   absl::Span<uint8_t> entry) {
   if (records.size() > config.batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "priority update has ", records.size(), " records, more than batch_size=",
-        config.batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority update has ", records.size(),
+                     " records, more than batch_size=", config.batch_size));
   }
   if (entry.size() < MailboxEntryStride(config)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mailbox entry buffer of ", entry.size(), " bytes, need ", MailboxEntryStride(config)));
+    return absl::InvalidArgumentError(absl::StrCat("mailbox entry buffer of ", entry.size(),
+                                                   " bytes, need ", MailboxEntryStride(config)));
   }
   std::memset(entry.data(), 0, MailboxEntryStride(config));
   MailboxHeader header{};

@@ -31,8 +31,8 @@ struct MailboxHeader {
   // XXH3-64 (kChecksumSeed) of bytes [8, 64 + count * 16) of the entry.
   uint64_t checksum;
   uint64_t batch_number;
-  uint64_t epoch;      // the epoch of the batch being answered
-  uint32_t count;      // records (<= batch_size)
+  uint64_t epoch;  // the epoch of the batch being answered
+  uint32_t count;  // records (<= batch_size)
   uint32_t reserved0;
   uint64_t reserved[4];
 };
@@ -70,8 +70,8 @@ uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t coun
 // then the commit line with a second WRITE on the same queue pair.
 // InvalidArgument if there are more records than batch_size or `entry` is
 // too small.
-absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number,
-                                  uint64_t epoch, absl::Span<const PriorityRecord> records,
+absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number, uint64_t epoch,
+                                  absl::Span<const PriorityRecord> records,
                                   absl::Span<uint8_t> entry);
 
 }  // namespace dreplay::protocol

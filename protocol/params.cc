@@ -25,9 +25,9 @@ absl::Status EncodeParamsHalf(const LayoutConfig& config, uint64_t version,
         "parameters of ", data.size(), " bytes exceed param_bytes=", config.param_bytes));
   }
   if (half.size() < sizeof(ParamsHalfHeader) + data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "params half buffer of ", half.size(), " bytes, need ",
-        sizeof(ParamsHalfHeader) + data.size()));
+    return absl::InvalidArgumentError(absl::StrCat("params half buffer of ", half.size(),
+                                                   " bytes, need ",
+                                                   sizeof(ParamsHalfHeader) + data.size()));
   }
   ParamsHalfHeader header{};
   header.version = version;
@@ -44,16 +44,16 @@ absl::Status CheckParamsHalf(const LayoutConfig& config, const void* half,
   ParamsHalfHeader header;
   std::memcpy(&header, half, sizeof(header));
   if (header.version != expected_version) {
-    return absl::UnavailableError(absl::StrCat(
-        "params half holds version ", header.version, ", expected ", expected_version));
+    return absl::UnavailableError(absl::StrCat("params half holds version ", header.version,
+                                               ", expected ", expected_version));
   }
   if (header.size > config.param_bytes) {
     return absl::DataLossError(absl::StrCat("params half size ", header.size,
                                             " exceeds param_bytes=", config.param_bytes));
   }
   if (ParamsChecksum(config, half, header.size) != header.checksum) {
-    return absl::DataLossError(absl::StrCat("params version ", expected_version,
-                                            " fails its checksum (torn read)"));
+    return absl::DataLossError(
+        absl::StrCat("params version ", expected_version, " fails its checksum (torn read)"));
   }
   return absl::OkStatus();
 }

@@ -26,8 +26,7 @@ const char* SlotCheckName(SlotCheck check) {
 SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_sequence) {
   SlotHeader header;
   std::memcpy(&header, slot, sizeof(header));
-  if (slot_size < sizeof(SlotHeader) ||
-      header.payload_length > slot_size - sizeof(SlotHeader)) {
+  if (slot_size < sizeof(SlotHeader) || header.payload_length > slot_size - sizeof(SlotHeader)) {
     return SlotCheck::kBadLength;
   }
   if (header.sequence != expected_sequence) return SlotCheck::kWrongSequence;
@@ -40,9 +39,9 @@ SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_seq
 absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
                       float initial_priority, const void* payload, uint32_t payload_length) {
   if (slot_size < sizeof(SlotHeader) || payload_length > slot_size - sizeof(SlotHeader)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "payload of ", payload_length, " bytes does not fit a slot of ", slot_size,
-        " bytes (header ", sizeof(SlotHeader), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("payload of ", payload_length,
+                                                   " bytes does not fit a slot of ", slot_size,
+                                                   " bytes (header ", sizeof(SlotHeader), ")"));
   }
   SlotHeader header{};
   header.sequence = sequence;

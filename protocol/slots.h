@@ -26,13 +26,13 @@ struct SlotHeader {
   // XXH3-64 (kChecksumSeed) of bytes [8, sizeof(SlotHeader) + payload_length)
   // of the slot: every header field after this one, then the payload.
   uint64_t checksum;
-  uint64_t sequence;         // the reserved sequence number
-  uint32_t actor_id;         // informational
-  uint32_t payload_length;   // bytes of payload after the header
+  uint64_t sequence;        // the reserved sequence number
+  uint32_t actor_id;        // informational
+  uint32_t payload_length;  // bytes of payload after the header
   // Raw priority (e.g. |TD error|) from the actor; <= 0 or not finite means
   // "no estimate: use the current maximum".
   float initial_priority;
-  uint32_t reserved;         // 0
+  uint32_t reserved;  // 0
 };
 static_assert(sizeof(SlotHeader) == 32, "SlotHeader is a wire structure");
 static_assert(offsetof(SlotHeader, checksum) == 0, "");
@@ -90,9 +90,8 @@ SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_seq
 // Fills a slot image: header fields, the payload, and the checksum.
 // InvalidArgument if the payload does not fit in slot_size. `slot` must hold
 // slot_size bytes; bytes after the payload are left as they are.
-absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence,
-                      uint32_t actor_id, float initial_priority,
-                      const void* payload, uint32_t payload_length);
+absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
+                      float initial_priority, const void* payload, uint32_t payload_length);
 
 }  // namespace dreplay::protocol
 

@@ -27,32 +27,32 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
   return XXH3_64bits_digest(&state);
 }
 
-absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
-                              uint64_t batch_number, uint64_t epoch) {
+absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
+                              uint64_t epoch) {
   const auto* p = static_cast<const uint8_t*>(image);
   uint64_t commit;
   std::memcpy(&commit, p + StagingCommitOffset(config), sizeof(commit));
   BatchHeader header;
   std::memcpy(&header, p, sizeof(header));
   if (commit != BatchCommitValue(batch_number) || header.batch_number != batch_number) {
-    return absl::UnavailableError(absl::StrCat(
-        "batch ", batch_number, " is not staged yet (commit ", commit, ", header batch ",
-        header.batch_number, ")"));
+    return absl::UnavailableError(absl::StrCat("batch ", batch_number,
+                                               " is not staged yet (commit ", commit,
+                                               ", header batch ", header.batch_number, ")"));
   }
   // Only a whole image is judged: a READ that overlapped the server's write
   // can pair a new commit word with an old header.
   if (header.count > config.batch_size || header.slot_size != config.slot_size) {
-    return absl::DataLossError(absl::StrCat(
-        "staged batch ", batch_number, " header has count ", header.count, " slot_size ",
-        header.slot_size, " (torn read)"));
+    return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " header has count ",
+                                            header.count, " slot_size ", header.slot_size,
+                                            " (torn read)"));
   }
   if (BatchChecksum(config, p, header.count) != header.checksum) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
   }
   if (header.epoch != epoch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "staged batch ", batch_number, " has epoch ", header.epoch, ", expected ", epoch));
+    return absl::FailedPreconditionError(absl::StrCat("staged batch ", batch_number, " has epoch ",
+                                                      header.epoch, ", expected ", epoch));
   }
   return absl::OkStatus();
 }

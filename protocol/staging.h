@@ -32,10 +32,10 @@ struct BatchHeader {
   uint64_t checksum;
   uint64_t batch_number;
   uint64_t epoch;
-  uint32_t count;       // entries in this batch (<= batch_size)
-  uint32_t slot_size;   // stride of the copied slots (== config.slot_size)
-  uint64_t size;        // N: valid transitions in memory when sampled
-  float beta;           // importance-sampling exponent used
+  uint32_t count;      // entries in this batch (<= batch_size)
+  uint32_t slot_size;  // stride of the copied slots (== config.slot_size)
+  uint64_t size;       // N: valid transitions in memory when sampled
+  float beta;          // importance-sampling exponent used
   uint32_t reserved0;
   uint64_t reserved[2];
 };
@@ -86,8 +86,8 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
 // later); DataLoss when the header is malformed or the checksum fails (a READ
 // that overlapped the server's write: READ again); FailedPrecondition when a
 // whole, verified batch belongs to another epoch (the server restarted).
-absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image,
-                              uint64_t batch_number, uint64_t epoch);
+absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
+                              uint64_t epoch);
 
 }  // namespace dreplay::protocol
 

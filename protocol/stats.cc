@@ -22,8 +22,8 @@ absl::Status CheckActorLine(const ActorLine& line, uint32_t actor_id) {
   ActorLine copy = line;
   SealActorLine(&copy);
   if (copy.checksum != line.checksum || line.actor_id != actor_id) {
-    return absl::DataLossError(absl::StrCat("actor line ", actor_id, " fails its checksum (actor id ",
-                                            line.actor_id, ", torn read)"));
+    return absl::DataLossError(absl::StrCat(
+        "actor line ", actor_id, " fails its checksum (actor id ", line.actor_id, ", torn read)"));
   }
   return absl::OkStatus();
 }

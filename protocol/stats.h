@@ -29,30 +29,30 @@ namespace dreplay::protocol {
 struct alignas(kCacheLine) StatsBlock {
   // Replay core.
   uint64_t generation_begin;
-  uint64_t server_time_ns;        // steady clock of the server
+  uint64_t server_time_ns;  // steady clock of the server
   uint64_t epoch;
   uint64_t ingest_cursor;
-  uint64_t tail_seen;             // tail as last read by ingest
-  uint64_t size;                  // valid transitions in memory
+  uint64_t tail_seen;  // tail as last read by ingest
+  uint64_t size;       // valid transitions in memory
   uint64_t capacity;
-  uint64_t inserted;              // transitions accepted by ingest
-  uint64_t abandoned_slots;       // reserved, never committed in time
-  uint64_t overrun_slots;         // lapped before ingest
-  uint64_t torn_slots;            // committed but failed sequence/checksum
-  uint64_t sampled;               // transitions staged
+  uint64_t inserted;         // transitions accepted by ingest
+  uint64_t abandoned_slots;  // reserved, never committed in time
+  uint64_t overrun_slots;    // lapped before ingest
+  uint64_t torn_slots;       // committed but failed sequence/checksum
+  uint64_t sampled;          // transitions staged
   uint64_t batches_staged;
-  uint64_t batches_released;      // priority updates consumed
-  uint64_t sample_copy_rejects;   // overwritten during the staging copy
+  uint64_t batches_released;     // priority updates consumed
+  uint64_t sample_copy_rejects;  // overwritten during the staging copy
   uint64_t priority_updates_applied;
   uint64_t priority_updates_stale;    // slot no longer holds that sequence
   uint64_t priority_updates_invalid;  // bad index or priority value
   uint64_t mailbox_rejects;           // bad checksum / header in an update
   uint64_t staging_stalls;            // steps a batch waited for its update
-  double priority_sum;            // sum of p^alpha over memory
-  double priority_max;            // max of p^alpha over memory
+  double priority_sum;                // sum of p^alpha over memory
+  double priority_max;                // max of p^alpha over memory
   uint64_t checkpoints_written;
-  uint64_t updates_timed_out;     // staging slots freed without an update
-  uint64_t restore_dropped;       // slots failing verification on restore
+  uint64_t updates_timed_out;  // staging slots freed without an update
+  uint64_t restore_dropped;    // slots failing verification on restore
   uint64_t reserved[22];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
@@ -97,7 +97,9 @@ static_assert(offsetof(ActorLine, returns_sum) == 32, "");
 static_assert(offsetof(ActorLine, updated_ns) == 48, "");
 static_assert(offsetof(ActorLine, transitions) == 56, "");
 
-inline uint64_t ActorLineOffset(uint32_t actor_id) { return uint64_t{actor_id} * sizeof(ActorLine); }
+inline uint64_t ActorLineOffset(uint32_t actor_id) {
+  return uint64_t{actor_id} * sizeof(ActorLine);
+}
 // Sets line->checksum from the other fields.
 void SealActorLine(ActorLine* line);
 // OK when `line` (a READ image) is a whole line of actor `actor_id`;

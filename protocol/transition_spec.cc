@@ -30,16 +30,15 @@ std::string ShortestDouble(double value) {
 }
 
 absl::Status Bad(absl::string_view text, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "transition spec \"", text, "\": ", why,
-      " (expected \"env=NAME obs=N act=N nstep=N gamma=X\")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("transition spec \"", text, "\": ", why,
+                   " (expected \"env=NAME obs=N act=N nstep=N gamma=X\")"));
 }
 
 }  // namespace
 
 absl::StatusOr<TransitionSpec> TransitionSpec::Parse(absl::string_view text) {
-  const std::vector<absl::string_view> parts =
-      absl::StrSplit(text, ' ', absl::SkipEmpty());
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ' ', absl::SkipEmpty());
   if (parts.size() != kNumKeys) {
     return Bad(text, absl::StrCat("has ", parts.size(), " fields, not ", kNumKeys));
   }
@@ -48,8 +47,8 @@ absl::StatusOr<TransitionSpec> TransitionSpec::Parse(absl::string_view text) {
     const std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
     if (kv.first != kKeys[i]) {
-      return Bad(text, absl::StrCat("field ", i + 1, " is \"", parts[i], "\", expected ",
-                                    kKeys[i], "=..."));
+      return Bad(text, absl::StrCat("field ", i + 1, " is \"", parts[i], "\", expected ", kKeys[i],
+                                    "=..."));
     }
     const absl::string_view value = kv.second;
     bool ok = true;
@@ -83,9 +82,9 @@ std::string TransitionSpec::ToString() const {
 
 absl::Status TransitionSpec::CheckMatches(const TransitionSpec& published) const {
   auto differs = [](absl::string_view field, const auto& ours, const auto& theirs) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the server's transition spec has ", field, "=", theirs,
-                     " but this client has ", field, "=", ours));
+    return absl::FailedPreconditionError(absl::StrCat("the server's transition spec has ", field,
+                                                      "=", theirs, " but this client has ", field,
+                                                      "=", ours));
   };
   if (env != published.env) return differs("env", env, published.env);
   if (observation_size != published.observation_size) {

@@ -46,8 +46,7 @@ TEST(TransitionSpecTest, TypicalSpecsOfTheKnownEnvironmentsFitTheLayoutField) {
   for (const std::string& name : rl::EnvironmentNames()) {
     auto env = rl::MakeEnvironment(name);
     ASSERT_TRUE(env.ok());
-    const std::string text =
-        SpecOf((*env)->spec(), 255, 0.9999).ToString();
+    const std::string text = SpecOf((*env)->spec(), 255, 0.9999).ToString();
     EXPECT_LT(text.size(), protocol::kTransitionSpecBytes) << text;
   }
 }

@@ -71,17 +71,15 @@ TEST(RateLimiterTest, ResetRestoresCounts) {
   EXPECT_EQ(limiter.inserted(), 100u);
   EXPECT_EQ(limiter.sampled(), 90u);
   EXPECT_DOUBLE_EQ(limiter.achieved_samples_per_insert(), 0.9);
-  EXPECT_TRUE(limiter.CanSample(8, 100));   // 98 <= 99 + 8
+  EXPECT_TRUE(limiter.CanSample(8, 100));    // 98 <= 99 + 8
   EXPECT_FALSE(limiter.CanSample(18, 100));  // 108 > 107
 }
 
 TEST(RateLimiterOptionsTest, ValidateNamesTheBadField) {
   EXPECT_TRUE(Spi(4, 1, 32).Validate(32).ok());
   EXPECT_TRUE(Spi(0, 1, 0).Validate(32).ok());
-  EXPECT_NE(Spi(-1, 1, 32).Validate(32).message().find("samples_per_insert=-1"),
-            std::string::npos);
-  EXPECT_NE(Spi(4, 0, 32).Validate(32).message().find("min_size_to_sample=0"),
-            std::string::npos);
+  EXPECT_NE(Spi(-1, 1, 32).Validate(32).message().find("samples_per_insert=-1"), std::string::npos);
+  EXPECT_NE(Spi(4, 0, 32).Validate(32).message().find("min_size_to_sample=0"), std::string::npos);
   EXPECT_NE(Spi(4, 1, 31).Validate(32).message().find("spi_error_buffer=31"), std::string::npos);
 }
 

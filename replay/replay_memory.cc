@@ -27,8 +27,8 @@ absl::Status ReplayMemoryOptions::Validate() const {
         absl::StrCat("priority_epsilon=", priority_epsilon, " must be > 0 and finite"));
   }
   if (!(initial_max_priority > 0 && std::isfinite(initial_max_priority))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initial_max_priority=", initial_max_priority, " must be > 0 and finite"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial_max_priority=", initial_max_priority, " must be > 0 and finite"));
   }
   return absl::OkStatus();
 }
@@ -110,9 +110,7 @@ ReplayMemory::UpdateResult ReplayMemory::UpdatePriority(uint64_t index, uint64_t
   return UpdateResult::kApplied;
 }
 
-double ReplayMemory::NextUniform() {
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-}
+double ReplayMemory::NextUniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 SampledItem ReplayMemory::SampleOne(uint32_t stratum, uint32_t num_strata) {
   DCHECK_GT(size_, 0u);
@@ -180,17 +178,17 @@ int ReplayMemory::SampleBatch(uint32_t batch_size, double beta, absl::Span<Sampl
 absl::Status ReplayMemory::Restore(absl::Span<const double> stored_values,
                                    absl::Span<const uint64_t> sequences) {
   if (stored_values.size() != capacity() || sequences.size() != capacity()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "restore needs ", capacity(), " values and sequences, got ", stored_values.size(),
-        " and ", sequences.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore needs ", capacity(), " values and sequences, got ",
+                     stored_values.size(), " and ", sequences.size()));
   }
   for (uint64_t i = 0; i < capacity(); ++i) {
     const double v = stored_values[i];
     const bool is_valid = sequences[i] != kNoSequence;
     if (!(v >= 0) || !std::isfinite(v) || (is_valid != (v > 0))) {
       Clear();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: index ", i, " has stored value ", v, " and sequence ", sequences[i]));
+      return absl::InvalidArgumentError(absl::StrCat("restore: index ", i, " has stored value ", v,
+                                                     " and sequence ", sequences[i]));
     }
   }
   size_ = 0;

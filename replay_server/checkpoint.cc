@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "common/shared_words.h"
 #include "xxhash.h"
 
 namespace dreplay::server {
@@ -105,8 +105,8 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-CheckpointHeader MakeHeader(const protocol::LayoutConfig& config, const replay::ReplayMemory& memory,
-                            const CheckpointState& state) {
+CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
+                            const replay::ReplayMemory& memory, const CheckpointState& state) {
   CheckpointHeader h{};
   h.magic = kCheckpointMagic;
   h.format_version = kCheckpointVersion;
@@ -174,24 +174,25 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
     return absl::DataLossError(absl::StrCat(path, " is not a dreplay checkpoint (bad magic)"));
   }
   if (h.format_version != kCheckpointVersion || h.header_bytes != sizeof(CheckpointHeader)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", path, " has format version ", h.format_version, " (header ",
-        h.header_bytes, " bytes); this build reads version ", kCheckpointVersion));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " has format version ", h.format_version, " (header ",
+                     h.header_bytes, " bytes); this build reads version ", kCheckpointVersion));
   }
   if (h.config != config) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", path, " was written with a different layout (",
-        h.config.FirstDifference(config), " [checkpoint vs server])"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " was written with a different layout (",
+                     h.config.FirstDifference(config), " [checkpoint vs server])"));
   }
   const replay::ReplayMemoryOptions& o = memory.options();
   if (h.alpha != o.alpha || h.priority_epsilon != o.priority_epsilon ||
       h.sampling_mode != static_cast<uint32_t>(o.mode)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", path, " stores priorities for alpha=", h.alpha,
-        " epsilon=", h.priority_epsilon, " mode=", h.sampling_mode, " but the server has alpha=",
-        o.alpha, " epsilon=", o.priority_epsilon, " mode=", static_cast<uint32_t>(o.mode)));
+        "checkpoint ", path, " stores priorities for alpha=", h.alpha, " epsilon=",
+        h.priority_epsilon, " mode=", h.sampling_mode, " but the server has alpha=", o.alpha,
+        " epsilon=", o.priority_epsilon, " mode=", static_cast<uint32_t>(o.mode)));
   }
-  if (h.slot_bytes != protocol::SlotRingBytes(config) || h.commit_bytes != protocol::CommitWordsBytes(config) ||
+  if (h.slot_bytes != protocol::SlotRingBytes(config) ||
+      h.commit_bytes != protocol::CommitWordsBytes(config) ||
       h.value_bytes != config.capacity * sizeof(double) ||
       h.sequence_bytes != config.capacity * sizeof(uint64_t)) {
     return absl::DataLossError(
@@ -214,8 +215,8 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   const uint64_t expected_size = sizeof(header) + header.slot_bytes + header.commit_bytes +
                                  header.value_bytes + header.sequence_bytes + sizeof(uint64_t);
   if (static_cast<uint64_t>(st.st_size) != expected_size) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " has ", st.st_size,
-                                            " bytes, expected ", expected_size));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", path, " has ", st.st_size, " bytes, expected ", expected_size));
   }
   Hasher hasher;
   hasher.Update(&header, sizeof(header));
@@ -252,7 +253,8 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
     const uint64_t sequence = memory->sequence(i);
     if (sequence == replay::ReplayMemory::kNoSequence) continue;
     if (regions->commits()[i] != protocol::CommitValue(sequence) ||
-        protocol::VerifySlot(regions->slot(i), config.slot_size, sequence) != protocol::SlotCheck::kOk) {
+        protocol::VerifySlot(regions->slot(i), config.slot_size, sequence) !=
+            protocol::SlotCheck::kOk) {
       memory->Remove(i);
       ++state->counters.restore_dropped;
     }
@@ -265,9 +267,9 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
 absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regions,
                              const replay::ReplayMemory& memory, const CheckpointState& state) {
   if (memory.capacity() != regions.config().capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory capacity ", memory.capacity(), " differs from the regions' ",
-        regions.config().capacity));
+    return absl::InvalidArgumentError(absl::StrCat("memory capacity ", memory.capacity(),
+                                                   " differs from the regions' ",
+                                                   regions.config().capacity));
   }
   const std::string temp = path + ".tmp";
   Fd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -292,9 +294,9 @@ absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regio
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
                             replay::ReplayMemory* memory, CheckpointState* state) {
   if (memory->capacity() != regions->config().capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory capacity ", memory->capacity(), " differs from the regions' ",
-        regions->config().capacity));
+    return absl::InvalidArgumentError(absl::StrCat("memory capacity ", memory->capacity(),
+                                                   " differs from the regions' ",
+                                                   regions->config().capacity));
   }
   Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {

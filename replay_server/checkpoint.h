@@ -36,10 +36,10 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "replay_server/counters.h"
 #include "protocol/layout.h"
-#include "replay_server/regions.h"
 #include "replay/replay_memory.h"
+#include "replay_server/counters.h"
+#include "replay_server/regions.h"
 
 namespace dreplay::server {
 

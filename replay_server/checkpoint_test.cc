@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "common/shared_words.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -72,7 +72,7 @@ class CheckpointTest : public ::testing::Test {
     const protocol::PriorityRecord r{e.slot_sequence, e.slot_index, 42.f};
     WriteUpdate(*regions_, 0, 1, {&r, 1});
     core_->Step();
-    pending_ = Reserve(*regions_, 1);  // never committed
+    pending_ = Reserve(*regions_, 1);     // never committed
     committed_ = Insert(*regions_, 3.f);  // committed after the last step
   }
 

@@ -30,8 +30,8 @@ struct ReplayCounters {
   uint64_t priority_updates_applied = 0;
   uint64_t priority_updates_stale = 0;
   uint64_t priority_updates_invalid = 0;
-  uint64_t mailbox_rejects = 0;      // bad checksum / header / count
-  uint64_t updates_timed_out = 0;    // staging slots freed without an update
+  uint64_t mailbox_rejects = 0;    // bad checksum / header / count
+  uint64_t updates_timed_out = 0;  // staging slots freed without an update
   // Checkpoints.
   uint64_t checkpoints_written = 0;
   uint64_t restore_dropped = 0;  // slots that failed verification on restore

@@ -21,9 +21,9 @@ absl::Status IngestOptions::Validate() const {
   return absl::OkStatus();
 }
 
-Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& options, protocol::ControlBlock* control,
-               const uint8_t* slots, const uint64_t* commits, replay::ReplayMemory* memory,
-               ReplayCounters* counters, Clock* clock)
+Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
+               protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
+               replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock)
     : config_(config),
       options_(options),
       control_(control),

@@ -47,10 +47,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "replay_server/clock.h"
-#include "replay_server/counters.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
+#include "replay_server/clock.h"
+#include "replay_server/counters.h"
 
 namespace dreplay::server {
 
@@ -72,9 +72,9 @@ class Ingest {
   // (capacity * slot_size bytes), `commits` (capacity words) laid out for
   // `config`; `memory` (capacity == config.capacity), `counters`, `clock`.
   // REQUIRES: options.Validate() and config.Validate() are OK.
-  Ingest(const protocol::LayoutConfig& config, const IngestOptions& options, protocol::ControlBlock* control,
-         const uint8_t* slots, const uint64_t* commits, replay::ReplayMemory* memory,
-         ReplayCounters* counters, Clock* clock);
+  Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
+         protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
+         replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
 
   // Handles up to max_per_step sequences; returns how many (ingested,
   // torn, overrun or abandoned). Publishes the cursor when it moved.

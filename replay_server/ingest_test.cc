@@ -5,9 +5,9 @@
 #include <cstring>
 #include <memory>
 
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "common/shared_words.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -160,7 +160,8 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   for (uint64_t k = 1; k < capacity(); ++k) Insert(*regions_, 1.f);
   ASSERT_EQ(ingest_->Step(), capacity() - 1);
   const uint64_t q = Reserve(*regions_, 1);
-  ASSERT_EQ(protocol::SlotIndex(regions_->config(), q), protocol::SlotIndex(regions_->config(), old_q));
+  ASSERT_EQ(protocol::SlotIndex(regions_->config(), q),
+            protocol::SlotIndex(regions_->config(), old_q));
   uint8_t* slot = regions_->slot(protocol::SlotIndex(regions_->config(), q));
   std::vector<uint8_t> before(slot, slot + regions_->config().slot_size);
   WriteSlot(*regions_, q, 1.f, 128);

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "replay_server/counters.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
+#include "replay_server/counters.h"
 
 namespace dreplay::server {
 
@@ -41,8 +41,8 @@ class PriorityUpdates {
 
   // `mailbox` (MailboxBytes(config)), `memory` and `counters` are not owned
   // and must outlive this object. REQUIRES: config.Validate() is OK.
-  PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox, replay::ReplayMemory* memory,
-                  ReplayCounters* counters);
+  PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox,
+                  replay::ReplayMemory* memory, ReplayCounters* counters);
 
   // Consumes the update for batch `batch_number` of epoch `epoch` if it has
   // arrived.

@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "common/shared_words.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -30,8 +30,8 @@ class PriorityUpdatesTest : public ::testing::Test {
     mo.priority_epsilon = 0.5;
     memory_ = replay::ReplayMemory::Create(mo).value();
     for (uint64_t i = 0; i < 8; ++i) memory_->Insert(i, 100 + i, 0.5f);
-    updates_ = std::make_unique<PriorityUpdates>(config(), regions_->mailbox(), memory_.get(),
-                                                 &counters_);
+    updates_ =
+        std::make_unique<PriorityUpdates>(config(), regions_->mailbox(), memory_.get(), &counters_);
   }
   const protocol::LayoutConfig& config() const { return regions_->config(); }
 
@@ -55,11 +55,11 @@ TEST_F(PriorityUpdatesTest, IsNotReadyUntilTheCommitLineNamesTheBatch) {
 TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
   memory_->Insert(2, 102 + config().capacity, 0.5f);  // slot 2 was overwritten
   const std::vector<protocol::PriorityRecord> records = {
-      {100, 0, 1.5f},                      // applied
-      {102, 2, 9.5f},                      // stale: slot 2 holds a later sequence
-      {103, 3, -1.f},                      // invalid priority
-      {104, 1u << 30, 1.f},                // invalid index
-      {105, 5, 2.5f},                      // applied
+      {100, 0, 1.5f},        // applied
+      {102, 2, 9.5f},        // stale: slot 2 holds a later sequence
+      {103, 3, -1.f},        // invalid priority
+      {104, 1u << 30, 1.f},  // invalid index
+      {105, 5, 2.5f},        // applied
   };
   WriteUpdate(*regions_, 1, kEpoch, records);
   EXPECT_EQ(updates_->Consume(1, kEpoch), Result::kApplied);
@@ -75,7 +75,8 @@ TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
 TEST_F(PriorityUpdatesTest, RejectsAnEntryWithABadChecksumWithoutApplyingIt) {
   const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
-  regions_->mailbox_entry(0)[protocol::MailboxRecordsOffset(config()) + 12] ^= 0x40;  // priority bits
+  regions_->mailbox_entry(0)[protocol::MailboxRecordsOffset(config()) + 12] ^=
+      0x40;  // priority bits
   EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
   EXPECT_EQ(counters_.mailbox_rejects, 1u);
   EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 1.0);
@@ -90,7 +91,8 @@ TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyReco
   WriteUpdate(*regions_, 1, kEpoch, {&r, 1});
   uint8_t* entry = regions_->mailbox_entry(1);
   const uint64_t commit_for_3 = protocol::BatchCommitValue(3);
-  StoreRelease(reinterpret_cast<uint64_t*>(entry + protocol::MailboxCommitOffset(config())), commit_for_3);
+  StoreRelease(reinterpret_cast<uint64_t*>(entry + protocol::MailboxCommitOffset(config())),
+               commit_for_3);
   EXPECT_EQ(updates_->Consume(3, kEpoch), Result::kRejected);
 
   // A count beyond batch_size is never trusted for a copy.

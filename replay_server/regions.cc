@@ -17,8 +17,8 @@ absl::Status ReplayRegions::Map(uint64_t bytes, const char* what, Buffer* out) {
   // Anonymous private mappings are page-aligned and zero-filled.
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "mmap of ", mapped, " bytes for the ", what, " region failed: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat("mmap of ", mapped, " bytes for the ", what,
+                                                     " region failed: ", std::strerror(errno)));
   }
   out->data = static_cast<uint8_t*>(p);
   out->bytes = bytes;
@@ -31,7 +31,8 @@ void ReplayRegions::Unmap(Buffer* buffer) {
   buffer->data = nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(const protocol::LayoutConfig& config) {
+absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
+    const protocol::LayoutConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ReplayRegions> r(new ReplayRegions(config));
   RETURN_IF_ERROR(Map(protocol::ControlRegionBytes(config), "control", &r->control_));
@@ -54,7 +55,8 @@ absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(const proto
 }
 
 ReplayRegions::~ReplayRegions() {
-  for (Buffer* b : {&control_, &slots_, &commits_, &staging_, &mailbox_, &params_, &stats_, &actors_}) {
+  for (Buffer* b :
+       {&control_, &slots_, &commits_, &staging_, &mailbox_, &params_, &stats_, &actors_}) {
     Unmap(b);
   }
 }

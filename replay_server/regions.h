@@ -28,7 +28,8 @@ class ReplayRegions {
  public:
   // Validates `config` (InvalidArgument) and allocates every region
   // (ResourceExhausted when the memory cannot be mapped).
-  static absl::StatusOr<std::unique_ptr<ReplayRegions>> Create(const protocol::LayoutConfig& config);
+  static absl::StatusOr<std::unique_ptr<ReplayRegions>> Create(
+      const protocol::LayoutConfig& config);
   // Unmaps the buffers. REQUIRES: nothing (no NIC registration, no thread)
   // uses them any more.
   ~ReplayRegions();
@@ -43,14 +44,18 @@ class ReplayRegions {
   void* region(protocol::RegionKind kind) const;
   uint64_t region_bytes(protocol::RegionKind kind) const;
 
-  protocol::ControlBlock* control() const { return reinterpret_cast<protocol::ControlBlock*>(control_.data); }
+  protocol::ControlBlock* control() const {
+    return reinterpret_cast<protocol::ControlBlock*>(control_.data);
+  }
   uint64_t* tail_word() const { return &control()->tail.tail; }
   uint8_t* slots() const { return slots_.data; }
   uint64_t* commits() const { return reinterpret_cast<uint64_t*>(commits_.data); }
   uint8_t* staging() const { return staging_.data; }
   uint8_t* mailbox() const { return mailbox_.data; }
   uint8_t* params() const { return params_.data; }
-  protocol::StatsBlock* stats() const { return reinterpret_cast<protocol::StatsBlock*>(stats_.data); }
+  protocol::StatsBlock* stats() const {
+    return reinterpret_cast<protocol::StatsBlock*>(stats_.data);
+  }
   // Null when config.max_actors is 0.
   uint8_t* actors() const { return actors_.data; }
 

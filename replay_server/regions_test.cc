@@ -36,11 +36,13 @@ TEST(ReplayRegionsTest, AllocatesEveryRegionPageAlignedZeroedAndSizedByTheLayout
     EXPECT_EQ(reinterpret_cast<uintptr_t>(r.region(e.kind)) % protocol::kRegionAlignment, 0u);
   }
   for (uint64_t i = 0; i < config.capacity; ++i) ASSERT_EQ(r.commits()[i], 0u);
-  EXPECT_EQ(r.region(protocol::RegionKind::kTail),
-            static_cast<uint8_t*>(r.region(protocol::RegionKind::kControl)) + protocol::kTailOffset);
+  EXPECT_EQ(
+      r.region(protocol::RegionKind::kTail),
+      static_cast<uint8_t*>(r.region(protocol::RegionKind::kControl)) + protocol::kTailOffset);
   EXPECT_EQ(r.region_bytes(protocol::RegionKind::kTail), protocol::kTailLineBytes);
   EXPECT_EQ(r.slot(3), r.slots() + 3 * config.slot_size);
-  EXPECT_EQ(r.staging_slot(config.staging_depth + 1), r.staging() + protocol::StagingSlotStride(config));
+  EXPECT_EQ(r.staging_slot(config.staging_depth + 1),
+            r.staging() + protocol::StagingSlotStride(config));
   EXPECT_EQ(r.mailbox_entry(1), r.mailbox() + protocol::MailboxEntryStride(config));
 }
 

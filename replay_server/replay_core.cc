@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "replay_server/checkpoint.h"
-#include "common/shared_words.h"
 
 namespace dreplay::server {
 
@@ -19,53 +19,54 @@ absl::Status ReplayCoreOptions::Validate() const {
   RETURN_IF_ERROR(ingest.Validate());
   RETURN_IF_ERROR(sampler.Validate());
   if (update_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "update_timeout=", absl::FormatDuration(update_timeout), " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("update_timeout=", absl::FormatDuration(update_timeout), " must be > 0"));
   }
   if (max_batches_per_step == 0) {
     return absl::InvalidArgumentError("max_batches_per_step=0 must be >= 1");
   }
   if (stats_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
   }
   if (min_sleep <= absl::ZeroDuration() || max_sleep < min_sleep) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "min_sleep=", absl::FormatDuration(min_sleep), " max_sleep=",
-        absl::FormatDuration(max_sleep), " need 0 < min_sleep <= max_sleep"));
+    return absl::InvalidArgumentError(absl::StrCat("min_sleep=", absl::FormatDuration(min_sleep),
+                                                   " max_sleep=", absl::FormatDuration(max_sleep),
+                                                   " need 0 < min_sleep <= max_sleep"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* regions,
-                                                                const ReplayCoreOptions& options,
-                                                                Clock* clock) {
+                                                               const ReplayCoreOptions& options,
+                                                               Clock* clock) {
   RETURN_IF_ERROR(options.Validate());
   const protocol::LayoutConfig& config = regions->config();
   replay::ReplayMemoryOptions memory_options = options.memory;
   if (memory_options.capacity == 0) memory_options.capacity = config.capacity;
   if (memory_options.capacity != config.capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory.capacity=", memory_options.capacity, " differs from the layout's capacity=",
-        config.capacity));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory.capacity=", memory_options.capacity,
+                     " differs from the layout's capacity=", config.capacity));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory, replay::ReplayMemory::Create(memory_options));
-  return std::unique_ptr<ReplayCore>(
-      new ReplayCore(regions, options, clock != nullptr ? clock : Clock::Real(), std::move(memory)));
+  ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory,
+                   replay::ReplayMemory::Create(memory_options));
+  return std::unique_ptr<ReplayCore>(new ReplayCore(
+      regions, options, clock != nullptr ? clock : Clock::Real(), std::move(memory)));
 }
 
 ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
                        std::unique_ptr<replay::ReplayMemory> memory)
     : regions_(regions), options_(options), clock_(clock), memory_(std::move(memory)) {
   const protocol::LayoutConfig& config = regions_->config();
-  ingest_ = std::make_unique<Ingest>(config, options_.ingest, regions_->control(),
-                                     regions_->slots(), regions_->commits(), memory_.get(),
-                                     &counters_, clock_);
-  updates_ = std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(),
-                                               &counters_);
+  ingest_ =
+      std::make_unique<Ingest>(config, options_.ingest, regions_->control(), regions_->slots(),
+                               regions_->commits(), memory_.get(), &counters_, clock_);
+  updates_ =
+      std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(), &counters_);
   sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),
-                                       regions_->slots(), regions_->commits(),
-                                       regions_->staging(), memory_.get(), &counters_, clock_);
+                                       regions_->slots(), regions_->commits(), regions_->staging(),
+                                       memory_.get(), &counters_, clock_);
   ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
   sampler_->Restart(epoch_);
   PublishStats();

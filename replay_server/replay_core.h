@@ -53,12 +53,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
 #include "replay_server/ingest.h"
 #include "replay_server/priority_updates.h"
 #include "replay_server/regions.h"
-#include "replay/replay_memory.h"
 #include "replay_server/sampler.h"
 
 namespace dreplay::server {

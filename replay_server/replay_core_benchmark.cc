@@ -20,11 +20,11 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/shared_words.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "common/shared_words.h"
 
 DEFINE_uint64(capacity, 1 << 20, "slots in the ring (power of two)");
 DEFINE_uint64(actor_window, 0, "sequences actors may run ahead of ingest (0: capacity / 4)");
@@ -42,7 +42,8 @@ namespace {
 protocol::LayoutConfig Config() {
   protocol::LayoutConfig c;
   c.capacity = FLAGS_capacity;
-  c.slot_size = static_cast<uint32_t>(protocol::RoundUp(sizeof(protocol::SlotHeader) + FLAGS_payload, protocol::kSlotAlignment));
+  c.slot_size = static_cast<uint32_t>(
+      protocol::RoundUp(sizeof(protocol::SlotHeader) + FLAGS_payload, protocol::kSlotAlignment));
   c.batch_size = FLAGS_batch;
   c.staging_depth = FLAGS_depth;
   c.param_bytes = 4096;
@@ -55,7 +56,7 @@ void WriteSlot(const ReplayRegions& r, uint64_t q, std::vector<uint8_t>* image,
                const std::vector<uint8_t>& payload) {
   const protocol::LayoutConfig& c = r.config();
   CHECK(protocol::SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f,
-                 payload.data(), FLAGS_payload)
+                           payload.data(), FLAGS_payload)
             .ok());
   CopyToShared(r.slot(protocol::SlotIndex(c, q)), image->data(), c.slot_size);
 }
@@ -68,13 +69,16 @@ void AnswerBatch(const ReplayRegions& r, uint64_t n, uint64_t epoch, std::vector
   records->resize(header.count);
   for (uint32_t k = 0; k < header.count; ++k) {
     protocol::BatchEntry e;
-    std::memcpy(&e, image->data() + protocol::StagingEntriesOffset(c) + k * sizeof(protocol::BatchEntry), sizeof(e));
+    std::memcpy(
+        &e, image->data() + protocol::StagingEntriesOffset(c) + k * sizeof(protocol::BatchEntry),
+        sizeof(e));
     (*records)[k] = protocol::PriorityRecord{e.slot_sequence, e.slot_index, 1.0f + (k % 5)};
   }
   CHECK(protocol::EncodePriorityUpdate(c, n, epoch, *records, absl::MakeSpan(*entry)).ok());
   uint8_t* target = r.mailbox_entry(n);
   CopyToShared(target, entry->data(), protocol::MailboxCommitOffset(c));
-  StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)), protocol::BatchCommitValue(n));
+  StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)),
+               protocol::BatchCommitValue(n));
 }
 
 void IngestPhase() {
@@ -127,9 +131,10 @@ void SamplePhase() {
   }
   const double s = absl::ToDoubleSeconds(absl::Now() - start);
   const uint64_t sampled = core->counters().sampled - first_sampled;
-  std::printf("sample:     %.2f M sampled transitions/s at batch %u (core + instant learner, "
-              "one thread; %.0f batches/s)\n",
-              sampled / s / 1e6, FLAGS_batch, sampled / s / FLAGS_batch);
+  std::printf(
+      "sample:     %.2f M sampled transitions/s at batch %u (core + instant learner, "
+      "one thread; %.0f batches/s)\n",
+      sampled / s / 1e6, FLAGS_batch, sampled / s / FLAGS_batch);
 }
 
 void EndToEndPhase() {
@@ -167,7 +172,8 @@ void EndToEndPhase() {
       while (next.fetch_add(FLAGS_reserve_chunk) < total) {
         const uint64_t first = FetchAdd(regions->tail_word(), FLAGS_reserve_chunk);
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
-          while (!protocol::SequenceWritable(c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
+          while (!protocol::SequenceWritable(
+              c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
             std::this_thread::yield();
           }
           WriteSlot(*regions, q, &image, payload);
@@ -190,16 +196,16 @@ void EndToEndPhase() {
   stop_core = true;
   core_thread.join();
   const ReplayCounters& k = core->counters();
-  std::printf("end_to_end: %d actors, %llu transitions in %.3f s = %.2f M inserts/s; "
-              "learner %.2f M sampled transitions/s (%llu batches); torn %llu abandoned %llu "
-              "overrun %llu copy rejects %llu; %u hardware threads\n",
-              FLAGS_actors, static_cast<unsigned long long>(reserved), s, reserved / s / 1e6,
-              batches * FLAGS_batch / s / 1e6, static_cast<unsigned long long>(batches),
-              static_cast<unsigned long long>(k.torn_slots),
-              static_cast<unsigned long long>(k.abandoned_slots),
-              static_cast<unsigned long long>(k.overrun_slots),
-              static_cast<unsigned long long>(k.sample_copy_rejects),
-              std::thread::hardware_concurrency());
+  std::printf(
+      "end_to_end: %d actors, %llu transitions in %.3f s = %.2f M inserts/s; "
+      "learner %.2f M sampled transitions/s (%llu batches); torn %llu abandoned %llu "
+      "overrun %llu copy rejects %llu; %u hardware threads\n",
+      FLAGS_actors, static_cast<unsigned long long>(reserved), s, reserved / s / 1e6,
+      batches * FLAGS_batch / s / 1e6, static_cast<unsigned long long>(batches),
+      static_cast<unsigned long long>(k.torn_slots),
+      static_cast<unsigned long long>(k.abandoned_slots),
+      static_cast<unsigned long long>(k.overrun_slots),
+      static_cast<unsigned long long>(k.sample_copy_rejects), std::thread::hardware_concurrency());
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
-#include "common/shared_words.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -35,7 +35,8 @@ ReplayCoreOptions TestOptions() {
   return options;
 }
 
-std::vector<protocol::BatchEntry> EntriesOf(const protocol::LayoutConfig& c, const std::vector<uint8_t>& image) {
+std::vector<protocol::BatchEntry> EntriesOf(const protocol::LayoutConfig& c,
+                                            const std::vector<uint8_t>& image) {
   protocol::BatchHeader header;
   std::memcpy(&header, image.data(), sizeof(header));
   std::vector<protocol::BatchEntry> entries(header.count);
@@ -75,7 +76,8 @@ TEST_F(ReplayCoreTest, AStepIngestsAndStagesUpToTheStagingDepth) {
   EXPECT_EQ(r.batches_staged, config().staging_depth);
   EXPECT_TRUE(r.did_work());
   for (uint64_t n = 0; n < config().staging_depth; ++n) {
-    const absl::Status s = protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1);
+    const absl::Status s =
+        protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, n).data(), n, 1);
     EXPECT_TRUE(s.ok()) << s;
   }
   EXPECT_FALSE(core_->Step().did_work());
@@ -107,7 +109,8 @@ TEST_F(ReplayCoreTest, ReusesAStagingSlotOnlyAfterTheLearnersUpdateForItsBatch) 
   EXPECT_DOUBLE_EQ(core_->memory().stored_priority(records[0].slot_index),
                    core_->memory().StoredValue(5.f));
   EXPECT_TRUE(
-      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, 1).ok());
+      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, 1)
+          .ok());
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 2u);
 }
 
@@ -223,8 +226,7 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
       CopyFromShared(image.data(), regions->staging_slot(n), image.size());
       const absl::Status s = protocol::CheckStagedBatch(config, image.data(), n, 1);
       if (!s.ok()) {
-        if (s.code() != absl::StatusCode::kUnavailable &&
-            s.code() != absl::StatusCode::kDataLoss) {
+        if (s.code() != absl::StatusCode::kUnavailable && s.code() != absl::StatusCode::kDataLoss) {
           ADD_FAILURE() << s;
           failed = true;
           return;
@@ -238,15 +240,16 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         const uint8_t* copy =
             image.data() + protocol::StagingPayloadsOffset(config) + k * config.slot_size;
         const std::vector<uint8_t> expected = PayloadFor(e.slot_sequence, 128);
-        if (protocol::VerifySlot(copy, config.slot_size, e.slot_sequence) != protocol::SlotCheck::kOk ||
+        if (protocol::VerifySlot(copy, config.slot_size, e.slot_sequence) !=
+                protocol::SlotCheck::kOk ||
             std::memcmp(copy + sizeof(protocol::SlotHeader), expected.data(), 128) != 0 ||
             !(e.weight > 0 && e.weight <= 1)) {
           ADD_FAILURE() << "batch " << n << " entry " << k << " is wrong";
           failed = true;
           return;
         }
-        records.push_back({e.slot_sequence, e.slot_index,
-                           static_cast<float>(e.slot_sequence % 13) + 0.5f});
+        records.push_back(
+            {e.slot_sequence, e.slot_index, static_cast<float>(e.slot_sequence % 13) + 0.5f});
       }
       testing::WriteUpdate(*regions, n, 1, records);
       learner_records += records.size();
@@ -265,8 +268,8 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         for (uint64_t q = first; q < first + k; ++q) {
           // Never lap a slot the server has not ingested.
           const absl::Time deadline = absl::Now() + kWaitTimeout;
-          while (!protocol::SequenceWritable(config, q,
-                                   LoadAcquire(&regions->control()->server.ingest_cursor))) {
+          while (!protocol::SequenceWritable(
+              config, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
             if (absl::Now() > deadline) {
               ADD_FAILURE() << "actor " << a << " waited too long for ingest";
               failed = true;
@@ -316,16 +319,15 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   EXPECT_EQ(c.priority_updates_invalid + c.mailbox_rejects, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ReplayCoreThreadsTest,
-    ::testing::Values(
-        // Room for everything: no slot is reused.
-        EndToEndParams{1 << 15, 0, 4, 5000, 8},
-        // A small ring: actors wait for ingest and slots are overwritten
-        // under the sampler's feet all the time.
-        EndToEndParams{256, 0, 4, 5000, 4},
-        // Actors may run only a quarter of the ring ahead of ingest.
-        EndToEndParams{256, 64, 4, 5000, 4}));
+INSTANTIATE_TEST_SUITE_P(Shapes, ReplayCoreThreadsTest,
+                         ::testing::Values(
+                             // Room for everything: no slot is reused.
+                             EndToEndParams{1 << 15, 0, 4, 5000, 8},
+                             // A small ring: actors wait for ingest and slots are overwritten
+                             // under the sampler's feet all the time.
+                             EndToEndParams{256, 0, 4, 5000, 4},
+                             // Actors may run only a quarter of the ring ahead of ingest.
+                             EndToEndParams{256, 64, 4, 5000, 4}));
 
 }  // namespace
 }  // namespace dreplay::server

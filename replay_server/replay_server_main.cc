@@ -48,7 +48,8 @@ DEFINE_string(listen, "127.0.0.1:0",
               "HOST:PORT to listen on. Port 0: the OS picks one (printed, see --port_file). "
               "The default accepts local clients only; use 0.0.0.0:PORT for remote ones.");
 DEFINE_string(port_file, "", "if set, the bound port is written to this file");
-DEFINE_string(provider, "auto", "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(provider, "auto",
+              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -117,7 +118,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     const absl::Status s = protocol::ParseHostPort(FLAGS_listen, &o.host, &o.port);
     if (!s.ok()) return FlagError("listen", FLAGS_listen, s.message());
   }
-  RETURN_IF_ERROR(CheckRange("capacity", FLAGS_capacity, protocol::kMinCapacity, protocol::kMaxCapacity));
+  RETURN_IF_ERROR(
+      CheckRange("capacity", FLAGS_capacity, protocol::kMinCapacity, protocol::kMaxCapacity));
   RETURN_IF_ERROR(CheckRange("slot_size", FLAGS_slot_size, 1, protocol::kMaxSlotSize));
   RETURN_IF_ERROR(CheckRange("batch_size", FLAGS_batch_size, 1, protocol::kMaxBatchSize));
   RETURN_IF_ERROR(CheckRange("staging_depth", FLAGS_staging_depth, 1, protocol::kMaxStagingDepth));
@@ -181,7 +183,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
                                                EmptyTokenFile::kRefused));
   if (o.auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
-                                                   " bytes, more than ", protocol::kMaxAuthTokenBytes));
+                                                   " bytes, more than ",
+                                                   protocol::kMaxAuthTokenBytes));
   }
   RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
   o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 #include "common/shared_words.h"
+#include "glog/logging.h"
 
 namespace dreplay::server {
 
@@ -23,8 +23,8 @@ absl::Status SamplerOptions::Validate() const {
 }
 
 SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t* slot,
-                            const uint64_t* commit_word, uint64_t sequence,
-                            uint8_t* destination, const std::function<void()>* during_copy) {
+                            const uint64_t* commit_word, uint64_t sequence, uint8_t* destination,
+                            const std::function<void()>* during_copy) {
   const uint64_t expected = protocol::CommitValue(sequence);
   if (LoadAcquire(commit_word) != expected) return SlotCopy::kCommitChangedBefore;
   if (during_copy == nullptr) {
@@ -46,7 +46,8 @@ SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t*
 
 Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options,
                  protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-                 uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock)
+                 uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters,
+                 Clock* clock)
     : config_(config),
       options_(options),
       control_(control),
@@ -128,7 +129,7 @@ bool Sampler::StageOne() {
   memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
   for (uint32_t k = 0; k < count; ++k) {
     entries_[k] = protocol::BatchEntry{items_[k].sequence, static_cast<uint32_t>(items_[k].index),
-                             items_[k].weight};
+                                       items_[k].weight};
   }
   CopyToShared(base + protocol::StagingEntriesOffset(config_), entries_.data(),
                uint64_t{count} * sizeof(protocol::BatchEntry));

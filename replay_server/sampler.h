@@ -41,10 +41,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "replay_server/clock.h"
-#include "replay_server/counters.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
+#include "replay_server/clock.h"
+#include "replay_server/counters.h"
 
 namespace dreplay::server {
 
@@ -63,8 +63,7 @@ enum class SlotCopy : uint8_t {
 // the first half of the words are copied: a simulation point for tests
 // (an actor overwriting the slot mid-copy); production passes nullptr.
 SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t* slot,
-                            const uint64_t* commit_word, uint64_t sequence,
-                            uint8_t* destination,
+                            const uint64_t* commit_word, uint64_t sequence, uint8_t* destination,
                             const std::function<void()>* during_copy = nullptr);
 
 struct SamplerOptions {
@@ -86,9 +85,9 @@ class Sampler {
   // `commits`, `staging` are the regions laid out for `config`.
   // REQUIRES: config and options are valid, memory->capacity() ==
   // config.capacity.
-  Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options, protocol::ControlBlock* control,
-          const uint8_t* slots, const uint64_t* commits, uint8_t* staging,
-          replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
+  Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options,
+          protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
+          uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
 
   // Stages batch next_batch() if its staging slot is free and the memory
   // holds at least min_size_to_sample transitions. Returns true if a batch
@@ -128,9 +127,9 @@ class Sampler {
   uint64_t next_batch_ = 0;
   uint64_t released_ = 0;
   bool stalled_ = false;
-  std::vector<absl::Time> staged_at_;  // per staging slot
+  std::vector<absl::Time> staged_at_;          // per staging slot
   std::vector<replay::SampledItem> items_;     // batch_size
-  std::vector<protocol::BatchEntry> entries_;    // batch_size
+  std::vector<protocol::BatchEntry> entries_;  // batch_size
 };
 
 }  // namespace dreplay::server

@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/ingest.h"
 #include "replay_server/regions.h"
-#include "common/shared_words.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -35,15 +35,15 @@ class SamplerTest : public ::testing::Test {
     mo.priority_epsilon = 0.5;
     mo.seed = 5;
     memory_ = replay::ReplayMemory::Create(mo).value();
-    ingest_ = std::make_unique<Ingest>(config(), IngestOptions{}, regions_->control(),
-                                       regions_->slots(), regions_->commits(), memory_.get(),
-                                       &counters_, &clock_);
+    ingest_ =
+        std::make_unique<Ingest>(config(), IngestOptions{}, regions_->control(), regions_->slots(),
+                                 regions_->commits(), memory_.get(), &counters_, &clock_);
     SamplerOptions so;
     so.beta = replay::BetaSchedule{0.5, 0.5, 0};
     so.min_size_to_sample = 4;
     sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
-                                         regions_->commits(), regions_->staging(),
-                                         memory_.get(), &counters_, &clock_);
+                                         regions_->commits(), regions_->staging(), memory_.get(),
+                                         &counters_, &clock_);
     sampler_->Restart(kEpoch);
   }
 
@@ -86,17 +86,22 @@ TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
   EXPECT_EQ(counters_.batches_staged, 1u);
   for (uint32_t k = 0; k < header.count; ++k) {
     protocol::BatchEntry entry;
-    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
-                sizeof(entry));
+    std::memcpy(
+        &entry,
+        image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
+        sizeof(entry));
     EXPECT_EQ(memory_->sequence(entry.slot_index), entry.slot_sequence);
     EXPECT_FLOAT_EQ(entry.weight, 1.0f);  // equal priorities: equal weights
-    const uint8_t* copy = image.data() + protocol::StagingPayloadsOffset(config()) + k * config().slot_size;
+    const uint8_t* copy =
+        image.data() + protocol::StagingPayloadsOffset(config()) + k * config().slot_size;
     EXPECT_EQ(std::memcmp(copy, regions_->slot(entry.slot_index), config().slot_size), 0);
-    EXPECT_EQ(protocol::VerifySlot(copy, config().slot_size, entry.slot_sequence), protocol::SlotCheck::kOk);
+    EXPECT_EQ(protocol::VerifySlot(copy, config().slot_size, entry.slot_sequence),
+              protocol::SlotCheck::kOk);
   }
   // The learner sees nothing for batch 1 yet, nor batch 0 of another epoch.
-  EXPECT_EQ(protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, 1).data(), 1, kEpoch).code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, 1).data(), 1, kEpoch).code(),
+      absl::StatusCode::kUnavailable);
   EXPECT_EQ(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch + 1).code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -124,7 +129,8 @@ TEST_F(SamplerTest, DoesNotReuseAStagingSlotBeforeItsBatchIsReleased) {
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 1u);
   ASSERT_TRUE(sampler_->StageOne());  // batch depth, into slot 0
   EXPECT_TRUE(
-      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, kEpoch).ok());
+      protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions_, depth).data(), depth, kEpoch)
+          .ok());
   EXPECT_FALSE(sampler_->StageOne());
 }
 
@@ -140,8 +146,10 @@ TEST_F(SamplerTest, WeightsFollowThePrioritiesOfTheSampledSlots) {
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
   for (uint32_t k = 0; k < config().batch_size; ++k) {
     protocol::BatchEntry entry;
-    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
-                sizeof(entry));
+    std::memcpy(
+        &entry,
+        image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
+        sizeof(entry));
     EXPECT_FLOAT_EQ(entry.weight, entry.slot_index % 2 == 0 ? 1.0f : 0.5f);
   }
 }
@@ -163,8 +171,10 @@ TEST_F(SamplerTest, DrawsAgainWhenASampledSlotWasOverwritten) {
   EXPECT_GT(header.count, 0u);
   for (uint32_t k = 0; k < header.count; ++k) {
     protocol::BatchEntry entry;
-    std::memcpy(&entry, image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
-                sizeof(entry));
+    std::memcpy(
+        &entry,
+        image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
+        sizeof(entry));
     EXPECT_GE(entry.slot_index, 4u) << "an overwritten slot was staged";
   }
   // Each rejected slot was removed from the memory when it was drawn.
@@ -179,18 +189,18 @@ class CopySlotConsistentTest : public SamplerTest {
 
 TEST_F(CopySlotConsistentTest, CopiesASlotThatHoldsItsSequenceThroughout) {
   const uint64_t q = Insert(*regions_, 1.f);
-  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
-                               destination()),
-            SlotCopy::kOk);
+  EXPECT_EQ(
+      CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q, destination()),
+      SlotCopy::kOk);
   EXPECT_EQ(std::memcmp(destination(), regions_->slot(q), config().slot_size), 0);
 }
 
 TEST_F(CopySlotConsistentTest, RejectsASlotWhoseCommitChangedBeforeTheCopy) {
   const uint64_t q = Insert(*regions_, 1.f);
   Commit(*regions_, q + config().capacity);
-  EXPECT_EQ(CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q,
-                               destination()),
-            SlotCopy::kCommitChangedBefore);
+  EXPECT_EQ(
+      CopySlotConsistent(config(), regions_->slot(q), &regions_->commits()[q], q, destination()),
+      SlotCopy::kCommitChangedBefore);
 }
 
 TEST_F(CopySlotConsistentTest, RejectsASlotOverwrittenMidCopyBeforeItsNewCommit) {

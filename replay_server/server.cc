@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "common/shared_words.h"
 
 namespace dreplay::server {
 
@@ -53,7 +53,7 @@ struct ReplayServer::Client {
 
   std::string Name() const {
     return role == protocol::Role::kActor ? absl::StrCat("actor ", actor_id, " (", peer, ")")
-                                : absl::StrCat(protocol::RoleName(role), " (", peer, ")");
+                                          : absl::StrCat(protocol::RoleName(role), " (", peer, ")");
   }
 };
 
@@ -62,21 +62,22 @@ absl::Status ReplayServerOptions::Validate() const {
   RETURN_IF_ERROR(layout.Validate());
   RETURN_IF_ERROR(core.Validate());
   if (core.memory.capacity != 0 && core.memory.capacity != layout.capacity) {
-    return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.core.memory.capacity=",
-                                                   core.memory.capacity, " differs from capacity=",
-                                                   layout.capacity));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReplayServerOptions.core.memory.capacity=", core.memory.capacity,
+                     " differs from capacity=", layout.capacity));
   }
   if (auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.auth_token is ",
                                                    auth_token.size(), " bytes, more than ",
                                                    protocol::kMaxAuthTokenBytes));
   }
-  if (max_clients == 0) return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
+  if (max_clients == 0)
+    return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
   if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReplayServerOptions.checkpoint_interval=",
-                     absl::FormatDuration(checkpoint_interval), " needs a checkpoint_dir"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReplayServerOptions.checkpoint_interval=", absl::FormatDuration(checkpoint_interval),
+        " needs a checkpoint_dir"));
   }
   RETURN_IF_ERROR(PositiveDuration("stats_log_interval", stats_log_interval));
   RETURN_IF_ERROR(PositiveDuration("heartbeat_interval", heartbeat_interval));
@@ -112,14 +113,14 @@ absl::Status ReplayServer::Init() {
       return absl::InternalError(absl::StrCat("cannot create checkpoint_dir ",
                                               options_.checkpoint_dir, ": ", error.message()));
     }
-    checkpoint_path_ = (std::filesystem::path(options_.checkpoint_dir) / kCheckpointFileName).string();
+    checkpoint_path_ =
+        (std::filesystem::path(options_.checkpoint_dir) / kCheckpointFileName).string();
     if (std::filesystem::exists(checkpoint_path_, error)) {
       const absl::Status status = core_->RestoreCheckpoint(checkpoint_path_);
       if (!status.ok()) {
         return absl::Status(status.code(),
                             absl::StrCat("cannot restore checkpoint ", checkpoint_path_, ": ",
-                                         status.message(),
-                                         " (move the file away to start empty)"));
+                                         status.message(), " (move the file away to start empty)"));
       }
       restored_ = true;
       LOG(INFO) << "restored checkpoint " << checkpoint_path_ << ": " << core_->memory().size()
@@ -153,11 +154,13 @@ absl::Status ReplayServer::RegisterRegions() {
   // The heartbeat carries the epoch: constant, so the source never changes
   // while WRITEs read it.
   heartbeat_word_[0] = epoch_;
-  ASSIGN_OR_RETURN(heartbeat_mr_,
-                   provider_->RegisterMemory(heartbeat_word_.get(), protocol::kCacheLine, verbs::kLocalWrite));
-  ASSIGN_OR_RETURN(tail_mr_, provider_->RegisterMemory(regions_->region(protocol::RegionKind::kTail),
-                                                       regions_->region_bytes(protocol::RegionKind::kTail),
-                                                       verbs::kLocalWrite | verbs::kRemoteAtomic));
+  ASSIGN_OR_RETURN(
+      heartbeat_mr_,
+      provider_->RegisterMemory(heartbeat_word_.get(), protocol::kCacheLine, verbs::kLocalWrite));
+  ASSIGN_OR_RETURN(tail_mr_,
+                   provider_->RegisterMemory(regions_->region(protocol::RegionKind::kTail),
+                                             regions_->region_bytes(protocol::RegionKind::kTail),
+                                             verbs::kLocalWrite | verbs::kRemoteAtomic));
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
     if (kind == protocol::RegionKind::kTail) continue;
@@ -165,8 +168,10 @@ absl::Status ReplayServer::RegisterRegions() {
     const uint64_t bytes = regions_->region_bytes(kind);
     if (addr == nullptr || bytes == 0) continue;
     uint32_t needed = 0;  // bit 0: read, 1: write, 2: read + write
-    for (protocol::Role role : {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
-      if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor) continue;  // per line
+    for (protocol::Role role :
+         {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
+      if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor)
+        continue;  // per line
       const uint32_t access = protocol::RoleAccess(role, kind);
       if (access == verbs::kRemoteRead) needed |= 1;
       if (access == verbs::kRemoteWrite) needed |= 2;
@@ -180,15 +185,18 @@ absl::Status ReplayServer::RegisterRegions() {
                                           addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
     }
     if (needed & 4) {
-      ASSIGN_OR_RETURN(read_write_mrs_[k],
-                       provider_->RegisterMemory(
-                           addr, bytes, verbs::kLocalWrite | verbs::kRemoteRead | verbs::kRemoteWrite));
+      ASSIGN_OR_RETURN(
+          read_write_mrs_[k],
+          provider_->RegisterMemory(addr, bytes,
+                                    verbs::kLocalWrite | verbs::kRemoteRead | verbs::kRemoteWrite));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role, protocol::RegionKind kind, uint32_t actor_id) {
+absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role,
+                                                             protocol::RegionKind kind,
+                                                             uint32_t actor_id) {
   const auto k = static_cast<uint32_t>(kind);
   const verbs::MemoryRegion* mr = nullptr;
   const uint32_t access = protocol::RoleAccess(role, kind);
@@ -200,9 +208,9 @@ absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role
     }
     if (actor_line_mrs_[actor_id] == nullptr) {
       ASSIGN_OR_RETURN(actor_line_mrs_[actor_id],
-                       provider_->RegisterMemory(regions_->actors() + protocol::ActorLineOffset(actor_id),
-                                                 sizeof(protocol::ActorLine),
-                                                 verbs::kLocalWrite | verbs::kRemoteWrite));
+                       provider_->RegisterMemory(
+                           regions_->actors() + protocol::ActorLineOffset(actor_id),
+                           sizeof(protocol::ActorLine), verbs::kLocalWrite | verbs::kRemoteWrite));
     }
     mr = actor_line_mrs_[actor_id].get();
   } else if (access == verbs::kRemoteRead) {
@@ -213,8 +221,9 @@ absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role
     mr = read_write_mrs_[k].get();
   }
   if (mr == nullptr) {
-    return absl::InternalError(absl::StrCat("no registration of region ", protocol::RegionKindName(kind),
-                                            " for a ", protocol::RoleName(role)));
+    return absl::InternalError(absl::StrCat("no registration of region ",
+                                            protocol::RegionKindName(kind), " for a ",
+                                            protocol::RoleName(role)));
   }
   const verbs::RemoteRegion r = mr->remote();
   return protocol::WireRegion{r.addr, r.length, r.rkey, 0};
@@ -225,7 +234,8 @@ absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const proto
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
     if (!protocol::RoleNeedsRegion(hello.role, kind, config())) continue;
-    ASSIGN_OR_RETURN(const protocol::WireRegion region, RegionFor(hello.role, kind, hello.actor_id));
+    ASSIGN_OR_RETURN(const protocol::WireRegion region,
+                     RegionFor(hello.role, kind, hello.actor_id));
     directory.Set(kind, region);
   }
   return directory;
@@ -294,17 +304,18 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Housekeeping(absl::Now());  // count only the living
   }
   if (clients_.size() >= options_.max_clients) {
-    Reject(pending.get(), protocol::RetryableReason(absl::StrCat("the server holds its maximum of ",
-                                                       options_.max_clients, " connections")));
+    Reject(pending.get(),
+           protocol::RetryableReason(absl::StrCat("the server holds its maximum of ",
+                                                  options_.max_clients, " connections")));
     return;
   }
   if (hello->role == protocol::Role::kLearner) {
     Housekeeping(absl::Now());  // a learner that just died should not block its successor
     for (const auto& client : clients_) {
       if (client->role == protocol::Role::kLearner) {
-        Reject(pending.get(),
-               protocol::RetryableReason(absl::StrCat("another learner is connected (", client->peer,
-                                            "); at most one learner at a time")));
+        Reject(pending.get(), protocol::RetryableReason(
+                                  absl::StrCat("another learner is connected (", client->peer,
+                                               "); at most one learner at a time")));
         return;
       }
     }
@@ -441,10 +452,10 @@ void ReplayServer::MaybeLogStats(absl::Time now) {
       "clients: actors=%d learners=%d monitors=%d rejected=%d",
       core_->epoch(), core_->memory().size(), core_->memory().capacity(),
       PerSecond(c.inserted - p.inserted, elapsed), PerSecond(c.sampled - p.sampled, elapsed),
-      PerSecond(c.batches_staged - p.batches_staged, elapsed), c.abandoned_slots,
-      c.overrun_slots, c.torn_slots, c.sample_copy_rejects, c.priority_updates_stale,
-      c.priority_updates_invalid, c.mailbox_rejects, c.updates_timed_out, conn.actors,
-      conn.learners, conn.monitors, conn.rejected);
+      PerSecond(c.batches_staged - p.batches_staged, elapsed), c.abandoned_slots, c.overrun_slots,
+      c.torn_slots, c.sample_copy_rejects, c.priority_updates_stale, c.priority_updates_invalid,
+      c.mailbox_rejects, c.updates_timed_out, conn.actors, conn.learners, conn.monitors,
+      conn.rejected);
   last_logged_ = c;
   last_stats_log_ = now;
 }

@@ -4,7 +4,8 @@
 //
 // ReplayServer puts a ReplayCore (replay_core.h) behind a verbs listener:
 //
-//   * It allocates the regions (ReplayRegions, page-aligned), restores the latest checkpoint from checkpoint_dir when there
+//   * It allocates the regions (ReplayRegions, page-aligned), restores the latest checkpoint from
+//   checkpoint_dir when there
 //     is one (a new epoch; clients that reconnect are accepted as new), and
 //     registers every region once per set of rights a role needs (protocol/README.md's
 //     access table; protocol/handshake.h's RoleAccess). Each actor line is registered
@@ -113,7 +114,7 @@ class ReplayServer {
   // that does not match the options or is damaged: named with its path),
   // the provider's errors (registration, listen).
   static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(verbs::Provider* provider,
-                                                            const ReplayServerOptions& options);
+                                                             const ReplayServerOptions& options);
   ~ReplayServer();
   ReplayServer(const ReplayServer&) = delete;
   ReplayServer& operator=(const ReplayServer&) = delete;
@@ -146,7 +147,8 @@ class ReplayServer {
   absl::Status RegisterRegions();
   // The registration `role` uses for `kind` (or, for kActors and an actor,
   // its own line, registered on first use).
-  absl::StatusOr<protocol::WireRegion> RegionFor(protocol::Role role, protocol::RegionKind kind, uint32_t actor_id);
+  absl::StatusOr<protocol::WireRegion> RegionFor(protocol::Role role, protocol::RegionKind kind,
+                                                 uint32_t actor_id);
   absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello);
 
   void AcceptLoop();

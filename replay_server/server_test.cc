@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "protocol/handshake.h"
 #include "testing/in_process_service.h"
 #include "verbs/verbs.h"
@@ -30,7 +30,8 @@ class ReplayServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<client::ClientSession> Connect(const ReplayServer& server, protocol::Role role,
-                                         uint32_t actor_id = 0, const std::string& token = "") {
+                                                 uint32_t actor_id = 0,
+                                                 const std::string& token = "") {
     absl::StatusOr<std::unique_ptr<client::ClientSession>> session = client::ClientSession::Connect(
         client_host_.get(), SessionOptions(server, role, actor_id, token));
     EXPECT_TRUE(session.ok()) << session.status();
@@ -98,18 +99,21 @@ TEST(ReplayServerOptionsTest, ValidateNamesTheBadValue) {
 
 TEST_F(ReplayServerTest, EachRoleGetsOnlyTheKeysItNeeds) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
-  for (protocol::Role role : {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
+  for (protocol::Role role :
+       {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
     auto session = Connect(*server, role, role == protocol::Role::kActor ? 5 : 0);
     ASSERT_NE(session, nullptr);
     EXPECT_EQ(session->config(), server->config());
     for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
       const auto kind = static_cast<protocol::RegionKind>(k);
-      EXPECT_EQ(session->directory().Has(kind), protocol::RoleNeedsRegion(role, kind, server->config()))
+      EXPECT_EQ(session->directory().Has(kind),
+                protocol::RoleNeedsRegion(role, kind, server->config()))
           << protocol::RoleName(role) << " " << protocol::RegionKindName(kind);
     }
     if (role == protocol::Role::kActor) {
       // The actor's key covers its own stats line only.
-      EXPECT_EQ(session->directory().Get(protocol::RegionKind::kActors).length, sizeof(protocol::ActorLine));
+      EXPECT_EQ(session->directory().Get(protocol::RegionKind::kActors).length,
+                sizeof(protocol::ActorLine));
     } else {
       EXPECT_EQ(session->directory().Get(protocol::RegionKind::kActors).length,
                 protocol::ActorsRegionBytes(server->config()));
@@ -126,7 +130,8 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   ASSERT_TRUE(PeekTail(actor.get()).ok());
 
   // A wrong token.
-  client::ClientSessionOptions bad_token = SessionOptions(*server, protocol::Role::kActor, 2, "guess");
+  client::ClientSessionOptions bad_token =
+      SessionOptions(*server, protocol::Role::kActor, 2, "guess");
   absl::Status s = client::ClientSession::Connect(client_host_.get(), bad_token).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
@@ -152,8 +157,8 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   EXPECT_EQ(ConnectRaw(*server, "").code(), absl::StatusCode::kPermissionDenied);
 
   // An actor id beyond max_actors.
-  s = client::ClientSession::Connect(client_host_.get(),
-                             SessionOptions(*server, protocol::Role::kActor, 8, "open-sesame"))
+  s = client::ClientSession::Connect(
+          client_host_.get(), SessionOptions(*server, protocol::Role::kActor, 8, "open-sesame"))
           .status();
   EXPECT_NE(s.message().find("max_actors=8"), std::string::npos) << s;
 
@@ -179,8 +184,9 @@ TEST_F(ReplayServerTest, AnActorHasNoKeyForTheStagingRing) {
       actor->ReadSync(protocol::RegionKind::kStaging, 0, 64, buffer->mr(), buffer->data());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   // Nor can its control block key be stretched beyond the control block.
-  EXPECT_EQ(actor->ReadSync(protocol::RegionKind::kControl, 0, 4096, buffer->mr(), buffer->data()).code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      actor->ReadSync(protocol::RegionKind::kControl, 0, 4096, buffer->mr(), buffer->data()).code(),
+      absl::StatusCode::kOutOfRange);
 }
 
 TEST_F(ReplayServerTest, AMonitorWriteFailsWithRemoteAccessError) {
@@ -241,8 +247,9 @@ TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {
   EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
   // A monitor sees the same through its READ of the stats region.
   auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), sizeof(protocol::StatsBlock));
-  ASSERT_TRUE(monitor->ReadSync(protocol::RegionKind::kStats, 0, sizeof(protocol::StatsBlock), buffer->mr(),
-                                buffer->data())
+  ASSERT_TRUE(monitor
+                  ->ReadSync(protocol::RegionKind::kStats, 0, sizeof(protocol::StatsBlock),
+                             buffer->mr(), buffer->data())
                   .ok());
   protocol::StatsBlock stats;
   std::memcpy(&stats, buffer->data(), sizeof(stats));

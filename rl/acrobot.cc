@@ -22,8 +22,8 @@ constexpr int kActionCount = 3;
 }  // namespace
 
 Acrobot::Acrobot()
-    : Environment(EnvironmentSpec{kName, kObservationSize, kActionCount,
-                                  kStateSize, kMaxEpisodeSteps}) {}
+    : Environment(
+          EnvironmentSpec{kName, kObservationSize, kActionCount, kStateSize, kMaxEpisodeSteps}) {}
 
 double Acrobot::Wrap(double x, double m, double M) {
   const double diff = M - m;
@@ -51,36 +51,30 @@ Acrobot::Augmented Acrobot::Derivatives(const Augmented& s) {
   const double theta2 = s[1];
   const double dtheta1 = s[2];
   const double dtheta2 = s[3];
-  const double d1 =
-      m1 * PythonSquare(lc1) +
-      m2 * (PythonSquare(l1) + PythonSquare(lc2) +
-            2 * l1 * lc2 * std::cos(theta2)) +
-      I1 + I2;
+  const double d1 = m1 * PythonSquare(lc1) +
+                    m2 * (PythonSquare(l1) + PythonSquare(lc2) + 2 * l1 * lc2 * std::cos(theta2)) +
+                    I1 + I2;
   const double d2 = m2 * (PythonSquare(lc2) + l1 * lc2 * std::cos(theta2)) + I2;
   const double phi2 = m2 * lc2 * g * std::cos(theta1 + theta2 - kPi / 2.0);
-  const double phi1 =
-      -m2 * l1 * lc2 * PythonSquare(dtheta2) * std::sin(theta2) -
-      2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * std::sin(theta2) +
-      (m1 * lc1 + m2 * l1) * g * std::cos(theta1 - kPi / 2) + phi2;
+  const double phi1 = -m2 * l1 * lc2 * PythonSquare(dtheta2) * std::sin(theta2) -
+                      2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * std::sin(theta2) +
+                      (m1 * lc1 + m2 * l1) * g * std::cos(theta1 - kPi / 2) + phi2;
   // book_or_nips == "book": the equations of the book and the Java
   // implementation.
   const double ddtheta2 =
-      (a + d2 / d1 * phi1 -
-       m2 * l1 * lc2 * PythonSquare(dtheta1) * std::sin(theta2) - phi2) /
+      (a + d2 / d1 * phi1 - m2 * l1 * lc2 * PythonSquare(dtheta1) * std::sin(theta2) - phi2) /
       (m2 * PythonSquare(lc2) + I2 - PythonSquare(d2) / d1);
   const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
   return {dtheta1, dtheta2, ddtheta1, ddtheta2, 0.0};
 }
 
-void Acrobot::SampleInitialState(Random& random,
-                                 absl::Span<double> state) const {
+void Acrobot::SampleInitialState(Random& random, absl::Span<double> state) const {
   for (double& value : state) {
     value = static_cast<float>(random.Uniform(kResetLow, kResetHigh));
   }
 }
 
-Environment::Outcome Acrobot::Advance(int action,
-                                      absl::Span<double> state) const {
+Environment::Outcome Acrobot::Advance(int action, absl::Span<double> state) const {
   const double torque = kAvailableTorque[action];
   const Augmented y0 = {state[0], state[1], state[2], state[3], torque};
 
@@ -112,8 +106,7 @@ Environment::Outcome Acrobot::Advance(int action,
   return outcome;
 }
 
-void Acrobot::Observe(absl::Span<const double> state,
-                      absl::Span<float> observation) const {
+void Acrobot::Observe(absl::Span<const double> state, absl::Span<float> observation) const {
   observation[0] = static_cast<float>(std::cos(state[0]));
   observation[1] = static_cast<float>(std::sin(state[0]));
   observation[2] = static_cast<float>(std::cos(state[1]));

@@ -62,11 +62,9 @@ class Acrobot : public Environment {
   static Augmented Derivatives(const Augmented& s);
 
  protected:
-  void SampleInitialState(Random& random,
-                          absl::Span<double> state) const override;
+  void SampleInitialState(Random& random, absl::Span<double> state) const override;
   Outcome Advance(int action, absl::Span<double> state) const override;
-  void Observe(absl::Span<const double> state,
-               absl::Span<float> observation) const override;
+  void Observe(absl::Span<const double> state, absl::Span<float> observation) const override;
 };
 
 }  // namespace dreplay::rl

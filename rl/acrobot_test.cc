@@ -25,20 +25,16 @@ Augmented ReferenceDsdt(const Augmented& s) {
   const double I1 = 1.0, I2 = 1.0, g = 9.8;
   const double a = s[4];
   const double theta1 = s[0], theta2 = s[1], dtheta1 = s[2], dtheta2 = s[3];
-  const double d1 = m1 * std::pow(lc1, 2.0) +
-                    m2 * (std::pow(l1, 2.0) + std::pow(lc2, 2.0) +
-                          2 * l1 * lc2 * std::cos(theta2)) +
-                    I1 + I2;
-  const double d2 =
-      m2 * (std::pow(lc2, 2.0) + l1 * lc2 * std::cos(theta2)) + I2;
+  const double d1 =
+      m1 * std::pow(lc1, 2.0) +
+      m2 * (std::pow(l1, 2.0) + std::pow(lc2, 2.0) + 2 * l1 * lc2 * std::cos(theta2)) + I1 + I2;
+  const double d2 = m2 * (std::pow(lc2, 2.0) + l1 * lc2 * std::cos(theta2)) + I2;
   const double phi2 = m2 * lc2 * g * std::cos(theta1 + theta2 - M_PI / 2.0);
-  const double phi1 =
-      -m2 * l1 * lc2 * std::pow(dtheta2, 2.0) * std::sin(theta2) -
-      2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * std::sin(theta2) +
-      (m1 * lc1 + m2 * l1) * g * std::cos(theta1 - M_PI / 2) + phi2;
+  const double phi1 = -m2 * l1 * lc2 * std::pow(dtheta2, 2.0) * std::sin(theta2) -
+                      2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * std::sin(theta2) +
+                      (m1 * lc1 + m2 * l1) * g * std::cos(theta1 - M_PI / 2) + phi2;
   const double ddtheta2 =
-      (a + d2 / d1 * phi1 -
-       m2 * l1 * lc2 * std::pow(dtheta1, 2.0) * std::sin(theta2) - phi2) /
+      (a + d2 / d1 * phi1 - m2 * l1 * lc2 * std::pow(dtheta1, 2.0) * std::sin(theta2) - phi2) /
       (m2 * std::pow(lc2, 2.0) + I2 - std::pow(d2, 2.0) / d1);
   const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
   return {dtheta1, dtheta2, ddtheta1, ddtheta2, 0.0};
@@ -84,8 +80,7 @@ ReferenceResult ReferenceStep(const State& s, int action) {
   r.state[1] = ReferenceWrap(ns[1], -M_PI, M_PI);
   r.state[2] = ReferenceBound(ns[2], -4 * M_PI, 4 * M_PI);
   r.state[3] = ReferenceBound(ns[3], -9 * M_PI, 9 * M_PI);
-  r.terminated =
-      -std::cos(r.state[0]) - std::cos(r.state[1] + r.state[0]) > 1.0;
+  r.terminated = -std::cos(r.state[0]) - std::cos(r.state[1] + r.state[0]) > 1.0;
   return r;
 }
 
@@ -106,9 +101,9 @@ TEST(AcrobotTest, SpecMatchesTheRegistration) {
 }
 
 TEST(AcrobotTest, DerivativesFollowTheBookEquations) {
-  for (const Augmented& s : {Augmented{0.3, -1.2, 2.5, -4.0, 1.0},
-                             Augmented{-2.0, 0.7, -0.1, 8.0, -1.0},
-                             Augmented{0.0, 0.0, 0.0, 0.0, 0.0}}) {
+  for (const Augmented& s :
+       {Augmented{0.3, -1.2, 2.5, -4.0, 1.0}, Augmented{-2.0, 0.7, -0.1, 8.0, -1.0},
+        Augmented{0.0, 0.0, 0.0, 0.0, 0.0}}) {
     const Augmented expected = ReferenceDsdt(s);
     const Augmented actual = Acrobot::Derivatives(s);
     for (int i = 0; i < 5; ++i) EXPECT_EQ(actual[i], expected[i]) << i;
@@ -125,12 +120,9 @@ TEST(AcrobotTest, StepsFollowTheReferenceRungeKuttaBitForBit) {
     ASSERT_TRUE(step.ok()) << step.status();
     ExpectStateIs(env, expected.state);
     const State& n = expected.state;
-    const float obs[] = {static_cast<float>(std::cos(n[0])),
-                         static_cast<float>(std::sin(n[0])),
-                         static_cast<float>(std::cos(n[1])),
-                         static_cast<float>(std::sin(n[1])),
-                         static_cast<float>(n[2]),
-                         static_cast<float>(n[3])};
+    const float obs[] = {static_cast<float>(std::cos(n[0])), static_cast<float>(std::sin(n[0])),
+                         static_cast<float>(std::cos(n[1])), static_cast<float>(std::sin(n[1])),
+                         static_cast<float>(n[2]),           static_cast<float>(n[3])};
     ASSERT_EQ(step->observation.size(), 6u);
     for (int i = 0; i < 6; ++i) EXPECT_EQ(step->observation[i], obs[i]) << i;
     EXPECT_EQ(step->terminated, expected.terminated);
@@ -143,14 +135,10 @@ TEST(AcrobotTest, StepsMatchValuesComputedInPython) {
   Acrobot env;
   ASSERT_TRUE(env.SetState({0.05, -0.03, 0.02, 0.01}).ok());
   const State expected[] = {
-      {0.03396426807716706, 0.014028356136744108, -0.175464650251537,
-       0.4197156022652691},
-      {0.010256406751987378, 0.061304367014462395, -0.05558414607650376,
-       0.0417371113112644},
-      {-0.00046751124082028417, 0.06363968562706548, -0.04942649940703602,
-       -0.02038908705444733},
-      {-0.021993874432321085, 0.08705041228195731, -0.16056045828258655,
-       0.2467706123313871},
+      {0.03396426807716706, 0.014028356136744108, -0.175464650251537, 0.4197156022652691},
+      {0.010256406751987378, 0.061304367014462395, -0.05558414607650376, 0.0417371113112644},
+      {-0.00046751124082028417, 0.06363968562706548, -0.04942649940703602, -0.02038908705444733},
+      {-0.021993874432321085, 0.08705041228195731, -0.16056045828258655, 0.2467706123313871},
   };
   const int actions[] = {2, 0, 1, 2};
   for (int t = 0; t < 4; ++t) {
@@ -164,8 +152,7 @@ TEST(AcrobotTest, StepsMatchValuesComputedInPython) {
 TEST(AcrobotTest, WrapShiftsAnglesIntoRangeAndBoundClips) {
   EXPECT_EQ(Acrobot::Wrap(4.0, -M_PI, M_PI), 4.0 - 2 * M_PI);
   EXPECT_EQ(Acrobot::Wrap(-7.0, -M_PI, M_PI), -7.0 + 2 * M_PI);
-  EXPECT_EQ(Acrobot::Wrap(20.0, -M_PI, M_PI),
-            20.0 - 2 * M_PI - 2 * M_PI - 2 * M_PI);
+  EXPECT_EQ(Acrobot::Wrap(20.0, -M_PI, M_PI), 20.0 - 2 * M_PI - 2 * M_PI - 2 * M_PI);
   EXPECT_EQ(Acrobot::Wrap(M_PI, -M_PI, M_PI), M_PI);
   EXPECT_EQ(Acrobot::Bound(50.0, -4 * M_PI, 4 * M_PI), 4 * M_PI);
   EXPECT_EQ(Acrobot::Bound(-50.0, -9 * M_PI, 9 * M_PI), -9 * M_PI);

@@ -36,11 +36,9 @@ class CartPole : public Environment {
   CartPole();
 
  protected:
-  void SampleInitialState(Random& random,
-                          absl::Span<double> state) const override;
+  void SampleInitialState(Random& random, absl::Span<double> state) const override;
   Outcome Advance(int action, absl::Span<double> state) const override;
-  void Observe(absl::Span<const double> state,
-               absl::Span<float> observation) const override;
+  void Observe(absl::Span<const double> state, absl::Span<float> observation) const override;
 
  private:
   // Derived constants, computed as the reference computes them.

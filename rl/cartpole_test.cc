@@ -40,20 +40,15 @@ ReferenceResult ReferenceStep(const State& s, int action) {
   const double force = action == 1 ? force_mag : -force_mag;
   const double costheta = std::cos(theta);
   const double sintheta = std::sin(theta);
-  const double temp =
-      (force + polemass_length * std::pow(theta_dot, 2.0) * sintheta) /
-      total_mass;
-  const double thetaacc =
-      (gravity * sintheta - costheta * temp) /
-      (length *
-       (4.0 / 3.0 - masspole * std::pow(costheta, 2.0) / total_mass));
+  const double temp = (force + polemass_length * std::pow(theta_dot, 2.0) * sintheta) / total_mass;
+  const double thetaacc = (gravity * sintheta - costheta * temp) /
+                          (length * (4.0 / 3.0 - masspole * std::pow(costheta, 2.0) / total_mass));
   const double xacc = temp - polemass_length * thetaacc * costheta / total_mass;
   x = x + tau * x_dot;
   x_dot = x_dot + tau * xacc;
   theta = theta + tau * theta_dot;
   theta_dot = theta_dot + tau * thetaacc;
-  const bool terminated = x < -x_threshold || x > x_threshold ||
-                          theta < -theta_threshold_radians ||
+  const bool terminated = x < -x_threshold || x > x_threshold || theta < -theta_threshold_radians ||
                           theta > theta_threshold_radians;
   return {{x, x_dot, theta, theta_dot}, terminated};
 }
@@ -98,16 +93,11 @@ TEST(CartPoleTest, StepsMatchValuesComputedInPython) {
   CartPole env;
   ASSERT_TRUE(env.SetState({0.01, -0.02, 0.03, -0.04}).ok());
   const State expected[] = {
-      {0.009600000000000001, 0.17467919574755525, 0.0292,
-       -0.3230687179600081},
-      {0.013093583914951107, -0.020846120233304483, 0.02273862564079984,
-       -0.021322189539218106},
-      {0.012676661510285018, -0.21628666139669434, 0.022312181850015475,
-       0.2784474166567325},
-      {0.00835092828235113, -0.021490000379440544, 0.027881130183150124,
-       -0.007115608467152645},
-      {0.00792112827476232, 0.17322123092863484, 0.027738818013807072,
-       -0.29087295230897875},
+      {0.009600000000000001, 0.17467919574755525, 0.0292, -0.3230687179600081},
+      {0.013093583914951107, -0.020846120233304483, 0.02273862564079984, -0.021322189539218106},
+      {0.012676661510285018, -0.21628666139669434, 0.022312181850015475, 0.2784474166567325},
+      {0.00835092828235113, -0.021490000379440544, 0.027881130183150124, -0.007115608467152645},
+      {0.00792112827476232, 0.17322123092863484, 0.027738818013807072, -0.29087295230897875},
   };
   const int actions[] = {1, 0, 0, 1, 1};
   for (int t = 0; t < 5; ++t) {

@@ -2,8 +2,10 @@
 
 #include "rl/dqn.h"
 
-// torch/types.h first: clip_grad.h does not include what it uses.
+// torch/types.h first (its own block, so that sorting keeps it first):
+// clip_grad.h does not include what it uses.
 #include <torch/types.h>
+
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
@@ -32,8 +34,7 @@ struct BatchTensors {
 };
 
 template <typename T>
-torch::Tensor View(const std::vector<T>& values, torch::IntArrayRef sizes,
-                   torch::Dtype dtype) {
+torch::Tensor View(const std::vector<T>& values, torch::IntArrayRef sizes, torch::Dtype dtype) {
   return torch::from_blob(const_cast<T*>(values.data()), sizes,
                           torch::TensorOptions().dtype(dtype));
 }
@@ -47,8 +48,7 @@ BatchTensors ViewBatch(const TransitionBatch& batch) {
   t.rewards = View(batch.rewards(), {b}, torch::kFloat32);
   t.discounts = View(batch.discounts(), {b}, torch::kFloat32);
   t.dones = View(batch.dones(), {b}, torch::kFloat32);
-  t.next_observations =
-      View(batch.next_observations(), {b, o}, torch::kFloat32);
+  t.next_observations = View(batch.next_observations(), {b, o}, torch::kFloat32);
   return t;
 }
 
@@ -56,34 +56,30 @@ absl::Status CheckBatch(const QNetwork& network, const TransitionBatch& batch) {
   if (batch.size() == 0) {
     return absl::InvalidArgumentError("empty transition batch");
   }
-  if (batch.observation_size() !=
-      static_cast<size_t>(network.options().observation_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch has observations of ", batch.observation_size(),
-        " floats, network expects ", network.options().observation_size));
+  if (batch.observation_size() != static_cast<size_t>(network.options().observation_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch has observations of ", batch.observation_size(),
+                     " floats, network expects ", network.options().observation_size));
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t action = batch.actions()[i];
     if (action < 0 || action >= network.options().action_count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch row ", i, " has action ", action,
-                       ", network has ", network.options().action_count));
+      return absl::InvalidArgumentError(absl::StrCat("batch row ", i, " has action ", action,
+                                                     ", network has ",
+                                                     network.options().action_count));
     }
   }
   return absl::OkStatus();
 }
 
 // The (double) DQN targets of a batch, without gradient.
-torch::Tensor Targets(const QNetwork& online, const QNetwork& target,
-                      const BatchTensors& t, bool double_dqn) {
+torch::Tensor Targets(const QNetwork& online, const QNetwork& target, const BatchTensors& t,
+                      bool double_dqn) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor next_q_target =
-      target.module().Forward(t.next_observations);
+  const torch::Tensor next_q_target = target.module().Forward(t.next_observations);
   const torch::Tensor next_q_online =
-      double_dqn ? online.module().Forward(t.next_observations)
-                 : next_q_target;
-  return DoubleDqnTargets(t.rewards, t.discounts, t.dones, next_q_online,
-                          next_q_target);
+      double_dqn ? online.module().Forward(t.next_observations) : next_q_target;
+  return DoubleDqnTargets(t.rewards, t.discounts, t.dones, next_q_online, next_q_target);
 }
 
 void CopyAbs(const torch::Tensor& td_error, absl::Span<float> out) {
@@ -109,12 +105,12 @@ absl::Status DqnOptions::Validate() const {
         absl::StrCat("DQN huber_delta must be > 0, got ", huber_delta));
   }
   if (target_update_period < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DQN target_update_period must be >= 1, got ", target_update_period));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DQN target_update_period must be >= 1, got ", target_update_period));
   }
   if (!(max_gradient_norm >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DQN max_gradient_norm must be >= 0, got ", max_gradient_norm));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DQN max_gradient_norm must be >= 0, got ", max_gradient_norm));
   }
   if (torch_threads < 1) {
     return absl::InvalidArgumentError(
@@ -127,25 +123,21 @@ class DqnLearner::Optimizer {
  public:
   Optimizer(const DqnOptions& options, QNetwork& network)
       : adam(network.module().parameters(),
-             torch::optim::AdamOptions(options.learning_rate)
-                 .eps(options.adam_epsilon)) {}
+             torch::optim::AdamOptions(options.learning_rate).eps(options.adam_epsilon)) {}
   torch::optim::Adam adam;
 };
 
-absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(
-    const DqnOptions& options) {
+absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const DqnOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   SetTorchThreads(options.torch_threads);
   ASSIGN_OR_RETURN(std::unique_ptr<QNetwork> online,
                    QNetwork::Create(options.network, options.seed));
   ASSIGN_OR_RETURN(std::unique_ptr<QNetwork> target,
                    QNetwork::Create(options.network, options.seed));
-  return std::unique_ptr<DqnLearner>(
-      new DqnLearner(options, std::move(online), std::move(target)));
+  return std::unique_ptr<DqnLearner>(new DqnLearner(options, std::move(online), std::move(target)));
 }
 
-DqnLearner::DqnLearner(const DqnOptions& options,
-                       std::unique_ptr<QNetwork> online,
+DqnLearner::DqnLearner(const DqnOptions& options, std::unique_ptr<QNetwork> online,
                        std::unique_ptr<QNetwork> target)
     : options_(options),
       online_(std::move(online)),
@@ -154,37 +146,31 @@ DqnLearner::DqnLearner(const DqnOptions& options,
 
 DqnLearner::~DqnLearner() = default;
 
-absl::StatusOr<TrainStepResult> DqnLearner::TrainStep(
-    const TransitionBatch& batch, absl::Span<const float> weights) {
+absl::StatusOr<TrainStepResult> DqnLearner::TrainStep(const TransitionBatch& batch,
+                                                      absl::Span<const float> weights) {
   RETURN_IF_ERROR(CheckBatch(*online_, batch));
   if (weights.size() != batch.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch of ", batch.size(), " transitions with ",
-                     weights.size(), " importance weights"));
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", batch.size(), " transitions with ",
+                                                   weights.size(), " importance weights"));
   }
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!(weights[i] >= 0.0f && std::isfinite(weights[i]))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "importance weight ", i, " is ", weights[i],
-          "; weights must be finite and >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("importance weight ", i, " is ", weights[i],
+                                                     "; weights must be finite and >= 0"));
     }
   }
   const BatchTensors t = ViewBatch(batch);
   const torch::Tensor w =
-      torch::from_blob(const_cast<float*>(weights.data()),
-                       {static_cast<int64_t>(weights.size())},
+      torch::from_blob(const_cast<float*>(weights.data()), {static_cast<int64_t>(weights.size())},
                        torch::TensorOptions().dtype(torch::kFloat32));
-  const torch::Tensor targets =
-      Targets(*online_, *target_, t, options_.double_dqn);
+  const torch::Tensor targets = Targets(*online_, *target_, t, options_.double_dqn);
   const torch::Tensor q = online_->module().Forward(t.observations);
-  const DqnLossTerms terms =
-      WeightedHuberLoss(q, t.actions, targets, w, options_.huber_delta);
+  const DqnLossTerms terms = WeightedHuberLoss(q, t.actions, targets, w, options_.huber_delta);
 
   optimizer_->adam.zero_grad();
   terms.loss.backward();
   if (options_.max_gradient_norm > 0) {
-    torch::nn::utils::clip_grad_norm_(online_->module().parameters(),
-                                      options_.max_gradient_norm);
+    torch::nn::utils::clip_grad_norm_(online_->module().parameters(), options_.max_gradient_norm);
   }
   optimizer_->adam.step();
   ++train_steps_;
@@ -200,10 +186,8 @@ absl::StatusOr<TrainStepResult> DqnLearner::TrainStep(
   return result;
 }
 
-absl::Status DqnLearner::AbsTdErrors(const TransitionBatch& batch,
-                                     absl::Span<float> out) const {
-  return ComputeAbsTdErrors(*online_, *target_, batch, options_.double_dqn,
-                            out);
+absl::Status DqnLearner::AbsTdErrors(const TransitionBatch& batch, absl::Span<float> out) const {
+  return ComputeAbsTdErrors(*online_, *target_, batch, options_.double_dqn, out);
 }
 
 void DqnLearner::UpdateTarget() {
@@ -215,14 +199,12 @@ absl::Status ComputeAbsTdErrors(const QNetwork& online, const QNetwork& target,
                                 const TransitionBatch& batch, bool double_dqn,
                                 absl::Span<float> out) {
   if (online.shape_hash() != target.shape_hash()) {
-    return absl::InvalidArgumentError(
-        "online and target networks differ in shape");
+    return absl::InvalidArgumentError("online and target networks differ in shape");
   }
   RETURN_IF_ERROR(CheckBatch(online, batch));
   if (out.size() != batch.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("batch of ", batch.size(), " transitions, output of ",
-                     out.size()));
+        absl::StrCat("batch of ", batch.size(), " transitions, output of ", out.size()));
   }
   const BatchTensors t = ViewBatch(batch);
   torch::NoGradGuard no_grad;

@@ -64,8 +64,7 @@ struct TrainStepResult {
 class DqnLearner {
  public:
   // INVALID_ARGUMENT for invalid options.
-  static absl::StatusOr<std::unique_ptr<DqnLearner>> Create(
-      const DqnOptions& options);
+  static absl::StatusOr<std::unique_ptr<DqnLearner>> Create(const DqnOptions& options);
 
   ~DqnLearner();
   DqnLearner(const DqnLearner&) = delete;
@@ -83,8 +82,7 @@ class DqnLearner {
   // training (e.g. the "transferred priority" of arriving experiences).
   // Same errors as TrainStep(), and INVALID_ARGUMENT if out.size() differs
   // from batch.size().
-  absl::Status AbsTdErrors(const TransitionBatch& batch,
-                           absl::Span<float> out) const;
+  absl::Status AbsTdErrors(const TransitionBatch& batch, absl::Span<float> out) const;
 
   // Copies the online network into the target now.
   void UpdateTarget();

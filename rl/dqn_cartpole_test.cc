@@ -61,24 +61,22 @@ double TrainAndEvaluate(uint64_t seed) {
   std::vector<float> q(2);
   uint64_t episode = 0;
   for (int t = 0; t < kEnvSteps; ++t) {
-    const double epsilon =
-        t >= kExplorationSteps
-            ? kFinalEpsilon
-            : 1.0 - (1.0 - kFinalEpsilon) * t / kExplorationSteps;
+    const double epsilon = t >= kExplorationSteps
+                               ? kFinalEpsilon
+                               : 1.0 - (1.0 - kFinalEpsilon) * t / kExplorationSteps;
     EXPECT_TRUE(learner->online().QValues(observation, absl::MakeSpan(q)).ok());
     const int action = EpsilonGreedy(q, epsilon, random);
     absl::StatusOr<StepResult> step = env.Step(action);
     EXPECT_TRUE(step.ok());
     finished.clear();
     EXPECT_TRUE(nstep
-                    .AddStep(action, step->reward, step->observation,
-                             step->terminated, step->truncated, &finished)
+                    .AddStep(action, step->reward, step->observation, step->terminated,
+                             step->truncated, &finished)
                     .ok());
     for (const Transition& transition : finished) {
-      EXPECT_TRUE(EncodeTransition(transition,
-                                   absl::MakeSpan(&replay[next_slot * slot_size],
-                                                  slot_size))
-                      .ok());
+      EXPECT_TRUE(
+          EncodeTransition(transition, absl::MakeSpan(&replay[next_slot * slot_size], slot_size))
+              .ok());
       next_slot = (next_slot + 1) % kReplayCapacity;
       if (stored < kReplayCapacity) ++stored;
     }
@@ -92,10 +90,8 @@ double TrainAndEvaluate(uint64_t seed) {
       batch.Clear();
       for (int i = 0; i < kBatchSize; ++i) {
         const size_t slot = random.UniformInt(stored);
-        EXPECT_TRUE(batch
-                        .AddEncoded(absl::MakeConstSpan(
-                            &replay[slot * slot_size], slot_size))
-                        .ok());
+        EXPECT_TRUE(
+            batch.AddEncoded(absl::MakeConstSpan(&replay[slot * slot_size], slot_size)).ok());
       }
       EXPECT_TRUE(learner->TrainStep(batch, weights).ok());
     }
@@ -103,8 +99,7 @@ double TrainAndEvaluate(uint64_t seed) {
   CartPole eval_env;
   const QNetwork& online = learner->online();
   absl::StatusOr<EvaluationResult> result = EvaluatePolicy(
-      eval_env,
-      [&online](absl::Span<const float> obs) { return online.GreedyAction(obs); },
+      eval_env, [&online](absl::Span<const float> obs) { return online.GreedyAction(obs); },
       kEvalEpisodes, seed + 1000000);
   EXPECT_TRUE(result.ok());
   return result.ok() ? result->mean_return : 0.0;
@@ -117,11 +112,9 @@ constexpr uint64_t kSeed = 1;
 TEST(DqnCartPoleTest, LearnsToBalanceWellAboveRandom) {
   const auto start = std::chrono::steady_clock::now();
   const double mean_return = TrainAndEvaluate(kSeed);
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-  std::printf("greedy mean return %.1f after %d steps (%.1f s)\n",
-              mean_return, kEnvSteps, seconds);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("greedy mean return %.1f after %d steps (%.1f s)\n", mean_return, kEnvSteps, seconds);
   EXPECT_GT(mean_return, 3 * kRandomMeanReturn);
 }
 

@@ -27,10 +27,8 @@ torch::Tensor Huber(const torch::Tensor& x, double delta);
 
 // The double-DQN targets [B] (no gradient flows through them).
 // rewards, discounts, dones: [B] float; next_q_online, next_q_target: [B, A].
-torch::Tensor DoubleDqnTargets(const torch::Tensor& rewards,
-                               const torch::Tensor& discounts,
-                               const torch::Tensor& dones,
-                               const torch::Tensor& next_q_online,
+torch::Tensor DoubleDqnTargets(const torch::Tensor& rewards, const torch::Tensor& discounts,
+                               const torch::Tensor& dones, const torch::Tensor& next_q_online,
                                const torch::Tensor& next_q_target);
 
 struct DqnLossTerms {
@@ -41,10 +39,9 @@ struct DqnLossTerms {
 // The weighted Huber loss of `q` ([B, A], online Q values of the observations)
 // at `actions` ([B] int64) against `targets` ([B]), with importance-sampling
 // `weights` ([B]).
-DqnLossTerms WeightedHuberLoss(const torch::Tensor& q,
-                               const torch::Tensor& actions,
-                               const torch::Tensor& targets,
-                               const torch::Tensor& weights, double delta);
+DqnLossTerms WeightedHuberLoss(const torch::Tensor& q, const torch::Tensor& actions,
+                               const torch::Tensor& targets, const torch::Tensor& weights,
+                               double delta);
 
 }  // namespace dreplay::rl
 

@@ -24,49 +24,40 @@ using ::testing::FloatNear;
 
 std::vector<float> ToVector(const torch::Tensor& t) {
   const torch::Tensor c = t.contiguous();
-  return std::vector<float>(c.data_ptr<float>(),
-                            c.data_ptr<float>() + c.numel());
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
 TEST(DqnLossTest, HuberIsQuadraticInsideDeltaAndLinearOutside) {
   const torch::Tensor x = torch::tensor({-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 2.0f});
-  EXPECT_THAT(ToVector(Huber(x, 1.0)),
-              ElementsAre(2.5f, 0.5f, 0.125f, 0.0f, 0.125f, 1.5f));
+  EXPECT_THAT(ToVector(Huber(x, 1.0)), ElementsAre(2.5f, 0.5f, 0.125f, 0.0f, 0.125f, 1.5f));
   // delta = 2: 0.5 * 1.5^2 inside, 2 * (3 - 1) outside.
-  EXPECT_THAT(ToVector(Huber(torch::tensor({1.5f, -3.0f}), 2.0)),
-              ElementsAre(1.125f, 4.0f));
+  EXPECT_THAT(ToVector(Huber(torch::tensor({1.5f, -3.0f}), 2.0)), ElementsAre(1.125f, 4.0f));
 }
 
 TEST(DqnLossTest, DoubleDqnTargetTakesTheOnlineArgmaxAndTheTargetValue) {
   const torch::Tensor rewards = torch::tensor({1.0f, 2.0f, -1.0f});
   const torch::Tensor discounts = torch::tensor({0.5f, 0.25f, 0.5f});
   const torch::Tensor dones = torch::tensor({0.0f, 0.0f, 1.0f});
-  const torch::Tensor next_online =
-      torch::tensor({{1.0f, 3.0f}, {5.0f, 2.0f}, {0.0f, 9.0f}});
-  const torch::Tensor next_target =
-      torch::tensor({{10.0f, 20.0f}, {30.0f, 40.0f}, {7.0f, 8.0f}});
+  const torch::Tensor next_online = torch::tensor({{1.0f, 3.0f}, {5.0f, 2.0f}, {0.0f, 9.0f}});
+  const torch::Tensor next_target = torch::tensor({{10.0f, 20.0f}, {30.0f, 40.0f}, {7.0f, 8.0f}});
   // Row 0: argmax online = 1 -> 20: 1 + 0.5 * 20 = 11.
   // Row 1: argmax online = 0 -> 30 (not the target's max 40): 2 + 0.25 * 30.
   // Row 2: done: the reward alone.
-  EXPECT_THAT(ToVector(DoubleDqnTargets(rewards, discounts, dones, next_online,
-                                        next_target)),
+  EXPECT_THAT(ToVector(DoubleDqnTargets(rewards, discounts, dones, next_online, next_target)),
               ElementsAre(11.0f, 9.5f, -1.0f));
   // Plain DQN: the target network chooses too, so row 1 takes 40.
-  EXPECT_THAT(ToVector(DoubleDqnTargets(rewards, discounts, dones, next_target,
-                                        next_target)),
+  EXPECT_THAT(ToVector(DoubleDqnTargets(rewards, discounts, dones, next_target, next_target)),
               ElementsAre(11.0f, 12.0f, -1.0f));
 }
 
 TEST(DqnLossTest, LossIsTheWeightedMeanHuberOfTheTakenActions) {
-  const torch::Tensor q =
-      torch::tensor({{1.0f, 2.0f}, {3.0f, 4.0f}}).requires_grad_(true);
+  const torch::Tensor q = torch::tensor({{1.0f, 2.0f}, {3.0f, 4.0f}}).requires_grad_(true);
   const torch::Tensor actions = torch::tensor({1, 0}, torch::kInt64);
   const torch::Tensor targets = torch::tensor({2.5f, 0.0f});
   const torch::Tensor weights = torch::tensor({1.0f, 0.5f});
   // td = (2.5 - 2, 0 - 3) = (0.5, -3); huber = (0.125, 2.5);
   // loss = (1 * 0.125 + 0.5 * 2.5) / 2 = 0.6875.
-  const DqnLossTerms terms =
-      WeightedHuberLoss(q, actions, targets, weights, 1.0);
+  const DqnLossTerms terms = WeightedHuberLoss(q, actions, targets, weights, 1.0);
   EXPECT_FLOAT_EQ(terms.loss.item<float>(), 0.6875f);
   EXPECT_THAT(ToVector(terms.td_error), ElementsAre(0.5f, -3.0f));
   EXPECT_FALSE(terms.td_error.requires_grad());
@@ -83,8 +74,7 @@ TEST(DqnLossTest, ImportanceWeightsScaleEachSamplesContribution) {
   const torch::Tensor actions = torch::tensor({0, 0}, torch::kInt64);
   const torch::Tensor targets = torch::tensor({0.5f, 0.5f});
   auto loss = [&](std::vector<float> w) {
-    return WeightedHuberLoss(q, actions, targets, torch::tensor(w), 1.0)
-        .loss.item<float>();
+    return WeightedHuberLoss(q, actions, targets, torch::tensor(w), 1.0).loss.item<float>();
   };
   EXPECT_FLOAT_EQ(loss({1.0f, 1.0f}), 0.125f);
   EXPECT_FLOAT_EQ(loss({2.0f, 2.0f}), 0.25f);
@@ -125,22 +115,16 @@ TEST(ComputeAbsTdErrorsTest, MatchesHandComputedTargetsOfATinyNetwork) {
 
   // One network as both: Q(s, 1) = -2; target = 1 + 0.5 * max(4, -4) = 3,
   // |td| = 5; done: target = 1, |td| = 3.
-  ASSERT_TRUE(ComputeAbsTdErrors(*online, *online, batch, true,
-                                 absl::MakeSpan(out))
-                  .ok());
+  ASSERT_TRUE(ComputeAbsTdErrors(*online, *online, batch, true, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(5.0f, 3.0f));
 
   // Double DQN: the online argmax at s' = 4 is action 0, whose target value
   // is -4: target = 1 - 2 = -1, |td| = |-1 - (-2)| = 1.
-  ASSERT_TRUE(ComputeAbsTdErrors(*online, *target, batch, true,
-                                 absl::MakeSpan(out))
-                  .ok());
+  ASSERT_TRUE(ComputeAbsTdErrors(*online, *target, batch, true, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(1.0f, 3.0f));
 
   // Plain DQN: the target's max, 4: target = 3, |td| = 5.
-  ASSERT_TRUE(ComputeAbsTdErrors(*online, *target, batch, false,
-                                 absl::MakeSpan(out))
-                  .ok());
+  ASSERT_TRUE(ComputeAbsTdErrors(*online, *target, batch, false, absl::MakeSpan(out)).ok());
   EXPECT_THAT(out, ElementsAre(5.0f, 3.0f));
 }
 
@@ -178,15 +162,13 @@ TEST(DqnOptionsTest, ValidateNamesTheBadValue) {
   DqnOptions options = SmallOptions();
   EXPECT_TRUE(options.Validate().ok());
   options.learning_rate = 0;
-  EXPECT_THAT(std::string(options.Validate().message()),
-              ::testing::HasSubstr("learning_rate"));
+  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("learning_rate"));
   options = SmallOptions();
   options.target_update_period = 0;
   EXPECT_EQ(options.Validate().code(), absl::StatusCode::kInvalidArgument);
   options = SmallOptions();
   options.huber_delta = -1;
-  EXPECT_EQ(DqnLearner::Create(options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DqnLearner::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DqnLearnerTest, TrainingOnAFixedBatchReducesTheLoss) {
@@ -229,8 +211,7 @@ TEST(DqnLearnerTest, ReportsPrioritiesAndTheWeightedLossBeforeTheUpdate) {
 TEST(DqnLearnerTest, ZeroImportanceWeightsLeaveTheNetworkUnchanged) {
   std::unique_ptr<DqnLearner> learner = *DqnLearner::Create(SmallOptions());
   const std::vector<float> before = learner->online().GetParameters();
-  ASSERT_TRUE(
-      learner->TrainStep(RandomBatch(8, 3), std::vector<float>(8, 0.0f)).ok());
+  ASSERT_TRUE(learner->TrainStep(RandomBatch(8, 3), std::vector<float>(8, 0.0f)).ok());
   EXPECT_EQ(learner->online().GetParameters(), before);
 }
 
@@ -238,8 +219,7 @@ TEST(DqnLearnerTest, UpdatesTheTargetEveryPeriodSteps) {
   DqnOptions options = SmallOptions();
   options.target_update_period = 3;
   std::unique_ptr<DqnLearner> learner = *DqnLearner::Create(options);
-  EXPECT_EQ(learner->target().GetParameters(),
-            learner->online().GetParameters());
+  EXPECT_EQ(learner->target().GetParameters(), learner->online().GetParameters());
   const TransitionBatch batch = RandomBatch(16, 4);
   const std::vector<float> weights(16, 1.0f);
   for (int step = 1; step <= 6; ++step) {
@@ -247,9 +227,7 @@ TEST(DqnLearnerTest, UpdatesTheTargetEveryPeriodSteps) {
     ASSERT_TRUE(r.ok());
     const bool synced = step % 3 == 0;
     EXPECT_EQ(r->target_updated, synced) << step;
-    EXPECT_EQ(learner->target().GetParameters() ==
-                  learner->online().GetParameters(),
-              synced)
+    EXPECT_EQ(learner->target().GetParameters() == learner->online().GetParameters(), synced)
         << step;
   }
 }
@@ -257,15 +235,11 @@ TEST(DqnLearnerTest, UpdatesTheTargetEveryPeriodSteps) {
 TEST(DqnLearnerTest, RejectsBatchesThatDoNotFitTheNetwork) {
   std::unique_ptr<DqnLearner> learner = *DqnLearner::Create(SmallOptions());
   const TransitionBatch batch = RandomBatch(4, 5);
-  EXPECT_EQ(learner->TrainStep(batch, std::vector<float>(3, 1.0f))
-                .status()
-                .code(),
+  EXPECT_EQ(learner->TrainStep(batch, std::vector<float>(3, 1.0f)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(learner->TrainStep(TransitionBatch(4), {}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(learner->TrainStep(batch, {1.0f, -1.0f, 1.0f, 1.0f})
-                .status()
-                .code(),
+  EXPECT_EQ(learner->TrainStep(batch, {1.0f, -1.0f, 1.0f, 1.0f}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(learner->TrainStep(batch, {1.0f, 1.0f, NAN, 1.0f}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -274,8 +248,7 @@ TEST(DqnLearnerTest, RejectsBatchesThatDoNotFitTheNetwork) {
   t.observation.assign(6, 0.0f);
   t.next_observation.assign(6, 0.0f);
   ASSERT_TRUE(wide.Add(t).ok());
-  EXPECT_EQ(learner->TrainStep(wide, {1.0f}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(learner->TrainStep(wide, {1.0f}).status().code(), absl::StatusCode::kInvalidArgument);
   TransitionBatch bad_action(4);
   t.observation.assign(4, 0.0f);
   t.next_observation.assign(4, 0.0f);

@@ -16,8 +16,7 @@ constexpr uint64_t kDefaultSeed = 0;
 
 }  // namespace
 
-Environment::Environment(EnvironmentSpec spec)
-    : spec_(std::move(spec)), random_(kDefaultSeed) {
+Environment::Environment(EnvironmentSpec spec) : spec_(std::move(spec)), random_(kDefaultSeed) {
   CHECK_GT(spec_.observation_size, 0) << spec_.name;
   CHECK_GT(spec_.action_count, 0) << spec_.name;
   CHECK_GT(spec_.state_size, 0) << spec_.name;
@@ -40,17 +39,16 @@ std::vector<float> Environment::Reset() {
 absl::StatusOr<StepResult> Environment::Step(int action) {
   if (action < 0 || action >= spec_.action_count) {
     return absl::InvalidArgumentError(
-        absl::StrCat(spec_.name, ": action ", action, " is outside [0, ",
-                     spec_.action_count, ")"));
+        absl::StrCat(spec_.name, ": action ", action, " is outside [0, ", spec_.action_count, ")"));
   }
   if (state_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(spec_.name, ": Step() before Reset() or SetState()"));
   }
   if (!episode_active_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        spec_.name, ": Step() after the episode ended (at step ",
-        elapsed_steps_, "); call Reset()"));
+    return absl::FailedPreconditionError(absl::StrCat(spec_.name,
+                                                      ": Step() after the episode ended (at step ",
+                                                      elapsed_steps_, "); call Reset()"));
   }
   const Outcome outcome = Advance(action, absl::MakeSpan(state_));
   ++elapsed_steps_;
@@ -67,14 +65,13 @@ absl::StatusOr<StepResult> Environment::Step(int action) {
 
 absl::Status Environment::SetState(absl::Span<const double> state) {
   if (static_cast<int>(state.size()) != spec_.state_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(spec_.name, ": a state has ", spec_.state_size,
-                     " values, got ", state.size()));
+    return absl::InvalidArgumentError(absl::StrCat(spec_.name, ": a state has ", spec_.state_size,
+                                                   " values, got ", state.size()));
   }
   for (size_t i = 0; i < state.size(); ++i) {
     if (!std::isfinite(state[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec_.name, ": state value ", i, " is not finite: ", state[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec_.name, ": state value ", i, " is not finite: ", state[i]));
     }
   }
   state_.assign(state.begin(), state.end());

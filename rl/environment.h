@@ -43,11 +43,11 @@ namespace dreplay::rl {
 
 // What an environment looks like from outside. Constant for its lifetime.
 struct EnvironmentSpec {
-  std::string name;            // e.g. "CartPole-v1"
-  int observation_size = 0;    // floats in an observation
-  int action_count = 0;        // actions are 0 .. action_count - 1
-  int state_size = 0;          // doubles in the full-precision state
-  int max_episode_steps = 0;   // the TimeLimit: truncated at this many steps
+  std::string name;           // e.g. "CartPole-v1"
+  int observation_size = 0;   // floats in an observation
+  int action_count = 0;       // actions are 0 .. action_count - 1
+  int state_size = 0;         // doubles in the full-precision state
+  int max_episode_steps = 0;  // the TimeLimit: truncated at this many steps
 };
 
 // The outcome of one Step().
@@ -103,8 +103,7 @@ class Environment {
   explicit Environment(EnvironmentSpec spec);
 
   // Writes a random initial state into `state` (spec().state_size values).
-  virtual void SampleInitialState(Random& random,
-                                  absl::Span<double> state) const = 0;
+  virtual void SampleInitialState(Random& random, absl::Span<double> state) const = 0;
 
   // What one step of the dynamics yields besides the new state.
   struct Outcome {
@@ -117,8 +116,7 @@ class Environment {
   virtual Outcome Advance(int action, absl::Span<double> state) const = 0;
 
   // Writes the observation of `state` (spec().observation_size values).
-  virtual void Observe(absl::Span<const double> state,
-                       absl::Span<float> observation) const = 0;
+  virtual void Observe(absl::Span<const double> state, absl::Span<float> observation) const = 0;
 
  private:
   const EnvironmentSpec spec_;

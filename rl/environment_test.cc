@@ -20,8 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(MakeEnvironmentTest, KnowsTheThreeClassicControlTasks) {
-  EXPECT_THAT(EnvironmentNames(),
-              ElementsAre("Acrobot-v1", "CartPole-v1", "MountainCar-v0"));
+  EXPECT_THAT(EnvironmentNames(), ElementsAre("Acrobot-v1", "CartPole-v1", "MountainCar-v0"));
   for (const std::string& name : EnvironmentNames()) {
     absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(name);
     ASSERT_TRUE(env.ok()) << env.status();
@@ -30,11 +29,9 @@ TEST(MakeEnvironmentTest, KnowsTheThreeClassicControlTasks) {
 }
 
 TEST(MakeEnvironmentTest, RejectsAnUnknownNameAndListsTheKnownOnes) {
-  absl::StatusOr<std::unique_ptr<Environment>> env =
-      MakeEnvironment("CartPole-v0");
+  absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment("CartPole-v0");
   ASSERT_EQ(env.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(env.status().message()),
-              HasSubstr("\"CartPole-v0\""));
+  EXPECT_THAT(std::string(env.status().message()), HasSubstr("\"CartPole-v0\""));
   EXPECT_THAT(std::string(env.status().message()), HasSubstr("CartPole-v1"));
   EXPECT_THAT(std::string(env.status().message()), HasSubstr("Acrobot-v1"));
 }
@@ -51,8 +48,7 @@ class EveryEnvironmentTest : public ::testing::TestWithParam<std::string> {
 TEST_P(EveryEnvironmentTest, RefusesToStepBeforeAnyReset) {
   std::unique_ptr<Environment> env = Make();
   EXPECT_TRUE(env->state().empty());
-  EXPECT_EQ(env->Step(0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env->Step(0).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_P(EveryEnvironmentTest, RejectsActionsOutsideTheActionSpace) {
@@ -115,8 +111,7 @@ TEST_P(EveryEnvironmentTest, EpisodesEndWithinTheTimeLimit) {
     int steps = 0;
     bool done = false;
     while (!done) {
-      absl::StatusOr<StepResult> step =
-          env->Step(actions.UniformInt(env->spec().action_count));
+      absl::StatusOr<StepResult> step = env->Step(actions.UniformInt(env->spec().action_count));
       ASSERT_TRUE(step.ok()) << step.status();
       ++steps;
       done = step->done();
@@ -126,8 +121,7 @@ TEST_P(EveryEnvironmentTest, EpisodesEndWithinTheTimeLimit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllNames, EveryEnvironmentTest,
-                         ::testing::ValuesIn(EnvironmentNames()));
+INSTANTIATE_TEST_SUITE_P(AllNames, EveryEnvironmentTest, ::testing::ValuesIn(EnvironmentNames()));
 
 }  // namespace
 }  // namespace dreplay::rl

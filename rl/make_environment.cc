@@ -13,20 +13,17 @@
 namespace dreplay::rl {
 
 std::vector<std::string> EnvironmentNames() {
-  std::vector<std::string> names = {Acrobot::kName, CartPole::kName,
-                                    MountainCar::kName};
+  std::vector<std::string> names = {Acrobot::kName, CartPole::kName, MountainCar::kName};
   std::sort(names.begin(), names.end());
   return names;
 }
 
-absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(
-    absl::string_view name) {
+absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(absl::string_view name) {
   if (name == CartPole::kName) return std::make_unique<CartPole>();
   if (name == Acrobot::kName) return std::make_unique<Acrobot>();
   if (name == MountainCar::kName) return std::make_unique<MountainCar>();
-  return absl::NotFoundError(
-      absl::StrCat("unknown environment \"", name,
-                   "\"; known: ", absl::StrJoin(EnvironmentNames(), ", ")));
+  return absl::NotFoundError(absl::StrCat("unknown environment \"", name,
+                                          "\"; known: ", absl::StrJoin(EnvironmentNames(), ", ")));
 }
 
 }  // namespace dreplay::rl

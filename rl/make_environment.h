@@ -23,8 +23,7 @@ std::vector<std::string> EnvironmentNames();
 
 // A new environment of the given name (exact match, e.g. "CartPole-v1").
 // NOT_FOUND, naming the known environments, for any other name.
-absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(
-    absl::string_view name);
+absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(absl::string_view name);
 
 }  // namespace dreplay::rl
 

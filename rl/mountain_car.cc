@@ -16,25 +16,20 @@ constexpr int kStateSize = 2;
 constexpr int kActionCount = 3;
 
 // np.clip(x, low, high) on a scalar: minimum(maximum(x, low), high).
-double Clip(double x, double low, double high) {
-  return std::min(std::max(x, low), high);
-}
+double Clip(double x, double low, double high) { return std::min(std::max(x, low), high); }
 
 }  // namespace
 
 MountainCar::MountainCar()
-    : Environment(EnvironmentSpec{kName, /*observation_size=*/kStateSize,
-                                  kActionCount, kStateSize, kMaxEpisodeSteps}) {
-}
+    : Environment(EnvironmentSpec{kName, /*observation_size=*/kStateSize, kActionCount, kStateSize,
+                                  kMaxEpisodeSteps}) {}
 
-void MountainCar::SampleInitialState(Random& random,
-                                     absl::Span<double> state) const {
+void MountainCar::SampleInitialState(Random& random, absl::Span<double> state) const {
   state[0] = random.Uniform(kResetLow, kResetHigh);
   state[1] = 0.0;
 }
 
-Environment::Outcome MountainCar::Advance(int action,
-                                          absl::Span<double> state) const {
+Environment::Outcome MountainCar::Advance(int action, absl::Span<double> state) const {
   double position = state[0];
   double velocity = state[1];
   velocity += (action - 1) * kForce + std::cos(3 * position) * (-kGravity);
@@ -47,14 +42,12 @@ Environment::Outcome MountainCar::Advance(int action,
   state[1] = velocity;
 
   Outcome outcome;
-  outcome.terminated =
-      position >= kGoalPosition && velocity >= kGoalVelocity;
+  outcome.terminated = position >= kGoalPosition && velocity >= kGoalVelocity;
   outcome.reward = -1.0;
   return outcome;
 }
 
-void MountainCar::Observe(absl::Span<const double> state,
-                          absl::Span<float> observation) const {
+void MountainCar::Observe(absl::Span<const double> state, absl::Span<float> observation) const {
   observation[0] = static_cast<float>(state[0]);
   observation[1] = static_cast<float>(state[1]);
 }

@@ -35,11 +35,9 @@ class MountainCar : public Environment {
   MountainCar();
 
  protected:
-  void SampleInitialState(Random& random,
-                          absl::Span<double> state) const override;
+  void SampleInitialState(Random& random, absl::Span<double> state) const override;
   Outcome Advance(int action, absl::Span<double> state) const override;
-  void Observe(absl::Span<const double> state,
-               absl::Span<float> observation) const override;
+  void Observe(absl::Span<const double> state, absl::Span<float> observation) const override;
 };
 
 }  // namespace dreplay::rl

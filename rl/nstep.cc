@@ -9,8 +9,8 @@ namespace dreplay::rl {
 
 absl::Status NStepOptions::Validate() const {
   if (n < 1 || n > kMaxTransitionSteps) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "n-step n=", n, " is outside [1, ", kMaxTransitionSteps, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n-step n=", n, " is outside [1, ", kMaxTransitionSteps, "]"));
   }
   if (!(discount >= 0.0 && discount <= 1.0)) {
     return absl::InvalidArgumentError(
@@ -19,20 +19,17 @@ absl::Status NStepOptions::Validate() const {
   return absl::OkStatus();
 }
 
-NStepAccumulator::NStepAccumulator(const NStepOptions& options,
-                                   size_t observation_size)
+NStepAccumulator::NStepAccumulator(const NStepOptions& options, size_t observation_size)
     : options_(options), observation_size_(observation_size) {
   const absl::Status status = options_.Validate();
   CHECK(status.ok()) << status;
   CHECK_GT(observation_size_, 0u);
 }
 
-absl::Status NStepAccumulator::BeginEpisode(
-    absl::Span<const float> observation) {
+absl::Status NStepAccumulator::BeginEpisode(absl::Span<const float> observation) {
   if (observation.size() != observation_size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("observation of ", observation.size(),
-                     " floats, expected ", observation_size_));
+    return absl::InvalidArgumentError(absl::StrCat("observation of ", observation.size(),
+                                                   " floats, expected ", observation_size_));
   }
   pending_.clear();
   current_observation_.assign(observation.begin(), observation.end());
@@ -40,26 +37,21 @@ absl::Status NStepAccumulator::BeginEpisode(
   return absl::OkStatus();
 }
 
-absl::Status NStepAccumulator::AddStep(
-    int action, double reward, absl::Span<const float> next_observation,
-    bool terminated, bool truncated, std::vector<Transition>* out) {
+absl::Status NStepAccumulator::AddStep(int action, double reward,
+                                       absl::Span<const float> next_observation, bool terminated,
+                                       bool truncated, std::vector<Transition>* out) {
   if (!in_episode_) {
-    return absl::FailedPreconditionError(
-        "AddStep() outside an episode; call BeginEpisode()");
+    return absl::FailedPreconditionError("AddStep() outside an episode; call BeginEpisode()");
   }
   if (next_observation.size() != observation_size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("next observation of ", next_observation.size(),
-                     " floats, expected ", observation_size_));
+    return absl::InvalidArgumentError(absl::StrCat("next observation of ", next_observation.size(),
+                                                   " floats, expected ", observation_size_));
   }
   if (action < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("negative action ", action));
+    return absl::InvalidArgumentError(absl::StrCat("negative action ", action));
   }
-  pending_.push_back(
-      PendingStep{std::move(current_observation_), action, reward});
-  current_observation_.assign(next_observation.begin(),
-                              next_observation.end());
+  pending_.push_back(PendingStep{std::move(current_observation_), action, reward});
+  current_observation_.assign(next_observation.begin(), next_observation.end());
   if (terminated || truncated) {
     // A terminal state has no value to bootstrap from; a truncated episode
     // stopped in a state that still has one.

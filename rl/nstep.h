@@ -57,10 +57,8 @@ class NStepAccumulator {
   // FAILED_PRECONDITION outside an episode (before BeginEpisode(), or after
   // the step that ended it); INVALID_ARGUMENT for a wrong observation size or
   // a negative action.
-  absl::Status AddStep(int action, double reward,
-                       absl::Span<const float> next_observation,
-                       bool terminated, bool truncated,
-                       std::vector<Transition>* out);
+  absl::Status AddStep(int action, double reward, absl::Span<const float> next_observation,
+                       bool terminated, bool truncated, std::vector<Transition>* out);
 
   // True between BeginEpisode() and the step that ends the episode.
   bool in_episode() const { return in_episode_; }

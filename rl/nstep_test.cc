@@ -22,8 +22,8 @@ NStepAccumulator MakeAccumulator(int n) {
 }
 
 // Steps t = 0, 1, ... with action t % 2 and reward t + 1.
-absl::Status Step(NStepAccumulator& acc, int t, bool terminated,
-                  bool truncated, std::vector<Transition>* out) {
+absl::Status Step(NStepAccumulator& acc, int t, bool terminated, bool truncated,
+                  std::vector<Transition>* out) {
   return acc.AddStep(t % 2, t + 1.0, Obs(t + 1), terminated, truncated, out);
 }
 
@@ -150,18 +150,15 @@ TEST(NStepAccumulatorTest, ANewEpisodeDropsStepsOfAnUnfinishedOne) {
 TEST(NStepAccumulatorTest, RejectsStepsOutsideAnEpisodeAndBadSizes) {
   NStepAccumulator acc = MakeAccumulator(3);
   std::vector<Transition> out;
-  EXPECT_EQ(Step(acc, 0, false, false, &out).code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(acc.BeginEpisode({1.0f, 2.0f}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Step(acc, 0, false, false, &out).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(acc.BeginEpisode({1.0f, 2.0f}).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(acc.BeginEpisode(Obs(0)).ok());
   EXPECT_EQ(acc.AddStep(0, 1.0, {1.0f, 2.0f}, false, false, &out).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(acc.AddStep(-1, 1.0, Obs(1), false, false, &out).code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(Step(acc, 0, true, false, &out).ok());
-  EXPECT_EQ(Step(acc, 1, false, false, &out).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Step(acc, 1, false, false, &out).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -36,68 +36,59 @@ uint64_t ParamsShapeHash(absl::Span<const std::vector<int64_t>> shapes) {
 }
 
 absl::StatusOr<size_t> WriteParams(uint64_t shape_hash, uint64_t version,
-                                   absl::Span<const float> values,
-                                   absl::Span<uint8_t> out) {
+                                   absl::Span<const float> values, absl::Span<uint8_t> out) {
   const size_t size = ParamsBufferSize(values.size());
   if (out.size() < size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("writing ", values.size(), " parameters needs ", size,
-                     " bytes, buffer has ", out.size()));
+    return absl::InvalidArgumentError(absl::StrCat("writing ", values.size(), " parameters needs ",
+                                                   size, " bytes, buffer has ", out.size()));
   }
   ParamsHeader header;
   header.shape_hash = shape_hash;
   header.version = version;
   header.count = values.size();
   std::memcpy(out.data(), &header, sizeof(header));
-  std::memcpy(out.data() + sizeof(header), values.data(),
-              values.size() * sizeof(float));
+  std::memcpy(out.data() + sizeof(header), values.data(), values.size() * sizeof(float));
   return size;
 }
 
 absl::StatusOr<ParamsHeader> ReadParamsHeader(absl::Span<const uint8_t> in) {
   if (in.size() < sizeof(ParamsHeader)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("params buffer of ", in.size(),
-                     " bytes is shorter than its header"));
+        absl::StrCat("params buffer of ", in.size(), " bytes is shorter than its header"));
   }
   ParamsHeader header;
   std::memcpy(&header, in.data(), sizeof(header));
   if (header.magic != kParamsMagic) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "params buffer has magic 0x", absl::Hex(header.magic), ", expected 0x",
-        absl::Hex(kParamsMagic)));
+    return absl::InvalidArgumentError(absl::StrCat("params buffer has magic 0x",
+                                                   absl::Hex(header.magic), ", expected 0x",
+                                                   absl::Hex(kParamsMagic)));
   }
   if (header.format_version != kParamsFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("params buffer has format version ",
-                     header.format_version, ", this build reads ",
-                     kParamsFormatVersion));
+    return absl::FailedPreconditionError(absl::StrCat("params buffer has format version ",
+                                                      header.format_version, ", this build reads ",
+                                                      kParamsFormatVersion));
   }
   // Checked before multiplying so that a huge count cannot overflow.
   if (header.count > (in.size() - sizeof(ParamsHeader)) / sizeof(float)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("params buffer announces ", header.count,
-                     " values but holds only ", in.size(), " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("params buffer announces ", header.count,
+                                                   " values but holds only ", in.size(), " bytes"));
   }
   return header;
 }
 
-absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in,
-                                    uint64_t expected_shape_hash,
+absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in, uint64_t expected_shape_hash,
                                     absl::Span<float> values) {
   ASSIGN_OR_RETURN(const ParamsHeader header, ReadParamsHeader(in));
   if (header.shape_hash != expected_shape_hash) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "params buffer is for network shape 0x", absl::Hex(header.shape_hash),
-        ", this network is 0x", absl::Hex(expected_shape_hash)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("params buffer is for network shape 0x", absl::Hex(header.shape_hash),
+                     ", this network is 0x", absl::Hex(expected_shape_hash)));
   }
   if (header.count != values.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("params buffer holds ", header.count,
-                     " values, this network has ", values.size()));
+    return absl::FailedPreconditionError(absl::StrCat("params buffer holds ", header.count,
+                                                      " values, this network has ", values.size()));
   }
-  std::memcpy(values.data(), in.data() + sizeof(ParamsHeader),
-              values.size() * sizeof(float));
+  std::memcpy(values.data(), in.data() + sizeof(ParamsHeader), values.size() * sizeof(float));
   return header.version;
 }
 

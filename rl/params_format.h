@@ -55,8 +55,7 @@ uint64_t ParamsShapeHash(absl::Span<const std::vector<int64_t>> shapes);
 // written. INVALID_ARGUMENT if `out` is smaller than
 // ParamsBufferSize(values.size()).
 absl::StatusOr<size_t> WriteParams(uint64_t shape_hash, uint64_t version,
-                                   absl::Span<const float> values,
-                                   absl::Span<uint8_t> out);
+                                   absl::Span<const float> values, absl::Span<uint8_t> out);
 
 // Reads and checks the header at the start of `in`: INVALID_ARGUMENT if `in`
 // is shorter than the header or than the values it announces, or the magic is
@@ -67,8 +66,7 @@ absl::StatusOr<ParamsHeader> ReadParamsHeader(absl::Span<const uint8_t> in);
 // these: FAILED_PRECONDITION if the shape hash is not `expected_shape_hash`
 // or the count is not values.size(). Returns the parameters' version. On
 // error, `values` is unchanged.
-absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in,
-                                    uint64_t expected_shape_hash,
+absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in, uint64_t expected_shape_hash,
                                     absl::Span<float> values);
 
 }  // namespace dreplay::rl

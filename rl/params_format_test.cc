@@ -37,8 +37,7 @@ TEST(ParamsFormatTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(header->count, 5u);
 
   std::vector<float> read(values.size());
-  absl::StatusOr<uint64_t> version =
-      ReadParams(buffer, 0x1234, absl::MakeSpan(read));
+  absl::StatusOr<uint64_t> version = ReadParams(buffer, 0x1234, absl::MakeSpan(read));
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, 77u);
   EXPECT_EQ(read, values);
@@ -85,26 +84,22 @@ TEST_F(ParamsReadTest, RejectsAnotherFormatVersion) {
 
 TEST_F(ParamsReadTest, RejectsABadMagic) {
   buffer_[0] ^= 0xff;
-  EXPECT_EQ(ReadParamsHeader(buffer_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadParamsHeader(buffer_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ParamsReadTest, RejectsABufferShorterThanItsValues) {
   std::vector<float> read(4);
-  EXPECT_EQ(ReadParams(absl::MakeConstSpan(buffer_.data(), buffer_.size() - 1),
-                       kHash, absl::MakeSpan(read))
+  EXPECT_EQ(ReadParams(absl::MakeConstSpan(buffer_.data(), buffer_.size() - 1), kHash,
+                       absl::MakeSpan(read))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadParamsHeader(absl::MakeConstSpan(buffer_.data(), 31))
-                .status()
-                .code(),
+  EXPECT_EQ(ReadParamsHeader(absl::MakeConstSpan(buffer_.data(), 31)).status().code(),
             absl::StatusCode::kInvalidArgument);
   // A count so large that count * 4 would overflow.
   const uint64_t huge = ~0ull / 2;
   std::memcpy(&buffer_[24], &huge, sizeof(huge));
-  EXPECT_EQ(ReadParamsHeader(buffer_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadParamsHeader(buffer_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

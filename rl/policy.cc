@@ -20,8 +20,7 @@ int ArgMax(absl::Span<const float> values) {
   return best;
 }
 
-int EpsilonGreedy(absl::Span<const float> q_values, double epsilon,
-                  Random& random) {
+int EpsilonGreedy(absl::Span<const float> q_values, double epsilon, Random& random) {
   CHECK(!q_values.empty());
   if (random.Bernoulli(epsilon)) {
     return static_cast<int>(random.UniformInt(q_values.size()));
@@ -29,16 +28,14 @@ int EpsilonGreedy(absl::Span<const float> q_values, double epsilon,
   return ArgMax(q_values);
 }
 
-double ApeXEpsilon(int actor_index, int actor_count, double base,
-                   double alpha) {
+double ApeXEpsilon(int actor_index, int actor_count, double base, double alpha) {
   CHECK_GE(actor_index, 0);
   CHECK_LT(actor_index, actor_count);
   if (actor_count == 1) return base;
   return std::pow(base, 1.0 + alpha * actor_index / (actor_count - 1));
 }
 
-absl::StatusOr<EvaluationResult> EvaluatePolicy(Environment& env,
-                                                const Policy& policy,
+absl::StatusOr<EvaluationResult> EvaluatePolicy(Environment& env, const Policy& policy,
                                                 int episodes, uint64_t seed) {
   if (episodes < 1) {
     return absl::InvalidArgumentError(

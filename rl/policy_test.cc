@@ -41,8 +41,7 @@ TEST(PolicyTest, EvaluatesWholeEpisodesFromConsecutiveSeeds) {
   CartPole env;
   // Always pushing right topples the pole within a few dozen steps.
   absl::StatusOr<EvaluationResult> result = EvaluatePolicy(
-      env, [](absl::Span<const float>) -> absl::StatusOr<int> { return 1; },
-      3, 10);
+      env, [](absl::Span<const float>) -> absl::StatusOr<int> { return 1; }, 3, 10);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->returns.size(), 3u);
   double sum = 0;
@@ -74,8 +73,7 @@ TEST(PolicyTest, EvaluationStopsAtThePolicysError) {
       },
       1, 0);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(EvaluatePolicy(env, nullptr, 0, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EvaluatePolicy(env, nullptr, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

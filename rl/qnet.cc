@@ -22,16 +22,14 @@ namespace {
 
 std::vector<int64_t> LayerWidths(const QNetworkOptions& options) {
   std::vector<int64_t> widths = {options.observation_size};
-  widths.insert(widths.end(), options.hidden_sizes.begin(),
-                options.hidden_sizes.end());
+  widths.insert(widths.end(), options.hidden_sizes.begin(), options.hidden_sizes.end());
   widths.push_back(options.action_count);
   return widths;
 }
 
 // A torch view of caller memory. The tensor must not outlive `values` and is
 // only read.
-torch::Tensor ConstView(absl::Span<const float> values,
-                        torch::IntArrayRef sizes) {
+torch::Tensor ConstView(absl::Span<const float> values, torch::IntArrayRef sizes) {
   return torch::from_blob(const_cast<float*>(values.data()), sizes,
                           torch::TensorOptions().dtype(torch::kFloat32));
 }
@@ -40,8 +38,8 @@ torch::Tensor ConstView(absl::Span<const float> values,
 
 absl::Status QNetworkOptions::Validate() const {
   if (observation_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "QNetwork observation_size must be > 0, got ", observation_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("QNetwork observation_size must be > 0, got ", observation_size));
   }
   if (action_count <= 0) {
     return absl::InvalidArgumentError(
@@ -49,8 +47,8 @@ absl::Status QNetworkOptions::Validate() const {
   }
   for (size_t i = 0; i < hidden_sizes.size(); ++i) {
     if (hidden_sizes[i] <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "QNetwork hidden_sizes[", i, "] must be > 0, got ", hidden_sizes[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("QNetwork hidden_sizes[", i, "] must be > 0, got ", hidden_sizes[i]));
     }
   }
   return absl::OkStatus();
@@ -63,9 +61,9 @@ void SetTorchThreads(int threads) {
 
 QNetwork::Module::Module(const std::vector<int64_t>& widths) {
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    layers_.push_back(register_module(
-        absl::StrCat("fc", i),
-        torch::nn::Linear(torch::nn::LinearOptions(widths[i], widths[i + 1]))));
+    layers_.push_back(
+        register_module(absl::StrCat("fc", i),
+                        torch::nn::Linear(torch::nn::LinearOptions(widths[i], widths[i + 1]))));
   }
 }
 
@@ -78,8 +76,8 @@ torch::Tensor QNetwork::Module::Forward(const torch::Tensor& observations) {
   return x;
 }
 
-absl::StatusOr<std::unique_ptr<QNetwork>> QNetwork::Create(
-    const QNetworkOptions& options, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<QNetwork>> QNetwork::Create(const QNetworkOptions& options,
+                                                           uint64_t seed) {
   RETURN_IF_ERROR(options.Validate());
   auto module = std::make_unique<Module>(LayerWidths(options));
   // torch.nn.Linear's default initialisation, from our own generator: every
@@ -120,8 +118,7 @@ uint64_t HashShapes(QNetwork::Module& module) {
 
 }  // namespace
 
-QNetwork::QNetwork(const QNetworkOptions& options,
-                   std::unique_ptr<Module> module)
+QNetwork::QNetwork(const QNetworkOptions& options, std::unique_ptr<Module> module)
     : options_(options),
       module_(std::move(module)),
       parameter_count_(CountParameters(*module_)),
@@ -134,33 +131,30 @@ absl::Status QNetwork::QValues(absl::Span<const float> observations,
   const size_t obs_size = options_.observation_size;
   const size_t actions = options_.action_count;
   if (observations.size() % obs_size != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(observations.size(),
-                     " observation floats are not a whole number of rows of ",
-                     obs_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        observations.size(), " observation floats are not a whole number of rows of ", obs_size));
   }
   const size_t batch = observations.size() / obs_size;
   if (q_values.size() != batch * actions) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Q values for ", batch, " observations need ",
-                     batch * actions, " floats, got ", q_values.size()));
+    return absl::InvalidArgumentError(absl::StrCat("Q values for ", batch, " observations need ",
+                                                   batch * actions, " floats, got ",
+                                                   q_values.size()));
   }
   if (batch == 0) return absl::OkStatus();
   torch::NoGradGuard no_grad;
-  const torch::Tensor q = module_->Forward(ConstView(
-      observations,
-      {static_cast<int64_t>(batch), static_cast<int64_t>(obs_size)})).contiguous();
-  std::memcpy(q_values.data(), q.data_ptr<float>(),
-              q_values.size() * sizeof(float));
+  const torch::Tensor q = module_
+                              ->Forward(ConstView(observations, {static_cast<int64_t>(batch),
+                                                                 static_cast<int64_t>(obs_size)}))
+                              .contiguous();
+  std::memcpy(q_values.data(), q.data_ptr<float>(), q_values.size() * sizeof(float));
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> QNetwork::GreedyAction(
-    absl::Span<const float> observation) const {
+absl::StatusOr<int> QNetwork::GreedyAction(absl::Span<const float> observation) const {
   if (observation.size() != static_cast<size_t>(options_.observation_size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("observation of ", observation.size(),
-                     " floats, network expects ", options_.observation_size));
+    return absl::InvalidArgumentError(absl::StrCat("observation of ", observation.size(),
+                                                   " floats, network expects ",
+                                                   options_.observation_size));
   }
   std::vector<float> q(options_.action_count);
   RETURN_IF_ERROR(QValues(observation, absl::MakeSpan(q)));
@@ -186,8 +180,7 @@ std::vector<float> QNetwork::GetParameters() const {
 absl::Status QNetwork::SetParameters(absl::Span<const float> values) {
   if (values.size() != parameter_count_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("network has ", parameter_count_, " parameters, got ",
-                     values.size()));
+        absl::StrCat("network has ", parameter_count_, " parameters, got ", values.size()));
   }
   torch::NoGradGuard no_grad;
   size_t offset = 0;
@@ -210,19 +203,15 @@ absl::Status QNetwork::CopyParametersFrom(const QNetwork& other) {
   return absl::OkStatus();
 }
 
-size_t QNetwork::SerializedSize() const {
-  return ParamsBufferSize(parameter_count_);
-}
+size_t QNetwork::SerializedSize() const { return ParamsBufferSize(parameter_count_); }
 
-absl::StatusOr<size_t> QNetwork::Serialize(uint64_t version,
-                                           absl::Span<uint8_t> out) const {
+absl::StatusOr<size_t> QNetwork::Serialize(uint64_t version, absl::Span<uint8_t> out) const {
   return WriteParams(shape_hash_, version, GetParameters(), out);
 }
 
 absl::StatusOr<uint64_t> QNetwork::Load(absl::Span<const uint8_t> in) {
   std::vector<float> values(parameter_count_);
-  ASSIGN_OR_RETURN(const uint64_t version,
-                   ReadParams(in, shape_hash_, absl::MakeSpan(values)));
+  ASSIGN_OR_RETURN(const uint64_t version, ReadParams(in, shape_hash_, absl::MakeSpan(values)));
   RETURN_IF_ERROR(SetParameters(values));
   return version;
 }

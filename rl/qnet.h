@@ -57,8 +57,8 @@ class QNetwork {
  public:
   // A new network with parameters drawn from `seed`. INVALID_ARGUMENT if the
   // options are invalid.
-  static absl::StatusOr<std::unique_ptr<QNetwork>> Create(
-      const QNetworkOptions& options, uint64_t seed);
+  static absl::StatusOr<std::unique_ptr<QNetwork>> Create(const QNetworkOptions& options,
+                                                          uint64_t seed);
 
   ~QNetwork();
   QNetwork(const QNetwork&) = delete;
@@ -76,8 +76,7 @@ class QNetwork {
   // Q values of a batch: `observations` holds B rows of observation_size
   // floats, `q_values` receives B rows of action_count floats. No gradient
   // is recorded. INVALID_ARGUMENT if the sizes do not fit together.
-  absl::Status QValues(absl::Span<const float> observations,
-                       absl::Span<float> q_values) const;
+  absl::Status QValues(absl::Span<const float> observations, absl::Span<float> q_values) const;
 
   // The action with the highest Q value for one observation (the lowest index
   // among equal values). INVALID_ARGUMENT for a wrong observation size.
@@ -99,8 +98,7 @@ class QNetwork {
 
   // Writes the parameters with `version` as a params buffer at the start of
   // `out`; returns the bytes written. INVALID_ARGUMENT if `out` is too small.
-  absl::StatusOr<size_t> Serialize(uint64_t version,
-                                   absl::Span<uint8_t> out) const;
+  absl::StatusOr<size_t> Serialize(uint64_t version, absl::Span<uint8_t> out) const;
 
   // Loads parameters from a params buffer; returns its version. Refuses
   // (see ReadParams()) a buffer of another architecture or format version;

@@ -18,14 +18,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 
-std::unique_ptr<QNetwork> MakeNetwork(int obs, int actions,
-                                      std::vector<int> hidden, uint64_t seed) {
+std::unique_ptr<QNetwork> MakeNetwork(int obs, int actions, std::vector<int> hidden,
+                                      uint64_t seed) {
   QNetworkOptions options;
   options.observation_size = obs;
   options.action_count = actions;
   options.hidden_sizes = std::move(hidden);
-  absl::StatusOr<std::unique_ptr<QNetwork>> net =
-      QNetwork::Create(options, seed);
+  absl::StatusOr<std::unique_ptr<QNetwork>> net = QNetwork::Create(options, seed);
   EXPECT_TRUE(net.ok()) << net.status();
   return net.ok() ? *std::move(net) : nullptr;
 }
@@ -37,12 +36,10 @@ TEST(QNetworkOptionsTest, ValidateNamesTheBadValue) {
   EXPECT_TRUE(options.Validate().ok());
   options.hidden_sizes = {64, 0};
   EXPECT_EQ(options.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(options.Validate().message()),
-              ::testing::HasSubstr("hidden_sizes[1]"));
+  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("hidden_sizes[1]"));
   options.hidden_sizes = {};
   options.action_count = 0;
-  EXPECT_EQ(QNetwork::Create(options, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(QNetwork::Create(options, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(QNetworkTest, CountsWeightsAndBiasesOfEveryLayer) {
@@ -71,46 +68,38 @@ TEST(QNetworkTest, ComputesTheMlpWithHandSetParameters) {
   std::unique_ptr<QNetwork> net = MakeNetwork(2, 2, {2}, 1);
   // W1 = [[1, 0], [0, -1]], b1 = [0, 0.5], W2 = [[1, 1], [2, -1]],
   // b2 = [0.1, -0.2].
-  ASSERT_TRUE(net->SetParameters({1, 0, 0, -1, 0, 0.5f, 1, 1, 2, -1, 0.1f,
-                                  -0.2f})
-                  .ok());
+  ASSERT_TRUE(net->SetParameters({1, 0, 0, -1, 0, 0.5f, 1, 1, 2, -1, 0.1f, -0.2f}).ok());
   // obs (3, 1): h = relu(3, -0.5) = (3, 0); q = (3.1, 5.8).
   // obs (-1, -2): h = relu(-1, 2.5) = (0, 2.5); q = (2.6, -2.7).
   std::vector<float> q(4);
   ASSERT_TRUE(net->QValues({3, 1, -1, -2}, absl::MakeSpan(q)).ok());
-  EXPECT_THAT(q, ElementsAre(FloatNear(3.1f, 1e-6), FloatNear(5.8f, 1e-6),
-                             FloatNear(2.6f, 1e-6), FloatNear(-2.7f, 1e-6)));
+  EXPECT_THAT(q, ElementsAre(FloatNear(3.1f, 1e-6), FloatNear(5.8f, 1e-6), FloatNear(2.6f, 1e-6),
+                             FloatNear(-2.7f, 1e-6)));
   EXPECT_EQ(*net->GreedyAction({3, 1}), 1);
   EXPECT_EQ(*net->GreedyAction({-1, -2}), 0);
 }
 
 TEST(QNetworkTest, GreedyActionBreaksTiesTowardsTheLowestIndex) {
   std::unique_ptr<QNetwork> net = MakeNetwork(2, 3, {4}, 1);
-  ASSERT_TRUE(
-      net->SetParameters(std::vector<float>(net->parameter_count(), 0.0f))
-          .ok());
+  ASSERT_TRUE(net->SetParameters(std::vector<float>(net->parameter_count(), 0.0f)).ok());
   EXPECT_EQ(*net->GreedyAction({1, 2}), 0);
 }
 
 TEST(QNetworkTest, RejectsSizesThatDoNotFit) {
   std::unique_ptr<QNetwork> net = MakeNetwork(2, 3, {4}, 1);
   std::vector<float> q(3);
-  EXPECT_EQ(net->QValues({1, 2, 3}, absl::MakeSpan(q)).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(net->QValues({1, 2, 3}, absl::MakeSpan(q)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(net->QValues({1, 2, 3, 4}, absl::MakeSpan(q)).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(net->GreedyAction({1, 2, 3}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(net->SetParameters({1, 2}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(net->GreedyAction({1, 2, 3}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(net->SetParameters({1, 2}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(QNetworkTest, SerializeThenLoadRoundTripsParametersAndVersion) {
   std::unique_ptr<QNetwork> source = MakeNetwork(4, 2, {32, 32}, 1);
   std::unique_ptr<QNetwork> dest = MakeNetwork(4, 2, {32, 32}, 2);
   std::vector<uint8_t> buffer(source->SerializedSize());
-  absl::StatusOr<size_t> written =
-      source->Serialize(/*version=*/41, absl::MakeSpan(buffer));
+  absl::StatusOr<size_t> written = source->Serialize(/*version=*/41, absl::MakeSpan(buffer));
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(*written, buffer.size());
   absl::StatusOr<uint64_t> version = dest->Load(buffer);
@@ -129,8 +118,7 @@ TEST(QNetworkTest, LoadRefusesAnotherShapeAndKeepsItsParameters) {
   std::vector<uint8_t> buffer(wide->SerializedSize());
   ASSERT_TRUE(wide->Serialize(1, absl::MakeSpan(buffer)).ok());
   const std::vector<float> before = narrow->GetParameters();
-  EXPECT_EQ(narrow->Load(buffer).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(narrow->Load(buffer).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(narrow->GetParameters(), before);
   // Same number of parameters, another architecture: 4 -> 2 and 1 -> 2 -> 2
   // both have 10.
@@ -139,8 +127,7 @@ TEST(QNetworkTest, LoadRefusesAnotherShapeAndKeepsItsParameters) {
   ASSERT_EQ(linear->parameter_count(), same_count->parameter_count());
   std::vector<uint8_t> linear_buffer(linear->SerializedSize());
   ASSERT_TRUE(linear->Serialize(1, absl::MakeSpan(linear_buffer)).ok());
-  EXPECT_EQ(same_count->Load(linear_buffer).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(same_count->Load(linear_buffer).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(QNetworkTest, LoadRefusesAnotherFormatVersion) {
@@ -148,10 +135,8 @@ TEST(QNetworkTest, LoadRefusesAnotherFormatVersion) {
   std::vector<uint8_t> buffer(net->SerializedSize());
   ASSERT_TRUE(net->Serialize(1, absl::MakeSpan(buffer)).ok());
   const uint32_t other = kParamsFormatVersion + 1;
-  std::memcpy(&buffer[offsetof(ParamsHeader, format_version)], &other,
-              sizeof(other));
-  EXPECT_EQ(net->Load(buffer).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  std::memcpy(&buffer[offsetof(ParamsHeader, format_version)], &other, sizeof(other));
+  EXPECT_EQ(net->Load(buffer).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(QNetworkTest, CopyParametersFromMakesTheNetworksEqual) {
@@ -160,8 +145,7 @@ TEST(QNetworkTest, CopyParametersFromMakesTheNetworksEqual) {
   ASSERT_TRUE(b->CopyParametersFrom(*a).ok());
   EXPECT_EQ(a->GetParameters(), b->GetParameters());
   std::unique_ptr<QNetwork> other = MakeNetwork(4, 3, {8}, 1);
-  EXPECT_EQ(other->CopyParametersFrom(*a).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other->CopyParametersFrom(*a).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

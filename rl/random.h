@@ -37,9 +37,7 @@ class Random {
   }
 
   // low + (high - low) * u with u in [0, 1).
-  double Uniform(double low, double high) {
-    return low + (high - low) * UniformUnit();
-  }
+  double Uniform(double low, double high) { return low + (high - low) * UniformUnit(); }
 
   // An integer uniform in [0, n). REQUIRES: n > 0.
   uint64_t UniformInt(uint64_t n) {

@@ -26,8 +26,7 @@ struct EncodedHeader {
   uint8_t steps;
   uint16_t reserved;
 };
-static_assert(sizeof(EncodedHeader) == kTransitionHeaderBytes,
-              "the header must have no padding");
+static_assert(sizeof(EncodedHeader) == kTransitionHeaderBytes, "the header must have no padding");
 static_assert(offsetof(EncodedHeader, reward) == 8);
 static_assert(offsetof(EncodedHeader, discount) == 12);
 static_assert(offsetof(EncodedHeader, done) == 16);
@@ -35,35 +34,31 @@ static_assert(offsetof(EncodedHeader, steps) == 17);
 static_assert(offsetof(EncodedHeader, reserved) == 18);
 
 // Reads and checks the header of `in` against `observation_size`.
-absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in,
-                                         size_t observation_size) {
+absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in, size_t observation_size) {
   const size_t expected = EncodedTransitionSize(observation_size);
   if (in.size() < kTransitionHeaderBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("encoded transition of ", in.size(),
-                     " bytes is shorter than its ", kTransitionHeaderBytes,
-                     "-byte header"));
+    return absl::InvalidArgumentError(absl::StrCat("encoded transition of ", in.size(),
+                                                   " bytes is shorter than its ",
+                                                   kTransitionHeaderBytes, "-byte header"));
   }
   EncodedHeader header;
   std::memcpy(&header, in.data(), sizeof(header));
   if (header.observation_size != observation_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "encoded transition has observations of ", header.observation_size,
-        " floats, expected ", observation_size));
+    return absl::InvalidArgumentError(absl::StrCat("encoded transition has observations of ",
+                                                   header.observation_size, " floats, expected ",
+                                                   observation_size));
   }
   if (in.size() != expected) {
     return absl::InvalidArgumentError(
-        absl::StrCat("encoded transition is ", in.size(), " bytes, expected ",
-                     expected, " for observations of ", observation_size,
-                     " floats"));
+        absl::StrCat("encoded transition is ", in.size(), " bytes, expected ", expected,
+                     " for observations of ", observation_size, " floats"));
   }
   if (header.done > 1 || header.steps == 0 || header.action < 0 ||
-      !(header.discount >= 0.0f && header.discount <= 1.0f) ||
-      header.reserved != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "encoded transition has invalid fields: done=", int{header.done},
-        " steps=", int{header.steps}, " action=", header.action,
-        " discount=", header.discount, " reserved=", header.reserved));
+      !(header.discount >= 0.0f && header.discount <= 1.0f) || header.reserved != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("encoded transition has invalid fields: done=", int{header.done},
+                     " steps=", int{header.steps}, " action=", header.action,
+                     " discount=", header.discount, " reserved=", header.reserved));
   }
   return header;
 }
@@ -71,30 +66,27 @@ absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in,
 }  // namespace
 
 bool Transition::operator==(const Transition& other) const {
-  return observation == other.observation && action == other.action &&
-         reward == other.reward && discount == other.discount &&
-         done == other.done && steps == other.steps &&
+  return observation == other.observation && action == other.action && reward == other.reward &&
+         discount == other.discount && done == other.done && steps == other.steps &&
          next_observation == other.next_observation;
 }
 
-absl::StatusOr<size_t> EncodeTransition(const Transition& transition,
-                                        absl::Span<uint8_t> out) {
+absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out) {
   const size_t m = transition.observation.size();
   if (transition.next_observation.size() != m) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transition observation has ", m, " floats but next_observation has ",
-        transition.next_observation.size()));
+    return absl::InvalidArgumentError(absl::StrCat("transition observation has ", m,
+                                                   " floats but next_observation has ",
+                                                   transition.next_observation.size()));
   }
   if (transition.steps == 0 || transition.action < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("transition with steps=", int{transition.steps},
-                     " action=", transition.action, " cannot be encoded"));
+    return absl::InvalidArgumentError(absl::StrCat("transition with steps=", int{transition.steps},
+                                                   " action=", transition.action,
+                                                   " cannot be encoded"));
   }
   const size_t size = EncodedTransitionSize(m);
   if (out.size() < size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("encoding a transition needs ", size, " bytes, buffer has ",
-                     out.size()));
+        absl::StrCat("encoding a transition needs ", size, " bytes, buffer has ", out.size()));
   }
   EncodedHeader header;
   header.observation_size = static_cast<uint32_t>(m);
@@ -113,10 +105,9 @@ absl::StatusOr<size_t> EncodeTransition(const Transition& transition,
   return size;
 }
 
-absl::Status DecodeTransition(absl::Span<const uint8_t> in,
-                              size_t observation_size, Transition* out) {
-  ASSIGN_OR_RETURN(const EncodedHeader header,
-                   ReadHeader(in, observation_size));
+absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
+                              Transition* out) {
+  ASSIGN_OR_RETURN(const EncodedHeader header, ReadHeader(in, observation_size));
   out->action = header.action;
   out->reward = header.reward;
   out->discount = header.discount;
@@ -127,20 +118,17 @@ absl::Status DecodeTransition(absl::Span<const uint8_t> in,
   std::memcpy(out->observation.data(), p, observation_size * sizeof(float));
   p += observation_size * sizeof(float);
   out->next_observation.resize(observation_size);
-  std::memcpy(out->next_observation.data(), p,
-              observation_size * sizeof(float));
+  std::memcpy(out->next_observation.data(), p, observation_size * sizeof(float));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in,
-                                            size_t observation_size) {
+absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size) {
   Transition transition;
   RETURN_IF_ERROR(DecodeTransition(in, observation_size, &transition));
   return transition;
 }
 
-TransitionBatch::TransitionBatch(size_t observation_size)
-    : observation_size_(observation_size) {
+TransitionBatch::TransitionBatch(size_t observation_size) : observation_size_(observation_size) {
   CHECK_GT(observation_size, 0u);
 }
 
@@ -156,10 +144,9 @@ void TransitionBatch::Clear() {
 absl::Status TransitionBatch::Add(const Transition& transition) {
   if (transition.observation.size() != observation_size_ ||
       transition.next_observation.size() != observation_size_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch holds observations of ", observation_size_,
-        " floats, transition has ", transition.observation.size(), " and ",
-        transition.next_observation.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch holds observations of ", observation_size_, " floats, transition has ",
+                     transition.observation.size(), " and ", transition.next_observation.size()));
   }
   observations_.insert(observations_.end(), transition.observation.begin(),
                        transition.observation.end());
@@ -167,8 +154,7 @@ absl::Status TransitionBatch::Add(const Transition& transition) {
   rewards_.push_back(transition.reward);
   discounts_.push_back(transition.discount);
   dones_.push_back(transition.done ? 1.0f : 0.0f);
-  next_observations_.insert(next_observations_.end(),
-                            transition.next_observation.begin(),
+  next_observations_.insert(next_observations_.end(), transition.next_observation.begin(),
                             transition.next_observation.end());
   return absl::OkStatus();
 }

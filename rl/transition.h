@@ -73,8 +73,7 @@ constexpr size_t EncodedTransitionSize(size_t observation_size) {
 // (EncodedTransitionSize(observation size)). INVALID_ARGUMENT when `out` is too
 // small, when the two observations differ in size, when steps is 0, or when
 // action is negative.
-absl::StatusOr<size_t> EncodeTransition(const Transition& transition,
-                                        absl::Span<uint8_t> out);
+absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out);
 
 // Decodes a transition from exactly `in` (its size must be the encoded size),
 // expecting `observation_size` floats per observation; reuses the capacity of
@@ -82,12 +81,11 @@ absl::StatusOr<size_t> EncodeTransition(const Transition& transition,
 // trailing bytes, another observation size) or for field values that no
 // encoder writes (done not 0/1, steps 0, negative action, discount outside
 // [0, 1], reserved bytes not zero). `out` is unspecified after an error.
-absl::Status DecodeTransition(absl::Span<const uint8_t> in,
-                              size_t observation_size, Transition* out);
+absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
+                              Transition* out);
 
 // As above, returning a new Transition.
-absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in,
-                                            size_t observation_size);
+absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size);
 
 // A batch of transitions as flat arrays, row i of each belonging to the i-th
 // added transition, ready to become tensors.
@@ -116,13 +114,11 @@ class TransitionBatch {
   const std::vector<float>& discounts() const { return discounts_; }
   // 1.0 for done, 0.0 otherwise.
   const std::vector<float>& dones() const { return dones_; }
-  const std::vector<float>& next_observations() const {
-    return next_observations_;
-  }
+  const std::vector<float>& next_observations() const { return next_observations_; }
 
  private:
   size_t observation_size_;
-  std::vector<float> observations_;       // size() x observation_size_
+  std::vector<float> observations_;  // size() x observation_size_
   std::vector<int64_t> actions_;
   std::vector<float> rewards_;
   std::vector<float> discounts_;

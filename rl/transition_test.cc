@@ -64,8 +64,7 @@ TEST(TransitionTest, EncodingHasTheDocumentedLayout) {
 
 TEST(TransitionTest, EncodesIntoTheStartOfALargerBuffer) {
   std::vector<uint8_t> buffer(100, 0xAB);
-  absl::StatusOr<size_t> written =
-      EncodeTransition(MakeTransition(), absl::MakeSpan(buffer));
+  absl::StatusOr<size_t> written = EncodeTransition(MakeTransition(), absl::MakeSpan(buffer));
   ASSERT_TRUE(written.ok());
   EXPECT_EQ(*written, 52u);
   EXPECT_EQ(buffer[52], 0xAB);
@@ -77,9 +76,7 @@ TEST(TransitionTest, EncodesIntoTheStartOfALargerBuffer) {
 
 TEST(TransitionTest, EncodeRejectsABufferThatIsTooSmall) {
   std::vector<uint8_t> buffer(EncodedTransitionSize(4) - 1);
-  EXPECT_EQ(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer))
-                .status()
-                .code(),
+  EXPECT_EQ(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -95,21 +92,15 @@ TEST(TransitionTest, DecodeRejectsWrongSizes) {
   std::vector<uint8_t> buffer(EncodedTransitionSize(4));
   ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer)).ok());
   // Truncated payload, shorter than the header, trailing bytes.
-  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 51), 4)
-                .status()
-                .code(),
+  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 51), 4).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 10), 4)
-                .status()
-                .code(),
+  EXPECT_EQ(DecodeTransition(absl::MakeConstSpan(buffer.data(), 10), 4).status().code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<uint8_t> longer = buffer;
   longer.push_back(0);
-  EXPECT_EQ(DecodeTransition(longer, 4).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTransition(longer, 4).status().code(), absl::StatusCode::kInvalidArgument);
   // Another environment's observation size.
-  EXPECT_EQ(DecodeTransition(buffer, 6).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeTransition(buffer, 6).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TransitionTest, DecodeRejectsFieldValuesNoEncoderWrites) {
@@ -120,10 +111,10 @@ TEST(TransitionTest, DecodeRejectsFieldValuesNoEncoderWrites) {
     bad[offset] = value;
     return DecodeTransition(bad, 4).status().code();
   };
-  EXPECT_EQ(decode_with(16, 2), absl::StatusCode::kInvalidArgument);  // done
-  EXPECT_EQ(decode_with(17, 0), absl::StatusCode::kInvalidArgument);  // steps
-  EXPECT_EQ(decode_with(18, 1), absl::StatusCode::kInvalidArgument);  // reserved
-  EXPECT_EQ(decode_with(7, 0x80), absl::StatusCode::kInvalidArgument);  // action < 0
+  EXPECT_EQ(decode_with(16, 2), absl::StatusCode::kInvalidArgument);     // done
+  EXPECT_EQ(decode_with(17, 0), absl::StatusCode::kInvalidArgument);     // steps
+  EXPECT_EQ(decode_with(18, 1), absl::StatusCode::kInvalidArgument);     // reserved
+  EXPECT_EQ(decode_with(7, 0x80), absl::StatusCode::kInvalidArgument);   // action < 0
   EXPECT_EQ(decode_with(15, 0x40), absl::StatusCode::kInvalidArgument);  // discount 2+
 }
 
@@ -154,12 +145,10 @@ TEST(TransitionBatchTest, LaysTransitionsOutAsRows) {
 
 TEST(TransitionBatchTest, RejectsOtherObservationSizesAndStaysUnchanged) {
   TransitionBatch batch(6);
-  EXPECT_EQ(batch.Add(MakeTransition()).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batch.Add(MakeTransition()).code(), absl::StatusCode::kInvalidArgument);
   std::vector<uint8_t> encoded(EncodedTransitionSize(4));
   ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(encoded)).ok());
-  EXPECT_EQ(batch.AddEncoded(encoded).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batch.AddEncoded(encoded).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(batch.size(), 0u);
   EXPECT_TRUE(batch.observations().empty());
 }

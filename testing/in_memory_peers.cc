@@ -2,8 +2,8 @@
 
 #include "testing/in_memory_peers.h"
 
-#include "glog/logging.h"
 #include "common/shared_words.h"
+#include "glog/logging.h"
 
 namespace dreplay::testing {
 
@@ -34,13 +34,14 @@ void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float pr
   std::vector<uint8_t> image(c.slot_size, 0);
   const std::vector<uint8_t> payload = PayloadFor(sequence, payload_length);
   CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, payload.data(),
-                 payload_length)
+                           payload_length)
             .ok());
   CopyToShared(regions.slot(protocol::SlotIndex(c, sequence)), image.data(), c.slot_size);
 }
 
 void Commit(const server::ReplayRegions& regions, uint64_t sequence) {
-  StoreRelease(&regions.commits()[protocol::SlotIndex(regions.config(), sequence)], protocol::CommitValue(sequence));
+  StoreRelease(&regions.commits()[protocol::SlotIndex(regions.config(), sequence)],
+               protocol::CommitValue(sequence));
 }
 
 uint64_t Reserve(const server::ReplayRegions& regions, uint64_t count) {
@@ -64,7 +65,8 @@ void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, ui
                  absl::Span<const protocol::PriorityRecord> records) {
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
-  CHECK(protocol::EncodePriorityUpdate(c, batch_number, epoch, records, absl::MakeSpan(entry)).ok());
+  CHECK(
+      protocol::EncodePriorityUpdate(c, batch_number, epoch, records, absl::MakeSpan(entry)).ok());
   uint8_t* target = regions.mailbox_entry(batch_number);
   CopyToShared(target, entry.data(), protocol::MailboxCommitOffset(c));
   StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)),

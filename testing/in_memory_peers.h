@@ -31,7 +31,8 @@ void Commit(const server::ReplayRegions& regions, uint64_t sequence);
 // Reserves `count` sequences like a remote FETCH_ADD; returns the first.
 uint64_t Reserve(const server::ReplayRegions& regions, uint64_t count);
 // Reserve(1) + WriteSlot + Commit: a well-behaved actor's insert.
-uint64_t Insert(const server::ReplayRegions& regions, float priority, uint32_t payload_length = 128);
+uint64_t Insert(const server::ReplayRegions& regions, float priority,
+                uint32_t payload_length = 128);
 
 // Copies the staging slot of `batch_number` out (word-wise atomic loads).
 std::vector<uint8_t> ReadStagingSlot(const server::ReplayRegions& regions, uint64_t batch_number);

@@ -42,14 +42,15 @@ server::ReplayServerOptions SmallServerOptions() {
 }
 
 std::unique_ptr<server::ReplayServer> StartServer(verbs::Provider* provider,
-                                          const server::ReplayServerOptions& options) {
-  absl::StatusOr<std::unique_ptr<server::ReplayServer>> server = server::ReplayServer::Start(provider, options);
+                                                  const server::ReplayServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<server::ReplayServer>> server =
+      server::ReplayServer::Start(provider, options);
   CHECK(server.ok()) << server.status();
   return std::move(*server);
 }
 
-client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role, uint32_t actor_id,
-                                    const std::string& auth_token) {
+client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role,
+                                            uint32_t actor_id, const std::string& auth_token) {
   client::ClientSessionOptions o;
   o.host = server.host();
   o.port = server.port();

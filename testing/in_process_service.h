@@ -38,11 +38,12 @@ server::ReplayServerOptions SmallServerOptions();
 
 // Starts a server on 127.0.0.1:0; CHECK-fails on error.
 std::unique_ptr<server::ReplayServer> StartServer(verbs::Provider* provider,
-                                          const server::ReplayServerOptions& options);
+                                                  const server::ReplayServerOptions& options);
 
 // Options to connect to `server` as `role` (with the server's token).
-client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role, uint32_t actor_id = 0,
-                                    const std::string& auth_token = "");
+client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role,
+                                            uint32_t actor_id = 0,
+                                            const std::string& auth_token = "");
 
 // Polls `condition` until it holds (true) or `timeout` passes (false).
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = kTestTimeout);

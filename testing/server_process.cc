@@ -2,8 +2,8 @@
 
 #include "testing/server_process.h"
 
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -154,8 +154,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->dir_ = MakeTestDir("replay_server");
   const std::string port_file = p->dir_ + "/port";
-  std::vector<std::string> argv = {options.binary, "--listen=" + options.listen,
-                                   "--provider=soft", "--port_file=" + port_file};
+  std::vector<std::string> argv = {options.binary, "--listen=" + options.listen, "--provider=soft",
+                                   "--port_file=" + port_file};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   const absl::StatusOr<pid_t> pid = Spawn(argv, p->dir_ + "/stdout", p->dir_ + "/stderr");
   if (!pid.ok()) return pid.status();
@@ -168,8 +168,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     if (std::filesystem::exists(port_file)) {
       uint32_t port = 0;
       const std::string text = ReadFile(port_file);
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) || port == 0 ||
-          port > 65535) {
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) || port == 0 || port > 65535) {
         return absl::InternalError(absl::StrCat("bad port file content \"", text, "\""));
       }
       p->port_ = static_cast<uint16_t>(port);
@@ -182,10 +181,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     }
     if (absl::Now() > deadline) {
       p->exit_status_ = KillAndReap(p->pid_);
-      return absl::DeadlineExceededError(
-          absl::StrCat("replay_server did not listen within ",
-                       absl::FormatDuration(options.start_timeout), "; its log ends with:\n",
-                       p->LogTail()));
+      return absl::DeadlineExceededError(absl::StrCat("replay_server did not listen within ",
+                                                      absl::FormatDuration(options.start_timeout),
+                                                      "; its log ends with:\n", p->LogTail()));
     }
     absl::SleepFor(kPollInterval);
   }
@@ -209,9 +207,9 @@ absl::StatusOr<int> ServerProcess::Stop(int signal, absl::Duration timeout) {
   exit_status_ = ReapWithin(pid_, timeout);
   if (!exit_status_.has_value()) {
     exit_status_ = KillAndReap(pid_);
-    return absl::DeadlineExceededError(absl::StrCat(
-        "replay_server did not exit within ", absl::FormatDuration(timeout), " of signal ",
-        signal, "; killed. Its log ends with:\n", LogTail()));
+    return absl::DeadlineExceededError(
+        absl::StrCat("replay_server did not exit within ", absl::FormatDuration(timeout),
+                     " of signal ", signal, "; killed. Its log ends with:\n", LogTail()));
   }
   return *exit_status_;
 }
@@ -229,9 +227,9 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   const std::optional<int> status = ReapWithin(*pid, timeout);
   if (!status.has_value()) {
     KillAndReap(*pid);
-    return absl::DeadlineExceededError(absl::StrCat(absl::StrJoin(argv, " "), " did not exit within ",
-                                                    absl::FormatDuration(timeout), "; stderr:\n",
-                                                    ReadFile(dir + "/stderr")));
+    return absl::DeadlineExceededError(
+        absl::StrCat(absl::StrJoin(argv, " "), " did not exit within ",
+                     absl::FormatDuration(timeout), "; stderr:\n", ReadFile(dir + "/stderr")));
   }
   CommandResult r;
   r.exit_status = *status;

@@ -33,9 +33,9 @@ absl::StatusOr<std::unique_ptr<StatsMonitor>> StatsMonitor::Connect(verbs::Provi
                                                                     const ServerProcess& server,
                                                                     const std::string& token) {
   std::unique_ptr<StatsMonitor> m(new StatsMonitor());
-  ASSIGN_OR_RETURN(m->session_, client::ClientSession::Connect(
-                                    provider, ClientOptions(server, protocol::Role::kMonitor, 0,
-                                                            token)));
+  ASSIGN_OR_RETURN(m->session_,
+                   client::ClientSession::Connect(
+                       provider, ClientOptions(server, protocol::Role::kMonitor, 0, token)));
   ASSIGN_OR_RETURN(m->reader_, client::StatsReader::Create(m->session_.get()));
   return m;
 }
@@ -51,8 +51,8 @@ absl::StatusOr<StatsBlock> StatsMonitor::WaitUntil(
     if (condition(s)) return s;
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat("not within ", absl::FormatDuration(timeout),
-                                                      ": ", what, "; last stats: ",
-                                                      StatsSummary(s)));
+                                                      ": ", what,
+                                                      "; last stats: ", StatsSummary(s)));
     }
     absl::SleepFor(kPollInterval);
   }

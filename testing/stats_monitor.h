@@ -21,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/stats_reader.h"
 #include "client/session.h"
+#include "client/stats_reader.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "testing/server_process.h"

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
+#include "client/session.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/priority_writer.h"
-#include "client/session.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
 #include "testing/server_process.h"
@@ -53,9 +53,15 @@ uint64_t Tag(uint32_t actor, uint64_t i) { return (uint64_t{actor} << kTagShift)
 // waits abandon_timeout_s for each reserved sequence that is never committed,
 // so the faulty actors write small batches.
 std::vector<std::string> ServerFlags() {
-  return {"--capacity=8192",           "--slot_size=160",      "--batch_size=16",
-          "--staging_depth=4",         "--max_actors=8",       "--abandon_timeout_s=1",
-          "--heartbeat_interval_s=0.1", "--stats_interval_s=0", "--seed=5"};
+  return {"--capacity=8192",
+          "--slot_size=160",
+          "--batch_size=16",
+          "--staging_depth=4",
+          "--max_actors=8",
+          "--abandon_timeout_s=1",
+          "--heartbeat_interval_s=0.1",
+          "--stats_interval_s=0",
+          "--seed=5"};
 }
 
 struct WriterRun {
@@ -94,8 +100,10 @@ WriterRun RunWriter(verbs::Provider* host, const testing::ServerProcess& server,
 // An actor that follows the protocol but commits two corrupt slots: one
 // whose payload no longer matches its checksum, one whose header names
 // another sequence. Returns the first of the two sequences.
-absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const testing::ServerProcess& server) {
-  auto session = ClientSession::Connect(host, testing::ClientOptions(server, Role::kActor, kForgingActor));
+absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host,
+                                            const testing::ServerProcess& server) {
+  auto session =
+      ClientSession::Connect(host, testing::ClientOptions(server, Role::kActor, kForgingActor));
   if (!session.ok()) return session.status();
   ClientSession* s = session->get();
   const protocol::LayoutConfig& c = s->config();
@@ -132,12 +140,13 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host, const testing
 
   const std::vector<uint8_t> payload = TaggedPayload(Tag(kForgingActor, 0), kPayloadBytes);
   // Slot q: sealed, then one payload byte flipped.
-  st = protocol::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, payload.data(), kPayloadBytes);
+  st =
+      protocol::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, payload.data(), kPayloadBytes);
   if (!st.ok()) return st;
   slots[sizeof(protocol::SlotHeader) + 5] ^= 0xff;
   // Slot q + 1: whole, but sealed for another sequence.
   st = protocol::SealSlot(slots + c.slot_size, c.slot_size, q + 1 + c.capacity, kForgingActor, 1.0f,
-                        payload.data(), kPayloadBytes);
+                          payload.data(), kPayloadBytes);
   if (!st.ok()) return st;
   commits[0] = protocol::CommitValue(q);
   commits[1] = protocol::CommitValue(q + 1);
@@ -171,8 +180,8 @@ struct LearnerRun {
   std::string first_bad;
 };
 
-void RunLearner(verbs::Provider* host, const testing::ServerProcess& server, const std::atomic<bool>& stop,
-                std::atomic<uint64_t>* batches, LearnerRun* run) {
+void RunLearner(verbs::Provider* host, const testing::ServerProcess& server,
+                const std::atomic<bool>& stop, std::atomic<uint64_t>* batches, LearnerRun* run) {
   auto session = ClientSession::Connect(host, testing::ClientOptions(server, Role::kLearner));
   if (!session.ok()) {
     run->status = session.status();
@@ -193,8 +202,8 @@ void RunLearner(verbs::Provider* host, const testing::ServerProcess& server, con
     }
     for (uint32_t i = 0; i < batch->size(); ++i) {
       const absl::Span<const uint8_t> p = batch->payload(i);
-      const uint64_t tag = p.size() == kPayloadBytes ? PayloadTag(p.data(), kPayloadBytes)
-                                                     : ~uint64_t{0};
+      const uint64_t tag =
+          p.size() == kPayloadBytes ? PayloadTag(p.data(), kPayloadBytes) : ~uint64_t{0};
       const protocol::SlotHeader& h = batch->slot_header(i);
       const bool ok = tag != ~uint64_t{0} && (tag >> kTagShift) == h.actor_id &&
                       h.actor_id != kForgingActor && h.sequence == batch->entry(i).slot_sequence;
@@ -213,7 +222,8 @@ void RunLearner(verbs::Provider* host, const testing::ServerProcess& server, con
 TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
   testing::ServerProcessOptions options;
   options.flags = ServerFlags();
-  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const testing::ServerProcess& srv = **server;
 
@@ -222,9 +232,8 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
   std::atomic<bool> stop_learner{false};
   std::atomic<uint64_t> learner_batches{0};
   LearnerRun learner_run;
-  std::thread learner([&] {
-    RunLearner(learner_host.get(), srv, stop_learner, &learner_batches, &learner_run);
-  });
+  std::thread learner(
+      [&] { RunLearner(learner_host.get(), srv, stop_learner, &learner_batches, &learner_run); });
 
   // Well-behaved actors insert while the faulty ones fail.
   std::vector<std::unique_ptr<verbs::Provider>> good_hosts;
@@ -301,8 +310,8 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
   auto monitor_host = SoftProvider();
   auto monitor = testing::StatsMonitor::Connect(monitor_host.get(), srv);
   ASSERT_TRUE(monitor.ok()) << monitor.status();
-  absl::StatusOr<StatsBlock> stats = (*monitor)->WaitUntil(
-      "every reserved sequence handled", [&](const StatsBlock& s) {
+  absl::StatusOr<StatsBlock> stats =
+      (*monitor)->WaitUntil("every reserved sequence handled", [&](const StatsBlock& s) {
         return s.inserted == expected_inserted && s.ingest_cursor == s.tail_seen &&
                s.abandoned_slots == expected_abandoned;
       });
@@ -314,9 +323,9 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
 
   // The learner was never handed anything torn, and still gets batches.
   const uint64_t batches_now = learner_batches.load();
-  auto learner_progress = (*monitor)->WaitUntil("the learner keeps training", [&](const StatsBlock&) {
-    return learner_batches.load() >= batches_now + 20;
-  });
+  auto learner_progress = (*monitor)->WaitUntil(
+      "the learner keeps training",
+      [&](const StatsBlock&) { return learner_batches.load() >= batches_now + 20; });
   stop_learner = true;
   learner.join();
   ASSERT_TRUE(learner_run.status.ok()) << learner_run.status;

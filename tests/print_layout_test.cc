@@ -71,8 +71,8 @@ size_t EncodedSize(int observation_size) {
 TEST(PrintLayoutTest, EveryEnvironmentsLayoutMatchesTheCodeItStandsFor) {
   for (const std::string& env : rl::EnvironmentNames()) {
     SCOPED_TRACE(env);
-    const testing::CommandResult r = RunActor(
-        {"--print_layout", "--env=" + env, "--n_step=5", "--gamma=0.9", "--hidden=32,16"});
+    const testing::CommandResult r =
+        RunActor({"--print_layout", "--env=" + env, "--n_step=5", "--gamma=0.9", "--hidden=32,16"});
     ASSERT_EQ(r.exit_status, 0) << r.err;
     const std::string& json = r.out;
     ASSERT_EQ(json.find('\n'), json.size() - 1) << "one line: " << json;
@@ -83,7 +83,8 @@ TEST(PrintLayoutTest, EveryEnvironmentsLayoutMatchesTheCodeItStandsFor) {
     const absl::StatusOr<protocol::TransitionSpec> printed =
         protocol::TransitionSpec::Parse(Field(json, "transition_spec"));
     ASSERT_TRUE(printed.ok()) << printed.status();
-    EXPECT_TRUE(printed->CheckMatches({env, spec.observation_size, spec.action_count, 5, 0.9}).ok());
+    EXPECT_TRUE(
+        printed->CheckMatches({env, spec.observation_size, spec.action_count, 5, 0.9}).ok());
     EXPECT_EQ(Field(json, "env"), env);
     EXPECT_EQ(Number(json, "observation_size"), static_cast<uint64_t>(spec.observation_size));
     EXPECT_EQ(Number(json, "num_actions"), static_cast<uint64_t>(spec.action_count));

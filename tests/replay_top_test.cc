@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "actor_client/actor_stats_publisher.h"
 #include "actor_client/experience_writer.h"
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "testing/in_process_service.h"
 #include "testing/server_process.h"
 #include "testing/stats_monitor.h"
@@ -40,10 +40,16 @@ class ReplayTopTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::MakeTestDir("replay_top");
     testing::ServerProcessOptions options;
-    options.flags = {"--capacity=4096",    "--slot_size=160",         "--batch_size=8",
-                     "--staging_depth=4",  "--max_actors=8",          "--stats_interval_s=0",
-                     "--heartbeat_interval_s=0.1", absl::StrCat("--auth_token=", kToken)};
-    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
+    options.flags = {"--capacity=4096",
+                     "--slot_size=160",
+                     "--batch_size=8",
+                     "--staging_depth=4",
+                     "--max_actors=8",
+                     "--stats_interval_s=0",
+                     "--heartbeat_interval_s=0.1",
+                     absl::StrCat("--auth_token=", kToken)};
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+        testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     host_ = SoftProvider();
@@ -90,8 +96,8 @@ class ReplayTopTest : public ::testing::Test {
 };
 
 TEST_F(ReplayTopTest, OnceJsonReportsTheServersFiguresAndTheActorsLine) {
-  const testing::CommandResult r = RunTop(
-      {ServerFlag(), absl::StrCat("--auth_token=", kToken), "--once", "--json", "--interval_s=0.2"});
+  const testing::CommandResult r = RunTop({ServerFlag(), absl::StrCat("--auth_token=", kToken),
+                                           "--once", "--json", "--interval_s=0.2"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
   // One JSON object on one line.
   ASSERT_FALSE(r.out.empty());

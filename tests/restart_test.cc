@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
+#include "client/session.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
-#include "client/session.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
 #include "testing/server_process.h"
@@ -36,9 +36,14 @@ constexpr absl::Duration kBatchTimeout = absl::Seconds(20);
 constexpr int kSigkillExitStatus = 128 + SIGKILL;
 
 std::vector<std::string> ServerFlags(const std::string& checkpoint_dir) {
-  return {"--capacity=4096",           "--slot_size=160",      "--batch_size=16",
-          "--staging_depth=4",         "--max_actors=8",       "--abandon_timeout_s=10",
-          "--heartbeat_interval_s=0.1", "--stats_interval_s=0",
+  return {"--capacity=4096",
+          "--slot_size=160",
+          "--batch_size=16",
+          "--staging_depth=4",
+          "--max_actors=8",
+          "--abandon_timeout_s=10",
+          "--heartbeat_interval_s=0.1",
+          "--stats_interval_s=0",
           "--checkpoint_dir=" + checkpoint_dir};
 }
 
@@ -50,7 +55,8 @@ class RestartTest : public ::testing::Test {
     testing::ServerProcessOptions options;
     options.listen = listen;
     options.flags = flags;
-    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+        testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
@@ -81,7 +87,8 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
   ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", ServerFlags(dir)));
   const uint16_t port = server_->port();
 
-  auto session = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 2));
+  auto session =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 2));
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_EQ((*session)->epoch(), 1u);
   actor::ExperienceWriterOptions wo;
@@ -114,9 +121,9 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
   EXPECT_EQ((*writer)->stats().reconnects, 1u);
   EXPECT_EQ((*writer)->stats().abandoned, 0u);
   EXPECT_EQ((*session)->epoch(), 2u);
-  absl::StatusOr<StatsBlock> after = WaitForStats(
-      "the new transitions ingested",
-      [&](const StatsBlock& s) { return s.inserted == kBefore + kAfter; });
+  absl::StatusOr<StatsBlock> after =
+      WaitForStats("the new transitions ingested",
+                   [&](const StatsBlock& s) { return s.inserted == kBefore + kAfter; });
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->size, kBefore + kAfter);
   EXPECT_EQ(after->torn_slots, 0u);
@@ -125,7 +132,8 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
 
   // A learner gets batches of the new epoch, holding valid transitions from
   // both sides of the restart.
-  auto learner = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kLearner));
+  auto learner =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kLearner));
   ASSERT_TRUE(learner.ok()) << learner.status();
   auto reader = learner::BatchReader::Create(learner->get(), {});
   ASSERT_TRUE(reader.ok()) << reader.status();
@@ -152,7 +160,8 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", flags));
   const uint16_t port = server_->port();
 
-  auto session = ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 0));
+  auto session =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 0));
   ASSERT_TRUE(session.ok()) << session.status();
   auto writer = actor::ExperienceWriter::Create(session->get(), {});
   ASSERT_TRUE(writer.ok()) << writer.status();
@@ -164,9 +173,9 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   // The core thread writes checkpoints and publishes the stats, so one
   // completed after this snapshot holds every transition it counts.
   const uint64_t checkpoints = ingested->checkpoints_written;
-  absl::StatusOr<StatsBlock> saved = WaitForStats(
-      "a checkpoint after the inserts",
-      [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints; });
+  absl::StatusOr<StatsBlock> saved =
+      WaitForStats("a checkpoint after the inserts",
+                   [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints; });
   ASSERT_TRUE(saved.ok()) << saved.status();
   // More inserts the next checkpoint may or may not catch.
   constexpr uint64_t kMaybe = 100;
@@ -190,9 +199,9 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   EXPECT_EQ((*writer)->stats().reconnects, 1u);
   EXPECT_EQ((*session)->epoch(), 2u);
   const uint64_t expected = restored->inserted + 50;
-  absl::StatusOr<StatsBlock> after = WaitForStats(
-      "the writer's new transitions ingested",
-      [&](const StatsBlock& s) { return s.inserted == expected; });
+  absl::StatusOr<StatsBlock> after =
+      WaitForStats("the writer's new transitions ingested",
+                   [&](const StatsBlock& s) { return s.inserted == expected; });
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->torn_slots, 0u);
 }

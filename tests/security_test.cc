@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
-#include "gtest/gtest.h"
 #include "client/session.h"
+#include "gtest/gtest.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
@@ -48,12 +48,17 @@ class SecurityTest : public ::testing::Test {
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
-    options.flags = {"--capacity=4096",           "--slot_size=160",
-                     "--batch_size=8",            "--staging_depth=4",
-                     "--max_actors=8",            "--abandon_timeout_s=10",
-                     "--heartbeat_interval_s=0.1", "--stats_interval_s=0",
+    options.flags = {"--capacity=4096",
+                     "--slot_size=160",
+                     "--batch_size=8",
+                     "--staging_depth=4",
+                     "--max_actors=8",
+                     "--abandon_timeout_s=10",
+                     "--heartbeat_interval_s=0.1",
+                     "--stats_interval_s=0",
                      "--auth_token_file=" + token_file};
-    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+        testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     host_ = SoftProvider();
@@ -77,9 +82,9 @@ class SecurityTest : public ::testing::Test {
       ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 1.0f).ok());
     }
     ASSERT_TRUE(writer->Flush().ok());
-    absl::StatusOr<StatsBlock> s = monitor_->WaitUntil(
-        "the actor's transitions ingested",
-        [&](const StatsBlock& s) { return s.inserted == expected_total; });
+    absl::StatusOr<StatsBlock> s =
+        monitor_->WaitUntil("the actor's transitions ingested",
+                            [&](const StatsBlock& s) { return s.inserted == expected_total; });
     ASSERT_TRUE(s.ok()) << s.status();
   }
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "actor_client/experience_writer.h"
+#include "client/session.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/priority_writer.h"
-#include "client/session.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
 #include "testing/server_process.h"
@@ -39,14 +39,22 @@ constexpr absl::Duration kBatchTimeout = absl::Seconds(20);
 // Tags: writer w's transition i is (w << 32) | i.
 constexpr int kTagShift = 32;
 
-uint64_t Tag(int writer, uint64_t i) { return (uint64_t{static_cast<uint32_t>(writer)} << kTagShift) | i; }
+uint64_t Tag(int writer, uint64_t i) {
+  return (uint64_t{static_cast<uint32_t>(writer)} << kTagShift) | i;
+}
 
 // Server flags: room for every transition (no slot is ever reused, so a
 // sequence names one transition for the whole test).
 std::vector<std::string> ServerFlags() {
-  return {"--capacity=8192",        "--slot_size=160",         "--batch_size=16",
-          "--staging_depth=4",      "--max_actors=8",          "--abandon_timeout_s=10",
-          "--heartbeat_interval_s=0.1", "--stats_interval_s=0", "--seed=3"};
+  return {"--capacity=8192",
+          "--slot_size=160",
+          "--batch_size=16",
+          "--staging_depth=4",
+          "--max_actors=8",
+          "--abandon_timeout_s=10",
+          "--heartbeat_interval_s=0.1",
+          "--stats_interval_s=0",
+          "--seed=3"};
 }
 
 // What the learner saw, checked as it goes.
@@ -88,7 +96,8 @@ void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
 TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnlyValidOnes) {
   testing::ServerProcessOptions options;
   options.flags = ServerFlags();
-  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server = testing::ServerProcess::Start(options);
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
 
   auto learner_host = SoftProvider();
@@ -111,7 +120,8 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
     writers.emplace_back([&, w] {
       writer_status[w] = [&]() -> absl::Status {
         auto session = ClientSession::Connect(
-            hosts[w].get(), testing::ClientOptions(**server, Role::kActor, static_cast<uint32_t>(w)));
+            hosts[w].get(),
+            testing::ClientOptions(**server, Role::kActor, static_cast<uint32_t>(w)));
         if (!session.ok()) return session.status();
         actor::ExperienceWriterOptions wo;
         wo.max_batch = kMaxBatch;
@@ -165,9 +175,10 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
   auto monitor_host = SoftProvider();
   auto monitor = testing::StatsMonitor::Connect(monitor_host.get(), **server);
   ASSERT_TRUE(monitor.ok()) << monitor.status();
-  absl::StatusOr<StatsBlock> stats = (*monitor)->WaitUntil(
-      "every reserved sequence handled",
-      [&](const StatsBlock& s) { return s.ingest_cursor == s.tail_seen && s.tail_seen == committed; });
+  absl::StatusOr<StatsBlock> stats =
+      (*monitor)->WaitUntil("every reserved sequence handled", [&](const StatsBlock& s) {
+        return s.ingest_cursor == s.tail_seen && s.tail_seen == committed;
+      });
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->inserted, committed);
   EXPECT_EQ(stats->size, committed);

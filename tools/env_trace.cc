@@ -39,7 +39,8 @@
 #include "rl/environment.h"
 #include "rl/make_environment.h"
 
-DEFINE_string(env, "CartPole-v1", "Environment name, e.g. CartPole-v1, "
+DEFINE_string(env, "CartPole-v1",
+              "Environment name, e.g. CartPole-v1, "
               "Acrobot-v1, MountainCar-v0.");
 DEFINE_string(initial_state, "",
               "Comma-separated full state to start from (CartPole: x, x_dot, "
@@ -65,16 +66,15 @@ absl::StatusOr<std::vector<double>> ParseState(const std::string& value,
   for (const std::string& item : SplitList(value)) {
     double x;
     if (!absl::SimpleAtod(item, &x)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--initial_state: value ", state.size(), " (\"", item,
-          "\") is not a number"));
+      return absl::InvalidArgumentError(absl::StrCat("--initial_state: value ", state.size(),
+                                                     " (\"", item, "\") is not a number"));
     }
     state.push_back(x);
   }
   if (static_cast<int>(state.size()) != spec.state_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--initial_state: ", spec.name, " has a state of ",
-                     spec.state_size, " values, got ", state.size()));
+    return absl::InvalidArgumentError(absl::StrCat("--initial_state: ", spec.name,
+                                                   " has a state of ", spec.state_size,
+                                                   " values, got ", state.size()));
   }
   return state;
 }
@@ -85,10 +85,9 @@ absl::StatusOr<std::vector<int>> ParseActions(const std::string& value,
   for (const std::string& item : SplitList(value)) {
     int a;
     if (!absl::SimpleAtoi(item, &a) || a < 0 || a >= spec.action_count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--actions: item ", actions.size(), " (\"", item,
-          "\") is not a valid ", spec.name, " action: an integer in [0, ",
-          spec.action_count, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--actions: item ", actions.size(), " (\"", item, "\") is not a valid ",
+                       spec.name, " action: an integer in [0, ", spec.action_count, ")"));
     }
     actions.push_back(a);
   }
@@ -99,9 +98,7 @@ std::string JsonDoubles(absl::Span<const double> values) {
   return absl::StrCat(
       "[",
       absl::StrJoin(values, ",",
-                    [](std::string* out, double v) {
-                      absl::StrAppendFormat(out, "%.17g", v);
-                    }),
+                    [](std::string* out, double v) { absl::StrAppendFormat(out, "%.17g", v); }),
       "]");
 }
 
@@ -109,29 +106,23 @@ std::string JsonFloats(absl::Span<const float> values) {
   return absl::StrCat(
       "[",
       absl::StrJoin(values, ",",
-                    [](std::string* out, float v) {
-                      absl::StrAppendFormat(out, "%.9g", v);
-                    }),
+                    [](std::string* out, float v) { absl::StrAppendFormat(out, "%.9g", v); }),
       "]");
 }
 
 const char* JsonBool(bool b) { return b ? "true" : "false"; }
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
-                   rl::MakeEnvironment(FLAGS_env));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(FLAGS_env));
   const rl::EnvironmentSpec& spec = env->spec();
   const bool has_state = !FLAGS_initial_state.empty();
   const bool has_seed = FLAGS_seed >= 0;
   if (has_state == has_seed) {
-    return absl::InvalidArgumentError(
-        "give exactly one of --initial_state and --seed (>= 0)");
+    return absl::InvalidArgumentError("give exactly one of --initial_state and --seed (>= 0)");
   }
-  ASSIGN_OR_RETURN(const std::vector<int> actions,
-                   ParseActions(FLAGS_actions, spec));
+  ASSIGN_OR_RETURN(const std::vector<int> actions, ParseActions(FLAGS_actions, spec));
   if (has_state) {
-    ASSIGN_OR_RETURN(const std::vector<double> state,
-                     ParseState(FLAGS_initial_state, spec));
+    ASSIGN_OR_RETURN(const std::vector<double> state, ParseState(FLAGS_initial_state, spec));
     RETURN_IF_ERROR(env->SetState(state));
   } else {
     env->Reset(static_cast<uint64_t>(FLAGS_seed));
@@ -145,9 +136,8 @@ absl::Status Run() {
     absl::PrintF(
         "{\"t\":%d,\"action\":%d,\"state\":%s,\"obs\":%s,\"reward\":%.17g,"
         "\"terminated\":%s,\"truncated\":%s}\n",
-        t + 1, actions[t], JsonDoubles(env->state()),
-        JsonFloats(step.observation), step.reward, JsonBool(step.terminated),
-        JsonBool(step.truncated));
+        t + 1, actions[t], JsonDoubles(env->state()), JsonFloats(step.observation), step.reward,
+        JsonBool(step.terminated), JsonBool(step.truncated));
     if (step.done() && t + 1 < actions.size()) {
       absl::FPrintF(stderr,
                     "env_trace: the episode ended at step %d; %d actions "
@@ -163,8 +153,7 @@ absl::Status Run() {
 }  // namespace dreplay
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "Prints an environment trajectory as JSON lines; see env_trace.cc.");
+  gflags::SetUsageMessage("Prints an environment trajectory as JSON lines; see env_trace.cc.");
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   if (argc > 1) {

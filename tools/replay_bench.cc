@@ -157,7 +157,8 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
     return FlagError("max_batch", std::to_string(FLAGS_max_batch), "must be >= 1");
   }
   c->max_batch = static_cast<uint32_t>(FLAGS_max_batch);
-  if (FLAGS_ring_mib < 1) return FlagError("ring_mib", std::to_string(FLAGS_ring_mib), "must be >= 1");
+  if (FLAGS_ring_mib < 1)
+    return FlagError("ring_mib", std::to_string(FLAGS_ring_mib), "must be >= 1");
 
   protocol::LayoutConfig& l = c->layout;
   l.slot_size = SlotSizeFor(c->payload_bytes);
@@ -216,7 +217,8 @@ absl::Status PollingAndLinksFromFlags(ReplayBenchConfig* c) {
 // learner and the link.
 absl::Status MeasurementFromFlags(ReplayBenchConfig* c) {
   const protocol::LayoutConfig& l = c->layout;
-  if (FLAGS_prefill < -1) return FlagError("prefill", std::to_string(FLAGS_prefill), "must be >= -1");
+  if (FLAGS_prefill < -1)
+    return FlagError("prefill", std::to_string(FLAGS_prefill), "must be >= -1");
   c->prefill = FLAGS_prefill >= 0 ? static_cast<uint64_t>(FLAGS_prefill) : AutoPrefill(l.capacity);
   if (c->prefill > l.capacity) {
     return FlagError("prefill", std::to_string(FLAGS_prefill),
@@ -245,7 +247,8 @@ absl::Status MeasurementFromFlags(ReplayBenchConfig* c) {
     } else if (b == "nolink") {
       c->nolink_baseline = true;
     } else {
-      return FlagError("baseline", FLAGS_baseline, "expected a comma-separated list of tcp, nolink");
+      return FlagError("baseline", FLAGS_baseline,
+                       "expected a comma-separated list of tcp, nolink");
     }
   }
   if (FLAGS_rounds < 1 || FLAGS_rounds > 100) {

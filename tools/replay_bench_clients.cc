@@ -111,9 +111,9 @@ LatencyHistogram ReplayBenchState::insert_latencies() const {
 absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
   if (c.prefill == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
-  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
-                   ClientSession::Connect(provider.get(),
-                                          SessionOptionsFor(server, Role::kActor, 0, {})));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ClientSession> session,
+      ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kActor, 0, {})));
   actor::ExperienceWriterOptions wo;
   wo.max_batch = static_cast<uint32_t>(
       std::min<uint64_t>(kPrefillBatch, protocol::ActorWindow(session->config())));
@@ -128,9 +128,9 @@ absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
   const absl::Time deadline = absl::Now() + kSetupTimeout;
   while (server.ReadStats().inserted < c.prefill) {
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the prefill of ", c.prefill, " transitions was not ingested within ",
-          absl::FormatDuration(kSetupTimeout)));
+      return absl::DeadlineExceededError(absl::StrCat("the prefill of ", c.prefill,
+                                                      " transitions was not ingested within ",
+                                                      absl::FormatDuration(kSetupTimeout)));
     }
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -145,10 +145,10 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
     ASSIGN_OR_RETURN(own, verbs::CreateProvider(c.provider));
     provider = own.get();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
-                   ClientSession::Connect(provider, SessionOptionsFor(server, Role::kActor,
-                                                                      static_cast<uint32_t>(id),
-                                                                      c.actor_link)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ClientSession> session,
+      ClientSession::Connect(provider, SessionOptionsFor(server, Role::kActor,
+                                                         static_cast<uint32_t>(id), c.actor_link)));
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,

@@ -31,13 +31,13 @@ struct ReplayBenchConfig {
   absl::Duration reader_retry_max;  // and longest
   absl::Duration core_max_sleep;    // the server's replay core
   uint32_t core_spin_steps = 0;
-  std::string link_spec;            // as given, for the report
-  verbs::LinkModel link;            // the learner's connection
-  verbs::LinkModel actor_link;      // each actor's connection
-  uint64_t prefill = 0;             // transitions inserted before the clock starts
-  absl::Duration duration;          // measured
-  absl::Duration warmup;            // run before measuring
-  int read_probes = 0;              // isolated staging-slot READs after the run
+  std::string link_spec;        // as given, for the report
+  verbs::LinkModel link;        // the learner's connection
+  verbs::LinkModel actor_link;  // each actor's connection
+  uint64_t prefill = 0;         // transitions inserted before the clock starts
+  absl::Duration duration;      // measured
+  absl::Duration warmup;        // run before measuring
+  int read_probes = 0;          // isolated staging-slot READs after the run
   double alpha = 0;
   uint64_t seed = 0;
   bool tcp_baseline = false;

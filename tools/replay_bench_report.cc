@@ -39,8 +39,8 @@ Medians MediansOf(const ReplayBenchConfig& c, const std::vector<ReplayBenchRound
   Medians m;
   const bool inserting = c.actors > 0;
   m.main = &rounds[MedianRound(rounds, [&](const Round& r) {
-                     return inserting ? r.main.inserted_per_s : r.main.sampled_per_s;
-                   })].main;
+              return inserting ? r.main.inserted_per_s : r.main.sampled_per_s;
+            })].main;
   const double sampled =
       rounds[MedianRound(rounds, [](const Round& r) { return r.main.sampled_per_s; })]
           .main.sampled_per_s;
@@ -61,9 +61,8 @@ Medians MediansOf(const ReplayBenchConfig& c, const std::vector<ReplayBenchRound
 
 std::string LatencyJson(const LatencyHistogram& h) {
   return absl::StrFormat(
-      "{\"count\":%d,\"p50_us\":%.2f,\"p99_us\":%.2f,\"mean_us\":%.2f,\"max_us\":%.2f}",
-      h.count(), Micros(h.Percentile(0.5)), Micros(h.Percentile(0.99)), Micros(h.mean()),
-      Micros(h.max()));
+      "{\"count\":%d,\"p50_us\":%.2f,\"p99_us\":%.2f,\"mean_us\":%.2f,\"max_us\":%.2f}", h.count(),
+      Micros(h.Percentile(0.5)), Micros(h.Percentile(0.99)), Micros(h.mean()), Micros(h.max()));
 }
 
 std::string ResultJson(const ReplayRunResult& r) {
@@ -91,8 +90,8 @@ std::string ConfigJson(const ReplayBenchConfig& c) {
       "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"rounds\":%d,"
       "\"hardware_threads\":%d}",
       verbs::ProviderKindName(c.provider.kind), c.actors,
-      c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.layout.slot_size,
-      c.max_batch, c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
+      c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.layout.slot_size, c.max_batch,
+      c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
       absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());
 }
@@ -114,11 +113,13 @@ std::string Json(const ReplayBenchConfig& c, const std::vector<ReplayBenchRound>
   json += ",\"per_round\":[";
   for (size_t i = 0; i < rounds.size(); ++i) {
     const ReplayBenchRound& r = rounds[i];
-    absl::StrAppendFormat(&json, "%s{\"inserted_per_s\":%.1f,\"sampled_per_s\":%.1f,"
-                                 "\"insert_gbps\":%.4f",
+    absl::StrAppendFormat(&json,
+                          "%s{\"inserted_per_s\":%.1f,\"sampled_per_s\":%.1f,"
+                          "\"insert_gbps\":%.4f",
                           i == 0 ? "" : ",", r.main.inserted_per_s, r.main.sampled_per_s,
                           r.main.insert_gbps);
-    if (r.nolink) absl::StrAppendFormat(&json, ",\"nolink_sampled_per_s\":%.1f", r.nolink->sampled_per_s);
+    if (r.nolink)
+      absl::StrAppendFormat(&json, ",\"nolink_sampled_per_s\":%.1f", r.nolink->sampled_per_s);
     if (r.tcp) absl::StrAppendFormat(&json, ",\"tcp_gbps\":%.4f", r.tcp->gbps);
     json += "}";
   }
@@ -146,8 +147,9 @@ std::string ResultText(const ReplayBenchConfig& c, const ReplayRunResult& r) {
                         "(%.3f Gb/s of slots)\n",
                         Rate(r.inserted_per_s), Rate(r.committed_per_s), r.bytes_in_per_s / 1e6,
                         r.insert_gbps);
-  absl::StrAppendFormat(&out, "  sampled       %s transitions/s to the learner (%.0f batches/s)  "
-                              "%.1f MB/s out\n",
+  absl::StrAppendFormat(&out,
+                        "  sampled       %s transitions/s to the learner (%.0f batches/s)  "
+                        "%.1f MB/s out\n",
                         Rate(r.sampled_per_s), r.batches_per_s, r.bytes_out_per_s / 1e6);
   absl::StrAppendFormat(&out, "  insert        %s  [reserve -> commit of %d transitions]\n",
                         LatencyText(r.insert_latency), c.max_batch);
@@ -183,7 +185,8 @@ std::string RoundsText(const std::vector<ReplayBenchRound>& rounds) {
     absl::StrAppendFormat(&text, "round %d: inserted %s/s  sampled %s/s  insert %.3f Gb/s", i + 1,
                           Rate(r.main.inserted_per_s), Rate(r.main.sampled_per_s),
                           r.main.insert_gbps);
-    if (r.nolink) absl::StrAppend(&text, "  sampled without link ", Rate(r.nolink->sampled_per_s), "/s");
+    if (r.nolink)
+      absl::StrAppend(&text, "  sampled without link ", Rate(r.nolink->sampled_per_s), "/s");
     if (r.tcp) absl::StrAppendFormat(&text, "  tcp %.3f Gb/s", r.tcp->gbps);
     text += "\n";
   }

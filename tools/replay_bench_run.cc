@@ -52,8 +52,7 @@ struct Totals {
   absl::Time when;
 };
 
-Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state,
-                  const ReplayServer& server) {
+Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const ReplayServer& server) {
   Totals t;
   for (int i = 0; i < c.actors; ++i) {
     t.committed += state->actor(i).transitions.load();
@@ -74,9 +73,9 @@ absl::Status WaitReady(ReplayBenchState* state, int n) {
   while (state->ready.load() < n) {
     RETURN_IF_ERROR(state->status());
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          state->ready.load(), " of ", n, " clients connected within ",
-          absl::FormatDuration(kSetupTimeout)));
+      return absl::DeadlineExceededError(absl::StrCat(state->ready.load(), " of ", n,
+                                                      " clients connected within ",
+                                                      absl::FormatDuration(kSetupTimeout)));
     }
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -85,8 +84,8 @@ absl::Status WaitReady(ReplayBenchState* state, int n) {
 
 // After the warmup, opens the window for config.duration and fills `r`'s
 // rates from the counters at its two ends.
-void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server,
-                   ReplayBenchState* state, ReplayRunResult* r) {
+void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server, ReplayBenchState* state,
+                   ReplayRunResult* r) {
   absl::SleepFor(c.warmup);
   const Totals begin = TakeTotals(c, state, server);
   state->measuring = true;

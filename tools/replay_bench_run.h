@@ -27,13 +27,13 @@ namespace dreplay::tools {
 // What one run measured over its window.
 struct ReplayRunResult {
   double seconds = 0;
-  double inserted_per_s = 0;    // server ingest
-  double committed_per_s = 0;   // actors
-  double bytes_in_per_s = 0;    // actors' WRITEs (slots + commit words)
-  double insert_gbps = 0;       // committed slot bytes, Gb/s
-  double sampled_per_s = 0;     // transitions the learner received
+  double inserted_per_s = 0;   // server ingest
+  double committed_per_s = 0;  // actors
+  double bytes_in_per_s = 0;   // actors' WRITEs (slots + commit words)
+  double insert_gbps = 0;      // committed slot bytes, Gb/s
+  double sampled_per_s = 0;    // transitions the learner received
   double batches_per_s = 0;
-  double bytes_out_per_s = 0;   // the learner's READs
+  double bytes_out_per_s = 0;       // the learner's READs
   LatencyHistogram insert_latency;  // one Flush of max_batch transitions
   LatencyHistogram batch_wait;      // the learner's Next()
   LatencyHistogram batch_read;      // one staging-slot READ, alone

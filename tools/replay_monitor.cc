@@ -233,9 +233,8 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                   .Int("transitions", line.transitions)
                   .OptNum("mean_return", MeanReturn(line))
                   .Int("returns_count", line.returns_count)
-                  .OptNum("last_return",
-                          line.episodes > 0 ? std::optional<double>(line.last_return)
-                                            : std::nullopt)
+                  .OptNum("last_return", line.episodes > 0 ? std::optional<double>(line.last_return)
+                                                           : std::nullopt)
                   .Num("age_s", AgeSeconds(line, now.taken))
                   .OptNum("env_steps_per_s", ActorStepRate(before, line))
                   .Done();
@@ -270,8 +269,8 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
     absl::StrAppendFormat(&out,
                           "rates     inserts/s %s  samples/s %s  batches/s %s  updates/s %s  "
                           "(over %.2f s)\n",
-                          Human(r->inserts_per_s), Human(r->samples_per_s),
-                          Human(r->batches_per_s), Human(r->updates_per_s), r->window_s);
+                          Human(r->inserts_per_s), Human(r->samples_per_s), Human(r->batches_per_s),
+                          Human(r->updates_per_s), r->window_s);
   } else {
     out += "rates     inserts/s -  samples/s -  batches/s -  updates/s -\n";
   }
@@ -308,8 +307,8 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
         line.episodes > 0 ? std::optional<double>(line.last_return) : std::nullopt;
     absl::StrAppendFormat(&out, "          %5d %12d %9s %9d %11s %11s %12d %7.1f\n", line.actor_id,
                           line.env_steps, HumanOpt(ActorStepRate(before, line)), line.episodes,
-                          FixedOpt(MeanReturn(line)), FixedOpt(last),
-                          line.transitions, AgeSeconds(line, now.taken));
+                          FixedOpt(MeanReturn(line)), FixedOpt(last), line.transitions,
+                          AgeSeconds(line, now.taken));
   }
   return out;
 }

@@ -38,7 +38,7 @@ namespace dreplay::tools {
 struct MonitorSnapshot {
   protocol::StatsBlock stats{};
   std::vector<protocol::ActorLine> actors;  // published lines, by actor id
-  absl::Time taken;                       // the monitor's wall clock
+  absl::Time taken;                         // the monitor's wall clock
 };
 
 // Constant facts about the server shown with every view.
@@ -51,16 +51,15 @@ struct MonitorInfo {
 struct MonitorRates {
   double window_s = 0;
   double inserts_per_s = 0;
-  double samples_per_s = 0;         // transitions staged for the learner
-  double batches_per_s = 0;         // batches staged
-  double updates_per_s = 0;         // batches released (priority updates consumed)
-  double priorities_per_s = 0;      // priority records applied
+  double samples_per_s = 0;     // transitions staged for the learner
+  double batches_per_s = 0;     // batches staged
+  double updates_per_s = 0;     // batches released (priority updates consumed)
+  double priorities_per_s = 0;  // priority records applied
 };
 
 // nullopt when `before` is missing, of another epoch, or not older than
 // `now` by the server's clock.
-std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before,
-                                         const MonitorSnapshot& now);
+std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before, const MonitorSnapshot& now);
 
 // Mean of p^alpha over memory; nullopt for an empty memory.
 std::optional<double> PriorityMean(const protocol::StatsBlock& stats);

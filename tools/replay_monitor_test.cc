@@ -119,8 +119,8 @@ TEST(ReplayMonitorTest, TextShowsRatesDropsClientsAndActors) {
   a.actors = {Line(5, 100, 100)};
   b.actors = {Line(5, 300, 102)};
   const std::string text = RenderMonitorText(Info(), b, &a);
-  for (const char* expected : {"inserts/s 1.00M", "abandoned 3", "learners 1", "epoch 1",
-                               "size 0 / 1024"}) {
+  for (const char* expected :
+       {"inserts/s 1.00M", "abandoned 3", "learners 1", "epoch 1", "size 0 / 1024"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in\n" << text;
   }
   EXPECT_EQ(text.find("\x1b"), std::string::npos) << "no terminal control codes";

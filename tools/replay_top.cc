@@ -51,7 +51,8 @@
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "HOST:PORT of the replay server (required)");
-DEFINE_string(provider, "auto", "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(provider, "auto",
+              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -207,8 +208,8 @@ int RunLive(const BinaryMain& binary, verbs::Provider* provider, const Config& c
       if (FLAGS_json) {
         std::cerr << "replay_top: " << error.message() << "\n";
       } else {
-        std::cout << kClearScreen << "replay_top  " << FLAGS_server << "\n\nerror: "
-                  << error.message() << "\n(retrying every "
+        std::cout << kClearScreen << "replay_top  " << FLAGS_server
+                  << "\n\nerror: " << error.message() << "\n(retrying every "
                   << absl::FormatDuration(config.interval) << ", Ctrl-C quits)\n"
                   << std::flush;
       }
@@ -225,9 +226,9 @@ int Run(const BinaryMain& binary) {
       verbs::CreateProvider(config->connection.provider);
   if (!provider.ok()) return binary.Failure(provider.status());
   if (config->connection.session.qp.link.enabled() && (*provider)->name() != "soft") {
-    return binary.Exit(kExitBadFlag, absl::StrCat("--link=", FLAGS_link,
-                                                  " needs the soft provider, not ",
-                                                  (*provider)->name()));
+    return binary.Exit(
+        kExitBadFlag,
+        absl::StrCat("--link=", FLAGS_link, " needs the soft provider, not ", (*provider)->name()));
   }
   if (FLAGS_once) return RunOnce(binary, provider->get(), *config);
   StopSignals signals;

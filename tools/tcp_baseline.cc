@@ -48,9 +48,8 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
     return absl::InvalidArgumentError("TCP baseline: message_bytes=0 must be > 0");
   }
   if (duration <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("TCP baseline: duration=",
-                                                   absl::FormatDuration(duration),
-                                                   " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TCP baseline: duration=", absl::FormatDuration(duration), " must be > 0"));
   }
   Socket listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (listener.fd() < 0) return SocketError("socket");
@@ -106,8 +105,8 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
       const absl::Time end = start + duration;
       while (sender_status.ok() && absl::Now() < end) {
         for (size_t sent = 0; sent < message_bytes;) {
-          const ssize_t n = send(conn.fd(), message.data() + sent, message_bytes - sent,
-                                 MSG_NOSIGNAL);
+          const ssize_t n =
+              send(conn.fd(), message.data() + sent, message_bytes - sent, MSG_NOSIGNAL);
           if (n < 0 && errno == EINTR) continue;
           if (n < 0) {
             sender_status = SocketError("send");

@@ -29,10 +29,10 @@ namespace dreplay::tools {
 
 struct TcpStreamResult {
   uint64_t message_bytes = 0;
-  double seconds = 0;        // first send() to the last byte received
-  uint64_t bytes = 0;        // received
+  double seconds = 0;  // first send() to the last byte received
+  uint64_t bytes = 0;  // received
   double messages_per_s = 0;
-  double gbps = 0;           // received bits per second / 1e9
+  double gbps = 0;  // received bits per second / 1e9
 };
 
 // Streams messages over a fresh 127.0.0.1 connection (OS-chosen port).

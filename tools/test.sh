@@ -21,13 +21,16 @@ rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//.* PASSED in' "$log")
 failed=$(grep -cE '^//.* (FAILED|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS)( in|$)' "$log")
 
-# The layering of docs/architecture.md, checked on the real target graph.
-if python3 tools/dependency_rules.py; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1))
-  [ "$rc" -ne 0 ] || rc=1
-fi
+# Checks outside Bazel, each counted as one test: the layering of
+# docs/architecture.md on the real target graph, and the C++ formatting.
+for check in "python3 tools/dependency_rules.py" "tools/format.sh --check"; do
+  if $check; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    [ "$rc" -ne 0 ] || rc=1
+  fi
+done
 echo
 echo "tests: ${passed} passed, ${failed} failed"
 exit "$rc"

@@ -140,8 +140,7 @@ absl::Status RunLoopback(const VerbsBenchConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<Provider> client_provider, MakeBenchProvider(config));
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Listener> listener,
                    server_provider->Listen(kLoopback, 0));
-  absl::StatusOr<std::unique_ptr<BenchServerSession>> server =
-      absl::UnknownError("not served");
+  absl::StatusOr<std::unique_ptr<BenchServerSession>> server = absl::UnknownError("not served");
   std::thread server_thread([&] {
     server = ServeOneBenchClient(server_provider.get(), listener.get(), kAcceptTimeout,
                                  config.QueuePairOptions());
@@ -165,8 +164,7 @@ absl::Status RunRemote(const VerbsBenchConfig& config, const std::string& connec
   ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, MakeBenchProvider(config));
   ASSIGN_OR_RETURN(std::unique_ptr<BenchClientSession> client,
                    ConnectBenchClient(provider.get(), host, port, config));
-  return MeasureAndPrint(client.get(), provider->name(), absl::StrCat("remote ", connect),
-                         config);
+  return MeasureAndPrint(client.get(), provider->name(), absl::StrCat("remote ", connect), config);
 }
 
 // Serves clients one after another; each new client replaces the previous
@@ -175,13 +173,13 @@ absl::Status RunServer(const VerbsBenchConfig& config, const std::string& host, 
                        int max_clients) {
   ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, MakeBenchProvider(config));
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Listener> listener, provider->Listen(host, port));
-  std::cout << "verbs_bench server (" << provider->name() << ") listening on "
-            << listener->host() << ":" << listener->port() << std::endl;
+  std::cout << "verbs_bench server (" << provider->name() << ") listening on " << listener->host()
+            << ":" << listener->port() << std::endl;
   std::unique_ptr<BenchServerSession> current;
   int served = 0;
   while (max_clients == 0 || served < max_clients) {
-    auto session = ServeOneBenchClient(provider.get(), listener.get(), kServerPoll,
-                                       config.QueuePairOptions());
+    auto session =
+        ServeOneBenchClient(provider.get(), listener.get(), kServerPoll, config.QueuePairOptions());
     if (absl::IsDeadlineExceeded(session.status())) continue;
     if (!session.ok()) {
       LOG(WARNING) << "client refused: " << session.status();
@@ -221,8 +219,7 @@ absl::Status Run() {
 }  // namespace dreplay::tools
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "throughput and latency of one-sided verbs; see tools/verbs_bench.cc");
+  gflags::SetUsageMessage("throughput and latency of one-sided verbs; see tools/verbs_bench.cc");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

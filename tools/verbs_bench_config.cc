@@ -21,30 +21,30 @@ absl::Status VerbsBenchConfig::Validate() const {
         absl::StrCat("--size=", size, ": must be in [1, ", kBenchMaxSize, "]"));
   }
   if (atomic() && size != kBenchAtomicSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--size=", size, ": atomics act on 8-byte words; use --size=8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--size=", size, ": atomics act on 8-byte words; use --size=8"));
   }
   if (depth < 1 || depth > kBenchMaxDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("--depth=", depth, ": must be in [1, ", kBenchMaxDepth, "]"));
   }
   if (batch < 1 || batch > depth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch=", batch, ": must be in [1, --depth=", depth,
-        "] (a batch is posted only when it fits in the outstanding window)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch=", batch, ": must be in [1, --depth=", depth,
+                     "] (a batch is posted only when it fits in the outstanding window)"));
   }
   if (region_bytes() > kBenchMaxRegionBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--size x --depth = ", region_bytes(), " bytes: more than the ",
-        kBenchMaxRegionBytes, "-byte limit of the benchmark's regions"));
+    return absl::InvalidArgumentError(absl::StrCat("--size x --depth = ", region_bytes(),
+                                                   " bytes: more than the ", kBenchMaxRegionBytes,
+                                                   "-byte limit of the benchmark's regions"));
   }
   if (!(duration_s > 0 && duration_s <= kBenchMaxDurationS)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--duration_s=", duration_s, ": must be in (0, ", kBenchMaxDurationS, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--duration_s=", duration_s, ": must be in (0, ", kBenchMaxDurationS, "]"));
   }
   if (!(warmup_s >= 0 && warmup_s <= kBenchMaxDurationS)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--warmup_s=", warmup_s, ": must be in [0, ", kBenchMaxDurationS, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup_s=", warmup_s, ": must be in [0, ", kBenchMaxDurationS, "]"));
   }
   return provider.Validate();
 }
@@ -54,8 +54,8 @@ absl::StatusOr<verbs::Opcode> ParseBenchOp(const std::string& name) {
   if (name == "read") return verbs::Opcode::kRead;
   if (name == "fetch_add") return verbs::Opcode::kFetchAdd;
   if (name == "compare_swap") return verbs::Opcode::kCompareSwap;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--op=", name, ": expected write, read, fetch_add or compare_swap"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--op=", name, ": expected write, read, fetch_add or compare_swap"));
 }
 
 }  // namespace dreplay::tools

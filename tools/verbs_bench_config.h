@@ -31,11 +31,11 @@ constexpr double kBenchMaxDurationS = 3600;
 
 struct VerbsBenchConfig {
   verbs::Opcode op = verbs::Opcode::kWrite;
-  uint64_t size = 65536;  // bytes per request (atomics: kBenchAtomicSize)
-  int depth = 16;         // requests kept outstanding
-  int batch = 1;          // requests per PostSend (one doorbell)
-  double duration_s = 5;  // measured
-  double warmup_s = 0.5;  // run before measuring
+  uint64_t size = 65536;           // bytes per request (atomics: kBenchAtomicSize)
+  int depth = 16;                  // requests kept outstanding
+  int batch = 1;                   // requests per PostSend (one doorbell)
+  double duration_s = 5;           // measured
+  double warmup_s = 0.5;           // run before measuring
   std::string link_spec = "none";  // as given, for the report
   verbs::LinkModel link;           // parsed from link_spec
   verbs::ProviderOptions provider;

@@ -41,10 +41,9 @@ std::string Json(const VerbsBenchConfig& config, const VerbsBenchReport& report)
       "\"ops_per_s\":%.1f,\"gbps\":%.4f,\"lat_p50_us\":%.2f,"
       "\"lat_p99_us\":%.2f,\"lat_mean_us\":%.2f",
       report.provider, report.mode, verbs::OpcodeName(config.op), config.size, config.depth,
-      config.batch, config.link_spec, rdma.seconds, report.max_rd_atomic,
-      report.max_inline_data, rdma.ops, rdma.ops_per_s, rdma.gbps,
-      Micros(rdma.latency.Percentile(0.50)), Micros(rdma.latency.Percentile(0.99)),
-      Micros(rdma.latency.mean()));
+      config.batch, config.link_spec, rdma.seconds, report.max_rd_atomic, report.max_inline_data,
+      rdma.ops, rdma.ops_per_s, rdma.gbps, Micros(rdma.latency.Percentile(0.50)),
+      Micros(rdma.latency.Percentile(0.99)), Micros(rdma.latency.mean()));
   if (report.tcp.has_value()) {
     const Ratios ratios = RatiosOf(config, report);
     absl::StrAppendFormat(&json,
@@ -65,9 +64,9 @@ std::string Text(const VerbsBenchConfig& config, const VerbsBenchReport& report)
       "  max_rd_atomic %d, max_inline_data %d\n"
       "  %.0f ops/s  %.3f Gb/s  latency p50 %.1f us  p99 %.1f us  mean %.1f us\n",
       report.provider, verbs::OpcodeName(config.op), config.size, config.depth, config.batch,
-      config.link_spec, rdma.seconds, report.max_rd_atomic, report.max_inline_data,
-      rdma.ops_per_s, rdma.gbps, Micros(rdma.latency.Percentile(0.50)),
-      Micros(rdma.latency.Percentile(0.99)), Micros(rdma.latency.mean()));
+      config.link_spec, rdma.seconds, report.max_rd_atomic, report.max_inline_data, rdma.ops_per_s,
+      rdma.gbps, Micros(rdma.latency.Percentile(0.50)), Micros(rdma.latency.Percentile(0.99)),
+      Micros(rdma.latency.mean()));
   if (report.tcp.has_value()) {
     const Ratios ratios = RatiosOf(config, report);
     absl::StrAppendFormat(&text,
@@ -84,8 +83,7 @@ std::string Text(const VerbsBenchConfig& config, const VerbsBenchReport& report)
 
 }  // namespace
 
-std::string FormatVerbsBenchReport(const VerbsBenchConfig& config,
-                                   const VerbsBenchReport& report) {
+std::string FormatVerbsBenchReport(const VerbsBenchConfig& config, const VerbsBenchReport& report) {
   return config.json ? Json(config, report) : Text(config, report);
 }
 

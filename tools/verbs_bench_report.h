@@ -35,8 +35,7 @@ struct VerbsBenchReport {
 };
 
 // The report in config.json's form, newline-terminated.
-std::string FormatVerbsBenchReport(const VerbsBenchConfig& config,
-                                   const VerbsBenchReport& report);
+std::string FormatVerbsBenchReport(const VerbsBenchConfig& config, const VerbsBenchReport& report);
 
 }  // namespace dreplay::tools
 

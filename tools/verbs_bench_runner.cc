@@ -99,7 +99,7 @@ class RequestWindow {
   const verbs::RemoteRegion remote_;
   const VerbsBenchConfig& config_;
   std::vector<Clock::time_point> posted_at_;  // by slot
-  std::vector<WorkRequest> wrs_;               // one batch
+  std::vector<WorkRequest> wrs_;              // one batch
   std::vector<Completion> completions_;
   uint64_t posted_ = 0;
   uint64_t completed_ = 0;
@@ -125,9 +125,9 @@ absl::StatusOr<RdmaResult> RunBenchOps(verbs::QueuePair* qp, const verbs::Memory
       drain_deadline = now + absl::ToChronoNanoseconds(kBenchDrainTimeout);
     }
     if (now > drain_deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          window.in_flight(), " requests did not complete within ",
-          absl::FormatDuration(kBenchDrainTimeout), " after the measurement"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(window.in_flight(), " requests did not complete within ",
+                       absl::FormatDuration(kBenchDrainTimeout), " after the measurement"));
     }
   }
   RdmaResult r;

@@ -31,10 +31,10 @@ namespace dreplay::tools {
 constexpr absl::Duration kBenchDrainTimeout = absl::Seconds(10);
 
 struct RdmaResult {
-  uint64_t ops = 0;      // requests completed within the measured window
-  double seconds = 0;    // the window
+  uint64_t ops = 0;    // requests completed within the measured window
+  double seconds = 0;  // the window
   double ops_per_s = 0;
-  double gbps = 0;       // ops_per_s x size bits / 1e9
+  double gbps = 0;           // ops_per_s x size bits / 1e9
   LatencyHistogram latency;  // post to completion, of those requests
 };
 

@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<verbs::Provider>> MakeBenchProvider(const VerbsBe
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider,
                    verbs::CreateProvider(config.provider));
   if (config.link.enabled() && provider->name() != "soft") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--link=", config.link_spec, " needs the soft provider, but this run uses ",
-        provider->name(), "; add --provider=soft"));
+    return absl::InvalidArgumentError(absl::StrCat("--link=", config.link_spec,
+                                                   " needs the soft provider, but this run uses ",
+                                                   provider->name(), "; add --provider=soft"));
   }
   return provider;
 }
@@ -33,15 +33,14 @@ absl::StatusOr<std::unique_ptr<verbs::Provider>> MakeBenchProvider(const VerbsBe
 absl::StatusOr<std::unique_ptr<BenchServerSession>> ServeOneBenchClient(
     verbs::Provider* provider, verbs::Listener* listener, absl::Duration timeout,
     const verbs::QueuePairOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<verbs::PendingConnection> pending,
-                   listener->Accept(timeout));
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::PendingConnection> pending, listener->Accept(timeout));
   const std::string& payload = pending->payload();
   uint64_t bytes = 0;
   if (!absl::StartsWith(payload, kRegionKey) ||
       !absl::SimpleAtoi(payload.substr(kRegionKey.size()), &bytes) || bytes == 0 ||
       bytes > kBenchMaxRegionBytes) {
-    pending->Reject(absl::StrCat("verbs_bench server: bad request \"",
-                                 payload.substr(0, 64), "\""));
+    pending->Reject(
+        absl::StrCat("verbs_bench server: bad request \"", payload.substr(0, 64), "\""));
     return absl::InvalidArgumentError(
         absl::StrCat("client ", pending->peer(), " sent a bad request"));
   }
@@ -67,16 +66,15 @@ absl::StatusOr<std::unique_ptr<BenchClientSession>> ConnectBenchClient(
     const VerbsBenchConfig& config) {
   auto session = std::make_unique<BenchClientSession>();
   session->memory.assign((config.region_bytes() + 7) / 8, 0);
-  ASSIGN_OR_RETURN(session->mr,
-                   provider->RegisterMemory(session->memory.data(), config.region_bytes(),
-                                            verbs::kLocalWrite));
+  ASSIGN_OR_RETURN(
+      session->mr,
+      provider->RegisterMemory(session->memory.data(), config.region_bytes(), verbs::kLocalWrite));
   ASSIGN_OR_RETURN(verbs::Connection conn,
-                   provider->Connect(host, port,
-                                     absl::StrCat(kRegionKey, config.region_bytes()),
+                   provider->Connect(host, port, absl::StrCat(kRegionKey, config.region_bytes()),
                                      config.QueuePairOptions()));
   if (conn.reply.size() != sizeof(verbs::RemoteRegion)) {
-    return absl::DataLossError(absl::StrCat("server replied with ", conn.reply.size(),
-                                            " bytes, expected a RemoteRegion"));
+    return absl::DataLossError(
+        absl::StrCat("server replied with ", conn.reply.size(), " bytes, expected a RemoteRegion"));
   }
   std::memcpy(&session->remote, conn.reply.data(), sizeof(verbs::RemoteRegion));
   if (session->remote.length < config.region_bytes()) {

@@ -53,8 +53,7 @@ absl::Status SoftProviderOnly(const QueuePairOptions& options) {
 absl::Status CheckPayload(const std::string& payload, const char* what) {
   if (payload.size() > kMaxPayloadBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " of ", payload.size(), " bytes exceeds the limit of ",
-        kMaxPayloadBytes));
+        what, " of ", payload.size(), " bytes exceeds the limit of ", kMaxPayloadBytes));
   }
   return absl::OkStatus();
 }
@@ -76,20 +75,18 @@ int CqEntries(const QueuePairOptions& options) {
 }
 
 // What `options` ask of `device` beyond what Validate() checks.
-absl::Status CheckQueuePairOptions(const Device& device,
-                                   const QueuePairOptions& options) {
+absl::Status CheckQueuePairOptions(const Device& device, const QueuePairOptions& options) {
   const ibv_device_attr& attr = device.attr;
   if (options.max_send_wr > attr.max_qp_wr || options.max_recv_wr > attr.max_qp_wr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "QueuePairOptions max_send_wr ", options.max_send_wr, " / max_recv_wr ",
-        options.max_recv_wr, " exceed ", device.name, "'s max_qp_wr ",
-        attr.max_qp_wr));
+        options.max_recv_wr, " exceed ", device.name, "'s max_qp_wr ", attr.max_qp_wr));
   }
   const int cqe = CqEntries(options);
   if (cqe > attr.max_cqe) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a CQ of ", cqe, " entries (max_send_wr + max_recv_wr) exceeds ",
-                     device.name, "'s max_cqe ", attr.max_cqe));
+    return absl::InvalidArgumentError(absl::StrCat("a CQ of ", cqe,
+                                                   " entries (max_send_wr + max_recv_wr) exceeds ",
+                                                   device.name, "'s max_cqe ", attr.max_cqe));
   }
   if (options.ack_timeout == 0) {
     LOG(WARNING) << "ack_timeout 0 means no timeout: a peer that dies is never "
@@ -105,8 +102,7 @@ absl::Status CheckQueuePairOptions(const Device& device,
 // Creates the RC QP on objects->cq. Asks for the inline size the options
 // name; a device that cannot give it fails with EINVAL, so halve it until it
 // fits (0 always does).
-absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options,
-                        QpObjects* objects) {
+absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options, QpObjects* objects) {
   uint32_t inline_wanted = options.max_inline_data;
   for (;;) {
     ibv_qp_init_attr init;
@@ -132,8 +128,8 @@ absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options,
       return IbvNullResultToStatus(error_number, "ibv_create_qp(RC)");
     }
     inline_wanted /= 2;
-    LOG(WARNING) << device.name << ": ibv_create_qp refused max_inline_data "
-                 << inline_wanted * 2 << "; trying " << inline_wanted;
+    LOG(WARNING) << device.name << ": ibv_create_qp refused max_inline_data " << inline_wanted * 2
+                 << "; trying " << inline_wanted;
   }
 }
 
@@ -145,19 +141,17 @@ absl::Status ModifyToInit(ibv_qp* qp, const Device& device) {
   attr.port_num = device.port;
   // The QP allows every remote operation; each memory region's own access
   // flags decide what a peer may actually do.
-  attr.qp_access_flags =
-      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-      (device.has_atomics() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         (device.has_atomics() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   return IbvResultToStatus(
       ibv_modify_qp(qp, &attr,
-                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                        IBV_QP_ACCESS_FLAGS),
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
       "ibv_modify_qp(RESET->INIT)");
 }
 
 // What this side sends in its setup frame.
-PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options,
-                   const ibv_qp* qp, uint32_t psn) {
+PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options, const ibv_qp* qp,
+                   uint32_t psn) {
   PeerInfo info;
   info.qpn = qp->qp_num;
   info.psn = psn;
@@ -175,10 +169,9 @@ absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
                                const QueuePairOptions& options) {
   RETURN_IF_ERROR(CheckQueuePairOptions(*device, options));
   NewQp qp{QpObjects(device->name), PeerInfo()};
-  ASSIGN_OR_RETURN(qp.objects.cq,
-                   IbvCheckPointer(ibv_create_cq(device->context, CqEntries(options),
-                                                 nullptr, nullptr, 0),
-                                   "ibv_create_cq"));
+  ASSIGN_OR_RETURN(qp.objects.cq, IbvCheckPointer(ibv_create_cq(device->context, CqEntries(options),
+                                                                nullptr, nullptr, 0),
+                                                  "ibv_create_cq"));
   RETURN_IF_ERROR(CreateRcQp(*device, options, &qp.objects));
   // A random initial PSN, so that packets of an old connection that reused
   // this QPN cannot be taken for this one's.
@@ -189,9 +182,8 @@ absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
   return qp;
 }
 
-absl::Status ModifyToRtr(ibv_qp* qp, const Device& device,
-                         const QueuePairOptions& options, const PeerInfo& local,
-                         const PeerInfo& remote, ibv_mtu path_mtu) {
+absl::Status ModifyToRtr(ibv_qp* qp, const Device& device, const QueuePairOptions& options,
+                         const PeerInfo& local, const PeerInfo& remote, ibv_mtu path_mtu) {
   ibv_qp_attr rtr;
   std::memset(&rtr, 0, sizeof(rtr));
   rtr.qp_state = IBV_QPS_RTR;
@@ -208,8 +200,8 @@ absl::Status ModifyToRtr(ibv_qp* qp, const Device& device,
   // when the peer has no LID.
   if (device.is_ethernet() || remote.lid == 0) {
     if (GidIsZero(remote.gid)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "peer qpn ", remote.qpn, " sent an empty GID, which RoCE cannot route"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer qpn ", remote.qpn, " sent an empty GID, which RoCE cannot route"));
     }
     rtr.ah_attr.is_global = 1;
     rtr.ah_attr.grh.dgid = remote.gid;
@@ -220,14 +212,13 @@ absl::Status ModifyToRtr(ibv_qp* qp, const Device& device,
   }
   return IbvResultToStatus(
       ibv_modify_qp(qp, &rtr,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                        IBV_QP_MIN_RNR_TIMER),
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
       "ibv_modify_qp(INIT->RTR)");
 }
 
-absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options,
-                         const PeerInfo& local, int max_rd_atomic) {
+absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options, const PeerInfo& local,
+                         int max_rd_atomic) {
   ibv_qp_attr rts;
   std::memset(&rts, 0, sizeof(rts));
   rts.qp_state = IBV_QPS_RTS;
@@ -238,38 +229,37 @@ absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options,
   rts.max_rd_atomic = static_cast<uint8_t>(max_rd_atomic);
   return IbvResultToStatus(
       ibv_modify_qp(qp, &rts,
-                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_MAX_QP_RD_ATOMIC),
+                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
       "ibv_modify_qp(RTR->RTS)");
 }
 
 // INIT -> RTR -> RTS against `remote`, negotiating max_rd_atomic and the
 // path MTU; the queue pair is then ready for its datapath.
-absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> ConnectQp(
-    std::shared_ptr<Device> device, const QueuePairOptions& options, NewQp qp,
-    const PeerInfo& remote) {
+absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> ConnectQp(std::shared_ptr<Device> device,
+                                                            const QueuePairOptions& options,
+                                                            NewQp qp, const PeerInfo& remote) {
   const PeerInfo& local = qp.local;
   // Our READs/atomics in flight may not exceed what the peer serves; we
   // serve what we can, which covers the peer's (equally clipped) depth.
   const int max_rd_atomic = std::min(local.initiator_depth, remote.responder_resources);
-  const ibv_mtu path_mtu =
-      std::min({device->port_attr.active_mtu, remote.mtu, kMaxPathMtu});
+  const ibv_mtu path_mtu = std::min({device->port_attr.active_mtu, remote.mtu, kMaxPathMtu});
   RETURN_IF_ERROR(ModifyToRtr(qp.objects.qp, *device, options, local, remote, path_mtu));
   RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, options, local, max_rd_atomic));
-  auto connected = std::make_unique<IbverbsQueuePair>(
-      std::move(device), options, std::move(qp.objects), remote, max_rd_atomic);
-  VLOG(1) << "connected " << connected->Describe() << ", path MTU "
-          << MtuBytes(path_mtu) << ", max_rd_atomic " << max_rd_atomic
-          << ", max_inline_data " << connected->max_inline_data();
+  auto connected = std::make_unique<IbverbsQueuePair>(std::move(device), options,
+                                                      std::move(qp.objects), remote, max_rd_atomic);
+  VLOG(1) << "connected " << connected->Describe() << ", path MTU " << MtuBytes(path_mtu)
+          << ", max_rd_atomic " << max_rd_atomic << ", max_inline_data "
+          << connected->max_inline_data();
   return connected;
 }
 
 // The listener's side: a queue pair brought up against the peer's `remote`
 // at once; *local receives what to answer the peer.
-absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> AcceptQp(
-    const std::shared_ptr<Device>& device, const QueuePairOptions& options,
-    const PeerInfo& remote, PeerInfo* local) {
+absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> AcceptQp(const std::shared_ptr<Device>& device,
+                                                           const QueuePairOptions& options,
+                                                           const PeerInfo& remote,
+                                                           PeerInfo* local) {
   ASSIGN_OR_RETURN(NewQp qp, CreateQp(device, options));
   *local = qp.local;
   return ConnectQp(device, options, std::move(qp), remote);
@@ -281,9 +271,8 @@ absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> AcceptQp(
 
 class IbverbsPendingConnection : public PendingConnection {
  public:
-  IbverbsPendingConnection(std::shared_ptr<Device> device,
-                           std::unique_ptr<TcpConnection> channel, PeerInfo remote,
-                           std::string payload)
+  IbverbsPendingConnection(std::shared_ptr<Device> device, std::unique_ptr<TcpConnection> channel,
+                           PeerInfo remote, std::string payload)
       : device_(std::move(device)),
         channel_(std::move(channel)),
         remote_(remote),
@@ -296,8 +285,8 @@ class IbverbsPendingConnection : public PendingConnection {
   const std::string& payload() const override { return payload_; }
   std::string peer() const override { return channel_->peer(); }
 
-  absl::StatusOr<std::unique_ptr<QueuePair>> Accept(
-      const std::string& reply, const QueuePairOptions& options) override {
+  absl::StatusOr<std::unique_ptr<QueuePair>> Accept(const std::string& reply,
+                                                    const QueuePairOptions& options) override {
     if (answered_) {
       return absl::FailedPreconditionError(
           absl::StrCat("connection from ", peer(), " was already answered"));
@@ -315,8 +304,7 @@ class IbverbsPendingConnection : public PendingConnection {
     absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> qp =
         AcceptQp(device_, options, remote_, &local);
     if (!qp.ok()) {
-      SendReject(absl::StrCat("listener could not create its queue pair: ",
-                              qp.status().message()));
+      SendReject(absl::StrCat("listener could not create its queue pair: ", qp.status().message()));
       return qp.status();
     }
     SetupMessage accept;
@@ -330,13 +318,12 @@ class IbverbsPendingConnection : public PendingConnection {
       return absl::Status(
           absl::IsDeadlineExceeded(frame.status()) ? absl::StatusCode::kDeadlineExceeded
                                                    : absl::StatusCode::kUnavailable,
-          absl::StrCat("peer ", peer(), " went away during setup: ",
-                       frame.status().message()));
+          absl::StrCat("peer ", peer(), " went away during setup: ", frame.status().message()));
     }
     ASSIGN_OR_RETURN(SetupMessage ready, DecodeSetup(*frame, peer()));
     if (ready.kind != SetupKind::kReady) {
-      return absl::UnavailableError(absl::StrCat(
-          "peer ", peer(), " could not bring up its queue pair: ", ready.payload));
+      return absl::UnavailableError(
+          absl::StrCat("peer ", peer(), " could not bring up its queue pair: ", ready.payload));
     }
     return std::unique_ptr<QueuePair>(std::move(*qp));
   }
@@ -352,8 +339,7 @@ class IbverbsPendingConnection : public PendingConnection {
     SetupMessage reject;
     reject.kind = SetupKind::kReject;
     reject.payload = reason.substr(0, kMaxPayloadBytes);
-    const absl::Status s = channel_->SendFrame(
-        EncodeSetup(reject), absl::Now() + kHelloTimeout);
+    const absl::Status s = channel_->SendFrame(EncodeSetup(reject), absl::Now() + kHelloTimeout);
     LOG_IF(WARNING, !s.ok()) << "rejecting " << peer() << ": " << s;
   }
 
@@ -372,30 +358,26 @@ class IbverbsListener : public Listener {
   uint16_t port() const override { return socket_->port(); }
   std::string host() const override { return socket_->host(); }
 
-  absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(
-      absl::Duration timeout) override {
+  absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
-      ASSIGN_OR_RETURN(std::unique_ptr<TcpConnection> channel,
-                       socket_->Accept(deadline));
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpConnection> channel, socket_->Accept(deadline));
       // A peer that has connected gets kHelloTimeout to say hello, even if
       // that runs past `deadline`: dropping a slow but honest peer would be
       // worse than returning a little late.
-      auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes,
-                                         absl::Now() + kHelloTimeout,
+      auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes, absl::Now() + kHelloTimeout,
                                          socket_->cancel_fd());
       if (absl::IsCancelled(frame.status())) return frame.status();
       absl::StatusOr<SetupMessage> hello =
           frame.ok() ? DecodeSetup(*frame, channel->peer()) : frame.status();
       if (hello.ok() && hello->kind != SetupKind::kHello) {
-        hello = absl::InvalidArgumentError(absl::StrCat(
-            "peer ", channel->peer(), " opened with setup kind ",
-            static_cast<int>(hello->kind), " instead of a hello"));
+        hello = absl::InvalidArgumentError(
+            absl::StrCat("peer ", channel->peer(), " opened with setup kind ",
+                         static_cast<int>(hello->kind), " instead of a hello"));
       }
       if (!hello.ok()) {
-        LOG(WARNING) << "listener " << host() << ":" << port()
-                     << ": ignoring peer " << channel->peer() << ": "
-                     << hello.status();
+        LOG(WARNING) << "listener " << host() << ":" << port() << ": ignoring peer "
+                     << channel->peer() << ": " << hello.status();
         continue;
       }
       return std::unique_ptr<PendingConnection>(new IbverbsPendingConnection(
@@ -412,10 +394,9 @@ class IbverbsListener : public Listener {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Listener>> Listen(
-    std::shared_ptr<Device> device, const std::string& host, uint16_t port) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpListenSocket> socket,
-                   TcpListenSocket::Listen(host, port));
+absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<Device> device,
+                                                 const std::string& host, uint16_t port) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TcpListenSocket> socket, TcpListenSocket::Listen(host, port));
   return std::unique_ptr<Listener>(new IbverbsListener(std::move(device), std::move(socket)));
 }
 
@@ -423,9 +404,8 @@ absl::StatusOr<std::unique_ptr<Listener>> Listen(
 // The connecting side.
 // ---------------------------------------------------------------------------
 
-absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device,
-                                   const std::string& host, uint16_t port,
-                                   const std::string& payload,
+absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::string& host,
+                                   uint16_t port, const std::string& payload,
                                    const QueuePairOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(SoftProviderOnly(options));
@@ -442,26 +422,26 @@ absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device,
   auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes, deadline);
   if (!frame.ok()) {
     if (absl::IsDeadlineExceeded(frame.status())) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "connect to ", channel->peer(), ": no answer within ",
-          absl::FormatDuration(options.connect_timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("connect to ", channel->peer(), ": no answer within ",
+                       absl::FormatDuration(options.connect_timeout)));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "connect to ", channel->peer(), ": ", frame.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("connect to ", channel->peer(), ": ", frame.status().message()));
   }
   auto answer = DecodeSetup(*frame, channel->peer());
   if (!answer.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "connect to ", channel->peer(), ": ", answer.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("connect to ", channel->peer(), ": ", answer.status().message()));
   }
   if (answer->kind == SetupKind::kReject) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "connection to ", channel->peer(), " rejected: ", answer->payload));
+    return absl::PermissionDeniedError(
+        absl::StrCat("connection to ", channel->peer(), " rejected: ", answer->payload));
   }
   if (answer->kind != SetupKind::kAccept) {
-    return absl::UnavailableError(absl::StrCat(
-        "connect to ", channel->peer(), ": unexpected setup kind ",
-        static_cast<int>(answer->kind)));
+    return absl::UnavailableError(absl::StrCat("connect to ", channel->peer(),
+                                               ": unexpected setup kind ",
+                                               static_cast<int>(answer->kind)));
   }
   absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> up =
       ConnectQp(device, options, std::move(qp), answer->info);

@@ -31,15 +31,14 @@ namespace dreplay::verbs::ibverbs {
 // Provider::Listen for the provider of `device`: listens on host:port for
 // peers' hellos. The listener's Accept serialises its calls; Shutdown may
 // be called from any thread.
-absl::StatusOr<std::unique_ptr<Listener>> Listen(
-    std::shared_ptr<Device> device, const std::string& host, uint16_t port);
+absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<Device> device,
+                                                 const std::string& host, uint16_t port);
 
 // Provider::Connect for the provider of `device`: connects to a listener,
 // sending `payload`; blocks up to options.connect_timeout. When it returns
 // the queue pairs of both sides are in RTS.
-absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device,
-                                   const std::string& host, uint16_t port,
-                                   const std::string& payload,
+absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::string& host,
+                                   uint16_t port, const std::string& payload,
                                    const QueuePairOptions& options);
 
 }  // namespace dreplay::verbs::ibverbs

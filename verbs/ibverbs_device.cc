@@ -55,8 +55,7 @@ class DeviceList {
   absl::Status status() const {
     if (list_ == nullptr) {
       return absl::NotFoundError(absl::StrCat(
-          "no RDMA device: ",
-          IbvNullResultToStatus(saved_errno_, "ibv_get_device_list").message(),
+          "no RDMA device: ", IbvNullResultToStatus(saved_errno_, "ibv_get_device_list").message(),
           " (no kernel RDMA support?)"));
     }
     if (count_ == 0) {
@@ -78,9 +77,8 @@ class DeviceList {
 // The GID type of entry `index`: ibv_query_gid_ex where the library and
 // kernel have it, else sysfs (ports/<p>/gid_attrs/types/<i>). kNotFound for
 // an empty entry.
-absl::StatusOr<std::pair<ibv_gid, ibv_gid_type>> QueryGid(ibv_context* ctx,
-                                                         const char* ibdev_path,
-                                                         int port, int index) {
+absl::StatusOr<std::pair<ibv_gid, ibv_gid_type>> QueryGid(ibv_context* ctx, const char* ibdev_path,
+                                                          int port, int index) {
   ibv_gid_entry entry;
   std::memset(&entry, 0, sizeof(entry));
   const int rc = ibv_query_gid_ex(ctx, port, index, &entry, 0);
@@ -102,8 +100,7 @@ absl::StatusOr<std::pair<ibv_gid, ibv_gid_type>> QueryGid(ibv_context* ctx,
     return absl::NotFoundError(absl::StrCat("GID index ", index, " is empty"));
   }
   ibv_gid_type type = IBV_GID_TYPE_IB;
-  std::ifstream in(absl::StrCat(ibdev_path, "/ports/", port,
-                                "/gid_attrs/types/", index));
+  std::ifstream in(absl::StrCat(ibdev_path, "/ports/", port, "/gid_attrs/types/", index));
   std::string text;
   if (in && std::getline(in, text)) {
     text = std::string(absl::StripAsciiWhitespace(text));
@@ -131,22 +128,20 @@ const char* GidTypeName(ibv_gid_type type, bool ethernet) {
 // Chooses the GID of device->port: the requested index, or automatically a
 // RoCE v2 GID with an IPv4-mapped address, else a RoCE v2 global GID, else
 // any RoCE v2 GID, else the first valid GID.
-absl::Status ChooseGid(Device* device, const char* ibdev_path,
-                       int requested_index) {
+absl::Status ChooseGid(Device* device, const char* ibdev_path, int requested_index) {
   const int table = device->port_attr.gid_tbl_len;
   const bool ethernet = device->is_ethernet();
   if (requested_index >= 0) {
     if (requested_index >= table) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gid_index ", requested_index, " is out of range: ", device->name,
-          " port ", device->port, " has ", table, " GID entries"));
+      return absl::InvalidArgumentError(absl::StrCat("gid_index ", requested_index,
+                                                     " is out of range: ", device->name, " port ",
+                                                     device->port, " has ", table, " GID entries"));
     }
-    auto gid = QueryGid(device->context, ibdev_path, device->port,
-                        requested_index);
+    auto gid = QueryGid(device->context, ibdev_path, device->port, requested_index);
     if (!gid.ok()) {
-      return absl::NotFoundError(absl::StrCat(
-          "gid_index ", requested_index, " on ", device->name, " port ",
-          device->port, ": ", gid.status().message()));
+      return absl::NotFoundError(absl::StrCat("gid_index ", requested_index, " on ", device->name,
+                                              " port ", device->port, ": ",
+                                              gid.status().message()));
     }
     device->gid_index = requested_index;
     device->gid = gid->first;
@@ -182,22 +177,19 @@ absl::Status ChooseGid(Device* device, const char* ibdev_path,
     if (rank == 0) break;
   }
   if (best_rank == std::numeric_limits<int>::max()) {
-    return absl::NotFoundError(
-        absl::StrCat(device->name, " port ", device->port,
-                     " has no valid GID (is the network interface up and "
-                     "does it have an IP address?)"));
+    return absl::NotFoundError(absl::StrCat(device->name, " port ", device->port,
+                                            " has no valid GID (is the network interface up and "
+                                            "does it have an IP address?)"));
   }
   if (ethernet && best_rank > 0) {
-    LOG(WARNING) << device->name << ": no IPv4-mapped RoCE v2 GID; using "
-                 << device->Describe();
+    LOG(WARNING) << device->name << ": no IPv4-mapped RoCE v2 GID; using " << device->Describe();
   }
   return absl::OkStatus();
 }
 
 // Opens `dev`, checks the port and allocates the PD. kUnavailable when the
 // port is not active (the caller may try another device).
-absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev,
-                                                const ProviderOptions& options) {
+absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev, const ProviderOptions& options) {
   auto device = std::make_shared<Device>();
   device->name = ibv_get_device_name(dev);
   device->port = options.ib_port;
@@ -206,21 +198,20 @@ absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev,
   const std::string open_verb = absl::StrCat("ibv_open_device(", device->name, ")");
   const std::string pd_verb = absl::StrCat("ibv_alloc_pd(", device->name, ")");
   ASSIGN_OR_RETURN(device->context, IbvCheckPointer(ibv_open_device(dev), open_verb));
-  RETURN_IF_ERROR(IbvResultToStatus(
-      ibv_query_device(device->context, &device->attr),
-      absl::StrCat("ibv_query_device(", device->name, ")")));
+  RETURN_IF_ERROR(IbvResultToStatus(ibv_query_device(device->context, &device->attr),
+                                    absl::StrCat("ibv_query_device(", device->name, ")")));
   if (options.ib_port > device->attr.phys_port_cnt) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ib_port ", options.ib_port, " does not exist: ", device->name, " has ",
-        static_cast<int>(device->attr.phys_port_cnt), " port(s)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ib_port ", options.ib_port, " does not exist: ", device->name, " has ",
+                     static_cast<int>(device->attr.phys_port_cnt), " port(s)"));
   }
-  RETURN_IF_ERROR(IbvResultToStatus(
-      ibv_query_port(device->context, options.ib_port, &device->port_attr),
-      absl::StrCat("ibv_query_port(", device->name, ", ", options.ib_port, ")")));
+  RETURN_IF_ERROR(
+      IbvResultToStatus(ibv_query_port(device->context, options.ib_port, &device->port_attr),
+                        absl::StrCat("ibv_query_port(", device->name, ", ", options.ib_port, ")")));
   if (device->port_attr.state != IBV_PORT_ACTIVE) {
-    return absl::UnavailableError(absl::StrCat(
-        device->name, " port ", options.ib_port, " is ",
-        ibv_port_state_str(device->port_attr.state), ", not ACTIVE"));
+    return absl::UnavailableError(absl::StrCat(device->name, " port ", options.ib_port, " is ",
+                                               ibv_port_state_str(device->port_attr.state),
+                                               ", not ACTIVE"));
   }
   RETURN_IF_ERROR(ChooseGid(device.get(), dev->ibdev_path, options.gid_index));
   ASSIGN_OR_RETURN(device->pd, IbvCheckPointer(ibv_alloc_pd(device->context), pd_verb));
@@ -235,19 +226,17 @@ Device::~Device() {
     LOG_IF(ERROR, !s.ok()) << name << ": " << s;
   }
   if (context != nullptr) {
-    const absl::Status s =
-        IbvResultToStatus(ibv_close_device(context), "ibv_close_device");
+    const absl::Status s = IbvResultToStatus(ibv_close_device(context), "ibv_close_device");
     LOG_IF(ERROR, !s.ok()) << name << ": " << s;
   }
 }
 
 std::string Device::Describe() const {
-  return absl::StrCat(name, ":", port, " gid[", gid_index, "] ",
-                      GidToString(gid), " (", gid_type, ")");
+  return absl::StrCat(name, ":", port, " gid[", gid_index, "] ", GidToString(gid), " (", gid_type,
+                      ")");
 }
 
-absl::StatusOr<std::shared_ptr<Device>> OpenDevice(
-    const ProviderOptions& options) {
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& options) {
   DeviceList devices;
   RETURN_IF_ERROR(devices.status());
   std::vector<std::string> names;
@@ -267,12 +256,10 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(
   }
   if (!options.ib_device.empty()) {
     return absl::NotFoundError(absl::StrCat("RDMA device \"", options.ib_device,
-                                            "\" not found; devices: ",
-                                            absl::StrJoin(names, ", ")));
+                                            "\" not found; devices: ", absl::StrJoin(names, ", ")));
   }
-  return absl::NotFoundError(absl::StrCat("no usable RDMA device with port ",
-                                          options.ib_port, " active: ",
-                                          absl::StrJoin(skipped, "; ")));
+  return absl::NotFoundError(absl::StrCat("no usable RDMA device with port ", options.ib_port,
+                                          " active: ", absl::StrJoin(skipped, "; ")));
 }
 
 std::string GidToString(const ibv_gid& gid) {
@@ -310,8 +297,7 @@ bool IbverbsDeviceAvailable(std::string* why) {
     ibv_context* context = ibv_open_device(devices[i]);
     if (context == nullptr) {
       problems.push_back(std::string(
-          IbvNullResultToStatus(errno, absl::StrCat("ibv_open_device(", name, ")"))
-              .message()));
+          IbvNullResultToStatus(errno, absl::StrCat("ibv_open_device(", name, ")")).message()));
       continue;
     }
     ibv_device_attr attr;
@@ -319,8 +305,8 @@ bool IbverbsDeviceAvailable(std::string* why) {
     if (ibv_query_device(context, &attr) == 0) {
       for (int port = 1; port <= attr.phys_port_cnt && !active; ++port) {
         ibv_port_attr port_attr;
-        active = ibv_query_port(context, port, &port_attr) == 0 &&
-                 port_attr.state == IBV_PORT_ACTIVE;
+        active =
+            ibv_query_port(context, port, &port_attr) == 0 && port_attr.state == IBV_PORT_ACTIVE;
       }
     }
     ibv_close_device(context);
@@ -333,8 +319,7 @@ bool IbverbsDeviceAvailable(std::string* why) {
   if (usable.empty()) {
     if (why != nullptr) {
       *why = absl::StrCat("no RDMA device: ", devices.size(),
-                          " device(s) listed, none usable: ",
-                          absl::StrJoin(problems, "; "));
+                          " device(s) listed, none usable: ", absl::StrJoin(problems, "; "));
     }
     return false;
   }

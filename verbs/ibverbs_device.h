@@ -47,9 +47,7 @@ struct Device {
   Device& operator=(const Device&) = delete;
   ~Device();
 
-  bool is_ethernet() const {
-    return port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  }
+  bool is_ethernet() const { return port_attr.link_layer == IBV_LINK_LAYER_ETHERNET; }
   bool has_atomics() const { return attr.atomic_cap != IBV_ATOMIC_NONE; }
   // "mlx5_0:1 gid[3] ::ffff:10.0.0.1 (RoCE v2)".
   std::string Describe() const;
@@ -58,8 +56,7 @@ struct Device {
 // Opens the device that `options` names, or the first with an active port
 // (options must pass Validate()). Errors as CreateIbverbsProvider's
 // (ibverbs_provider.h). Blocking (device queries).
-absl::StatusOr<std::shared_ptr<Device>> OpenDevice(
-    const ProviderOptions& options);
+absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& options);
 
 // The GID in IPv6 text form ("?" if it cannot be printed).
 std::string GidToString(const ibv_gid& gid);

@@ -13,8 +13,7 @@ namespace {
 
 // "<strerror> (errno <n>)".
 std::string DescribeErrno(int error_number) {
-  return absl::StrCat(std::strerror(error_number), " (errno ", error_number,
-                      ")");
+  return absl::StrCat(std::strerror(error_number), " (errno ", error_number, ")");
 }
 
 }  // namespace
@@ -33,15 +32,13 @@ absl::Status IbvResultToStatus(int result, absl::string_view verb) {
 
 absl::Status IbvNullResultToStatus(int saved_errno, absl::string_view verb) {
   if (saved_errno == 0) {
-    return absl::InternalError(
-        absl::StrCat(verb, ": failed without setting errno"));
+    return absl::InternalError(absl::StrCat(verb, ": failed without setting errno"));
   }
   return absl::Status(IbvErrnoToCode(saved_errno),
                       absl::StrCat(verb, ": ", DescribeErrno(saved_errno)));
 }
 
-absl::StatusOr<int> IbvCountToStatus(int count, int saved_errno,
-                                     absl::string_view verb) {
+absl::StatusOr<int> IbvCountToStatus(int count, int saved_errno, absl::string_view verb) {
   if (count >= 0) return count;
   std::string message = absl::StrCat(verb, " returned ", count);
   if (saved_errno != 0) {
@@ -77,11 +74,9 @@ WcStatus FromIbvWcStatus(ibv_wc_status status) {
   }
 }
 
-std::string WcFailureDetail(absl::string_view what, ibv_wc_status status,
-                            uint32_t vendor_err) {
+std::string WcFailureDetail(absl::string_view what, ibv_wc_status status, uint32_t vendor_err) {
   return absl::StrFormat("%s: %s (ibv_wc_status %d, vendor_err 0x%x)", what,
-                         ibv_wc_status_str(status), static_cast<int>(status),
-                         vendor_err);
+                         ibv_wc_status_str(status), static_cast<int>(status), vendor_err);
 }
 
 }  // namespace dreplay::verbs

@@ -66,8 +66,7 @@ absl::StatusOr<T*> IbvCheckPointer(T* p, absl::string_view verb) {
 // Convention 3. `count` itself when >= 0; otherwise an error naming the
 // verb and the raw value, with the code from `saved_errno` (kInternal when
 // 0), e.g. "ibv_poll_cq returned -2: Invalid argument (errno 22)".
-absl::StatusOr<int> IbvCountToStatus(int count, int saved_errno,
-                                     absl::string_view verb);
+absl::StatusOr<int> IbvCountToStatus(int count, int saved_errno, absl::string_view verb);
 
 // The WcStatus for a libibverbs completion status. Statuses dreplay never
 // provokes (bad response, MW bind, ...) become kGeneralError.
@@ -76,8 +75,7 @@ WcStatus FromIbvWcStatus(ibv_wc_status status);
 // The `detail` of a failed completion: "<what>: <ibv_wc_status_str> (ibv_wc_status
 // <n>, vendor_err 0x<hex>)". `what` names the request, e.g. "RDMA READ wr_id 7
 // on rxe0 qpn 0x11".
-std::string WcFailureDetail(absl::string_view what, ibv_wc_status status,
-                            uint32_t vendor_err);
+std::string WcFailureDetail(absl::string_view what, ibv_wc_status status, uint32_t vendor_err);
 
 }  // namespace dreplay::verbs
 

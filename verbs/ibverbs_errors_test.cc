@@ -14,9 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(IbvResultToStatusTest, ZeroIsOk) {
-  EXPECT_TRUE(IbvResultToStatus(0, "ibv_modify_qp").ok());
-}
+TEST(IbvResultToStatusTest, ZeroIsOk) { EXPECT_TRUE(IbvResultToStatus(0, "ibv_modify_qp").ok()); }
 
 TEST(IbvResultToStatusTest, ErrnoValueBecomesCodeAndNamesTheVerb) {
   const absl::Status s = IbvResultToStatus(EINVAL, "ibv_modify_qp(INIT->RTR)");
@@ -45,8 +43,7 @@ TEST(IbvResultToStatusTest, PermissionProblemsMapToPermissionDenied) {
 }
 
 TEST(IbvResultToStatusTest, UnsupportedFeatureMapsToUnimplemented) {
-  EXPECT_TRUE(
-      absl::IsUnimplemented(IbvResultToStatus(EOPNOTSUPP, "ibv_query_gid_ex")));
+  EXPECT_TRUE(absl::IsUnimplemented(IbvResultToStatus(EOPNOTSUPP, "ibv_query_gid_ex")));
 }
 
 TEST(IbvNullResultToStatusTest, UsesTheSavedErrno) {

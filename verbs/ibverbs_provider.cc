@@ -68,31 +68,30 @@ class IbverbsProvider : public Provider {
 
   std::string name() const override { return "ibverbs"; }
 
-  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
-      void* addr, size_t length, uint32_t access) override {
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                               uint32_t access) override {
     if (addr == nullptr || length == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RegisterMemory: null or empty buffer (addr %p, length %d)", addr, length));
     }
     if ((access & ~kAllAccess) != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RegisterMemory: unknown access flags 0x%x", access & ~kAllAccess));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("RegisterMemory: unknown access flags 0x%x", access & ~kAllAccess));
     }
     if ((access & kRemoteAtomic) && !device_->has_atomics()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "RegisterMemory: kRemoteAtomic asked, but ", device_->name,
-          " has no atomic support (atomic_cap NONE)"));
+      return absl::UnimplementedError(absl::StrCat("RegisterMemory: kRemoteAtomic asked, but ",
+                                                   device_->name,
+                                                   " has no atomic support (atomic_cap NONE)"));
     }
     if (length > device_->attr.max_mr_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RegisterMemory: length ", length, " exceeds ", device_->name,
-          "'s max_mr_size ", device_->attr.max_mr_size));
+      return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: length ", length, " exceeds ",
+                                                     device_->name, "'s max_mr_size ",
+                                                     device_->attr.max_mr_size));
     }
     const std::string verb = absl::StrCat("ibv_reg_mr(", length, " bytes)");
-    ASSIGN_OR_RETURN(ibv_mr * mr,
-                     IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length,
-                                                ToIbvAccess(access)),
-                                     verb));
+    ASSIGN_OR_RETURN(
+        ibv_mr * mr,
+        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ToIbvAccess(access)), verb));
     return std::unique_ptr<MemoryRegion>(new IbverbsMemoryRegion(device_, mr, access));
   }
 
@@ -113,8 +112,7 @@ class IbverbsProvider : public Provider {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(
-    const ProviderOptions& options) {
+absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(const ProviderOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(std::shared_ptr<Device> device, ibverbs::OpenDevice(options));
   LOG(INFO) << "ibverbs provider on " << device->Describe() << ", active MTU "

@@ -62,8 +62,7 @@ namespace dreplay::verbs {
 //                    no active port / usable GID;
 //  kUnavailable / kInternal  libibverbs calls that fail (with the verb named).
 // Never crashes on a host without RDMA support. Blocking (device queries).
-absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(
-    const ProviderOptions& options);
+absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(const ProviderOptions& options);
 
 // True if libibverbs lists at least one RDMA device that can be opened. When
 // false, `why` (if given) receives a one-line reason such as "no RDMA device:

@@ -62,8 +62,7 @@ TEST(CreateIbverbsProviderTest, ReturnsACleanErrorWhenThereIsNoDevice) {
     auto provider = CreateIbverbsProvider(options);
     ASSERT_FALSE(provider.ok());
     EXPECT_TRUE(absl::IsNotFound(provider.status())) << provider.status();
-    EXPECT_THAT(std::string(provider.status().message()),
-                HasSubstr("no_such_rdma_device"));
+    EXPECT_THAT(std::string(provider.status().message()), HasSubstr("no_such_rdma_device"));
     return;
   }
   auto provider = CreateIbverbsProvider(ProviderOptions());
@@ -111,8 +110,7 @@ class IbverbsDeviceTest : public ::testing::Test {
 
   // Connects a client QP to a server QP through listener_; the server thread
   // accepts with `reply`.
-  Connected Connect(const std::string& payload = "hello",
-                    const std::string& reply = "welcome",
+  Connected Connect(const std::string& payload = "hello", const std::string& reply = "welcome",
                     QueuePairOptions options = QueuePairOptions()) {
     Connected c;
     absl::Status server_status;
@@ -176,17 +174,16 @@ class IbverbsDeviceTest : public ::testing::Test {
 
 TEST_F(IbverbsDeviceTest, RegistersMemoryAndRefusesBadArguments) {
   std::vector<char> buffer(4096);
-  auto mr = client_->RegisterMemory(buffer.data(), buffer.size(),
-                                    kLocalWrite | kRemoteRead);
+  auto mr = client_->RegisterMemory(buffer.data(), buffer.size(), kLocalWrite | kRemoteRead);
   ASSERT_TRUE(mr.ok()) << mr.status();
   EXPECT_EQ((*mr)->addr(), buffer.data());
   EXPECT_EQ((*mr)->length(), buffer.size());
   EXPECT_EQ((*mr)->access(), kLocalWrite | kRemoteRead);
   EXPECT_EQ((*mr)->remote().rkey, (*mr)->rkey());
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      client_->RegisterMemory(nullptr, 4096, kLocalWrite).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      client_->RegisterMemory(buffer.data(), 0, kLocalWrite).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(client_->RegisterMemory(nullptr, 4096, kLocalWrite).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(client_->RegisterMemory(buffer.data(), 0, kLocalWrite).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
       client_->RegisterMemory(buffer.data(), buffer.size(), 1u << 20).status()));
   EXPECT_EQ(client_->name(), "ibverbs");
@@ -216,8 +213,7 @@ TEST_F(IbverbsDeviceTest, RejectReachesThePeerAsPermissionDeniedWithTheReason) {
   server.join();
   ASSERT_FALSE(conn.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(conn.status())) << conn.status();
-  EXPECT_THAT(std::string(conn.status().message()),
-              HasSubstr("layout version 3 is not supported"));
+  EXPECT_THAT(std::string(conn.status().message()), HasSubstr("layout version 3 is not supported"));
 }
 
 TEST_F(IbverbsDeviceTest, ConnectWithNobodyListeningIsUnavailable) {
@@ -244,12 +240,10 @@ TEST_F(IbverbsDeviceTest, RefusesLinkModelAndFaultsAsSoftProviderOnly) {
 TEST_F(IbverbsDeviceTest, ListenerSurvivesGarbageAndHangUps) {
   // A peer that hangs up at once, and one that sends an HTTP request.
   {
-    auto quitter = TcpConnection::Connect(kLoopback, listener_->port(),
-                                          absl::Now() + kTimeout);
+    auto quitter = TcpConnection::Connect(kLoopback, listener_->port(), absl::Now() + kTimeout);
     ASSERT_TRUE(quitter.ok()) << quitter.status();
   }
-  auto garbage = TcpConnection::Connect(kLoopback, listener_->port(),
-                                        absl::Now() + kTimeout);
+  auto garbage = TcpConnection::Connect(kLoopback, listener_->port(), absl::Now() + kTimeout);
   ASSERT_TRUE(garbage.ok()) << garbage.status();
   const char request[] = "GET / HTTP/1.0\r\n\r\n";
   ASSERT_GT(send((*garbage)->fd(), request, sizeof(request) - 1, 0), 0);
@@ -429,8 +423,7 @@ TEST_F(IbverbsDeviceTest, UnsignalledBatchesNeverWedgeTheSendQueue) {
   last.wr_id = 999;
   last.signaled = true;
   absl::Status s;
-  while (absl::IsResourceExhausted(s = c.client->PostSend({&last, 1})) &&
-         absl::Now() < deadline) {
+  while (absl::IsResourceExhausted(s = c.client->PostSend({&last, 1})) && absl::Now() < deadline) {
     c.client->Poll(absl::MakeSpan(scratch));
   }
   ASSERT_TRUE(s.ok()) << s;

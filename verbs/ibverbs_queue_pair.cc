@@ -46,9 +46,8 @@ void QpObjects::Destroy(const std::string& qp_label) {
   }
 }
 
-IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device,
-                                   const QueuePairOptions& options, QpObjects objects,
-                                   const PeerInfo& remote, int max_rd_atomic)
+IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePairOptions& options,
+                                   QpObjects objects, const PeerInfo& remote, int max_rd_atomic)
     : device_(std::move(device)),
       objects_(std::move(objects)),
       remote_(remote),
@@ -61,8 +60,7 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device,
       send_scratch_(options.max_send_wr),
       sge_scratch_(options.max_send_wr),
       recv_scratch_(std::max(options.max_recv_wr, 1)) {
-  CHECK_LT(signal_every_, max_send_wr_ + 1)
-      << "a forced signal must fall within one send queue";
+  CHECK_LT(signal_every_, max_send_wr_ + 1) << "a forced signal must fall within one send queue";
 }
 
 IbverbsQueuePair::~IbverbsQueuePair() { objects_.Destroy(Describe()); }
@@ -74,8 +72,8 @@ std::string IbverbsQueuePair::Describe() const {
 }
 
 std::string IbverbsQueuePair::WhatFailed(Opcode opcode, uint64_t user_wr_id) const {
-  return absl::StrFormat("%s wr_id %d on %s qpn 0x%x", OpcodeName(opcode),
-                         user_wr_id, device_->name, objects_.qp->qp_num);
+  return absl::StrFormat("%s wr_id %d on %s qpn 0x%x", OpcodeName(opcode), user_wr_id,
+                         device_->name, objects_.qp->qp_num);
 }
 
 absl::Status IbverbsQueuePair::ValidateWorkRequest(const WorkRequest& wr) const {
@@ -85,40 +83,37 @@ absl::Status IbverbsQueuePair::ValidateWorkRequest(const WorkRequest& wr) const 
     case Opcode::kRead:
       if (wr.length > device_->port_attr.max_msg_sz) {
         return absl::InvalidArgumentError(absl::StrCat(
-            OpcodeName(wr.opcode), " wr_id ", wr.wr_id, ": length ", wr.length,
-            " exceeds ", device_->name, "'s max_msg_sz ",
-            device_->port_attr.max_msg_sz));
+            OpcodeName(wr.opcode), " wr_id ", wr.wr_id, ": length ", wr.length, " exceeds ",
+            device_->name, "'s max_msg_sz ", device_->port_attr.max_msg_sz));
       }
       break;
     case Opcode::kFetchAdd:
     case Opcode::kCompareSwap:
       if (wr.length != sizeof(uint64_t)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            OpcodeName(wr.opcode), " wr_id ", wr.wr_id, ": length ", wr.length,
-            " must be 8"));
+        return absl::InvalidArgumentError(absl::StrCat(OpcodeName(wr.opcode), " wr_id ", wr.wr_id,
+                                                       ": length ", wr.length, " must be 8"));
       }
       if (!device_->has_atomics()) {
-        return absl::UnimplementedError(absl::StrCat(
-            OpcodeName(wr.opcode), ": ", device_->name,
-            " has no atomic support (atomic_cap NONE)"));
+        return absl::UnimplementedError(absl::StrCat(OpcodeName(wr.opcode), ": ", device_->name,
+                                                     " has no atomic support (atomic_cap NONE)"));
       }
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "wr_id ", wr.wr_id, ": opcode ", static_cast<int>(wr.opcode),
-          " cannot be posted to a send queue"));
+      return absl::InvalidArgumentError(absl::StrCat("wr_id ", wr.wr_id, ": opcode ",
+                                                     static_cast<int>(wr.opcode),
+                                                     " cannot be posted to a send queue"));
   }
   if (wr.local == nullptr && wr.length > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        OpcodeName(wr.opcode), " wr_id ", wr.wr_id, ": null local region"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpcodeName(wr.opcode), " wr_id ", wr.wr_id, ": null local region"));
   }
-  const bool reads_or_atomic = wr.opcode == Opcode::kRead ||
-                               wr.opcode == Opcode::kFetchAdd ||
+  const bool reads_or_atomic = wr.opcode == Opcode::kRead || wr.opcode == Opcode::kFetchAdd ||
                                wr.opcode == Opcode::kCompareSwap;
   if (reads_or_atomic && max_rd_atomic_ == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        OpcodeName(wr.opcode), ": this connection negotiated max_rd_atomic 0 "
-        "(the peer serves no READs or atomics)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(OpcodeName(wr.opcode),
+                     ": this connection negotiated max_rd_atomic 0 "
+                     "(the peer serves no READs or atomics)"));
   }
   return absl::OkStatus();
 }
@@ -128,8 +123,7 @@ void IbverbsQueuePair::QueueFlushed(uint64_t user_wr_id, Opcode opcode) {
   c.wr_id = user_wr_id;
   c.opcode = opcode;
   c.status = WcStatus::kFlushed;
-  c.detail = absl::StrCat(WhatFailed(opcode, user_wr_id),
-                          ": flushed, queue pair in error state (",
+  c.detail = absl::StrCat(WhatFailed(opcode, user_wr_id), ": flushed, queue pair in error state (",
                           error_.message(), ")");
   flushed_.push_back(std::move(c));
 }
@@ -154,13 +148,13 @@ void IbverbsQueuePair::EnterError(const absl::Status& why) {
   ibv_qp_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
-  const absl::Status s = IbvResultToStatus(ibv_modify_qp(objects_.qp, &attr, IBV_QP_STATE),
-                                           "ibv_modify_qp(->ERR)");
+  const absl::Status s =
+      IbvResultToStatus(ibv_modify_qp(objects_.qp, &attr, IBV_QP_STATE), "ibv_modify_qp(->ERR)");
   LOG_IF(WARNING, !s.ok()) << Describe() << ": " << s;
 }
 
-void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled,
-                                  ibv_sge* sge, ibv_send_wr* out) const {
+void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled, ibv_sge* sge,
+                                  ibv_send_wr* out) const {
   sge->addr = reinterpret_cast<uintptr_t>(wr.local_addr);
   sge->length = wr.length;
   sge->lkey = wr.local != nullptr ? wr.local->lkey() : 0;
@@ -173,8 +167,7 @@ void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool sign
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:
-      w.opcode = wr.opcode == Opcode::kWrite ? IBV_WR_RDMA_WRITE
-                                             : IBV_WR_RDMA_WRITE_WITH_IMM;
+      w.opcode = wr.opcode == Opcode::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
       w.imm_data = htonl(wr.imm_data);
       w.wr.rdma.remote_addr = wr.remote_addr;
       w.wr.rdma.rkey = wr.rkey;
@@ -215,9 +208,9 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   }
   const uint64_t outstanding = send_posted_ - send_retired_;
   if (outstanding + wrs.size() > static_cast<uint64_t>(max_send_wr_)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "send queue full: ", outstanding, " outstanding + ", wrs.size(),
-        " new > max_send_wr ", max_send_wr_));
+    return absl::ResourceExhaustedError(absl::StrCat("send queue full: ", outstanding,
+                                                     " outstanding + ", wrs.size(),
+                                                     " new > max_send_wr ", max_send_wr_));
   }
   // Build the whole span as one chain: one ibv_post_send, one doorbell.
   const size_t n = wrs.size();
@@ -238,14 +231,13 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
     return absl::OkStatus();
   }
   // The requests before `bad` are on the queue; the rest are not.
-  const size_t posted =
-      bad != nullptr ? static_cast<size_t>(bad - send_scratch_.data()) : 0;
+  const size_t posted = bad != nullptr ? static_cast<size_t>(bad - send_scratch_.data()) : 0;
   send_posted_ += posted;
   // The next request is signalled, whatever the run counter says.
   unsignaled_run_ = signal_every_;
   return IbvResultToStatus(
-      rc, absl::StrCat("ibv_post_send on ", device_->name, " qpn ", objects_.qp->qp_num,
-                       " (", posted, " of ", n, " requests posted)"));
+      rc, absl::StrCat("ibv_post_send on ", device_->name, " qpn ", objects_.qp->qp_num, " (",
+                       posted, " of ", n, " requests posted)"));
 }
 
 absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
@@ -256,9 +248,9 @@ absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
   }
   const uint64_t outstanding = recv_posted_ - recv_retired_;
   if (outstanding + rrs.size() > static_cast<uint64_t>(max_recv_wr_)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "receive queue full: ", outstanding, " outstanding + ", rrs.size(),
-        " new > max_recv_wr ", max_recv_wr_));
+    return absl::ResourceExhaustedError(absl::StrCat("receive queue full: ", outstanding,
+                                                     " outstanding + ", rrs.size(),
+                                                     " new > max_recv_wr ", max_recv_wr_));
   }
   const size_t n = rrs.size();
   for (size_t i = 0; i < n; ++i) {
@@ -277,12 +269,11 @@ absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
     recv_posted_ += n;
     return absl::OkStatus();
   }
-  const size_t posted =
-      bad != nullptr ? static_cast<size_t>(bad - recv_scratch_.data()) : 0;
+  const size_t posted = bad != nullptr ? static_cast<size_t>(bad - recv_scratch_.data()) : 0;
   recv_posted_ += posted;
   return IbvResultToStatus(
-      rc, absl::StrCat("ibv_post_recv on ", device_->name, " qpn ", objects_.qp->qp_num,
-                       " (", posted, " of ", n, " requests posted)"));
+      rc, absl::StrCat("ibv_post_recv on ", device_->name, " qpn ", objects_.qp->qp_num, " (",
+                       posted, " of ", n, " requests posted)"));
 }
 
 bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
@@ -313,8 +304,7 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
     out->detail.clear();
   }
   if (failed) {
-    out->detail = WcFailureDetail(WhatFailed(out->opcode, out->wr_id), wc.status,
-                                  wc.vendor_err);
+    out->detail = WcFailureDetail(WhatFailed(out->opcode, out->wr_id), wc.status, wc.vendor_err);
     EnterError(out->ToStatus());
   }
   return true;

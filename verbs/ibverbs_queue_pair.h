@@ -49,8 +49,7 @@ static_assert(kMaxUnsignaledRun >= 1, "at least every request may be signalled")
 // that both its queues use. Owns them: destroys the QP, then the CQ.
 // Move-only.
 struct QpObjects {
-  explicit QpObjects(std::string device_name)
-      : device_name(std::move(device_name)) {}
+  explicit QpObjects(std::string device_name) : device_name(std::move(device_name)) {}
   QpObjects(QpObjects&& other);
   QpObjects& operator=(QpObjects&&) = delete;
   ~QpObjects() { Destroy(device_name); }
@@ -70,9 +69,8 @@ class IbverbsQueuePair : public QueuePair {
   // Takes over `objects`, whose QP is in RTS, connected to `remote` with
   // `max_rd_atomic` READs and atomics in flight. options.max_send_wr and
   // max_recv_wr must be those the QP was created with.
-  IbverbsQueuePair(std::shared_ptr<Device> device,
-                   const QueuePairOptions& options, QpObjects objects,
-                   const PeerInfo& remote, int max_rd_atomic);
+  IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePairOptions& options,
+                   QpObjects objects, const PeerInfo& remote, int max_rd_atomic);
   ~IbverbsQueuePair() override;
   IbverbsQueuePair(const IbverbsQueuePair&) = delete;
   IbverbsQueuePair& operator=(const IbverbsQueuePair&) = delete;
@@ -84,9 +82,7 @@ class IbverbsQueuePair : public QueuePair {
   absl::Status error() const override { return error_; }
   int max_send_wr() const override { return max_send_wr_; }
   int max_rd_atomic() const override { return max_rd_atomic_; }
-  uint32_t max_inline_data() const override {
-    return objects_.max_inline_data;
-  }
+  uint32_t max_inline_data() const override { return objects_.max_inline_data; }
   std::string Describe() const override;
 
  private:
@@ -100,8 +96,8 @@ class IbverbsQueuePair : public QueuePair {
 
   absl::Status ValidateWorkRequest(const WorkRequest& wr) const;
   // Fills `w` and `sge` for `wr`, posted as sequence number `seq`.
-  void FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled,
-                  ibv_sge* sge, ibv_send_wr* w) const;
+  void FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled, ibv_sge* sge,
+                  ibv_send_wr* w) const;
   // Converts one work completion; false when it yields nothing for the
   // caller (a forced signal, or a stale completion after the error).
   bool Convert(const ibv_wc& wc, Completion* out);
@@ -123,11 +119,11 @@ class IbverbsQueuePair : public QueuePair {
   // Datapath state (one thread at a time, per verbs.h).
   QpState state_ = QpState::kReady;
   absl::Status error_;
-  std::vector<SendSlot> send_slots_;      // ring of max_send_wr_
-  uint64_t send_posted_ = 0;              // next send sequence number
-  uint64_t send_retired_ = 0;             // all below are complete
+  std::vector<SendSlot> send_slots_;  // ring of max_send_wr_
+  uint64_t send_posted_ = 0;          // next send sequence number
+  uint64_t send_retired_ = 0;         // all below are complete
   int unsignaled_run_ = 0;
-  std::vector<uint64_t> recv_slots_;      // ring of user wr_ids
+  std::vector<uint64_t> recv_slots_;  // ring of user wr_ids
   uint64_t recv_posted_ = 0;
   uint64_t recv_retired_ = 0;
   std::vector<ibv_send_wr> send_scratch_;  // pre-allocated WR chain

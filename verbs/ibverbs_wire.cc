@@ -32,40 +32,37 @@ std::string EncodeSetup(const SetupMessage& m) {
   return out;
 }
 
-absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame,
-                                         const std::string& peer) {
+absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::string& peer) {
   if (frame.size() < sizeof(SetupHeader)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("setup frame from ", peer, " has ", frame.size(),
-                     " bytes, less than the ", sizeof(SetupHeader),
-                     "-byte header"));
+    return absl::InvalidArgumentError(absl::StrCat("setup frame from ", peer, " has ", frame.size(),
+                                                   " bytes, less than the ", sizeof(SetupHeader),
+                                                   "-byte header"));
   }
   SetupHeader h;
   std::memcpy(&h, frame.data(), sizeof(h));
   if (ntohl(h.magic) != kSetupMagic) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "setup frame from %s has bad magic 0x%08x (not a dreplay ibverbs peer)",
-        peer, ntohl(h.magic)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("setup frame from %s has bad magic 0x%08x (not a dreplay ibverbs peer)",
+                        peer, ntohl(h.magic)));
   }
   if (ntohs(h.version) != kSetupVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("setup frame from ", peer, " has version ",
-                     ntohs(h.version), ", expected ", kSetupVersion));
+    return absl::InvalidArgumentError(absl::StrCat("setup frame from ", peer, " has version ",
+                                                   ntohs(h.version), ", expected ", kSetupVersion));
   }
   if (h.kind < static_cast<uint8_t>(SetupKind::kHello) ||
       h.kind > static_cast<uint8_t>(SetupKind::kReady)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "setup frame from ", peer, " has unknown kind ", h.kind));
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup frame from ", peer, " has unknown kind ", h.kind));
   }
   const size_t payload_length = ntohl(h.payload_length);
   if (payload_length != frame.size() - sizeof(h)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "setup frame from ", peer, " announces a ", payload_length,
-        "-byte payload but carries ", frame.size() - sizeof(h)));
+    return absl::InvalidArgumentError(absl::StrCat("setup frame from ", peer, " announces a ",
+                                                   payload_length, "-byte payload but carries ",
+                                                   frame.size() - sizeof(h)));
   }
   if (h.mtu < IBV_MTU_256 || h.mtu > IBV_MTU_4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "setup frame from ", peer, " has invalid MTU code ", h.mtu));
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup frame from ", peer, " has invalid MTU code ", h.mtu));
   }
   SetupMessage m;
   m.kind = static_cast<SetupKind>(h.kind);

@@ -62,8 +62,7 @@ struct SetupHeader {
   uint32_t payload_length;
 };
 static_assert(sizeof(SetupHeader) == 40, "SetupHeader is a wire structure");
-static_assert(std::is_trivially_copyable<SetupHeader>::value,
-              "SetupHeader is copied with memcpy");
+static_assert(std::is_trivially_copyable<SetupHeader>::value, "SetupHeader is copied with memcpy");
 static_assert(sizeof(ibv_gid) == sizeof(SetupHeader::gid), "GID is 16 bytes");
 inline constexpr size_t kMaxSetupFrameBytes = sizeof(SetupHeader) + kMaxPayloadBytes;
 
@@ -89,8 +88,7 @@ std::string EncodeSetup(const SetupMessage& m);
 // Parses and validates a setup frame from `peer` (named in errors):
 // kInvalidArgument for a short frame, bad magic, version, kind, length or
 // MTU.
-absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame,
-                                         const std::string& peer);
+absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::string& peer);
 
 }  // namespace dreplay::verbs::ibverbs
 

@@ -32,8 +32,8 @@ constexpr int kMaxMinRnrTimer = 31;
 
 absl::Status CheckRange(const char* name, int value, int lo, int hi) {
   if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " = ", value, " is out of range [", lo, ", ", hi, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " = ", value, " is out of range [", lo, ", ", hi, "]"));
   }
   return absl::OkStatus();
 }
@@ -44,8 +44,8 @@ absl::StatusOr<ProviderKind> ParseProviderKind(const std::string& name) {
   if (name == "auto") return ProviderKind::kAuto;
   if (name == "ibverbs") return ProviderKind::kIbverbs;
   if (name == "soft") return ProviderKind::kSoft;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown provider \"", name, "\" (expected auto, ibverbs or soft)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown provider \"", name, "\" (expected auto, ibverbs or soft)"));
 }
 
 const char* ProviderKindName(ProviderKind kind) {
@@ -63,18 +63,17 @@ const char* ProviderKindName(ProviderKind kind) {
 absl::Status ProviderOptions::Validate() const {
   if (kind != ProviderKind::kAuto && kind != ProviderKind::kIbverbs &&
       kind != ProviderKind::kSoft) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ProviderOptions.kind = ", static_cast<int>(kind), " is not a provider"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProviderOptions.kind = ", static_cast<int>(kind), " is not a provider"));
   }
   if (ib_port < 1 || ib_port > kMaxIbPort) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ProviderOptions.ib_port = ", ib_port, " is out of range [1, ",
-        kMaxIbPort, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("ProviderOptions.ib_port = ", ib_port,
+                                                   " is out of range [1, ", kMaxIbPort, "]"));
   }
   if (gid_index < -1 || gid_index > kMaxGidIndex) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ProviderOptions.gid_index = ", gid_index,
-        " is out of range [-1 (automatic), ", kMaxGidIndex, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("ProviderOptions.gid_index = ", gid_index,
+                                                   " is out of range [-1 (automatic), ",
+                                                   kMaxGidIndex, "]"));
   }
   return absl::OkStatus();
 }
@@ -82,20 +81,18 @@ absl::Status ProviderOptions::Validate() const {
 absl::Status LinkModel::Validate() const {
   if (one_way_delay < absl::ZeroDuration() || one_way_delay > kMaxLinkDelay) {
     return absl::InvalidArgumentError(
-        absl::StrCat("LinkModel.one_way_delay = ",
-                     absl::FormatDuration(one_way_delay), " is out of range [0, ",
-                     absl::FormatDuration(kMaxLinkDelay), "]"));
+        absl::StrCat("LinkModel.one_way_delay = ", absl::FormatDuration(one_way_delay),
+                     " is out of range [0, ", absl::FormatDuration(kMaxLinkDelay), "]"));
   }
-  if (!std::isfinite(bandwidth_gbps) || bandwidth_gbps < 0 ||
-      bandwidth_gbps > kMaxBandwidthGbps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("LinkModel.bandwidth_gbps = ", bandwidth_gbps,
-                     " is out of range [0 (unlimited), ", kMaxBandwidthGbps, "]"));
+  if (!std::isfinite(bandwidth_gbps) || bandwidth_gbps < 0 || bandwidth_gbps > kMaxBandwidthGbps) {
+    return absl::InvalidArgumentError(absl::StrCat("LinkModel.bandwidth_gbps = ", bandwidth_gbps,
+                                                   " is out of range [0 (unlimited), ",
+                                                   kMaxBandwidthGbps, "]"));
   }
   if (jitter < absl::ZeroDuration() || jitter > kMaxLinkDelay) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LinkModel.jitter = ", absl::FormatDuration(jitter),
-        " is out of range [0, ", absl::FormatDuration(kMaxLinkDelay), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinkModel.jitter = ", absl::FormatDuration(jitter), " is out of range [0, ",
+                     absl::FormatDuration(kMaxLinkDelay), "]"));
   }
   return absl::OkStatus();
 }
@@ -123,14 +120,14 @@ absl::StatusOr<LinkModel> ParseLinkModel(const std::string& spec) {
   double gbps = 0;
   if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &delay_us) ||
       !absl::SimpleAtod(parts[1], &gbps)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "link model \"", spec,
-        "\" is neither a preset (none, 10km-25g, 100km-10g, 1000km-1g) nor "
-        "DELAY_US:GBPS such as 50:25"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("link model \"", spec,
+                     "\" is neither a preset (none, 10km-25g, 100km-10g, 1000km-1g) nor "
+                     "DELAY_US:GBPS such as 50:25"));
   }
   if (!std::isfinite(delay_us) || delay_us < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "link model \"", spec, "\": delay ", delay_us, " us must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("link model \"", spec, "\": delay ", delay_us, " us must be >= 0"));
   }
   model.one_way_delay = absl::Nanoseconds(std::llround(delay_us * 1000.0));
   model.bandwidth_gbps = gbps;
@@ -144,48 +141,39 @@ absl::StatusOr<LinkModel> ParseLinkModel(const std::string& spec) {
 
 absl::Status FaultOptions::Validate() const {
   if (stall_for < absl::ZeroDuration() || stall_for > kMaxLinkDelay) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FaultOptions.stall_for = ", absl::FormatDuration(stall_for),
-        " is out of range [0, ", absl::FormatDuration(kMaxLinkDelay), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FaultOptions.stall_for = ", absl::FormatDuration(stall_for),
+                     " is out of range [0, ", absl::FormatDuration(kMaxLinkDelay), "]"));
   }
   if (stall_after_ops != 0 && stall_for == absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FaultOptions.stall_after_ops = ", stall_after_ops,
-        " needs a stall_for > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FaultOptions.stall_after_ops = ", stall_after_ops, " needs a stall_for > 0"));
   }
-  if (tear != TearMode::kNone && tear != TearMode::kPrefix &&
-      tear != TearMode::kOutOfOrder) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FaultOptions.tear = ", static_cast<int>(tear), " is not a TearMode"));
+  if (tear != TearMode::kNone && tear != TearMode::kPrefix && tear != TearMode::kOutOfOrder) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FaultOptions.tear = ", static_cast<int>(tear), " is not a TearMode"));
   }
   return absl::OkStatus();
 }
 
 absl::Status QueuePairOptions::Validate() const {
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_send_wr", max_send_wr, 1,
-                             kMaxQueueDepth));
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_recv_wr", max_recv_wr, 0,
-                             kMaxQueueDepth));
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_rd_atomic", max_rd_atomic,
-                             1, kMaxRdAtomic));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_send_wr", max_send_wr, 1, kMaxQueueDepth));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_recv_wr", max_recv_wr, 0, kMaxQueueDepth));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.max_rd_atomic", max_rd_atomic, 1, kMaxRdAtomic));
   if (max_inline_data > kMaxInlineData) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "QueuePairOptions.max_inline_data = ", max_inline_data,
-        " is out of range [0, ", kMaxInlineData, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("QueuePairOptions.max_inline_data = ", max_inline_data,
+                     " is out of range [0, ", kMaxInlineData, "]"));
   }
   if (connect_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("QueuePairOptions.connect_timeout = ",
-                     absl::FormatDuration(connect_timeout), " must be > 0"));
+        absl::StrCat("QueuePairOptions.connect_timeout = ", absl::FormatDuration(connect_timeout),
+                     " must be > 0"));
   }
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.ack_timeout", ack_timeout, 0,
-                             kMaxAckTimeout));
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.retry_cnt", retry_cnt, 0,
-                             kMaxRetryCount));
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.rnr_retry", rnr_retry, 0,
-                             kMaxRetryCount));
-  RETURN_IF_ERROR(CheckRange("QueuePairOptions.min_rnr_timer", min_rnr_timer,
-                             0, kMaxMinRnrTimer));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.ack_timeout", ack_timeout, 0, kMaxAckTimeout));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.retry_cnt", retry_cnt, 0, kMaxRetryCount));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.rnr_retry", rnr_retry, 0, kMaxRetryCount));
+  RETURN_IF_ERROR(CheckRange("QueuePairOptions.min_rnr_timer", min_rnr_timer, 0, kMaxMinRnrTimer));
   RETURN_IF_ERROR(link.Validate());
   return faults.Validate();
 }

@@ -64,16 +64,15 @@ enum class TearMode : uint8_t {
 // Faults (soft provider only, for tests). Counters are per queue pair and
 // count requests this side sends.
 struct FaultOptions {
-  uint64_t drop_after_ops = 0;    // 0: never. Drop the connection after N ops
-  uint64_t drop_after_bytes = 0;  // 0: never. ... after N payload bytes
-  uint64_t stall_after_ops = 0;   // 0: never. Hold later requests ...
+  uint64_t drop_after_ops = 0;                      // 0: never. Drop the connection after N ops
+  uint64_t drop_after_bytes = 0;                    // 0: never. ... after N payload bytes
+  uint64_t stall_after_ops = 0;                     // 0: never. Hold later requests ...
   absl::Duration stall_for = absl::ZeroDuration();  // ... for this long
   TearMode tear = TearMode::kNone;
   uint64_t tear_op_index = 0;  // which WRITE (0-based, by post order) to tear
 
   bool enabled() const {
-    return drop_after_ops || drop_after_bytes || stall_after_ops ||
-           tear != TearMode::kNone;
+    return drop_after_ops || drop_after_bytes || stall_after_ops || tear != TearMode::kNone;
   }
   absl::Status Validate() const;
 };
@@ -94,8 +93,8 @@ struct QueuePairOptions {
   int rnr_retry = 7;
   int min_rnr_timer = 12;  // 0.64 ms
 
-  LinkModel link;      // soft only
-  FaultOptions faults; // soft only
+  LinkModel link;       // soft only
+  FaultOptions faults;  // soft only
 
   absl::Status Validate() const;
 };

@@ -61,8 +61,8 @@ TEST(LinkModelTest, ParsesDelayAndBandwidth) {
 }
 
 TEST(LinkModelTest, RefusesMalformedSpecsNamingThem) {
-  for (const char* spec : {"fast", "50", "50:", ":25", "a:b", "50:25:1",
-                           "-5:10", "50:-1", "50:1e9", "1e12:1"}) {
+  for (const char* spec :
+       {"fast", "50", "50:", ":25", "a:b", "50:25:1", "-5:10", "50:-1", "50:1e9", "1e12:1"}) {
     auto model = ParseLinkModel(spec);
     EXPECT_FALSE(model.ok()) << spec;
     EXPECT_THAT(model.status().message(), HasSubstr(spec));

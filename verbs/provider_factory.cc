@@ -13,8 +13,7 @@
 
 namespace dreplay::verbs {
 
-absl::StatusOr<std::unique_ptr<Provider>> CreateProvider(
-    const ProviderOptions& options) {
+absl::StatusOr<std::unique_ptr<Provider>> CreateProvider(const ProviderOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   switch (options.kind) {
     case ProviderKind::kSoft:
@@ -29,17 +28,15 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateProvider(
     LOG(INFO) << "provider auto: using soft (" << why << ")";
     return CreateSoftProvider(options);
   }
-  absl::StatusOr<std::unique_ptr<Provider>> ibverbs =
-      CreateIbverbsProvider(options);
+  absl::StatusOr<std::unique_ptr<Provider>> ibverbs = CreateIbverbsProvider(options);
   if (ibverbs.ok()) {
     LOG(INFO) << "provider auto: using ibverbs (" << why << ")";
     return ibverbs;
   }
   // A device is listed but unusable (no active port, no usable GID): the
   // software provider still gives the same semantics.
-  LOG(WARNING) << "provider auto: using soft: an RDMA device is present ("
-               << why << ") but the ibverbs provider failed: "
-               << ibverbs.status();
+  LOG(WARNING) << "provider auto: using soft: an RDMA device is present (" << why
+               << ") but the ibverbs provider failed: " << ibverbs.status();
   return CreateSoftProvider(options);
 }
 

@@ -29,8 +29,7 @@ TEST(CreateProviderTest, AutoPicksIbverbsOnlyWhenADeviceIsPresent) {
     EXPECT_EQ((*provider)->name(), "soft") << why;
   } else {
     // A listed device may still be unusable (no active port): then soft.
-    EXPECT_TRUE((*provider)->name() == "ibverbs" ||
-                (*provider)->name() == "soft");
+    EXPECT_TRUE((*provider)->name() == "ibverbs" || (*provider)->name() == "soft");
   }
 }
 
@@ -46,8 +45,7 @@ TEST(CreateProviderTest, InvalidOptionsAreRefused) {
   ProviderOptions options;
   options.kind = ProviderKind::kSoft;
   options.ib_port = 0;
-  EXPECT_EQ(CreateProvider(options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateProvider(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -35,10 +35,8 @@ int PollTimeoutMs(absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
   if (left == absl::InfiniteDuration()) return -1;
-  return static_cast<int>(
-      std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(
-                            left, absl::Milliseconds(1))),
-                        1 << 30));
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
 }
 
 absl::Status SetNonBlocking(int fd) {
@@ -65,8 +63,7 @@ std::string FormatAddress(const sockaddr* sa) {
 }
 
 // Resolves host:port into addresses for a TCP socket; `passive` for bind().
-absl::StatusOr<addrinfo*> Resolve(const std::string& host, uint16_t port,
-                                  bool passive) {
+absl::StatusOr<addrinfo*> Resolve(const std::string& host, uint16_t port, bool passive) {
   addrinfo hints;
   std::memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -78,8 +75,8 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, uint16_t port,
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(node, service.c_str(), &hints, &result);
   if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot resolve \"", host, ":", port, "\": ", gai_strerror(rc)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve \"", host, ":", port, "\": ", gai_strerror(rc)));
   }
   return result;
 }
@@ -114,19 +111,18 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, int cancel_fd,
 // TcpConnection
 // ---------------------------------------------------------------------------
 
-TcpConnection::TcpConnection(int fd, std::string peer)
-    : fd_(fd), peer_(std::move(peer)) {}
+TcpConnection::TcpConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
 TcpConnection::~TcpConnection() { close(fd_); }
 
-absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
-    const std::string& host, uint16_t port, absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(const std::string& host,
+                                                                      uint16_t port,
+                                                                      absl::Time deadline) {
   ASSIGN_OR_RETURN(addrinfo * addresses, Resolve(host, port, false));
-  absl::Status last = absl::UnavailableError(
-      absl::StrCat("connect to ", host, ":", port, ": no address"));
+  absl::Status last =
+      absl::UnavailableError(absl::StrCat("connect to ", host, ":", port, ": no address"));
   for (addrinfo* ai = addresses; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
-                          ai->ai_protocol);
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last = ErrnoStatus(errno, "socket");
       continue;
@@ -135,8 +131,7 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
     absl::Status status = SetNonBlocking(fd);
     if (status.ok() && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno == EINPROGRESS) {
-        status = WaitFor(fd, POLLOUT, deadline, -1,
-                         absl::StrCat("connect to ", peer));
+        status = WaitFor(fd, POLLOUT, deadline, -1, absl::StrCat("connect to ", peer));
         if (status.ok()) {
           int error = 0;
           socklen_t len = sizeof(error);
@@ -162,8 +157,7 @@ absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(
   return last;
 }
 
-absl::Status TcpConnection::WriteAll(const char* data, size_t n,
-                                     absl::Time deadline) {
+absl::Status TcpConnection::WriteAll(const char* data, size_t n, absl::Time deadline) {
   while (n > 0) {
     const ssize_t sent = send(fd_, data, n, MSG_NOSIGNAL);
     if (sent > 0) {
@@ -173,18 +167,16 @@ absl::Status TcpConnection::WriteAll(const char* data, size_t n,
     }
     if (sent < 0 && errno == EINTR) continue;
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      RETURN_IF_ERROR(
-          WaitFor(fd_, POLLOUT, deadline, -1, absl::StrCat("send to ", peer_)));
+      RETURN_IF_ERROR(WaitFor(fd_, POLLOUT, deadline, -1, absl::StrCat("send to ", peer_)));
       continue;
     }
-    return absl::UnavailableError(absl::StrCat(
-        "send to ", peer_, ": ", std::strerror(sent < 0 ? errno : EPIPE)));
+    return absl::UnavailableError(
+        absl::StrCat("send to ", peer_, ": ", std::strerror(sent < 0 ? errno : EPIPE)));
   }
   return absl::OkStatus();
 }
 
-absl::Status TcpConnection::ReadAll(char* data, size_t n, absl::Time deadline,
-                                    int cancel_fd) {
+absl::Status TcpConnection::ReadAll(char* data, size_t n, absl::Time deadline, int cancel_fd) {
   while (n > 0) {
     const ssize_t got = recv(fd_, data, n, 0);
     if (got > 0) {
@@ -198,18 +190,16 @@ absl::Status TcpConnection::ReadAll(char* data, size_t n, absl::Time deadline,
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      RETURN_IF_ERROR(WaitFor(fd_, POLLIN, deadline, cancel_fd,
-                              absl::StrCat("receive from ", peer_)));
+      RETURN_IF_ERROR(
+          WaitFor(fd_, POLLIN, deadline, cancel_fd, absl::StrCat("receive from ", peer_)));
       continue;
     }
-    return absl::UnavailableError(
-        absl::StrCat("receive from ", peer_, ": ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("receive from ", peer_, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
 
-absl::Status TcpConnection::SendFrame(absl::string_view data,
-                                      absl::Time deadline) {
+absl::Status TcpConnection::SendFrame(absl::string_view data, absl::Time deadline) {
   if (data.size() > UINT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("frame of ", data.size(), " bytes is too large"));
@@ -221,17 +211,15 @@ absl::Status TcpConnection::SendFrame(absl::string_view data,
   return WriteAll(frame.data(), frame.size(), deadline);
 }
 
-absl::StatusOr<std::string> TcpConnection::ReceiveFrame(size_t max_bytes,
-                                                        absl::Time deadline,
+absl::StatusOr<std::string> TcpConnection::ReceiveFrame(size_t max_bytes, absl::Time deadline,
                                                         int cancel_fd) {
   uint32_t length = 0;
-  RETURN_IF_ERROR(ReadAll(reinterpret_cast<char*>(&length), kFrameHeaderBytes,
-                          deadline, cancel_fd));
+  RETURN_IF_ERROR(
+      ReadAll(reinterpret_cast<char*>(&length), kFrameHeaderBytes, deadline, cancel_fd));
   length = ntohl(length);
   if (length > max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("frame from ", peer_, " announces ", length,
-                     " bytes, more than the limit of ", max_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("frame from ", peer_, " announces ", length,
+                                                   " bytes, more than the limit of ", max_bytes));
   }
   std::string data(length, '\0');
   RETURN_IF_ERROR(ReadAll(data.data(), length, deadline, cancel_fd));
@@ -242,8 +230,7 @@ absl::StatusOr<std::string> TcpConnection::ReceiveFrame(size_t max_bytes,
 // TcpListenSocket
 // ---------------------------------------------------------------------------
 
-TcpListenSocket::TcpListenSocket(int fd, int event_fd, std::string host,
-                                 uint16_t port)
+TcpListenSocket::TcpListenSocket(int fd, int event_fd, std::string host, uint16_t port)
     : fd_(fd), event_fd_(event_fd), host_(std::move(host)), port_(port) {}
 
 TcpListenSocket::~TcpListenSocket() {
@@ -251,14 +238,13 @@ TcpListenSocket::~TcpListenSocket() {
   close(event_fd_);
 }
 
-absl::StatusOr<std::unique_ptr<TcpListenSocket>> TcpListenSocket::Listen(
-    const std::string& host, uint16_t port) {
+absl::StatusOr<std::unique_ptr<TcpListenSocket>> TcpListenSocket::Listen(const std::string& host,
+                                                                         uint16_t port) {
   ASSIGN_OR_RETURN(addrinfo * addresses, Resolve(host, port, true));
-  absl::Status last = absl::InvalidArgumentError(
-      absl::StrCat("listen on ", host, ":", port, ": no address"));
+  absl::Status last =
+      absl::InvalidArgumentError(absl::StrCat("listen on ", host, ":", port, ": no address"));
   for (addrinfo* ai = addresses; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
-                          ai->ai_protocol);
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last = ErrnoStatus(errno, "socket");
       continue;
@@ -279,8 +265,7 @@ absl::StatusOr<std::unique_ptr<TcpListenSocket>> TcpListenSocket::Listen(
     absl::Status status = SetNonBlocking(fd);
     sockaddr_storage bound;
     socklen_t len = sizeof(bound);
-    if (status.ok() &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    if (status.ok() && getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
       status = ErrnoStatus(errno, absl::StrCat(where, ": getsockname"));
     }
     const int event_fd = status.ok() ? eventfd(0, EFD_CLOEXEC) : -1;
@@ -292,32 +277,28 @@ absl::StatusOr<std::unique_ptr<TcpListenSocket>> TcpListenSocket::Listen(
       last = status;
       continue;
     }
-    const uint16_t bound_port =
-        bound.ss_family == AF_INET6
-            ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-            : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    const uint16_t bound_port = bound.ss_family == AF_INET6
+                                    ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     freeaddrinfo(addresses);
-    return std::unique_ptr<TcpListenSocket>(
-        new TcpListenSocket(fd, event_fd, host, bound_port));
+    return std::unique_ptr<TcpListenSocket>(new TcpListenSocket(fd, event_fd, host, bound_port));
   }
   freeaddrinfo(addresses);
   return last;
 }
 
-absl::StatusOr<std::unique_ptr<TcpConnection>> TcpListenSocket::Accept(
-    absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<TcpConnection>> TcpListenSocket::Accept(absl::Time deadline) {
   const std::string what = absl::StrCat("accept on ", host_, ":", port_);
   for (;;) {
     if (is_shutdown()) return absl::CancelledError(what + ": shut down");
     sockaddr_storage addr;
     socklen_t len = sizeof(addr);
-    const int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len,
-                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int fd =
+        accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      return std::make_unique<TcpConnection>(
-          fd, FormatAddress(reinterpret_cast<sockaddr*>(&addr)));
+      return std::make_unique<TcpConnection>(fd, FormatAddress(reinterpret_cast<sockaddr*>(&addr)));
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {

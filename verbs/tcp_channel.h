@@ -51,8 +51,8 @@ class TcpConnection {
  public:
   // Connects to host:port (numeric or resolvable name). Blocks until
   // connected or `deadline`. kUnavailable when nobody listens.
-  static absl::StatusOr<std::unique_ptr<TcpConnection>> Connect(
-      const std::string& host, uint16_t port, absl::Time deadline);
+  static absl::StatusOr<std::unique_ptr<TcpConnection>> Connect(const std::string& host,
+                                                                uint16_t port, absl::Time deadline);
 
   // Takes ownership of a connected socket `fd`; `peer` is "host:port".
   TcpConnection(int fd, std::string peer);
@@ -66,8 +66,7 @@ class TcpConnection {
   // Receives one frame of at most `max_bytes`. Blocks until it has arrived,
   // `deadline` passes, or `cancel_fd` (if >= 0) becomes readable. A frame
   // over the limit is kInvalidArgument (its bytes are not read).
-  absl::StatusOr<std::string> ReceiveFrame(size_t max_bytes,
-                                           absl::Time deadline,
+  absl::StatusOr<std::string> ReceiveFrame(size_t max_bytes, absl::Time deadline,
                                            int cancel_fd = -1);
 
   // "host:port" of the other end.
@@ -76,8 +75,7 @@ class TcpConnection {
 
  private:
   absl::Status WriteAll(const char* data, size_t n, absl::Time deadline);
-  absl::Status ReadAll(char* data, size_t n, absl::Time deadline,
-                       int cancel_fd);
+  absl::Status ReadAll(char* data, size_t n, absl::Time deadline, int cancel_fd);
 
   const int fd_;
   const std::string peer_;
@@ -88,8 +86,8 @@ class TcpListenSocket {
  public:
   // Binds host:port (port 0: the OS picks one; host "" or "0.0.0.0": all
   // IPv4 interfaces) and listens.
-  static absl::StatusOr<std::unique_ptr<TcpListenSocket>> Listen(
-      const std::string& host, uint16_t port);
+  static absl::StatusOr<std::unique_ptr<TcpListenSocket>> Listen(const std::string& host,
+                                                                 uint16_t port);
 
   ~TcpListenSocket();
   TcpListenSocket(const TcpListenSocket&) = delete;

@@ -42,21 +42,14 @@ struct WcStatusRow {
 };
 constexpr WcStatusRow kWcStatusRows[] = {
     {WcStatus::kSuccess, "SUCCESS", absl::StatusCode::kOk},
-    {WcStatus::kLocalLengthError, "LOCAL_LENGTH_ERROR",
-     absl::StatusCode::kInvalidArgument},
-    {WcStatus::kLocalProtectionError, "LOCAL_PROTECTION_ERROR",
-     absl::StatusCode::kInvalidArgument},
+    {WcStatus::kLocalLengthError, "LOCAL_LENGTH_ERROR", absl::StatusCode::kInvalidArgument},
+    {WcStatus::kLocalProtectionError, "LOCAL_PROTECTION_ERROR", absl::StatusCode::kInvalidArgument},
     {WcStatus::kFlushed, "FLUSHED", absl::StatusCode::kAborted},
-    {WcStatus::kRemoteAccessError, "REMOTE_ACCESS_ERROR",
-     absl::StatusCode::kPermissionDenied},
-    {WcStatus::kRemoteInvalidRequest, "REMOTE_INVALID_REQUEST",
-     absl::StatusCode::kInvalidArgument},
-    {WcStatus::kRemoteOperationError, "REMOTE_OPERATION_ERROR",
-     absl::StatusCode::kInternal},
-    {WcStatus::kRetryExceeded, "RETRY_EXCEEDED",
-     absl::StatusCode::kUnavailable},
-    {WcStatus::kRnrRetryExceeded, "RNR_RETRY_EXCEEDED",
-     absl::StatusCode::kResourceExhausted},
+    {WcStatus::kRemoteAccessError, "REMOTE_ACCESS_ERROR", absl::StatusCode::kPermissionDenied},
+    {WcStatus::kRemoteInvalidRequest, "REMOTE_INVALID_REQUEST", absl::StatusCode::kInvalidArgument},
+    {WcStatus::kRemoteOperationError, "REMOTE_OPERATION_ERROR", absl::StatusCode::kInternal},
+    {WcStatus::kRetryExceeded, "RETRY_EXCEEDED", absl::StatusCode::kUnavailable},
+    {WcStatus::kRnrRetryExceeded, "RNR_RETRY_EXCEEDED", absl::StatusCode::kResourceExhausted},
     {WcStatus::kGeneralError, "GENERAL_ERROR", absl::StatusCode::kInternal},
 };
 
@@ -67,8 +60,7 @@ constexpr bool RowsFollowTheEnum() {
   return true;
 }
 static_assert(RowsFollowTheEnum(), "kWcStatusRows is indexed by WcStatus");
-static_assert(std::size(kWcStatusRows) ==
-                  static_cast<size_t>(WcStatus::kGeneralError) + 1,
+static_assert(std::size(kWcStatusRows) == static_cast<size_t>(WcStatus::kGeneralError) + 1,
               "a row for every WcStatus (kGeneralError is the last)");
 
 // The row of `s`; null for a value that is not a WcStatus.
@@ -86,12 +78,11 @@ const char* WcStatusName(WcStatus s) {
 
 absl::Status Completion::ToStatus() const {
   if (ok()) return absl::OkStatus();
-  std::string message = absl::StrCat(OpcodeName(opcode), " wr_id=", wr_id,
-                                     " failed: ", WcStatusName(status));
+  std::string message =
+      absl::StrCat(OpcodeName(opcode), " wr_id=", wr_id, " failed: ", WcStatusName(status));
   if (!detail.empty()) absl::StrAppend(&message, " (", detail, ")");
   const WcStatusRow* row = RowOf(status);
-  return absl::Status(row != nullptr ? row->code : absl::StatusCode::kInternal,
-                      message);
+  return absl::Status(row != nullptr ? row->code : absl::StatusCode::kInternal, message);
 }
 
 }  // namespace dreplay::verbs

@@ -199,8 +199,8 @@ class PendingConnection {
   // The peer's address "host:port", for logs.
   virtual std::string peer() const = 0;
   // Completes the connection; the peer's Connect() returns `reply`.
-  virtual absl::StatusOr<std::unique_ptr<QueuePair>> Accept(
-      const std::string& reply, const QueuePairOptions& options) = 0;
+  virtual absl::StatusOr<std::unique_ptr<QueuePair>> Accept(const std::string& reply,
+                                                            const QueuePairOptions& options) = 0;
   // Refuses the connection; the peer's Connect() fails with
   // kPermissionDenied and `reason` in its message.
   virtual void Reject(const std::string& reason) = 0;
@@ -215,8 +215,7 @@ class Listener {
   // Blocks up to `timeout` for the next peer. kDeadlineExceeded when none
   // came; kCancelled after Shutdown(). A peer that sends garbage or hangs up
   // during setup is logged and skipped, never returned.
-  virtual absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(
-      absl::Duration timeout) = 0;
+  virtual absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) = 0;
   // Wakes a blocked Accept() and makes later calls return kCancelled.
   virtual void Shutdown() = 0;
 };
@@ -235,27 +234,25 @@ class Provider {
 
   // Registers [addr, addr + length) with `access` (a mask of Access).
   // kInvalidArgument for a null or empty buffer or an unknown flag.
-  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
-      void* addr, size_t length, uint32_t access) = 0;
+  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                                       uint32_t access) = 0;
 
   // Listens on host:port (port 0: the OS picks one).
-  virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(
-      const std::string& host, uint16_t port) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(const std::string& host,
+                                                           uint16_t port) = 0;
 
   // Connects to a listener, sending `payload`; blocks up to
   // options.connect_timeout. kUnavailable when nobody listens or the peer
   // goes away, kPermissionDenied when the peer rejects (its reason in the
   // message), kDeadlineExceeded on timeout.
-  virtual absl::StatusOr<Connection> Connect(const std::string& host,
-                                             uint16_t port,
+  virtual absl::StatusOr<Connection> Connect(const std::string& host, uint16_t port,
                                              const std::string& payload,
                                              const QueuePairOptions& options) = 0;
 };
 
 // Creates the provider that options.kind names. kAuto picks ibverbs when an
 // RDMA device is present and soft otherwise, and logs the choice.
-absl::StatusOr<std::unique_ptr<Provider>> CreateProvider(
-    const ProviderOptions& options);
+absl::StatusOr<std::unique_ptr<Provider>> CreateProvider(const ProviderOptions& options);
 
 // True if libibverbs sees at least one RDMA device on this host. `why` (if
 // given) receives a one-line explanation either way.

@@ -24,8 +24,7 @@ TEST(OpcodeNameTest, NamesEveryOpcode) {
 
 TEST(WcStatusNameTest, NamesEveryStatus) {
   EXPECT_STREQ(WcStatusName(WcStatus::kSuccess), "SUCCESS");
-  EXPECT_STREQ(WcStatusName(WcStatus::kRemoteAccessError),
-               "REMOTE_ACCESS_ERROR");
+  EXPECT_STREQ(WcStatusName(WcStatus::kRemoteAccessError), "REMOTE_ACCESS_ERROR");
   EXPECT_STREQ(WcStatusName(WcStatus::kFlushed), "FLUSHED");
   EXPECT_STREQ(WcStatusName(static_cast<WcStatus>(99)), "UNKNOWN_STATUS");
 }

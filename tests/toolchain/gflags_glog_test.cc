@@ -12,8 +12,8 @@ DEFINE_string(toolchain_name, "none", "a test flag");
 namespace {
 
 TEST(GflagsToolchainTest, ParsesFlagsAndLeavesPositionalArguments) {
-  std::vector<std::string> args = {"prog", "--toolchain_depth=16",
-                                   "--toolchain_name=rc", "positional"};
+  std::vector<std::string> args = {"prog", "--toolchain_depth=16", "--toolchain_name=rc",
+                                   "positional"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   int argc = static_cast<int>(argv.size());
@@ -33,9 +33,9 @@ TEST(GflagsToolchainTest, RejectsAnUnparsableValue) {
 
 class CapturingSink : public google::LogSink {
  public:
-  void send(google::LogSeverity severity, const char* full_filename,
-            const char* base_filename, int line, const struct ::tm* tm_time,
-            const char* message, size_t message_len) override {
+  void send(google::LogSeverity severity, const char* full_filename, const char* base_filename,
+            int line, const struct ::tm* tm_time, const char* message,
+            size_t message_len) override {
     messages.emplace_back(message, message_len);
     severities.push_back(severity);
   }

@@ -16,8 +16,7 @@ TEST(IbverbsToolchainTest, EnumeratesDevicesOrReportsNone) {
   ibv_device** list = ibv_get_device_list(&num_devices);
   if (list == nullptr) {
     // No kernel support at all (ENOSYS) or no permission: same as no device.
-    GTEST_SKIP() << "no RDMA device: ibv_get_device_list failed: "
-                 << std::strerror(errno);
+    GTEST_SKIP() << "no RDMA device: ibv_get_device_list failed: " << std::strerror(errno);
   }
   ASSERT_GE(num_devices, 0);
   if (num_devices == 0) {

@@ -26,17 +26,16 @@ constexpr char kErrorState[] = "queue pair is in the error state";
 
 }  // namespace
 
-Channel::Channel(Fd fd, const ChannelConfig& config,
-                 std::shared_ptr<RegionTable> regions)
+Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions)
     : fd_(std::move(fd)),
       config_(config),
       regions_(std::move(regions)),
       writer_(fd_.get(), config.link, config.link_seed),
       reader_(this),
-      requester_(config.max_send_wr, config.max_rd_atomic, config.faults,
-                 regions_.get(), &writer_, &completions_, this),
-      responder_(config.max_recv_wr, config.max_rd_atomic, config.description,
-                 regions_.get(), &writer_, &completions_, this) {}
+      requester_(config.max_send_wr, config.max_rd_atomic, config.faults, regions_.get(), &writer_,
+                 &completions_, this),
+      responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
+                 &writer_, &completions_, this) {}
 
 Channel::~Channel() = default;
 
@@ -49,8 +48,7 @@ absl::Status Channel::PostSend(absl::Span<const WorkRequest> wrs) {
   MutexLock lock(&mu_);
   if (state_ == QpState::kError || detached_) {
     for (const WorkRequest& wr : wrs) {
-      completions_.Push(
-          {wr.wr_id, wr.opcode, WcStatus::kFlushed, 0, 0, kErrorState});
+      completions_.Push({wr.wr_id, wr.opcode, WcStatus::kFlushed, 0, 0, kErrorState});
     }
     return absl::OkStatus();
   }
@@ -66,8 +64,7 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
   MutexLock lock(&mu_);
   if (state_ == QpState::kError || detached_) {
     for (const RecvRequest& rr : rrs) {
-      completions_.Push(
-          {rr.wr_id, Opcode::kRecv, WcStatus::kFlushed, 0, 0, kErrorState});
+      completions_.Push({rr.wr_id, Opcode::kRecv, WcStatus::kFlushed, 0, 0, kErrorState});
     }
     return absl::OkStatus();
   }
@@ -77,8 +74,7 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
 int Channel::Poll(absl::Span<Completion> out) { return completions_.Poll(out); }
 
 QpState Channel::state() const {
-  return failed_.load(std::memory_order_acquire) ? QpState::kError
-                                                 : QpState::kReady;
+  return failed_.load(std::memory_order_acquire) ? QpState::kError : QpState::kReady;
 }
 
 absl::Status Channel::error() const {
@@ -130,8 +126,7 @@ void Channel::OnNicStopped() {
   Unregister();
 }
 
-void Channel::OnDeregister(const MemoryRegion* mr, const char* begin,
-                           size_t length) {
+void Channel::OnDeregister(const MemoryRegion* mr, const char* begin, size_t length) {
   MutexLock lock(&mu_);
   WaitForPlacement();
   if (detached_) return;
@@ -143,8 +138,7 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin,
       responder_.Reject(h.seq, WcStatus::kRemoteAccessError,
                         "the memory region was deregistered during the WRITE");
     } else {
-      Fail(WcStatus::kLocalProtectionError,
-           "a local memory region was deregistered during a READ",
+      Fail(WcStatus::kLocalProtectionError, "a local memory region was deregistered during a READ",
            Teardown::kAfterQueued);
     }
   } else if (requester_.Uses(mr)) {
@@ -187,8 +181,7 @@ void Channel::ReadInput() {
       break;
     case FrameReader::End::kPeerClosed:
       if (state_ == QpState::kReady) {
-        Fail(WcStatus::kRetryExceeded, "the connection was closed by the peer",
-             Teardown::kAbort);
+        Fail(WcStatus::kRetryExceeded, "the connection was closed by the peer", Teardown::kAbort);
       }
       break;
     case FrameReader::End::kFailed:
@@ -238,8 +231,7 @@ void Channel::UpdateNextDue() {
   }
   next_wake_ns_.store(wake, std::memory_order_release);
   const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
-  if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr &&
-      !Nic::OnNicThread()) {
+  if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr && !Nic::OnNicThread()) {
     nic_->Wake();
   }
 }
@@ -274,12 +266,10 @@ void Channel::ProtocolError(const std::string& what) {
   responder_.ProtocolError(what);
 }
 
-void Channel::Fail(WcStatus first, const std::string& reason,
-                   Teardown teardown) {
+void Channel::Fail(WcStatus first, const std::string& reason, Teardown teardown) {
   if (state_ == QpState::kReady) {
     state_ = QpState::kError;
-    error_ = absl::Status(CodeOf(first),
-                          absl::StrCat(config_.description, ": ", reason));
+    error_ = absl::Status(CodeOf(first), absl::StrCat(config_.description, ": ", reason));
     VLOG(1) << config_.description << ": queue pair failed: " << reason;
     requester_.FlushAll(first, reason);
     responder_.FlushAll(reason);

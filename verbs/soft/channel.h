@@ -69,16 +69,15 @@ struct ChannelConfig {
   int max_recv_wr = 256;
   int max_rd_atomic = 16;  // negotiated: min of both sides
   uint32_t max_inline_data = 0;
-  LinkModel link;          // applied to the frames this side sends
+  LinkModel link;  // applied to the frames this side sends
   uint64_t link_seed = 1;
-  FaultOptions faults;     // applied to the requests this side sends
+  FaultOptions faults;      // applied to the requests this side sends
   std::string description;  // "local <-> peer"
 };
 
 class Channel final : private ChannelControl, private FrameReader::Handler {
  public:
-  Channel(Fd fd, const ChannelConfig& config,
-          std::shared_ptr<RegionTable> regions);
+  Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions);
   ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;

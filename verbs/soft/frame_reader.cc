@@ -28,8 +28,7 @@ constexpr size_t kMaxInputPerTurn = 4 << 20;
 
 }  // namespace
 
-FrameReader::FrameReader(Handler* handler)
-    : handler_(handler), buf_(new char[kInputBufferBytes]) {}
+FrameReader::FrameReader(Handler* handler) : handler_(handler), buf_(new char[kInputBufferBytes]) {}
 
 FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
   size_t budget = kMaxInputPerTurn;
@@ -37,8 +36,7 @@ FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
     ParseBuffered();
     if (closed_) break;
     ssize_t got;
-    if (phase_ == Phase::kPayload && begin_ == end_ &&
-        left_ >= kDirectReadBytes) {
+    if (phase_ == Phase::kPayload && begin_ == end_ && left_ >= kDirectReadBytes) {
       bool placed = false;
       got = ReceiveInPlace(fd, mu, &placed);
       if (got > 0 && !placed) continue;
@@ -172,8 +170,7 @@ void FrameReader::WaitForPlacement(Mutex* mu) {
 }
 
 bool FrameReader::PlacingInto(const char* begin, const char* end) const {
-  return phase_ == Phase::kPayload && dst_is_memory_ && dst_ >= begin &&
-         dst_ < end;
+  return phase_ == Phase::kPayload && dst_is_memory_ && dst_ >= begin && dst_ < end;
 }
 
 void FrameReader::Drain() {

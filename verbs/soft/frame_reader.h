@@ -60,8 +60,7 @@ class FrameReader {
     virtual PayloadTarget OnFrameHeader(const FrameHeader& header) = 0;
     // The frame's payload is in place (its header's target); `small` holds
     // it when the target was kSmall.
-    virtual void OnFrameComplete(const FrameHeader& header,
-                                 const char* small) = 0;
+    virtual void OnFrameComplete(const FrameHeader& header, const char* small) = 0;
 
    protected:
     ~Handler() = default;
@@ -80,8 +79,7 @@ class FrameReader {
   // their turn) and hands every complete header and payload to the
   // handler. Releases `mu` while it receives a large payload straight into
   // registered memory. After kPeerClosed or kFailed the reader is closed.
-  End Read(int fd, Mutex* mu, std::string* why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  End Read(int fd, Mutex* mu, std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Waits until Read() is not receiving into registered memory with `mu`
   // released; while the caller then holds `mu`, it cannot start to.
@@ -112,8 +110,7 @@ class FrameReader {
   // readv() of the pending payload straight into its destination, plus
   // the start of whatever follows it, with `mu` released. *placed is false
   // when the bytes were dropped because the queue pair failed meanwhile.
-  ssize_t ReceiveInPlace(int fd, Mutex* mu, bool* placed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  ssize_t ReceiveInPlace(int fd, Mutex* mu, bool* placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   Handler* const handler_;
   std::unique_ptr<char[]> buf_;

@@ -30,10 +30,8 @@ constexpr int64_t kMaxEarlyNs = 50000;
 FrameWriter::FrameWriter(int fd, const LinkModel& link, uint64_t link_seed)
     : fd_(fd), link_(link, link_seed) {}
 
-FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header,
-                                               const char* payload,
-                                               uint32_t length,
-                                               int64_t not_before) {
+FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const char* payload,
+                                               uint32_t length, int64_t not_before) {
   OutFrame& f = out_.emplace_back();
   std::memcpy(f.head, &header, sizeof(header));
   f.head_len = sizeof(header);
@@ -46,8 +44,7 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header,
   }
   f.is_request = IsRequest(static_cast<FrameType>(header.type));
   if (link_.enabled()) {
-    const LinkEmulator::Slot slot =
-        link_.Schedule(not_before, f.head_len + f.ref_len);
+    const LinkEmulator::Slot slot = link_.Schedule(not_before, f.head_len + f.ref_len);
     f.send_ns = std::max(slot.idle_arrival_ns, slot.arrival_ns - kMaxEarlyNs);
     f.slack_ns = slot.arrival_ns - f.send_ns;
   } else {
@@ -57,13 +54,12 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header,
   return f;
 }
 
-void FrameWriter::QueueRequest(const FrameHeader& header, const char* payload,
-                               uint32_t length, int64_t not_before) {
+void FrameWriter::QueueRequest(const FrameHeader& header, const char* payload, uint32_t length,
+                               int64_t not_before) {
   QueueFrame(header, payload, length, not_before);
 }
 
-void FrameWriter::QueueResponse(const FrameHeader& header, const char* payload,
-                                uint32_t length) {
+void FrameWriter::QueueResponse(const FrameHeader& header, const char* payload, uint32_t length) {
   if (close_queued_ || out_closed_) return;  // nobody will read it
   OutFrame& f = QueueFrame(header, payload, length, MonotonicNowNs());
   const auto type = static_cast<FrameType>(header.type);
@@ -127,9 +123,7 @@ FrameWriter::Stop FrameWriter::Flush(int64_t send_by, std::string* why) {
     iovec iov[kMaxIov];
     int n = 0;
     size_t bytes = 0;
-    for (size_t i = 0; i < out_.size() && n + 2 <= kMaxIov &&
-                       bytes < kMaxBytesPerSend;
-         ++i) {
+    for (size_t i = 0; i < out_.size() && n + 2 <= kMaxIov && bytes < kMaxBytesPerSend; ++i) {
       const OutFrame& f = out_[i];
       if (f.close_after) break;
       if (f.send_ns > send_by) break;

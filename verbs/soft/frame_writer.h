@@ -52,13 +52,12 @@ class FrameWriter {
   // `payload`, not sent before `not_before` (nor before the link emulator's
   // arrival time). A payload larger than kInlineCopyBytes is not copied: it
   // must stay valid until the frame is out or the output is closed.
-  void QueueRequest(const FrameHeader& header, const char* payload,
-                    uint32_t length, int64_t not_before);
+  void QueueRequest(const FrameHeader& header, const char* payload, uint32_t length,
+                    int64_t not_before);
   // Queues a response to the peer, to go now; dropped when a close is
   // queued or the output is closed (nobody would read it). A large payload
   // is registered memory: see MaterializeResponseRefs().
-  void QueueResponse(const FrameHeader& header, const char* payload,
-                     uint32_t length);
+  void QueueResponse(const FrameHeader& header, const char* payload, uint32_t length);
   // Ends the output after everything queued so far; `reason` is what
   // Flush() reports when it gets there.
   void QueueClose(int64_t not_before, const std::string& reason);
@@ -134,24 +133,23 @@ class FrameWriter {
       std::memcpy(owned.get(), ref, ref_len);
       ref = owned.get();
     }
-    static constexpr uint32_t kHeadCapacity =
-        sizeof(FrameHeader) + kInlineCopyBytes;
+    static constexpr uint32_t kHeadCapacity = sizeof(FrameHeader) + kInlineCopyBytes;
     int64_t send_ns = 0;   // not sent before this time
     int64_t slack_ns = 0;  // how much later it may go without harm
     uint32_t head_len = 0;
     uint32_t ref_len = 0;
-    uint64_t sent = 0;           // bytes of head + ref already written
-    bool is_request = false;     // false: a response to the peer
-    bool response_ref = false;   // `ref` is registered memory (READ response)
-    bool response = false;       // READ or atomic response (credit count)
-    bool close_after = false;    // shut the connection once this is out
+    uint64_t sent = 0;          // bytes of head + ref already written
+    bool is_request = false;    // false: a response to the peer
+    bool response_ref = false;  // `ref` is registered memory (READ response)
+    bool response = false;      // READ or atomic response (credit count)
+    bool close_after = false;   // shut the connection once this is out
     const char* ref = nullptr;
     std::unique_ptr<char[]> owned;  // a private copy that `ref` points into
     alignas(8) char head[kHeadCapacity];
   };
 
-  OutFrame& QueueFrame(const FrameHeader& header, const char* payload,
-                       uint32_t length, int64_t not_before);
+  OutFrame& QueueFrame(const FrameHeader& header, const char* payload, uint32_t length,
+                       int64_t not_before);
   // Marks the first `wrote` bytes of the queue as sent and releases the
   // frames that are complete.
   void Consume(size_t wrote);

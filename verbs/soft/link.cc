@@ -26,23 +26,18 @@ void UsePreciseTimers() {
 
 LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
     : enabled_(model.enabled()),
-      delay_ns_(std::max<int64_t>(
-          0, absl::ToInt64Nanoseconds(model.one_way_delay) - kHostPathNs)),
+      delay_ns_(std::max<int64_t>(0, absl::ToInt64Nanoseconds(model.one_way_delay) - kHostPathNs)),
       jitter_ns_(absl::ToInt64Nanoseconds(model.jitter)),
       ns_per_byte_(model.bandwidth_gbps > 0 ? 8.0 / model.bandwidth_gbps : 0.0),
       rng_(seed) {}
 
 LinkEmulator::Slot LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
-  const auto serialise =
-      static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
+  const auto serialise = static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
   const int64_t jitter =
-      jitter_ns_ > 0
-          ? std::uniform_int_distribution<int64_t>(0, jitter_ns_)(rng_)
-          : 0;
+      jitter_ns_ > 0 ? std::uniform_int_distribution<int64_t>(0, jitter_ns_)(rng_) : 0;
   const int64_t start = std::max(now_ns, link_free_ns_);
   link_free_ns_ = start + serialise;
-  last_arrival_ns_ =
-      std::max(link_free_ns_ + delay_ns_ + jitter, last_arrival_ns_);
+  last_arrival_ns_ = std::max(link_free_ns_ + delay_ns_ + jitter, last_arrival_ns_);
   const int64_t idle_arrival = now_ns + serialise + delay_ns_ + jitter;
   return Slot{last_arrival_ns_, std::min(idle_arrival, last_arrival_ns_)};
 }

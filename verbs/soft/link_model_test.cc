@@ -42,8 +42,7 @@ class SoftLinkModelTest : public ::testing::Test {
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = std::move(*pair);
     local_ = *MakeBuffer(client_.get(), bytes, kLocalWrite);
-    remote_ = *MakeBuffer(server_.get(), bytes,
-                          kLocalWrite | kRemoteRead | kRemoteWrite);
+    remote_ = *MakeBuffer(server_.get(), bytes, kLocalWrite | kRemoteRead | kRemoteWrite);
   }
 
   // Moves `total` bytes in `size`-byte requests with `depth` outstanding and
@@ -52,9 +51,8 @@ class SoftLinkModelTest : public ::testing::Test {
     QueuePair* qp = pair_.client.get();
     auto request = [&](uint64_t i) {
       const size_t offset = (i % depth) * size;
-      return op == Opcode::kRead
-                 ? Read(i, local_.get(), offset, size, *remote_, offset)
-                 : Write(i, local_.get(), offset, size, *remote_, offset);
+      return op == Opcode::kRead ? Read(i, local_.get(), offset, size, *remote_, offset)
+                                 : Write(i, local_.get(), offset, size, *remote_, offset);
     };
     const uint64_t count = total / size;
     uint64_t posted = 0;
@@ -135,8 +133,7 @@ TEST_F(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
   std::sort(plain.begin(), plain.end());
   const absl::Duration rtt = emulated.front();
   const absl::Duration host = plain.front();
-  const absl::Duration host_extra =
-      std::max(absl::ZeroDuration(), host - allowance);
+  const absl::Duration host_extra = std::max(absl::ZeroDuration(), host - allowance);
   std::printf(
       "fastest READ round trip %.1f us (model 1000 us); without a link model "
       "%.1f us\n",

@@ -31,8 +31,7 @@ thread_local bool tls_on_nic_thread = false;
 absl::StatusOr<std::unique_ptr<Nic>> Nic::Start(const std::string& name) {
   Fd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_fd.valid()) {
-    return absl::InternalError(
-        absl::StrCat("epoll_create1: ", strerror(errno)));
+    return absl::InternalError(absl::StrCat("epoll_create1: ", strerror(errno)));
   }
   Fd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd.valid()) {
@@ -44,8 +43,7 @@ absl::StatusOr<std::unique_ptr<Nic>> Nic::Start(const std::string& name) {
   if (epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev) != 0) {
     return absl::InternalError(absl::StrCat("epoll_ctl: ", strerror(errno)));
   }
-  std::unique_ptr<Nic> nic(
-      new Nic(name, std::move(epoll_fd), std::move(wake_fd)));
+  std::unique_ptr<Nic> nic(new Nic(name, std::move(epoll_fd), std::move(wake_fd)));
   nic->thread_ = std::thread([n = nic.get()] { n->Loop(); });
   // Visible in top and perf; a name longer than 15 bytes is refused, which
   // is harmless.
@@ -82,8 +80,7 @@ absl::StatusOr<uint64_t> Nic::Add(std::shared_ptr<Channel> channel) {
   {
     MutexLock lock(&mu_);
     if (stopped_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, ": the provider is shutting down"));
+      return absl::FailedPreconditionError(absl::StrCat(name_, ": the provider is shutting down"));
     }
     id = next_id_++;
     channels_.emplace(id, channel);
@@ -108,17 +105,13 @@ std::vector<std::shared_ptr<Channel>> Nic::Channels() const {
   return result;
 }
 
-void Nic::SetInterest(int fd, uint64_t id, uint32_t old_events,
-                      uint32_t new_events) {
+void Nic::SetInterest(int fd, uint64_t id, uint32_t old_events, uint32_t new_events) {
   epoll_event ev = {};
   ev.events = new_events;
   ev.data.u64 = id;
-  const int op = old_events == 0   ? EPOLL_CTL_ADD
-                 : new_events == 0 ? EPOLL_CTL_DEL
-                                   : EPOLL_CTL_MOD;
+  const int op = old_events == 0 ? EPOLL_CTL_ADD : new_events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
   if (epoll_ctl(epoll_fd_.get(), op, fd, &ev) != 0) {
-    LOG(ERROR) << name_ << ": epoll_ctl(" << op << ", fd " << fd
-               << "): " << strerror(errno);
+    LOG(ERROR) << name_ << ": epoll_ctl(" << op << ", fd " << fd << "): " << strerror(errno);
   }
 }
 
@@ -174,16 +167,13 @@ void Nic::Loop() {
       timeout.tv_nsec = sleep_ns % 1000000000;
       timeout_ptr = &timeout;
     }
-    int n = epoll_pwait2(epoll_fd_.get(), events, kMaxEvents, timeout_ptr,
-                         nullptr);
+    int n = epoll_pwait2(epoll_fd_.get(), events, kMaxEvents, timeout_ptr, nullptr);
     if (n < 0 && errno == ENOSYS) {
       // Kernels before 5.11: millisecond timeouts, rounded up.
-      const int ms =
-          timeout_ptr == nullptr
-              ? -1
-              : static_cast<int>((timeout.tv_sec * 1000000000 +
-                                  timeout.tv_nsec + 999999) /
-                                 1000000);
+      const int ms = timeout_ptr == nullptr
+                         ? -1
+                         : static_cast<int>(
+                               (timeout.tv_sec * 1000000000 + timeout.tv_nsec + 999999) / 1000000);
       n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, ms);
     }
     if (n < 0) {

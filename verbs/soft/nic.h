@@ -62,8 +62,7 @@ class Nic {
 
   // For channels: changes the epoll events of `fd` from `old_events` to
   // `new_events` (0: not registered).
-  void SetInterest(int fd, uint64_t id, uint32_t old_events,
-                   uint32_t new_events);
+  void SetInterest(int fd, uint64_t id, uint32_t old_events, uint32_t new_events);
   // Makes the thread look at its timers again.
   void Wake();
   // True on a NIC thread (which needs no Wake()).
@@ -82,8 +81,7 @@ class Nic {
   std::atomic<uint64_t> generation_{0};
 
   mutable Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Channel>> channels_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

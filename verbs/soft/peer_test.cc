@@ -41,12 +41,9 @@ using ::dreplay::verbs::testing::QpPair;
 using ::dreplay::verbs::testing::Read;
 using ::dreplay::verbs::testing::Write;
 
-constexpr uint32_t kAllRemote =
-    kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
+constexpr uint32_t kAllRemote = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
-std::string Bytes(const void* p, size_t n) {
-  return std::string(static_cast<const char*>(p), n);
-}
+std::string Bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
 
 HelloHeader ValidHello(uint32_t payload_length) {
   HelloHeader hello = {};
@@ -66,8 +63,7 @@ Fd RawConnect(uint16_t port) {
 
 void RawSend(const Fd& fd, const std::string& bytes) {
   // The peer may already have closed; that is part of some tests.
-  (void)SendAll(fd.get(), bytes.data(), bytes.size(),
-                absl::Now() + kTestTimeout);
+  (void)SendAll(fd.get(), bytes.data(), bytes.size(), absl::Now() + kTestTimeout);
 }
 
 // Reads until end of stream (or kTestTimeout); returns everything read.
@@ -113,13 +109,10 @@ class SoftPeerTest : public ::testing::Test {
     EXPECT_TRUE(qp.ok()) << qp.status();
     if (qp.ok()) *server_qp = std::move(*qp);
     ReplyHeader reply;
-    EXPECT_TRUE(soft::RecvAll(fd.get(), &reply, sizeof(reply),
-                              absl::Now() + kTestTimeout)
-                    .ok());
+    EXPECT_TRUE(soft::RecvAll(fd.get(), &reply, sizeof(reply), absl::Now() + kTestTimeout).ok());
     EXPECT_EQ(reply.verdict, static_cast<uint8_t>(SetupVerdict::kAccept));
     char ok[2];
-    EXPECT_TRUE(
-        soft::RecvAll(fd.get(), ok, 2, absl::Now() + kTestTimeout).ok());
+    EXPECT_TRUE(soft::RecvAll(fd.get(), ok, 2, absl::Now() + kTestTimeout).ok());
     return fd;
   }
 
@@ -132,8 +125,7 @@ class SoftPeerTest : public ::testing::Test {
       ASSERT_TRUE(qp.ok());
       bystander_server_ = std::move(*qp);
     });
-    auto connection =
-        client_->Connect("127.0.0.1", listener_->port(), "good", {});
+    auto connection = client_->Connect("127.0.0.1", listener_->port(), "good", {});
     accepting.join();
     ASSERT_TRUE(connection.ok()) << connection.status();
     auto local = *MakeBuffer(client_.get(), 64, kLocalWrite);
@@ -179,9 +171,8 @@ TEST_F(SoftPeerTest, ListenerSkipsGarbageAndAcceptsTheNextRealPeer) {
   garbage.push_back(RawConnect(listener_->port()));  // says nothing at all
 
   absl::StatusOr<Connection> real = absl::UnknownError("not run");
-  std::thread connector([&] {
-    real = client_->Connect("127.0.0.1", listener_->port(), "real peer", {});
-  });
+  std::thread connector(
+      [&] { real = client_->Connect("127.0.0.1", listener_->port(), "real peer", {}); });
   auto pending = listener_->Accept(kTestTimeout);
   ASSERT_TRUE(pending.ok()) << pending.status();
   EXPECT_EQ((*pending)->payload(), "real peer");
@@ -248,8 +239,7 @@ TEST_P(SoftPeerGarbageTest, EndsOnlyThatConnection) {
     size_t at = 0;
     FrameHeader h;
     std::memcpy(&h, reply.data(), sizeof(h));
-    while (h.type == static_cast<uint8_t>(FrameType::kAck) &&
-           at + 2 * sizeof(h) <= reply.size()) {
+    while (h.type == static_cast<uint8_t>(FrameType::kAck) && at + 2 * sizeof(h) <= reply.size()) {
       at += sizeof(h);
       std::memcpy(&h, reply.data() + at, sizeof(h));
     }
@@ -322,31 +312,23 @@ INSTANTIATE_TEST_SUITE_P(
                       return Frame(first, "abcd") + Frame(skipped, "efgh");
                     },
                     true, WcStatus::kRemoteInvalidRequest},
-        GarbageCase{"ResponseToNothing",
-                    [](const Buffer&) {
-                      return Frame(Header(FrameType::kReadResponse, 0, 8),
-                                   "12345678");
-                    },
-                    true, WcStatus::kRemoteInvalidRequest},
+        GarbageCase{
+            "ResponseToNothing",
+            [](const Buffer&) { return Frame(Header(FrameType::kReadResponse, 0, 8), "12345678"); },
+            true, WcStatus::kRemoteInvalidRequest},
         GarbageCase{"AckFromTheFuture",
-                    [](const Buffer&) {
-                      return Frame(Header(FrameType::kAck, 100, 0));
-                    },
-                    true, WcStatus::kRemoteInvalidRequest},
+                    [](const Buffer&) { return Frame(Header(FrameType::kAck, 100, 0)); }, true,
+                    WcStatus::kRemoteInvalidRequest},
         GarbageCase{"NakWithTooMuchText",
-                    [](const Buffer&) {
-                      return Frame(Header(FrameType::kNak, 0, 100000));
-                    },
-                    true, WcStatus::kRemoteInvalidRequest},
+                    [](const Buffer&) { return Frame(Header(FrameType::kNak, 0, 100000)); }, true,
+                    WcStatus::kRemoteInvalidRequest},
         GarbageCase{"TruncatedHeader",
                     [](const Buffer&) {
                       const FrameHeader h = Header(FrameType::kWrite, 0, 8);
                       return Bytes(&h, sizeof(h) / 2);
                     },
                     false, WcStatus::kSuccess}),
-    [](const ::testing::TestParamInfo<GarbageCase>& info) {
-      return info.param.name;
-    });
+    [](const ::testing::TestParamInfo<GarbageCase>& info) { return info.param.name; });
 
 // A peer that ignores its READ credits and never reads the responses is cut
 // off once more responses are queued than it was allowed to ask for.
@@ -356,8 +338,7 @@ TEST_F(SoftPeerTest, APeerExceedingItsReadCreditsIsCutOff) {
   ASSERT_NE(server_qp, nullptr);
   const size_t kBig = 1 << 20;
   std::vector<uint8_t> big(kBig);
-  auto big_region =
-      server_->RegisterMemory(big.data(), big.size(), kRemoteRead);
+  auto big_region = server_->RegisterMemory(big.data(), big.size(), kRemoteRead);
   ASSERT_TRUE(big_region.ok());
   std::string requests;
   for (uint64_t seq = 0; seq < 200; ++seq) {
@@ -370,8 +351,7 @@ TEST_F(SoftPeerTest, APeerExceedingItsReadCreditsIsCutOff) {
   RawSend(fd, requests);
   PollUntilError(server_qp.get());
   EXPECT_EQ(server_qp->state(), QpState::kError);
-  EXPECT_NE(server_qp->error().message().find("max_rd_atomic"),
-            std::string::npos)
+  EXPECT_NE(server_qp->error().message().find("max_rd_atomic"), std::string::npos)
       << server_qp->error();
   server_qp.reset();  // before the memory it reads from goes away
   ExpectBystanderWorks();

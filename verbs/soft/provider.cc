@@ -42,8 +42,7 @@ constexpr absl::Duration kRejectSendTimeout = absl::Seconds(1);
 constexpr uint64_t kAcceptorSeedSalt = 0x9e3779b97f4a7c15ULL;
 // ibv_qp_attr::max_rd_atomic is a uint8_t.
 constexpr uint32_t kMaxRdAtomicOnWire = 255;
-constexpr uint32_t kAllAccess =
-    kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
+constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
 // What memory regions, listeners and queue pairs share with their provider.
 struct Shared {
@@ -51,9 +50,8 @@ struct Shared {
   std::shared_ptr<Nic> nic;
 };
 
-ChannelConfig MakeConfig(const QueuePairOptions& options, int max_rd_atomic,
-                         const LinkModel& link, uint64_t link_seed,
-                         std::string description) {
+ChannelConfig MakeConfig(const QueuePairOptions& options, int max_rd_atomic, const LinkModel& link,
+                         uint64_t link_seed, std::string description) {
   ChannelConfig config;
   config.max_send_wr = options.max_send_wr;
   config.max_recv_wr = options.max_recv_wr;
@@ -68,13 +66,8 @@ ChannelConfig MakeConfig(const QueuePairOptions& options, int max_rd_atomic,
 
 class SoftMemoryRegion : public MemoryRegion {
  public:
-  SoftMemoryRegion(Shared shared, void* addr, size_t length, uint32_t access,
-                   uint32_t key)
-      : shared_(std::move(shared)),
-        addr_(addr),
-        length_(length),
-        access_(access),
-        key_(key) {}
+  SoftMemoryRegion(Shared shared, void* addr, size_t length, uint32_t access, uint32_t key)
+      : shared_(std::move(shared)), addr_(addr), length_(length), access_(access), key_(key) {}
 
   ~SoftMemoryRegion() override {
     shared_.regions->Remove(key_);
@@ -99,8 +92,7 @@ class SoftMemoryRegion : public MemoryRegion {
 
 class SoftQueuePair : public QueuePair {
  public:
-  SoftQueuePair(std::shared_ptr<Nic> nic, std::shared_ptr<Channel> channel,
-                uint64_t id)
+  SoftQueuePair(std::shared_ptr<Nic> nic, std::shared_ptr<Channel> channel, uint64_t id)
       : nic_(std::move(nic)), channel_(std::move(channel)), id_(id) {}
 
   ~SoftQueuePair() override {
@@ -118,15 +110,9 @@ class SoftQueuePair : public QueuePair {
   QpState state() const override { return channel_->state(); }
   absl::Status error() const override { return channel_->error(); }
   int max_send_wr() const override { return channel_->config().max_send_wr; }
-  int max_rd_atomic() const override {
-    return channel_->config().max_rd_atomic;
-  }
-  uint32_t max_inline_data() const override {
-    return channel_->config().max_inline_data;
-  }
-  std::string Describe() const override {
-    return channel_->config().description;
-  }
+  int max_rd_atomic() const override { return channel_->config().max_rd_atomic; }
+  uint32_t max_inline_data() const override { return channel_->config().max_inline_data; }
+  std::string Describe() const override { return channel_->config().description; }
 
  private:
   const std::shared_ptr<Nic> nic_;
@@ -134,13 +120,11 @@ class SoftQueuePair : public QueuePair {
   const uint64_t id_;
 };
 
-absl::StatusOr<std::unique_ptr<QueuePair>> MakeQueuePair(
-    const Shared& shared, Fd fd, const ChannelConfig& config) {
-  auto channel =
-      std::make_shared<Channel>(std::move(fd), config, shared.regions);
+absl::StatusOr<std::unique_ptr<QueuePair>> MakeQueuePair(const Shared& shared, Fd fd,
+                                                         const ChannelConfig& config) {
+  auto channel = std::make_shared<Channel>(std::move(fd), config, shared.regions);
   ASSIGN_OR_RETURN(const uint64_t id, shared.nic->Add(channel));
-  return std::unique_ptr<QueuePair>(
-      new SoftQueuePair(shared.nic, std::move(channel), id));
+  return std::unique_ptr<QueuePair>(new SoftQueuePair(shared.nic, std::move(channel), id));
 }
 
 std::string Describe(int fd) {
@@ -149,8 +133,8 @@ std::string Describe(int fd) {
 
 class SoftPendingConnection : public PendingConnection {
  public:
-  SoftPendingConnection(Shared shared, Fd fd, const HelloHeader& hello,
-                        std::string payload, std::string peer)
+  SoftPendingConnection(Shared shared, Fd fd, const HelloHeader& hello, std::string payload,
+                        std::string peer)
       : shared_(std::move(shared)),
         fd_(std::move(fd)),
         hello_(hello),
@@ -164,17 +148,16 @@ class SoftPendingConnection : public PendingConnection {
   const std::string& payload() const override { return payload_; }
   std::string peer() const override { return peer_; }
 
-  absl::StatusOr<std::unique_ptr<QueuePair>> Accept(
-      const std::string& reply, const QueuePairOptions& options) override {
+  absl::StatusOr<std::unique_ptr<QueuePair>> Accept(const std::string& reply,
+                                                    const QueuePairOptions& options) override {
     if (answered_) {
       return absl::FailedPreconditionError(
           absl::StrCat("connection from ", peer_, " was already answered"));
     }
     RETURN_IF_ERROR(options.Validate());
     if (reply.size() > kMaxSetupPayload) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reply payload of ", reply.size(), " bytes exceeds ",
-          kMaxSetupPayload));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reply payload of ", reply.size(), " bytes exceeds ", kMaxSetupPayload));
     }
     answered_ = true;
     ReplyHeader header = {};
@@ -185,24 +168,22 @@ class SoftPendingConnection : public PendingConnection {
     header.payload_length = static_cast<uint32_t>(reply.size());
     std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
     message += reply;
-    absl::Status sent = SendAll(fd_.get(), message.data(), message.size(),
-                                absl::Now() + options.connect_timeout);
+    absl::Status sent =
+        SendAll(fd_.get(), message.data(), message.size(), absl::Now() + options.connect_timeout);
     if (!sent.ok()) {
-      return absl::Status(sent.code(),
-                          absl::StrCat("accepting ", peer_, ": ", sent.message()));
+      return absl::Status(sent.code(), absl::StrCat("accepting ", peer_, ": ", sent.message()));
     }
     LinkModel link;
     link.one_way_delay = absl::Nanoseconds(hello_.link_delay_ns);
     link.jitter = absl::Nanoseconds(hello_.link_jitter_ns);
     link.bandwidth_gbps = hello_.link_bandwidth_gbps;
     link.seed = hello_.link_seed;
-    const int max_rd_atomic = std::min<int>(
-        options.max_rd_atomic, static_cast<int>(hello_.max_rd_atomic));
+    const int max_rd_atomic =
+        std::min<int>(options.max_rd_atomic, static_cast<int>(hello_.max_rd_atomic));
     const std::string description = Describe(fd_.get());
-    return MakeQueuePair(
-        shared_, std::move(fd_),
-        MakeConfig(options, max_rd_atomic, link,
-                   hello_.link_seed ^ kAcceptorSeedSalt, description));
+    return MakeQueuePair(shared_, std::move(fd_),
+                         MakeConfig(options, max_rd_atomic, link,
+                                    hello_.link_seed ^ kAcceptorSeedSalt, description));
   }
 
   void Reject(const std::string& reason) override {
@@ -216,8 +197,8 @@ class SoftPendingConnection : public PendingConnection {
     header.payload_length = static_cast<uint32_t>(text.size());
     std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
     message += text;
-    absl::Status sent = SendAll(fd_.get(), message.data(), message.size(),
-                                absl::Now() + kRejectSendTimeout);
+    absl::Status sent =
+        SendAll(fd_.get(), message.data(), message.size(), absl::Now() + kRejectSendTimeout);
     if (!sent.ok()) {
       VLOG(1) << "rejecting " << peer_ << ": " << sent;
     }
@@ -237,8 +218,8 @@ class SoftPendingConnection : public PendingConnection {
 
 class SoftListener : public Listener {
  public:
-  static absl::StatusOr<std::unique_ptr<Listener>> Create(
-      const Shared& shared, const std::string& host, uint16_t port) {
+  static absl::StatusOr<std::unique_ptr<Listener>> Create(const Shared& shared,
+                                                          const std::string& host, uint16_t port) {
     uint16_t bound = 0;
     ASSIGN_OR_RETURN(Fd fd, ListenTcp(host, port, &bound));
     Fd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -254,33 +235,27 @@ class SoftListener : public Listener {
   uint16_t port() const override { return port_; }
   std::string host() const override { return host_; }
 
-  absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(
-      absl::Duration timeout) override {
+  absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) override {
     MutexLock lock(&accept_mu_);
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
       if (shutdown_.load(std::memory_order_acquire)) {
-        return absl::CancelledError(
-            absl::StrCat("listener ", host_, ":", port_, " was shut down"));
+        return absl::CancelledError(absl::StrCat("listener ", host_, ":", port_, " was shut down"));
       }
       const absl::Time now = absl::Now();
       DropExpired(now);
       if (now >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("no connection on ", host_, ":", port_, " within ",
-                         absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(absl::StrCat("no connection on ", host_, ":", port_,
+                                                        " within ", absl::FormatDuration(timeout)));
       }
       absl::Time wake_at = deadline;
-      std::vector<pollfd> fds = {{listen_fd_.get(), POLLIN, 0},
-                                 {wake_fd_.get(), POLLIN, 0}};
+      std::vector<pollfd> fds = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
       for (const HalfOpen& h : half_open_) {
         fds.push_back({h.fd.get(), POLLIN, 0});
         wake_at = std::min(wake_at, h.deadline);
       }
       const int64_t wait_ms = std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(absl::Ceil(wake_at - now,
-                                               absl::Milliseconds(1))),
-          0, INT_MAX);
+          absl::ToInt64Milliseconds(absl::Ceil(wake_at - now, absl::Milliseconds(1))), 0, INT_MAX);
       const int rc = poll(fds.data(), fds.size(), static_cast<int>(wait_ms));
       if (rc < 0) {
         if (errno == EINTR) continue;
@@ -297,15 +272,14 @@ class SoftListener : public Listener {
           case HelloState::kNeedMore:
             break;
           case HelloState::kDrop:
-            LOG(WARNING) << "listener " << host_ << ":" << port_
-                         << ": dropping " << half_open_[i].peer << ": " << why;
+            LOG(WARNING) << "listener " << host_ << ":" << port_ << ": dropping "
+                         << half_open_[i].peer << ": " << why;
             finished.push_back(i);
             break;
           case HelloState::kComplete: {
             HalfOpen& h = half_open_[i];
-            ready = std::make_unique<SoftPendingConnection>(
-                shared_, std::move(h.fd), h.hello, std::move(h.payload),
-                h.peer);
+            ready = std::make_unique<SoftPendingConnection>(shared_, std::move(h.fd), h.hello,
+                                                            std::move(h.payload), h.peer);
             finished.push_back(i);
             break;
           }
@@ -338,8 +312,8 @@ class SoftListener : public Listener {
   };
   enum class HelloState { kNeedMore, kComplete, kDrop };
 
-  SoftListener(const Shared& shared, Fd listen_fd, Fd wake_fd,
-               const std::string& host, uint16_t port)
+  SoftListener(const Shared& shared, Fd listen_fd, Fd wake_fd, const std::string& host,
+               uint16_t port)
       : shared_(shared),
         listen_fd_(std::move(listen_fd)),
         wake_fd_(std::move(wake_fd)),
@@ -349,9 +323,8 @@ class SoftListener : public Listener {
   void DropExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(accept_mu_) {
     for (size_t i = half_open_.size(); i-- > 0;) {
       if (half_open_[i].deadline <= now) {
-        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": dropping "
-                     << half_open_[i].peer << ": no complete hello within "
-                     << absl::FormatDuration(kSetupTimeout);
+        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": dropping " << half_open_[i].peer
+                     << ": no complete hello within " << absl::FormatDuration(kSetupTimeout);
         half_open_.erase(half_open_.begin() + i);
       }
     }
@@ -362,9 +335,8 @@ class SoftListener : public Listener {
       Fd fd = AcceptTcp(listen_fd_.get());
       if (!fd.valid()) return;
       if (half_open_.size() >= kMaxHalfOpen) {
-        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": "
-                     << kMaxHalfOpen << " connections in setup; dropping "
-                     << half_open_.front().peer;
+        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": " << kMaxHalfOpen
+                     << " connections in setup; dropping " << half_open_.front().peer;
         half_open_.erase(half_open_.begin());
       }
       HalfOpen h;
@@ -419,18 +391,16 @@ class SoftListener : public Listener {
       return false;
     }
     if (hello.version != kWireVersion) {
-      *why = absl::StrCat("wire version ", hello.version, ", expected ",
-                          kWireVersion);
+      *why = absl::StrCat("wire version ", hello.version, ", expected ", kWireVersion);
       return false;
     }
     if (hello.payload_length > kMaxSetupPayload) {
-      *why = absl::StrCat("setup payload of ", hello.payload_length,
-                          " bytes exceeds ", kMaxSetupPayload);
+      *why = absl::StrCat("setup payload of ", hello.payload_length, " bytes exceeds ",
+                          kMaxSetupPayload);
       return false;
     }
     if (hello.max_rd_atomic < 1 || hello.max_rd_atomic > kMaxRdAtomicOnWire) {
-      *why = absl::StrCat("max_rd_atomic ", hello.max_rd_atomic,
-                          " is out of range");
+      *why = absl::StrCat("max_rd_atomic ", hello.max_rd_atomic, " is out of range");
       return false;
     }
     LinkModel link;
@@ -462,27 +432,22 @@ class SoftProvider : public Provider {
 
   std::string name() const override { return "soft"; }
 
-  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(
-      void* addr, size_t length, uint32_t access) override {
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                               uint32_t access) override {
     if (addr == nullptr || length == 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "cannot register a null or empty buffer (addr %p, length %u)", addr,
-          length));
+          "cannot register a null or empty buffer (addr %p, length %u)", addr, length));
     }
     if ((access & ~kAllAccess) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown access flags 0x", absl::Hex(access & ~kAllAccess)));
     }
-    if ((access & (kRemoteWrite | kRemoteAtomic)) != 0 &&
-        (access & kLocalWrite) == 0) {
+    if ((access & (kRemoteWrite | kRemoteAtomic)) != 0 && (access & kLocalWrite) == 0) {
       // libibverbs refuses this combination too (EINVAL).
-      return absl::InvalidArgumentError(
-          "remote write or atomic access needs kLocalWrite as well");
+      return absl::InvalidArgumentError("remote write or atomic access needs kLocalWrite as well");
     }
-    const uint32_t key =
-        shared_.regions->Add(static_cast<char*>(addr), length, access);
-    return std::unique_ptr<MemoryRegion>(
-        new SoftMemoryRegion(shared_, addr, length, access, key));
+    const uint32_t key = shared_.regions->Add(static_cast<char*>(addr), length, access);
+    return std::unique_ptr<MemoryRegion>(new SoftMemoryRegion(shared_, addr, length, access, key));
   }
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(const std::string& host,
@@ -495,9 +460,8 @@ class SoftProvider : public Provider {
                                      const QueuePairOptions& options) override {
     RETURN_IF_ERROR(options.Validate());
     if (payload.size() > kMaxSetupPayload) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "setup payload of ", payload.size(), " bytes exceeds ",
-          kMaxSetupPayload));
+      return absl::InvalidArgumentError(
+          absl::StrCat("setup payload of ", payload.size(), " bytes exceeds ", kMaxSetupPayload));
     }
     const std::string target = absl::StrCat(host, ":", port);
     const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -514,47 +478,38 @@ class SoftProvider : public Provider {
     hello.link_seed = options.link.seed;
     std::string message(reinterpret_cast<const char*>(&hello), sizeof(hello));
     message += payload;
-    absl::Status status =
-        SendAll(fd.get(), message.data(), message.size(), deadline);
+    absl::Status status = SendAll(fd.get(), message.data(), message.size(), deadline);
     ReplyHeader reply = {};
     if (status.ok()) status = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("connecting to ", target,
-                                                      ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("connecting to ", target, ": ", status.message()));
     }
-    const bool accepted =
-        reply.verdict == static_cast<uint8_t>(SetupVerdict::kAccept);
-    const bool rejected =
-        reply.verdict == static_cast<uint8_t>(SetupVerdict::kReject);
-    if (reply.magic != kSetupMagic || reply.version != kWireVersion ||
-        !(accepted || rejected) ||
-        reply.payload_length >
-            (accepted ? kMaxSetupPayload : kMaxRejectReason) ||
-        (accepted && (reply.max_rd_atomic < 1 ||
-                      reply.max_rd_atomic > kMaxRdAtomicOnWire))) {
-      return absl::UnavailableError(absl::StrCat(
-          "connecting to ", target, ": not a valid dreplay soft reply"));
+    const bool accepted = reply.verdict == static_cast<uint8_t>(SetupVerdict::kAccept);
+    const bool rejected = reply.verdict == static_cast<uint8_t>(SetupVerdict::kReject);
+    if (reply.magic != kSetupMagic || reply.version != kWireVersion || !(accepted || rejected) ||
+        reply.payload_length > (accepted ? kMaxSetupPayload : kMaxRejectReason) ||
+        (accepted && (reply.max_rd_atomic < 1 || reply.max_rd_atomic > kMaxRdAtomicOnWire))) {
+      return absl::UnavailableError(
+          absl::StrCat("connecting to ", target, ": not a valid dreplay soft reply"));
     }
     std::string reply_payload(reply.payload_length, '\0');
-    status = RecvAll(fd.get(), reply_payload.data(), reply_payload.size(),
-                     deadline);
+    status = RecvAll(fd.get(), reply_payload.data(), reply_payload.size(), deadline);
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("connecting to ", target,
-                                                      ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("connecting to ", target, ": ", status.message()));
     }
     if (rejected) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "connection to ", target,
-          " rejected: ", PrintablePeerText(reply_payload)));
+      return absl::PermissionDeniedError(
+          absl::StrCat("connection to ", target, " rejected: ", PrintablePeerText(reply_payload)));
     }
-    const int max_rd_atomic = std::min<int>(
-        options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));
+    const int max_rd_atomic =
+        std::min<int>(options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));
     const std::string description = Describe(fd.get());
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<QueuePair> qp,
-        MakeQueuePair(shared_, std::move(fd),
-                      MakeConfig(options, max_rd_atomic, options.link,
-                                 options.link.seed, description)));
+    ASSIGN_OR_RETURN(std::unique_ptr<QueuePair> qp,
+                     MakeQueuePair(shared_, std::move(fd),
+                                   MakeConfig(options, max_rd_atomic, options.link,
+                                              options.link.seed, description)));
     return Connection{std::move(qp), std::move(reply_payload)};
   }
 
@@ -565,8 +520,7 @@ class SoftProvider : public Provider {
 }  // namespace
 }  // namespace soft
 
-absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(
-    const ProviderOptions& options) {
+absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(const ProviderOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<soft::Nic> nic, soft::Nic::Start("soft"));
   soft::Shared shared;

@@ -66,8 +66,7 @@ namespace dreplay::verbs {
 // looked at (CreateProvider picks the provider). kInvalidArgument when
 // options fail Validate(); kInternal when the thread's epoll set cannot be
 // created.
-absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(
-    const ProviderOptions& options);
+absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(const ProviderOptions& options);
 
 }  // namespace dreplay::verbs
 

@@ -34,8 +34,7 @@ using ::dreplay::verbs::testing::Read;
 using ::dreplay::verbs::testing::Write;
 using ::testing::HasSubstr;
 
-constexpr uint32_t kAllRemote =
-    kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
+constexpr uint32_t kAllRemote = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
 void FillPattern(uint8_t* p, size_t n, uint32_t seed) {
   for (size_t i = 0; i < n; ++i) {
@@ -56,8 +55,7 @@ class SoftProviderTest : public ::testing::Test {
 
   QpPair Connect(const QueuePairOptions& client_options = {},
                  const QueuePairOptions& server_options = {}) {
-    auto pair = ConnectPair(client_.get(), server_.get(), client_options,
-                            server_options);
+    auto pair = ConnectPair(client_.get(), server_.get(), client_options, server_options);
     EXPECT_TRUE(pair.ok()) << pair.status();
     return pair.ok() ? std::move(*pair) : QpPair{};
   }
@@ -83,8 +81,7 @@ class SoftProviderTest : public ::testing::Test {
 TEST_F(SoftProviderTest, NameIsSoft) { EXPECT_EQ(client_->name(), "soft"); }
 
 TEST_F(SoftProviderTest, SetupCarriesPayloadBothWays) {
-  auto pair = ConnectPair(client_.get(), server_.get(), {}, {}, "from client",
-                          "from server");
+  auto pair = ConnectPair(client_.get(), server_.get(), {}, {}, "from client", "from server");
   ASSERT_TRUE(pair.ok()) << pair.status();
   EXPECT_EQ(pair->payload, "from client");
   EXPECT_EQ(pair->reply, "from server");
@@ -130,18 +127,16 @@ TEST_F(SoftProviderTest, WriteThenReadReturnsTheSameBytesForEverySize) {
   auto local = Make(client_.get(), 2 * kMax, kLocalWrite);
   auto remote = Make(server_.get(), kMax, kAllRemote);
   uint64_t id = 0;
-  for (uint32_t size : {1u, 7u, 64u, 256u, 257u, 4095u, 4096u, 65536u,
-                        static_cast<uint32_t>(kMax)}) {
+  for (uint32_t size :
+       {1u, 7u, 64u, 256u, 257u, 4095u, 4096u, 65536u, static_cast<uint32_t>(kMax)}) {
     SCOPED_TRACE(size);
     FillPattern(local->data(), size, size);
-    Completion w = RunOne(pair.client.get(),
-                          Write(++id, local.get(), 0, size, *remote, 0));
+    Completion w = RunOne(pair.client.get(), Write(++id, local.get(), 0, size, *remote, 0));
     EXPECT_TRUE(w.ok()) << w.ToStatus();
     EXPECT_EQ(w.opcode, Opcode::kWrite);
     EXPECT_EQ(w.wr_id, id);
     std::memset(local->data() + kMax, 0, size);
-    Completion r = RunOne(pair.client.get(),
-                          Read(++id, local.get(), kMax, size, *remote, 0));
+    Completion r = RunOne(pair.client.get(), Read(++id, local.get(), kMax, size, *remote, 0));
     EXPECT_TRUE(r.ok()) << r.ToStatus();
     EXPECT_EQ(r.opcode, Opcode::kRead);
     EXPECT_EQ(r.byte_len, size);
@@ -168,12 +163,9 @@ TEST_F(SoftProviderTest, ManyWritesPostedTogetherAllLand) {
   EXPECT_TRUE(done[0].ok());
   EXPECT_EQ(done[0].wr_id, static_cast<uint64_t>(kCount - 1));
   Completion r = RunOne(pair.client.get(),
-                        Read(1000, local.get(), kCount * kSize, kCount * kSize,
-                             *remote, 0));
+                        Read(1000, local.get(), kCount * kSize, kCount * kSize, *remote, 0));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(std::memcmp(local->data(), local->data() + kCount * kSize,
-                        kCount * kSize),
-            0);
+  EXPECT_EQ(std::memcmp(local->data(), local->data() + kCount * kSize, kCount * kSize), 0);
   // Unsignalled successes leave nothing behind.
   Completion extra[4];
   EXPECT_EQ(pair.client->Poll(absl::MakeSpan(extra)), 0);
@@ -186,8 +178,7 @@ TEST_F(SoftProviderTest, FetchAddReturnsTheOldValueAndAdds) {
   auto remote = Make(server_.get(), 64, kAllRemote);
   const uint64_t start = 40;
   std::memcpy(remote->data() + 8, &start, 8);
-  Completion c = RunOne(pair.client.get(),
-                        FetchAdd(1, local.get(), 0, *remote, 8, 2));
+  Completion c = RunOne(pair.client.get(), FetchAdd(1, local.get(), 0, *remote, 8, 2));
   ASSERT_TRUE(c.ok()) << c.ToStatus();
   EXPECT_EQ(c.opcode, Opcode::kFetchAdd);
   uint64_t old;
@@ -208,15 +199,13 @@ TEST_F(SoftProviderTest, CompareSwapSwapsOnlyWhenTheValueMatches) {
   const uint64_t start = 5;
   std::memcpy(remote->data(), &start, 8);
   // Mismatch: no swap, the current value comes back.
-  Completion c = RunOne(pair.client.get(),
-                        CompareSwap(1, local.get(), 0, *remote, 0, 4, 99));
+  Completion c = RunOne(pair.client.get(), CompareSwap(1, local.get(), 0, *remote, 0, 4, 99));
   ASSERT_TRUE(c.ok());
   uint64_t old;
   std::memcpy(&old, local->data(), 8);
   EXPECT_EQ(old, 5u);
   // Match: swapped.
-  c = RunOne(pair.client.get(),
-             CompareSwap(2, local.get(), 0, *remote, 0, 5, 99));
+  c = RunOne(pair.client.get(), CompareSwap(2, local.get(), 0, *remote, 0, 5, 99));
   ASSERT_TRUE(c.ok());
   std::memcpy(&old, local->data(), 8);
   EXPECT_EQ(old, 5u);
@@ -293,11 +282,11 @@ TEST_F(SoftProviderTest, ALaterWriteIsNeverVisibleBeforeAnEarlierOne) {
     for (int step = 0; step < kSlots / kSlotsPerStep; ++step) {
       std::vector<WorkRequest> wrs;
       for (int i = step * kSlotsPerStep; i < (step + 1) * kSlotsPerStep; ++i) {
-        wrs.push_back(Write(2 * i, source.get(), i * kSlotBytes, kSlotBytes,
-                            *remote, i * kSlotBytes));
+        wrs.push_back(
+            Write(2 * i, source.get(), i * kSlotBytes, kSlotBytes, *remote, i * kSlotBytes));
         wrs.back().signaled = false;
-        wrs.push_back(Write(2 * i + 1, source.get(), kCommitOffset + i * 8, 8,
-                            *remote, kCommitOffset + i * 8));
+        wrs.push_back(Write(2 * i + 1, source.get(), kCommitOffset + i * 8, 8, *remote,
+                            kCommitOffset + i * 8));
         wrs.back().signaled = false;
       }
       wrs.back().signaled = true;
@@ -317,9 +306,8 @@ TEST_F(SoftProviderTest, ALaterWriteIsNeverVisibleBeforeAnEarlierOne) {
   int committed = 0;
   const absl::Time deadline = absl::Now() + kTestTimeout;
   while ((committed < kSlots || !writer_done) && absl::Now() < deadline) {
-    WorkRequest reads[2] = {
-        Read(1, view.get(), kCommitOffset, kSlots * 8, *remote, kCommitOffset),
-        Read(2, view.get(), 0, kCommitOffset, *remote, 0)};
+    WorkRequest reads[2] = {Read(1, view.get(), kCommitOffset, kSlots * 8, *remote, kCommitOffset),
+                            Read(2, view.get(), 0, kCommitOffset, *remote, 0)};
     ASSERT_TRUE(reader.client->PostSend(reads).ok());
     auto done = PollCompletions(reader.client.get(), 2);
     ASSERT_EQ(done.size(), 2u);
@@ -331,9 +319,9 @@ TEST_F(SoftProviderTest, ALaterWriteIsNeverVisibleBeforeAnEarlierOne) {
       if (commit == 0) continue;
       ASSERT_EQ(commit, static_cast<uint64_t>(i + 1));
       ++committed;
-      ASSERT_EQ(std::memcmp(view->data() + i * kSlotBytes,
-                            source->data() + i * kSlotBytes, kSlotBytes),
-                0)
+      ASSERT_EQ(
+          std::memcmp(view->data() + i * kSlotBytes, source->data() + i * kSlotBytes, kSlotBytes),
+          0)
           << "slot " << i << " committed but not complete";
     }
     if (committed > 0 && committed < kSlots) ++partial_rounds;
@@ -382,8 +370,7 @@ TEST_F(SoftProviderTest, FetchAddsFromFourQueuePairsAreAtomic) {
   // Every old value 0 .. N-1 was returned exactly once.
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
   auto view = Make(client_.get(), 8, kLocalWrite);
-  Completion c = RunOne(pairs[0].client.get(),
-                        Read(1, view.get(), 0, 8, *counter, 0));
+  Completion c = RunOne(pairs[0].client.get(), Read(1, view.get(), 0, 8, *counter, 0));
   ASSERT_TRUE(c.ok());
   uint64_t total;
   std::memcpy(&total, view->data(), 8);
@@ -425,9 +412,8 @@ TEST_F(SoftProviderTest, CompareSwapLockGivesMutualExclusion) {
         ++count;
         std::memcpy(local->data() + 16, &count, 8);
         // The WRITE is placed before the release on the same QP.
-        WorkRequest ops[2] = {
-            Write(3, local.get(), 16, 8, *shared, 8),
-            CompareSwap(4, local.get(), 24, *shared, 0, me, 0)};
+        WorkRequest ops[2] = {Write(3, local.get(), 16, 8, *shared, 8),
+                              CompareSwap(4, local.get(), 24, *shared, 0, me, 0)};
         ops[0].signaled = false;
         ASSERT_TRUE(qp->PostSend(ops).ok());
         c = PollCompletions(qp, 1);
@@ -441,8 +427,7 @@ TEST_F(SoftProviderTest, CompareSwapLockGivesMutualExclusion) {
   }
   for (auto& t : threads) t.join();
   auto view = Make(client_.get(), 16, kLocalWrite);
-  Completion c = RunOne(pairs[0].client.get(),
-                        Read(1, view.get(), 0, 16, *shared, 0));
+  Completion c = RunOne(pairs[0].client.get(), Read(1, view.get(), 0, 16, *shared, 0));
   ASSERT_TRUE(c.ok());
   uint64_t lock, count;
   std::memcpy(&lock, view->data(), 8);
@@ -455,7 +440,7 @@ struct AccessCase {
   const char* name;
   uint32_t access;  // of the remote region
   Opcode op;
-  int64_t offset;   // from the remote region's start
+  int64_t offset;  // from the remote region's start
   uint32_t length;
   bool bad_rkey;
   WcStatus expected;
@@ -491,8 +476,7 @@ TEST_P(SoftProviderAccessTest, BadRemoteAccessFailsAndKillsOnlyThatQueuePair) {
   auto done = PollUntilError(victim.client.get());
   ASSERT_EQ(done.size(), 4u);
   EXPECT_EQ(done[0].wr_id, 11u);
-  EXPECT_EQ(done[0].status, tc.expected)
-      << WcStatusName(done[0].status) << ": " << done[0].detail;
+  EXPECT_EQ(done[0].status, tc.expected) << WcStatusName(done[0].status) << ": " << done[0].detail;
   for (int i = 1; i < 4; ++i) {
     EXPECT_EQ(done[i].wr_id, static_cast<uint64_t>(11 + i));
     EXPECT_EQ(done[i].status, WcStatus::kFlushed);
@@ -510,33 +494,28 @@ TEST_P(SoftProviderAccessTest, BadRemoteAccessFailsAndKillsOnlyThatQueuePair) {
   PollUntilError(victim.server.get());
   EXPECT_EQ(victim.server->state(), QpState::kError);
   // Another QP to the same server still works.
-  Completion c = RunOne(bystander.client.get(),
-                        Write(1, local.get(), 0, 64, *good, 0));
+  Completion c = RunOne(bystander.client.get(), Write(1, local.get(), 0, 64, *good, 0));
   EXPECT_TRUE(c.ok()) << c.ToStatus();
   EXPECT_EQ(bystander.client->state(), QpState::kReady);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, SoftProviderAccessTest,
-    ::testing::Values(
-        AccessCase{"WriteWithoutRemoteWrite", kLocalWrite | kRemoteRead,
-                   Opcode::kWrite, 0, 64, false, WcStatus::kRemoteAccessError},
-        AccessCase{"ReadWithoutRemoteRead", kLocalWrite | kRemoteWrite,
-                   Opcode::kRead, 0, 64, false, WcStatus::kRemoteAccessError},
-        AccessCase{"AtomicWithoutRemoteAtomic", kAllRemote & ~kRemoteAtomic,
-                   Opcode::kFetchAdd, 0, 8, false,
-                   WcStatus::kRemoteAccessError},
-        AccessCase{"WriteWithWrongRkey", kAllRemote, Opcode::kWrite, 0, 64,
-                   true, WcStatus::kRemoteAccessError},
-        AccessCase{"ReadPastTheEnd", kAllRemote, Opcode::kRead, 4090, 64,
-                   false, WcStatus::kRemoteAccessError},
-        AccessCase{"WriteBeforeTheStart", kAllRemote, Opcode::kWrite, -8, 16,
-                   false, WcStatus::kRemoteAccessError},
-        AccessCase{"MisalignedAtomic", kAllRemote, Opcode::kCompareSwap, 4, 8,
-                   false, WcStatus::kRemoteInvalidRequest}),
-    [](const ::testing::TestParamInfo<AccessCase>& info) {
-      return info.param.name;
-    });
+    ::testing::Values(AccessCase{"WriteWithoutRemoteWrite", kLocalWrite | kRemoteRead,
+                                 Opcode::kWrite, 0, 64, false, WcStatus::kRemoteAccessError},
+                      AccessCase{"ReadWithoutRemoteRead", kLocalWrite | kRemoteWrite, Opcode::kRead,
+                                 0, 64, false, WcStatus::kRemoteAccessError},
+                      AccessCase{"AtomicWithoutRemoteAtomic", kAllRemote & ~kRemoteAtomic,
+                                 Opcode::kFetchAdd, 0, 8, false, WcStatus::kRemoteAccessError},
+                      AccessCase{"WriteWithWrongRkey", kAllRemote, Opcode::kWrite, 0, 64, true,
+                                 WcStatus::kRemoteAccessError},
+                      AccessCase{"ReadPastTheEnd", kAllRemote, Opcode::kRead, 4090, 64, false,
+                                 WcStatus::kRemoteAccessError},
+                      AccessCase{"WriteBeforeTheStart", kAllRemote, Opcode::kWrite, -8, 16, false,
+                                 WcStatus::kRemoteAccessError},
+                      AccessCase{"MisalignedAtomic", kAllRemote, Opcode::kCompareSwap, 4, 8, false,
+                                 WcStatus::kRemoteInvalidRequest}),
+    [](const ::testing::TestParamInfo<AccessCase>& info) { return info.param.name; });
 
 TEST_F(SoftProviderTest, LocalBufferOutsideItsRegionFailsWithProtectionError) {
   QpPair pair = Connect();
@@ -571,16 +550,13 @@ TEST_F(SoftProviderTest, MalformedRequestsAreRefusedWhenPosted) {
   auto remote = Make(server_.get(), 64, kAllRemote);
   WorkRequest atomic = FetchAdd(1, local.get(), 0, *remote, 0, 1);
   atomic.length = 4;
-  EXPECT_EQ(pair.client->PostSend({&atomic, 1}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pair.client->PostSend({&atomic, 1}).code(), absl::StatusCode::kInvalidArgument);
   WorkRequest recv_op = Write(2, local.get(), 0, 8, *remote, 0);
   recv_op.opcode = Opcode::kRecv;
-  EXPECT_EQ(pair.client->PostSend({&recv_op, 1}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pair.client->PostSend({&recv_op, 1}).code(), absl::StatusCode::kInvalidArgument);
   WorkRequest no_region = Write(3, local.get(), 0, 8, *remote, 0);
   no_region.local = nullptr;
-  EXPECT_EQ(pair.client->PostSend({&no_region, 1}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pair.client->PostSend({&no_region, 1}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pair.client->state(), QpState::kReady);
 }
 
@@ -593,8 +569,7 @@ TEST_F(SoftProviderTest, FullSendQueueIsResourceExhaustedAndPostsNothing) {
   auto local = Make(client_.get(), 64, kLocalWrite);
   auto remote = Make(server_.get(), 64, kAllRemote);
   std::vector<WorkRequest> wrs(5, Write(1, local.get(), 0, 8, *remote, 0));
-  EXPECT_EQ(pair.client->PostSend(wrs).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(pair.client->PostSend(wrs).code(), absl::StatusCode::kResourceExhausted);
   wrs.resize(4);
   EXPECT_TRUE(pair.client->PostSend(wrs).ok());
   EXPECT_EQ(PollCompletions(pair.client.get(), 4).size(), 4u);
@@ -644,9 +619,8 @@ TEST_F(SoftProviderTest, RejectedConnectionFailsWithTheReason) {
   auto listener = server_->Listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   absl::StatusOr<Connection> result = absl::UnknownError("not run");
-  std::thread connector([&] {
-    result = client_->Connect("127.0.0.1", (*listener)->port(), "let me in", {});
-  });
+  std::thread connector(
+      [&] { result = client_->Connect("127.0.0.1", (*listener)->port(), "let me in", {}); });
   auto pending = (*listener)->Accept(kTestTimeout);
   ASSERT_TRUE(pending.ok()) << pending.status();
   EXPECT_EQ((*pending)->payload(), "let me in");
@@ -685,8 +659,7 @@ TEST_F(SoftProviderTest, AcceptTimesOutAndShutdownCancels) {
     absl::SleepFor(absl::Milliseconds(50));
     (*listener)->Shutdown();
   });
-  EXPECT_EQ((*listener)->Accept(kTestTimeout).status().code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ((*listener)->Accept(kTestTimeout).status().code(), absl::StatusCode::kCancelled);
   stopper.join();
 }
 
@@ -694,9 +667,7 @@ TEST_F(SoftProviderTest, OversizedSetupPayloadIsRefused) {
   auto listener = server_->Listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   const std::string huge(1 << 20, 'x');
-  EXPECT_EQ(client_->Connect("127.0.0.1", (*listener)->port(), huge, {})
-                .status()
-                .code(),
+  EXPECT_EQ(client_->Connect("127.0.0.1", (*listener)->port(), huge, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

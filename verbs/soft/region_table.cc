@@ -21,9 +21,8 @@ void RegionTable::Remove(uint32_t rkey) {
   regions_.erase(rkey);
 }
 
-WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr,
-                            uint64_t length, uint32_t needed, char** target,
-                            std::string* detail) {
+WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                            char** target, std::string* detail) {
   MutexLock lock(&mu_);
   auto it = regions_.find(rkey);
   if (it == regions_.end()) {
@@ -32,11 +31,9 @@ WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr,
   }
   const Entry& e = it->second;
   const auto begin = reinterpret_cast<uint64_t>(e.addr);
-  if (remote_addr < begin || length > e.length ||
-      remote_addr - begin > e.length - length) {
-    *detail = absl::StrFormat(
-        "[0x%x, +%u) is outside the region of rkey 0x%08x", remote_addr,
-        length, rkey);
+  if (remote_addr < begin || length > e.length || remote_addr - begin > e.length - length) {
+    *detail = absl::StrFormat("[0x%x, +%u) is outside the region of rkey 0x%08x", remote_addr,
+                              length, rkey);
     return WcStatus::kRemoteAccessError;
   }
   if ((e.access & needed) == 0) {
@@ -50,22 +47,19 @@ WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr,
   return WcStatus::kSuccess;
 }
 
-WcStatus RegionTable::CheckLocal(uint32_t lkey, const void* addr,
-                                 uint64_t length, uint32_t needed,
+WcStatus RegionTable::CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
                                  std::string* detail) {
   MutexLock lock(&mu_);
   auto it = regions_.find(lkey);
   if (it == regions_.end()) {
-    *detail = absl::StrFormat(
-        "lkey 0x%08x is not a memory region of this provider", lkey);
+    *detail = absl::StrFormat("lkey 0x%08x is not a memory region of this provider", lkey);
     return WcStatus::kLocalProtectionError;
   }
   const Entry& e = it->second;
   const auto begin = reinterpret_cast<uint64_t>(e.addr);
   const auto p = reinterpret_cast<uint64_t>(addr);
   if (p < begin || length > e.length || p - begin > e.length - length) {
-    *detail = absl::StrFormat("local buffer [0x%x, +%u) is outside its region",
-                              p, length);
+    *detail = absl::StrFormat("local buffer [0x%x, +%u) is outside its region", p, length);
     return WcStatus::kLocalProtectionError;
   }
   if ((e.access & needed) != needed) {

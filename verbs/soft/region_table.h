@@ -36,15 +36,15 @@ class RegionTable {
   // On success stores the local address of `remote_addr` in *target and
   // returns kSuccess; otherwise returns kRemoteAccessError and explains why in
   // *detail. `needed` is one Access flag.
-  WcStatus Check(uint32_t rkey, uint64_t remote_addr, uint64_t length,
-                 uint32_t needed, char** target, std::string* detail);
+  WcStatus Check(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                 char** target, std::string* detail);
 
   // The local side's check of a work request's buffer: `lkey` must be
   // registered here, [addr, addr + length) inside it, and, when `needed` is
   // not 0, the region must grant it (kLocalWrite). Returns kSuccess or
   // kLocalProtectionError with the reason in *detail.
-  WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length,
-                      uint32_t needed, std::string* detail);
+  WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
+                      std::string* detail);
 
  private:
   struct Entry {

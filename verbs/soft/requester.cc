@@ -15,8 +15,7 @@ namespace dreplay::verbs::soft {
 namespace {
 
 bool IsReadOrAtomic(Opcode op) {
-  return op == Opcode::kRead || op == Opcode::kFetchAdd ||
-         op == Opcode::kCompareSwap;
+  return op == Opcode::kRead || op == Opcode::kFetchAdd || op == Opcode::kCompareSwap;
 }
 
 // A status that a NAK may carry.
@@ -28,9 +27,8 @@ bool IsValidFailure(uint8_t status) {
 
 }  // namespace
 
-Requester::Requester(int max_send_wr, int max_rd_atomic,
-                     const FaultOptions& faults, RegionTable* regions,
-                     FrameWriter* writer, CompletionQueue* completions,
+Requester::Requester(int max_send_wr, int max_rd_atomic, const FaultOptions& faults,
+                     RegionTable* regions, FrameWriter* writer, CompletionQueue* completions,
                      ChannelControl* control)
     : max_send_wr_(max_send_wr),
       max_rd_atomic_(max_rd_atomic),
@@ -47,24 +45,22 @@ absl::Status Requester::Validate(absl::Span<const WorkRequest> wrs) {
       case Opcode::kWriteWithImm:
       case Opcode::kRead:
         if (wr.length > 0 && wr.local == nullptr) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
-              ": no local memory region for ", wr.length, " bytes"));
+          return absl::InvalidArgumentError(absl::StrCat(OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
+                                                         ": no local memory region for ", wr.length,
+                                                         " bytes"));
         }
         break;
       case Opcode::kFetchAdd:
       case Opcode::kCompareSwap:
         if (wr.length != sizeof(uint64_t) || wr.local == nullptr) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
-              ": atomics need an 8-byte local buffer (length ", wr.length,
-              ")"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
+                           ": atomics need an 8-byte local buffer (length ", wr.length, ")"));
         }
         break;
       default:
         return absl::InvalidArgumentError(absl::StrCat(
-            "wr_id=", wr.wr_id, ": opcode ", static_cast<int>(wr.opcode),
-            " cannot be posted"));
+            "wr_id=", wr.wr_id, ": opcode ", static_cast<int>(wr.opcode), " cannot be posted"));
     }
   }
   return absl::OkStatus();
@@ -72,23 +68,22 @@ absl::Status Requester::Validate(absl::Span<const WorkRequest> wrs) {
 
 absl::Status Requester::Post(absl::Span<const WorkRequest> wrs) {
   if (sq_.size() + wrs.size() > static_cast<size_t>(max_send_wr_)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "send queue full: ", sq_.size(), " outstanding + ", wrs.size(),
-        " posted > max_send_wr ", max_send_wr_));
+    return absl::ResourceExhaustedError(absl::StrCat("send queue full: ", sq_.size(),
+                                                     " outstanding + ", wrs.size(),
+                                                     " posted > max_send_wr ", max_send_wr_));
   }
   for (const WorkRequest& wr : wrs) {
     SendEntry& e = sq_.emplace_back();
     e.wr = wr;
     if (wr.length > kMaxMessageBytes) {
       e.local_error = WcStatus::kLocalLengthError;
-      e.local_detail = absl::StrCat("length ", wr.length, " exceeds ",
-                                    kMaxMessageBytes);
+      e.local_detail = absl::StrCat("length ", wr.length, " exceeds ", kMaxMessageBytes);
     } else if (wr.local != nullptr) {
       // READ results and atomics' old values are written locally.
       const bool writes_local = IsReadOrAtomic(wr.opcode);
       const uint32_t needed = writes_local ? uint32_t{kLocalWrite} : 0u;
-      e.local_error = regions_->CheckLocal(wr.local->lkey(), wr.local_addr,
-                                           wr.length, needed, &e.local_detail);
+      e.local_error =
+          regions_->CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &e.local_detail);
     }
   }
   return absl::OkStatus();
@@ -109,8 +104,7 @@ void Requester::Transmit(int64_t now) {
 }
 
 void Requester::EmitRequest(SendEntry& e, int64_t now) {
-  if (faults_.stall_after_ops != 0 && !stalled_ &&
-      ops_sent_ >= faults_.stall_after_ops) {
+  if (faults_.stall_after_ops != 0 && !stalled_ && ops_sent_ >= faults_.stall_after_ops) {
     stalled_ = true;
     stall_until_ns_ = now + absl::ToInt64Nanoseconds(faults_.stall_for);
   }
@@ -133,13 +127,12 @@ void Requester::EmitRequest(SendEntry& e, int64_t now) {
       break;
     case Opcode::kFetchAdd:
     case Opcode::kCompareSwap: {
-      h.type = static_cast<uint8_t>(wr.opcode == Opcode::kFetchAdd
-                                        ? FrameType::kFetchAdd
-                                        : FrameType::kCompareSwap);
+      h.type = static_cast<uint8_t>(wr.opcode == Opcode::kFetchAdd ? FrameType::kFetchAdd
+                                                                   : FrameType::kCompareSwap);
       h.payload_length = sizeof(AtomicPayload);
       const AtomicPayload operands = {wr.compare_add, wr.swap};
-      writer_->QueueRequest(h, reinterpret_cast<const char*>(&operands),
-                            sizeof(operands), not_before);
+      writer_->QueueRequest(h, reinterpret_cast<const char*>(&operands), sizeof(operands),
+                            not_before);
       break;
     }
     case Opcode::kRecv:
@@ -149,21 +142,17 @@ void Requester::EmitRequest(SendEntry& e, int64_t now) {
   ++ops_sent_;
   if (faults_.drop_after_ops != 0 && ops_sent_ >= faults_.drop_after_ops &&
       !writer_->close_queued()) {
-    writer_->QueueClose(
-        not_before, absl::StrCat("fault injection: connection dropped after ",
-                                 faults_.drop_after_ops, " requests"));
+    writer_->QueueClose(not_before, absl::StrCat("fault injection: connection dropped after ",
+                                                 faults_.drop_after_ops, " requests"));
   }
 }
 
-void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h,
-                          int64_t not_before) {
+void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h, int64_t not_before) {
   const char* src = static_cast<const char*>(wr.local_addr);
   const bool imm = wr.opcode == Opcode::kWriteWithImm;
-  h.type = static_cast<uint8_t>(imm ? FrameType::kWriteWithImm
-                                    : FrameType::kWrite);
+  h.type = static_cast<uint8_t>(imm ? FrameType::kWriteWithImm : FrameType::kWrite);
   h.aux = imm ? wr.imm_data : 0;
-  const bool tear = faults_.tear != TearMode::kNone &&
-                    writes_sent_ == faults_.tear_op_index;
+  const bool tear = faults_.tear != TearMode::kNone && writes_sent_ == faults_.tear_op_index;
   ++writes_sent_;
   const uint32_t half = wr.length / 2;
   if (tear && faults_.tear == TearMode::kPrefix) {
@@ -173,12 +162,10 @@ void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h,
     QueueWrite(prefix, src, half, not_before);
     if (!writer_->close_queued()) {
       writer_->QueueClose(
-          not_before, absl::StrCat("fault injection: WRITE wr_id=", wr.wr_id,
-                                   " torn after ", half, " of ", wr.length,
-                                   " bytes"));
+          not_before, absl::StrCat("fault injection: WRITE wr_id=", wr.wr_id, " torn after ", half,
+                                   " of ", wr.length, " bytes"));
     }
-  } else if (tear && faults_.tear == TearMode::kOutOfOrder &&
-             wr.length >= 2) {
+  } else if (tear && faults_.tear == TearMode::kOutOfOrder && wr.length >= 2) {
     // The second half lands first; the first half, which carries the
     // immediate if any, lands a visible gap later.
     FrameHeader tail = h;
@@ -187,9 +174,8 @@ void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h,
     tail.remote_addr += half;
     QueueWrite(tail, src + half, wr.length - half, not_before);
     h.seq = ++next_request_seq_;
-    const absl::Duration gap = faults_.stall_for > absl::ZeroDuration()
-                                   ? faults_.stall_for
-                                   : kDefaultTearGap;
+    const absl::Duration gap =
+        faults_.stall_for > absl::ZeroDuration() ? faults_.stall_for : kDefaultTearGap;
     if (!writer_->close_queued()) {
       QueueWrite(h, src, half, not_before + absl::ToInt64Nanoseconds(gap));
     }
@@ -198,8 +184,8 @@ void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h,
   }
 }
 
-void Requester::QueueWrite(const FrameHeader& header, const char* data,
-                           uint32_t length, int64_t when) {
+void Requester::QueueWrite(const FrameHeader& header, const char* data, uint32_t length,
+                           int64_t when) {
   FrameHeader fh = header;
   fh.payload_length = length;
   uint32_t send_len = length;
@@ -216,9 +202,8 @@ void Requester::QueueWrite(const FrameHeader& header, const char* data,
   payload_bytes_sent_ += send_len;
   writer_->QueueRequest(fh, data, send_len, when);
   if (drop) {
-    writer_->QueueClose(
-        when, absl::StrCat("fault injection: connection dropped after ",
-                           faults_.drop_after_bytes, " payload bytes"));
+    writer_->QueueClose(when, absl::StrCat("fault injection: connection dropped after ",
+                                           faults_.drop_after_bytes, " payload bytes"));
   }
 }
 
@@ -227,9 +212,8 @@ PayloadTarget Requester::StartResponse(const FrameHeader& h) {
   switch (static_cast<FrameType>(h.type)) {
     case FrameType::kAck:
       if (len != 0 || h.seq > next_request_seq_) {
-        control_->ProtocolError(absl::StrCat(
-            "ACK of ", h.seq, " with ", len, " payload bytes; ",
-            next_request_seq_, " requests sent"));
+        control_->ProtocolError(absl::StrCat("ACK of ", h.seq, " with ", len, " payload bytes; ",
+                                             next_request_seq_, " requests sent"));
         return PayloadTarget::None();
       }
       CompleteThrough(h.seq);
@@ -238,35 +222,31 @@ PayloadTarget Requester::StartResponse(const FrameHeader& h) {
       if (!CompleteThrough(h.seq)) return PayloadTarget::None();
       if (sq_transmitted_ == 0 || sq_.front().wr.opcode != Opcode::kRead ||
           sq_.front().last_seq != h.seq || sq_.front().wr.length != len) {
-        control_->ProtocolError(absl::StrCat(
-            "unexpected READ response to request ", h.seq, " with ", len,
-            " bytes"));
+        control_->ProtocolError(
+            absl::StrCat("unexpected READ response to request ", h.seq, " with ", len, " bytes"));
         return PayloadTarget::None();
       }
       return PayloadTarget::Memory(static_cast<char*>(sq_.front().wr.local_addr));
     case FrameType::kAtomicResponse:
       if (!CompleteThrough(h.seq)) return PayloadTarget::None();
       if (sq_transmitted_ == 0 || !IsReadOrAtomic(sq_.front().wr.opcode) ||
-          sq_.front().wr.opcode == Opcode::kRead ||
-          sq_.front().last_seq != h.seq || len != kAtomicResponseBytes) {
-        control_->ProtocolError(absl::StrCat(
-            "unexpected atomic response to request ", h.seq, " with ", len,
-            " bytes"));
+          sq_.front().wr.opcode == Opcode::kRead || sq_.front().last_seq != h.seq ||
+          len != kAtomicResponseBytes) {
+        control_->ProtocolError(
+            absl::StrCat("unexpected atomic response to request ", h.seq, " with ", len, " bytes"));
         return PayloadTarget::None();
       }
       return PayloadTarget::Small();
     case FrameType::kNak:
       if (len > kMaxNakDetail) {
-        control_->ProtocolError(
-            absl::StrCat("NAK with ", len, " bytes of text"));
+        control_->ProtocolError(absl::StrCat("NAK with ", len, " bytes of text"));
         return PayloadTarget::None();
       }
       return PayloadTarget::Small();
     default:
       break;
   }
-  LOG(FATAL) << "frame type " << static_cast<int>(h.type)
-             << " is not a response";
+  LOG(FATAL) << "frame type " << static_cast<int>(h.type) << " is not a response";
 }
 
 void Requester::CompleteResponse(const FrameHeader& h, const char* small) {
@@ -283,29 +263,25 @@ void Requester::CompleteResponse(const FrameHeader& h, const char* small) {
       Transmit(MonotonicNowNs());
       return;
     case FrameType::kNak: {
-      const std::string text =
-          PrintablePeerText(std::string_view(small, h.payload_length));
-      const WcStatus status = IsValidFailure(h.status)
-                                  ? static_cast<WcStatus>(h.status)
-                                  : WcStatus::kRemoteOperationError;
+      const std::string text = PrintablePeerText(std::string_view(small, h.payload_length));
+      const WcStatus status = IsValidFailure(h.status) ? static_cast<WcStatus>(h.status)
+                                                       : WcStatus::kRemoteOperationError;
       if (!CompleteThrough(h.seq)) return;
-      control_->Fail(status,
-                     absl::StrCat("the peer failed request ", h.seq, ": ",
-                                  WcStatusName(status), " (", text, ")"));
+      control_->Fail(status, absl::StrCat("the peer failed request ", h.seq, ": ",
+                                          WcStatusName(status), " (", text, ")"));
       return;
     }
     default:
       break;
   }
-  LOG(FATAL) << "frame type " << static_cast<int>(h.type)
-             << " has no payload to finish";
+  LOG(FATAL) << "frame type " << static_cast<int>(h.type) << " has no payload to finish";
 }
 
 bool Requester::CompleteThrough(uint64_t seq) {
   while (sq_transmitted_ > 0 && sq_.front().last_seq < seq) {
     if (IsReadOrAtomic(sq_.front().wr.opcode)) {
-      control_->ProtocolError(absl::StrCat("request ", sq_.front().last_seq,
-                                           " acknowledged without its response"));
+      control_->ProtocolError(
+          absl::StrCat("request ", sq_.front().last_seq, " acknowledged without its response"));
       return false;
     }
     CompleteFront(WcStatus::kSuccess, 0, "");
@@ -314,12 +290,10 @@ bool Requester::CompleteThrough(uint64_t seq) {
   return control_->ready();
 }
 
-void Requester::CompleteFront(WcStatus status, uint32_t byte_len,
-                              std::string detail) {
+void Requester::CompleteFront(WcStatus status, uint32_t byte_len, std::string detail) {
   SendEntry& e = sq_.front();
   if (status != WcStatus::kSuccess || e.wr.signaled) {
-    completions_->Push(
-        {e.wr.wr_id, e.wr.opcode, status, byte_len, 0, std::move(detail)});
+    completions_->Push({e.wr.wr_id, e.wr.opcode, status, byte_len, 0, std::move(detail)});
   }
   if (IsReadOrAtomic(e.wr.opcode)) --rd_in_flight_;
   sq_.pop_front();
@@ -342,8 +316,7 @@ void Requester::FlushAll(WcStatus first, const std::string& reason) {
     std::string detail = reason;
     if (!first_done && first != WcStatus::kFlushed) status = first;
     first_done = true;
-    completions_->Push(
-        {e.wr.wr_id, e.wr.opcode, status, 0, 0, std::move(detail)});
+    completions_->Push({e.wr.wr_id, e.wr.opcode, status, 0, 0, std::move(detail)});
     sq_.pop_front();
   }
   sq_transmitted_ = 0;

@@ -46,9 +46,8 @@ inline constexpr absl::Duration kDefaultTearGap = absl::Milliseconds(10);
 class Requester {
  public:
   // The pointers must outlive the requester.
-  Requester(int max_send_wr, int max_rd_atomic, const FaultOptions& faults,
-            RegionTable* regions, FrameWriter* writer,
-            CompletionQueue* completions, ChannelControl* control);
+  Requester(int max_send_wr, int max_rd_atomic, const FaultOptions& faults, RegionTable* regions,
+            FrameWriter* writer, CompletionQueue* completions, ChannelControl* control);
   Requester(const Requester&) = delete;
   Requester& operator=(const Requester&) = delete;
 
@@ -91,8 +90,7 @@ class Requester {
   void EmitWrite(const WorkRequest& wr, FrameHeader h, int64_t not_before);
   // Queues one WRITE frame of `length` bytes from `data`, cut short when
   // the byte budget of FaultOptions::drop_after_bytes runs out.
-  void QueueWrite(const FrameHeader& header, const char* data,
-                  uint32_t length, int64_t when);
+  void QueueWrite(const FrameHeader& header, const char* data, uint32_t length, int64_t when);
   // Completes the transmitted requests below `seq`; false when the queue
   // pair failed (a READ or atomic acknowledged without its response).
   bool CompleteThrough(uint64_t seq);
@@ -109,9 +107,9 @@ class Requester {
   CompletionQueue* const completions_;
   ChannelControl* const control_;
 
-  Ring<SendEntry> sq_;          // posted, not yet completed
-  size_t sq_transmitted_ = 0;   // prefix of sq_ sent
-  int rd_in_flight_ = 0;        // READs + atomics sent
+  Ring<SendEntry> sq_;         // posted, not yet completed
+  size_t sq_transmitted_ = 0;  // prefix of sq_ sent
+  int rd_in_flight_ = 0;       // READs + atomics sent
   uint64_t next_request_seq_ = 0;
   // Fault injection state.
   uint64_t ops_sent_ = 0;

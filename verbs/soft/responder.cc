@@ -11,9 +11,8 @@
 
 namespace dreplay::verbs::soft {
 
-Responder::Responder(int max_recv_wr, int max_rd_atomic,
-                     const std::string& description, RegionTable* regions,
-                     FrameWriter* writer, CompletionQueue* completions,
+Responder::Responder(int max_recv_wr, int max_rd_atomic, const std::string& description,
+                     RegionTable* regions, FrameWriter* writer, CompletionQueue* completions,
                      ChannelControl* control)
     : max_recv_wr_(max_recv_wr),
       max_rd_atomic_(max_rd_atomic),
@@ -25,9 +24,9 @@ Responder::Responder(int max_recv_wr, int max_rd_atomic,
 
 absl::Status Responder::Post(absl::Span<const RecvRequest> rrs) {
   if (rq_.size() + rrs.size() > static_cast<size_t>(max_recv_wr_)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "receive queue full: ", rq_.size(), " posted + ", rrs.size(),
-        " > max_recv_wr ", max_recv_wr_));
+    return absl::ResourceExhaustedError(absl::StrCat("receive queue full: ", rq_.size(),
+                                                     " posted + ", rrs.size(), " > max_recv_wr ",
+                                                     max_recv_wr_));
   }
   for (const RecvRequest& rr : rrs) rq_.push_back(rr);
   return absl::OkStatus();
@@ -50,22 +49,19 @@ PayloadTarget Responder::StartRequest(const FrameHeader& h) {
     case FrameType::kFetchAdd:
     case FrameType::kCompareSwap:
       if (len != sizeof(AtomicPayload)) {
-        ProtocolError(
-            absl::StrCat("atomic request with ", len, " payload bytes"));
+        ProtocolError(absl::StrCat("atomic request with ", len, " payload bytes"));
         return PayloadTarget::None();
       }
       return PayloadTarget::Small();
     default:
       break;
   }
-  LOG(FATAL) << "frame type " << static_cast<int>(h.type)
-             << " is not a request";
+  LOG(FATAL) << "frame type " << static_cast<int>(h.type) << " is not a request";
 }
 
 bool Responder::CheckSeq(const FrameHeader& h) {
   if (h.seq != next_exec_seq_) {
-    ProtocolError(absl::StrCat("request numbered ", h.seq, " where ",
-                               next_exec_seq_, " was due"));
+    ProtocolError(absl::StrCat("request numbered ", h.seq, " where ", next_exec_seq_, " was due"));
     return false;
   }
   return true;
@@ -81,17 +77,15 @@ PayloadTarget Responder::StartWrite(const FrameHeader& h) {
   char* target = nullptr;
   if (len > 0) {
     std::string detail;
-    const WcStatus status = regions_->Check(h.rkey, h.remote_addr, len,
-                                            kRemoteWrite, &target, &detail);
+    const WcStatus status =
+        regions_->Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return PayloadTarget::None();
     }
   }
-  if (static_cast<FrameType>(h.type) == FrameType::kWriteWithImm &&
-      rq_.empty()) {
-    Reject(h.seq, WcStatus::kRnrRetryExceeded,
-           "no receive posted for WRITE_WITH_IMM");
+  if (static_cast<FrameType>(h.type) == FrameType::kWriteWithImm && rq_.empty()) {
+    Reject(h.seq, WcStatus::kRnrRetryExceeded, "no receive posted for WRITE_WITH_IMM");
     return PayloadTarget::None();
   }
   writer_->MaterializeResponseRefs();
@@ -108,8 +102,8 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   char* source = nullptr;
   if (h.aux > 0) {
     std::string detail;
-    const WcStatus status = regions_->Check(h.rkey, h.remote_addr, h.aux,
-                                            kRemoteRead, &source, &detail);
+    const WcStatus status =
+        regions_->Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return;
@@ -134,8 +128,7 @@ void Responder::CompleteRequest(const FrameHeader& h, const char* small) {
       ack_pending_ = true;
       const uint64_t recv_id = rq_.front().wr_id;
       rq_.pop_front();
-      completions_->Push({recv_id, Opcode::kRecv, WcStatus::kSuccess,
-                          h.payload_length, h.aux, ""});
+      completions_->Push({recv_id, Opcode::kRecv, WcStatus::kSuccess, h.payload_length, h.aux, ""});
       return;
     }
     case FrameType::kFetchAdd:
@@ -145,8 +138,7 @@ void Responder::CompleteRequest(const FrameHeader& h, const char* small) {
     default:
       break;
   }
-  LOG(FATAL) << "frame type " << static_cast<int>(h.type)
-             << " has no payload to finish";
+  LOG(FATAL) << "frame type " << static_cast<int>(h.type) << " has no payload to finish";
 }
 
 void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
@@ -156,16 +148,14 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   char* target = nullptr;
   std::string detail;
   const WcStatus status =
-      regions_->Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic,
-                      &target, &detail);
+      regions_->Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
   if (status != WcStatus::kSuccess) {
     Reject(h.seq, status, detail);
     return;
   }
   if (h.remote_addr % alignof(uint64_t) != 0) {
     Reject(h.seq, WcStatus::kRemoteInvalidRequest,
-           absl::StrFormat("atomic target 0x%x is not 8-byte aligned",
-                           h.remote_addr));
+           absl::StrFormat("atomic target 0x%x is not 8-byte aligned", h.remote_addr));
     return;
   }
   writer_->MaterializeResponseRefs();
@@ -175,16 +165,15 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
     old = __atomic_fetch_add(word, operands.compare_add, __ATOMIC_SEQ_CST);
   } else {
     old = operands.compare_add;
-    __atomic_compare_exchange_n(word, &old, operands.swap, /*weak=*/false,
-                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    __atomic_compare_exchange_n(word, &old, operands.swap, /*weak=*/false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
   }
   ++next_exec_seq_;
   FrameHeader response = {};
   response.type = static_cast<uint8_t>(FrameType::kAtomicResponse);
   response.seq = h.seq;
   response.payload_length = kAtomicResponseBytes;
-  writer_->QueueResponse(response, reinterpret_cast<const char*>(&old),
-                         sizeof(old));
+  writer_->QueueResponse(response, reinterpret_cast<const char*>(&old), sizeof(old));
 }
 
 bool Responder::HasResponseCredit(const FrameHeader& h) {
@@ -207,26 +196,21 @@ void Responder::SendPendingAck() {
   writer_->QueueResponse(ack, nullptr, 0);
 }
 
-void Responder::QueueNak(uint64_t seq, WcStatus status,
-                         const std::string& text) {
+void Responder::QueueNak(uint64_t seq, WcStatus status, const std::string& text) {
   FrameHeader nak = {};
   nak.type = static_cast<uint8_t>(FrameType::kNak);
   nak.status = static_cast<uint8_t>(status);
   nak.seq = seq;
-  nak.payload_length = static_cast<uint32_t>(
-      std::min<size_t>(text.size(), kMaxNakDetail));
+  nak.payload_length = static_cast<uint32_t>(std::min<size_t>(text.size(), kMaxNakDetail));
   writer_->QueueResponse(nak, text.data(), nak.payload_length);
 }
 
-void Responder::Reject(uint64_t seq, WcStatus status,
-                       const std::string& detail) {
+void Responder::Reject(uint64_t seq, WcStatus status, const std::string& detail) {
   LOG(WARNING) << description_ << ": request " << seq
-               << " from the peer failed: " << WcStatusName(status) << " ("
-               << detail << ")";
+               << " from the peer failed: " << WcStatusName(status) << " (" << detail << ")";
   QueueNak(seq, status, detail);
-  control_->Fail(WcStatus::kFlushed,
-                 absl::StrCat("request ", seq, " from the peer failed: ",
-                              WcStatusName(status), " (", detail, ")"));
+  control_->Fail(WcStatus::kFlushed, absl::StrCat("request ", seq, " from the peer failed: ",
+                                                  WcStatusName(status), " (", detail, ")"));
 }
 
 void Responder::ProtocolError(const std::string& what) {
@@ -234,14 +218,12 @@ void Responder::ProtocolError(const std::string& what) {
   if (control_->ready()) {
     QueueNak(next_exec_seq_, WcStatus::kRemoteInvalidRequest, what);
   }
-  control_->Fail(WcStatus::kGeneralError,
-                 absl::StrCat("invalid input from the peer: ", what));
+  control_->Fail(WcStatus::kGeneralError, absl::StrCat("invalid input from the peer: ", what));
 }
 
 void Responder::FlushAll(const std::string& reason) {
   while (!rq_.empty()) {
-    completions_->Push({rq_.front().wr_id, Opcode::kRecv, WcStatus::kFlushed,
-                        0, 0, reason});
+    completions_->Push({rq_.front().wr_id, Opcode::kRecv, WcStatus::kFlushed, 0, 0, reason});
     rq_.pop_front();
   }
   ack_pending_ = false;

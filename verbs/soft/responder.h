@@ -46,8 +46,8 @@ class Responder {
   // `description` names the connection in log lines. The pointers must
   // outlive the responder.
   Responder(int max_recv_wr, int max_rd_atomic, const std::string& description,
-            RegionTable* regions, FrameWriter* writer,
-            CompletionQueue* completions, ChannelControl* control);
+            RegionTable* regions, FrameWriter* writer, CompletionQueue* completions,
+            ChannelControl* control);
   Responder(const Responder&) = delete;
   Responder& operator=(const Responder&) = delete;
 

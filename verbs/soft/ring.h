@@ -73,8 +73,7 @@ class Ring {
 
  private:
   static constexpr size_t kInitialSlots = 16;
-  static_assert((kInitialSlots & (kInitialSlots - 1)) == 0,
-                "capacity must be a power of two");
+  static_assert((kInitialSlots & (kInitialSlots - 1)) == 0, "capacity must be a power of two");
 
   void Grow() {
     std::vector<T> bigger(slots_.empty() ? kInitialSlots : slots_.size() * 2);

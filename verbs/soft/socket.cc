@@ -33,19 +33,18 @@ struct AddrInfoDeleter {
 };
 using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
 
-absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port,
-                                    bool passive) {
+absl::StatusOr<AddrInfoPtr> Resolve(const std::string& host, uint16_t port, bool passive) {
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* result = nullptr;
   const std::string service = absl::StrCat(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
-                             service.c_str(), &hints, &result);
+  const int rc =
+      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot resolve \"", host, "\": ", gai_strerror(rc)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve \"", host, "\": ", gai_strerror(rc)));
   }
   return AddrInfoPtr(result);
 }
@@ -68,8 +67,7 @@ std::string FormatAddress(const sockaddr_storage& ss) {
 }
 
 // Waits until `fd` is ready for `events` or `deadline` passes.
-absl::Status WaitFor(int fd, short events, absl::Time deadline,
-                     const char* what) {
+absl::Status WaitFor(int fd, short events, absl::Time deadline, const char* what) {
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -80,8 +78,7 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline,
     const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
     if (rc > 0) return absl::OkStatus();
     if (rc < 0 && errno != EINTR) {
-      return absl::UnavailableError(
-          absl::StrCat("poll while ", what, ": ", strerror(errno)));
+      return absl::UnavailableError(absl::StrCat("poll while ", what, ": ", strerror(errno)));
     }
   }
 }
@@ -93,15 +90,12 @@ void Fd::Reset() {
   fd_ = -1;
 }
 
-absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port,
-                             uint16_t* bound_port) {
+absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_port) {
   auto resolved = Resolve(host, port, /*passive=*/true);
   if (!resolved.ok()) return resolved.status();
   std::string last_error = "no address";
   for (addrinfo* ai = resolved->get(); ai != nullptr; ai = ai->ai_next) {
-    Fd fd(socket(ai->ai_family,
-                 ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 ai->ai_protocol));
+    Fd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       last_error = absl::StrCat("socket: ", strerror(errno));
       continue;
@@ -119,9 +113,8 @@ absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port,
     sockaddr_storage ss = {};
     socklen_t len = sizeof(ss);
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
-    *bound_port = ss.ss_family == AF_INET6
-                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                      : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    *bound_port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                           : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     return fd;
   }
   return absl::UnavailableError(
@@ -134,15 +127,12 @@ Fd AcceptTcp(int listen_fd) {
   return fd;
 }
 
-absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port,
-                              absl::Time deadline) {
+absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port, absl::Time deadline) {
   auto resolved = Resolve(host, port, /*passive=*/false);
   if (!resolved.ok()) return resolved.status();
   absl::Status last = absl::UnavailableError("no address");
   for (addrinfo* ai = resolved->get(); ai != nullptr; ai = ai->ai_next) {
-    Fd fd(socket(ai->ai_family,
-                 ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                 ai->ai_protocol));
+    Fd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       last = absl::UnavailableError(absl::StrCat("socket: ", strerror(errno)));
       continue;
@@ -150,8 +140,8 @@ absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port,
     ConfigureSocket(fd.get());
     if (connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
-        last = absl::UnavailableError(absl::StrCat(
-            "connect to ", host, ":", port, ": ", strerror(errno)));
+        last = absl::UnavailableError(
+            absl::StrCat("connect to ", host, ":", port, ": ", strerror(errno)));
         continue;
       }
       const std::string what = absl::StrCat("connecting to ", host, ":", port);
@@ -161,8 +151,8 @@ absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port,
       socklen_t len = sizeof(error);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len);
       if (error != 0) {
-        last = absl::UnavailableError(absl::StrCat(
-            "connect to ", host, ":", port, ": ", strerror(error)));
+        last = absl::UnavailableError(
+            absl::StrCat("connect to ", host, ":", port, ": ", strerror(error)));
         continue;
       }
     }

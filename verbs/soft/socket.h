@@ -53,8 +53,7 @@ class Fd {
 // Binds and listens on host:port (port 0: the OS picks). `*bound_port`
 // receives the port. kInvalidArgument for a host that does not resolve,
 // kUnavailable when binding fails (e.g. port in use).
-absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port,
-                             uint16_t* bound_port);
+absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_port);
 
 // Accepts one pending connection; an invalid Fd when none is pending.
 Fd AcceptTcp(int listen_fd);
@@ -62,8 +61,7 @@ Fd AcceptTcp(int listen_fd);
 // Connects to host:port before `deadline`. kUnavailable when refused or
 // unreachable, kDeadlineExceeded on timeout, kInvalidArgument for a host that
 // does not resolve.
-absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port,
-                              absl::Time deadline);
+absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port, absl::Time deadline);
 
 // Sends all `n` bytes before `deadline`. kUnavailable when the peer is gone,
 // kDeadlineExceeded on timeout.

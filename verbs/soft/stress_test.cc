@@ -30,8 +30,7 @@ using ::dreplay::verbs::testing::QpPair;
 using ::dreplay::verbs::testing::Read;
 using ::dreplay::verbs::testing::Write;
 
-constexpr uint32_t kAllRemote =
-    kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
+constexpr uint32_t kAllRemote = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 constexpr int kPairs = 3;
 constexpr int kIterations = 1000;
 constexpr int kImmEvery = 10;  // every 10th iteration also sends an immediate
@@ -61,8 +60,7 @@ struct Worker {
       std::vector<WorkRequest> wrs;
       wrs.push_back(Write(1, local.get(), 0, size, *peer_region, 0));
       wrs.back().signaled = false;
-      wrs.push_back(
-          Read(2, local.get(), kRegionBytes, size, *peer_region, 0));
+      wrs.push_back(Read(2, local.get(), kRegionBytes, size, *peer_region, 0));
       wrs.push_back(FetchAdd(3, local.get(), 2 * kRegionBytes, *counter, 0, 1));
       int expected = 2;
       if (it % kImmEvery == 0) {

@@ -13,23 +13,17 @@ namespace dreplay::verbs::testing {
 absl::StatusOr<QpPair> ConnectPair(Provider* client, Provider* server,
                                    const QueuePairOptions& client_options,
                                    const QueuePairOptions& server_options,
-                                   const std::string& payload,
-                                   const std::string& reply) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Listener> listener,
-                   server->Listen("127.0.0.1", 0));
-  absl::StatusOr<Connection> connection =
-      absl::UnknownError("connect did not run");
+                                   const std::string& payload, const std::string& reply) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Listener> listener, server->Listen("127.0.0.1", 0));
+  absl::StatusOr<Connection> connection = absl::UnknownError("connect did not run");
   std::thread connector([&] {
-    connection = client->Connect("127.0.0.1", listener->port(), payload,
-                                 client_options);
+    connection = client->Connect("127.0.0.1", listener->port(), payload, client_options);
   });
   QpPair pair;
-  absl::StatusOr<std::unique_ptr<PendingConnection>> pending =
-      listener->Accept(kTestTimeout);
+  absl::StatusOr<std::unique_ptr<PendingConnection>> pending = listener->Accept(kTestTimeout);
   if (pending.ok()) {
     pair.payload = (*pending)->payload();
-    absl::StatusOr<std::unique_ptr<QueuePair>> qp =
-        (*pending)->Accept(reply, server_options);
+    absl::StatusOr<std::unique_ptr<QueuePair>> qp = (*pending)->Accept(reply, server_options);
     if (qp.ok()) pair.server = std::move(*qp);
   }
   connector.join();
@@ -41,8 +35,7 @@ absl::StatusOr<QpPair> ConnectPair(Provider* client, Provider* server,
   return pair;
 }
 
-std::vector<Completion> PollCompletions(QueuePair* qp, size_t n,
-                                        absl::Duration timeout) {
+std::vector<Completion> PollCompletions(QueuePair* qp, size_t n, absl::Duration timeout) {
   std::vector<Completion> result;
   const absl::Time deadline = absl::Now() + timeout;
   Completion batch[32];
@@ -73,19 +66,17 @@ std::vector<Completion> PollUntilError(QueuePair* qp, absl::Duration timeout) {
   return result;
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> MakeBuffer(Provider* provider,
-                                                   size_t length,
+absl::StatusOr<std::unique_ptr<Buffer>> MakeBuffer(Provider* provider, size_t length,
                                                    uint32_t access) {
   auto buffer = std::make_unique<Buffer>();
   buffer->bytes.assign(length, 0);
-  ASSIGN_OR_RETURN(buffer->mr, provider->RegisterMemory(buffer->bytes.data(),
-                                                        length, access));
+  ASSIGN_OR_RETURN(buffer->mr, provider->RegisterMemory(buffer->bytes.data(), length, access));
   return buffer;
 }
 
 namespace {
-WorkRequest Base(uint64_t wr_id, Opcode op, Buffer* local, size_t local_offset,
-                 uint32_t length, const Buffer& remote, size_t remote_offset) {
+WorkRequest Base(uint64_t wr_id, Opcode op, Buffer* local, size_t local_offset, uint32_t length,
+                 const Buffer& remote, size_t remote_offset) {
   WorkRequest wr;
   wr.wr_id = wr_id;
   wr.opcode = op;
@@ -98,31 +89,26 @@ WorkRequest Base(uint64_t wr_id, Opcode op, Buffer* local, size_t local_offset,
 }
 }  // namespace
 
-WorkRequest Write(uint64_t wr_id, Buffer* local, size_t local_offset,
-                  uint32_t length, const Buffer& remote, size_t remote_offset) {
-  return Base(wr_id, Opcode::kWrite, local, local_offset, length, remote,
-              remote_offset);
+WorkRequest Write(uint64_t wr_id, Buffer* local, size_t local_offset, uint32_t length,
+                  const Buffer& remote, size_t remote_offset) {
+  return Base(wr_id, Opcode::kWrite, local, local_offset, length, remote, remote_offset);
 }
 
-WorkRequest Read(uint64_t wr_id, Buffer* local, size_t local_offset,
-                 uint32_t length, const Buffer& remote, size_t remote_offset) {
-  return Base(wr_id, Opcode::kRead, local, local_offset, length, remote,
-              remote_offset);
+WorkRequest Read(uint64_t wr_id, Buffer* local, size_t local_offset, uint32_t length,
+                 const Buffer& remote, size_t remote_offset) {
+  return Base(wr_id, Opcode::kRead, local, local_offset, length, remote, remote_offset);
 }
 
-WorkRequest FetchAdd(uint64_t wr_id, Buffer* local, size_t local_offset,
-                     const Buffer& remote, size_t remote_offset, uint64_t add) {
-  WorkRequest wr = Base(wr_id, Opcode::kFetchAdd, local, local_offset, 8,
-                        remote, remote_offset);
+WorkRequest FetchAdd(uint64_t wr_id, Buffer* local, size_t local_offset, const Buffer& remote,
+                     size_t remote_offset, uint64_t add) {
+  WorkRequest wr = Base(wr_id, Opcode::kFetchAdd, local, local_offset, 8, remote, remote_offset);
   wr.compare_add = add;
   return wr;
 }
 
-WorkRequest CompareSwap(uint64_t wr_id, Buffer* local, size_t local_offset,
-                        const Buffer& remote, size_t remote_offset,
-                        uint64_t compare, uint64_t swap) {
-  WorkRequest wr = Base(wr_id, Opcode::kCompareSwap, local, local_offset, 8,
-                        remote, remote_offset);
+WorkRequest CompareSwap(uint64_t wr_id, Buffer* local, size_t local_offset, const Buffer& remote,
+                        size_t remote_offset, uint64_t compare, uint64_t swap) {
+  WorkRequest wr = Base(wr_id, Opcode::kCompareSwap, local, local_offset, 8, remote, remote_offset);
   wr.compare_add = compare;
   wr.swap = swap;
   return wr;

@@ -42,8 +42,7 @@ std::vector<Completion> PollCompletions(QueuePair* qp, size_t n,
 
 // Polls `qp` until its state is kError or `timeout` passed; returns the
 // completions seen meanwhile.
-std::vector<Completion> PollUntilError(QueuePair* qp,
-                                       absl::Duration timeout = kTestTimeout);
+std::vector<Completion> PollUntilError(QueuePair* qp, absl::Duration timeout = kTestTimeout);
 
 // A heap buffer registered with a provider.
 struct Buffer {
@@ -55,20 +54,18 @@ struct Buffer {
   uint32_t rkey() const { return mr->rkey(); }
 };
 // 8-byte aligned, zero-filled.
-absl::StatusOr<std::unique_ptr<Buffer>> MakeBuffer(Provider* provider,
-                                                   size_t length,
+absl::StatusOr<std::unique_ptr<Buffer>> MakeBuffer(Provider* provider, size_t length,
                                                    uint32_t access);
 
 // Work request builders.
-WorkRequest Write(uint64_t wr_id, Buffer* local, size_t local_offset,
-                  uint32_t length, const Buffer& remote, size_t remote_offset);
-WorkRequest Read(uint64_t wr_id, Buffer* local, size_t local_offset,
-                 uint32_t length, const Buffer& remote, size_t remote_offset);
-WorkRequest FetchAdd(uint64_t wr_id, Buffer* local, size_t local_offset,
-                     const Buffer& remote, size_t remote_offset, uint64_t add);
-WorkRequest CompareSwap(uint64_t wr_id, Buffer* local, size_t local_offset,
-                        const Buffer& remote, size_t remote_offset,
-                        uint64_t compare, uint64_t swap);
+WorkRequest Write(uint64_t wr_id, Buffer* local, size_t local_offset, uint32_t length,
+                  const Buffer& remote, size_t remote_offset);
+WorkRequest Read(uint64_t wr_id, Buffer* local, size_t local_offset, uint32_t length,
+                 const Buffer& remote, size_t remote_offset);
+WorkRequest FetchAdd(uint64_t wr_id, Buffer* local, size_t local_offset, const Buffer& remote,
+                     size_t remote_offset, uint64_t add);
+WorkRequest CompareSwap(uint64_t wr_id, Buffer* local, size_t local_offset, const Buffer& remote,
+                        size_t remote_offset, uint64_t compare, uint64_t swap);
 
 }  // namespace dreplay::verbs::testing
 

@@ -100,9 +100,7 @@ enum class FrameType : uint8_t {
 inline bool IsRequest(FrameType t) {
   return t >= FrameType::kWrite && t <= FrameType::kCompareSwap;
 }
-inline bool IsResponse(FrameType t) {
-  return t >= FrameType::kAck && t <= FrameType::kNak;
-}
+inline bool IsResponse(FrameType t) { return t >= FrameType::kAck && t <= FrameType::kNak; }
 
 struct FrameHeader {
   uint8_t type;    // FrameType
