@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "glog/logging.h"
+#include "testing/session_options.h"
 
 namespace dreplay::testing {
 
@@ -51,17 +52,7 @@ std::unique_ptr<server::ReplayServer> StartServer(verbs::Provider* provider,
 
 client::ClientSessionOptions SessionOptions(const server::ReplayServer& server, protocol::Role role,
                                             uint32_t actor_id, const std::string& auth_token) {
-  client::ClientSessionOptions o;
-  o.host = server.host();
-  o.port = server.port();
-  o.role = role;
-  o.actor_id = actor_id;
-  o.auth_token = auth_token;
-  o.connect_deadline = absl::Seconds(10);
-  o.retry_initial = absl::Milliseconds(5);
-  o.retry_max = absl::Milliseconds(50);
-  o.op_timeout = absl::Seconds(10);
-  return o;
+  return TestSessionOptions(server.host(), server.port(), role, actor_id, auth_token);
 }
 
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "testing/session_options.h"
 
 namespace dreplay::testing {
 
@@ -16,17 +17,8 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(5);
 
 client::ClientSessionOptions ClientOptions(const ServerProcess& server, protocol::Role role,
                                            uint32_t actor_id, const std::string& token) {
-  client::ClientSessionOptions o;
-  o.host = server.host();
-  o.port = server.port();
-  o.role = role;
-  o.actor_id = actor_id;
-  o.auth_token = token;
-  o.connect_deadline = absl::Seconds(20);
-  o.retry_initial = absl::Milliseconds(5);
-  o.retry_max = absl::Milliseconds(100);
-  o.op_timeout = absl::Seconds(20);
-  return o;
+  return TestSessionOptions(server.host(), server.port(), role, actor_id, token, absl::Seconds(20),
+                            absl::Milliseconds(100));
 }
 
 absl::StatusOr<std::unique_ptr<StatsMonitor>> StatsMonitor::Connect(verbs::Provider* provider,
