@@ -101,7 +101,7 @@ TEST_F(ClientSessionTest, ReconnectFollowsARestartAndRefusesAChangedConfig) {
   server = StartServer(server_host_.get(), options);
   const absl::Status s = session->Reconnect(session->generation(), absl::UnavailableError("test"));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_NE(s.message().find("slot_size: 160 vs 256"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("slot_size: 168 vs 256"), std::string::npos) << s;
 }
 
 TEST_F(ClientSessionTest, SinksSeeOnlyTheirOwnCompletions) {

@@ -12,11 +12,11 @@ namespace dreplay::learner {
 namespace {
 
 // A CartPole server: 4 floats per observation, 2 actions, 3-step
-// transitions with gamma 0.99; slots of 88 bytes hold a 52-byte payload.
+// transitions with gamma 0.99; slots of 96 bytes hold a 52-byte payload.
 protocol::LayoutConfig CartPoleServer() {
   protocol::LayoutConfig c;
   c.capacity = 4096;
-  c.slot_size = 88;
+  c.slot_size = 96;
   c.batch_size = 64;
   c.staging_depth = 8;
   c.param_bytes = 1 << 20;

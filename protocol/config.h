@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -139,16 +139,36 @@ struct alignas(kCacheLine) ServerLine {
 };
 static_assert(sizeof(ServerLine) == kCacheLine, "");
 
+// The server's replay policy, written once before registration: the
+// samples-per-insert rate limiter (replay/rate_limiter.h) the sampler obeys.
+struct alignas(kCacheLine) PolicyLine {
+  // Target transitions sampled per transition inserted; 0: no limit.
+  double samples_per_insert = 0;
+  // How far (in sampled transitions) sampled may run ahead of, or with
+  // block_actors behind, samples_per_insert * (inserted - min_size_to_sample).
+  double spi_error_buffer = 0;
+  // No batch is staged until the memory holds this many transitions.
+  uint64_t min_size_to_sample = 0;
+  // 1: ingest pauses (and with it the actors, through the actor window)
+  // while inserts run more than the error buffer ahead of samples.
+  uint32_t spi_block_actors = 0;
+  uint32_t reserved0 = 0;
+  uint64_t reserved[4] = {};
+};
+static_assert(sizeof(PolicyLine) == kCacheLine, "");
+
 struct ControlBlock {
   ControlHeader header;  // [0, 128)
   TailLine tail;         // [128, 192)
   ServerLine server;     // [192, 256)
+  PolicyLine policy;     // [256, 320)
 };
-static_assert(sizeof(ControlBlock) == 256, "ControlBlock is a wire structure");
+static_assert(sizeof(ControlBlock) == 320, "ControlBlock is a wire structure");
 static_assert(alignof(ControlBlock) == kCacheLine, "");
 static_assert(offsetof(ControlBlock, header) == 0, "");
 static_assert(offsetof(ControlBlock, tail) == 128, "");
 static_assert(offsetof(ControlBlock, server) == 192, "");
+static_assert(offsetof(ControlBlock, policy) == 256, "");
 // The byte offset actors FETCH_ADD (relative to the control block, or 0 in
 // the separately registered tail line region).
 inline constexpr size_t kTailOffset = offsetof(ControlBlock, tail);

@@ -60,6 +60,10 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
     return absl::InvalidArgumentError(absl::StrCat("actor_id=", hello.actor_id, " given for a ",
                                                    RoleName(hello.role), " (actors only)"));
   }
+  if (hello.learner_cache && hello.role != Role::kLearner) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learner_cache given for a ", RoleName(hello.role), " (learners only)"));
+  }
   HelloMessage m{};
   m.magic = kHelloMagic;
   m.layout_version = kLayoutVersion;
@@ -68,6 +72,7 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
   m.actor_id = hello.actor_id;
   m.token_length = static_cast<uint32_t>(hello.auth_token.size());
   m.heartbeat = hello.heartbeat;
+  m.flags = hello.learner_cache ? kHelloFlagLearnerCache : 0;
   std::memcpy(m.token, hello.auth_token.data(), hello.auth_token.size());
   return std::string(reinterpret_cast<const char*>(&m), sizeof(m));
 }
@@ -111,8 +116,13 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
         absl::StrCat("malformed hello: heartbeat region of ", m.heartbeat.length,
                      " bytes (need >= ", kHeartbeatBytes, ", 8-byte aligned)"));
   }
+  if ((m.flags & ~kHelloKnownFlags) != 0 || ((m.flags & kHelloFlagLearnerCache) != 0 &&
+                                             m.role != static_cast<uint32_t>(Role::kLearner))) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed hello: flags ", m.flags));
+  }
   Hello hello;
   hello.role = static_cast<Role>(m.role);
+  hello.learner_cache = (m.flags & kHelloFlagLearnerCache) != 0;
   hello.actor_id = m.actor_id;
   if (hello.role != Role::kActor && hello.actor_id != 0) {
     return absl::InvalidArgumentError(

@@ -49,6 +49,10 @@ const char* RoleName(Role role);
 // Inverse of RoleName; InvalidArgument naming the bad value.
 absl::StatusOr<Role> ParseRole(const std::string& name);
 
+// HelloMessage::flags bits.
+inline constexpr uint32_t kHelloFlagLearnerCache = 1u << 0;
+inline constexpr uint32_t kHelloKnownFlags = kHelloFlagLearnerCache;
+
 // ASCII "DRHELLO1" read as a little-endian u64.
 inline constexpr uint64_t kHelloMagic = 0x314F4C4C45485244ULL;
 // Longest accepted authentication token, bytes.
@@ -64,7 +68,7 @@ struct HelloMessage {
   uint32_t role;            // Role
   uint32_t actor_id;        // actors: their id (< config.max_actors); else 0
   uint32_t token_length;    // bytes of `token` used (<= kMaxAuthTokenBytes)
-  uint32_t reserved0;
+  uint32_t flags;           // kHelloFlag* bits
   // Optional: a client region (>= kHeartbeatBytes, remote WRITE) where the
   // server WRITEs a heartbeat now and then, so that it notices a peer that
   // died (an RC queue pair that carries no traffic never fails). All zero:
@@ -87,6 +91,10 @@ struct Hello {
   uint32_t actor_id = 0;
   std::string auth_token;  // never logged
   WireRegion heartbeat;    // length 0: none
+  // Learners: this learner keeps every transition it receives (transfer-once
+  // cache), so the server may stage a transition it holds as a reference
+  // only (protocol/staging.h, kEntryCachedBit).
+  bool learner_cache = false;
 };
 
 // InvalidArgument when the token is longer than kMaxAuthTokenBytes, the role

@@ -43,6 +43,35 @@ TEST(HandshakeTest, HelloRoundTripsThroughItsWireForm) {
   EXPECT_EQ(back->heartbeat.rkey, 99u);
 }
 
+TEST(HandshakeTest, LearnerCacheFlagRoundTripsForLearnersOnly) {
+  Hello learner;
+  learner.role = Role::kLearner;
+  learner.learner_cache = true;
+  absl::StatusOr<std::string> wire = EncodeHello(learner);
+  ASSERT_TRUE(wire.ok()) << wire.status();
+  absl::StatusOr<Hello> back = DecodeHello(*wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->learner_cache);
+  learner.learner_cache = false;
+  back = DecodeHello(*EncodeHello(learner));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->learner_cache);
+
+  Hello actor = ActorHello();
+  actor.learner_cache = true;
+  EXPECT_EQ(EncodeHello(actor).status().code(), absl::StatusCode::kInvalidArgument);
+  // A forged hello: an actor with the flag, or an unknown flag bit.
+  actor.learner_cache = false;
+  std::string forged = *EncodeHello(actor);
+  HelloMessage m;
+  std::memcpy(&m, forged.data(), sizeof(m));
+  for (uint32_t flags : {kHelloFlagLearnerCache, 1u << 7}) {
+    m.flags = flags;
+    std::memcpy(forged.data(), &m, sizeof(m));
+    EXPECT_EQ(DecodeHello(forged).status().code(), absl::StatusCode::kInvalidArgument) << flags;
+  }
+}
+
 TEST(HandshakeTest, RejectsAnotherLayoutVersionNamingBothVersions) {
   std::string wire = *EncodeHello(ActorHello());
   const uint32_t other = kLayoutVersion + 41;

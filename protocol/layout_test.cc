@@ -25,7 +25,7 @@ LayoutConfig TestConfig() {
 
 TEST(LayoutConfigTest, AcceptsAValidConfig) {
   EXPECT_TRUE(TestConfig().Validate().ok());
-  EXPECT_EQ(TestConfig().max_payload(), 128u);
+  EXPECT_EQ(TestConfig().max_payload(), 120u);
   EXPECT_EQ(TestConfig().spec(), "cartpole-v1 f32");
 }
 
@@ -156,7 +156,7 @@ TEST(LayoutTest, CommitValuesReserveZeroForNeverCommitted) {
 TEST(SlotTest, SlotSizeForHoldsTheHeaderAndPayloadRoundedToTheAlignment) {
   EXPECT_EQ(SlotSizeFor(0), sizeof(SlotHeader));
   EXPECT_EQ(SlotSizeFor(1), sizeof(SlotHeader) + kSlotAlignment);
-  EXPECT_EQ(SlotSizeFor(128), 160u);
+  EXPECT_EQ(SlotSizeFor(128), 168u);
   LayoutConfig c = TestConfig();
   c.slot_size = static_cast<uint32_t>(SlotSizeFor(52));
   EXPECT_TRUE(c.Validate().ok()) << c.Validate();
@@ -214,22 +214,24 @@ TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {
   const LayoutConfig c = TestConfig();
   std::vector<uint8_t> stage(StagingSlotStride(c));
   for (size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<uint8_t>(i * 7);
-  const uint64_t sum = BatchChecksum(c, stage.data(), 2);
+  // Three entries, two of them with their copied slot staged.
+  const uint64_t sum = BatchChecksum(c, stage.data(), 3, 2);
   auto flip_changes = [&](uint64_t offset) {
     std::vector<uint8_t> s = stage;
     s[offset] ^= 1;
-    return BatchChecksum(c, s.data(), 2) != sum;
+    return BatchChecksum(c, s.data(), 3, 2) != sum;
   };
   EXPECT_FALSE(flip_changes(0));  // the checksum field
   EXPECT_TRUE(flip_changes(8));
   EXPECT_TRUE(flip_changes(63));
-  EXPECT_TRUE(flip_changes(StagingEntriesOffset(c) + 2 * 16 - 1));
-  EXPECT_FALSE(flip_changes(StagingEntriesOffset(c) + 2 * 16));
+  EXPECT_TRUE(flip_changes(StagingEntriesOffset(c) + 3 * 16 - 1));
+  EXPECT_FALSE(flip_changes(StagingEntriesOffset(c) + 3 * 16));
   EXPECT_TRUE(flip_changes(StagingPayloadsOffset(c) + 2 * c.slot_size - 1));
   EXPECT_FALSE(flip_changes(StagingPayloadsOffset(c) + 2 * c.slot_size));
   EXPECT_FALSE(flip_changes(StagingCommitOffset(c)));
-  // A count above batch_size is clamped rather than read out of bounds.
-  EXPECT_EQ(BatchChecksum(c, stage.data(), 1u << 30), BatchChecksum(c, stage.data(), c.batch_size));
+  // Counts above batch_size are clamped rather than read out of bounds.
+  EXPECT_EQ(BatchChecksum(c, stage.data(), 1u << 30, 1u << 30),
+            BatchChecksum(c, stage.data(), c.batch_size, c.batch_size));
 }
 
 TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {
@@ -237,14 +239,68 @@ TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {
   std::vector<uint8_t> stage(StagingSlotStride(c));
   for (size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<uint8_t>(i * 11 + 5);
   const uint32_t count = 3;
+  const uint32_t payload_count = 1;
   std::vector<uint8_t> covered(stage.begin() + 8, stage.begin() + 64);
   covered.insert(covered.end(), stage.begin() + StagingEntriesOffset(c),
                  stage.begin() + StagingEntriesOffset(c) + count * sizeof(BatchEntry));
   covered.insert(covered.end(), stage.begin() + StagingPayloadsOffset(c),
-                 stage.begin() + StagingPayloadsOffset(c) + count * c.slot_size);
+                 stage.begin() + StagingPayloadsOffset(c) + payload_count * c.slot_size);
   const uint64_t expected = XXH3_64bits_withSeed(covered.data(), covered.size(), kChecksumSeed);
-  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
-  EXPECT_EQ(BatchChecksum(c, stage.data(), count), expected);
+  EXPECT_EQ(BatchChecksum(c, stage.data(), count, payload_count), expected);
+}
+
+// A staged batch as the sampler writes it: `count` entries of which the
+// first `payload_count` carry a copied slot, committed for `batch_number`.
+std::vector<uint8_t> StagedImage(const LayoutConfig& c, uint64_t batch_number, uint32_t count,
+                                 uint32_t payload_count) {
+  std::vector<uint8_t> stage(StagingSlotStride(c), 0x5A);
+  BatchHeader h{};
+  h.batch_number = batch_number;
+  h.epoch = 3;
+  h.count = count;
+  h.slot_size = c.slot_size;
+  h.payload_count = payload_count;
+  h.used_bytes = StagingUsedBytes(c, payload_count);
+  std::memcpy(stage.data(), &h, sizeof(h));
+  h.checksum = BatchChecksum(c, stage.data(), count, payload_count);
+  std::memcpy(stage.data(), &h, sizeof(h));
+  CommitLine line{};
+  line.commit = BatchCommitValue(batch_number);
+  line.used_bytes = h.used_bytes;
+  std::memcpy(stage.data() + StagingCommitOffset(c), &line, sizeof(line));
+  return stage;
+}
+
+TEST(StagingTest, TheCommitLineSaysHowMuchToReadAndThatPrefixVerifies) {
+  const LayoutConfig c = TestConfig();
+  const std::vector<uint8_t> stage = StagedImage(c, 7, 5, 2);
+  CommitLine line;
+  std::memcpy(&line, stage.data() + StagingCommitOffset(c), sizeof(line));
+  const absl::StatusOr<uint64_t> bytes = StagedBatchBytes(c, line, 7);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, StagingPayloadsOffset(c) + 2 * c.slot_size);
+  EXPECT_TRUE(CheckBatchImage(c, stage.data(), *bytes, 7, 3).ok());
+  EXPECT_TRUE(CheckStagedBatch(c, stage.data(), 7, 3).ok());
+  // Not staged yet, another epoch, a short image, a torn byte.
+  EXPECT_EQ(StagedBatchBytes(c, line, 8).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(CheckBatchImage(c, stage.data(), *bytes, 8, 3).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(CheckBatchImage(c, stage.data(), *bytes, 7, 4).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckBatchImage(c, stage.data(), *bytes - 1, 7, 3).code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> torn = stage;
+  torn[*bytes - 1] ^= 1;
+  EXPECT_EQ(CheckBatchImage(c, torn.data(), *bytes, 7, 3).code(), absl::StatusCode::kDataLoss);
+  line.used_bytes = StagingUsedBytes(c, c.batch_size) + 1;
+  EXPECT_EQ(StagedBatchBytes(c, line, 7).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(StagingTest, CachedEntriesKeepTheirIndexBehindTheFlag) {
+  BatchEntry e{42, 17u | kEntryCachedBit, 0.5f};
+  EXPECT_TRUE(EntryCached(e));
+  EXPECT_EQ(EntryIndex(e), 17u);
+  e.slot_index = 17;
+  EXPECT_FALSE(EntryCached(e));
+  EXPECT_EQ(EntryIndex(e), 17u);
 }
 
 TEST(ChecksumTest, MailboxAndParamsChecksumsCoverTheirCountedBytes) {

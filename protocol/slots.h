@@ -33,13 +33,18 @@ struct SlotHeader {
   // "no estimate: use the current maximum".
   float initial_priority;
   uint32_t reserved;  // 0
+  // When the actor sealed the slot: its CLOCK_REALTIME in ns since the Unix
+  // epoch (0: unknown). Data age at the learner is measured from it, so
+  // across hosts it is as good as their clock synchronisation (PTP, NTP).
+  uint64_t insert_time_ns;
 };
-static_assert(sizeof(SlotHeader) == 32, "SlotHeader is a wire structure");
+static_assert(sizeof(SlotHeader) == 40, "SlotHeader is a wire structure");
 static_assert(offsetof(SlotHeader, checksum) == 0, "");
 static_assert(offsetof(SlotHeader, sequence) == 8, "");
 static_assert(offsetof(SlotHeader, actor_id) == 16, "");
 static_assert(offsetof(SlotHeader, payload_length) == 20, "");
 static_assert(offsetof(SlotHeader, initial_priority) == 24, "");
+static_assert(offsetof(SlotHeader, insert_time_ns) == 32, "");
 inline constexpr size_t kSlotChecksumBegin = sizeof(uint64_t);
 
 // The smallest slot_size that holds payloads of `payload_bytes`: the header,

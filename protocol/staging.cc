@@ -5,6 +5,7 @@
 #include "protocol/staging.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,8 +14,10 @@
 
 namespace dreplay::protocol {
 
-uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count) {
+uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count,
+                       uint32_t payload_count) {
   count = std::min(count, c.batch_size);
+  payload_count = std::min(payload_count, c.batch_size);
   const auto* p = static_cast<const uint8_t*>(staging_slot);
   XXH3_state_t state;
   // A state on the stack must be initialized before a seeded reset (the
@@ -23,30 +26,49 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
   XXH3_64bits_reset_withSeed(&state, kChecksumSeed);
   XXH3_64bits_update(&state, p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
   XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{count} * sizeof(BatchEntry));
-  XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), uint64_t{count} * c.slot_size);
+  XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), uint64_t{payload_count} * c.slot_size);
   return XXH3_64bits_digest(&state);
 }
 
-absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
-                              uint64_t epoch) {
+absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const CommitLine& line,
+                                          uint64_t batch_number) {
+  if (line.commit != BatchCommitValue(batch_number)) {
+    return absl::UnavailableError(
+        absl::StrCat("batch ", batch_number, " is not staged yet (commit ", line.commit, ")"));
+  }
+  if (line.used_bytes < StagingUsedBytes(config, 0) ||
+      line.used_bytes > StagingUsedBytes(config, config.batch_size)) {
+    return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " says it uses ",
+                                            line.used_bytes, " bytes (torn read)"));
+  }
+  return line.used_bytes;
+}
+
+absl::Status CheckBatchImage(const LayoutConfig& config, const void* image, uint64_t image_bytes,
+                             uint64_t batch_number, uint64_t epoch) {
   const auto* p = static_cast<const uint8_t*>(image);
-  uint64_t commit;
-  std::memcpy(&commit, p + StagingCommitOffset(config), sizeof(commit));
+  if (image_bytes < sizeof(BatchHeader)) {
+    return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " image of ",
+                                            image_bytes, " bytes has no header"));
+  }
   BatchHeader header;
   std::memcpy(&header, p, sizeof(header));
-  if (commit != BatchCommitValue(batch_number) || header.batch_number != batch_number) {
-    return absl::UnavailableError(absl::StrCat("batch ", batch_number,
-                                               " is not staged yet (commit ", commit,
-                                               ", header batch ", header.batch_number, ")"));
+  if (header.batch_number != batch_number) {
+    return absl::UnavailableError(absl::StrCat(
+        "batch ", batch_number, " is not staged yet (header batch ", header.batch_number, ")"));
   }
   // Only a whole image is judged: a READ that overlapped the server's write
-  // can pair a new commit word with an old header.
-  if (header.count > config.batch_size || header.slot_size != config.slot_size) {
-    return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " header has count ",
-                                            header.count, " slot_size ", header.slot_size,
-                                            " (torn read)"));
+  // can pair a new header with old entries.
+  if (header.count > config.batch_size || header.payload_count > header.count ||
+      header.slot_size != config.slot_size ||
+      header.used_bytes != StagingUsedBytes(config, header.payload_count) ||
+      header.used_bytes > image_bytes) {
+    return absl::DataLossError(absl::StrCat(
+        "staged batch ", batch_number, " header has count ", header.count, " payload_count ",
+        header.payload_count, " slot_size ", header.slot_size, " used_bytes ", header.used_bytes,
+        " for an image of ", image_bytes, " bytes (torn read)"));
   }
-  if (BatchChecksum(config, p, header.count) != header.checksum) {
+  if (BatchChecksum(config, p, header.count, header.payload_count) != header.checksum) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
   }
@@ -55,6 +77,16 @@ absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uin
                                                       header.epoch, ", expected ", epoch));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
+                              uint64_t epoch) {
+  CommitLine line;
+  std::memcpy(&line, static_cast<const uint8_t*>(image) + StagingCommitOffset(config),
+              sizeof(line));
+  const absl::StatusOr<uint64_t> used = StagedBatchBytes(config, line, batch_number);
+  if (!used.ok()) return used.status();
+  return CheckBatchImage(config, image, StagingSlotStride(config), batch_number, epoch);
 }
 
 }  // namespace dreplay::protocol

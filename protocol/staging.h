@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "protocol/config.h"
 
 namespace dreplay::protocol {
@@ -23,21 +24,33 @@ namespace dreplay::protocol {
 //
 //   [0, 64)                            BatchHeader
 //   [64, StagingPayloadsOffset)        batch_size BatchEntry (16 B each)
-//   [StagingPayloadsOffset, ...)       batch_size copied slots of slot_size B
-//   [StagingCommitOffset, +64)         CommitLine: BatchCommitValue(n), last
+//   [StagingPayloadsOffset, ...)       up to batch_size copied slots of
+//                                      slot_size B, packed: one per entry
+//                                      that carries its payload
+//   [StagingCommitOffset, +64)         CommitLine: BatchCommitValue(n) and
+//                                      used_bytes, last
+//
+// An entry whose transition the learner already holds (transfer-once
+// learner cache, see Hello::learner_cache) carries no payload: its
+// slot_index has kEntryCachedBit set. The other entries' slots follow each
+// other from StagingPayloadsOffset in entry order, so a batch uses only
+// [0, StagingPayloadsOffset + payload_count * slot_size) of its staging slot
+// (BatchHeader::used_bytes); the learner READs the commit line first and
+// then just those bytes.
 
 struct BatchHeader {
   // XXH3-64 (kChecksumSeed) of header bytes [8, 64), then entries [0, count),
-  // then the copied slots [0, count): see BatchChecksum().
+  // then the copied slots [0, payload_count): see BatchChecksum().
   uint64_t checksum;
   uint64_t batch_number;
   uint64_t epoch;
-  uint32_t count;      // entries in this batch (<= batch_size)
-  uint32_t slot_size;  // stride of the copied slots (== config.slot_size)
-  uint64_t size;       // N: valid transitions in memory when sampled
-  float beta;          // importance-sampling exponent used
-  uint32_t reserved0;
-  uint64_t reserved[2];
+  uint32_t count;          // entries in this batch (<= batch_size)
+  uint32_t slot_size;      // stride of the copied slots (== config.slot_size)
+  uint64_t size;           // N: valid transitions in memory when sampled
+  float beta;              // importance-sampling exponent used
+  uint32_t payload_count;  // entries that carry their copied slot
+  uint64_t used_bytes;     // StagingPayloadsOffset + payload_count * slot_size
+  uint64_t reserved;
 };
 static_assert(sizeof(BatchHeader) == kCacheLine, "BatchHeader is a wire structure");
 static_assert(offsetof(BatchHeader, batch_number) == 8, "");
@@ -45,18 +58,32 @@ static_assert(offsetof(BatchHeader, epoch) == 16, "");
 static_assert(offsetof(BatchHeader, count) == 24, "");
 static_assert(offsetof(BatchHeader, size) == 32, "");
 static_assert(offsetof(BatchHeader, beta) == 40, "");
+static_assert(offsetof(BatchHeader, payload_count) == 44, "");
+static_assert(offsetof(BatchHeader, used_bytes) == 48, "");
 
 struct BatchEntry {
   uint64_t slot_sequence;
+  // The slot's index, with kEntryCachedBit set when no copied slot is staged
+  // for this entry (the learner holds (index, sequence) already).
   uint32_t slot_index;
   float weight;  // importance-sampling weight, (N * P(i))^-beta / max
 };
 static_assert(sizeof(BatchEntry) == 16, "BatchEntry is a wire structure");
 
+// Slot indices are below kMaxCapacity = 2^31, so the top bit is free.
+inline constexpr uint32_t kEntryCachedBit = 1u << 31;
+static_assert(kMaxCapacity <= kEntryCachedBit, "an index never has the cached bit");
+inline uint32_t EntryIndex(const BatchEntry& e) { return e.slot_index & ~kEntryCachedBit; }
+inline bool EntryCached(const BatchEntry& e) { return (e.slot_index & kEntryCachedBit) != 0; }
+
 // The last line of a staging slot or mailbox entry.
 struct CommitLine {
   uint64_t commit;  // BatchCommitValue(batch_number); 0 = never
-  uint64_t reserved[7];
+  // Staging slots: the batch's BatchHeader::used_bytes, so that a reader
+  // that READs this line first knows how much of the slot to READ. Mailbox
+  // entries: 0.
+  uint64_t used_bytes;
+  uint64_t reserved[6];
 };
 static_assert(sizeof(CommitLine) == kCacheLine, "");
 
@@ -76,16 +103,38 @@ inline uint64_t StagingSlotOffset(const LayoutConfig& c, uint64_t batch_number) 
   return (batch_number % c.staging_depth) * StagingSlotStride(c);
 }
 
-// Checksum of staging slot image `staging_slot` (StagingSlotStride bytes)
-// whose header says `count` entries; count is clamped to batch_size.
-uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count);
+// The bytes of a staging slot a batch with `payload_count` copied slots
+// uses: [0, StagingUsedBytes).
+inline uint64_t StagingUsedBytes(const LayoutConfig& c, uint32_t payload_count) {
+  return StagingPayloadsOffset(c) + uint64_t{payload_count} * c.slot_size;
+}
 
-// Learner side: checks a READ image of the staging slot of `batch_number`
-// (StagingSlotStride bytes). OK when it is batch `batch_number` of `epoch`,
-// whole; Unavailable when that batch is not staged there yet (READ again
-// later); DataLoss when the header is malformed or the checksum fails (a READ
-// that overlapped the server's write: READ again); FailedPrecondition when a
-// whole, verified batch belongs to another epoch (the server restarted).
+// Checksum of staging slot image `staging_slot` whose header says `count`
+// entries and `payload_count` copied slots; both are clamped to batch_size.
+// Reads [0, StagingUsedBytes(payload_count)) of the image only.
+uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count,
+                       uint32_t payload_count);
+
+// Learner side, first READ: the commit line of the staging slot of
+// `batch_number`. The bytes of the slot to READ next (used_bytes) when that
+// batch is committed there; Unavailable when it is not staged yet (READ
+// again later); DataLoss when used_bytes is impossible for this layout.
+absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const CommitLine& line,
+                                          uint64_t batch_number);
+
+// Learner side, second READ: checks an image of the first `image_bytes`
+// bytes of the staging slot of `batch_number`. OK when it is batch
+// `batch_number` of `epoch`, whole; Unavailable when another batch is there
+// (not staged yet); DataLoss when the header is malformed, the image shorter
+// than the batch's used_bytes, or the checksum fails (a READ that overlapped
+// the server's write: READ again); FailedPrecondition when a whole, verified
+// batch belongs to another epoch (the server restarted).
+absl::Status CheckBatchImage(const LayoutConfig& config, const void* image, uint64_t image_bytes,
+                             uint64_t batch_number, uint64_t epoch);
+
+// CheckBatchImage of a whole staging slot image (StagingSlotStride bytes),
+// its commit line included and checked first (Unavailable when the batch is
+// not committed there).
 absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
                               uint64_t epoch);
 

@@ -53,7 +53,15 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t checkpoints_written;
   uint64_t updates_timed_out;  // staging slots freed without an update
   uint64_t restore_dropped;    // slots failing verification on restore
-  uint64_t reserved[22];
+  // Samples-per-insert rate limiter (PolicyLine).
+  uint64_t limiter_sample_waits;    // steps the sampler could not stage: limiter
+  uint64_t limiter_sample_wait_ns;  // time batches waited for the limiter
+  uint64_t limiter_insert_wait_ns;  // time ingest paused (spi_block_actors)
+  // Transfer-once learner cache.
+  uint64_t staged_payloads;       // entries staged with their copied slot
+  uint64_t staged_cached;         // entries staged as references (cached)
+  uint64_t learner_cache_resets;  // the learner's holdings forgotten (reconnect)
+  uint64_t reserved[16];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -67,6 +75,7 @@ static_assert(sizeof(StatsBlock) == 448, "StatsBlock is a wire structure");
 static_assert(offsetof(StatsBlock, generation_end) == 376, "");
 static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
 static_assert(offsetof(StatsBlock, priority_sum) == 160, "");
+static_assert(offsetof(StatsBlock, limiter_sample_waits) == 200, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

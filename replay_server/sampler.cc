@@ -140,13 +140,18 @@ bool Sampler::StageOne() {
   header.slot_size = config_.slot_size;
   header.size = memory_->size();
   header.beta = static_cast<float>(beta);
+  header.payload_count = count;
+  header.used_bytes = protocol::StagingUsedBytes(config_, header.payload_count);
   CopyToShared(base, &header, sizeof(header));
   // Plain reads of memory only this thread writes.
-  header.checksum = protocol::BatchChecksum(config_, base, count);
+  header.checksum = protocol::BatchChecksum(config_, base, count, header.payload_count);
   StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(protocol::BatchHeader, checksum)),
                header.checksum);
-  StoreRelease(reinterpret_cast<uint64_t*>(base + protocol::StagingCommitOffset(config_)),
-               protocol::BatchCommitValue(n));
+  uint8_t* const commit_line = base + protocol::StagingCommitOffset(config_);
+  StoreRelaxed(
+      reinterpret_cast<uint64_t*>(commit_line + offsetof(protocol::CommitLine, used_bytes)),
+      header.used_bytes);
+  StoreRelease(reinterpret_cast<uint64_t*>(commit_line), protocol::BatchCommitValue(n));
 
   staged_at_[n % staged_at_.size()] = clock_->Now();
   ++next_batch_;

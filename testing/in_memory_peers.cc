@@ -10,7 +10,7 @@ namespace dreplay::testing {
 protocol::LayoutConfig SmallConfig() {
   protocol::LayoutConfig c;
   c.capacity = 64;
-  c.slot_size = 160;
+  c.slot_size = 168;
   c.batch_size = 8;
   c.staging_depth = 2;
   c.param_bytes = 256;

@@ -16,7 +16,7 @@
 
 namespace dreplay::testing {
 
-// capacity 64, slot_size 160 (128-byte payloads), batch 8, depth 2.
+// capacity 64, slot_size 168 (128-byte payloads), batch 8, depth 2.
 protocol::LayoutConfig SmallConfig();
 
 // A deterministic payload for `sequence`, `length` bytes.

@@ -23,7 +23,7 @@ server::ReplayServerOptions SmallServerOptions() {
   o.port = 0;
   protocol::LayoutConfig& l = o.layout;
   l.capacity = 256;
-  l.slot_size = 160;
+  l.slot_size = 168;
   l.batch_size = 8;
   l.staging_depth = 4;
   l.param_bytes = 4096;

@@ -31,7 +31,7 @@ inline constexpr absl::Duration kTestTimeout = absl::Seconds(20);
 // A soft provider (one per emulated host); CHECK-fails if it cannot start.
 std::unique_ptr<verbs::Provider> SoftProvider();
 
-// capacity 256, slot_size 160 (128-byte payloads), batch 8, depth 4,
+// capacity 256, slot_size 168 (128-byte payloads), batch 8, depth 4,
 // param_bytes 4096, max_actors 8; short timeouts and quick idle back-off;
 // stats logged only on demand.
 server::ReplayServerOptions SmallServerOptions();

@@ -54,7 +54,7 @@ uint64_t Tag(uint32_t actor, uint64_t i) { return (uint64_t{actor} << kTagShift)
 // so the faulty actors write small batches.
 std::vector<std::string> ServerFlags() {
   return {"--capacity=8192",
-          "--slot_size=160",
+          "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
           "--max_actors=8",

@@ -41,7 +41,7 @@ class ReplayTopTest : public ::testing::Test {
     dir_ = testing::MakeTestDir("replay_top");
     testing::ServerProcessOptions options;
     options.flags = {"--capacity=4096",
-                     "--slot_size=160",
+                     "--slot_size=168",
                      "--batch_size=8",
                      "--staging_depth=4",
                      "--max_actors=8",

@@ -37,7 +37,7 @@ constexpr int kSigkillExitStatus = 128 + SIGKILL;
 
 std::vector<std::string> ServerFlags(const std::string& checkpoint_dir) {
   return {"--capacity=4096",
-          "--slot_size=160",
+          "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
           "--max_actors=8",

@@ -49,7 +49,7 @@ class SecurityTest : public ::testing::Test {
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
     options.flags = {"--capacity=4096",
-                     "--slot_size=160",
+                     "--slot_size=168",
                      "--batch_size=8",
                      "--staging_depth=4",
                      "--max_actors=8",

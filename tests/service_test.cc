@@ -47,7 +47,7 @@ uint64_t Tag(int writer, uint64_t i) {
 // sequence names one transition for the whole test).
 std::vector<std::string> ServerFlags() {
   return {"--capacity=8192",
-          "--slot_size=160",
+          "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
           "--max_actors=8",
