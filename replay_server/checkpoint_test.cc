@@ -47,7 +47,7 @@ void WriteFile(const std::string& path, const std::vector<char>& bytes) {
 ReplayCoreOptions Options() {
   ReplayCoreOptions options;
   options.memory.alpha = 0.7;
-  options.sampler.min_size_to_sample = 4;
+  options.sampler.rate_limiter.min_size_to_sample = 4;
   return options;
 }
 
@@ -213,8 +213,8 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
 }
 
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
-  EXPECT_EQ(sizeof(CheckpointHeader), 352u);
-  EXPECT_EQ(kCheckpointVersion, 1u);
+  EXPECT_EQ(sizeof(CheckpointHeader), 400u);
+  EXPECT_EQ(kCheckpointVersion, 2u);
 }
 
 }  // namespace

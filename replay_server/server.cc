@@ -25,6 +25,9 @@ constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
 // Steps the core takes at Stop to ingest what was committed, at most.
 constexpr int kMaxDrainSteps = 100000;
 constexpr int kPollBatch = 8;
+// How long the accept thread waits for the core to apply a learner connection
+// (one core step, or a periodic checkpoint) before refusing it retryably.
+constexpr absl::Duration kLearnerNoteTimeout = absl::Seconds(5);
 
 absl::Status PositiveDuration(const char* name, absl::Duration d) {
   if (d <= absl::ZeroDuration()) {
@@ -318,6 +321,15 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
                                                "); at most one learner at a time")));
         return;
       }
+    }
+  }
+  if (hello->role == protocol::Role::kLearner) {
+    // The core forgets the previous learner's holdings (and drops batches
+    // that reference them) before this learner can READ anything.
+    const uint64_t generation = core_->NoteLearnerConnected(hello->learner_cache);
+    if (!core_->WaitLearnerNoted(generation, kLearnerNoteTimeout)) {
+      Reject(pending.get(), protocol::RetryableReason("the replay core is busy; try again"));
+      return;
     }
   }
   absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello);
