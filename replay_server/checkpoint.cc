@@ -118,7 +118,9 @@ CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
   h.epoch = state.epoch;
   h.tail = state.tail;
   h.ingest_cursor = state.ingest_cursor;
-  std::memcpy(h.counters, &state.counters, sizeof(h.counters));
+  const auto* counters = reinterpret_cast<const uint64_t*>(&state.counters);
+  std::memcpy(h.counters, counters, sizeof(h.counters));
+  std::memcpy(h.counters_v2, counters + kNumReplayCountersV1, sizeof(h.counters_v2));
   h.slot_bytes = protocol::SlotRingBytes(config);
   h.commit_bytes = protocol::CommitWordsBytes(config);
   h.value_bytes = config.capacity * sizeof(double);
@@ -173,10 +175,13 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   if (h.magic != kCheckpointMagic) {
     return absl::DataLossError(absl::StrCat(path, " is not a dreplay checkpoint (bad magic)"));
   }
-  if (h.format_version != kCheckpointVersion || h.header_bytes != sizeof(CheckpointHeader)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", path, " has format version ", h.format_version, " (header ",
-                     h.header_bytes, " bytes); this build reads version ", kCheckpointVersion));
+  const bool v2 = h.format_version == kCheckpointVersion && h.header_bytes == sizeof(h);
+  const bool v1 =
+      h.format_version == kCheckpointVersionV1 && h.header_bytes == kCheckpointHeaderBytesV1;
+  if (!v1 && !v2) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " has format version ", h.format_version, " (header ", h.header_bytes,
+        " bytes); this build reads versions ", kCheckpointVersionV1, " and ", kCheckpointVersion));
   }
   if (h.config != config) {
     return absl::FailedPreconditionError(
@@ -206,20 +211,31 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   const protocol::LayoutConfig& config = regions->config();
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoError("stat", path);
-  CheckpointHeader header;
-  if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
+  // A version 1 header is a prefix of the current one: read that much, and
+  // the rest when the header says it is there.
+  CheckpointHeader header{};
+  if (static_cast<uint64_t>(st.st_size) < kCheckpointHeaderBytesV1) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
   }
-  RETURN_IF_ERROR(ReadAll(fd, &header, sizeof(header), path));
+  RETURN_IF_ERROR(ReadAll(fd, &header, kCheckpointHeaderBytesV1, path));
+  size_t header_bytes = kCheckpointHeaderBytesV1;
+  if (header.magic == kCheckpointMagic && header.header_bytes == sizeof(header)) {
+    if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
+    }
+    RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<uint8_t*>(&header) + kCheckpointHeaderBytesV1,
+                            sizeof(header) - kCheckpointHeaderBytesV1, path));
+    header_bytes = sizeof(header);
+  }
   RETURN_IF_ERROR(CheckHeader(header, path, config, *memory));
-  const uint64_t expected_size = sizeof(header) + header.slot_bytes + header.commit_bytes +
+  const uint64_t expected_size = header_bytes + header.slot_bytes + header.commit_bytes +
                                  header.value_bytes + header.sequence_bytes + sizeof(uint64_t);
   if (static_cast<uint64_t>(st.st_size) != expected_size) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " has ", st.st_size, " bytes, expected ", expected_size));
   }
   Hasher hasher;
-  hasher.Update(&header, sizeof(header));
+  hasher.Update(&header, header_bytes);
   // No peer uses the regions yet: read straight into them.
   auto load = [&](void* destination, uint64_t bytes) -> absl::Status {
     auto* p = static_cast<uint8_t*>(destination);
@@ -247,7 +263,10 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   state->epoch = header.epoch;
   state->tail = header.tail;
   state->ingest_cursor = header.ingest_cursor;
-  std::memcpy(&state->counters, header.counters, sizeof(state->counters));
+  auto* counters = reinterpret_cast<uint64_t*>(&state->counters);
+  std::memcpy(counters, header.counters, sizeof(header.counters));
+  // Zero in a version 1 header.
+  std::memcpy(counters + kNumReplayCountersV1, header.counters_v2, sizeof(header.counters_v2));
   // Slots caught mid-write when the checkpoint was taken fail here.
   for (uint64_t i = 0; i < config.capacity; ++i) {
     const uint64_t sequence = memory->sequence(i);

@@ -45,7 +45,10 @@ namespace dreplay::server {
 
 // ASCII "DRPCKPT1" read as a little-endian u64.
 inline constexpr uint64_t kCheckpointMagic = 0x3154504B43505244ULL;
-inline constexpr uint32_t kCheckpointVersion = 1;
+// Version 2 appends the limiter and learner cache counters at the end of the
+// header; version 1 files are still read (those counters start at 0).
+inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kCheckpointVersionV1 = 1;
 
 // The state saved beside the regions and the memory.
 struct CheckpointState {
@@ -68,15 +71,20 @@ struct CheckpointHeader {
   uint64_t epoch;
   uint64_t tail;
   uint64_t ingest_cursor;
-  uint64_t counters[kNumReplayCounters];
+  uint64_t counters[kNumReplayCountersV1];  // ReplayCounters' first fields
   // Section lengths, in file order.
   uint64_t slot_bytes;      // capacity * slot_size
   uint64_t commit_bytes;    // capacity * 8
   uint64_t value_bytes;     // capacity * 8: stored priorities (double)
   uint64_t sequence_bytes;  // capacity * 8: sequences (kNoSequence = empty)
   uint64_t reserved[2];
+  // Version 2: ReplayCounters' fields after the first kNumReplayCountersV1.
+  uint64_t counters_v2[kNumReplayCounters - kNumReplayCountersV1];
 };
-static_assert(sizeof(CheckpointHeader) == 352, "CheckpointHeader is a file format");
+static_assert(sizeof(CheckpointHeader) == 400, "CheckpointHeader is a file format");
+// A version 1 header is this header's first kCheckpointHeaderBytesV1 bytes.
+inline constexpr size_t kCheckpointHeaderBytesV1 = 352;
+static_assert(offsetof(CheckpointHeader, counters_v2) == kCheckpointHeaderBytesV1, "");
 static_assert(offsetof(CheckpointHeader, config) == 16, "");
 static_assert(offsetof(CheckpointHeader, counters) == 176, "");
 static_assert(offsetof(CheckpointHeader, slot_bytes) == 304, "");

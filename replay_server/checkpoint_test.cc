@@ -17,6 +17,7 @@
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "testing/in_memory_peers.h"
+#include "xxhash.h"
 
 namespace dreplay::server {
 namespace {
@@ -47,7 +48,7 @@ void WriteFile(const std::string& path, const std::vector<char>& bytes) {
 ReplayCoreOptions Options() {
   ReplayCoreOptions options;
   options.memory.alpha = 0.7;
-  options.sampler.min_size_to_sample = 4;
+  options.sampler.rate_limiter.min_size_to_sample = 4;
   return options;
 }
 
@@ -118,6 +119,47 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
   EXPECT_FALSE(core->memory().valid(protocol::SlotIndex(config(), pending_)));
   EXPECT_EQ(core->ingest_cursor(), committed_ + 1);
   EXPECT_TRUE(protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions, 0).data(), 0, 2).ok());
+}
+
+TEST_F(CheckpointTest, AVersionOneFileIsReadWithTheNewCountersAtZero) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  // Rewrite the file as version 1 wrote it: the header's first 352 bytes,
+  // version 1, and the trailer over that.
+  std::vector<char> bytes = ReadFile(path_);
+  CheckpointHeader header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  header.format_version = kCheckpointVersionV1;
+  header.header_bytes = kCheckpointHeaderBytesV1;
+  std::vector<char> v1(bytes.size() - (sizeof(header) - kCheckpointHeaderBytesV1));
+  std::memcpy(v1.data(), &header, kCheckpointHeaderBytesV1);
+  std::memcpy(v1.data() + kCheckpointHeaderBytesV1, bytes.data() + sizeof(header),
+              bytes.size() - sizeof(header) - sizeof(uint64_t));
+  const uint64_t trailer =
+      XXH3_64bits_withSeed(v1.data(), v1.size() - sizeof(uint64_t), protocol::kChecksumSeed);
+  std::memcpy(v1.data() + v1.size() - sizeof(uint64_t), &trailer, sizeof(trailer));
+  WriteFile(path_, v1);
+
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  const absl::Status s = core->RestoreCheckpoint(path_);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(core->memory().size(), core_->memory().size());
+  EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
+  EXPECT_EQ(core->counters().staged_payloads, 0u);       // not in a version 1 file
+  EXPECT_EQ(core->counters().learner_cache_resets, 1u);  // the new epoch's
+}
+
+TEST_F(CheckpointTest, TheLimiterAndCacheCountersSurviveARestart) {
+  RunForAWhile();
+  ASSERT_GT(core_->counters().staged_payloads, 0u);
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
+  EXPECT_EQ(core->counters().staged_payloads, core_->counters().staged_payloads);
+  EXPECT_EQ(core->sampler().limiter().inserted(), core_->counters().inserted);
+  EXPECT_EQ(core->sampler().limiter().sampled(), core_->counters().sampled);
 }
 
 TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
@@ -213,8 +255,8 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
 }
 
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
-  EXPECT_EQ(sizeof(CheckpointHeader), 352u);
-  EXPECT_EQ(kCheckpointVersion, 1u);
+  EXPECT_EQ(sizeof(CheckpointHeader), 400u);
+  EXPECT_EQ(kCheckpointVersion, 2u);
 }
 
 }  // namespace

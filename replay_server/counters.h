@@ -35,8 +35,19 @@ struct ReplayCounters {
   // Checkpoints.
   uint64_t checkpoints_written = 0;
   uint64_t restore_dropped = 0;  // slots that failed verification on restore
+  // --- Checkpoint format version 2 appends the fields below. ---
+  // Samples-per-insert rate limiter (SamplerOptions::rate_limiter).
+  uint64_t limiter_sample_waits = 0;    // steps a batch could not be staged: limiter
+  uint64_t limiter_sample_wait_ns = 0;  // time batches waited for the limiter
+  uint64_t limiter_insert_wait_ns = 0;  // time ingest paused (block_inserts)
+  // Transfer-once learner cache (learner_cache.h).
+  uint64_t staged_payloads = 0;       // entries staged with their copied slot
+  uint64_t staged_cached = 0;         // entries staged as references
+  uint64_t learner_cache_resets = 0;  // learner holdings forgotten (new learner, new epoch)
 };
-inline constexpr int kNumReplayCounters = 16;
+inline constexpr int kNumReplayCounters = 22;
+// The counters a version 1 checkpoint holds (the first ones, in order).
+inline constexpr int kNumReplayCountersV1 = 16;
 static_assert(sizeof(ReplayCounters) == kNumReplayCounters * sizeof(uint64_t),
               "ReplayCounters is checkpointed as an array of u64");
 

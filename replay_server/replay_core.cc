@@ -49,6 +49,9 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* re
         absl::StrCat("memory.capacity=", memory_options.capacity,
                      " differs from the layout's capacity=", config.capacity));
   }
+  if (absl::Status s = options.sampler.rate_limiter.Validate(config.batch_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler rate_limiter: ", s.message()));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory,
                    replay::ReplayMemory::Create(memory_options));
   return std::unique_ptr<ReplayCore>(new ReplayCore(
@@ -59,6 +62,14 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
                        std::unique_ptr<replay::ReplayMemory> memory)
     : regions_(regions), options_(options), clock_(clock), memory_(std::move(memory)) {
   const protocol::LayoutConfig& config = regions_->config();
+  // The policy, published before any peer can READ the control block.
+  const replay::RateLimiterOptions& limiter = options_.sampler.rate_limiter;
+  protocol::PolicyLine policy{};
+  policy.samples_per_insert = limiter.samples_per_insert;
+  policy.spi_error_buffer = limiter.error_buffer;
+  policy.min_size_to_sample = limiter.min_size_to_sample;
+  policy.spi_block_actors = limiter.block_inserts ? 1 : 0;
+  std::memcpy(&regions_->control()->policy, &policy, sizeof(policy));
   ingest_ =
       std::make_unique<Ingest>(config, options_.ingest, regions_->control(), regions_->slots(),
                                regions_->commits(), memory_.get(), &counters_, clock_);
@@ -77,6 +88,8 @@ uint64_t ReplayCore::ReleaseBatches(absl::Time now) {
   while (sampler_->HasOutstanding()) {
     const PriorityUpdates::Result result =
         updates_->Consume(sampler_->oldest_outstanding(), epoch_);
+    // Only a consumed, well-formed update proves the learner READ the batch.
+    const bool received = result == PriorityUpdates::Result::kApplied;
     if (result == PriorityUpdates::Result::kNotReady) {
       if (options_.update_timeout == absl::InfiniteDuration() ||
           now - sampler_->oldest_staged_at() < options_.update_timeout) {
@@ -84,17 +97,54 @@ uint64_t ReplayCore::ReleaseBatches(absl::Time now) {
       }
       ++counters_.updates_timed_out;
     }
-    sampler_->ReleaseOldest();
+    sampler_->ReleaseOldest(received);
     ++released;
   }
   return released;
 }
 
+uint64_t ReplayCore::ApplyLearnerEvent() {
+  LearnerEvents::Event event;
+  if (!learner_events_.Take(&event)) return 0;
+  uint64_t released = 0;
+  // Batches staged for the previous learner may reference what it held; the
+  // new one (which resynchronises from batches_released) could not resolve
+  // them.
+  if (sampler_->OutstandingReferences()) {
+    while (sampler_->HasOutstanding()) {
+      ++counters_.updates_timed_out;
+      sampler_->ReleaseOldest(/*learner_received=*/false);
+      ++released;
+    }
+  }
+  sampler_->ResetLearnerCache(event.learner_cache);
+  learner_events_.Ack(event.generation);
+  return released;
+}
+
+uint64_t ReplayCore::IngestStep() {
+  const bool blocked = sampler_->InsertsBlocked();
+  if (blocked || inserts_blocked_since_ != absl::InfinitePast()) {
+    const absl::Time now = clock_->Now();
+    if (inserts_blocked_since_ != absl::InfinitePast()) {
+      counters_.limiter_insert_wait_ns +=
+          static_cast<uint64_t>(absl::ToInt64Nanoseconds(now - inserts_blocked_since_));
+    }
+    inserts_blocked_since_ = blocked ? now : absl::InfinitePast();
+  }
+  if (blocked) return 0;
+  const uint64_t inserted_before = counters_.inserted;
+  const uint64_t handled = ingest_->Step();
+  sampler_->Inserted(counters_.inserted - inserted_before);
+  return handled;
+}
+
 StepResult ReplayCore::Step() {
   StepResult result;
-  result.ingested = ingest_->Step();
+  result.batches_released = ApplyLearnerEvent();
+  result.ingested = IngestStep();
   const absl::Time now = clock_->Now();
-  result.batches_released = ReleaseBatches(now);
+  result.batches_released += ReleaseBatches(now);
   while (result.batches_staged < options_.max_batches_per_step && sampler_->StageOne()) {
     ++result.batches_staged;
   }
@@ -153,6 +203,12 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->checkpoints_written, c.checkpoints_written);
   StoreRelease(&s->updates_timed_out, c.updates_timed_out);
   StoreRelease(&s->restore_dropped, c.restore_dropped);
+  StoreRelease(&s->limiter_sample_waits, c.limiter_sample_waits);
+  StoreRelease(&s->limiter_sample_wait_ns, c.limiter_sample_wait_ns);
+  StoreRelease(&s->limiter_insert_wait_ns, c.limiter_insert_wait_ns);
+  StoreRelease(&s->staged_payloads, c.staged_payloads);
+  StoreRelease(&s->staged_cached, c.staged_cached);
+  StoreRelease(&s->learner_cache_resets, c.learner_cache_resets);
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
@@ -184,7 +240,11 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   epoch_ = state.epoch + 1;
   StoreRelease(regions_->tail_word(), state.tail);
   ingest_->Restart(state.ingest_cursor, state.tail);
-  sampler_->Restart(epoch_);
+  sampler_->Restart(epoch_);  // forgets the learner's holdings: a new epoch
+  ++counters_.learner_cache_resets;
+  // The limiter continues from the restored counts.
+  sampler_->ResetLimiter(counters_.inserted, counters_.sampled);
+  inserts_blocked_since_ = absl::InfinitePast();
   PublishStats();
   return absl::OkStatus();
 }

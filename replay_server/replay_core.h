@@ -6,11 +6,16 @@
 // and Sampler over a ReplayRegions it does not own, and does their work one
 // step at a time:
 //
-//   Step():  1. ingest committed slots (Ingest::Step)
+//   Step():  0. apply a learner connection the accept thread posted
+//               (NoteLearnerConnected): forget the learner's holdings,
+//               dropping outstanding batches that reference them
+//            1. ingest committed slots (Ingest::Step), unless the
+//               samples-per-insert limiter blocks inserts (block_inserts)
 //            2. consume the learner's priority updates, oldest batch first,
 //               releasing their staging slots (or releasing a batch without
 //               an update after update_timeout, if one is set)
-//            3. stage batches while staging slots are free
+//            3. stage batches while staging slots are free and the rate
+//               limiter allows
 //            4. publish the stats region (after work, or every
 //               stats_interval)
 //
@@ -38,9 +43,14 @@
 // Epochs: a fresh core is epoch 1; RestoreCheckpoint() makes it the saved
 // epoch + 1. Batch numbers restart at 0 in every epoch.
 //
-// Thread safety: not thread-safe. Step(), Run(), SaveCheckpoint() and
-// RestoreCheckpoint() must not run concurrently (to checkpoint a running
-// core, stop Run(), save, run again). Accessors are for the same thread.
+// The policy (the rate limiter's options) is written into the control
+// block's PolicyLine when the core is created, before any peer sees it.
+//
+// Thread safety: not thread-safe, except NoteLearnerConnected() and
+// WaitLearnerNoted(), which any thread may call. Step(), Run(),
+// SaveCheckpoint() and RestoreCheckpoint() must not run concurrently (to
+// checkpoint a running core, stop Run(), save, run again). Accessors are for
+// the same thread.
 
 #ifndef DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
 #define DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
@@ -57,6 +67,7 @@
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
 #include "replay_server/ingest.h"
+#include "replay_server/learner_cache.h"
 #include "replay_server/priority_updates.h"
 #include "replay_server/regions.h"
 #include "replay_server/sampler.h"
@@ -118,6 +129,20 @@ class ReplayCore {
   // Writes the stats region now.
   void PublishStats();
 
+  // Thread-safe (the server's accept thread). A learner is connecting, with
+  // or without the transfer-once cache (Hello::learner_cache). The next
+  // Step() forgets the previous learner's holdings (learner_cache_resets),
+  // releases outstanding batches without an update if any of them holds a
+  // reference (counted as updates_timed_out: the new learner could not
+  // resolve them), and stages references from then on only if
+  // `learner_cache`. Returns the event's generation, for WaitLearnerNoted.
+  uint64_t NoteLearnerConnected(bool learner_cache) { return learner_events_.Post(learner_cache); }
+  // Thread-safe. Waits until a Step() has applied event `generation`, or
+  // `timeout`; true if applied. Answer the learner's handshake only then.
+  bool WaitLearnerNoted(uint64_t generation, absl::Duration timeout) const {
+    return learner_events_.WaitAcked(generation, timeout);
+  }
+
   const ReplayCounters& counters() const { return counters_; }
   replay::ReplayMemory& memory() { return *memory_; }
   const replay::ReplayMemory& memory() const { return *memory_; }
@@ -129,6 +154,10 @@ class ReplayCore {
   ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
              std::unique_ptr<replay::ReplayMemory> memory);
   uint64_t ReleaseBatches(absl::Time now);
+  // Step 0: applies a posted learner connection; returns batches released.
+  uint64_t ApplyLearnerEvent();
+  // Step 1: ingest unless inserts are blocked; returns sequences handled.
+  uint64_t IngestStep();
 
   ReplayRegions* const regions_;
   const ReplayCoreOptions options_;
@@ -141,6 +170,8 @@ class ReplayCore {
   uint64_t epoch_ = 1;
   uint64_t stats_generation_ = 0;
   absl::Time last_stats_ = absl::InfinitePast();
+  absl::Time inserts_blocked_since_ = absl::InfinitePast();  // accounted up to
+  LearnerEvents learner_events_;
 };
 
 }  // namespace dreplay::server

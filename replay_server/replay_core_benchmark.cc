@@ -84,7 +84,7 @@ void AnswerBatch(const ReplayRegions& r, uint64_t n, uint64_t epoch, std::vector
 void IngestPhase() {
   auto regions = ReplayRegions::Create(Config()).value();
   ReplayCoreOptions options;
-  options.sampler.min_size_to_sample = ~uint64_t{0};  // ingest only
+  options.sampler.rate_limiter.min_size_to_sample = ~uint64_t{0};  // ingest only
   auto core = ReplayCore::Create(regions.get(), options).value();
   const uint64_t n = FLAGS_capacity;
   std::vector<uint8_t> image(regions->config().slot_size);
@@ -142,7 +142,7 @@ void EndToEndPhase() {
   ReplayCoreOptions options;
   options.ingest.abandon_timeout = absl::Seconds(30);
   options.max_batches_per_step = FLAGS_depth;
-  options.sampler.min_size_to_sample = FLAGS_batch;
+  options.sampler.rate_limiter.min_size_to_sample = FLAGS_batch;
   auto core = ReplayCore::Create(regions.get(), options).value();
   const protocol::LayoutConfig& c = regions->config();
   const uint64_t total = FLAGS_transitions;

@@ -30,7 +30,7 @@ ReplayCoreOptions TestOptions() {
   ReplayCoreOptions options;
   options.memory.alpha = 0.6;
   options.memory.seed = 11;
-  options.sampler.min_size_to_sample = 8;
+  options.sampler.rate_limiter.min_size_to_sample = 8;
   options.sampler.beta = replay::BetaSchedule{0.4, 1.0, 1000};
   return options;
 }

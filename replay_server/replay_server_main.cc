@@ -21,6 +21,7 @@
 // (the learner's --link for the long-haul link): the soft provider applies
 // the connector's model to both directions, so this binary has no --link.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -74,6 +75,13 @@ DEFINE_double(beta, 0.4, "importance-sampling exponent at the start of the annea
 DEFINE_double(beta_final, 1.0, "importance-sampling exponent at the end of the annealing");
 DEFINE_int64(beta_steps, 100000, "batches over which beta is annealed linearly");
 DEFINE_int64(min_size_to_sample, 1, "no batch is staged before memory holds this many transitions");
+DEFINE_double(samples_per_insert, 0, "transitions staged per transition inserted (0: no limit)");
+DEFINE_double(spi_error_buffer, -1,
+              "slack of --samples_per_insert, in sampled transitions; -1: max(1, 2 * "
+              "samples_per_insert) * batch_size (a batch, and two batches' worth of inserts)");
+DEFINE_bool(spi_block_actors, false,
+            "pause ingest, and so the actors, while inserts run more than --spi_error_buffer "
+            "ahead of sampling (off: actors never wait for the learner)");
 DEFINE_double(update_timeout_s, 0,
               "release a staged batch without its priority update after this long "
               "(0: wait for the learner)");
@@ -146,8 +154,7 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     if (!s.ok()) return FlagError("transition_spec", FLAGS_transition_spec, s.message());
   }
   {
-    // LayoutConfig's messages name the field, which is the flag's name.
-    const absl::Status s = l.Validate();
+    const absl::Status s = l.Validate();  // its messages name the field: the flag
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
   }
 
@@ -166,7 +173,19 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   c.sampler.beta.initial = FLAGS_beta;
   c.sampler.beta.final = FLAGS_beta_final;
   c.sampler.beta.steps = static_cast<uint64_t>(FLAGS_beta_steps);
-  c.sampler.min_size_to_sample = static_cast<uint64_t>(FLAGS_min_size_to_sample);
+  replay::RateLimiterOptions& r = c.sampler.rate_limiter;
+  r.min_size_to_sample = static_cast<uint64_t>(FLAGS_min_size_to_sample);
+  r.samples_per_insert = FLAGS_samples_per_insert;
+  r.error_buffer = FLAGS_spi_error_buffer != -1
+                       ? FLAGS_spi_error_buffer
+                       : std::max(1.0, 2 * FLAGS_samples_per_insert) * l.batch_size;
+  r.block_inserts = FLAGS_spi_block_actors;
+  if (r.block_inserts && r.samples_per_insert == 0) {
+    return FlagError("spi_block_actors", "true", "needs --samples_per_insert > 0");
+  }
+  if (absl::Status s = r.Validate(l.batch_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
+  }
   ASSIGN_OR_RETURN(c.update_timeout, Seconds("update_timeout_s", FLAGS_update_timeout_s, true));
   ASSIGN_OR_RETURN(c.ingest.abandon_timeout,
                    Seconds("abandon_timeout_s", FLAGS_abandon_timeout_s, false));

@@ -13,8 +13,9 @@ namespace dreplay::server {
 
 absl::Status SamplerOptions::Validate() const {
   if (absl::Status s = beta.Validate(); !s.ok()) return s;
-  if (min_size_to_sample == 0) {
-    return absl::InvalidArgumentError("sampler min_size_to_sample=0 must be >= 1");
+  // The batch size is the layout's: ReplayCore::Create checks it again.
+  if (absl::Status s = rate_limiter.Validate(1); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler rate_limiter: ", s.message()));
   }
   if (max_draws_per_entry == 0) {
     return absl::InvalidArgumentError("sampler max_draws_per_entry=0 must be >= 1");
@@ -57,10 +58,31 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
       memory_(memory),
       counters_(counters),
       clock_(clock),
+      limiter_(options.rate_limiter),
       staged_at_(config.staging_depth),
       items_(config.batch_size),
-      entries_(config.batch_size) {
+      cached_(config.batch_size),
+      entries_(config.batch_size),
+      holdings_(config.capacity),
+      staged_entries_(uint64_t{config.staging_depth} * config.batch_size),
+      staged_count_(config.staging_depth),
+      staged_generation_(config.staging_depth),
+      staged_references_(config.staging_depth) {
   CHECK_EQ(memory->capacity(), config.capacity);
+}
+
+void Sampler::ResetLearnerCache(bool learner_cache) {
+  holdings_.Clear();
+  learner_cache_ = learner_cache;
+  ++cache_generation_;
+  ++counters_->learner_cache_resets;
+}
+
+bool Sampler::OutstandingReferences() const {
+  for (uint64_t n = released_; n < next_batch_; ++n) {
+    if (staged_references_[n % config_.staging_depth]) return true;
+  }
+  return false;
 }
 
 void Sampler::Restart(uint64_t epoch) {
@@ -68,13 +90,23 @@ void Sampler::Restart(uint64_t epoch) {
   next_batch_ = 0;
   released_ = 0;
   stalled_ = false;
+  limiter_wait_since_ = absl::InfinitePast();
+  holdings_.Clear();
+  ++cache_generation_;
   StoreRelease(&control_->server.epoch, epoch_);
   StoreRelease(&control_->server.batches_staged, next_batch_);
   StoreRelease(&control_->server.batches_released, released_);
 }
 
-void Sampler::ReleaseOldest() {
+void Sampler::ReleaseOldest(bool learner_received) {
   DCHECK(HasOutstanding());
+  const uint64_t slot = released_ % config_.staging_depth;
+  if (learner_received && learner_cache_ && staged_generation_[slot] == cache_generation_) {
+    const protocol::BatchEntry* entries = &staged_entries_[slot * config_.batch_size];
+    for (uint32_t k = 0; k < staged_count_[slot]; ++k) {
+      holdings_.MarkHeld(protocol::EntryIndex(entries[k]), entries[k].slot_sequence);
+    }
+  }
   ++released_;
   ++counters_->batches_released;
   StoreRelease(&control_->server.batches_released, released_);
@@ -87,12 +119,19 @@ bool Sampler::StageOne() {
     return false;
   }
   stalled_ = false;
-  if (memory_->size() < options_.min_size_to_sample) return false;
+  const uint32_t batch_size = config_.batch_size;
+  if (!limiter_.CanSample(batch_size, memory_->size())) {
+    if (memory_->size() >= options_.rate_limiter.min_size_to_sample) {
+      // Held back by the ratio, not by the memory's size.
+      ++counters_->limiter_sample_waits;
+      if (limiter_wait_since_ == absl::InfinitePast()) limiter_wait_since_ = clock_->Now();
+    }
+    return false;
+  }
 
   const uint64_t n = next_batch_;
   uint8_t* base = staging_ + protocol::StagingSlotOffset(config_, n);
   uint8_t* payloads = base + protocol::StagingPayloadsOffset(config_);
-  const uint32_t batch_size = config_.batch_size;
   // Draw the whole batch at once (the tree descents overlap), then prefetch
   // every drawn slot and commit word before copying.
   memory_->SampleStrata(batch_size, absl::MakeSpan(items_.data(), batch_size));
@@ -104,6 +143,7 @@ bool Sampler::StageOne() {
     __builtin_prefetch(&commits_[items_[j].index]);
   }
   uint32_t count = 0;
+  uint32_t payload_count = 0;
   for (uint32_t j = 0; j < batch_size; ++j) {
     replay::SampledItem item = items_[j];  // items_[count] may be overwritten below
     for (uint32_t draw = 0; draw < options_.max_draws_per_entry; ++draw) {
@@ -113,10 +153,21 @@ bool Sampler::StageOne() {
       }
       // An index removed by an earlier entry of this batch is drawn again.
       if (memory_->sequence(item.index) != item.sequence) continue;
-      if (CopySlotConsistent(config_, slots_ + item.index * config_.slot_size,
-                             &commits_[item.index], item.sequence,
-                             payloads + uint64_t{count} * config_.slot_size) == SlotCopy::kOk) {
+      const uint64_t* commit = &commits_[item.index];
+      if (learner_cache_ && holdings_.Holds(item.index, item.sequence)) {
+        // The learner holds (index, sequence): a reference, if the slot
+        // still holds that sequence (what a copy would check first).
+        if (LoadAcquire(commit) == protocol::CommitValue(item.sequence)) {
+          cached_[count] = 1;
+          items_[count++] = item;
+          break;
+        }
+      } else if (CopySlotConsistent(
+                     config_, slots_ + item.index * config_.slot_size, commit, item.sequence,
+                     payloads + uint64_t{payload_count} * config_.slot_size) == SlotCopy::kOk) {
+        cached_[count] = 0;
         items_[count++] = item;
+        ++payload_count;
         break;
       }
       memory_->Remove(item.index);
@@ -127,10 +178,18 @@ bool Sampler::StageOne() {
 
   const double beta = options_.beta.At(counters_->batches_staged);
   memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
+  const uint64_t slot = n % config_.staging_depth;
   for (uint32_t k = 0; k < count; ++k) {
-    entries_[k] = protocol::BatchEntry{items_[k].sequence, static_cast<uint32_t>(items_[k].index),
+    const uint32_t index = static_cast<uint32_t>(items_[k].index);
+    entries_[k] = protocol::BatchEntry{items_[k].sequence,
+                                       cached_[k] ? (index | protocol::kEntryCachedBit) : index,
                                        items_[k].weight};
   }
+  std::copy(entries_.begin(), entries_.begin() + count,
+            staged_entries_.begin() + slot * config_.batch_size);
+  staged_count_[slot] = count;
+  staged_generation_[slot] = cache_generation_;
+  staged_references_[slot] = payload_count < count;
   CopyToShared(base + protocol::StagingEntriesOffset(config_), entries_.data(),
                uint64_t{count} * sizeof(protocol::BatchEntry));
   protocol::BatchHeader header{};
@@ -140,7 +199,7 @@ bool Sampler::StageOne() {
   header.slot_size = config_.slot_size;
   header.size = memory_->size();
   header.beta = static_cast<float>(beta);
-  header.payload_count = count;
+  header.payload_count = payload_count;
   header.used_bytes = protocol::StagingUsedBytes(config_, header.payload_count);
   CopyToShared(base, &header, sizeof(header));
   // Plain reads of memory only this thread writes.
@@ -153,10 +212,19 @@ bool Sampler::StageOne() {
       header.used_bytes);
   StoreRelease(reinterpret_cast<uint64_t*>(commit_line), protocol::BatchCommitValue(n));
 
-  staged_at_[n % staged_at_.size()] = clock_->Now();
+  const absl::Time now = clock_->Now();
+  staged_at_[slot] = now;
+  if (limiter_wait_since_ != absl::InfinitePast()) {
+    counters_->limiter_sample_wait_ns +=
+        static_cast<uint64_t>(absl::ToInt64Nanoseconds(now - limiter_wait_since_));
+    limiter_wait_since_ = absl::InfinitePast();
+  }
+  limiter_.Sampled(count);
   ++next_batch_;
   ++counters_->batches_staged;
   counters_->sampled += count;
+  counters_->staged_payloads += payload_count;
+  counters_->staged_cached += count - payload_count;
   StoreRelease(&control_->server.batches_staged, next_batch_);
   return true;
 }

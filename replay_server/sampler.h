@@ -8,7 +8,12 @@
 //      the whole batch at once (ReplayMemory::SampleStrata: the tree
 //      descents overlap their cache misses), then every drawn slot and commit
 //      word is prefetched;
-//   2. each drawn slot is copied into the staging slot with a seqlock check:
+//   2. an entry the connected learner already holds (transfer-once, see
+//      learner_cache.h) is staged as a reference: its slot index with
+//      kEntryCachedBit, no copied slot (its commit word must still say the
+//      drawn sequence, as for a copy). Every other drawn slot is copied into
+//      the staging slot, packed in entry order from StagingPayloadsOffset,
+//      with a seqlock check:
 //      commit word read (acquire) before the copy and again after it, both
 //      equal to CommitValue(sequence), and the copy's header sequence and
 //      checksum verified. A slot overwritten around the copy (an actor
@@ -16,9 +21,18 @@
 //      removed from the memory, counted as a copy reject, and the entry is
 //      drawn again (up to max_draws_per_entry times, then left out);
 //   3. importance-sampling weights, BatchHeader (batch number, epoch, count,
-//      N, beta) and the batch checksum are written, then the commit line
-//      (BatchCommitValue(n), release store) last, and the control block's
-//      batches_staged is published.
+//      N, beta, payload_count, used_bytes) and the batch checksum are
+//      written, then the commit line (used_bytes, then BatchCommitValue(n),
+//      release store) last, and the control block's batches_staged is
+//      published.
+//
+// Replay ratio: a batch is staged only when the samples-per-insert rate
+// limiter (replay/rate_limiter.h, SamplerOptions::rate_limiter) allows it:
+// inserted counts the transitions ingest accepted (Inserted()), sampled the
+// transitions staged. A step that could stage but for the limiter counts a
+// limiter_sample_wait, and the time from the first such step to the batch
+// being staged is added to limiter_sample_wait_ns. InsertsBlocked() tells the
+// replay core to pause ingest (block_inserts only).
 //
 // Flow control: batch n may use staging slot n % depth only once batch
 // n - depth has been released (ReleaseOldest(), after the learner's priority
@@ -30,7 +44,8 @@
 // READs it concurrently); every read of the slot ring is an atomic load.
 //
 // Thread safety: none; one thread (the replay core) owns a Sampler. Nothing
-// allocates after construction.
+// allocates after construction (the holdings, one word per slot, are
+// allocated with it).
 
 #ifndef DREPLAY_REPLAY_SERVER_SAMPLER_H_
 #define DREPLAY_REPLAY_SERVER_SAMPLER_H_
@@ -42,9 +57,11 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "protocol/layout.h"
+#include "replay/rate_limiter.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
+#include "replay_server/learner_cache.h"
 
 namespace dreplay::server {
 
@@ -70,9 +87,12 @@ struct SamplerOptions {
   // Beta as a function of the number of batches staged (over the server's
   // lifetime, checkpoints included).
   replay::BetaSchedule beta;
-  // No batch is staged until the memory holds at least this many valid
-  // transitions (the DQN "learning starts"). >= 1.
-  uint64_t min_size_to_sample = 1;
+  // The samples-per-insert rate limiter: samples_per_insert (0: off),
+  // min_size_to_sample (no batch is staged until the memory holds this many
+  // valid transitions, the DQN "learning starts"; >= 1), error_buffer (must
+  // cover one batch when samples_per_insert is set; checked by
+  // ReplayCore::Create against the layout's batch_size) and block_inserts.
+  replay::RateLimiterOptions rate_limiter;
   // Draws per batch entry before the entry is left out (copy rejects). >= 1.
   uint32_t max_draws_per_entry = 4;
 
@@ -89,10 +109,29 @@ class Sampler {
           protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
           uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
 
-  // Stages batch next_batch() if its staging slot is free and the memory
-  // holds at least min_size_to_sample transitions. Returns true if a batch
-  // was staged. A batch whose every entry was rejected is not staged.
+  // Stages batch next_batch() if its staging slot is free and the rate
+  // limiter allows a batch (which needs min_size_to_sample transitions in
+  // memory). Returns true if a batch was staged. A batch whose every entry
+  // was rejected is not staged.
   bool StageOne();
+
+  // Ingest accepted `n` more transitions (the limiter's inserted count).
+  void Inserted(uint64_t n) { limiter_.Inserted(n); }
+  // True while ingest must pause (rate_limiter.block_inserts only).
+  bool InsertsBlocked() const { return limiter_.InsertsBlocked(); }
+  // Continues the limiter's counts from `inserted` and `sampled` (restored
+  // counters).
+  void ResetLimiter(uint64_t inserted, uint64_t sampled) { limiter_.Reset(inserted, sampled); }
+  const replay::RateLimiter& limiter() const { return limiter_; }
+
+  // Transfer-once. A new learner connected, with (`learner_cache`) or
+  // without the cache: forgets every holding (counts learner_cache_resets),
+  // and stages references from now on only if `learner_cache`.
+  void ResetLearnerCache(bool learner_cache);
+  // True when an outstanding batch holds a reference (kEntryCachedBit).
+  bool OutstandingReferences() const;
+  bool learner_cache() const { return learner_cache_; }
+  const LearnerHoldings& holdings() const { return holdings_; }
 
   // Batches staged in this epoch (the next batch number).
   uint64_t next_batch() const { return next_batch_; }
@@ -104,11 +143,15 @@ class Sampler {
   // When the oldest outstanding batch was staged. REQUIRES: HasOutstanding().
   absl::Time oldest_staged_at() const { return staged_at_[released_ % staged_at_.size()]; }
   // Frees the staging slot of the oldest outstanding batch and publishes
-  // batches_released. REQUIRES: HasOutstanding().
-  void ReleaseOldest();
+  // batches_released. `learner_received`: the batch's priority update was
+  // consumed, so the learner holds its entries (marked held when the cache
+  // is on and the batch was staged for this learner); false when released
+  // by timeout or dropped. REQUIRES: HasOutstanding().
+  void ReleaseOldest(bool learner_received);
 
-  // Starts a new epoch: batch numbers restart at 0 and every staging slot is
-  // free. Publishes the control block's epoch and counts.
+  // Starts a new epoch: batch numbers restart at 0, every staging slot is
+  // free and the learner's holdings are forgotten (the caller counts the
+  // reset). Publishes the control block's epoch and counts.
   void Restart(uint64_t epoch);
   uint64_t epoch() const { return epoch_; }
 
@@ -127,9 +170,25 @@ class Sampler {
   uint64_t next_batch_ = 0;
   uint64_t released_ = 0;
   bool stalled_ = false;
-  std::vector<absl::Time> staged_at_;          // per staging slot
-  std::vector<replay::SampledItem> items_;     // batch_size
-  std::vector<protocol::BatchEntry> entries_;  // batch_size
+  replay::RateLimiter limiter_;
+  absl::Time limiter_wait_since_ = absl::InfinitePast();  // first limited step
+  std::vector<absl::Time> staged_at_;                     // per staging slot
+  std::vector<replay::SampledItem> items_;                // batch_size
+  std::vector<uint8_t> cached_;                           // batch_size: entry is a reference
+  std::vector<protocol::BatchEntry> entries_;             // batch_size
+
+  // Transfer-once. cache_generation_ changes with every reset; a batch marks
+  // holdings on release only if it was staged in the current generation
+  // (a predecessor's late update must not mark what this learner never got).
+  LearnerHoldings holdings_;
+  bool learner_cache_ = false;
+  uint64_t cache_generation_ = 0;
+  // Per staging slot: the staged entries (private copy), their count, the
+  // generation staged in, whether any entry is a reference.
+  std::vector<protocol::BatchEntry> staged_entries_;  // staging_depth * batch_size
+  std::vector<uint32_t> staged_count_;
+  std::vector<uint64_t> staged_generation_;
+  std::vector<uint8_t> staged_references_;
 };
 
 }  // namespace dreplay::server

@@ -40,7 +40,7 @@ class SamplerTest : public ::testing::Test {
                                  regions_->commits(), memory_.get(), &counters_, &clock_);
     SamplerOptions so;
     so.beta = replay::BetaSchedule{0.5, 0.5, 0};
-    so.min_size_to_sample = 4;
+    so.rate_limiter.min_size_to_sample = 4;
     sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
                                          regions_->commits(), regions_->staging(), memory_.get(),
                                          &counters_, &clock_);
@@ -125,7 +125,7 @@ TEST_F(SamplerTest, DoesNotReuseAStagingSlotBeforeItsBatchIsReleased) {
   EXPECT_EQ(ReadStagingSlot(*regions_, 0), batch0);
   ASSERT_TRUE(sampler_->HasOutstanding());
   EXPECT_EQ(sampler_->oldest_outstanding(), 0u);
-  sampler_->ReleaseOldest();
+  sampler_->ReleaseOldest(/*learner_received=*/true);
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_released), 1u);
   ASSERT_TRUE(sampler_->StageOne());  // batch depth, into slot 0
   EXPECT_TRUE(
@@ -242,9 +242,9 @@ TEST_F(CopySlotConsistentTest, RejectsAPayloadChangedMidCopyWithTheSameHeader) {
 TEST(SamplerOptionsTest, RejectsBadValues) {
   SamplerOptions options;
   EXPECT_TRUE(options.Validate().ok());
-  options.min_size_to_sample = 0;
+  options.rate_limiter.min_size_to_sample = 0;
   EXPECT_FALSE(options.Validate().ok());
-  options.min_size_to_sample = 1;
+  options.rate_limiter.min_size_to_sample = 1;
   options.max_draws_per_entry = 0;
   EXPECT_FALSE(options.Validate().ok());
   options.max_draws_per_entry = 1;

@@ -25,6 +25,9 @@ constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
 // Steps the core takes at Stop to ingest what was committed, at most.
 constexpr int kMaxDrainSteps = 100000;
 constexpr int kPollBatch = 8;
+// How long the accept thread waits for the core to apply a learner connection
+// (one core step, or a periodic checkpoint) before refusing it retryably.
+constexpr absl::Duration kLearnerNoteTimeout = absl::Seconds(5);
 
 absl::Status PositiveDuration(const char* name, absl::Duration d) {
   if (d <= absl::ZeroDuration()) {
@@ -320,6 +323,15 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
       }
     }
   }
+  if (hello->role == protocol::Role::kLearner) {
+    // The core forgets the previous learner's holdings (and drops batches
+    // that reference them) before this learner can READ anything.
+    const uint64_t generation = core_->NoteLearnerConnected(hello->learner_cache);
+    if (!core_->WaitLearnerNoted(generation, kLearnerNoteTimeout)) {
+      Reject(pending.get(), protocol::RetryableReason("the replay core is busy; try again"));
+      return;
+    }
+  }
   absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello);
   if (!directory.ok()) {
     LOG(ERROR) << "cannot build a region directory: " << directory.status();
@@ -447,13 +459,16 @@ void ReplayServer::MaybeLogStats(absl::Time now) {
   const ConnectionCounts conn = connections();
   LOG(INFO) << absl::StrFormat(
       "stats: epoch=%d size=%d/%d inserts/s=%.1f samples/s=%.1f batches/s=%.1f "
+      "samples/insert=%.2f limiter_waits=%d staged: payloads=%d cached=%d "
       "drops: abandoned=%d overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
       "invalid_updates=%d mailbox_rejects=%d updates_timed_out=%d "
       "clients: actors=%d learners=%d monitors=%d rejected=%d",
       core_->epoch(), core_->memory().size(), core_->memory().capacity(),
       PerSecond(c.inserted - p.inserted, elapsed), PerSecond(c.sampled - p.sampled, elapsed),
-      PerSecond(c.batches_staged - p.batches_staged, elapsed), c.abandoned_slots, c.overrun_slots,
-      c.torn_slots, c.sample_copy_rejects, c.priority_updates_stale, c.priority_updates_invalid,
+      PerSecond(c.batches_staged - p.batches_staged, elapsed),
+      c.inserted > 0 ? static_cast<double>(c.sampled) / c.inserted : 0.0, c.limiter_sample_waits,
+      c.staged_payloads, c.staged_cached, c.abandoned_slots, c.overrun_slots, c.torn_slots,
+      c.sample_copy_rejects, c.priority_updates_stale, c.priority_updates_invalid,
       c.mailbox_rejects, c.updates_timed_out, conn.actors, conn.learners, conn.monitors,
       conn.rejected);
   last_logged_ = c;

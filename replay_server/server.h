@@ -21,6 +21,10 @@
 //     (protocol/handshake.h) and drops clients whose queue pair failed, and keeps the
 //     stats region's connection line current. Nothing a peer sends during a
 //     handshake can disturb the server or the other clients.
+//   * A learner connection is handed to the core (ReplayCore::
+//     NoteLearnerConnected, an atomic word) and answered only once the core
+//     has applied it: it forgets the previous learner's holdings
+//     (transfer-once, learner_cache.h) first.
 //   * A core thread runs the replay loop (ingest, priority updates,
 //     sampling) with the core's idle back-off, writes a checkpoint every
 //     checkpoint_interval, and logs a one-line summary every

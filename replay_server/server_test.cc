@@ -2,6 +2,7 @@
 
 #include "replay_server/server.h"
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -230,6 +231,46 @@ TEST_F(ReplayServerTest, ASecondLearnerIsRefusedUntilTheFirstLeaves) {
   auto second = Connect(*server, protocol::Role::kLearner);
   EXPECT_NE(second, nullptr);
   EXPECT_TRUE(WaitFor([&] { return server->connections().learners == 1; }));
+}
+
+TEST_F(ReplayServerTest, PublishesThePolicyAndForgetsTheLearnerCacheOnEveryLearner) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.core.sampler.rate_limiter.samples_per_insert = 2;
+  options.core.sampler.rate_limiter.error_buffer = 4.0 * options.layout.batch_size;
+  auto server = StartServer(server_host_.get(), options);
+  auto monitor = Connect(*server, protocol::Role::kMonitor);
+  ASSERT_NE(monitor, nullptr);
+  auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), sizeof(protocol::StatsBlock));
+  ASSERT_TRUE(monitor
+                  ->ReadSync(protocol::RegionKind::kControl,
+                             offsetof(protocol::ControlBlock, policy), sizeof(protocol::PolicyLine),
+                             buffer->mr(), buffer->data())
+                  .ok());
+  protocol::PolicyLine policy;
+  std::memcpy(&policy, buffer->data(), sizeof(policy));
+  EXPECT_EQ(policy.samples_per_insert, 2);
+  EXPECT_EQ(policy.spi_error_buffer, 4.0 * options.layout.batch_size);
+  EXPECT_EQ(policy.spi_block_actors, 0u);
+
+  auto resets = [&]() -> uint64_t {
+    if (!monitor
+             ->ReadSync(protocol::RegionKind::kStats, 0, sizeof(protocol::StatsBlock), buffer->mr(),
+                        buffer->data())
+             .ok()) {
+      return 0;
+    }
+    protocol::StatsBlock stats;
+    std::memcpy(&stats, buffer->data(), sizeof(stats));
+    return stats.learner_cache_resets;
+  };
+  protocol::Hello hello;
+  hello.role = protocol::Role::kLearner;
+  hello.learner_cache = true;
+  // The accept thread answers a learner only once the core has applied its
+  // connection: the reset is counted by then (and published soon after).
+  const absl::Status s = ConnectRaw(*server, protocol::EncodeHello(hello).value());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(WaitFor([&] { return resets() == 1; }));
 }
 
 TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {

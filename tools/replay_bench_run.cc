@@ -31,7 +31,7 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.layout = c.layout;
   so.core.memory.alpha = c.alpha;
   so.core.memory.seed = c.seed;
-  so.core.sampler.min_size_to_sample = c.layout.batch_size;
+  so.core.sampler.rate_limiter.min_size_to_sample = c.layout.batch_size;
   so.core.max_sleep = c.core_max_sleep;
   so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
   so.core.spin_steps = c.core_spin_steps;

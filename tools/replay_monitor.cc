@@ -149,6 +149,17 @@ std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before,
   return r;
 }
 
+std::optional<double> AchievedSamplesPerInsert(const StatsBlock& stats) {
+  if (stats.inserted == 0) return std::nullopt;
+  return static_cast<double>(stats.sampled) / static_cast<double>(stats.inserted);
+}
+
+std::optional<double> CachedFraction(const StatsBlock& stats) {
+  const uint64_t staged = stats.staged_payloads + stats.staged_cached;
+  if (staged == 0) return std::nullopt;
+  return static_cast<double>(stats.staged_cached) / static_cast<double>(staged);
+}
+
 std::optional<double> PriorityMean(const StatsBlock& stats) {
   if (stats.size == 0) return std::nullopt;
   return stats.priority_sum / static_cast<double>(stats.size);
@@ -193,6 +204,26 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                  .Int("priority_updates_applied", s.priority_updates_applied)
                                  .Int("checkpoints_written", s.checkpoints_written)
                                  .Done();
+  const protocol::PolicyLine& p = info.policy;
+  const std::string policy = JsonObject()
+                                 .Num("samples_per_insert", p.samples_per_insert)
+                                 .Num("spi_error_buffer", p.spi_error_buffer)
+                                 .Int("min_size_to_sample", p.min_size_to_sample)
+                                 .Int("spi_block_actors", p.spi_block_actors)
+                                 .Done();
+  const std::string ratio =
+      JsonObject()
+          .OptNum("achieved_samples_per_insert", AchievedSamplesPerInsert(s))
+          .Int("limiter_sample_waits", s.limiter_sample_waits)
+          .Num("limiter_sample_wait_s", s.limiter_sample_wait_ns / kNanosPerSecond)
+          .Num("limiter_insert_wait_s", s.limiter_insert_wait_ns / kNanosPerSecond)
+          .Done();
+  const std::string transfer = JsonObject()
+                                   .Int("staged_payloads", s.staged_payloads)
+                                   .Int("staged_cached", s.staged_cached)
+                                   .OptNum("cached_fraction", CachedFraction(s))
+                                   .Int("learner_cache_resets", s.learner_cache_resets)
+                                   .Done();
   std::string rates = "null";
   if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
     rates = JsonObject()
@@ -246,9 +277,12 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
       .Int("epoch", s.epoch)
       .Int("server_time_ns", s.server_time_ns)
       .Raw("config", config)
+      .Raw("policy", policy)
       .Raw("memory", memory)
       .Raw("totals", totals)
       .Raw("rates", rates)
+      .Raw("replay_ratio", ratio)
+      .Raw("transfer", transfer)
       .Raw("drops", drops)
       .Raw("clients", clients)
       .Raw("actors", actors)
@@ -283,6 +317,23 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         "checkpoints %d\n",
                         s.inserted, s.sampled, s.batches_staged, s.batches_released,
                         s.checkpoints_written);
+  const protocol::PolicyLine& p = info.policy;
+  const std::string target =
+      p.samples_per_insert > 0
+          ? absl::StrFormat("target %.3g +- %.4g%s", p.samples_per_insert, p.spi_error_buffer,
+                            p.spi_block_actors != 0 ? ", blocks actors" : "")
+          : std::string("no limit");
+  absl::StrAppendFormat(&out,
+                        "ratio     samples/insert %s (%s, min_size %d)  limiter waits %d "
+                        "(%.2f s)  insert waits %.2f s\n",
+                        FixedOpt(AchievedSamplesPerInsert(s)), target, p.min_size_to_sample,
+                        s.limiter_sample_waits, s.limiter_sample_wait_ns / kNanosPerSecond,
+                        s.limiter_insert_wait_ns / kNanosPerSecond);
+  const std::optional<double> cached = CachedFraction(s);
+  absl::StrAppendFormat(&out, "transfer  payloads %d  cached %d (%s)  cache_resets %d\n",
+                        s.staged_payloads, s.staged_cached,
+                        cached.has_value() ? absl::StrFormat("%.1f%%", 100 * *cached) : "-",
+                        s.learner_cache_resets);
   absl::StrAppendFormat(&out,
                         "drops     torn %d  abandoned %d  overrun %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"

@@ -19,6 +19,11 @@
 // Priorities are shown as the sum tree holds them (p^alpha): mean =
 // priority_sum / size, and the maximum.
 //
+// The replay ratio: the achieved samples per insert (sampled / inserted)
+// beside the published policy (PolicyLine), and the limiter's waits; the
+// transfer-once figures: entries staged with their payload vs. as
+// references, and how often the learner's holdings were forgotten.
+//
 // Pure functions; thread-safe.
 
 #ifndef DREPLAY_TOOLS_REPLAY_MONITOR_H_
@@ -45,6 +50,7 @@ struct MonitorSnapshot {
 struct MonitorInfo {
   std::string server;  // "host:port"
   protocol::LayoutConfig config;
+  protocol::PolicyLine policy{};  // the control block's replay policy
 };
 
 // Rates between two snapshots of one epoch, per second of server time.
@@ -60,6 +66,14 @@ struct MonitorRates {
 // nullopt when `before` is missing, of another epoch, or not older than
 // `now` by the server's clock.
 std::optional<MonitorRates> ComputeRates(const MonitorSnapshot* before, const MonitorSnapshot& now);
+
+// Achieved samples per insert, sampled / inserted over the epoch's
+// counters; nullopt before anything was inserted.
+std::optional<double> AchievedSamplesPerInsert(const protocol::StatsBlock& stats);
+
+// Share of staged entries sent as references (transfer-once), in [0, 1];
+// nullopt before anything was staged.
+std::optional<double> CachedFraction(const protocol::StatsBlock& stats);
 
 // Mean of p^alpha over memory; nullopt for an empty memory.
 std::optional<double> PriorityMean(const protocol::StatsBlock& stats);

@@ -129,5 +129,45 @@ TEST(ReplayMonitorTest, TextShowsRatesDropsClientsAndActors) {
   EXPECT_NE(no_actors.find("inserts/s -"), std::string::npos) << no_actors;
 }
 
+TEST(ReplayMonitorTest, ShowsTheReplayRatioBesideThePolicyAndTheTransferOnceFigures) {
+  MonitorInfo info = Info();
+  info.policy.samples_per_insert = 4;
+  info.policy.spi_error_buffer = 64;
+  info.policy.min_size_to_sample = 100;
+  info.policy.spi_block_actors = 1;
+  MonitorSnapshot s = At(10, 1000, 3000);
+  s.stats.limiter_sample_waits = 17;
+  s.stats.limiter_sample_wait_ns = 2'500'000'000;
+  s.stats.limiter_insert_wait_ns = 500'000'000;
+  s.stats.staged_payloads = 750;
+  s.stats.staged_cached = 2250;
+  s.stats.learner_cache_resets = 2;
+  EXPECT_DOUBLE_EQ(*AchievedSamplesPerInsert(s.stats), 3);
+  EXPECT_DOUBLE_EQ(*CachedFraction(s.stats), 0.75);
+  const std::string json = RenderMonitorJson(info, s, nullptr);
+  for (const char* expected :
+       {"\"samples_per_insert\":4", "\"spi_error_buffer\":64", "\"min_size_to_sample\":100",
+        "\"spi_block_actors\":1", "\"achieved_samples_per_insert\":3",
+        "\"limiter_sample_waits\":17", "\"limiter_sample_wait_s\":2.5",
+        "\"limiter_insert_wait_s\":0.5", "\"staged_payloads\":750", "\"staged_cached\":2250",
+        "\"cached_fraction\":0.75", "\"learner_cache_resets\":2"}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  const std::string text = RenderMonitorText(info, s, nullptr);
+  for (const char* expected :
+       {"samples/insert 3.00 (target 4 +- 64, blocks actors, min_size 100)", "limiter waits 17",
+        "(2.50 s)", "insert waits 0.50 s", "payloads 750  cached 2250 (75.0%)", "cache_resets 2"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in\n" << text;
+  }
+  // Before anything was inserted or staged, and without a limit.
+  const MonitorSnapshot empty = At(1, 0, 0);
+  EXPECT_FALSE(AchievedSamplesPerInsert(empty.stats).has_value());
+  EXPECT_FALSE(CachedFraction(empty.stats).has_value());
+  const std::string none = RenderMonitorText(Info(), empty, nullptr);
+  EXPECT_NE(none.find("samples/insert - (no limit"), std::string::npos) << none;
+  EXPECT_NE(RenderMonitorJson(Info(), empty, nullptr).find("\"cached_fraction\":null"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dreplay::tools

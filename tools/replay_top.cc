@@ -1,8 +1,8 @@
 // Copyright dreplay authors.
 //
 // replay_top: a live view of a replay server, read with one-sided RDMA READs
-// only (no server CPU): it connects as a monitor and READs the stats region
-// and the actors region.
+// only (no server CPU): it connects as a monitor and READs the stats region,
+// the actors region and (once) the control block's replay policy.
 //
 //   replay_top --server=10.0.0.2:7471 --auth_token_file=/etc/dreplay/token
 //   replay_top --server=127.0.0.1:7471 --once            # one screen, then exit
@@ -13,7 +13,10 @@
 // updates/s (from two snapshots, by the server's clock), the priority mean
 // (sum / size, of p^alpha) and maximum, drops by cause (torn, abandoned,
 // overrun, copy rejects, stale / invalid priority updates, mailbox rejects,
-// update timeouts, slots dropped on restore), clients connected by role,
+// update timeouts, slots dropped on restore), the replay ratio (achieved
+// samples per insert beside the published policy, limiter waits), the
+// transfer-once figures (entries staged with payloads vs. as references,
+// learner cache resets), clients connected by role,
 // the epoch, and per actor its env steps (and rate), episodes, mean and last
 // return, committed transitions and the age of its line. See
 // tools/replay_monitor.h for the definitions.
@@ -27,6 +30,8 @@
 // connection (a wrong token: "authentication failed") or cannot be read;
 // 2 for a bad flag. The reason is printed on stderr.
 
+#include <cstddef>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -152,6 +157,19 @@ absl::StatusOr<MonitorSnapshot> Snapshot(Monitor* m) {
   return snap;
 }
 
+// The facts shown with every view: the layout and the published policy.
+absl::StatusOr<MonitorInfo> InfoOf(Monitor* m) {
+  MonitorInfo info{FLAGS_server, m->session->config()};
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<client::RegisteredBuffer> buffer,
+      client::RegisteredBuffer::Create(m->session->provider(), sizeof(protocol::PolicyLine)));
+  RETURN_IF_ERROR(m->session->ReadSync(protocol::RegionKind::kControl,
+                                       offsetof(protocol::ControlBlock, policy),
+                                       sizeof(protocol::PolicyLine), buffer->mr(), buffer->data()));
+  std::memcpy(&info.policy, buffer->data(), sizeof(info.policy));
+  return info;
+}
+
 std::string Render(const MonitorInfo& info, const MonitorSnapshot& now,
                    const MonitorSnapshot* before) {
   return FLAGS_json ? RenderMonitorJson(info, now, before) + "\n"
@@ -161,7 +179,8 @@ std::string Render(const MonitorInfo& info, const MonitorSnapshot& now,
 int RunOnce(const BinaryMain& binary, verbs::Provider* provider, const Config& config) {
   absl::StatusOr<Monitor> m = Connect(provider, config);
   if (!m.ok()) return binary.Exit(kExitFailure, m.status().message());
-  const MonitorInfo info{FLAGS_server, m->session->config()};
+  const absl::StatusOr<MonitorInfo> info = InfoOf(&*m);
+  if (!info.ok()) return binary.Failure("reading " + FLAGS_server, info.status());
   absl::StatusOr<MonitorSnapshot> first = Snapshot(&*m);
   absl::StatusOr<MonitorSnapshot> second = first;
   if (first.ok() && config.interval > absl::ZeroDuration()) {
@@ -170,7 +189,7 @@ int RunOnce(const BinaryMain& binary, verbs::Provider* provider, const Config& c
   }
   if (!second.ok()) return binary.Failure("reading " + FLAGS_server, second.status());
   const bool rates = config.interval > absl::ZeroDuration();
-  std::cout << Render(info, *second, rates ? &*first : nullptr) << std::flush;
+  std::cout << Render(*info, *second, rates ? &*first : nullptr) << std::flush;
   return 0;
 }
 
@@ -180,14 +199,15 @@ int RunLive(const BinaryMain& binary, verbs::Provider* provider, const Config& c
   // end the tool, not leave it waiting.
   absl::StatusOr<Monitor> m = Connect(provider, config);
   if (!m.ok()) return binary.Exit(kExitFailure, m.status().message());
-  const MonitorInfo info{FLAGS_server, m->session->config()};
+  const absl::StatusOr<MonitorInfo> info = InfoOf(&*m);
+  if (!info.ok()) return binary.Failure("reading " + FLAGS_server, info.status());
   std::optional<MonitorSnapshot> previous;
   while (!signals->requested()) {
     absl::Status error;
     if (m.ok()) {
       absl::StatusOr<MonitorSnapshot> now = Snapshot(&*m);
       if (now.ok()) {
-        const std::string view = Render(info, *now, previous ? &*previous : nullptr);
+        const std::string view = Render(*info, *now, previous ? &*previous : nullptr);
         std::cout << (FLAGS_json ? "" : kClearScreen) << view;
         if (!FLAGS_json) {
           std::cout << "\n(refresh every " << absl::FormatDuration(config.interval)
