@@ -56,7 +56,7 @@ DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
 
 DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");
-DEFINE_int64(slot_size, 256, "bytes per slot including its 32-byte header (multiple of 8)");
+DEFINE_int64(slot_size, 256, "bytes per slot including its 40-byte header (multiple of 8)");
 DEFINE_int64(batch_size, 32, "transitions per pre-sampled batch");
 DEFINE_int64(staging_depth, 8, "batches staged ahead of the learner (and mailbox entries)");
 DEFINE_int64(param_bytes, 1 << 20, "largest parameter blob the learner may publish, bytes");
