@@ -114,8 +114,9 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   response.type = static_cast<uint8_t>(FrameType::kReadResponse);
   response.seq = h.seq;
   response.payload_length = h.aux;
-  writer_->QueueResponse(response, source, h.aux);
+  // Counted before the response can reach the peer.
   peer_out_.fetch_add(h.aux, std::memory_order_relaxed);
+  writer_->QueueResponse(response, source, h.aux);
 }
 
 void Responder::CompleteRequest(const FrameHeader& h, const char* small) {
@@ -176,9 +177,9 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   response.type = static_cast<uint8_t>(FrameType::kAtomicResponse);
   response.seq = h.seq;
   response.payload_length = kAtomicResponseBytes;
-  writer_->QueueResponse(response, reinterpret_cast<const char*>(&old), sizeof(old));
   peer_in_.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
   peer_out_.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+  writer_->QueueResponse(response, reinterpret_cast<const char*>(&old), sizeof(old));
 }
 
 QueuePairTraffic Responder::traffic() const {
