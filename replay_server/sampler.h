@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "protocol/layout.h"
+#include "replay/rate_limiter.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
@@ -73,6 +74,7 @@ struct SamplerOptions {
   // No batch is staged until the memory holds at least this many valid
   // transitions (the DQN "learning starts"). >= 1.
   uint64_t min_size_to_sample = 1;
+  replay::RateLimiterOptions rate_limiter;
   // Draws per batch entry before the entry is left out (copy rejects). >= 1.
   uint32_t max_draws_per_entry = 4;
 
