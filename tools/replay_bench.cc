@@ -41,7 +41,11 @@
 //                      (and what the actors committed)
 //   sampled/s          transitions in the batches the learner received
 //   bytes in / out     bytes the actors WROTE (slots + commit words) and the
-//                      learner READ (whole staging slots, retries included)
+//                      learner READ (commit lines, then the bytes each batch
+//                      uses, retries included)
+//   link bytes         (JSON) the learner session's bytes by traffic class
+//                      (client/link_bytes.h), with the achieved samples per
+//                      insert and the transitions fetched (distinct ones too)
 //   insert latency     p50 / p99 of one Flush: reserve to commit of
 //                      --max_batch transitions
 //   batch wait         p50 / p99 of the learner's Next() (time it waited for
@@ -49,6 +53,11 @@
 //   batch READ         p50 / p99 of one READ of a whole staging slot, posted
 //                      alone after the run (post to completion)
 //   server counters    torn, abandoned, overrun, copy rejects, staging stalls
+//
+// --samples_per_insert sets the server's rate limiter (slack: two batches,
+// or one actor insert's worth of samples if more); --learner_cache makes the
+// learner keep what it receives, so the server may stage references;
+// --payload_pad_bytes makes every transition that much larger.
 //
 // --rounds=N repeats the run and its baselines N times, alternating, and
 // reports the median round; the ratios divide medians. On a shared host this
