@@ -153,6 +153,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   hello.role = options_.role;
   hello.actor_id = options_.actor_id;
   hello.auth_token = options_.auth_token;
+  hello.learner_cache = options_.learner_cache;
   if (heartbeat_ != nullptr) {
     const verbs::RemoteRegion r = heartbeat_->mr()->remote();
     hello.heartbeat = protocol::WireRegion{r.addr, r.length, r.rkey, 0};
@@ -170,6 +171,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
     return absl::FailedPreconditionError("the server's region directory has no control block");
   }
   qp_ = std::move(connection.qp);
+  handshake_bytes_ += payload.size() + connection.reply.size();
   directory_ = *directory;
   for (auto& sink : sinks_) sink.clear();
   ++generation_;  // the session's own READ below already uses this connection
@@ -206,7 +208,7 @@ absl::Status ClientSession::ConnectWithRetry(bool first) {
       }
       return absl::OkStatus();
     }
-    qp_.reset();
+    DropQueuePair();
     if (!IsTransient(status) || absl::Now() + backoff > deadline) {
       return absl::Status(
           status.code(),
@@ -224,7 +226,7 @@ absl::Status ClientSession::Reconnect(uint64_t seen_generation, const absl::Stat
   if (seen_generation != generation_ && qp_ != nullptr) return absl::OkStatus();
   LOG(WARNING) << protocol::RoleName(options_.role) << " connection " << generation_ << " to "
                << options_.host << ":" << options_.port << " failed (" << why << "); reconnecting";
-  qp_.reset();
+  DropQueuePair();
   for (auto& sink : sinks_) sink.clear();
   return ConnectWithRetry(/*first=*/false);
 }
@@ -238,9 +240,43 @@ absl::StatusOr<int> ClientSession::AddSink() {
   return num_sinks_++;
 }
 
-absl::Status ClientSession::Post(absl::Span<const verbs::WorkRequest> wrs) {
+absl::Status ClientSession::Post(absl::Span<const verbs::WorkRequest> wrs, TrafficClass traffic) {
   if (qp_ == nullptr) return absl::UnavailableError("not connected");
-  return qp_->PostSend(wrs);
+  RETURN_IF_ERROR(qp_->PostSend(wrs));
+  verbs::QueuePairTraffic t;
+  verbs::CountInitiated(wrs, &t);
+  posted_.Add(traffic, t.initiated());
+  return absl::OkStatus();
+}
+
+absl::Status ClientSession::Post(absl::Span<const verbs::WorkRequest> wrs,
+                                 absl::Span<const TrafficClass> classes) {
+  CHECK_EQ(wrs.size(), classes.size()) << "one traffic class per work request";
+  if (qp_ == nullptr) return absl::UnavailableError("not connected");
+  RETURN_IF_ERROR(qp_->PostSend(wrs));
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    verbs::QueuePairTraffic t;
+    verbs::CountInitiated(wrs.subspan(i, 1), &t);
+    posted_.Add(classes[i], t.initiated());
+  }
+  return absl::OkStatus();
+}
+
+void ClientSession::DropQueuePair() {
+  if (qp_ != nullptr) retired_ += qp_->traffic();
+  qp_.reset();
+}
+
+verbs::QueuePairTraffic ClientSession::traffic() const {
+  verbs::QueuePairTraffic t = retired_;
+  if (qp_ != nullptr) t += qp_->traffic();
+  return t;
+}
+
+const LinkBytes& ClientSession::link_bytes() const {
+  link_bytes_ = posted_;
+  link_bytes_.control += traffic().peer() + handshake_bytes_;
+  return link_bytes_;
 }
 
 void ClientSession::Drain() {
@@ -301,7 +337,8 @@ absl::Status ClientSession::Wait(int sink, uint64_t wr_id, absl::Duration timeou
 }
 
 absl::Status ClientSession::ReadSync(protocol::RegionKind kind, uint64_t offset, uint32_t length,
-                                     const verbs::MemoryRegion* mr, void* local) {
+                                     const verbs::MemoryRegion* mr, void* local,
+                                     TrafficClass traffic) {
   ASSIGN_OR_RETURN(const verbs::RemoteRegion region, Region(kind));
   if (offset > region.length || length > region.length - offset) {
     return absl::OutOfRangeError(
@@ -317,13 +354,14 @@ absl::Status ClientSession::ReadSync(protocol::RegionKind kind, uint64_t offset,
   wr.length = length;
   wr.remote_addr = region.addr + offset;
   wr.rkey = region.rkey;
-  RETURN_IF_ERROR(Post(absl::MakeConstSpan(&wr, 1)));
+  RETURN_IF_ERROR(Post(absl::MakeConstSpan(&wr, 1), traffic));
   return Wait(0, wr.wr_id, options_.op_timeout);
 }
 
-absl::StatusOr<protocol::ServerLine> ClientSession::ReadServerLine() {
+absl::StatusOr<protocol::ServerLine> ClientSession::ReadServerLine(TrafficClass traffic) {
   RETURN_IF_ERROR(ReadSync(protocol::RegionKind::kControl, offsetof(protocol::ControlBlock, server),
-                           sizeof(protocol::ServerLine), scratch_->mr(), scratch_->data()));
+                           sizeof(protocol::ServerLine), scratch_->mr(), scratch_->data(),
+                           traffic));
   std::memcpy(&server_line_, scratch_->data(), sizeof(server_line_));
   return server_line_;
 }

@@ -36,6 +36,14 @@
 // FailedPrecondition naming the first difference: the clients' buffers are
 // sized for the old one.
 //
+// Link accounting: every operation posted through the session is counted by
+// the TrafficClass its client names (link_bytes.h); the session's own READs
+// (control block, ServerLine) and the handshake payloads are control, and so
+// are the operations the server initiates on the queue pair (heartbeat
+// WRITEs), as far as the provider sees them (verbs::QueuePairTraffic).
+// Across all connections of the session:
+//   link_bytes().total() == traffic().total() + handshake_bytes()
+//
 // Link emulation (soft provider): the connecting side's options.qp.link is
 // applied to both directions of the connection, so the link is specified on
 // the client: the learner's long-haul link on the learner, none (or a short
@@ -58,6 +66,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/link_bytes.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "verbs/verbs.h"
@@ -82,6 +91,10 @@ struct ClientSessionOptions {
   // Offer the server a heartbeat word (protocol/handshake.h), so that it can tell
   // when this client is gone.
   bool heartbeat = true;
+  // Learners: tell the server (Hello::learner_cache) that this learner keeps
+  // every transition it receives (BatchReaderOptions::learner_cache), so it
+  // may stage references to transitions already sent. Set both or neither.
+  bool learner_cache = false;
 
   // OK, or InvalidArgument naming the bad field and value.
   absl::Status Validate() const;
@@ -159,8 +172,15 @@ class ClientSession {
     return (static_cast<uint64_t>(sink) << (64 - kSinkBits)) | (payload & kMaxWrIdPayload);
   }
   static uint64_t WrIdPayload(uint64_t wr_id) { return wr_id & kMaxWrIdPayload; }
-  // Posts on the current queue pair (verbs::QueuePair::PostSend).
-  absl::Status Post(absl::Span<const verbs::WorkRequest> wrs);
+  // Posts on the current queue pair (verbs::QueuePair::PostSend), counting
+  // the requests' data bytes as `traffic` in link_bytes() when accepted.
+  // The default is for clients whose traffic is all control.
+  absl::Status Post(absl::Span<const verbs::WorkRequest> wrs,
+                    TrafficClass traffic = TrafficClass::kControl);
+  // The same with one class per request. REQUIRES: classes.size() ==
+  // wrs.size().
+  absl::Status Post(absl::Span<const verbs::WorkRequest> wrs,
+                    absl::Span<const TrafficClass> classes);
   // Moves up to out.size() completions of `sink` into `out`; returns how
   // many. Non-blocking.
   int Poll(int sink, absl::Span<verbs::Completion> out);
@@ -180,10 +200,24 @@ class ClientSession {
   // into `local` (inside the registered `mr`). Errors: FailedPrecondition
   // (no such region for this role), OutOfRange (outside the region), the
   // completion's error, DeadlineExceeded after op_timeout.
+  // The READ is counted as `traffic`.
   absl::Status ReadSync(protocol::RegionKind kind, uint64_t offset, uint32_t length,
-                        const verbs::MemoryRegion* mr, void* local);
+                        const verbs::MemoryRegion* mr, void* local,
+                        TrafficClass traffic = TrafficClass::kControl);
   // Blocking READ of the control block's ServerLine; updates server_line().
-  absl::StatusOr<protocol::ServerLine> ReadServerLine();
+  // Counted as `traffic` (a client that asks whether there is something new
+  // says kPolling).
+  absl::StatusOr<protocol::ServerLine> ReadServerLine(
+      TrafficClass traffic = TrafficClass::kControl);
+
+  // The bytes this session moved across its link, by class, over all its
+  // connections (see the file comment). The reference stays valid for the
+  // session's life; its values are those of the latest call.
+  const LinkBytes& link_bytes() const;
+  // The queue pairs' own counts, over all connections of the session.
+  verbs::QueuePairTraffic traffic() const;
+  // Hello and directory payload bytes of the connections made (control).
+  uint64_t handshake_bytes() const { return handshake_bytes_; }
 
  private:
   ClientSession(verbs::Provider* provider, const ClientSessionOptions& options);
@@ -194,6 +228,8 @@ class ClientSession {
   absl::Status ConnectWithRetry(bool first);
   // Moves everything the queue pair completed into the sinks.
   void Drain();
+  // Destroys the queue pair, keeping its traffic counts.
+  void DropQueuePair();
 
   verbs::Provider* const provider_;
   const ClientSessionOptions options_;
@@ -211,6 +247,12 @@ class ClientSession {
   uint64_t next_sync_id_ = 1;
   int num_sinks_ = 1;
   std::vector<std::deque<verbs::Completion>> sinks_;
+
+  // Link accounting.
+  LinkBytes posted_;                 // by the class their client named
+  verbs::QueuePairTraffic retired_;  // of the queue pairs already gone
+  uint64_t handshake_bytes_ = 0;
+  mutable LinkBytes link_bytes_;  // returned by link_bytes()
 };
 
 }  // namespace dreplay::client

@@ -131,5 +131,59 @@ TEST_F(ClientSessionTest, SinksSeeOnlyTheirOwnCompletions) {
   EXPECT_EQ(session->Poll(b, absl::MakeSpan(&c, 1)), 0);
 }
 
+// link_bytes() and traffic() at one moment: the server's heartbeats may
+// land between two reads, so read until a pair is stable.
+LinkBytes StableLinkBytes(const ClientSession& s, verbs::QueuePairTraffic* traffic) {
+  LinkBytes bytes;
+  EXPECT_TRUE(testing::WaitFor([&] {
+    *traffic = s.traffic();
+    bytes = s.link_bytes();
+    return s.traffic() == *traffic;
+  }));
+  return bytes;
+}
+
+// Link accounting: every byte the queue pair moved is in one class.
+TEST_F(ClientSessionTest, LinkBytesAddUpToTheQueuePairsCount) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session =
+      ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kLearner));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ClientSession& s = **session;
+  // The control block READ at connect and the handshake are control.
+  verbs::QueuePairTraffic traffic;
+  EXPECT_EQ(StableLinkBytes(s, &traffic).control,
+            sizeof(protocol::ControlBlock) + s.handshake_bytes() + traffic.peer());
+  EXPECT_GT(s.handshake_bytes(), 0u);
+  ASSERT_TRUE(s.ReadServerLine(TrafficClass::kPolling).ok());
+  EXPECT_EQ(s.link_bytes().polling, sizeof(protocol::ServerLine));
+  // The server's heartbeat WRITEs arrive: peer-initiated, control.
+  ASSERT_TRUE(testing::WaitFor([&] { return s.last_heartbeat() != 0; }));
+  EXPECT_GE(s.traffic().peer_in, protocol::kHeartbeatBytes);
+  const LinkBytes bytes = StableLinkBytes(s, &traffic);
+  EXPECT_EQ(bytes.total(), traffic.total() + s.handshake_bytes());
+  EXPECT_EQ(bytes.experience + bytes.metadata + bytes.polling + bytes.priorities + bytes.params,
+            traffic.initiated() - sizeof(protocol::ControlBlock));
+}
+
+TEST_F(ClientSessionTest, AReconnectionKeepsTheOldQueuePairsCounts) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session =
+      ClientSession::Connect(client_host_.get(), SessionOptions(*server, protocol::Role::kMonitor));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ClientSession& s = **session;
+  ASSERT_TRUE(s.ReadServerLine().ok());
+  const uint64_t before = s.traffic().initiated();
+  ASSERT_TRUE(s.Reconnect(s.generation(), absl::UnavailableError("test")).ok());
+  EXPECT_EQ(s.generation(), 2u);
+  // The new connection READ the control block again; nothing was lost.
+  EXPECT_EQ(s.traffic().initiated(), before + sizeof(protocol::ControlBlock));
+  verbs::QueuePairTraffic traffic;
+  const LinkBytes bytes = StableLinkBytes(s, &traffic);
+  EXPECT_EQ(bytes.control - traffic.peer() - s.handshake_bytes(),
+            2 * sizeof(protocol::ControlBlock) + sizeof(protocol::ServerLine));
+  EXPECT_EQ(bytes.total(), traffic.total() + s.handshake_bytes());
+}
+
 }  // namespace
 }  // namespace dreplay::client

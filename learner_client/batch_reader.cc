@@ -3,6 +3,7 @@
 #include "learner_client/batch_reader.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -11,12 +12,17 @@
 namespace dreplay::learner {
 
 using client::ClientSession;
+using client::TrafficClass;
 using protocol::LayoutConfig;
 using protocol::RegionKind;
 
 namespace {
 
 constexpr uint64_t kMaxReadBytes = uint64_t{1} << 30;
+// Work request ids: the batch number, then this bit for the batch READs
+// (clear: the commit line READ).
+constexpr int kPhaseBits = 1;
+constexpr uint64_t kBatchPhase = 1;
 constexpr int kPollBatch = 16;
 // Next() spins this long before it sleeps between polls.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(200);
@@ -55,6 +61,11 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
   std::unique_ptr<BatchReader> reader(new BatchReader(session, options, sink, depth));
   ASSIGN_OR_RETURN(reader->buffers_memory_,
                    client::RegisteredBuffer::Create(session->provider(), depth * stride));
+  if (options.learner_cache) {
+    // Not zero-filled: only the slots the cache holds are ever read.
+    reader->cache_slots_.reset(new uint8_t[uint64_t{config.capacity} * config.slot_size]);
+    reader->cache_sequence_.assign(config.capacity, 0);
+  }
   RETURN_IF_ERROR(reader->Resync());
   return reader;
 }
@@ -66,7 +77,8 @@ BatchReader::BatchReader(ClientSession* session, const BatchReaderOptions& optio
       sink_(sink),
       depth_(depth),
       stride_(protocol::StagingSlotStride(session->config())),
-      buffers_(depth) {}
+      buffers_(depth),
+      entries_(depth) {}
 
 BatchReader::~BatchReader() = default;
 
@@ -76,24 +88,65 @@ absl::Status BatchReader::PostRead(uint64_t batch) {
   Buffer& b = buffers_[batch % depth_];
   CHECK(!b.outstanding) << "READ into a buffer with a READ in flight";
   b.batch = batch;
+  const LayoutConfig& config = session_->config();
   ASSIGN_OR_RETURN(const verbs::RemoteRegion staging, session_->Region(RegionKind::kStaging));
+  const uint64_t line_offset = protocol::StagingCommitOffset(config);
+  // Nothing of an older batch may pass for this one.
+  std::memset(image(static_cast<uint32_t>(batch % depth_)) + line_offset, 0,
+              sizeof(protocol::CommitLine));
   verbs::WorkRequest wr;
-  wr.wr_id = ClientSession::WrId(sink_, batch);
+  wr.wr_id = ClientSession::WrId(sink_, batch << kPhaseBits);
   wr.opcode = verbs::Opcode::kRead;
   wr.signaled = true;
   wr.local = buffers_memory_->mr();
-  wr.local_addr = image(static_cast<uint32_t>(batch % depth_));
-  wr.length = static_cast<uint32_t>(stride_);
-  wr.remote_addr = staging.addr + protocol::StagingSlotOffset(session_->config(), batch);
+  wr.local_addr = image(static_cast<uint32_t>(batch % depth_)) + line_offset;
+  wr.length = sizeof(protocol::CommitLine);
+  wr.remote_addr = staging.addr + protocol::StagingSlotOffset(config, batch) + line_offset;
   wr.rkey = staging.rkey;
-  const absl::Status status = session_->Post(absl::MakeConstSpan(&wr, 1));
+  const absl::Status status = session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kPolling);
   if (absl::IsResourceExhausted(status)) {  // send queue full: try again soon
     ScheduleRetry(&b, /*grow=*/false);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(status);
-  b.state = State::kReading;
+  b.state = State::kPolling;
   b.outstanding = true;
+  return absl::OkStatus();
+}
+
+absl::Status BatchReader::PostBatchRead(Buffer* b) {
+  const LayoutConfig& config = session_->config();
+  ASSIGN_OR_RETURN(const verbs::RemoteRegion staging, session_->Region(RegionKind::kStaging));
+  uint8_t* img = image(static_cast<uint32_t>(b->batch % depth_));
+  const uint64_t remote = staging.addr + protocol::StagingSlotOffset(config, b->batch);
+  const uint64_t payloads = protocol::StagingPayloadsOffset(config);
+  // Header and entries (metadata), then the copied slots (experience): RC
+  // executes them in order, so the last one's completion covers both.
+  verbs::WorkRequest wrs[2];
+  const TrafficClass classes[2] = {TrafficClass::kMetadata, TrafficClass::kExperience};
+  const int n = b->used_bytes > payloads ? 2 : 1;
+  for (int i = 0; i < n; ++i) {
+    verbs::WorkRequest& wr = wrs[i];
+    wr.wr_id = ClientSession::WrId(sink_, (b->batch << kPhaseBits) | kBatchPhase);
+    wr.opcode = verbs::Opcode::kRead;
+    wr.signaled = i == n - 1;
+    wr.local = buffers_memory_->mr();
+    const uint64_t begin = i == 0 ? 0 : payloads;
+    const uint64_t end = i == 0 ? std::min(b->used_bytes, payloads) : b->used_bytes;
+    wr.local_addr = img + begin;
+    wr.length = static_cast<uint32_t>(end - begin);
+    wr.remote_addr = remote + begin;
+    wr.rkey = staging.rkey;
+  }
+  const absl::Status status =
+      session_->Post(absl::MakeConstSpan(wrs, n), absl::MakeConstSpan(classes, n));
+  if (absl::IsResourceExhausted(status)) {
+    ScheduleRetry(b, /*grow=*/false);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(status);
+  b->state = State::kReading;
+  b->outstanding = true;
   return absl::OkStatus();
 }
 
@@ -107,10 +160,33 @@ void BatchReader::ScheduleRetry(Buffer* b, bool grow) {
   b->retry_at = absl::Now() + b->backoff;
 }
 
+absl::Status BatchReader::CheckLine(Buffer* b) {
+  const LayoutConfig& config = session_->config();
+  protocol::CommitLine line;
+  std::memcpy(
+      &line,
+      image(static_cast<uint32_t>(b->batch % depth_)) + protocol::StagingCommitOffset(config),
+      sizeof(line));
+  const absl::StatusOr<uint64_t> used = protocol::StagedBatchBytes(config, line, b->batch);
+  if (absl::IsUnavailable(used.status())) {
+    ++stats_.not_staged;
+    ScheduleRetry(b, /*grow=*/true);
+    return absl::OkStatus();
+  }
+  if (!used.ok()) {  // DataLoss: an impossible used_bytes; READ it again
+    ++stats_.torn;
+    ScheduleRetry(b, /*grow=*/false);
+    return absl::OkStatus();
+  }
+  b->used_bytes = *used;
+  return PostBatchRead(b);
+}
+
 absl::Status BatchReader::Check(Buffer* b) {
   const LayoutConfig& config = session_->config();
   const uint8_t* img = image(static_cast<uint32_t>(b->batch % depth_));
-  const absl::Status status = protocol::CheckStagedBatch(config, img, b->batch, epoch_);
+  const absl::Status status =
+      protocol::CheckBatchImage(config, img, b->used_bytes, b->batch, epoch_);
   if (absl::IsUnavailable(status)) {
     ++stats_.not_staged;
     ScheduleRetry(b, /*grow=*/true);
@@ -123,9 +199,13 @@ absl::Status BatchReader::Check(Buffer* b) {
   }
   if (!status.ok()) return status;  // FailedPrecondition: another epoch
   if (options_.verify_slots) {
-    const StagedBatch view(&config, img);
-    for (uint32_t i = 0; i < view.size(); ++i) {
-      if (protocol::VerifySlot(view.slot(i), config.slot_size, view.entry(i).slot_sequence) !=
+    const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+    const auto* entries =
+        reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
+    const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
+    for (uint32_t i = 0; i < header.count; ++i) {
+      if (protocol::EntryCached(entries[i])) continue;
+      if (protocol::VerifySlot(slot, config.slot_size, entries[i].slot_sequence) !=
           protocol::SlotCheck::kOk) {
         // The batch checksum held, so the server staged a bad copy: never
         // hand it over; READ again (a later staging of this number is not
@@ -134,6 +214,7 @@ absl::Status BatchReader::Check(Buffer* b) {
         ScheduleRetry(b, /*grow=*/true);
         return absl::OkStatus();
       }
+      slot += config.slot_size;
     }
   }
   b->state = State::kReady;
@@ -141,18 +222,79 @@ absl::Status BatchReader::Check(Buffer* b) {
   return absl::OkStatus();
 }
 
+void BatchReader::Resolve(uint32_t b) {
+  const LayoutConfig& config = session_->config();
+  const uint8_t* img = image(b);
+  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+  const auto* staged =
+      reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
+  const uint32_t count = std::min(header.count, config.batch_size);
+  std::vector<StagedEntry>& out = entries_[b];
+  out.clear();
+  // The arrived slots first: they are new in the cache before any reference
+  // of this batch is looked up (a batch never holds two sequences of one
+  // index: it is sampled from one state of the memory).
+  const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (protocol::EntryCached(staged[i])) continue;
+    const uint32_t index = protocol::EntryIndex(staged[i]);
+    const uint64_t value = protocol::CommitValue(staged[i].slot_sequence);
+    ++stats_.transitions_fetched;
+    uint64_t& seen = fetched_[index];
+    if (value > seen) {
+      ++stats_.distinct_transitions_fetched;
+      seen = value;
+    }
+    if (!cache_sequence_.empty() && index < config.capacity) {
+      std::memcpy(cache_slots_.get() + uint64_t{index} * config.slot_size, slot, config.slot_size);
+      cache_sequence_[index] = value;
+    }
+    slot += config.slot_size;
+  }
+  slot = img + protocol::StagingPayloadsOffset(config);
+  for (uint32_t i = 0; i < count; ++i) {
+    StagedEntry e;
+    e.entry = staged[i];
+    e.entry.slot_index = protocol::EntryIndex(staged[i]);
+    if (!protocol::EntryCached(staged[i])) {
+      e.slot = slot;
+      e.arrived = true;
+      slot += config.slot_size;
+    } else {
+      const uint32_t index = e.entry.slot_index;
+      if (cache_sequence_.empty() || index >= config.capacity ||
+          cache_sequence_[index] != protocol::CommitValue(e.entry.slot_sequence)) {
+        ++stats_.cache_misses;  // never a stale payload: leave it out
+        continue;
+      }
+      ++stats_.cache_hits;
+      e.slot = cache_slots_.get() + uint64_t{index} * config.slot_size;
+    }
+    out.push_back(e);
+  }
+}
+
 absl::StatusOr<bool> BatchReader::PollCompletions() {
   verbs::Completion completions[kPollBatch];
   const int n = session_->Poll(sink_, absl::MakeSpan(completions));
   for (int i = 0; i < n; ++i) {
     if (!completions[i].ok()) return completions[i].ToStatus();
-    const uint64_t batch = ClientSession::WrIdPayload(completions[i].wr_id);
+    const uint64_t payload = ClientSession::WrIdPayload(completions[i].wr_id);
+    const uint64_t batch = payload >> kPhaseBits;
+    const bool batch_phase = (payload & kBatchPhase) != 0;
     Buffer& b = buffers_[batch % depth_];
     b.outstanding = false;
-    if (b.batch != batch || b.state != State::kReading) continue;  // stale
+    const State expected = batch_phase ? State::kReading : State::kPolling;
+    if (b.batch != batch || b.state != expected) continue;  // stale
     ++stats_.reads;
-    stats_.bytes_read += stride_;
-    RETURN_IF_ERROR(Check(&b));
+    if (batch_phase) {
+      stats_.bytes_read += b.used_bytes;
+      RETURN_IF_ERROR(Check(&b));
+    } else {
+      ++stats_.polls;
+      stats_.bytes_read += sizeof(protocol::CommitLine);
+      RETURN_IF_ERROR(CheckLine(&b));
+    }
   }
   return n > 0;
 }
@@ -168,7 +310,8 @@ absl::Status BatchReader::Resync() {
       const int n = session_->Poll(sink_, absl::MakeSpan(completions));
       for (int i = 0; i < n; ++i) {
         if (!completions[i].ok()) return completions[i].ToStatus();
-        buffers_[ClientSession::WrIdPayload(completions[i].wr_id) % depth_].outstanding = false;
+        const uint64_t batch = ClientSession::WrIdPayload(completions[i].wr_id) >> kPhaseBits;
+        buffers_[batch % depth_].outstanding = false;
       }
       if (n == 0 && absl::Now() > deadline) {
         return absl::DeadlineExceededError("staging READs did not complete");
@@ -241,7 +384,9 @@ absl::StatusOr<StagedBatch> BatchReader::Next(absl::Duration timeout) {
     }
     Buffer& head = buffers_[next_ % depth_];
     if (head.state == State::kReady && head.batch == next_) {
-      const StagedBatch batch(&session_->config(), image(static_cast<uint32_t>(next_ % depth_)));
+      const auto b = static_cast<uint32_t>(next_ % depth_);
+      Resolve(b);
+      const StagedBatch batch(image(b), entries_[b]);
       ++next_;
       highest_returned_ = std::max(highest_returned_, next_);
       release_pending_ = true;

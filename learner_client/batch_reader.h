@@ -14,13 +14,31 @@
 // The server stages batch n (numbers start at 0 in every epoch) in staging
 // slot n % staging_depth, and reuses that slot for batch n + staging_depth
 // only after the learner's priority update for batch n (priority_writer.h).
-// The reader keeps `depth` READs in flight, one per staging slot: batch n
-// is READ (one large READ of the whole staging slot) into local buffer
-// n % depth. Each image is checked with CheckStagedBatch (commit word, batch
-// number, epoch, checksum) and, optionally, every copied slot with
-// VerifySlot. A batch not staged yet (Unavailable) or a READ that overlapped
-// the server's write (DataLoss) is READ again after a back-off. Batches are
-// returned in order.
+// The reader keeps `depth` batches in flight, one per staging slot, each
+// READ into local buffer n % depth in two steps (protocol/staging.h):
+//   1. the staging slot's commit line (64 B, counted as polling), until
+//      StagedBatchBytes says batch n is committed there; a batch not staged
+//      yet is asked for again after a back-off;
+//   2. the bytes the batch uses, [0, used_bytes): header and entries
+//      (metadata), then the copied slots (experience), as two READs on the
+//      queue pair. The image is checked with CheckBatchImage (batch number,
+//      epoch, checksum) and, optionally, every copied slot with VerifySlot.
+//      A READ that overlapped the server's write (DataLoss), or found another
+//      batch, goes back to step 1.
+// So an idle learner moves 64 B per staging slot and back-off, never whole
+// batches. Batches are returned in order.
+//
+// Transfer-once learner cache (options.learner_cache, with
+// ClientSessionOptions::learner_cache so that the server knows): the reader
+// keeps every transition it receives in a local store of `capacity` slots,
+// keyed by slot index, holding the copied slot and its sequence. An entry
+// staged as a reference (EntryCached) is served from the store only when the
+// store holds exactly that (index, sequence); otherwise it is a miss: counted
+// (stats().cache_misses) and left out of the batch returned, never served
+// with a stale payload. The store is updated when a batch is returned (its
+// arrived slots first, then its references are looked up), so the views of
+// a returned batch stay valid until the next Next(). Without the cache, any
+// reference the server stages is a miss.
 //
 // Starting point and resynchronisation: a new reader starts at the server's
 // batches_released (the oldest batch still waiting for a priority update).
@@ -33,7 +51,7 @@
 //
 // Thread safety: not thread-safe; one thread uses the reader (and its
 // session). The views of a StagedBatch stay valid until the next call of
-// Next(), which reuses their buffer for a later batch.
+// Next(), which reuses their buffers for later batches.
 
 #ifndef DREPLAY_LEARNER_CLIENT_BATCH_READER_H_
 #define DREPLAY_LEARNER_CLIENT_BATCH_READER_H_
@@ -42,6 +60,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -51,28 +70,35 @@
 
 namespace dreplay::learner {
 
-// A staged batch as READ: a view into the reader's buffer.
+// One entry of a returned batch.
+struct StagedEntry {
+  // As staged, with kEntryCachedBit cleared from slot_index.
+  protocol::BatchEntry entry;
+  // The copied slot (SlotHeader, then the payload): in the batch's image
+  // when it arrived with the batch, in the learner cache otherwise.
+  const uint8_t* slot = nullptr;
+  bool arrived = false;  // its slot crossed the link with this batch
+};
+
+// A staged batch as READ: views into the reader's buffers. Entries the
+// learner cache could not serve (misses) are left out: size() may be less
+// than header().count.
 class StagedBatch {
  public:
   StagedBatch() = default;
 
   uint64_t batch_number() const { return header().batch_number; }
   uint64_t epoch() const { return header().epoch; }
-  // Transitions in the batch (<= batch_size).
-  uint32_t size() const { return header().count; }
+  // Transitions in the batch (<= header().count <= batch_size).
+  uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
   const protocol::BatchHeader& header() const {
     return *reinterpret_cast<const protocol::BatchHeader*>(image_);
   }
   // REQUIRES for the per-entry accessors: i < size().
-  const protocol::BatchEntry& entry(uint32_t i) const {
-    return reinterpret_cast<const protocol::BatchEntry*>(
-        image_ + protocol::StagingEntriesOffset(*config_))[i];
-  }
+  const protocol::BatchEntry& entry(uint32_t i) const { return entries_[i].entry; }
   float weight(uint32_t i) const { return entry(i).weight; }
   // The copied slot: SlotHeader, then payload_length bytes of payload.
-  const uint8_t* slot(uint32_t i) const {
-    return image_ + protocol::StagingPayloadsOffset(*config_) + uint64_t{i} * config_->slot_size;
-  }
+  const uint8_t* slot(uint32_t i) const { return entries_[i].slot; }
   const protocol::SlotHeader& slot_header(uint32_t i) const {
     return *reinterpret_cast<const protocol::SlotHeader*>(slot(i));
   }
@@ -80,14 +106,19 @@ class StagedBatch {
     return absl::MakeConstSpan(slot(i) + sizeof(protocol::SlotHeader),
                                slot_header(i).payload_length);
   }
+  // When the actor sealed the transition (SlotHeader::insert_time_ns).
+  uint64_t insert_time_ns(uint32_t i) const { return slot_header(i).insert_time_ns; }
+  // True when the transition's slot crossed the link with this batch; false
+  // when the learner cache served it.
+  bool arrived(uint32_t i) const { return entries_[i].arrived; }
 
  private:
   friend class BatchReader;
-  StagedBatch(const protocol::LayoutConfig* config, const uint8_t* image)
-      : config_(config), image_(image) {}
+  StagedBatch(const uint8_t* image, absl::Span<const StagedEntry> entries)
+      : image_(image), entries_(entries) {}
 
-  const protocol::LayoutConfig* config_ = nullptr;
-  const uint8_t* image_ = nullptr;  // StagingSlotStride bytes, 64-byte aligned
+  const uint8_t* image_ = nullptr;  // the batch's staging image, 64-byte aligned
+  absl::Span<const StagedEntry> entries_;
 };
 
 struct BatchReaderOptions {
@@ -96,6 +127,10 @@ struct BatchReaderOptions {
   uint32_t depth = 0;
   // Also verify every copied slot (sequence, checksum) of a batch.
   bool verify_slots = true;
+  // Keep every transition received (capacity * slot_size bytes of local
+  // memory) and serve the entries the server stages as references from it
+  // (see the file comment). Set ClientSessionOptions::learner_cache too.
+  bool learner_cache = false;
   // Back-off before READing a batch again that was not staged yet.
   absl::Duration retry_initial = absl::Microseconds(20);
   absl::Duration retry_max = absl::Milliseconds(2);
@@ -105,13 +140,20 @@ struct BatchReaderOptions {
 
 struct BatchReaderStats {
   uint64_t batches = 0;      // returned by Next
-  uint64_t transitions = 0;  // in those batches
-  uint64_t reads = 0;        // staging READs completed
+  uint64_t transitions = 0;  // in those batches (misses left out)
+  uint64_t reads = 0;        // staging READs completed (commit lines, batches)
   uint64_t bytes_read = 0;   // by those READs
+  uint64_t polls = 0;        // commit line READs among them
   uint64_t not_staged = 0;   // READs that found an older batch (Unavailable)
   uint64_t torn = 0;         // READs that failed a checksum (DataLoss)
-  uint64_t bad_slots = 0;    // batches with a copied slot failing VerifySlot
-  uint64_t resyncs = 0;      // restarts from the ServerLine
+  // Copied slots that crossed the link in the batches returned, and the
+  // distinct (index, sequence) among them.
+  uint64_t transitions_fetched = 0;
+  uint64_t distinct_transitions_fetched = 0;
+  uint64_t cache_hits = 0;    // references served from the learner cache
+  uint64_t cache_misses = 0;  // references it could not serve (left out)
+  uint64_t bad_slots = 0;     // batches with a copied slot failing VerifySlot
+  uint64_t resyncs = 0;       // restarts from the ServerLine
   uint64_t epoch_changes = 0;
   uint64_t reconnects = 0;   // reconnections this reader triggered
   uint64_t redelivered = 0;  // batches returned again after a resync
@@ -140,11 +182,18 @@ class BatchReader {
   const BatchReaderStats& stats() const { return stats_; }
 
  private:
-  enum class State : uint8_t { kIdle, kReading, kRetry, kReady };
+  enum class State : uint8_t {
+    kIdle,
+    kPolling,  // the commit line READ is in flight
+    kReading,  // the READs of [0, used_bytes) are in flight
+    kRetry,    // READ the commit line again at retry_at
+    kReady,
+  };
   struct Buffer {
     uint64_t batch = 0;
     State state = State::kIdle;
     bool outstanding = false;  // a READ into it has not completed
+    uint64_t used_bytes = 0;   // of the batch being READ
     absl::Time retry_at;
     absl::Duration backoff;
   };
@@ -152,11 +201,19 @@ class BatchReader {
   BatchReader(client::ClientSession* session, const BatchReaderOptions& options, int sink,
               uint32_t depth);
   uint8_t* image(uint32_t b) const;
-  // Posts the READ of `batch` into its buffer.
+  // Posts the commit line READ of `batch` into its buffer.
   absl::Status PostRead(uint64_t batch);
+  // Posts the READs of the first b->used_bytes of b's batch.
+  absl::Status PostBatchRead(Buffer* b);
   void ScheduleRetry(Buffer* buffer, bool grow);
-  // Checks a completed READ; returns FailedPrecondition on an epoch change.
+  // Handles a completed commit line READ.
+  absl::Status CheckLine(Buffer* buffer);
+  // Checks a completed batch READ; returns FailedPrecondition on an epoch
+  // change.
   absl::Status Check(Buffer* buffer);
+  // Builds the entries of the batch in buffer `b` (updating the learner
+  // cache and the fetch stats) as it is returned.
+  void Resolve(uint32_t b);
   // Handles this connection's completions; false when nothing arrived.
   absl::StatusOr<bool> PollCompletions();
   // Restarts from the ServerLine (after a reconnection or epoch change).
@@ -170,6 +227,14 @@ class BatchReader {
   const uint64_t stride_;
   std::unique_ptr<client::RegisteredBuffer> buffers_memory_;
   std::vector<Buffer> buffers_;
+  std::vector<std::vector<StagedEntry>> entries_;  // per buffer, for Resolve
+  // The learner cache: capacity slots, and CommitValue of the sequence each
+  // holds (0: none). Empty without options.learner_cache.
+  std::unique_ptr<uint8_t[]> cache_slots_;
+  std::vector<uint64_t> cache_sequence_;
+  // CommitValue of the highest sequence fetched per slot index, for
+  // distinct_transitions_fetched.
+  absl::flat_hash_map<uint32_t, uint64_t> fetched_;
   uint64_t next_ = 0;
   uint64_t epoch_ = 0;
   uint64_t generation_ = 0;

@@ -5,6 +5,7 @@
 
 #include "learner_client/batch_reader.h"
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,8 +14,12 @@
 
 #include "actor_client/experience_writer.h"
 #include "client/session.h"
+#include "common/shared_words.h"
 #include "gtest/gtest.h"
+#include "learner_client/param_publisher.h"
 #include "learner_client/priority_writer.h"
+#include "protocol/handshake.h"
+#include "replay_server/regions.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 
@@ -121,7 +126,10 @@ TEST_F(BatchReaderTest, RoundTripReturnsValidBatchesInOrderAndAppliesPriorities)
   EXPECT_EQ(stats.inserted, kInserted);  // nothing ingested twice
   EXPECT_EQ(reader->stats().batches, kBatches);
   EXPECT_EQ(reader->stats().bad_slots, 0u);
-  EXPECT_GE(reader->stats().bytes_read, kBatches * protocol::StagingSlotStride(server->config()));
+  // Each batch READ is its used bytes, after at least one commit line READ.
+  EXPECT_GE(reader->stats().bytes_read,
+            kBatches * (protocol::StagingUsedBytes(server->config(), server->config().batch_size) +
+                        sizeof(protocol::CommitLine)));
 }
 
 TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {
@@ -199,6 +207,334 @@ TEST_F(BatchReaderTest, ResynchronisesWithANewEpochAfterARestart) {
   EXPECT_EQ(batch->batch_number(), 0u);  // numbers restart in every epoch
   EXPECT_EQ(reader->stats().epoch_changes, 1u);
   ExpectValid(*batch, 100);
+}
+
+// A server with larger transitions and batches, so that a batch outweighs
+// the READs that ask for it.
+ReplayServerOptions SteadyServerOptions() {
+  ReplayServerOptions o = SmallServerOptions();
+  o.layout.slot_size = protocol::SlotSizeFor(1024);
+  o.layout.batch_size = 32;
+  return o;
+}
+
+TEST_F(BatchReaderTest, ReadsOnlyTheUsedBytesAndPollsWithCommitLines) {
+  auto server = StartServer(server_host_.get(), SteadyServerOptions());
+  const protocol::LayoutConfig& config = server->config();
+  constexpr uint64_t kInserted = 200;
+  {
+    auto session =
+        *ClientSession::Connect(actor_host_.get(), SessionOptions(*server, Role::kActor, 0));
+    auto writer = *actor::ExperienceWriter::Create(session.get(), {});
+    for (uint64_t t = 0; t < kInserted; ++t) {
+      ASSERT_TRUE(writer->Append(TaggedPayload(t, 1024), 1.0f).ok());
+    }
+    ASSERT_TRUE(writer->Flush().ok());
+  }
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kInserted; }));
+  auto session = ConnectLearner(*server);
+  ASSERT_NE(session, nullptr);
+  auto reader = *BatchReader::Create(session.get(), {});
+  auto priorities = *PriorityWriter::Create(session.get());
+  constexpr uint64_t kBatches = 60;
+  for (uint64_t n = 0; n < kBatches; ++n) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_EQ(batch->size(), config.batch_size);
+    for (uint32_t i = 0; i < batch->size(); ++i) EXPECT_TRUE(batch->arrived(i));
+    ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 0.5f)).ok());
+  }
+  ASSERT_TRUE(priorities->Flush().ok());
+  const BatchReaderStats& stats = reader->stats();
+  const client::LinkBytes& link = session->link_bytes();
+  // The reader's READs are its three classes, and nothing else is.
+  EXPECT_EQ(stats.bytes_read, link.polling + link.metadata + link.experience);
+  EXPECT_GE(stats.polls, kBatches);
+  // Never a whole staging slot: the copied slots, and the header and
+  // entries, of the batches READ (those returned and those in flight).
+  const uint64_t read_at_most = kBatches + reader->depth() + stats.torn + stats.not_staged;
+  EXPECT_EQ(stats.transitions_fetched, kBatches * config.batch_size);
+  EXPECT_GE(link.experience, stats.transitions_fetched * config.slot_size);
+  EXPECT_LE(link.experience, read_at_most * config.batch_size * config.slot_size);
+  EXPECT_LE(link.metadata, read_at_most * protocol::StagingPayloadsOffset(config));
+  EXPECT_GT(stats.distinct_transitions_fetched, 0u);
+  EXPECT_LE(stats.distinct_transitions_fetched, kInserted);
+  EXPECT_EQ(link.priorities, kBatches * (protocol::MailboxRecordsOffset(config) +
+                                         config.batch_size * sizeof(protocol::PriorityRecord) +
+                                         sizeof(protocol::CommitLine)));
+  // Polling is a small part of the link.
+  EXPECT_LT(link.polling * 20, link.total()) << link.polling << " of " << link.total();
+}
+
+// Every class a learner uses, and the server's heartbeats, add up to its
+// queue pair's count.
+TEST_F(BatchReaderTest, LinkClassesAddUpToTheQueuePairsCount) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  InsertThroughActor(*server, 0, 100);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 100; }));
+  auto session = ConnectLearner(*server);
+  ASSERT_NE(session, nullptr);
+  auto reader = *BatchReader::Create(session.get(), {});
+  auto priorities = *PriorityWriter::Create(session.get());
+  auto params = *ParamPublisher::Create(session.get());
+  const std::vector<uint8_t> weights(1000, 7);
+  for (int n = 0; n < 20; ++n) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 1.0f)).ok());
+    if (n % 5 == 0) ASSERT_TRUE(params->Publish(weights).ok());
+  }
+  ASSERT_TRUE(priorities->Flush().ok());
+  ASSERT_TRUE(WaitFor([&] { return session->last_heartbeat() != 0; }));
+  client::LinkBytes bytes;
+  verbs::QueuePairTraffic traffic;
+  ASSERT_TRUE(WaitFor([&] {  // a heartbeat may land between two reads
+    traffic = session->traffic();
+    bytes = session->link_bytes();
+    return session->traffic() == traffic;
+  }));
+  EXPECT_GT(bytes.experience, 0u);
+  EXPECT_GT(bytes.metadata, 0u);
+  EXPECT_GT(bytes.polling, 0u);
+  EXPECT_GT(bytes.priorities, 0u);
+  EXPECT_GT(bytes.params, weights.size());
+  EXPECT_GE(traffic.peer_in, protocol::kHeartbeatBytes);
+  EXPECT_EQ(bytes.total(), traffic.total() + session->handshake_bytes());
+  // The session's own READs: the control block at connect, and the
+  // ServerLine the reader starts from.
+  EXPECT_EQ(bytes.total() - bytes.control,
+            traffic.initiated() - sizeof(protocol::ControlBlock) - sizeof(protocol::ServerLine));
+}
+
+// ---------------------------------------------------------------------------
+// The learner cache, against a fake server whose staging ring the test
+// writes: references (kEntryCachedBit) are staged exactly as the test says.
+
+std::vector<uint8_t> PayloadOf(uint64_t sequence) {
+  std::vector<uint8_t> p(kPayloadBytes, static_cast<uint8_t>(sequence * 7 + 1));
+  std::memcpy(p.data(), &sequence, sizeof(sequence));
+  return p;
+}
+uint64_t InsertTimeOf(uint64_t sequence) { return 1'000'000 + sequence; }
+
+class FakeStagingServer {
+ public:
+  explicit FakeStagingServer(verbs::Provider* provider) : provider_(provider) {
+    protocol::LayoutConfig config = SmallServerOptions().layout;
+    config.capacity = 16;
+    config.batch_size = 4;
+    config.staging_depth = 4;
+    regions_ = *server::ReplayRegions::Create(config);
+    regions_->control()->server.epoch = 1;
+    for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+      const auto kind = static_cast<protocol::RegionKind>(k);
+      if (!protocol::RoleNeedsRegion(Role::kLearner, kind, config)) continue;
+      auto mr = *provider_->RegisterMemory(
+          regions_->region(kind), regions_->region_bytes(kind),
+          verbs::kLocalWrite | protocol::RoleAccess(Role::kLearner, kind));
+      const verbs::RemoteRegion r = mr->remote();
+      directory_.Set(kind, protocol::WireRegion{r.addr, r.length, r.rkey, 0});
+      mrs_.push_back(std::move(mr));
+    }
+    listener_ = *provider_->Listen("127.0.0.1", 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeStagingServer() {
+    stop_ = true;
+    listener_->Shutdown();
+    thread_.join();
+    qps_.clear();  // before the memory goes
+    mrs_.clear();
+  }
+
+  uint16_t port() const { return listener_->port(); }
+  const protocol::LayoutConfig& config() const { return regions_->config(); }
+  bool learner_cache() const { return learner_cache_; }
+  const server::ReplayRegions& regions() const { return *regions_; }
+
+  struct Entry {
+    uint64_t sequence;
+    bool cached;  // staged as a reference only
+  };
+  // Stages batch `n` of epoch 1: the entries, the copied slots of those not
+  // cached, and the commit line last.
+  void Stage(uint64_t n, const std::vector<Entry>& entries) {
+    const protocol::LayoutConfig& c = config();
+    uint8_t* img = regions_->staging_slot(n);
+    auto* header = reinterpret_cast<protocol::BatchHeader*>(img);
+    auto* staged = reinterpret_cast<protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(c));
+    uint8_t* slot = img + protocol::StagingPayloadsOffset(c);
+    uint32_t payload_count = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const uint64_t q = entries[i].sequence;
+      staged[i].slot_sequence = q;
+      staged[i].slot_index = static_cast<uint32_t>(protocol::SlotIndex(c, q));
+      staged[i].weight = 1.0f;
+      if (entries[i].cached) {
+        staged[i].slot_index |= protocol::kEntryCachedBit;
+        continue;
+      }
+      const std::vector<uint8_t> payload = PayloadOf(q);
+      ASSERT_TRUE(
+          protocol::SealSlot(slot, c.slot_size, q, 0, 1.0f, payload.data(), kPayloadBytes).ok());
+      auto* h = reinterpret_cast<protocol::SlotHeader*>(slot);
+      h->insert_time_ns = InsertTimeOf(q);
+      h->checksum = protocol::SlotChecksum(slot, h->payload_length);
+      slot += c.slot_size;
+      ++payload_count;
+    }
+    *header = protocol::BatchHeader{};
+    header->batch_number = n;
+    header->epoch = 1;
+    header->count = static_cast<uint32_t>(entries.size());
+    header->slot_size = c.slot_size;
+    header->size = c.capacity;
+    header->beta = 0.4f;
+    header->payload_count = payload_count;
+    header->used_bytes = protocol::StagingUsedBytes(c, payload_count);
+    header->checksum = protocol::BatchChecksum(c, img, header->count, payload_count);
+    auto* line = reinterpret_cast<protocol::CommitLine*>(img + protocol::StagingCommitOffset(c));
+    StoreRelease(&line->used_bytes, header->used_bytes);
+    StoreRelease(&line->commit, protocol::BatchCommitValue(n));
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      absl::StatusOr<std::unique_ptr<verbs::PendingConnection>> pending =
+          listener_->Accept(absl::Milliseconds(50));
+      if (!pending.ok()) continue;
+      absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello((*pending)->payload());
+      if (!hello.ok()) {
+        (*pending)->Reject(std::string(hello.status().message()));
+        continue;
+      }
+      learner_cache_ = hello->learner_cache;
+      auto qp = (*pending)->Accept(protocol::EncodeDirectory(directory_), {});
+      if (qp.ok()) qps_.push_back(std::move(*qp));
+    }
+  }
+
+  verbs::Provider* const provider_;
+  std::unique_ptr<server::ReplayRegions> regions_;
+  std::vector<std::unique_ptr<verbs::MemoryRegion>> mrs_;
+  protocol::RegionDirectory directory_;
+  std::unique_ptr<verbs::Listener> listener_;
+  std::vector<std::unique_ptr<verbs::QueuePair>> qps_;  // the serving thread's until joined
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> learner_cache_{false};
+  std::thread thread_;
+};
+
+class LearnerCacheTest : public BatchReaderTest {
+ protected:
+  std::unique_ptr<ClientSession> Connect(const FakeStagingServer& fake, bool cache) {
+    client::ClientSessionOptions o;
+    o.host = "127.0.0.1";
+    o.port = fake.port();
+    o.role = Role::kLearner;
+    o.heartbeat = false;
+    o.learner_cache = cache;
+    auto session = ClientSession::Connect(learner_host_.get(), o);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  // Next batch; checks every entry returned against its sequence.
+  static StagedBatch NextChecked(BatchReader* reader) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    if (!batch.ok()) return StagedBatch();
+    for (uint32_t i = 0; i < batch->size(); ++i) {
+      const uint64_t q = batch->entry(i).slot_sequence;
+      EXPECT_FALSE(protocol::EntryCached(batch->entry(i)));
+      EXPECT_EQ(batch->entry(i).slot_index, q % 16);
+      EXPECT_EQ(batch->slot_header(i).sequence, q) << "a stale slot";
+      EXPECT_EQ(batch->insert_time_ns(i), InsertTimeOf(q));
+      const absl::Span<const uint8_t> p = batch->payload(i);
+      EXPECT_EQ(std::vector<uint8_t>(p.begin(), p.end()), PayloadOf(q)) << "a stale payload";
+    }
+    return *batch;
+  }
+  static std::vector<uint64_t> Sequences(const StagedBatch& b) {
+    std::vector<uint64_t> out;
+    for (uint32_t i = 0; i < b.size(); ++i) out.push_back(b.entry(i).slot_sequence);
+    return out;
+  }
+  static std::vector<bool> Arrived(const StagedBatch& b) {
+    std::vector<bool> out;
+    for (uint32_t i = 0; i < b.size(); ++i) out.push_back(b.arrived(i));
+    return out;
+  }
+};
+
+TEST_F(LearnerCacheTest, ServesHitsAndNeverAStalePayloadWhenSlotsAreOverwritten) {
+  FakeStagingServer fake(server_host_.get());
+  // Capacity 16: sequence q lives in slot q % 16, so 17 overwrites 1.
+  fake.Stage(0, {{1, false}, {2, false}, {3, false}});
+  fake.Stage(1, {{1, true}, {4, false}, {2, true}});
+  fake.Stage(2, {{17, true}, {5, true}, {6, false}});  // 17 and 5 were never received
+  fake.Stage(3, {{17, false}, {2, true}});             // slot 1 now holds 17
+  auto session = Connect(fake, /*cache=*/true);
+  ASSERT_NE(session, nullptr);
+  EXPECT_TRUE(fake.learner_cache());
+  BatchReaderOptions options;
+  options.learner_cache = true;
+  auto reader = *BatchReader::Create(session.get(), options);
+  auto priorities = *PriorityWriter::Create(session.get());
+
+  StagedBatch b = NextChecked(reader.get());
+  EXPECT_EQ(Sequences(b), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(Arrived(b), (std::vector<bool>{true, true, true}));
+  b = NextChecked(reader.get());
+  EXPECT_EQ(Sequences(b), (std::vector<uint64_t>{1, 4, 2}));
+  EXPECT_EQ(Arrived(b), (std::vector<bool>{false, true, false}));
+  b = NextChecked(reader.get());
+  EXPECT_EQ(Sequences(b), (std::vector<uint64_t>{6}));  // the misses are left out
+  EXPECT_EQ(b.header().count, 3u);
+  // The priority update answers the entries returned, and only those.
+  ASSERT_TRUE(priorities->Write(b, {0.25f}).ok());
+  ASSERT_TRUE(priorities->Flush().ok());
+  const auto* update =
+      reinterpret_cast<const protocol::MailboxHeader*>(fake.regions().mailbox_entry(2));
+  EXPECT_EQ(update->count, 1u);
+  const auto* record = reinterpret_cast<const protocol::PriorityRecord*>(
+      fake.regions().mailbox_entry(2) + protocol::MailboxRecordsOffset(fake.config()));
+  EXPECT_EQ(record->slot_sequence, 6u);
+  EXPECT_EQ(record->slot_index, 6u);
+  b = NextChecked(reader.get());
+  EXPECT_EQ(Sequences(b), (std::vector<uint64_t>{17, 2}));
+  EXPECT_EQ(Arrived(b), (std::vector<bool>{true, false}));
+  // Slot 1 was overwritten under the cache: a reference to 1 is a miss now.
+  fake.Stage(4, {{1, true}, {17, true}, {7, false}});
+  b = NextChecked(reader.get());
+  EXPECT_EQ(Sequences(b), (std::vector<uint64_t>{17, 7}));
+  EXPECT_EQ(Arrived(b), (std::vector<bool>{false, true}));
+
+  const BatchReaderStats& stats = reader->stats();
+  EXPECT_EQ(stats.cache_hits, 4u);
+  EXPECT_EQ(stats.cache_misses, 3u);
+  EXPECT_EQ(stats.transitions_fetched, 7u);  // 1 2 3 4 6 17 7
+  EXPECT_EQ(stats.distinct_transitions_fetched, 7u);
+  EXPECT_EQ(stats.transitions, 3u + 3 + 1 + 2 + 2);
+  // Only the copied slots crossed the link as experience.
+  EXPECT_EQ(session->link_bytes().experience, stats.transitions_fetched * fake.config().slot_size);
+}
+
+TEST_F(LearnerCacheTest, WithoutTheCacheEveryReferenceIsAMiss) {
+  FakeStagingServer fake(server_host_.get());
+  fake.Stage(0, {{1, false}, {2, false}});
+  fake.Stage(1, {{1, true}, {3, false}, {1, false}});
+  auto session = Connect(fake, /*cache=*/false);
+  ASSERT_NE(session, nullptr);
+  EXPECT_FALSE(fake.learner_cache());
+  auto reader = *BatchReader::Create(session.get(), {});
+  EXPECT_EQ(Sequences(NextChecked(reader.get())), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(Sequences(NextChecked(reader.get())), (std::vector<uint64_t>{3, 1}));
+  EXPECT_EQ(reader->stats().cache_hits, 0u);
+  EXPECT_EQ(reader->stats().cache_misses, 1u);
+  EXPECT_EQ(reader->stats().transitions_fetched, 4u);
+  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 3u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 namespace dreplay::learner {
 
 using client::ClientSession;
+using client::TrafficClass;
 using protocol::LayoutConfig;
 using protocol::RegionKind;
 
@@ -54,13 +55,20 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   RETURN_IF_ERROR(session->Region(RegionKind::kSlots).status());
   RETURN_IF_ERROR(session->Region(RegionKind::kCommits).status());
   const LayoutConfig& config = session->config();
+  if (options.window > config.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ForwardReaderOptions.window=", options.window,
+                     " exceeds the server's capacity=", config.capacity));
+  }
+  const uint64_t window =
+      options.window != 0 ? options.window : std::max<uint64_t>(1, config.capacity / 2);
   if (uint64_t{options.chunk_slots} * config.slot_size > kMaxReadBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("ForwardReaderOptions.chunk_slots=", options.chunk_slots,
                      " makes READs larger than 1 GiB"));
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
-  std::unique_ptr<ForwardReader> r(new ForwardReader(session, options, sink));
+  std::unique_ptr<ForwardReader> r(new ForwardReader(session, options, sink, window));
   ASSIGN_OR_RETURN(r->memory_, client::RegisteredBuffer::Create(
                                    session->provider(),
                                    protocol::kCacheLine +
@@ -78,12 +86,14 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   return r;
 }
 
-ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions& options, int sink)
+ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions& options, int sink,
+                             uint64_t window)
     : session_(session),
       options_(options),
       sink_(sink),
       chunk_bytes_(uint64_t{options.chunk_slots} *
                    (sizeof(uint64_t) + session->config().slot_size)),
+      window_(window),
       poll_interval_(options.poll_initial) {}
 
 ForwardReader::~ForwardReader() = default;
@@ -107,13 +117,19 @@ absl::Status ForwardReader::PostCursorRead() {
   wr.length = sizeof(protocol::ServerLine);
   wr.remote_addr = control.addr + offsetof(protocol::ControlBlock, server);
   wr.rkey = control.rkey;
-  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(&wr, 1)));
+  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kPolling));
   cursor_read_pending_ = true;
   return absl::OkStatus();
 }
 
 absl::Status ForwardReader::PostChunks() {
   const LayoutConfig& c = session_->config();
+  if (options_.policy == ForwardPolicy::kFreshest && target_ > next_post_ + window_) {
+    const uint64_t resume = target_ - window_;
+    stats_.skipped_behind += resume - next_post_;
+    next_post_ = resume;
+    if (order_.empty()) next_ = std::max(next_, resume);  // nothing before it in flight
+  }
   while (next_post_ < target_) {
     auto free_chunk =
         std::find_if(chunks_.begin(), chunks_.end(), [](const Chunk& ch) { return !ch.in_use; });
@@ -140,7 +156,9 @@ absl::Status ForwardReader::PostChunks() {
     wrs[1].length = count * c.slot_size;
     wrs[1].remote_addr = slots.addr + ring_index * c.slot_size;
     wrs[1].rkey = slots.rkey;
-    const absl::Status status = session_->Post(absl::MakeConstSpan(wrs, 2));
+    const TrafficClass classes[2] = {TrafficClass::kMetadata, TrafficClass::kExperience};
+    const absl::Status status =
+        session_->Post(absl::MakeConstSpan(wrs, 2), absl::MakeConstSpan(classes, 2));
     if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // send queue full
     RETURN_IF_ERROR(status);
     *free_chunk = Chunk{next_post_, count, 2, true};
@@ -198,6 +216,10 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
             absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), t.header->payload_length);
         out->push_back(t);
         ++stats_.transitions;
+        if (q >= delivered_end_) {
+          ++stats_.distinct_transitions_fetched;
+          delivered_end_ = q + 1;
+        }
       } else {
         ++stats_.overwritten;  // rewritten while the READs were in flight
       }
@@ -208,6 +230,7 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
     }
   }
   next_ = chunk.first + chunk.count;
+  stats_.transitions_fetched += chunk.count;
   ++stats_.chunks;
 }
 

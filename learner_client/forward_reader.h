@@ -22,7 +22,17 @@
 // commit word is CommitValue(q) and its slot verifies (VerifySlot: sequence
 // and checksum); a sequence the server abandoned (never committed) is
 // skipped, and one overwritten by a later sequence before it was READ (the
-// reader fell more than the ring behind) is skipped and counted.
+// reader fell more than the ring behind) is skipped and counted. Only
+// sequences below the published cursor are READ; the ServerLine READs that
+// ask for a new cursor are polling, the commit words metadata and the slots
+// experience (client/link_bytes.h).
+//
+// Under a saturated link the reader falls behind the cursor; what it does
+// then is options.policy: kInOrder READs everything in order and loses what
+// the server overwrites first (the oldest, counted as overwritten); kFreshest
+// jumps, whenever it is more than `window` sequences behind the cursor, to
+// the newest `window` sequences, and counts those it jumped over
+// (stats().skipped_behind).
 //
 // Starting point: the ingest cursor at Create (only what is ingested from
 // then on), or with from_oldest the oldest sequence the ring may still hold.
@@ -50,7 +60,18 @@
 
 namespace dreplay::learner {
 
+enum class ForwardPolicy : uint8_t {
+  kInOrder,   // every sequence in order; lapped ones are lost
+  kFreshest,  // skip to the newest `window` sequences when further behind
+};
+
 struct ForwardReaderOptions {
+  ForwardPolicy policy = ForwardPolicy::kInOrder;
+  // kFreshest: how far behind the cursor the reader may be before it jumps.
+  // 0: capacity / 2, which keeps the READs clear of the sequences actors
+  // are overwriting while still delivering half the ring's worth of recent
+  // transitions. At most the server's capacity.
+  uint64_t window = 0;
   // Sequences per chunk (READ size: chunk_slots * slot_size bytes of slots).
   uint32_t chunk_slots = 256;
   uint32_t max_chunks_in_flight = 8;
@@ -70,15 +91,22 @@ struct ForwardedTransition {
   const protocol::SlotHeader* header = nullptr;  // the whole slot starts here
   absl::Span<const uint8_t> payload;
   float initial_priority() const { return header->initial_priority; }
+  // When the actor sealed it (SlotHeader::insert_time_ns; 0: unknown).
+  uint64_t insert_time_ns() const { return header->insert_time_ns; }
 };
 
 struct ForwardReaderStats {
   uint64_t transitions = 0;          // handed over
   uint64_t skipped_uncommitted = 0;  // abandoned sequences (never committed)
   uint64_t overwritten = 0;          // lapped or torn before they were READ
-  uint64_t chunks = 0;               // chunks READ
-  uint64_t cursor_reads = 0;         // ServerLine READs
-  uint64_t bytes_read = 0;           // by all of those READs
+  uint64_t skipped_behind = 0;       // jumped over (kFreshest), never READ
+  // Slots READ (they crossed the link), and the distinct (index, sequence)
+  // among them that verified (the transitions handed over, each once).
+  uint64_t transitions_fetched = 0;
+  uint64_t distinct_transitions_fetched = 0;
+  uint64_t chunks = 0;        // chunks READ
+  uint64_t cursor_reads = 0;  // ServerLine READs
+  uint64_t bytes_read = 0;    // by all of those READs
   uint64_t reconnects = 0;
   uint64_t epoch_changes = 0;
 };
@@ -112,7 +140,8 @@ class ForwardReader {
     bool in_use = false;
   };
 
-  ForwardReader(client::ClientSession* session, const ForwardReaderOptions& options, int sink);
+  ForwardReader(client::ClientSession* session, const ForwardReaderOptions& options, int sink,
+                uint64_t window);
   uint64_t* commits_of(uint32_t chunk) const;
   uint8_t* slots_of(uint32_t chunk) const;
   absl::Status PostCursorRead();
@@ -127,6 +156,7 @@ class ForwardReader {
   const ForwardReaderOptions options_;
   const int sink_;
   const uint64_t chunk_bytes_;
+  const uint64_t window_;  // kFreshest
   // Registered: the ServerLine (one cache line), then max_chunks_in_flight
   // chunks of [commit words | slots].
   std::unique_ptr<client::RegisteredBuffer> memory_;
@@ -142,6 +172,9 @@ class ForwardReader {
   absl::Time next_cursor_read_ = absl::InfinitePast();
   absl::Duration poll_interval_;
   uint64_t next_wr_id_ = 1;
+  // The highest sequence handed over + 1: a sequence READ again after an
+  // epoch change is not counted as distinct twice.
+  uint64_t delivered_end_ = 0;
   ForwardReaderStats stats_;
 };
 

@@ -8,6 +8,7 @@
 #include "actor_client/experience_writer.h"
 #include "client/session.h"
 #include "gtest/gtest.h"
+#include "learner_client/param_publisher.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
 
@@ -116,6 +117,83 @@ TEST_F(ForwardReaderTest, StartsAtTheCursorOrAtTheOldestTransitionStillHeld) {
 TEST_F(ForwardReaderTest, OnlyALearnerCanForward) {
   EXPECT_EQ(ForwardReader::Create(actor_.get(), {}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Everything is ingested before the reader asks: it is 300 sequences behind
+// a ring of 256.
+TEST_F(ForwardReaderTest, InOrderFallsBehindAndCountsTheLappedSequences) {
+  ForwardReaderOptions options;
+  options.chunk_slots = 32;
+  options.max_chunks_in_flight = 2;
+  options.from_oldest = true;
+  auto reader = *ForwardReader::Create(learner_.get(), options);
+  ASSERT_EQ(reader->next_sequence(), 0u);
+  Insert(0, 300);
+  const uint64_t capacity = server_->config().capacity;
+  ExpectForwarded(reader.get(), 300 - capacity, capacity);
+  EXPECT_EQ(reader->stats().overwritten, 300 - capacity);  // 0 .. 43, lapped
+  EXPECT_EQ(reader->stats().skipped_behind, 0u);
+  EXPECT_EQ(reader->stats().transitions_fetched, 300u);  // every slot crossed
+  EXPECT_EQ(reader->stats().distinct_transitions_fetched, capacity);
+}
+
+TEST_F(ForwardReaderTest, FreshestJumpsToTheNewestWindowAndCountsWhatItSkipped) {
+  ForwardReaderOptions options;
+  options.policy = ForwardPolicy::kFreshest;
+  options.window = 64;
+  options.chunk_slots = 32;
+  auto reader = *ForwardReader::Create(learner_.get(), options);
+  Insert(0, 300);
+  ExpectForwarded(reader.get(), 300 - 64, 64);
+  EXPECT_EQ(reader->stats().skipped_behind, 300u - 64);
+  EXPECT_EQ(reader->stats().overwritten, 0u);
+  EXPECT_EQ(reader->stats().transitions_fetched, 64u);
+  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 64u);
+  // Within the window it reads everything, in order.
+  Insert(300, 40);
+  ExpectForwarded(reader.get(), 300, 40);
+  EXPECT_EQ(reader->stats().skipped_behind, 300u - 64);
+}
+
+TEST_F(ForwardReaderTest, RejectsAWindowLargerThanTheRing) {
+  ForwardReaderOptions options;
+  options.policy = ForwardPolicy::kFreshest;
+  options.window = server_->config().capacity + 1;
+  EXPECT_EQ(ForwardReader::Create(learner_.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Forward mode: the cursor polls, the commit words, the slots, parameters
+// and the server's heartbeats add up to the queue pair's count, and only
+// sequences below the cursor are READ.
+TEST_F(ForwardReaderTest, LinkClassesAddUpToTheQueuePairsCount) {
+  auto reader = *ForwardReader::Create(learner_.get(), {});
+  auto params = *ParamPublisher::Create(learner_.get());
+  Insert(0, 100);
+  ExpectForwarded(reader.get(), 0, 100);
+  ASSERT_TRUE(params->Publish(std::vector<uint8_t>(500, 1)).ok());
+  // Caught up: more Next() calls only poll the cursor.
+  std::vector<ForwardedTransition> none;
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(reader->Next(absl::Milliseconds(2), &none).ok());
+  ASSERT_TRUE(WaitFor([&] { return learner_->last_heartbeat() != 0; }));
+  client::LinkBytes bytes;
+  verbs::QueuePairTraffic traffic;
+  ASSERT_TRUE(WaitFor([&] {  // a heartbeat may land between two reads
+    traffic = learner_->traffic();
+    bytes = learner_->link_bytes();
+    return learner_->traffic() == traffic;
+  }));
+  const protocol::LayoutConfig& config = server_->config();
+  EXPECT_EQ(bytes.experience, 100u * config.slot_size);
+  EXPECT_EQ(bytes.metadata, 100u * sizeof(uint64_t));
+  // The cursor READs completed, and perhaps one still in flight.
+  EXPECT_GE(bytes.polling, reader->stats().cursor_reads * sizeof(protocol::ServerLine));
+  EXPECT_LE(bytes.polling, (reader->stats().cursor_reads + 1) * sizeof(protocol::ServerLine));
+  EXPECT_GT(bytes.params, 500u);
+  EXPECT_EQ(bytes.priorities, 0u);
+  EXPECT_EQ(bytes.total(), traffic.total() + learner_->handshake_bytes());
+  EXPECT_EQ(bytes.control, traffic.peer() + learner_->handshake_bytes() +
+                               sizeof(protocol::ControlBlock) + sizeof(protocol::ServerLine));
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ ParamPublisher::~ParamPublisher() = default;
 
 absl::Status ParamPublisher::SyncVersion() {
   RETURN_IF_ERROR(session_->ReadSync(RegionKind::kParams, 0, sizeof(ParamsHeader), buffer_->mr(),
-                                     buffer_->data()));
+                                     buffer_->data(), client::TrafficClass::kParams));
   ParamsHeader header;
   std::memcpy(&header, buffer_->data(), sizeof(header));
   version_ = std::max(version_, header.version);
@@ -68,7 +68,7 @@ absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8
   wrs[1].local_addr = header_image;
   wrs[1].length = sizeof(ParamsHeader);
   wrs[1].remote_addr = params.addr;
-  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(wrs, 2)));
+  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(wrs, 2), client::TrafficClass::kParams));
   RETURN_IF_ERROR(session_->Wait(sink_, wrs[1].wr_id, session_->options().op_timeout));
   bytes_written_ += wrs[0].length + wrs[1].length;
   return absl::OkStatus();

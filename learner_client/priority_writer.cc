@@ -110,17 +110,20 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
     wrs[i].local = entries_->mr();
     wrs[i].rkey = mailbox.rkey;
   }
-  // The body (header + records) ...
+  // The body (header + the records used: the server reads no more) ...
+  const uint64_t body =
+      protocol::MailboxRecordsOffset(config) + records.size() * sizeof(protocol::PriorityRecord);
   wrs[0].signaled = false;
   wrs[0].local_addr = entry;
-  wrs[0].length = static_cast<uint32_t>(commit_offset);
+  wrs[0].length = static_cast<uint32_t>(body);
   wrs[0].remote_addr = remote;
   // ... then the commit line, placed after it.
   wrs[1].signaled = true;
   wrs[1].local_addr = entry + commit_offset;
   wrs[1].length = sizeof(protocol::CommitLine);
   wrs[1].remote_addr = remote + commit_offset;
-  absl::Status status = session_->Post(absl::MakeConstSpan(wrs, 2));
+  absl::Status status =
+      session_->Post(absl::MakeConstSpan(wrs, 2), client::TrafficClass::kPriorities);
   if (!status.ok()) {
     ++stats_.lost;
     return Recover(status);
@@ -129,7 +132,7 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
   slot.wr_id = wrs[1].wr_id;
   ++stats_.updates;
   stats_.records += records.size();
-  stats_.bytes_written += commit_offset + sizeof(protocol::CommitLine);
+  stats_.bytes_written += body + sizeof(protocol::CommitLine);
   return absl::OkStatus();
 }
 

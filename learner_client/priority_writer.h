@@ -8,12 +8,12 @@
 //
 // Write() encodes the update (EncodePriorityUpdate: header, records,
 // checksum) into local buffer n % staging_depth and posts two WRITEs on the
-// session's queue pair: the entry's body to mailbox entry n % staging_depth,
-// then its commit line. RC places the commit after the body. Only the commit
-// WRITE is signalled; Write() does not wait for it, except when it needs the
-// local buffer of batch n - staging_depth again. The server consumes
-// updates oldest batch first and only then stages batch n + staging_depth in
-// that staging slot: the mailbox is the flow control of the staging ring.
+// session's queue pair (counted as priorities): the entry's header and the
+// records used to mailbox entry n % staging_depth, then its commit line. RC places the commit after
+// the body. Only the commit WRITE is signalled; Write() does not wait for it, except when it needs
+// the local buffer of batch n - staging_depth again. The server consumes updates oldest batch first
+// and only then stages batch n + staging_depth in that staging slot: the mailbox is the flow
+// control of the staging ring.
 //
 // Failures: if the connection fails, Write() reconnects through the session
 // and returns OK; updates in flight may be lost (stats().lost). The batch
@@ -61,8 +61,9 @@ class PriorityWriter {
   absl::Status Write(uint64_t batch_number, uint64_t epoch,
                      absl::Span<const protocol::PriorityRecord> records);
   // The same for a batch from BatchReader: record i is (entry(i)'s slot
-  // sequence and index, priorities[i]). InvalidArgument unless
-  // priorities.size() == batch.size().
+  // sequence and index, priorities[i]), for every entry returned (the
+  // learner cache's misses were left out of the batch, so they are not
+  // answered). InvalidArgument unless priorities.size() == batch.size().
   absl::Status Write(const StagedBatch& batch, absl::Span<const float> priorities);
 
   // Waits (blocking, up to the session's op_timeout) until every update

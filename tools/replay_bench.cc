@@ -41,7 +41,11 @@
 //                      (and what the actors committed)
 //   sampled/s          transitions in the batches the learner received
 //   bytes in / out     bytes the actors WROTE (slots + commit words) and the
-//                      learner READ (whole staging slots, retries included)
+//                      learner READ (commit lines, then the bytes each batch
+//                      uses, retries included)
+//   link bytes         (JSON) the learner session's bytes by traffic class
+//                      (client/link_bytes.h), with the achieved samples per
+//                      insert and the transitions fetched (distinct ones too)
 //   insert latency     p50 / p99 of one Flush: reserve to commit of
 //                      --max_batch transitions
 //   batch wait         p50 / p99 of the learner's Next() (time it waited for
@@ -49,6 +53,11 @@
 //   batch READ         p50 / p99 of one READ of a whole staging slot, posted
 //                      alone after the run (post to completion)
 //   server counters    torn, abandoned, overrun, copy rejects, staging stalls
+//
+// --samples_per_insert sets the server's rate limiter (slack: two batches,
+// or one actor insert's worth of samples if more); --learner_cache makes the
+// learner keep what it receives, so the server may stage references;
+// --payload_pad_bytes makes every transition that much larger.
 //
 // --rounds=N repeats the run and its baselines N times, alternating, and
 // reports the median round; the ratios divide medians. On a shared host this
@@ -97,6 +106,8 @@ DEFINE_int32(actors, 4, "actor threads (0: only the learner, on prefilled memory
 DEFINE_bool(shared_actor_provider, false,
             "actors share one provider (one queue pair each) instead of one provider each");
 DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)");
+DEFINE_int32(payload_pad_bytes, 0,
+             "extra bytes per transition payload, stored and transferred like the rest");
 DEFINE_int32(max_batch, 256, "transitions per actor insert (one reservation, one commit)");
 DEFINE_int64(capacity, 0,
              "slots in the replay memory, a power of two (0: the largest power of two whose "
@@ -106,6 +117,12 @@ DEFINE_int64(actor_window, 0, "sequences actors may run ahead of ingest (0: capa
 DEFINE_int32(batch_size, 256, "transitions per staged batch");
 DEFINE_int32(staging_depth, 8, "staged batches (= READs the learner keeps in flight)");
 DEFINE_bool(learner, true, "run the learner (batch reader + priority writer)");
+DEFINE_double(samples_per_insert, 0,
+              "server: transitions sampled per transition inserted (0: no rate limit); the "
+              "limiter's slack is max(2 batches, one actor insert's worth of samples)");
+DEFINE_bool(learner_cache, false,
+            "learner: keep every transition received; the server then stages references to "
+            "those it holds (transfer-once)");
 DEFINE_bool(verify_slots, false,
             "the learner also verifies every copied slot (the batch checksum already covers "
             "them)");
@@ -153,6 +170,12 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
                      absl::StrCat("must be in [8, ", max_payload, "]"));
   }
   c->payload_bytes = static_cast<uint32_t>(FLAGS_payload_bytes);
+  if (FLAGS_payload_pad_bytes < 0 ||
+      uint64_t{c->payload_bytes} + static_cast<uint64_t>(FLAGS_payload_pad_bytes) > max_payload) {
+    return FlagError("payload_pad_bytes", std::to_string(FLAGS_payload_pad_bytes),
+                     absl::StrCat("must be >= 0, with --payload_bytes at most ", max_payload));
+  }
+  c->payload_pad_bytes = static_cast<uint32_t>(FLAGS_payload_pad_bytes);
   if (FLAGS_max_batch < 1) {
     return FlagError("max_batch", std::to_string(FLAGS_max_batch), "must be >= 1");
   }
@@ -161,7 +184,7 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
     return FlagError("ring_mib", std::to_string(FLAGS_ring_mib), "must be >= 1");
 
   protocol::LayoutConfig& l = c->layout;
-  l.slot_size = SlotSizeFor(c->payload_bytes);
+  l.slot_size = SlotSizeFor(c->transition_bytes());
   l.capacity = FLAGS_capacity == 0
                    ? AutoCapacity(l.slot_size, static_cast<uint64_t>(FLAGS_ring_mib) << 20)
                    : static_cast<uint64_t>(std::max<int64_t>(FLAGS_capacity, 0));
@@ -178,7 +201,7 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
   l.staging_depth = static_cast<uint32_t>(FLAGS_staging_depth);
   l.param_bytes = 4096;
   l.max_actors = static_cast<uint32_t>(std::max(c->actors, 1));
-  RETURN_IF_ERROR(l.set_spec(absl::StrCat("replay_bench ", c->payload_bytes, "B")));
+  RETURN_IF_ERROR(l.set_spec(absl::StrCat("replay_bench ", c->transition_bytes(), "B")));
   if (const absl::Status s = l.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad geometry: ", s.message()));
   }
@@ -193,6 +216,16 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
 absl::Status PollingAndLinksFromFlags(ReplayBenchConfig* c) {
   c->learner = FLAGS_learner;
   c->verify_slots = FLAGS_verify_slots;
+  c->learner_cache = FLAGS_learner_cache;
+  if (!(FLAGS_samples_per_insert >= 0)) {
+    return FlagError("samples_per_insert", std::to_string(FLAGS_samples_per_insert),
+                     "must be >= 0");
+  }
+  c->samples_per_insert = FLAGS_samples_per_insert;
+  // Enough slack for two batches (sampling can start) and for the burst of
+  // one actor insert (inserts arrive max_batch at a time).
+  c->spi_error_buffer = std::max(2.0 * c->layout.batch_size,
+                                 FLAGS_samples_per_insert * static_cast<double>(c->max_batch));
   if (!(FLAGS_reader_retry_us > 0) || !(FLAGS_reader_retry_max_us >= FLAGS_reader_retry_us)) {
     return FlagError("reader_retry_us / reader_retry_max_us",
                      absl::StrCat(FLAGS_reader_retry_us, " / ", FLAGS_reader_retry_max_us),

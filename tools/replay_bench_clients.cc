@@ -44,6 +44,13 @@ ClientSessionOptions SessionOptionsFor(const ReplayServer& server, Role role, ui
   return o;
 }
 
+// The learner's session: its link, and the cache flag in the hello.
+ClientSessionOptions LearnerSessionOptions(const ReplayBenchConfig& c, const ReplayServer& server) {
+  ClientSessionOptions o = SessionOptionsFor(server, Role::kLearner, 0, c.link);
+  o.learner_cache = c.learner_cache;
+  return o;
+}
+
 // Fills `payload` for transition `tag`: the tag, then a pattern.
 void FillPayload(uint64_t tag, std::vector<uint8_t>* payload) {
   std::memcpy(payload->data(), &tag, std::min(sizeof(tag), payload->size()));
@@ -119,7 +126,7 @@ absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
       std::min<uint64_t>(kPrefillBatch, protocol::ActorWindow(session->config())));
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
                    actor::ExperienceWriter::Create(session.get(), wo));
-  std::vector<uint8_t> payload(c.payload_bytes, 0x5a);
+  std::vector<uint8_t> payload(c.transition_bytes(), 0x5a);
   for (uint64_t t = 0; t < c.prefill; ++t) {
     FillPayload(t, &payload);
     RETURN_IF_ERROR(writer->Append(payload, InitialPriority(t)));
@@ -153,7 +160,7 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
   wo.max_batch = c.max_batch;
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
                    actor::ExperienceWriter::Create(session.get(), wo));
-  std::vector<uint8_t> payload(c.payload_bytes, static_cast<uint8_t>(id));
+  std::vector<uint8_t> payload(c.transition_bytes(), static_cast<uint8_t>(id));
   LatencyHistogram latencies;
   uint64_t tag = uint64_t{static_cast<uint32_t>(id)} << 40;
   ++state->ready;
@@ -174,10 +181,10 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
 absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& server,
                              ReplayBenchState* state, LearnerFigures* figures) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ClientSession> session,
-      ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kLearner, 0, c.link)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
+                   ClientSession::Connect(provider.get(), LearnerSessionOptions(c, server)));
   learner::BatchReaderOptions ro;
+  ro.learner_cache = c.learner_cache;
   ro.verify_slots = c.verify_slots;
   ro.retry_initial = c.reader_retry;
   ro.retry_max = c.reader_retry_max;
@@ -201,6 +208,7 @@ absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& ser
     Publish(reader->stats(), &state->learner());
   }
   figures->reader = reader->stats();
+  figures->link_bytes = session->link_bytes();
   return ProbeStagingReads(provider.get(), session.get(), c.read_probes, &figures->batch_read);
 }
 

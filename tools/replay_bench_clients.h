@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "client/link_bytes.h"
 #include "common/latency_histogram.h"
 #include "common/mutex.h"
 #include "learner_client/batch_reader.h"
@@ -74,6 +75,7 @@ struct LearnerFigures {
   LatencyHistogram batch_wait;  // Next(), while measuring
   LatencyHistogram batch_read;  // one staging-slot READ, alone, after the run
   learner::BatchReaderStats reader;
+  client::LinkBytes link_bytes;  // the learner's session, before the probes
 };
 
 // Inserts config.prefill transitions with one writer of its own and waits

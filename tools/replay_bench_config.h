@@ -23,10 +23,20 @@ struct ReplayBenchConfig {
   int actors = 0;                   // actor threads
   bool shared_actor_provider = false;
   uint32_t payload_bytes = 0;  // per transition
-  uint32_t max_batch = 0;      // transitions per actor insert
+  // Extra bytes per transition payload, stored and transferred like the
+  // rest (a larger observation at the same logic).
+  uint32_t payload_pad_bytes = 0;
+  uint32_t max_batch = 0;  // transitions per actor insert
   protocol::LayoutConfig layout;
   bool learner = true;
   bool verify_slots = false;
+  // The learner keeps the transitions it receives and asks the server to
+  // stage references to those it holds (transfer-once cache).
+  bool learner_cache = false;
+  // The server's samples-per-insert target (0: no limit) and its slack, in
+  // sampled transitions.
+  double samples_per_insert = 0;
+  double spi_error_buffer = 0;
   absl::Duration reader_retry;      // the learner's back-off, first
   absl::Duration reader_retry_max;  // and longest
   absl::Duration core_max_sleep;    // the server's replay core
@@ -44,6 +54,9 @@ struct ReplayBenchConfig {
   bool nolink_baseline = false;
   int rounds = 1;
   bool json = false;  // one JSON object instead of text
+
+  // Bytes of every transition payload: payload_bytes + payload_pad_bytes.
+  uint32_t transition_bytes() const { return payload_bytes + payload_pad_bytes; }
 };
 
 // The slot that holds a `payload_bytes` transition: header and payload,

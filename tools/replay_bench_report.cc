@@ -74,23 +74,31 @@ std::string ResultJson(const ReplayRunResult& r) {
       "\"batch_wait\":%s,\"batch_read\":%s,\"server\":{\"inserted\":%d,\"torn_slots\":%d,"
       "\"abandoned_slots\":%d,\"overrun_slots\":%d,\"sample_copy_rejects\":%d,"
       "\"staging_stalls\":%d,\"mailbox_rejects\":%d},\"writer_reconnects\":%d,"
-      "\"reader_torn\":%d,\"reader_not_staged\":%d}",
+      "\"reader_torn\":%d,\"reader_not_staged\":%d,\"samples_per_insert\":%.4f,"
+      "\"link_bytes\":{\"experience\":%d,\"metadata\":%d,\"polling\":%d,\"priorities\":%d,"
+      "\"params\":%d,\"control\":%d,\"total\":%d},\"transitions_fetched\":%d,"
+      "\"distinct_transitions_fetched\":%d}",
       r.seconds, r.inserted_per_s, r.committed_per_s, r.bytes_in_per_s, r.insert_gbps,
       r.sampled_per_s, r.batches_per_s, r.bytes_out_per_s, LatencyJson(r.insert_latency),
       LatencyJson(r.batch_wait), LatencyJson(r.batch_read), s.inserted, s.torn_slots,
       s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects, s.staging_stalls,
-      s.mailbox_rejects, r.writer_reconnects, r.reader_torn, r.reader_not_staged);
+      s.mailbox_rejects, r.writer_reconnects, r.reader_torn, r.reader_not_staged,
+      r.samples_per_insert, r.link_bytes.experience, r.link_bytes.metadata, r.link_bytes.polling,
+      r.link_bytes.priorities, r.link_bytes.params, r.link_bytes.control, r.link_bytes.total(),
+      r.transitions_fetched, r.distinct_transitions_fetched);
 }
 
 std::string ConfigJson(const ReplayBenchConfig& c) {
   return absl::StrFormat(
       "{\"provider\":\"%s\",\"actors\":%d,\"shared_actor_provider\":%s,"
-      "\"payload_bytes\":%d,\"slot_size\":%d,\"max_batch\":%d,\"capacity\":%d,"
+      "\"payload_bytes\":%d,\"payload_pad_bytes\":%d,\"samples_per_insert\":%.3f,"
+      "\"learner_cache\":%s,\"slot_size\":%d,\"max_batch\":%d,\"capacity\":%d,"
       "\"actor_window\":%d,\"batch_size\":%d,\"staging_depth\":%d,\"learner\":%s,"
       "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"rounds\":%d,"
       "\"hardware_threads\":%d}",
       verbs::ProviderKindName(c.provider.kind), c.actors,
-      c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.layout.slot_size, c.max_batch,
+      c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.payload_pad_bytes,
+      c.samples_per_insert, c.learner_cache ? "true" : "false", c.layout.slot_size, c.max_batch,
       c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
       absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());

@@ -37,6 +37,9 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.core.spin_steps = c.core_spin_steps;
   so.stats_log_interval = absl::InfiniteDuration();
   so.max_clients = static_cast<uint32_t>(c.actors + 8);
+  so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
+  so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
+  so.core.sampler.rate_limiter.min_size_to_sample = c.layout.batch_size;
   return so;
 }
 
@@ -144,6 +147,10 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   r.batch_read = learner.batch_read;
   r.reader_torn = learner.reader.torn;
   r.reader_not_staged = learner.reader.not_staged;
+  r.samples_per_insert = r.inserted_per_s > 0 ? r.sampled_per_s / r.inserted_per_s : 0;
+  r.link_bytes = learner.link_bytes;
+  r.transitions_fetched = learner.reader.transitions_fetched;
+  r.distinct_transitions_fetched = learner.reader.distinct_transitions_fetched;
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "client/link_bytes.h"
 #include "common/latency_histogram.h"
 #include "protocol/layout.h"
 #include "tools/replay_bench_config.h"
@@ -41,6 +42,12 @@ struct ReplayRunResult {
   uint64_t writer_reconnects = 0;
   uint64_t reader_torn = 0;
   uint64_t reader_not_staged = 0;
+  double samples_per_insert = 0;  // achieved over the window: sampled / inserted
+  // The learner's session over the whole run (warmup included, READ probes
+  // not), and what its reader fetched.
+  client::LinkBytes link_bytes;
+  uint64_t transitions_fetched = 0;
+  uint64_t distinct_transitions_fetched = 0;
 };
 
 // InvalidArgument when a link is emulated on a provider other than "soft";

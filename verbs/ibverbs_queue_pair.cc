@@ -204,6 +204,7 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   for (const WorkRequest& wr : wrs) RETURN_IF_ERROR(ValidateWorkRequest(wr));
   if (state_ == QpState::kError) {
     for (const WorkRequest& wr : wrs) QueueFlushed(wr.wr_id, wr.opcode);
+    CountInitiated(wrs, &traffic_);
     return absl::OkStatus();
   }
   const uint64_t outstanding = send_posted_ - send_retired_;
@@ -228,11 +229,13 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   const int rc = ibv_post_send(objects_.qp, send_scratch_.data(), &bad);
   if (rc == 0) {
     send_posted_ += n;
+    CountInitiated(wrs, &traffic_);
     return absl::OkStatus();
   }
   // The requests before `bad` are on the queue; the rest are not.
   const size_t posted = bad != nullptr ? static_cast<size_t>(bad - send_scratch_.data()) : 0;
   send_posted_ += posted;
+  CountInitiated(wrs.subspan(0, posted), &traffic_);
   // The next request is signalled, whatever the run counter says.
   unsignaled_run_ = signal_every_;
   return IbvResultToStatus(

@@ -84,6 +84,9 @@ class IbverbsQueuePair : public QueuePair {
   int max_rd_atomic() const override { return max_rd_atomic_; }
   uint32_t max_inline_data() const override { return objects_.max_inline_data; }
   std::string Describe() const override;
+  // What this side posted only: the NIC executes the peer's operations
+  // without the host, so peer_in and peer_out stay 0.
+  QueuePairTraffic traffic() const override { return traffic_; }
 
  private:
   // Bookkeeping for one posted send request, indexed by sequence number.
@@ -130,6 +133,7 @@ class IbverbsQueuePair : public QueuePair {
   std::vector<ibv_sge> sge_scratch_;
   std::vector<ibv_recv_wr> recv_scratch_;
   std::deque<Completion> flushed_;  // synthesised kFlushed completions
+  QueuePairTraffic traffic_;        // of the requests PostSend accepted
 };
 
 }  // namespace dreplay::verbs::ibverbs

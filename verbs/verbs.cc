@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
-// verbs.cc: names of opcodes and completion statuses, and the mapping of a
-// completion status to absl::Status.
+// verbs.cc: names of opcodes and completion statuses, the mapping of a
+// completion status to absl::Status, and the data bytes of work requests.
 
 #include "verbs/verbs.h"
 
@@ -83,6 +83,27 @@ absl::Status Completion::ToStatus() const {
   if (!detail.empty()) absl::StrAppend(&message, " (", detail, ")");
   const WcStatusRow* row = RowOf(status);
   return absl::Status(row != nullptr ? row->code : absl::StatusCode::kInternal, message);
+}
+
+void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t) {
+  for (const WorkRequest& wr : wrs) {
+    switch (wr.opcode) {
+      case Opcode::kWrite:
+      case Opcode::kWriteWithImm:
+        t->initiated_out += wr.length;
+        break;
+      case Opcode::kRead:
+        t->initiated_in += wr.length;
+        break;
+      case Opcode::kFetchAdd:
+      case Opcode::kCompareSwap:
+        t->initiated_out += sizeof(uint64_t);
+        t->initiated_in += sizeof(uint64_t);
+        break;
+      case Opcode::kRecv:
+        break;
+    }
+  }
 }
 
 }  // namespace dreplay::verbs

@@ -158,6 +158,43 @@ struct Completion {
 
 enum class QpState : uint8_t { kReady, kError };
 
+// Data bytes a queue pair moved, by who initiated the operation. Transport
+// headers (RoCE, the soft provider's framing) are not included.
+//   initiated_out  WRITE and WRITE_WITH_IMM lengths, atomic operands (8 B)
+//   initiated_in   READ lengths, atomic results (8 B)
+//   peer_in        what peers' WRITEs placed here, their atomics' operands
+//   peer_out       what peers READ from here, their atomics' results
+// Operations this side posts are counted when PostSend() accepts them (a
+// request flushed by an earlier failure included). Peer-initiated operations
+// are counted when executed, where the provider sees them: the soft provider
+// does; ibverbs cannot (the NIC executes them without the host), so its
+// peer_* stay 0.
+struct QueuePairTraffic {
+  uint64_t initiated_out = 0;
+  uint64_t initiated_in = 0;
+  uint64_t peer_in = 0;
+  uint64_t peer_out = 0;
+
+  uint64_t initiated() const { return initiated_out + initiated_in; }
+  uint64_t peer() const { return peer_in + peer_out; }
+  uint64_t total() const { return initiated() + peer(); }
+  QueuePairTraffic& operator+=(const QueuePairTraffic& o) {
+    initiated_out += o.initiated_out;
+    initiated_in += o.initiated_in;
+    peer_in += o.peer_in;
+    peer_out += o.peer_out;
+    return *this;
+  }
+  bool operator==(const QueuePairTraffic& o) const {
+    return initiated_out == o.initiated_out && initiated_in == o.initiated_in &&
+           peer_in == o.peer_in && peer_out == o.peer_out;
+  }
+  bool operator!=(const QueuePairTraffic& o) const { return !(*this == o); }
+};
+
+// Adds the data bytes of the requests in `wrs` to `t`'s initiated counts.
+void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t);
+
 // A connected RC queue pair with its own completion queue.
 class QueuePair {
  public:
@@ -188,6 +225,11 @@ class QueuePair {
 
   // Human-readable "local <-> remote" description, for logs.
   virtual std::string Describe() const = 0;
+
+  // The data bytes this queue pair moved so far (see QueuePairTraffic).
+  // Same thread rules as PostSend; the peer-initiated counts may grow at
+  // any time (the provider executes those operations on its own).
+  virtual QueuePairTraffic traffic() const = 0;
 };
 
 // An incoming connection that has not been answered yet.

@@ -89,6 +89,10 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   QpState state() const;
   absl::Status error() const;
   const ChannelConfig& config() const { return config_; }
+  // The peer's operations executed here (Responder::traffic). Thread-safe.
+  QueuePairTraffic peer_traffic() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return responder_.traffic();
+  }
 
   // ---- Lifetime (called by Nic and SoftQueuePair). ----
   // Starts serving the socket through `nic` under the epoll id `id`.

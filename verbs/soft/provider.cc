@@ -101,7 +101,9 @@ class SoftQueuePair : public QueuePair {
   }
 
   absl::Status PostSend(absl::Span<const WorkRequest> wrs) override {
-    return channel_->PostSend(wrs);
+    const absl::Status status = channel_->PostSend(wrs);
+    if (status.ok()) CountInitiated(wrs, &initiated_);
+    return status;
   }
   absl::Status PostRecv(absl::Span<const RecvRequest> rrs) override {
     return channel_->PostRecv(rrs);
@@ -113,11 +115,17 @@ class SoftQueuePair : public QueuePair {
   int max_rd_atomic() const override { return channel_->config().max_rd_atomic; }
   uint32_t max_inline_data() const override { return channel_->config().max_inline_data; }
   std::string Describe() const override { return channel_->config().description; }
+  QueuePairTraffic traffic() const override {
+    QueuePairTraffic t = channel_->peer_traffic();
+    t += initiated_;
+    return t;
+  }
 
  private:
   const std::shared_ptr<Nic> nic_;
   const std::shared_ptr<Channel> channel_;
   const uint64_t id_;
+  QueuePairTraffic initiated_;  // of the requests PostSend accepted
 };
 
 absl::StatusOr<std::unique_ptr<QueuePair>> MakeQueuePair(const Shared& shared, Fd fd,

@@ -120,6 +120,29 @@ TEST_F(SoftProviderTest, RegisterMemoryRejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SoftProviderTest, TrafficCountsDataBytesOnBothSidesOfEveryOperation) {
+  QpPair pair = Connect();
+  ASSERT_NE(pair.client, nullptr);
+  auto local = Make(client_.get(), 4096, kLocalWrite);
+  auto remote = Make(server_.get(), 4096, kAllRemote);
+  EXPECT_EQ(pair.client->traffic(), QueuePairTraffic{});
+  uint64_t id = 0;
+  EXPECT_TRUE(RunOne(pair.client.get(), Write(++id, local.get(), 0, 1000, *remote, 0)).ok());
+  EXPECT_TRUE(RunOne(pair.client.get(), Read(++id, local.get(), 0, 300, *remote, 64)).ok());
+  EXPECT_TRUE(RunOne(pair.client.get(), FetchAdd(++id, local.get(), 2048, *remote, 2048, 1)).ok());
+  QueuePairTraffic client;
+  client.initiated_out = 1000 + 8;
+  client.initiated_in = 300 + 8;
+  EXPECT_EQ(pair.client->traffic(), client);
+  // The server's side saw the same bytes as the peer's operations; they are
+  // executed before the client's completions arrive.
+  QueuePairTraffic server;
+  server.peer_in = 1000 + 8;
+  server.peer_out = 300 + 8;
+  EXPECT_EQ(pair.server->traffic(), server);
+  EXPECT_EQ(pair.client->traffic().total(), pair.server->traffic().total());
+}
+
 TEST_F(SoftProviderTest, WriteThenReadReturnsTheSameBytesForEverySize) {
   QpPair pair = Connect();
   ASSERT_NE(pair.client, nullptr);

@@ -114,6 +114,8 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   response.type = static_cast<uint8_t>(FrameType::kReadResponse);
   response.seq = h.seq;
   response.payload_length = h.aux;
+  // Counted before the response can reach the peer.
+  peer_out_.fetch_add(h.aux, std::memory_order_relaxed);
   writer_->QueueResponse(response, source, h.aux);
 }
 
@@ -122,10 +124,12 @@ void Responder::CompleteRequest(const FrameHeader& h, const char* small) {
     case FrameType::kWrite:
       ++next_exec_seq_;
       ack_pending_ = true;
+      peer_in_.fetch_add(h.payload_length, std::memory_order_relaxed);
       return;
     case FrameType::kWriteWithImm: {
       ++next_exec_seq_;
       ack_pending_ = true;
+      peer_in_.fetch_add(h.payload_length, std::memory_order_relaxed);
       const uint64_t recv_id = rq_.front().wr_id;
       rq_.pop_front();
       completions_->Push({recv_id, Opcode::kRecv, WcStatus::kSuccess, h.payload_length, h.aux, ""});
@@ -173,7 +177,16 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   response.type = static_cast<uint8_t>(FrameType::kAtomicResponse);
   response.seq = h.seq;
   response.payload_length = kAtomicResponseBytes;
+  peer_in_.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
+  peer_out_.fetch_add(sizeof(uint64_t), std::memory_order_relaxed);
   writer_->QueueResponse(response, reinterpret_cast<const char*>(&old), sizeof(old));
+}
+
+QueuePairTraffic Responder::traffic() const {
+  QueuePairTraffic t;
+  t.peer_in = peer_in_.load(std::memory_order_relaxed);
+  t.peer_out = peer_out_.load(std::memory_order_relaxed);
+  return t;
 }
 
 bool Responder::HasResponseCredit(const FrameHeader& h) {

@@ -25,6 +25,7 @@
 #ifndef DREPLAY_VERBS_SOFT_RESPONDER_H_
 #define DREPLAY_VERBS_SOFT_RESPONDER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -77,6 +78,11 @@ class Responder {
   // Drops every posted receive without a completion.
   void Clear();
 
+  // Data bytes of the peer's operations executed here: peer_in (its WRITEs,
+  // atomic operands) and peer_out (its READs, atomic results); the
+  // initiated counts are 0. Thread-safe.
+  QueuePairTraffic traffic() const;
+
  private:
   // False (after a protocol error) when `h` is not the request due next.
   bool CheckSeq(const FrameHeader& h);
@@ -98,6 +104,9 @@ class Responder {
   ChannelControl* const control_;
 
   uint64_t next_exec_seq_ = 0;
+  // Written by the NIC thread, read by the application's.
+  std::atomic<uint64_t> peer_in_{0};
+  std::atomic<uint64_t> peer_out_{0};
   bool ack_pending_ = false;  // WRITEs executed since the last ACK
   Ring<RecvRequest> rq_;
 };
