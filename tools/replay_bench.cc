@@ -120,6 +120,10 @@ DEFINE_bool(learner, true, "run the learner (batch reader + priority writer)");
 DEFINE_double(samples_per_insert, 0,
               "server: transitions sampled per transition inserted (0: no rate limit); the "
               "limiter's slack is max(2 batches, one actor insert's worth of samples)");
+DEFINE_bool(spi_block_actors, true,
+            "server, with --samples_per_insert: pause ingest (and so the actors) while inserts "
+            "run ahead of the ratio, so that the run measures that ratio; false: actors never "
+            "wait and a slower learner samples less than asked");
 DEFINE_bool(learner_cache, false,
             "learner: keep every transition received; the server then stages references to "
             "those it holds (transfer-once)");
@@ -222,6 +226,7 @@ absl::Status PollingAndLinksFromFlags(ReplayBenchConfig* c) {
                      "must be >= 0");
   }
   c->samples_per_insert = FLAGS_samples_per_insert;
+  c->spi_block_actors = FLAGS_spi_block_actors;
   // Enough slack for two batches (sampling can start) and for the burst of
   // one actor insert (inserts arrive max_batch at a time).
   c->spi_error_buffer = std::max(2.0 * c->layout.batch_size,

@@ -37,6 +37,9 @@ struct ReplayBenchConfig {
   // sampled transitions.
   double samples_per_insert = 0;
   double spi_error_buffer = 0;
+  // With samples_per_insert: ingest (and so the actors) pauses while
+  // inserts run ahead of the ratio.
+  bool spi_block_actors = true;
   absl::Duration reader_retry;      // the learner's back-off, first
   absl::Duration reader_retry_max;  // and longest
   absl::Duration core_max_sleep;    // the server's replay core

@@ -39,7 +39,13 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.max_clients = static_cast<uint32_t>(c.actors + 8);
   so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
   so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
-  so.core.sampler.rate_limiter.min_size_to_sample = c.layout.batch_size;
+  so.core.sampler.rate_limiter.block_inserts = c.samples_per_insert > 0 && c.spi_block_actors;
+  if (c.samples_per_insert > 0) {
+    // The budget starts after the prefill, so that the measured window runs
+    // at the ratio instead of sampling the prefill's credit first.
+    so.core.sampler.rate_limiter.min_size_to_sample =
+        std::max<uint64_t>(c.layout.batch_size, c.prefill);
+  }
   return so;
 }
 
