@@ -48,10 +48,11 @@ class E2eLearningTest(unittest.TestCase):
         self.assertGreaterEqual(summary["probe_loss"], 0)
         self.assertIsNotNone(summary["samples_per_insert"])
         self.assertGreater(summary["samples_per_insert"], 0)
-        # Actors and learner share a clock here: ages are small and positive.
+        # Actors and learner share a clock here: no age is negative or older
+        # than the run.
         self.assertIsNotNone(summary["data_age_mean_s"])
         self.assertGreaterEqual(summary["data_age_mean_s"], 0)
-        self.assertLess(summary["data_age_mean_s"], 60)
+        self.assertLess(summary["data_age_mean_s"], PROCESS_TIMEOUT_S)
         self.assertGreater(summary["transitions_fetched_total"], 0)
         self.assertEqual(sum(summary["link_bytes_" + c] for c in LINK_CLASSES),
                          summary["link_bytes_total"])
