@@ -171,8 +171,10 @@ def demo_summary_lines(summary, demo_wall_s):
         "%s %.2f MB" % (c, by_class[c] / 1e6) for c in LINK_CLASSES))
     fetched = summary.get("transitions_fetched_total")
     if fetched is not None:
-        lines.append("  transitions fetched:      %d (%d distinct)"
-                     % (fetched, summary.get("distinct_transitions_fetched_total") or 0))
+        distinct = summary.get("distinct_transitions_fetched_total") or 0
+        lines.append("  transitions fetched:      %d (%s)" % (
+            fetched, "%d distinct" % distinct if distinct or not fetched
+            else "distinct ones not counted by this learner"))
     priority = summary.get("transferred_priority_mean_last_half")
     if priority is not None:
         lines.append("  transferred priority:     %.3g (mean |TD error| on arrival, last half)"
