@@ -23,12 +23,14 @@ std::string JsonString(const std::string& text) {
 }  // namespace
 
 absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step, double gamma,
-                                                 const std::vector<int>& hidden_sizes) {
+                                                 const std::vector<int>& hidden_sizes,
+                                                 size_t payload_pad_bytes) {
   ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> environment, rl::MakeEnvironment(env));
   const rl::EnvironmentSpec& e = environment->spec();
   ActorLayout layout;
   layout.spec = {e.name, e.observation_size, e.action_count, n_step, gamma};
-  layout.payload_bytes = rl::EncodedTransitionSize(e.observation_size);
+  layout.payload_pad_bytes = payload_pad_bytes;
+  layout.payload_bytes = rl::EncodedTransitionSize(e.observation_size) + payload_pad_bytes;
   layout.slot_size = protocol::SlotSizeFor(layout.payload_bytes);
   rl::QNetworkOptions network;
   network.observation_size = e.observation_size;
@@ -40,11 +42,11 @@ absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_s
 }
 
 std::string ActorLayout::ToJson() const {
-  return absl::StrCat("{\"env\":", JsonString(spec.env),
-                      ",\"transition_spec\":", JsonString(spec.ToString()),
-                      ",\"observation_size\":", spec.observation_size,
-                      ",\"num_actions\":", spec.action_count, ",\"payload_bytes\":", payload_bytes,
-                      ",\"slot_size\":", slot_size, ",\"params_bytes\":", params_bytes, "}");
+  return absl::StrCat(
+      "{\"env\":", JsonString(spec.env), ",\"transition_spec\":", JsonString(spec.ToString()),
+      ",\"observation_size\":", spec.observation_size, ",\"num_actions\":", spec.action_count,
+      ",\"payload_bytes\":", payload_bytes, ",\"slot_size\":", slot_size,
+      ",\"params_bytes\":", params_bytes, ",\"payload_pad_bytes\":", payload_pad_bytes, "}");
 }
 
 absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLayout& layout,

@@ -10,12 +10,13 @@
 //
 //       {"env":"CartPole-v1","transition_spec":"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99",
 //        "observation_size":4,"num_actions":2,"payload_bytes":52,"slot_size":88,
-//        "params_bytes":17928}
+//        "params_bytes":17928,"payload_pad_bytes":0}
 //
 //   * CheckServerConfig() compares it with the configuration a server
 //     publishes, before the actor writes anything.
 //
-// payload_bytes is rl::EncodedTransitionSize() of the observation size;
+// payload_bytes is rl::EncodedTransitionSize() of the observation size plus
+// payload_pad_bytes (the actor's --payload_pad_bytes, ActorLoopOptions);
 // slot_size is protocol::SlotSizeFor() of it (the server's --slot_size must
 // be at least that); params_bytes is the size of the serialized network
 // (rl/params_format.h): what the learner publishes when it has the same
@@ -43,12 +44,15 @@ struct ActorLayout {
   size_t payload_bytes = 0;
   size_t slot_size = 0;
   size_t params_bytes = 0;
+  size_t payload_pad_bytes = 0;  // included in payload_bytes
 
   // The environment `env` (a MakeEnvironment() name), n-step transitions
-  // with `n_step` and `gamma`, a Q-network with `hidden_sizes`.
-  // InvalidArgument for an unknown environment or bad sizes.
+  // with `n_step` and `gamma`, a Q-network with `hidden_sizes`,
+  // `payload_pad_bytes` after each transition's encoding. InvalidArgument
+  // for an unknown environment or bad sizes.
   static absl::StatusOr<ActorLayout> Compute(const std::string& env, int n_step, double gamma,
-                                             const std::vector<int>& hidden_sizes);
+                                             const std::vector<int>& hidden_sizes,
+                                             size_t payload_pad_bytes = 0);
 
   // The JSON object of the file comment, on one line (no newline).
   std::string ToJson() const;

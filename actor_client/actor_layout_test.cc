@@ -73,8 +73,18 @@ TEST(ActorLayoutTest, JsonHoldsEveryFieldOnOneLine) {
             "\"transition_spec\":\"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99\","
             "\"observation_size\":4,\"num_actions\":2,\"payload_bytes\":" +
                 std::to_string(layout.payload_bytes) +
-                ",\"slot_size\":" + std::to_string(layout.slot_size) +
-                ",\"params_bytes\":" + std::to_string(layout.params_bytes) + "}");
+                ",\"slot_size\":" + std::to_string(layout.slot_size) + ",\"params_bytes\":" +
+                std::to_string(layout.params_bytes) + ",\"payload_pad_bytes\":0}");
+}
+
+TEST(ActorLayoutTest, PaddingIsPartOfThePayloadAndTheSlot) {
+  const absl::StatusOr<ActorLayout> padded =
+      ActorLayout::Compute("CartPole-v1", 3, 0.99, {64, 64}, 1000);
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ(padded->payload_pad_bytes, 1000u);
+  EXPECT_EQ(padded->payload_bytes, EncodedCartPoleTransition() + 1000);
+  EXPECT_EQ(padded->slot_size, protocol::SlotSizeFor(padded->payload_bytes));
+  EXPECT_NE(padded->ToJson().find("\"payload_pad_bytes\":1000"), std::string::npos);
 }
 
 TEST(ActorLayoutTest, AnUnknownEnvironmentIsRefused) {

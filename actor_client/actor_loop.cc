@@ -64,6 +64,10 @@ absl::Status ActorLoopOptions::Validate() const {
   if (flush_batch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("flush_batch=", flush_batch, " must be >= 1"));
   }
+  if (payload_pad_bytes > kMaxPayloadPadBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload_pad_bytes=", payload_pad_bytes, " must be <= ", kMaxPayloadPadBytes));
+  }
   if (param_refresh_steps < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("param_refresh_steps=", param_refresh_steps, " must be >= 1"));
@@ -136,7 +140,8 @@ absl::Status ActorLoop::Init() {
   observations_.resize(static_cast<size_t>(options_.num_envs) * observation_size_);
   q_values_.resize(static_cast<size_t>(options_.num_envs) * action_count_);
   batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
-  encoded_.resize(rl::EncodedTransitionSize(observation_size_));
+  // The encoding, then payload_pad_bytes zeros that stay zero.
+  encoded_.assign(rl::EncodedTransitionSize(observation_size_) + options_.payload_pad_bytes, 0);
   pending_.reserve(options_.flush_batch + options_.num_envs * options_.nstep.n);
   return absl::OkStatus();
 }
@@ -193,8 +198,8 @@ absl::Status ActorLoop::FlushPending() {
   for (size_t i = 0; i < pending_.size(); ++i) {
     ASSIGN_OR_RETURN(const size_t bytes,
                      rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_)));
-    RETURN_IF_ERROR(
-        io_.experience->Append(absl::MakeConstSpan(encoded_.data(), bytes), priorities_[i]));
+    RETURN_IF_ERROR(io_.experience->Append(
+        absl::MakeConstSpan(encoded_.data(), bytes + options_.payload_pad_bytes), priorities_[i]));
     stats_.priority_sum += priorities_[i];
   }
   stats_.transitions += pending_.size();

@@ -118,6 +118,9 @@ struct ActorIo {
   EpisodeStatsSink* stats = nullptr;
 };
 
+// The largest ActorLoopOptions::payload_pad_bytes (64 MiB).
+inline constexpr size_t kMaxPayloadPadBytes = size_t{64} << 20;
+
 struct ActorLoopOptions {
   // A name MakeEnvironment() knows.
   std::string env = "CartPole-v1";
@@ -139,6 +142,13 @@ struct ActorLoopOptions {
   uint64_t seed = 0;
   // Transitions per flush to the sink (and per priority pass).
   int flush_batch = 32;
+  // Bytes appended after each transition's encoding (zeros): stored in the
+  // replay memory and moved across every link like the transition, never fed
+  // to a network (the encoding states its own length, so readers strip
+  // them). A model of rich observations, such as camera frames, that cost
+  // bandwidth and memory without changing the learning problem. In [0,
+  // kMaxPayloadPadBytes].
+  size_t payload_pad_bytes = 0;
   // Environment steps (all environments together) between refreshes.
   int64_t param_refresh_steps = 500;
   // Run() ends after this many environment steps (0: no limit) ...

@@ -2,6 +2,7 @@
 
 #include "actor_client/actor_loop.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -129,6 +130,32 @@ TEST(ActorLoopTest, AppendsDecodableTransitionsWithTheirTdErrorsAsPriorities) {
     EXPECT_GT(sink.priorities[i], 0.0f);
   }
   EXPECT_EQ((*loop)->stats().transitions, sink.payloads.size());
+}
+
+TEST(ActorLoopTest, PadsEveryPayloadWithZerosAfterItsEncoding) {
+  FakeSink sink;
+  ActorLoopOptions o = SmallOptions();
+  o.payload_pad_bytes = 300;
+  auto loop = ActorLoop::Create(o, {&sink, nullptr, nullptr});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE((*loop)->Step().ok());
+  ASSERT_FALSE(sink.payloads.empty());
+  const size_t encoded = rl::EncodedTransitionSize(kCartPoleObservation);
+  rl::TransitionBatch batch(kCartPoleObservation);
+  for (const auto& payload : sink.payloads) {
+    ASSERT_EQ(payload.size(), encoded + 300);
+    EXPECT_TRUE(
+        std::all_of(payload.begin() + encoded, payload.end(), [](uint8_t b) { return b == 0; }));
+    absl::StatusOr<absl::Span<const uint8_t>> prefix = rl::EncodedTransitionPrefix(payload);
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    EXPECT_TRUE(batch.AddEncoded(*prefix).ok());
+  }
+}
+
+TEST(ActorLoopTest, RefusesPaddingAboveTheLimit) {
+  ActorLoopOptions o = SmallOptions();
+  o.payload_pad_bytes = kMaxPayloadPadBytes + 1;
+  EXPECT_FALSE(o.Validate().ok());
 }
 
 TEST(ActorLoopTest, FlushesOnceAFullBatchIsPending) {

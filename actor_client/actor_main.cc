@@ -71,6 +71,11 @@ DEFINE_int64(seed, 1,
              "seed of the initial network (the learner's --seed gives the learner's "
              "initial network), the environments and the exploration");
 DEFINE_int32(flush_batch, 32, "transitions per write to the server");
+DEFINE_int64(payload_pad_bytes, 0,
+             "bytes of padding after each transition's encoding: stored in the replay memory and "
+             "moved across every link like the transition, never fed to the network (the "
+             "learner strips them); models rich observations such as camera frames. "
+             "--print_layout includes them in payload_bytes and slot_size");
 DEFINE_int64(param_refresh_steps, 500,
              "environment steps (all environments together) between parameter refreshes");
 DEFINE_int64(max_env_steps, 0, "stop after this many environment steps (0: no limit)");
@@ -84,7 +89,8 @@ DEFINE_double(reconnect_timeout_s, 60,
               "how long the actor keeps reconnecting when the server goes away");
 DEFINE_bool(print_layout, false,
             "print what this actor needs of the server (transition spec, payload, slot and "
-            "params bytes; from --env, --n_step, --gamma, --hidden) as JSON and exit");
+            "params bytes; from --env, --n_step, --gamma, --hidden, --payload_pad_bytes) as "
+            "JSON and exit");
 
 namespace dreplay::actor {
 namespace {
@@ -96,7 +102,8 @@ constexpr char kUsage[] =
     "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
     "Usage: actor --server=HOST:PORT [--actor_index=I --num_actors=N] [--env=CartPole-v1] "
     "...\n"
-    "       actor --print_layout [--env=E --n_step=N --gamma=G --hidden=H]";
+    "       actor --print_layout [--env=E --n_step=N --gamma=G --hidden=H "
+    "--payload_pad_bytes=P]";
 
 absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   ActorLoopOptions o;
@@ -114,6 +121,8 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   o.seed = static_cast<uint64_t>(FLAGS_seed);
   o.network_seed = static_cast<uint64_t>(FLAGS_seed);
   o.flush_batch = FLAGS_flush_batch;
+  RETURN_IF_ERROR(CheckAtLeast("payload_pad_bytes", FLAGS_payload_pad_bytes, 0));
+  o.payload_pad_bytes = static_cast<size_t>(FLAGS_payload_pad_bytes);
   o.param_refresh_steps = FLAGS_param_refresh_steps;
   o.max_env_steps = FLAGS_max_env_steps;
   ASSIGN_OR_RETURN(o.duration, Seconds("duration_s", FLAGS_duration_s, true));
@@ -188,8 +197,9 @@ int Run(const BinaryMain& binary) {
   rl::SetTorchThreads(1);
   const absl::StatusOr<ActorLoopOptions> options = LoopOptionsFromFlags();
   if (!options.ok()) return binary.BadFlag(options.status());
-  const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute(
-      options->env, options->nstep.n, options->nstep.discount, options->hidden_sizes);
+  const absl::StatusOr<ActorLayout> layout =
+      ActorLayout::Compute(options->env, options->nstep.n, options->nstep.discount,
+                           options->hidden_sizes, options->payload_pad_bytes);
   if (!layout.ok()) return binary.BadFlag(layout.status());
   if (FLAGS_print_layout) {
     std::cout << layout->ToJson() << std::endl;

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -146,11 +148,14 @@ absl::Status ExperienceWriter::TryFlush(Progress* progress) {
   *progress = Progress::kReserved;
   RETURN_IF_ERROR(WaitForRoom(first + count - 1));
 
-  // Seal the slots in sequence order and fill the commit words.
+  // Seal the slots in sequence order and fill the commit words. They are
+  // stamped with one wall-clock time (CLOCK_REALTIME, SlotHeader::
+  // insert_time_ns): the learner measures data age from it.
+  const uint64_t insert_time_ns = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   const uint8_t* payload = pending_bytes_.data();
   for (uint32_t i = 0; i < count; ++i) {
     RETURN_IF_ERROR(protocol::SealSlot(slots_ + uint64_t{i} * slot_size_, slot_size_, first + i,
-                                       actor_id_, pending_priorities_[i], payload,
+                                       actor_id_, pending_priorities_[i], insert_time_ns, payload,
                                        pending_lengths_[i]));
     payload += pending_lengths_[i];
     commits_[i] = protocol::CommitValue(first + i);

@@ -20,7 +20,8 @@
 //      ingested far enough: actors stay within the actor window ahead of
 //      ingest) it READs the control block's ServerLine, backing off, so it
 //      never laps a slot;
-//   3. seals the k slots (SealSlot) in a registered local buffer and WRITEs
+//   3. seals the k slots (SealSlot, stamped with the wall-clock time:
+//      SlotHeader::insert_time_ns) in a registered local buffer and WRITEs
 //      them, one WRITE per contiguous range of the ring (two at the wrap),
 //      then WRITEs their commit words the same way, on the same queue pair:
 //      RC places them after the slots. Only the last WRITE is signalled.

@@ -3,7 +3,9 @@
 #include "learner_client/learner_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -13,6 +15,7 @@
 #include "glog/logging.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
+#include "rl/random.h"
 
 namespace dreplay::learner {
 
@@ -33,6 +36,24 @@ absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name) {
       absl::StrCat("replay placement \"", name, "\" is neither buffer nor learner"));
 }
 
+namespace {
+
+replay::RateLimiterOptions LimiterOptions(const LearnerLoopOptions& o) {
+  replay::RateLimiterOptions r;
+  r.samples_per_insert = o.samples_per_insert;
+  r.min_size_to_sample = o.min_replay_size;
+  r.error_buffer = o.spi_error_buffer;
+  return r;
+}
+
+// The Huber function DqnLearner's loss applies to a TD error.
+double Huber(double x, double delta) {
+  const double a = std::abs(x);
+  return a <= delta ? 0.5 * x * x : delta * (a - 0.5 * delta);
+}
+
+}  // namespace
+
 absl::Status LearnerLoopOptions::Validate() const {
   {
     const absl::Status s = rl::MakeEnvironment(env).status();
@@ -50,7 +71,12 @@ absl::Status LearnerLoopOptions::Validate() const {
     if (min_replay_size == 0) {
       return absl::InvalidArgumentError("min_replay_size=0 must be >= 1");
     }
+    RETURN_IF_ERROR(LimiterOptions(*this).Validate(batch_size));
   }
+  if (probe_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("probe_size=", probe_size, " must be >= 0"));
+  }
+  if (probe_size > 0) RETURN_IF_ERROR(nstep.Validate());
   if (publish_every < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("publish_every=", publish_every, " must be >= 0"));
@@ -119,7 +145,10 @@ absl::Status LearnerLoop::Init() {
   payload_size_ = rl::EncodedTransitionSize(observation_size_);
   batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
   params_buffer_.resize(learner_->online().SerializedSize());
+  probe_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  RETURN_IF_ERROR(CollectProbeSet());
   if (options_.placement == ReplayPlacement::kLearner) {
+    limiter_ = std::make_unique<replay::RateLimiter>(LimiterOptions(options_));
     ASSIGN_OR_RETURN(memory_, replay::ReplayMemory::Create(options_.memory));
     ring_.resize(memory_->capacity() * payload_size_);
     items_.resize(options_.batch_size);
@@ -130,6 +159,64 @@ absl::Status LearnerLoop::Init() {
   return absl::OkStatus();
 }
 
+absl::Status LearnerLoop::CollectProbeSet() {
+  if (options_.probe_size == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(options_.env));
+  const int actions = env->spec().action_count;
+  rl::Random random(options_.probe_seed);
+  rl::NStepAccumulator nstep(options_.nstep, observation_size_);
+  RETURN_IF_ERROR(nstep.BeginEpisode(env->Reset(options_.probe_seed)));
+  std::vector<rl::Transition> completed;
+  while (probe_->size() < static_cast<size_t>(options_.probe_size)) {
+    const int action = static_cast<int>(random.UniformInt(static_cast<uint64_t>(actions)));
+    ASSIGN_OR_RETURN(rl::StepResult step, env->Step(action));
+    completed.clear();
+    RETURN_IF_ERROR(nstep.AddStep(action, step.reward, step.observation, step.terminated,
+                                  step.truncated, &completed));
+    for (const rl::Transition& t : completed) {
+      if (probe_->size() < static_cast<size_t>(options_.probe_size)) {
+        RETURN_IF_ERROR(probe_->Add(t));
+      }
+    }
+    if (step.done()) RETURN_IF_ERROR(nstep.BeginEpisode(env->Reset()));
+  }
+  probe_errors_.resize(probe_->size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<double>> LearnerLoop::ProbeLoss() const {
+  if (probe_->size() == 0) return std::optional<double>();
+  RETURN_IF_ERROR(learner_->AbsTdErrors(*probe_, absl::MakeSpan(probe_errors_)));
+  double sum = 0;
+  for (float e : probe_errors_) sum += Huber(e, options_.dqn.huber_delta);
+  return std::optional<double>(sum / static_cast<double>(probe_errors_.size()));
+}
+
+uint64_t LearnerLoop::WallClockNs() const {
+  if (io_.wall_clock_ns) return io_.wall_clock_ns();
+  return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+}
+
+void LearnerLoop::RecordAge(uint64_t insert_time_ns, uint64_t now_ns) {
+  if (insert_time_ns == 0) return;
+  // Clocks of two hosts may disagree; a transition from the future is
+  // counted as age 0 rather than dropped.
+  const double age = now_ns > insert_time_ns ? static_cast<double>(now_ns - insert_time_ns) : 0.0;
+  metrics_.RecordDataAge(age * 1e-9);
+}
+
+absl::StatusOr<std::optional<double>> LearnerLoop::SamplesPerInsert() {
+  if (limiter_ != nullptr) {
+    if (limiter_->inserted() == 0) return std::optional<double>();
+    return std::optional<double>(limiter_->achieved_samples_per_insert());
+  }
+  if (!io_.server_ingested || !ingested_at_start_.has_value()) return std::optional<double>();
+  ASSIGN_OR_RETURN(const uint64_t ingested, io_.server_ingested());
+  if (ingested <= *ingested_at_start_) return std::optional<double>();
+  return std::optional<double>(static_cast<double>(sampled_) /
+                               static_cast<double>(ingested - *ingested_at_start_));
+}
+
 double LearnerLoop::WallSeconds() const {
   return absl::ToDoubleSeconds(std::min(absl::Now(), end_) - start_);
 }
@@ -137,20 +224,37 @@ double LearnerLoop::WallSeconds() const {
 absl::Status LearnerLoop::Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
                                 std::vector<float>* abs_td_errors) {
   ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(batch, weights));
-  metrics_.RecordTrainStep(result.loss);
+  metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
   *abs_td_errors = std::move(result.abs_td_errors);
   return absl::OkStatus();
 }
 
 absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
   *trained = false;
-  ASSIGN_OR_RETURN(const bool got, io_.batches->Next(timeout, batch_.get(), &weights_));
+  ASSIGN_OR_RETURN(const bool got, io_.batches->Next(timeout, batch_.get(), &weights_, &origins_));
   if (!got) return absl::OkStatus();
-  // The batch crossed the link now; its |TD errors| under the current
-  // networks are what TrainStep computes before its update.
+  if (!origins_.empty() && origins_.size() != batch_->size()) {
+    return absl::InternalError(absl::StrCat(
+        "a batch of ", batch_->size(), " transitions came with ", origins_.size(), " origins"));
+  }
+  const uint64_t now_ns = WallClockNs();
+  for (const EntryOrigin& origin : origins_) {
+    if (origin.arrived) RecordAge(origin.insert_time_ns, now_ns);
+  }
+  // The entries that crossed the link now; their |TD errors| under the
+  // current networks are what TrainStep computes before its update.
   ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(*batch_, weights_));
-  metrics_.RecordTransferred(result.abs_td_errors);
-  metrics_.RecordTrainStep(result.loss);
+  if (origins_.empty()) {
+    metrics_.RecordTransferred(result.abs_td_errors);
+  } else {
+    arrived_errors_.clear();
+    for (size_t i = 0; i < origins_.size(); ++i) {
+      if (origins_[i].arrived) arrived_errors_.push_back(result.abs_td_errors[i]);
+    }
+    metrics_.RecordTransferred(arrived_errors_);
+  }
+  metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
+  sampled_ += batch_->size();
   RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));
   *trained = true;
   return absl::OkStatus();
@@ -158,17 +262,22 @@ absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
 
 absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
   *trained = false;
-  const bool ready = memory_->size() >= options_.min_replay_size;
+  const bool ready = limiter_->CanSample(options_.batch_size, memory_->size());
   RETURN_IF_ERROR(io_.stream->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
   if (!arrivals_.empty()) {
     arrival_batch_->Clear();
+    const uint64_t now_ns = WallClockNs();
     for (const ForwardedItem& item : arrivals_) {
-      if (item.payload.size() != payload_size_) {
-        return absl::DataLossError(absl::StrCat("forwarded transition ", item.sequence, " has ",
-                                                item.payload.size(), " bytes, expected ",
-                                                payload_size_));
+      // The encoding, without the actor's padding, is what is stored.
+      const absl::StatusOr<absl::Span<const uint8_t>> encoded =
+          rl::EncodedTransitionPrefix(item.payload);
+      if (!encoded.ok() || encoded->size() != payload_size_) {
+        return absl::DataLossError(
+            absl::StrCat("forwarded transition ", item.sequence, " of ", item.payload.size(),
+                         " bytes does not start with a transition of ", payload_size_, " bytes"));
       }
-      const absl::Status decoded = arrival_batch_->AddEncoded(item.payload);
+      RecordAge(item.insert_time_ns, now_ns);
+      const absl::Status decoded = arrival_batch_->AddEncoded(*encoded);
       if (!decoded.ok()) {
         return absl::DataLossError(absl::StrCat("forwarded transition ", item.sequence,
                                                 " does not decode: ", decoded.message()));
@@ -183,8 +292,9 @@ absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
       std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
       memory_->Insert(index, item.sequence, item.initial_priority);
     }
+    limiter_->Inserted(arrivals_.size());
   }
-  if (memory_->size() < options_.min_replay_size) return absl::OkStatus();
+  if (!limiter_->CanSample(options_.batch_size, memory_->size())) return absl::OkStatus();
 
   const double beta = options_.beta.At(batches_sampled_++);
   const int count = memory_->SampleBatch(options_.batch_size, beta, absl::MakeSpan(items_));
@@ -199,6 +309,7 @@ absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
   for (int i = 0; i < count; ++i) {
     memory_->UpdatePriority(items_[i].index, items_[i].sequence, abs_td_errors_[i]);
   }
+  limiter_->Sampled(static_cast<uint64_t>(count));
   *trained = true;
   return absl::OkStatus();
 }
@@ -232,7 +343,11 @@ absl::Status LearnerLoop::EmitProgress() {
     ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
     metrics_.SetActorTotals(totals);
   }
-  if (io_.link_bytes) metrics_.SetLinkBytes(io_.link_bytes());
+  if (io_.link_stats) metrics_.SetLinkStats(io_.link_stats());
+  ASSIGN_OR_RETURN(const std::optional<double> probe_loss, ProbeLoss());
+  metrics_.SetProbeLoss(probe_loss);
+  ASSIGN_OR_RETURN(const std::optional<double> spi, SamplesPerInsert());
+  metrics_.SetSamplesPerInsert(spi);
   const ProgressRecord record = metrics_.Progress(WallSeconds());
   if (io_.on_progress) io_.on_progress(record);
   return absl::OkStatus();
@@ -246,6 +361,10 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
                                   : start_ + options_.duration;
   absl::Time next_eval = start_ + options_.eval_interval;
   absl::Time next_progress = start_ + options_.progress_interval;
+  if (limiter_ == nullptr && io_.server_ingested) {
+    ASSIGN_OR_RETURN(const uint64_t ingested, io_.server_ingested());
+    ingested_at_start_ = ingested;
+  }
   RETURN_IF_ERROR(PublishParams());
   bool solved_stop = false;
   while (!stop.load(std::memory_order_relaxed)) {

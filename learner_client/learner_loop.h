@@ -27,6 +27,13 @@
 // is the abs_td_errors of the TrainStep() that consumes the batch; in
 // "learner" an AbsTdErrors() pass over each arrival).
 //
+// The learner placement's local memory obeys a replay::RateLimiter
+// (samples_per_insert, spi_error_buffer, min_replay_size): inserted =
+// transitions arrived, sampled = transitions trained on. In the buffer
+// placement the server enforces it; the loop only reports the achieved
+// ratio. Payloads may carry padding after their encoding (actor
+// --payload_pad_bytes); the loop strips it (rl::EncodedTransitionPrefix).
+//
 // Run() also publishes the online network (rl/params_format.h buffer)
 // through a ParamsSink at the start and every publish_every train steps,
 // runs a greedy evaluation every eval_interval (EvaluateGreedy below), and
@@ -45,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +61,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "learner_client/metrics.h"
+#include "replay/rate_limiter.h"
 #include "replay/replay_memory.h"
 #include "rl/dqn.h"
+#include "rl/nstep.h"
 #include "rl/policy.h"
 #include "rl/qnet.h"
 #include "rl/transition.h"
@@ -67,16 +77,29 @@ const char* ReplayPlacementName(ReplayPlacement placement);
 // Inverse of ReplayPlacementName; InvalidArgument naming the bad value.
 absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name);
 
+// Where one entry of a batch came from, for the metrics.
+struct EntryOrigin {
+  // SlotHeader::insert_time_ns: the actor's wall clock (ns since the Unix
+  // epoch) when it sealed the slot; 0: unknown (no data age).
+  uint64_t insert_time_ns = 0;
+  // True when its payload crossed the link with this batch; false when the
+  // learner already held it (a transfer-once cache).
+  bool arrived = true;
+};
+
 // Buffer placement: the server's pre-sampled batches.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
   // Waits up to `timeout` for the next batch. true: `batch` (cleared first)
-  // holds its transitions and `weights` their importance-sampling weights;
-  // false: none arrived in time. Errors: the connection's, when it cannot
-  // be re-established; DataLoss for a payload that does not decode.
+  // holds its transitions, `weights` their importance-sampling weights and
+  // `origins` (cleared first) one EntryOrigin per transition, or nothing
+  // when the source does not know (all arrived, no insert times); false:
+  // none arrived in time. Errors: the connection's, when it cannot be
+  // re-established; DataLoss for a payload that does not decode.
   virtual absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
-                                    std::vector<float>* weights) = 0;
+                                    std::vector<float>* weights,
+                                    std::vector<EntryOrigin>* origins) = 0;
   // The new priorities of the batch Next() returned last, one per
   // transition.
   virtual absl::Status WritePriorities(absl::Span<const float> priorities) = 0;
@@ -86,7 +109,9 @@ class BatchSource {
 // TransitionStream::Next().
 struct ForwardedItem {
   uint64_t sequence = 0;
-  float initial_priority = 0;  // the actor's; <= 0: none
+  float initial_priority = 0;   // the actor's; <= 0: none
+  uint64_t insert_time_ns = 0;  // as EntryOrigin's
+  // The encoded transition, possibly followed by the actor's padding.
   absl::Span<const uint8_t> payload;
 };
 
@@ -123,10 +148,18 @@ struct LearnerIo {
   TransitionStream* stream = nullptr;
   ParamsSink* params = nullptr;
   ActorStatsSource* actors = nullptr;
-  // Cumulative bytes over the learner's link, as its clients count them.
-  std::function<uint64_t()> link_bytes;
+  // Cumulative traffic over the learner's link (bytes by class, fetched
+  // transitions), as its clients count it; empty: none counted.
+  std::function<LinkStats()> link_stats;
   // Called with every progress record (and the final one).
   std::function<void(const ProgressRecord&)> on_progress;
+  // Buffer placement: the server's ingest_cursor now (transitions its
+  // replay memory has received), for the achieved samples per insert; empty:
+  // unknown.
+  std::function<absl::StatusOr<uint64_t>()> server_ingested;
+  // The wall clock (ns since the Unix epoch, CLOCK_REALTIME) that data ages
+  // are measured with; empty: absl::Now().
+  std::function<uint64_t()> wall_clock_ns;
 };
 
 struct LearnerLoopOptions {
@@ -146,6 +179,19 @@ struct LearnerLoopOptions {
   replay::BetaSchedule beta;
   uint32_t batch_size = 64;
   uint64_t min_replay_size = 1000;
+  // Learner placement: the local memory's rate limiter
+  // (replay::RateLimiterOptions with min_size_to_sample = min_replay_size):
+  // target transitions trained on per transition arrived (0: no limit) and
+  // the slack around it, in transitions (with a limit, >= batch_size).
+  double samples_per_insert = 0;
+  double spi_error_buffer = 0;
+
+  // The probe set (metrics.h, probe_loss): probe_size n-step transitions
+  // (`nstep`: the actors' n and gamma) of uniformly random actions drawn
+  // with probe_seed. 0: no probe loss.
+  int probe_size = 1024;
+  uint64_t probe_seed = 12345;
+  rl::NStepOptions nstep;
 
   // Publish parameters every this many train steps (and at the start).
   // 0: never.
@@ -188,11 +234,25 @@ class LearnerLoop {
   const rl::DqnLearner& learner() const { return *learner_; }
   // Learner placement: transitions in the local replay memory.
   uint64_t local_replay_size() const { return memory_ != nullptr ? memory_->size() : 0; }
+  // Learner placement: the local memory's rate limiter (null otherwise).
+  const replay::RateLimiter* rate_limiter() const { return limiter_.get(); }
+  // The probe set (empty with probe_size 0).
+  const rl::TransitionBatch& probe_set() const { return *probe_; }
+  // The probe loss under the current networks (metrics.h); nullopt with an
+  // empty probe set.
+  absl::StatusOr<std::optional<double>> ProbeLoss() const;
 
  private:
   LearnerLoop(const LearnerLoopOptions& options, const LearnerIo& io);
   absl::Status Init();
+  absl::Status CollectProbeSet();
   double WallSeconds() const;
+  uint64_t WallClockNs() const;
+  // Records the age of a transition sealed at `insert_time_ns` (0: unknown)
+  // arriving at `now_ns`.
+  void RecordAge(uint64_t insert_time_ns, uint64_t now_ns);
+  // The achieved samples per insert, for the metrics.
+  absl::StatusOr<std::optional<double>> SamplesPerInsert();
   // One round of the buffer placement; *trained: a train step was made.
   absl::Status BufferRound(absl::Duration timeout, bool* trained);
   // One round of the learner placement.
@@ -215,12 +275,23 @@ class LearnerLoop {
   // Learner placement: the local replay memory and its payloads, one
   // payload_size_ slot per ring index.
   std::unique_ptr<replay::ReplayMemory> memory_;
+  std::unique_ptr<replay::RateLimiter> limiter_;
   std::vector<uint8_t> ring_;
   std::vector<replay::SampledItem> items_;
   std::vector<ForwardedItem> arrivals_;
   std::unique_ptr<rl::TransitionBatch> arrival_batch_;
   std::vector<float> arrival_errors_;
   uint64_t batches_sampled_ = 0;
+
+  // Buffer placement: batch entries trained on, and the server's
+  // ingest_cursor when Run() started.
+  uint64_t sampled_ = 0;
+  std::optional<uint64_t> ingested_at_start_;
+
+  std::unique_ptr<rl::TransitionBatch> probe_;
+  mutable std::vector<float> probe_errors_;
+  std::vector<EntryOrigin> origins_;
+  std::vector<float> arrived_errors_;
 
   // Scratch for training.
   std::unique_ptr<rl::TransitionBatch> batch_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,8 +19,9 @@ namespace {
 constexpr int kObservation = 4;  // CartPole
 constexpr int kBatch = 16;
 
-// A valid encoded CartPole transition drawn from `random`.
-std::vector<uint8_t> RandomPayload(rl::Random& random) {
+// A valid encoded CartPole transition drawn from `random`, followed by
+// `pad` bytes of padding (as an actor's --payload_pad_bytes).
+std::vector<uint8_t> RandomPayload(rl::Random& random, size_t pad = 0) {
   rl::Transition t;
   for (int i = 0; i < kObservation; ++i) {
     t.observation.push_back(static_cast<float>(random.Uniform(-0.2, 0.2)));
@@ -29,7 +31,7 @@ std::vector<uint8_t> RandomPayload(rl::Random& random) {
   t.reward = 1.0f;
   t.discount = 0.97f;
   t.steps = 3;
-  std::vector<uint8_t> out(rl::EncodedTransitionSize(kObservation));
+  std::vector<uint8_t> out(rl::EncodedTransitionSize(kObservation) + pad, 0xee);
   EXPECT_TRUE(rl::EncodeTransition(t, absl::MakeSpan(out)).ok());
   return out;
 }
@@ -37,16 +39,21 @@ std::vector<uint8_t> RandomPayload(rl::Random& random) {
 class FakeBatches : public BatchSource {
  public:
   explicit FakeBatches(int batches) : remaining(batches) {}
-  absl::StatusOr<bool> Next(absl::Duration, rl::TransitionBatch* batch,
-                            std::vector<float>* weights) override {
+  absl::StatusOr<bool> Next(absl::Duration, rl::TransitionBatch* batch, std::vector<float>* weights,
+                            std::vector<EntryOrigin>* origins) override {
     if (remaining == 0) return false;
     --remaining;
     batch->Clear();
     weights->clear();
+    origins->clear();
     for (int i = 0; i < kBatch; ++i) {
       const absl::Status s = batch->AddEncoded(RandomPayload(random));
       if (!s.ok()) return s;
       weights->push_back(0.5f);
+      // Even entries crossed the link; odd ones came from the cache.
+      if (with_origins) {
+        origins->push_back({i % 2 == 0 ? arrived_insert_ns : cached_insert_ns, i % 2 == 0});
+      }
     }
     return true;
   }
@@ -57,20 +64,24 @@ class FakeBatches : public BatchSource {
   int remaining;
   rl::Random random{5};
   std::vector<std::vector<float>> written;
+  bool with_origins = false;
+  uint64_t arrived_insert_ns = 0;
+  uint64_t cached_insert_ns = 0;
 };
 
 class FakeStream : public TransitionStream {
  public:
-  FakeStream(int total, int chunk) : remaining(total), chunk(chunk) {}
+  FakeStream(int total, int chunk, size_t pad = 0) : remaining(total), chunk(chunk), pad(pad) {}
   absl::Status Next(absl::Duration, std::vector<ForwardedItem>* out) override {
     out->clear();
     payloads.clear();
     const int n = std::min(remaining, chunk);
-    for (int i = 0; i < n; ++i) payloads.push_back(RandomPayload(random));
+    for (int i = 0; i < n; ++i) payloads.push_back(RandomPayload(random, pad));
     for (int i = 0; i < n; ++i) {
       ForwardedItem item;
       item.sequence = next_sequence++;
       item.initial_priority = 1.0f;
+      item.insert_time_ns = insert_ns;
       item.payload = payloads[i];
       out->push_back(item);
     }
@@ -79,6 +90,8 @@ class FakeStream : public TransitionStream {
   }
   int remaining;
   const int chunk;
+  const size_t pad;
+  uint64_t insert_ns = 0;
   uint64_t next_sequence = 0;
   std::vector<std::vector<uint8_t>> payloads;
   rl::Random random{6};
@@ -262,8 +275,11 @@ TEST(LearnerLoopTest, ReportsProgressEveryIntervalAndOnceAtTheEnd) {
   o.progress_interval = absl::Milliseconds(30);
   o.duration = absl::Milliseconds(200);
   o.seed = 11;
+  LinkStats link;
+  link.experience = 4000;
+  link.params = 96;
   auto loop =
-      LearnerLoop::Create(o, {&batches, nullptr, nullptr, &actors, [] { return uint64_t{4096}; },
+      LearnerLoop::Create(o, {&batches, nullptr, nullptr, &actors, [&] { return link; },
                               [&records](const ProgressRecord& r) { records.push_back(r); }});
   ASSERT_TRUE(loop.ok()) << loop.status();
   const std::atomic<bool> stop{false};
@@ -276,6 +292,8 @@ TEST(LearnerLoopTest, ReportsProgressEveryIntervalAndOnceAtTheEnd) {
   EXPECT_EQ(last.seed, 11u);
   EXPECT_EQ(last.env_steps, 77u);
   EXPECT_EQ(last.link_bytes_total, 4096u);
+  EXPECT_EQ(last.link.experience, 4000u);
+  EXPECT_EQ(last.link.params, 96u);
   EXPECT_TRUE(last.eval_return_mean.has_value());  // the final evaluation
   EXPECT_GE(last.wall_s, 0.2);
 }
@@ -294,7 +312,10 @@ TEST(LearnerLoopTest, LearnerPlacementRefusesAPayloadOfTheWrongSize) {
   class ShortStream : public TransitionStream {
    public:
     absl::Status Next(absl::Duration, std::vector<ForwardedItem>* out) override {
-      out->assign(1, ForwardedItem{0, 1.0f, absl::MakeConstSpan(bytes, sizeof(bytes))});
+      ForwardedItem item;
+      item.initial_priority = 1.0f;
+      item.payload = absl::MakeConstSpan(bytes, sizeof(bytes));
+      out->assign(1, item);
       return absl::OkStatus();
     }
     uint8_t bytes[8] = {};
@@ -304,6 +325,180 @@ TEST(LearnerLoopTest, LearnerPlacementRefusesAPayloadOfTheWrongSize) {
   ASSERT_TRUE(loop.ok()) << loop.status();
   const std::atomic<bool> stop{false};
   EXPECT_TRUE(absl::IsDataLoss((*loop)->Run(stop)));
+}
+
+// The squared/linear Huber function of the DQN loss (rl/dqn_loss.h).
+double HuberOf(double x, double delta) {
+  const double a = std::abs(x);
+  return a <= delta ? 0.5 * x * x : delta * (a - 0.5 * delta);
+}
+
+TEST(LearnerLoopTest, TheProbeSetIsTheSameInBothPlacementsAndSoIsItsLoss) {
+  FakeBatches batches(0);
+  FakeStream stream(0, 1);
+  LearnerLoopOptions buffer = SmallOptions(ReplayPlacement::kBuffer);
+  LearnerLoopOptions learner = SmallOptions(ReplayPlacement::kLearner);
+  for (LearnerLoopOptions* o : {&buffer, &learner}) {
+    o->probe_size = 200;
+    o->probe_seed = 77;
+  }
+  auto b = LearnerLoop::Create(buffer, {&batches, nullptr, nullptr, nullptr, {}, {}});
+  auto l = LearnerLoop::Create(learner, {nullptr, &stream, nullptr, nullptr, {}, {}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(l.ok()) << l.status();
+  const rl::TransitionBatch& pb = (*b)->probe_set();
+  const rl::TransitionBatch& pl = (*l)->probe_set();
+  ASSERT_EQ(pb.size(), 200u);
+  EXPECT_EQ(pb.observations(), pl.observations());
+  EXPECT_EQ(pb.actions(), pl.actions());
+  EXPECT_EQ(pb.rewards(), pl.rewards());
+  EXPECT_EQ(pb.discounts(), pl.discounts());
+  // n-step transitions of the options' n and gamma.
+  for (float d : pb.discounts()) EXPECT_LE(d, 0.99f);
+  // The unweighted mean Huber loss of the probe set's |TD errors|.
+  std::vector<float> errors(pb.size());
+  ASSERT_TRUE((*b)->learner().AbsTdErrors(pb, absl::MakeSpan(errors)).ok());
+  double expected = 0;
+  for (float e : errors) expected += HuberOf(e, buffer.dqn.huber_delta);
+  expected /= static_cast<double>(errors.size());
+  const absl::StatusOr<std::optional<double>> lb = (*b)->ProbeLoss();
+  const absl::StatusOr<std::optional<double>> ll = (*l)->ProbeLoss();
+  ASSERT_TRUE(lb.ok() && ll.ok());
+  ASSERT_TRUE(lb->has_value() && ll->has_value());
+  EXPECT_NEAR(**lb, expected, 1e-9);
+  EXPECT_EQ(**lb, **ll);  // same networks (same seed), same probe set
+  // Another seed gives other transitions.
+  buffer.probe_seed = 78;
+  auto other = LearnerLoop::Create(buffer, {&batches, nullptr, nullptr, nullptr, {}, {}});
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE((*other)->probe_set().observations(), pb.observations());
+}
+
+TEST(LearnerLoopTest, ProgressReportsTheProbeLossAndNoneWithoutAProbeSet) {
+  for (int size : {0, 64}) {
+    FakeBatches batches(10);
+    std::vector<ProgressRecord> records;
+    LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+    o.max_train_steps = 10;
+    o.probe_size = size;
+    auto loop = LearnerLoop::Create(
+        o, {&batches, nullptr, nullptr, nullptr, {}, [&](const ProgressRecord& r) {
+              records.push_back(r);
+            }});
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    const std::atomic<bool> stop{false};
+    ASSERT_TRUE((*loop)->Run(stop).ok());
+    ASSERT_FALSE(records.empty());
+    EXPECT_EQ(records.back().probe_loss.has_value(), size > 0);
+    if (size > 0) {
+      EXPECT_EQ(*records.back().probe_loss, *(*loop)->ProbeLoss().value());
+      EXPECT_EQ((*loop)->Summary().probe_loss, records.back().probe_loss);
+    }
+    // The mean |TD error| of the batches trained on.
+    ASSERT_TRUE(records.back().trained_abs_td_error.has_value());
+    double sum = 0;
+    for (const auto& p : batches.written) {
+      for (float e : p) sum += e;
+    }
+    EXPECT_NEAR(*records.back().trained_abs_td_error, sum / (10.0 * kBatch), 1e-6);
+  }
+}
+
+TEST(LearnerLoopTest, BufferPlacementSamplesPerInsertIsEntriesTrainedOnOverTheServersIngest) {
+  FakeBatches batches(30);
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.max_train_steps = 30;
+  LearnerIo io{&batches, nullptr, nullptr, nullptr, {}, {}};
+  int reads = 0;
+  // 1000 ingested before the learner started, 120 since.
+  io.server_ingested = [&]() -> absl::StatusOr<uint64_t> { return reads++ == 0 ? 1000 : 1120; };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  const SummaryRecord s = (*loop)->Summary();
+  ASSERT_TRUE(s.samples_per_insert.has_value());
+  EXPECT_DOUBLE_EQ(*s.samples_per_insert, 30.0 * kBatch / 120.0);
+}
+
+TEST(LearnerLoopTest, BufferPlacementAgesAndCountsOnlyTheEntriesThatCrossedTheLink) {
+  constexpr uint64_t kNow = uint64_t{1'700'000'000} * 1'000'000'000;
+  FakeBatches batches(4);
+  batches.with_origins = true;
+  batches.arrived_insert_ns = kNow - 2'000'000'000;  // 2 s old
+  batches.cached_insert_ns = kNow - 100'000'000'000;
+  std::vector<ProgressRecord> records;
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.max_train_steps = 4;
+  LearnerIo io{&batches, nullptr, nullptr,
+               nullptr,  {},      [&](const ProgressRecord& r) { records.push_back(r); }};
+  io.wall_clock_ns = [] { return kNow; };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  ASSERT_FALSE(records.empty());
+  const ProgressRecord& r = records.back();
+  EXPECT_DOUBLE_EQ(*r.data_age_mean_s, 2.0);
+  EXPECT_DOUBLE_EQ(*r.data_age_p50_s, 2.0);
+  EXPECT_DOUBLE_EQ(*r.data_age_p95_s, 2.0);
+  EXPECT_EQ(r.transferred, 4u * kBatch / 2);  // the cached half did not cross
+  EXPECT_DOUBLE_EQ(*(*loop)->Summary().data_age_mean_s, 2.0);
+}
+
+TEST(LearnerLoopTest, LearnerPlacementAgesArrivalsAndStripsTheirPadding) {
+  constexpr uint64_t kNow = uint64_t{1'700'000'000} * 1'000'000'000;
+  FakeStream stream(300, 40, /*pad=*/500);
+  stream.insert_ns = kNow - 3'500'000'000;
+  std::vector<ProgressRecord> records;
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kLearner);
+  o.max_train_steps = 20;
+  LearnerIo io{nullptr, &stream, nullptr,
+               nullptr, {},      [&](const ProgressRecord& r) { records.push_back(r); }};
+  io.wall_clock_ns = [] { return kNow; };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  EXPECT_EQ((*loop)->learner().train_steps(), 20);
+  ASSERT_FALSE(records.empty());
+  EXPECT_DOUBLE_EQ(*records.back().data_age_mean_s, 3.5);
+  EXPECT_DOUBLE_EQ(*records.back().data_age_p95_s, 3.5);
+}
+
+TEST(LearnerLoopTest, LearnerPlacementLimiterHoldsSamplesPerInsertWithinItsErrorBuffer) {
+  // Arrivals come slower than the learner can train: the limiter, not the
+  // data, decides when it samples.
+  FakeStream stream(5000, 4);
+  std::vector<ProgressRecord> records;
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kLearner);
+  o.samples_per_insert = 2;
+  o.spi_error_buffer = 2 * kBatch;
+  o.max_train_steps = 200;
+  auto loop =
+      LearnerLoop::Create(o, {nullptr, &stream, nullptr, nullptr, {}, [&](const ProgressRecord& r) {
+                                records.push_back(r);
+                              }});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  const replay::RateLimiter* limiter = (*loop)->rate_limiter();
+  ASSERT_NE(limiter, nullptr);
+  EXPECT_EQ(limiter->sampled(), 200u * kBatch);
+  EXPECT_EQ(limiter->inserted(), stream.next_sequence);  // every arrival
+  const double budget =
+      2.0 * (static_cast<double>(limiter->inserted()) - static_cast<double>(o.min_replay_size));
+  EXPECT_LE(static_cast<double>(limiter->sampled()), budget + o.spi_error_buffer);
+  EXPECT_GE(static_cast<double>(limiter->sampled()), budget - o.spi_error_buffer - kBatch);
+  ASSERT_FALSE(records.empty());
+  EXPECT_DOUBLE_EQ(*records.back().samples_per_insert, limiter->achieved_samples_per_insert());
+}
+
+TEST(LearnerLoopTest, LearnerPlacementRefusesALimitWhoseBufferCannotHoldABatch) {
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kLearner);
+  o.samples_per_insert = 4;
+  o.spi_error_buffer = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(o.Validate()));
 }
 
 TEST(LearnerLoopTest, RejectsAPlacementWithoutItsSource) {

@@ -16,6 +16,14 @@
 // way it publishes its parameters for the actors every --publish_every
 // train steps.
 //
+// In the learner placement the local memory also obeys the rate limiter the
+// server uses (--samples_per_insert, --spi_error_buffer, from
+// --min_replay_size on; off by default); in the buffer placement the server
+// enforces it and the learner only reports the achieved ratio. A probe set
+// (--probe_size transitions of random actions, seed --probe_seed, collected
+// at the start in the learner's own environment) gives a loss both
+// placements measure on the same data.
+//
 // Metrics (learner_client/metrics.h has the definitions): a progress line on
 // stderr every --progress_interval_s ("progress: ..."), a summary line at
 // the end ("summary: ..."), and with --metrics_out the same records as JSON
@@ -86,6 +94,23 @@ DEFINE_int64(beta_steps, 100000, "learner placement: batches over which beta is 
 DEFINE_int64(min_replay_size, 1000,
              "learner placement: transitions stored before training starts (the server's "
              "--min_size_to_sample)");
+DEFINE_double(samples_per_insert, 0,
+              "learner placement: target transitions trained on per transition arrived, enforced "
+              "by a rate limiter on the local replay memory (0: no limit; the buffer placement's "
+              "limit is the server's flag)");
+DEFINE_double(spi_error_buffer, 0,
+              "learner placement: the rate limiter's slack in transitions (>= the batch size "
+              "with a --samples_per_insert limit)");
+DEFINE_string(forward_policy, "in_order",
+              "learner placement: in_order (every transition, in sequence order) or freshest "
+              "(the newest first, skipping what fell behind)");
+DEFINE_bool(learner_cache, false,
+            "buffer placement: keep the transitions already fetched and READ only the batch "
+            "entries not held (transfer-once)");
+DEFINE_int32(probe_size, 1024,
+             "transitions in the probe set (random actions in the learner's own environment, "
+             "collected at the start) whose unweighted TD loss is reported (0: none)");
+DEFINE_int64(probe_seed, 12345, "seed of the probe set's environment and actions");
 DEFINE_int32(batch_depth, 0,
              "buffer placement: batch READs in flight (0: the server's staging "
              "depth)");
@@ -169,6 +194,15 @@ absl::StatusOr<Config> ConfigFromFlags() {
   o.beta.steps = static_cast<uint64_t>(FLAGS_beta_steps);
   RETURN_IF_ERROR(CheckAtLeast("min_replay_size", FLAGS_min_replay_size, 1));
   o.min_replay_size = static_cast<uint64_t>(FLAGS_min_replay_size);
+  o.samples_per_insert = FLAGS_samples_per_insert;
+  o.spi_error_buffer = FLAGS_spi_error_buffer;
+  RETURN_IF_ERROR(CheckAtLeast("probe_size", FLAGS_probe_size, 0));
+  o.probe_size = FLAGS_probe_size;
+  RETURN_IF_ERROR(CheckAtLeast("probe_seed", FLAGS_probe_seed, 0));
+  o.probe_seed = static_cast<uint64_t>(FLAGS_probe_seed);
+  if (FLAGS_forward_policy != "in_order" && FLAGS_forward_policy != "freshest") {
+    return FlagError("forward_policy", FLAGS_forward_policy, "must be in_order or freshest");
+  }
   o.publish_every = FLAGS_publish_every;
   o.max_train_steps = FLAGS_train_steps;
   ASSIGN_OR_RETURN(o.duration, Seconds("duration_s", FLAGS_duration_s, true));
@@ -196,6 +230,8 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSig
   LearnerServiceIoOptions io_options;
   io_options.placement = config.loop.placement;
   io_options.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
+  io_options.learner_cache = FLAGS_learner_cache;
+  io_options.forward_policy = FLAGS_forward_policy;
   io_options.retry = config.retry;
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerServiceIo> service,
                    LearnerServiceIo::Create(session.get(), io_options));

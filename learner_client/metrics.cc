@@ -2,6 +2,7 @@
 
 #include "learner_client/metrics.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -101,6 +102,27 @@ JsonObject RecordJson(const char* type, const Record& r) {
       .Add("link_transitions_total", r.link_transitions_total);
 }
 
+// The link bytes by class and the fetched counts, after the other fields.
+JsonObject& AddLink(JsonObject& json, const LinkStats& link) {
+  return json.Add("link_bytes_experience", link.experience)
+      .Add("link_bytes_metadata", link.metadata)
+      .Add("link_bytes_polling", link.polling)
+      .Add("link_bytes_priorities", link.priorities)
+      .Add("link_bytes_params", link.params)
+      .Add("link_bytes_control", link.control)
+      .Add("transitions_fetched_total", link.transitions_fetched)
+      .Add("distinct_transitions_fetched_total", link.distinct_transitions_fetched);
+}
+
+// The q-quantile (0..1) of `values` (nearest rank); reorders them.
+double Quantile(std::vector<double>* values, double q) {
+  const size_t rank =
+      std::min(values->size() - 1, static_cast<size_t>(q * static_cast<double>(values->size())));
+  std::nth_element(values->begin(), values->begin() + static_cast<std::ptrdiff_t>(rank),
+                   values->end());
+  return (*values)[rank];
+}
+
 std::string Optional(const std::optional<double>& value, const char* format) {
   if (!value.has_value() || !std::isfinite(*value)) return "-";
   return Format(format, *value);
@@ -120,31 +142,39 @@ std::string Bytes(double bytes) {
 }  // namespace
 
 std::string ProgressRecord::ToJson() const {
-  return RecordJson("progress", *this)
-      .Add("loss", loss)
+  JsonObject json = RecordJson("progress", *this);
+  json.Add("loss", loss)
       .Add("transferred", transferred)
       .Add("transferred_priority", transferred_priority)
       .Add("link_bytes_per_s", link_bytes_per_s)
       .Add("link_transitions_per_s", link_transitions_per_s)
       .Add("actor_return_mean", actor_return_mean)
       .Add("eval_return_mean", eval_return_mean)
-      .Done();
+      .Add("trained_abs_td_error", trained_abs_td_error)
+      .Add("probe_loss", probe_loss)
+      .Add("samples_per_insert", samples_per_insert)
+      .Add("data_age_mean_s", data_age_mean_s)
+      .Add("data_age_p50_s", data_age_p50_s)
+      .Add("data_age_p95_s", data_age_p95_s);
+  return AddLink(json, link).Done();
 }
 
 std::string ProgressRecord::ToText() const {
   return Format(
-      "[%s %6.1fs] train %llu  env %llu  loss %s  link %s (%s/s, %.0f tr/s)  prio %s  "
-      "actor return %s  eval %s",
+      "[%s %6.1fs] train %llu  env %llu  loss %s  probe %s  link %s (%s/s, %.0f tr/s)  "
+      "prio %s  spi %s  age %s s  actor return %s  eval %s",
       mode.c_str(), wall_s, static_cast<unsigned long long>(train_steps),
       static_cast<unsigned long long>(env_steps), Optional(loss, "%.4g").c_str(),
-      Bytes(static_cast<double>(link_bytes_total)).c_str(), Bytes(link_bytes_per_s).c_str(),
-      link_transitions_per_s, Optional(transferred_priority, "%.3g").c_str(),
-      Optional(actor_return_mean, "%.1f").c_str(), Optional(eval_return_mean, "%.1f").c_str());
+      Optional(probe_loss, "%.4g").c_str(), Bytes(static_cast<double>(link_bytes_total)).c_str(),
+      Bytes(link_bytes_per_s).c_str(), link_transitions_per_s,
+      Optional(transferred_priority, "%.3g").c_str(), Optional(samples_per_insert, "%.2f").c_str(),
+      Optional(data_age_mean_s, "%.3g").c_str(), Optional(actor_return_mean, "%.1f").c_str(),
+      Optional(eval_return_mean, "%.1f").c_str());
 }
 
 std::string SummaryRecord::ToJson() const {
-  return RecordJson("summary", *this)
-      .Add("solved", solved)
+  JsonObject json = RecordJson("summary", *this);
+  json.Add("solved", solved)
       .Add("time_to_solve_s", time_to_solve_s)
       .Add("env_steps_to_solve", env_steps_to_solve)
       .Add("loss_mean_last_half", loss_mean_last_half)
@@ -152,21 +182,33 @@ std::string SummaryRecord::ToJson() const {
       .Add("eval_return_mean", eval_return_mean)
       .Add("eval_return_best", eval_return_best)
       .Add("evaluations", evaluations)
-      .Done();
+      .Add("probe_loss", probe_loss)
+      .Add("samples_per_insert", samples_per_insert)
+      .Add("data_age_mean_s", data_age_mean_s);
+  return AddLink(json, link).Done();
 }
 
 std::string SummaryRecord::ToText() const {
   std::string text = Format(
       "%s: %s after %.1f s; %llu train steps, %llu env steps; across the link %llu "
       "transitions, %s; loss (last half) %s, transferred priority (last half) %s; "
-      "last eval %s, best %s",
+      "last eval %s, best %s; probe loss %s, samples per insert %s, data age %s s; link "
+      "bytes: experience %s, metadata %s, polling %s, priorities %s, params %s, control %s",
       mode.c_str(), solved ? "solved" : "not solved", wall_s,
       static_cast<unsigned long long>(train_steps), static_cast<unsigned long long>(env_steps),
       static_cast<unsigned long long>(link_transitions_total),
       Bytes(static_cast<double>(link_bytes_total)).c_str(),
       Optional(loss_mean_last_half, "%.4g").c_str(),
       Optional(transferred_priority_mean_last_half, "%.3g").c_str(),
-      Optional(eval_return_mean, "%.1f").c_str(), Optional(eval_return_best, "%.1f").c_str());
+      Optional(eval_return_mean, "%.1f").c_str(), Optional(eval_return_best, "%.1f").c_str(),
+      Optional(probe_loss, "%.4g").c_str(), Optional(samples_per_insert, "%.2f").c_str(),
+      Optional(data_age_mean_s, "%.3g").c_str(),
+      Bytes(static_cast<double>(link.experience)).c_str(),
+      Bytes(static_cast<double>(link.metadata)).c_str(),
+      Bytes(static_cast<double>(link.polling)).c_str(),
+      Bytes(static_cast<double>(link.priorities)).c_str(),
+      Bytes(static_cast<double>(link.params)).c_str(),
+      Bytes(static_cast<double>(link.control)).c_str());
   if (solved) {
     text += Format("; solved at %.1f s after %llu env steps", *time_to_solve_s,
                    static_cast<unsigned long long>(*env_steps_to_solve));
@@ -177,9 +219,17 @@ std::string SummaryRecord::ToText() const {
 MetricsRecorder::MetricsRecorder(std::string mode, uint64_t seed, double solve_return)
     : mode_(std::move(mode)), seed_(seed), solve_return_(solve_return) {}
 
-void MetricsRecorder::RecordTrainStep(double loss) {
+void MetricsRecorder::RecordTrainStep(double loss, absl::Span<const float> abs_td_errors) {
   loss_by_step_.push_back(static_cast<float>(loss));
   interval_loss_sum_ += loss;
+  for (float e : abs_td_errors) interval_trained_error_sum_ += e;
+  interval_trained_count_ += abs_td_errors.size();
+}
+
+void MetricsRecorder::RecordDataAge(double seconds) {
+  data_age_sum_ += seconds;
+  ++data_age_count_;
+  interval_ages_.push_back(seconds);
 }
 
 void MetricsRecorder::RecordTransferred(absl::Span<const float> abs_td_errors) {
@@ -216,12 +266,26 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   if (interval_transferred_ > 0) {
     r.transferred_priority = interval_priority_sum_ / static_cast<double>(interval_transferred_);
   }
-  r.link_bytes_total = link_bytes_total_;
+  r.link_bytes_total = link_.total_bytes();
   r.link_transitions_total = transferred_total_;
+  r.link = link_;
+  if (interval_trained_count_ > 0) {
+    r.trained_abs_td_error =
+        interval_trained_error_sum_ / static_cast<double>(interval_trained_count_);
+  }
+  r.probe_loss = probe_loss_;
+  r.samples_per_insert = samples_per_insert_;
+  if (!interval_ages_.empty()) {
+    double sum = 0;
+    for (double age : interval_ages_) sum += age;
+    r.data_age_mean_s = sum / static_cast<double>(interval_ages_.size());
+    r.data_age_p50_s = Quantile(&interval_ages_, 0.5);
+    r.data_age_p95_s = Quantile(&interval_ages_, 0.95);
+  }
   const double seconds = wall_s - interval_start_s_;
   if (seconds > 0) {
     r.link_bytes_per_s =
-        static_cast<double>(link_bytes_total_ - interval_link_bytes_start_) / seconds;
+        static_cast<double>(link_.total_bytes() - interval_link_bytes_start_) / seconds;
     r.link_transitions_per_s =
         static_cast<double>(transferred_total_ - interval_transitions_start_) / seconds;
   }
@@ -236,8 +300,11 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   interval_loss_sum_ = 0;
   interval_transferred_ = 0;
   interval_priority_sum_ = 0;
-  interval_link_bytes_start_ = link_bytes_total_;
+  interval_link_bytes_start_ = link_.total_bytes();
   interval_transitions_start_ = transferred_total_;
+  interval_trained_error_sum_ = 0;
+  interval_trained_count_ = 0;
+  interval_ages_.clear();
   return r;
 }
 
@@ -254,8 +321,12 @@ SummaryRecord MetricsRecorder::Summary(double wall_s) const {
   s.train_steps = train_steps();
   s.env_steps = actors_.env_steps;
   s.episodes = actors_.episodes;
-  s.link_bytes_total = link_bytes_total_;
+  s.link_bytes_total = link_.total_bytes();
   s.link_transitions_total = transferred_total_;
+  s.link = link_;
+  s.probe_loss = probe_loss_;
+  s.samples_per_insert = samples_per_insert_;
+  if (data_age_count_ > 0) s.data_age_mean_s = data_age_sum_ / static_cast<double>(data_age_count_);
   // The last half of training: train steps k (1-based) with k >= final / 2.
   const double half = static_cast<double>(train_steps()) / 2.0;
   double loss_sum = 0;

@@ -13,9 +13,10 @@
 //                   its batch, before the update); null when none.
 //   transferred     transitions that crossed the long-haul link in the
 //                   interval: the entries of the staged batches READ
-//                   ("buffer") or the forwarded transitions READ
-//                   ("learner"). A batch READ again after a reconnection
-//                   crossed again and counts again.
+//                   ("buffer"; not those a learner cache supplied) or the
+//                   forwarded transitions READ ("learner"). A batch READ
+//                   again after a reconnection crossed again and counts
+//                   again.
 //   transferred_priority
 //                   mean |TD error| of those transitions, computed by the
 //                   learner's current online and target networks when they
@@ -25,14 +26,56 @@
 //                   null when none.
 //   link_bytes_total, link_transitions_total
 //                   cumulative bytes and transitions over the learner's link:
-//                   bytes of every READ and WRITE the learner's replay
-//                   clients post (staged batches or forwarded slots and
-//                   commit words, their re-READs and cursor READs, priority
+//                   the sum of the link bytes by class below, i.e. bytes of
+//                   every READ and WRITE the learner's replay clients post (staged batches or
+//                   forwarded slots and commit words, their re-READs and cursor READs, priority
 //                   updates, parameters; not the READs of the actors'
 //                   statistics, which are monitoring); link_transitions_total
 //                   is the sum of `transferred`.
 //   link_bytes_per_s, link_transitions_per_s
 //                   their increase over the interval / its length.
+//   trained_abs_td_error
+//                   mean |TD error| of the transitions of the batches
+//                   trained on in the interval (each batch's abs_td_errors
+//                   of its TrainStep(), before the update: the priorities
+//                   written back); null when none. Unlike
+//                   transferred_priority it includes batch entries that did
+//                   not cross the link (the learner's cache, or the local
+//                   replay memory in "learner").
+//   probe_loss      the unweighted mean Huber loss (DqnOptions::huber_delta)
+//                   of the |TD errors| of a fixed probe set under the
+//                   current online and target networks, at the end of the
+//                   interval. The probe set is the same transitions in both
+//                   placements: probe_size n-step transitions collected when
+//                   the learner starts by uniformly random actions (seed
+//                   probe_seed) in the learner's own copy of the
+//                   environment, never from the replay memory. null when
+//                   probe_size is 0.
+//   samples_per_insert
+//                   achieved samples per insert since the start: transitions
+//                   trained on / transitions inserted. "learner": of the
+//                   local replay memory's rate limiter (inserted =
+//                   transitions arrived, sampled = transitions trained on).
+//                   "buffer": the entries of the batches trained on / the
+//                   increase of the server's ingest_cursor (its ServerLine)
+//                   since the learner started, so both count what the replay
+//                   memory received; null before anything was inserted.
+//   data_age_mean_s, data_age_p50_s, data_age_p95_s
+//                   age at arrival of the transitions that crossed the link
+//                   in the interval: the learner's wall clock when it got
+//                   them minus the actor's SlotHeader::insert_time_ns (so
+//                   across hosts as good as their clock synchronisation);
+//                   transitions without an insert time are not counted;
+//                   null when none.
+//   transitions_fetched_total, distinct_transitions_fetched_total
+//                   cumulative transition payloads READ over the link by the
+//                   learner's readers (a re-READ counts again), and the
+//                   distinct transitions among them (a transition READ twice,
+//                   e.g. sampled again without a cache, counts once).
+//   link_bytes_experience, link_bytes_metadata, link_bytes_polling,
+//   link_bytes_priorities, link_bytes_params, link_bytes_control
+//                   cumulative link bytes by traffic class
+//                   (client/link_bytes.h); they add up to link_bytes_total.
 //   env_steps, episodes, actor_return_mean
 //                   from the actors region: the sum over actors of their
 //                   environment steps and finished episodes, and the mean
@@ -51,7 +94,9 @@
 // the last half of training (train steps >= final train_steps / 2):
 // loss_mean_last_half (mean loss per step) and
 // transferred_priority_mean_last_half (mean |TD error| of the transitions
-// that arrived while train_steps was in that range).
+// that arrived while train_steps was in that range); and probe_loss (the
+// last), samples_per_insert, data_age_mean_s (over the whole run), the
+// fetched totals and the link bytes by class as in the last progress record.
 //
 // Records are JSON objects, one per line (JSON lines); numbers that are not
 // finite are written as null. Both kinds start with type ("progress" or
@@ -86,6 +131,24 @@ struct ActorTotals {
   uint32_t actors = 0;  // lines published
 };
 
+// Cumulative traffic over the learner's link: bytes by traffic class (the
+// classes of client::LinkBytes) and the transition payloads its readers
+// fetched (see the file comment).
+struct LinkStats {
+  uint64_t experience = 0;
+  uint64_t metadata = 0;
+  uint64_t polling = 0;
+  uint64_t priorities = 0;
+  uint64_t params = 0;
+  uint64_t control = 0;
+  uint64_t transitions_fetched = 0;
+  uint64_t distinct_transitions_fetched = 0;
+
+  uint64_t total_bytes() const {
+    return experience + metadata + polling + priorities + params + control;
+  }
+};
+
 struct ProgressRecord {
   std::string mode;
   uint64_t seed = 0;
@@ -102,6 +165,13 @@ struct ProgressRecord {
   uint64_t episodes = 0;
   std::optional<double> actor_return_mean;
   std::optional<double> eval_return_mean;
+  std::optional<double> trained_abs_td_error;
+  std::optional<double> probe_loss;
+  std::optional<double> samples_per_insert;
+  std::optional<double> data_age_mean_s;
+  std::optional<double> data_age_p50_s;
+  std::optional<double> data_age_p95_s;
+  LinkStats link;  // bytes by class and fetched counts
 
   std::string ToJson() const;
   // One human-readable line (no newline).
@@ -125,6 +195,10 @@ struct SummaryRecord {
   std::optional<double> eval_return_mean;  // the last evaluation
   std::optional<double> eval_return_best;
   uint64_t evaluations = 0;
+  std::optional<double> probe_loss;  // the last
+  std::optional<double> samples_per_insert;
+  std::optional<double> data_age_mean_s;  // over the run
+  LinkStats link;
 
   std::string ToJson() const;
   std::string ToText() const;
@@ -137,12 +211,18 @@ class MetricsRecorder {
   // since the start of the run, as the caller measures them.
   MetricsRecorder(std::string mode, uint64_t seed, double solve_return);
 
-  // One train step with its loss.
-  void RecordTrainStep(double loss);
+  // One train step with its loss and the |TD errors| of its batch.
+  void RecordTrainStep(double loss, absl::Span<const float> abs_td_errors = {});
   // Transitions that crossed the link with their |TD errors| on arrival.
   void RecordTransferred(absl::Span<const float> abs_td_errors);
-  // The link's cumulative bytes, as the clients count them.
-  void SetLinkBytes(uint64_t total) { link_bytes_total_ = total; }
+  // The link's cumulative traffic, as the clients count it.
+  void SetLinkStats(const LinkStats& link) { link_ = link; }
+  // Ages at arrival (seconds) of transitions that crossed the link.
+  void RecordDataAge(double seconds);
+  // The probe loss now (nullopt: none).
+  void SetProbeLoss(std::optional<double> loss) { probe_loss_ = loss; }
+  // Achieved samples per insert since the start (nullopt: unknown yet).
+  void SetSamplesPerInsert(std::optional<double> spi) { samples_per_insert_ = spi; }
   void SetActorTotals(const ActorTotals& totals) { actors_ = totals; }
   // A greedy evaluation's mean return at `wall_s`. Returns true when it is
   // the first one to reach solve_return.
@@ -172,7 +252,11 @@ class MetricsRecorder {
   std::vector<float> loss_by_step_;
   std::vector<Arrival> arrivals_;
   uint64_t transferred_total_ = 0;
-  uint64_t link_bytes_total_ = 0;
+  LinkStats link_;
+  std::optional<double> probe_loss_;
+  std::optional<double> samples_per_insert_;
+  double data_age_sum_ = 0;
+  uint64_t data_age_count_ = 0;
   ActorTotals actors_;
   std::optional<double> last_eval_;
   std::optional<double> best_eval_;
@@ -189,6 +273,9 @@ class MetricsRecorder {
   double interval_priority_sum_ = 0;
   uint64_t interval_link_bytes_start_ = 0;
   uint64_t interval_transitions_start_ = 0;
+  double interval_trained_error_sum_ = 0;
+  uint64_t interval_trained_count_ = 0;
+  std::vector<double> interval_ages_;
 };
 
 // Writes records as JSON lines to a file (flushed after each record).

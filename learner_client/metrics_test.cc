@@ -18,6 +18,13 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Link stats whose bytes are all experience.
+LinkStats LinkOf(uint64_t bytes) {
+  LinkStats link;
+  link.experience = bytes;
+  return link;
+}
+
 TEST(MetricsTest, ProgressAveragesTheLossOverTheStepsOfItsIntervalOnly) {
   MetricsRecorder m("buffer", 1, 475);
   m.RecordTrainStep(1.0);
@@ -50,12 +57,12 @@ TEST(MetricsTest, TransferredPriorityIsTheMeanOverTransitionsNotOverArrivals) {
 
 TEST(MetricsTest, RatesAreTheIncreaseOverTheIntervalDividedByItsLength) {
   MetricsRecorder m("buffer", 1, 475);
-  m.SetLinkBytes(1000);
+  m.SetLinkStats(LinkOf(1000));
   m.RecordTransferred(std::vector<float>(10, 1.0f));
   ProgressRecord first = m.Progress(2.0);
   EXPECT_DOUBLE_EQ(first.link_bytes_per_s, 500.0);
   EXPECT_DOUBLE_EQ(first.link_transitions_per_s, 5.0);
-  m.SetLinkBytes(4000);
+  m.SetLinkStats(LinkOf(4000));
   m.RecordTransferred(std::vector<float>(30, 1.0f));
   ProgressRecord second = m.Progress(5.0);
   EXPECT_EQ(second.link_bytes_total, 4000u);
@@ -122,12 +129,36 @@ TEST(MetricsTest, SummaryAveragesTheLastHalfOfTraining) {
 TEST(MetricsTest, ProgressJsonHasEveryFieldAndNullForMissingValues) {
   MetricsRecorder m("buffer", 7, 475);
   const std::string json = m.Progress(1.5).ToJson();
-  for (const char* field :
-       {"\"type\":\"progress\"", "\"mode\":\"buffer\"", "\"seed\":7", "\"wall_s\":1.5",
-        "\"train_steps\":0", "\"env_steps\":0", "\"loss\":null", "\"transferred\":0",
-        "\"transferred_priority\":null", "\"link_bytes_total\":0", "\"link_transitions_total\":0",
-        "\"link_bytes_per_s\":0", "\"link_transitions_per_s\":0", "\"episodes\":0",
-        "\"actor_return_mean\":null", "\"eval_return_mean\":null"}) {
+  for (const char* field : {"\"type\":\"progress\"",
+                            "\"mode\":\"buffer\"",
+                            "\"seed\":7",
+                            "\"wall_s\":1.5",
+                            "\"train_steps\":0",
+                            "\"env_steps\":0",
+                            "\"loss\":null",
+                            "\"transferred\":0",
+                            "\"transferred_priority\":null",
+                            "\"link_bytes_total\":0",
+                            "\"link_transitions_total\":0",
+                            "\"link_bytes_per_s\":0",
+                            "\"link_transitions_per_s\":0",
+                            "\"episodes\":0",
+                            "\"actor_return_mean\":null",
+                            "\"eval_return_mean\":null",
+                            "\"trained_abs_td_error\":null",
+                            "\"probe_loss\":null",
+                            "\"samples_per_insert\":null",
+                            "\"data_age_mean_s\":null",
+                            "\"data_age_p50_s\":null",
+                            "\"data_age_p95_s\":null",
+                            "\"link_bytes_experience\":0",
+                            "\"link_bytes_metadata\":0",
+                            "\"link_bytes_polling\":0",
+                            "\"link_bytes_priorities\":0",
+                            "\"link_bytes_params\":0",
+                            "\"link_bytes_control\":0",
+                            "\"transitions_fetched_total\":0",
+                            "\"distinct_transitions_fetched_total\":0"}) {
     EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
   }
   EXPECT_EQ(json.front(), '{');
@@ -142,9 +173,77 @@ TEST(MetricsTest, SummaryJsonHasEveryField) {
        {"\"type\":\"summary\"", "\"mode\":\"learner\"", "\"solved\":false",
         "\"time_to_solve_s\":null", "\"env_steps_to_solve\":null", "\"train_steps\":1",
         "\"link_bytes_total\":0", "\"link_transitions_total\":0", "\"loss_mean_last_half\":null",
-        "\"transferred_priority_mean_last_half\":null"}) {
+        "\"transferred_priority_mean_last_half\":null", "\"probe_loss\":null",
+        "\"samples_per_insert\":null", "\"data_age_mean_s\":null", "\"link_bytes_control\":0",
+        "\"distinct_transitions_fetched_total\":0"}) {
     EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
   }
+}
+
+TEST(MetricsTest, LinkBytesByClassAddUpToTheTotal) {
+  MetricsRecorder m("buffer", 1, 475);
+  LinkStats link;
+  link.experience = 1000;
+  link.metadata = 100;
+  link.polling = 10;
+  link.priorities = 20;
+  link.params = 300;
+  link.control = 5;
+  link.transitions_fetched = 64;
+  link.distinct_transitions_fetched = 40;
+  m.SetLinkStats(link);
+  const ProgressRecord r = m.Progress(1.0);
+  EXPECT_EQ(r.link_bytes_total, 1435u);
+  EXPECT_DOUBLE_EQ(r.link_bytes_per_s, 1435.0);
+  const std::string json = r.ToJson();
+  for (const char* field :
+       {"\"link_bytes_experience\":1000", "\"link_bytes_metadata\":100",
+        "\"link_bytes_polling\":10", "\"link_bytes_priorities\":20", "\"link_bytes_params\":300",
+        "\"link_bytes_control\":5", "\"transitions_fetched_total\":64",
+        "\"distinct_transitions_fetched_total\":40", "\"link_bytes_total\":1435"}) {
+    EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
+  }
+  EXPECT_EQ(m.Summary(2.0).link.params, 300u);
+  EXPECT_TRUE(Contains(m.Summary(2.0).ToJson(), "\"link_bytes_polling\":10"));
+}
+
+TEST(MetricsTest, DataAgeIsOverTheIntervalAndItsMeanOverTheRun) {
+  MetricsRecorder m("learner", 1, 475);
+  for (int i = 1; i <= 100; ++i) m.RecordDataAge(i * 0.01);  // 0.01 .. 1.00
+  const ProgressRecord first = m.Progress(1.0);
+  EXPECT_NEAR(*first.data_age_mean_s, 0.505, 1e-9);
+  EXPECT_NEAR(*first.data_age_p50_s, 0.51, 1e-9);
+  EXPECT_NEAR(*first.data_age_p95_s, 0.96, 1e-9);
+  m.RecordDataAge(3.0);
+  const ProgressRecord second = m.Progress(2.0);
+  EXPECT_DOUBLE_EQ(*second.data_age_mean_s, 3.0);
+  EXPECT_FALSE(m.Progress(3.0).data_age_mean_s.has_value());
+  EXPECT_NEAR(*m.Summary(3.0).data_age_mean_s, (50.5 + 3.0) / 101, 1e-9);
+}
+
+TEST(MetricsTest, TrainedErrorIsTheMeanOverTheTrainedTransitionsOfTheInterval) {
+  MetricsRecorder m("buffer", 1, 475);
+  const std::vector<float> a = {1, 2, 3};
+  const std::vector<float> b = {6};
+  m.RecordTrainStep(0.5, a);
+  m.RecordTrainStep(0.5, b);
+  EXPECT_DOUBLE_EQ(*m.Progress(1.0).trained_abs_td_error, 3.0);
+  EXPECT_FALSE(m.Progress(2.0).trained_abs_td_error.has_value());
+}
+
+TEST(MetricsTest, ProbeLossAndSamplesPerInsertAreReportedAsSet) {
+  MetricsRecorder m("learner", 1, 475);
+  m.SetProbeLoss(0.25);
+  m.SetSamplesPerInsert(4.0);
+  const ProgressRecord r = m.Progress(1.0);
+  EXPECT_DOUBLE_EQ(*r.probe_loss, 0.25);
+  EXPECT_DOUBLE_EQ(*r.samples_per_insert, 4.0);
+  const std::string json = r.ToJson();
+  EXPECT_TRUE(Contains(json, "\"probe_loss\":0.25")) << json;
+  EXPECT_TRUE(Contains(json, "\"samples_per_insert\":4")) << json;
+  const SummaryRecord s = m.Summary(1.0);
+  EXPECT_DOUBLE_EQ(*s.probe_loss, 0.25);
+  EXPECT_DOUBLE_EQ(*s.samples_per_insert, 4.0);
 }
 
 TEST(MetricsTest, JsonEscapesQuotesInStrings) {

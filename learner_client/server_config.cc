@@ -43,6 +43,8 @@ absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
                                                       encoded, " bytes; the server's slots hold ",
                                                       config.max_payload()));
   }
+  options->nstep.n = ours.n_step;
+  options->nstep.discount = ours.gamma;
   options->memory.capacity = config.capacity;
   options->batch_size = config.batch_size;
   return absl::OkStatus();

@@ -32,7 +32,8 @@ struct ExpectedTransitions {
   bool gamma_given = false;
 };
 
-// Sets options->memory.capacity and options->batch_size from `config`,
+// Sets options->memory.capacity and options->batch_size from `config`, and
+// options->nstep (the probe set's) to the n and gamma the actors use,
 // after checking its transition spec (a server that publishes none is not
 // checked, with a warning) and observation size against options->env and
 // `expected`, and that a transition fits the server's slots.

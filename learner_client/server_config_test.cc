@@ -41,6 +41,9 @@ TEST(ApplyServerConfigTest, NAndGammaFollowTheServerUnlessGiven) {
   options.env = "CartPole-v1";
   ExpectedTransitions expected;  // n 3, gamma 0.99, neither given
   EXPECT_TRUE(ApplyServerConfig(config, expected, &options).ok());
+  // The probe set is built with the actors' n and gamma.
+  EXPECT_EQ(options.nstep.n, 5);
+  EXPECT_DOUBLE_EQ(options.nstep.discount, 0.9);
   expected.n_step_given = true;
   const absl::Status n = ApplyServerConfig(config, expected, &options);
   EXPECT_TRUE(absl::IsFailedPrecondition(n)) << n;

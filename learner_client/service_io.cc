@@ -6,17 +6,37 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace dreplay::learner {
 
 absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     client::ClientSession* session, const LearnerServiceIoOptions& options) {
+  if (options.forward_policy != "in_order" && options.forward_policy != "freshest") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("forward_policy=", options.forward_policy, " must be in_order or freshest"));
+  }
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
+  io->session_ = session;
   if (options.placement == ReplayPlacement::kBuffer) {
-    ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, options.batch_reader));
+    BatchReaderOptions reader = options.batch_reader;
+    // TODO(lead): after merging the batch reader's cache, pass it on:
+    //   reader.cache = options.learner_cache;
+    if (options.learner_cache) {
+      LOG(WARNING) << "--learner_cache is not wired to the batch reader in this build";
+    }
+    ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
     ASSIGN_OR_RETURN(io->priority_writer_, PriorityWriter::Create(session));
   } else {
-    ASSIGN_OR_RETURN(io->forward_reader_, ForwardReader::Create(session, options.forward_reader));
+    ForwardReaderOptions reader = options.forward_reader;
+    // TODO(lead): after merging the forward reader's policies, pass it on:
+    //   reader.policy = options.forward_policy == "freshest" ? ForwardPolicy::kFreshest
+    //                                                        : ForwardPolicy::kInOrder;
+    if (options.forward_policy != "in_order") {
+      LOG(WARNING) << "--forward_policy=" << options.forward_policy
+                   << " is not wired to the forward reader in this build";
+    }
+    ASSIGN_OR_RETURN(io->forward_reader_, ForwardReader::Create(session, reader));
   }
   ASSIGN_OR_RETURN(io->publisher_, ParamPublisher::Create(session));
   ASSIGN_OR_RETURN(io->stats_reader_, client::StatsReader::Create(session));
@@ -33,20 +53,45 @@ LearnerIo LearnerServiceIo::io() {
   if (forward_reader_ != nullptr) io.stream = this;
   io.params = this;
   io.actors = this;
-  io.link_bytes = [this] { return link_bytes(); };
+  io.link_stats = [this] { return link_stats(); };
+  io.server_ingested = [this] { return server_ingested(); };
   return io;
 }
 
-uint64_t LearnerServiceIo::link_bytes() const {
-  uint64_t bytes = publisher_->bytes_written();
-  if (batch_reader_ != nullptr) bytes += batch_reader_->stats().bytes_read;
-  if (priority_writer_ != nullptr) bytes += priority_writer_->stats().bytes_written;
-  if (forward_reader_ != nullptr) bytes += forward_reader_->stats().bytes_read;
-  return bytes;
+LinkStats LearnerServiceIo::link_stats() const {
+  LinkStats link;
+  // TODO(lead): after merging the session's link accounting, take the bytes
+  // by class from it (it also counts polling, control and heartbeats):
+  //   const client::LinkBytes& b = session_->link_bytes();
+  //   link.experience = b.experience; link.metadata = b.metadata;
+  //   link.polling = b.polling; link.priorities = b.priorities;
+  //   link.params = b.params; link.control = b.control;
+  // Until then the clients' own counts: the readers' bytes as experience.
+  link.params = publisher_->bytes_written();
+  if (batch_reader_ != nullptr) link.experience += batch_reader_->stats().bytes_read;
+  if (priority_writer_ != nullptr) link.priorities = priority_writer_->stats().bytes_written;
+  if (forward_reader_ != nullptr) link.experience += forward_reader_->stats().bytes_read;
+  // TODO(lead): after merging the readers' fetch counts, take them from the
+  // reader of the placement:
+  //   link.transitions_fetched = batch_reader_->stats().transitions_fetched;  // or
+  //                              forward_reader_->stats().transitions_fetched;
+  //   link.distinct_transitions_fetched =
+  //       batch_reader_->stats().distinct_transitions_fetched;  // or forward_reader_'s
+  // Until then what this object handed over; distinct ones are unknown (0).
+  link.transitions_fetched = transitions_fetched_;
+  return link;
+}
+
+absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
+  ASSIGN_OR_RETURN(
+      const protocol::ServerLine line,
+      client::RetryWhileDisconnected(options_.retry, [&] { return session_->ReadServerLine(); }));
+  return line.ingest_cursor;
 }
 
 absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::TransitionBatch* batch,
-                                            std::vector<float>* weights) {
+                                            std::vector<float>* weights,
+                                            std::vector<EntryOrigin>* origins) {
   if (batch_reader_ == nullptr) {
     return absl::FailedPreconditionError("no batches in the learner placement");
   }
@@ -66,14 +111,22 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   }
   batch->Clear();
   weights->clear();
+  origins->clear();
   for (uint32_t i = 0; i < staged->size(); ++i) {
-    const absl::Status s = batch->AddEncoded(staged->payload(i));
+    absl::StatusOr<absl::Span<const uint8_t>> encoded =
+        rl::EncodedTransitionPrefix(staged->payload(i));
+    const absl::Status s = encoded.ok() ? batch->AddEncoded(*encoded) : encoded.status();
     if (!s.ok()) {
       return absl::DataLossError(absl::StrCat("batch ", staged->batch_number(), " entry ", i,
                                               " does not decode: ", s.message()));
     }
     weights->push_back(staged->weight(i));
+    // TODO(lead): after merging the batch reader's cache, an entry the cache
+    // supplied did not cross the link, and its slot may not be in the image:
+    //   origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
+    origins->push_back({staged->slot_header(i).insert_time_ns, true});
   }
+  transitions_fetched_ += staged->size();
   last_batch_ = *std::move(staged);
   return true;
 }
@@ -94,8 +147,11 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
       options_.retry, [&] { return forward_reader_->Next(timeout, &forwarded_); }));
   out->clear();
   for (const ForwardedTransition& t : forwarded_) {
-    out->push_back({t.sequence, t.initial_priority(), t.payload});
+    // TODO(lead): after merging the forward reader's change, if it gives the
+    // insert time directly, use it: t.insert_time_ns.
+    out->push_back({t.sequence, t.initial_priority(), t.header->insert_time_ns, t.payload});
   }
+  transitions_fetched_ += forwarded_.size();
   return absl::OkStatus();
 }
 

@@ -7,8 +7,11 @@
 //   buffer placement   a BatchReader and a PriorityWriter behind BatchSource
 //   learner placement  a ForwardReader behind TransitionStream
 //   both               a ParamPublisher behind ParamsSink, a StatsReader
-//                      behind ActorStatsSource, and link_bytes() counting
-//                      what all of them moved over the link
+//                      behind ActorStatsSource, link_stats() counting what
+//                      all of them moved over the link (by traffic class)
+//                      and the transitions fetched, and server_ingested()
+//                      (the ServerLine's ingest_cursor) for the achieved
+//                      samples per insert
 //
 //   LearnerServiceIoOptions io_options;
 //   io_options.placement = ReplayPlacement::kBuffer;
@@ -20,7 +23,8 @@
 //
 // A batch that is not staged within Next()'s timeout is "none yet" (false),
 // not a lost connection. A batch's payloads are decoded into the
-// TransitionBatch; one that does not decode is DataLoss. Actor lines are
+// TransitionBatch, without the actors' padding (rl::EncodedTransitionPrefix);
+// one that does not decode is DataLoss. Actor lines are
 // summed into ActorTotals. Errors otherwise are the clients' once the
 // retries are over.
 //
@@ -32,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,6 +60,12 @@ struct LearnerServiceIoOptions {
   ReplayPlacement placement = ReplayPlacement::kBuffer;
   BatchReaderOptions batch_reader;      // buffer placement
   ForwardReaderOptions forward_reader;  // learner placement
+  // Buffer placement: keep the payloads already fetched and READ only
+  // those not held (transfer-once cache).
+  bool learner_cache = false;
+  // Learner placement: "in_order" (every transition, in sequence order) or
+  // "freshest" (the newest first, skipping what fell behind).
+  std::string forward_policy = "in_order";
   // How long operations are retried while the server is away, and the
   // stop request that ends the retries.
   client::RetryPolicy retry;
@@ -74,16 +85,22 @@ class LearnerServiceIo : public BatchSource,
   LearnerServiceIo& operator=(const LearnerServiceIo&) = delete;
 
   // For LearnerLoop::Create(): `batches` (buffer placement) or `stream`
-  // (learner placement), `params`, `actors` and `link_bytes`; points into
-  // this object. on_progress is left to the caller.
+  // (learner placement), `params`, `actors`, `link_stats` and
+  // `server_ingested`; points into this object. on_progress and
+  // wall_clock_ns are left to the caller.
   LearnerIo io();
 
   // Bytes moved over the link by all the clients so far.
-  uint64_t link_bytes() const;
+  uint64_t link_bytes() const { return link_stats().total_bytes(); }
+  // Those bytes by traffic class, and the transitions fetched.
+  LinkStats link_stats() const;
+  // The server's ingest_cursor, READ now (retried while disconnected).
+  absl::StatusOr<uint64_t> server_ingested();
 
   // BatchSource (buffer placement).
   absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
-                            std::vector<float>* weights) override;
+                            std::vector<float>* weights,
+                            std::vector<EntryOrigin>* origins) override;
   absl::Status WritePriorities(absl::Span<const float> priorities) override;
   // TransitionStream (learner placement).
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
@@ -96,6 +113,8 @@ class LearnerServiceIo : public BatchSource,
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
 
   const LearnerServiceIoOptions options_;
+  client::ClientSession* session_ = nullptr;
+  uint64_t transitions_fetched_ = 0;                 // batch entries and forwarded transitions
   std::unique_ptr<BatchReader> batch_reader_;        // buffer placement
   std::unique_ptr<PriorityWriter> priority_writer_;  // buffer placement
   std::unique_ptr<ForwardReader> forward_reader_;    // learner placement

@@ -91,14 +91,15 @@ TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   EXPECT_EQ(loop_io.stream, nullptr);
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
   // Nothing inserted, nothing staged: "none yet", not an error.
-  absl::StatusOr<bool> got = loop_io.batches->Next(kShortWait, &batch, &weights);
+  absl::StatusOr<bool> got = loop_io.batches->Next(kShortWait, &batch, &weights, &origins);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_FALSE(*got);
 
   Insert(64, Encoded);
   ASSERT_TRUE(WaitFor([&] {
-    got = loop_io.batches->Next(kNextTimeout, &batch, &weights);
+    got = loop_io.batches->Next(kNextTimeout, &batch, &weights, &origins);
     return !got.ok() || *got;
   }));
   ASSERT_TRUE(got.ok()) << got.status();
@@ -107,8 +108,19 @@ TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   for (float w : weights) EXPECT_GT(w, 0.0f);
   const std::vector<float> priorities(kBatchSize, 2.0f);
   EXPECT_TRUE(loop_io.batches->WritePriorities(priorities).ok());
-  EXPECT_GT(loop_io.link_bytes(), 0u);
-  EXPECT_EQ(loop_io.link_bytes(), io->link_bytes());
+  ASSERT_EQ(origins.size(), kBatchSize);
+  for (const EntryOrigin& origin : origins) EXPECT_TRUE(origin.arrived);
+  const LinkStats link = loop_io.link_stats();
+  EXPECT_GT(link.total_bytes(), 0u);
+  EXPECT_EQ(link.total_bytes(), io->link_bytes());
+  EXPECT_GT(link.experience, 0u);
+  EXPECT_GT(link.priorities, 0u);
+  EXPECT_GE(link.transitions_fetched, kBatchSize);
+  // The server ingested what was inserted.
+  absl::StatusOr<uint64_t> ingested = loop_io.server_ingested();
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  EXPECT_GT(*ingested, 0u);
+  EXPECT_LE(*ingested, 64u);
 }
 
 TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
@@ -117,9 +129,10 @@ TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
   Insert(64, [](uint64_t t) { return testing::TaggedPayload(t, 100); });
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
   absl::StatusOr<bool> got;
   ASSERT_TRUE(WaitFor([&] {
-    got = io->Next(kNextTimeout, &batch, &weights);
+    got = io->Next(kNextTimeout, &batch, &weights, &origins);
     return !got.ok() || *got;
   }));
   EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();

@@ -167,7 +167,9 @@ TEST(SlotTest, SealedSlotVerifies) {
   const LayoutConfig c = TestConfig();
   std::vector<uint8_t> slot(c.slot_size, 0xAB);
   const char payload[] = "hello transition";
-  ASSERT_TRUE(SealSlot(slot.data(), c.slot_size, 77, 3, 0.5f, payload, sizeof(payload)).ok());
+  ASSERT_TRUE(
+      SealSlot(slot.data(), c.slot_size, 77, 3, 0.5f, 1234567890123, payload, sizeof(payload))
+          .ok());
   SlotHeader h;
   std::memcpy(&h, slot.data(), sizeof(h));
   EXPECT_EQ(h.sequence, 77u);
@@ -175,6 +177,7 @@ TEST(SlotTest, SealedSlotVerifies) {
   EXPECT_EQ(h.payload_length, sizeof(payload));
   EXPECT_EQ(h.initial_priority, 0.5f);
   EXPECT_EQ(h.reserved, 0u);
+  EXPECT_EQ(h.insert_time_ns, 1234567890123u);
   EXPECT_EQ(h.checksum, SlotChecksum(slot.data(), h.payload_length));
   EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 77), SlotCheck::kOk);
   // Bytes after the payload are not covered.
@@ -186,7 +189,7 @@ TEST(SlotTest, VerifyRejectsWrongSequenceFlippedBitsAndBadLength) {
   const LayoutConfig c = TestConfig();
   std::vector<uint8_t> slot(c.slot_size, 0);
   std::vector<uint8_t> payload(c.max_payload(), 9);
-  ASSERT_TRUE(SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(),
+  ASSERT_TRUE(SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, 0, payload.data(),
                        static_cast<uint32_t>(payload.size()))
                   .ok());
   EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 6), SlotCheck::kWrongSequence);
@@ -207,7 +210,7 @@ TEST(SlotTest, VerifyRejectsWrongSequenceFlippedBitsAndBadLength) {
   std::memcpy(bad.data(), &h, sizeof(h));
   EXPECT_EQ(VerifySlot(bad.data(), c.slot_size, 5), SlotCheck::kBadLength);
   EXPECT_FALSE(
-      SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, payload.data(), c.max_payload() + 1).ok());
+      SealSlot(slot.data(), c.slot_size, 5, 1, 1.f, 0, payload.data(), c.max_payload() + 1).ok());
 }
 
 TEST(ChecksumTest, BatchChecksumCoversHeaderEntriesAndCountedSlotsOnly) {

@@ -37,7 +37,8 @@ SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_seq
 }
 
 absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
-                      float initial_priority, const void* payload, uint32_t payload_length) {
+                      float initial_priority, uint64_t insert_time_ns, const void* payload,
+                      uint32_t payload_length) {
   if (slot_size < sizeof(SlotHeader) || payload_length > slot_size - sizeof(SlotHeader)) {
     return absl::InvalidArgumentError(absl::StrCat("payload of ", payload_length,
                                                    " bytes does not fit a slot of ", slot_size,
@@ -48,6 +49,7 @@ absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_
   header.actor_id = actor_id;
   header.payload_length = payload_length;
   header.initial_priority = initial_priority;
+  header.insert_time_ns = insert_time_ns;
   auto* p = static_cast<uint8_t*>(slot);
   std::memcpy(p, &header, sizeof(header));
   if (payload_length > 0) std::memcpy(p + sizeof(SlotHeader), payload, payload_length);

@@ -93,10 +93,13 @@ const char* SlotCheckName(SlotCheck check);
 SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_sequence);
 
 // Fills a slot image: header fields, the payload, and the checksum.
-// InvalidArgument if the payload does not fit in slot_size. `slot` must hold
-// slot_size bytes; bytes after the payload are left as they are.
+// `insert_time_ns` is SlotHeader::insert_time_ns (the sealer's
+// CLOCK_REALTIME; 0: unknown). InvalidArgument if the payload does not fit in
+// slot_size. `slot` must hold slot_size bytes; bytes after the payload are
+// left as they are.
 absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
-                      float initial_priority, const void* payload, uint32_t payload_length);
+                      float initial_priority, uint64_t insert_time_ns, const void* payload,
+                      uint32_t payload_length);
 
 }  // namespace dreplay::protocol
 

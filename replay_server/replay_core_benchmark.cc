@@ -55,7 +55,7 @@ protocol::LayoutConfig Config() {
 void WriteSlot(const ReplayRegions& r, uint64_t q, std::vector<uint8_t>* image,
                const std::vector<uint8_t>& payload) {
   const protocol::LayoutConfig& c = r.config();
-  CHECK(protocol::SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f,
+  CHECK(protocol::SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f, 0,
                            payload.data(), FLAGS_payload)
             .ok());
   CopyToShared(r.slot(protocol::SlotIndex(c, q)), image->data(), c.slot_size);

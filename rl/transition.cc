@@ -105,6 +105,24 @@ absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span
   return size;
 }
 
+absl::StatusOr<absl::Span<const uint8_t>> EncodedTransitionPrefix(
+    absl::Span<const uint8_t> payload) {
+  if (payload.size() < kTransitionHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a payload of ", payload.size(),
+                                                   " bytes is shorter than a transition header (",
+                                                   kTransitionHeaderBytes, ")"));
+  }
+  uint32_t observation_size = 0;
+  std::memcpy(&observation_size, payload.data(), sizeof(observation_size));
+  const uint64_t size = kTransitionHeaderBytes + uint64_t{2} * sizeof(float) * observation_size;
+  if (payload.size() < size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a payload of ", payload.size(), " bytes is shorter than its encoding (", size,
+                     " bytes for observations of ", observation_size, ")"));
+  }
+  return payload.first(static_cast<size_t>(size));
+}
+
 absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
                               Transition* out) {
   ASSIGN_OR_RETURN(const EncodedHeader header, ReadHeader(in, observation_size));

@@ -75,6 +75,14 @@ constexpr size_t EncodedTransitionSize(size_t observation_size) {
 // action is negative.
 absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out);
 
+// The encoded transition at the start of `payload`: its first
+// EncodedTransitionSize(observation_size) bytes, with observation_size read
+// from the encoding itself. Whatever follows (an actor's padding, see
+// actor --payload_pad_bytes) is dropped. INVALID_ARGUMENT when `payload` is
+// shorter than the header or than the size the header states.
+absl::StatusOr<absl::Span<const uint8_t>> EncodedTransitionPrefix(
+    absl::Span<const uint8_t> payload);
+
 // Decodes a transition from exactly `in` (its size must be the encoded size),
 // expecting `observation_size` floats per observation; reuses the capacity of
 // `out`'s vectors. INVALID_ARGUMENT for a size that does not match (too short,

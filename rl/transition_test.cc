@@ -41,6 +41,26 @@ TEST(TransitionTest, EncodeThenDecodeGivesTheSameTransition) {
   }
 }
 
+TEST(TransitionTest, EncodedPrefixDropsThePaddingAfterTheEncoding) {
+  const Transition t = MakeTransition();
+  std::vector<uint8_t> padded(EncodedTransitionSize(4) + 100, 0x5a);
+  ASSERT_TRUE(EncodeTransition(t, absl::MakeSpan(padded)).ok());
+  absl::StatusOr<absl::Span<const uint8_t>> prefix = EncodedTransitionPrefix(padded);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(prefix->size(), EncodedTransitionSize(4));
+  EXPECT_EQ(*DecodeTransition(*prefix, 4), t);
+  // Without padding the prefix is the whole payload.
+  EXPECT_EQ(EncodedTransitionPrefix(prefix->first(EncodedTransitionSize(4)))->size(),
+            EncodedTransitionSize(4));
+}
+
+TEST(TransitionTest, EncodedPrefixRefusesAPayloadShorterThanItsEncoding) {
+  std::vector<uint8_t> buffer(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(MakeTransition(), absl::MakeSpan(buffer)).ok());
+  EXPECT_FALSE(EncodedTransitionPrefix(absl::MakeConstSpan(buffer).first(buffer.size() - 1)).ok());
+  EXPECT_FALSE(EncodedTransitionPrefix(absl::MakeConstSpan(buffer).first(10)).ok());
+}
+
 TEST(TransitionTest, EncodingHasTheDocumentedLayout) {
   const Transition t = MakeTransition();
   std::vector<uint8_t> buffer(EncodedTransitionSize(4));

@@ -33,8 +33,8 @@ void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float pr
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> image(c.slot_size, 0);
   const std::vector<uint8_t> payload = PayloadFor(sequence, payload_length);
-  CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, payload.data(),
-                           payload_length)
+  CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, 0,
+                           payload.data(), payload_length)
             .ok());
   CopyToShared(regions.slot(protocol::SlotIndex(c, sequence)), image.data(), c.slot_size);
 }

@@ -37,7 +37,25 @@ def runfile(path):
     return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
 
 
+LINK_CLASSES = ("experience", "metadata", "polling", "priorities", "params", "control")
+
+
 class E2eLearningTest(unittest.TestCase):
+
+    def check_common_metrics(self, summary):
+        """The figures both placements report alike."""
+        self.assertIsNotNone(summary["probe_loss"])
+        self.assertGreaterEqual(summary["probe_loss"], 0)
+        self.assertIsNotNone(summary["samples_per_insert"])
+        self.assertGreater(summary["samples_per_insert"], 0)
+        # Actors and learner share a clock here: no age is negative or older
+        # than the run.
+        self.assertIsNotNone(summary["data_age_mean_s"])
+        self.assertGreaterEqual(summary["data_age_mean_s"], 0)
+        self.assertLess(summary["data_age_mean_s"], PROCESS_TIMEOUT_S)
+        self.assertGreater(summary["transitions_fetched_total"], 0)
+        self.assertEqual(sum(summary["link_bytes_" + c] for c in LINK_CLASSES),
+                         summary["link_bytes_total"])
 
     def run_local(self, mode, extra):
         out_dir = tempfile.mkdtemp(prefix="e2e-%s-" % mode,
@@ -83,12 +101,16 @@ class E2eLearningTest(unittest.TestCase):
         self.assertGreater(summary["link_bytes_total"], 0)
         self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
         self.assertIsNotNone(summary["loss_mean_last_half"])
+        self.check_common_metrics(summary)
         for rec in progress:
             self.assertEqual(rec["mode"], "buffer")
 
     def test_learner_placement_completes_and_reports_transferred_metrics(self):
+        # Padded transitions and a replay ratio enforced by the learner.
         progress, summary = self.run_local("learner", [
             "--duration_s", str(BASELINE_LIMIT_S),
+            "--payload_pad_bytes", "256",
+            "--samples_per_insert", "4",
         ])
         self.assertEqual(summary["mode"], "learner")
         self.assertGreater(summary["train_steps"], 0)
@@ -97,6 +119,10 @@ class E2eLearningTest(unittest.TestCase):
         self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
         self.assertGreater(summary["transferred_priority_mean_last_half"], 0)
         self.assertIsNotNone(summary["eval_return_mean"])
+        self.check_common_metrics(summary)
+        # The limiter never lets sampling run ahead of 4 per insert (past the
+        # first --min_replay transitions, which cover its error buffer).
+        self.assertLessEqual(summary["samples_per_insert"], 4.0)
         last = progress[-1]
         for key in ("loss", "transferred", "transferred_priority", "link_bytes_per_s",
                     "link_transitions_per_s", "actor_return_mean"):

@@ -140,13 +140,13 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host,
 
   const std::vector<uint8_t> payload = TaggedPayload(Tag(kForgingActor, 0), kPayloadBytes);
   // Slot q: sealed, then one payload byte flipped.
-  st =
-      protocol::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, payload.data(), kPayloadBytes);
+  st = protocol::SealSlot(slots, c.slot_size, q, kForgingActor, 1.0f, 0, payload.data(),
+                          kPayloadBytes);
   if (!st.ok()) return st;
   slots[sizeof(protocol::SlotHeader) + 5] ^= 0xff;
   // Slot q + 1: whole, but sealed for another sequence.
   st = protocol::SealSlot(slots + c.slot_size, c.slot_size, q + 1 + c.capacity, kForgingActor, 1.0f,
-                          payload.data(), kPayloadBytes);
+                          0, payload.data(), kPayloadBytes);
   if (!st.ok()) return st;
   commits[0] = protocol::CommitValue(q);
   commits[1] = protocol::CommitValue(q + 1);

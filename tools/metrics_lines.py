@@ -24,6 +24,10 @@ import sys
 PROGRESS = "progress"
 SUMMARY = "summary"
 
+# The link's traffic classes (client/link_bytes.h), as metrics keys
+# "link_bytes_<class>"; they add up to link_bytes_total.
+LINK_CLASSES = ("experience", "metadata", "polling", "priorities", "params", "control")
+
 
 def load(path, strict=False):
     """The records of a metrics file, in order.
@@ -79,6 +83,13 @@ def series(progress, key):
     return [x for x, _ in points], [y for _, y in points]
 
 
+def link_bytes_by_class(record):
+    """{class: bytes} of a record's link_bytes_<class> keys (0 where absent,
+    as in files written before the classes were counted)."""
+    record = record or {}
+    return {c: record.get("link_bytes_" + c, 0) or 0 for c in LINK_CLASSES}
+
+
 def after_convergence(progress):
     """The progress records of the second half of training: those with
     train_steps >= half of the run's final train_steps."""
@@ -107,7 +118,19 @@ def run_figures(progress, summary):
             count += n
     last = progress[-1] if progress else {}
     summary = summary or {}
+    final = summary or last
+    probe = [r["probe_loss"] for r in tail if is_figure(r.get("probe_loss"))]
+    trained = [r["trained_abs_td_error"] for r in tail
+               if is_figure(r.get("trained_abs_td_error"))]
     return {
+        "probe_loss_after_convergence": statistics.fmean(probe) if probe else None,
+        "probe_loss_last": final.get("probe_loss", last.get("probe_loss")),
+        "trained_abs_td_error_after_convergence": statistics.fmean(trained) if trained else None,
+        "samples_per_insert": final.get("samples_per_insert", last.get("samples_per_insert")),
+        "data_age_mean_s": final.get("data_age_mean_s", last.get("data_age_mean_s")),
+        "transitions_fetched_total": final.get("transitions_fetched_total"),
+        "distinct_transitions_fetched_total": final.get("distinct_transitions_fetched_total"),
+        "link_bytes_by_class": link_bytes_by_class(final),
         "loss_after_convergence": statistics.fmean(losses) if losses else None,
         "transferred_priority_after_convergence": weighted / count if count else None,
         "train_steps": summary.get("train_steps", last.get("train_steps")),
@@ -143,10 +166,25 @@ def demo_summary_lines(summary, demo_wall_s):
     lines.append("  across the link:          %d transitions, %.1f MB (%s placement)"
                  % (summary["link_transitions_total"], summary["link_bytes_total"] / 1e6,
                     summary["mode"]))
+    by_class = link_bytes_by_class(summary)
+    lines.append("  link bytes by class:      " + ", ".join(
+        "%s %.2f MB" % (c, by_class[c] / 1e6) for c in LINK_CLASSES))
+    fetched = summary.get("transitions_fetched_total")
+    if fetched is not None:
+        distinct = summary.get("distinct_transitions_fetched_total") or 0
+        lines.append("  transitions fetched:      %d (%s)" % (
+            fetched, "%d distinct" % distinct if distinct or not fetched
+            else "distinct ones not counted by this learner"))
     priority = summary.get("transferred_priority_mean_last_half")
     if priority is not None:
         lines.append("  transferred priority:     %.3g (mean |TD error| on arrival, last half)"
                      % priority)
+    for key, label, fmt in (("probe_loss", "probe loss (last):", "%.4g"),
+                            ("samples_per_insert", "samples per insert:", "%.2f"),
+                            ("data_age_mean_s", "data age on arrival:", "%.3g s (mean)")):
+        value = summary.get(key)
+        if is_figure(value):
+            lines.append("  %-26s%s" % (label, fmt % value))
     return lines
 
 

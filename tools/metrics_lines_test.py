@@ -12,6 +12,10 @@ from tools import metrics_lines
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
                       "metrics_sample.jsonl")
+# Records with the probe loss, samples per insert, data age, fetched counts
+# and link bytes by class.
+SAMPLE_LINK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
+                           "metrics_sample_link.jsonl")
 
 
 class MetricsLinesTest(unittest.TestCase):
@@ -66,6 +70,39 @@ class MetricsLinesTest(unittest.TestCase):
         self.assertIn("SOLVED CartPole-v1", out.getvalue())
         self.assertIn("14.9 s of training (demo wall time 20.0 s)", out.getvalue())
         self.assertIn("4000 transitions, 4.0 MB (buffer placement)", out.getvalue())
+
+    def test_run_figures_read_the_replay_ratio_age_probe_and_link_classes(self):
+        figures = metrics_lines.run_figures(*metrics_lines.read(SAMPLE_LINK))
+        self.assertEqual(figures["probe_loss_after_convergence"], 0.625)  # both records
+        self.assertEqual(figures["probe_loss_last"], 0.5)
+        self.assertEqual(figures["trained_abs_td_error_after_convergence"], 1.0)
+        self.assertEqual(figures["samples_per_insert"], 2.0)
+        self.assertEqual(figures["data_age_mean_s"], 0.055)
+        self.assertEqual(figures["transitions_fetched_total"], 1600)
+        self.assertEqual(figures["distinct_transitions_fetched_total"], 1600)
+        by_class = figures["link_bytes_by_class"]
+        self.assertEqual(by_class, {"experience": 2000000, "metadata": 200000, "polling": 20000,
+                                    "priorities": 0, "params": 2000, "control": 0})
+        self.assertEqual(sum(by_class.values()), figures["link_bytes_total"])
+
+    def test_files_without_link_classes_read_as_zero_bytes_per_class(self):
+        figures = metrics_lines.run_figures(*metrics_lines.read(SAMPLE))
+        self.assertEqual(set(figures["link_bytes_by_class"].values()), {0})
+        self.assertIsNone(figures["probe_loss_last"])
+        self.assertIsNone(figures["samples_per_insert"])
+
+    def test_demo_summary_prints_the_link_bytes_by_class(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = metrics_lines.main(["metrics_lines.py", "demo_summary", SAMPLE_LINK, "0", "11",
+                                       "0"])
+        self.assertEqual(code, 1)  # not solved
+        text = out.getvalue()
+        self.assertIn("experience 2.00 MB, metadata 0.20 MB, polling 0.02 MB, priorities 0.00 MB, "
+                      "params 0.00 MB, control 0.00 MB", text)
+        self.assertIn("transitions fetched:      1600 (1600 distinct)", text)
+        self.assertIn("samples per insert:", text)
+        self.assertIn("probe loss (last):", text)
 
     def test_demo_summary_fails_without_a_summary(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as d:

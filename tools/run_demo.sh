@@ -13,8 +13,11 @@
 #
 # Installs what is missing (tools/install_deps.sh, as root the first time),
 # builds the three binaries, shows the learner's progress, and prints a
-# summary: time to solve, environment steps, transitions and bytes across
-# the link. Logs and metrics stay in the directory it names.
+# summary (tools/metrics_lines.py demo_summary): time to solve, environment
+# steps, transitions and bytes across the link, the link bytes by traffic
+# class (experience, metadata, polling, priorities, params, control), the
+# transitions fetched, the probe loss, the achieved samples per insert and
+# the data age. Logs and metrics stay in the directory it names.
 #
 # Exit status: 0 when solved within the budget, 1 when not (or on failure).
 set -euo pipefail

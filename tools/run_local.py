@@ -93,6 +93,7 @@ def actor_layout(args):
         "--n_step=%d" % args.n_step,
         "--gamma=%r" % args.gamma,
         "--hidden=" + args.hidden,
+        "--payload_pad_bytes=%d" % args.payload_pad_bytes,
     ]
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           stdin=subprocess.DEVNULL)
@@ -241,7 +242,17 @@ def server_argv(args, port_file, layout):
         "--beta_steps=%d" % args.beta_steps,
         "--min_size_to_sample=%d" % args.min_replay,
         "--seed=%d" % args.seed,
-    ] + args.server_flag
+    ] + server_spi_argv(args) + args.server_flag
+
+
+def server_spi_argv(args):
+    """The buffer placement's rate limit: the server enforces it (its
+    --samples_per_insert and --spi_error_buffer); given only when set, so a
+    server without a limit runs as before."""
+    if args.mode != "buffer" or args.samples_per_insert <= 0:
+        return []
+    return ["--samples_per_insert=%r" % args.samples_per_insert,
+            "--spi_error_buffer=%r" % args.spi_error_buffer]
 
 
 def learner_argv(args, address):
@@ -268,7 +279,16 @@ def learner_argv(args, address):
         "--eval_episodes=%d" % args.eval_episodes,
         "--solve_return=%r" % args.solve_return,
         "--progress_interval_s=%r" % args.progress_interval_s,
+        "--probe_size=%d" % args.probe_size,
+        "--probe_seed=%d" % args.probe_seed,
     ]
+    if args.mode == "learner":
+        # The learner placement's rate limit is enforced by the learner.
+        argv += ["--samples_per_insert=%r" % args.samples_per_insert,
+                 "--spi_error_buffer=%r" % args.spi_error_buffer,
+                 "--forward_policy=" + args.forward_policy]
+    elif args.learner_cache:
+        argv.append("--learner_cache")
     if args.duration_s > 0:
         argv.append("--duration_s=%r" % args.duration_s)
     if args.train_steps > 0:
@@ -298,6 +318,7 @@ def actor_argv(args, address, index):
         "--max_steps_per_s=%r" % args.actor_rate,
         "--epsilon_base=%r" % args.epsilon_base,
         "--epsilon_alpha=%r" % args.epsilon_alpha,
+        "--payload_pad_bytes=%d" % args.payload_pad_bytes,
     ] + args.actor_flag
 
 
@@ -409,6 +430,24 @@ def parse_args(argv):
     p.add_argument("--eval_episodes", type=int, default=100)
     p.add_argument("--solve_return", type=float, default=475.0)
     p.add_argument("--progress_interval_s", type=float, default=5.0)
+    # Replay ratio, link and data size.
+    p.add_argument("--samples_per_insert", type=float, default=0,
+                   help="target transitions trained on per transition inserted, enforced by the "
+                   "replay memory's rate limiter: the server's (buffer) or the learner's "
+                   "(learner); 0: no limit (default)")
+    p.add_argument("--spi_error_buffer", type=float, default=0,
+                   help="the rate limiter's slack in transitions (>= --batch_size with a limit; "
+                   "default: 4 batches when --samples_per_insert is set)")
+    p.add_argument("--learner_cache", action="store_true",
+                   help="buffer mode: the learner READs each transition once (transfer-once cache)")
+    p.add_argument("--forward_policy", choices=("in_order", "freshest"), default="in_order",
+                   help="learner mode: the order the server's transitions are forwarded in")
+    p.add_argument("--payload_pad_bytes", type=int, default=0,
+                   help="bytes every actor appends to each transition, stored and moved but not "
+                   "trained on (a model of rich observations such as camera frames)")
+    p.add_argument("--probe_size", type=int, default=1024,
+                   help="transitions in the learner's probe set (0: no probe loss)")
+    p.add_argument("--probe_seed", type=int, default=12345)
     # Pass-through.
     p.add_argument("--server_flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for the replay server (repeatable)")
@@ -421,6 +460,12 @@ def parse_args(argv):
         p.error("--actors must be >= 1")
     if args.envs_per_actor < 1:
         p.error("--envs_per_actor must be >= 1")
+    if args.samples_per_insert < 0:
+        p.error("--samples_per_insert must be >= 0")
+    if args.samples_per_insert > 0 and args.spi_error_buffer == 0:
+        args.spi_error_buffer = 4.0 * args.batch_size
+    if args.payload_pad_bytes < 0:
+        p.error("--payload_pad_bytes must be >= 0")
     if args.capacity < 2 or args.capacity & (args.capacity - 1):
         p.error("--capacity must be a power of two")
     try:
