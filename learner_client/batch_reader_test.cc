@@ -375,11 +375,9 @@ class FakeStagingServer {
         continue;
       }
       const std::vector<uint8_t> payload = PayloadOf(q);
-      ASSERT_TRUE(
-          protocol::SealSlot(slot, c.slot_size, q, 0, 1.0f, payload.data(), kPayloadBytes).ok());
-      auto* h = reinterpret_cast<protocol::SlotHeader*>(slot);
-      h->insert_time_ns = InsertTimeOf(q);
-      h->checksum = protocol::SlotChecksum(slot, h->payload_length);
+      ASSERT_TRUE(protocol::SealSlot(slot, c.slot_size, q, 0, 1.0f, InsertTimeOf(q), payload.data(),
+                                     kPayloadBytes)
+                      .ok());
       slot += c.slot_size;
       ++payload_count;
     }

@@ -214,6 +214,9 @@ absl::StatusOr<Config> ConfigFromFlags() {
                    Seconds("progress_interval_s", FLAGS_progress_interval_s, false));
   RETURN_IF_ERROR(CheckAtLeast("batch_depth", FLAGS_batch_depth, 0));
   RETURN_IF_ERROR(CheckAtLeast("n_step", FLAGS_n_step, 1));
+  // The server stages references only for a learner that keeps what it gets.
+  c.connection.session.learner_cache =
+      FLAGS_learner_cache && o.placement == ReplayPlacement::kBuffer;
   return c;
 }
 

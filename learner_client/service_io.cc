@@ -20,22 +20,13 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   io->session_ = session;
   if (options.placement == ReplayPlacement::kBuffer) {
     BatchReaderOptions reader = options.batch_reader;
-    // TODO(lead): after merging the batch reader's cache, pass it on:
-    //   reader.cache = options.learner_cache;
-    if (options.learner_cache) {
-      LOG(WARNING) << "--learner_cache is not wired to the batch reader in this build";
-    }
+    reader.learner_cache = options.learner_cache;
     ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
     ASSIGN_OR_RETURN(io->priority_writer_, PriorityWriter::Create(session));
   } else {
     ForwardReaderOptions reader = options.forward_reader;
-    // TODO(lead): after merging the forward reader's policies, pass it on:
-    //   reader.policy = options.forward_policy == "freshest" ? ForwardPolicy::kFreshest
-    //                                                        : ForwardPolicy::kInOrder;
-    if (options.forward_policy != "in_order") {
-      LOG(WARNING) << "--forward_policy=" << options.forward_policy
-                   << " is not wired to the forward reader in this build";
-    }
+    reader.policy =
+        options.forward_policy == "freshest" ? ForwardPolicy::kFreshest : ForwardPolicy::kInOrder;
     ASSIGN_OR_RETURN(io->forward_reader_, ForwardReader::Create(session, reader));
   }
   ASSIGN_OR_RETURN(io->publisher_, ParamPublisher::Create(session));
@@ -60,25 +51,22 @@ LearnerIo LearnerServiceIo::io() {
 
 LinkStats LearnerServiceIo::link_stats() const {
   LinkStats link;
-  // TODO(lead): after merging the session's link accounting, take the bytes
-  // by class from it (it also counts polling, control and heartbeats):
-  //   const client::LinkBytes& b = session_->link_bytes();
-  //   link.experience = b.experience; link.metadata = b.metadata;
-  //   link.polling = b.polling; link.priorities = b.priorities;
-  //   link.params = b.params; link.control = b.control;
-  // Until then the clients' own counts: the readers' bytes as experience.
-  link.params = publisher_->bytes_written();
-  if (batch_reader_ != nullptr) link.experience += batch_reader_->stats().bytes_read;
-  if (priority_writer_ != nullptr) link.priorities = priority_writer_->stats().bytes_written;
-  if (forward_reader_ != nullptr) link.experience += forward_reader_->stats().bytes_read;
-  // TODO(lead): after merging the readers' fetch counts, take them from the
-  // reader of the placement:
-  //   link.transitions_fetched = batch_reader_->stats().transitions_fetched;  // or
-  //                              forward_reader_->stats().transitions_fetched;
-  //   link.distinct_transitions_fetched =
-  //       batch_reader_->stats().distinct_transitions_fetched;  // or forward_reader_'s
-  // Until then what this object handed over; distinct ones are unknown (0).
-  link.transitions_fetched = transitions_fetched_;
+  // Every byte of the session's queue pair, by class (the readers and
+  // writers tag what they post; heartbeats and the handshake are control).
+  const client::LinkBytes& b = session_->link_bytes();
+  link.experience = b.experience;
+  link.metadata = b.metadata;
+  link.polling = b.polling;
+  link.priorities = b.priorities;
+  link.params = b.params;
+  link.control = b.control;
+  if (batch_reader_ != nullptr) {
+    link.transitions_fetched = batch_reader_->stats().transitions_fetched;
+    link.distinct_transitions_fetched = batch_reader_->stats().distinct_transitions_fetched;
+  } else if (forward_reader_ != nullptr) {
+    link.transitions_fetched = forward_reader_->stats().transitions_fetched;
+    link.distinct_transitions_fetched = forward_reader_->stats().distinct_transitions_fetched;
+  }
   return link;
 }
 
@@ -121,12 +109,8 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
                                               " does not decode: ", s.message()));
     }
     weights->push_back(staged->weight(i));
-    // TODO(lead): after merging the batch reader's cache, an entry the cache
-    // supplied did not cross the link, and its slot may not be in the image:
-    //   origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
-    origins->push_back({staged->slot_header(i).insert_time_ns, true});
+    origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
   }
-  transitions_fetched_ += staged->size();
   last_batch_ = *std::move(staged);
   return true;
 }
@@ -147,11 +131,8 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
       options_.retry, [&] { return forward_reader_->Next(timeout, &forwarded_); }));
   out->clear();
   for (const ForwardedTransition& t : forwarded_) {
-    // TODO(lead): after merging the forward reader's change, if it gives the
-    // insert time directly, use it: t.insert_time_ns.
-    out->push_back({t.sequence, t.initial_priority(), t.header->insert_time_ns, t.payload});
+    out->push_back({t.sequence, t.initial_priority(), t.insert_time_ns(), t.payload});
   }
-  transitions_fetched_ += forwarded_.size();
   return absl::OkStatus();
 }
 

@@ -114,7 +114,6 @@ class LearnerServiceIo : public BatchSource,
 
   const LearnerServiceIoOptions options_;
   client::ClientSession* session_ = nullptr;
-  uint64_t transitions_fetched_ = 0;                 // batch entries and forwarded transitions
   std::unique_ptr<BatchReader> batch_reader_;        // buffer placement
   std::unique_ptr<PriorityWriter> priority_writer_;  // buffer placement
   std::unique_ptr<ForwardReader> forward_reader_;    // learner placement
