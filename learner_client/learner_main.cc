@@ -6,34 +6,12 @@
 //   learner --server=10.0.0.2:7471 --link=10km-25g --replay_placement=buffer
 //       --env=CartPole-v1 --stop_when_solved --metrics_out=metrics.jsonl
 //
-// --replay_placement=buffer (the proposal): the learner READs the batches
-// the server pre-sampled from its prioritized replay memory, trains, and
-// WRITEs their new priorities back. --replay_placement=learner (the existing
-// approach): the learner READs every transition the server ingests and keeps
-// its own prioritized replay memory (same code, same alpha and beta: pass
-// the server's --alpha, --priority_epsilon, --beta, --beta_final,
-// --beta_steps and, as --min_replay_size, its --min_size_to_sample). Either
-// way it publishes its parameters for the actors every --publish_every
-// train steps.
-//
-// In the learner placement the local memory also obeys the rate limiter the
-// server uses (--samples_per_insert, --spi_error_buffer, from
-// --min_replay_size on; off by default); in the buffer placement the server
-// enforces it and the learner only reports the achieved ratio. A probe set
-// (--probe_size transitions of random actions, seed --probe_seed, collected
-// at the start in the learner's own environment) gives a loss both
-// placements measure on the same data.
-//
-// Metrics (learner_client/metrics.h has the definitions): a progress line on
-// stderr every --progress_interval_s ("progress: ..."), a summary line at
-// the end ("summary: ..."), and with --metrics_out the same records as JSON
-// lines. The batch size, replay capacity and transition encoding are the
-// server's (published in its control block); n and gamma are taken from the
-// server's transition spec when it has one.
-//
-// SIGINT or SIGTERM ends the run early (with its summary); a second signal
-// ends it at once. Exit status: 0 after a run (solved or not), 1 on
-// failure, 2 for a bad flag.
+// The placements, the rate limiter, the probe set and the metrics are
+// described in learner_loop.h and metrics.h. In the learner placement pass
+// the server's --alpha, --priority_epsilon, --beta* and, as
+// --min_replay_size, its --min_size_to_sample. The batch size, capacity and
+// transition encoding are the server's (its control block and spec).
+// SIGINT or SIGTERM ends the run with its summary; a second one at once.
 
 #include <iostream>
 #include <memory>

@@ -6,20 +6,11 @@
 //       --batch_size=32 --staging_depth=8 --checkpoint_dir=/var/lib/dreplay
 //       --auth_token_file=/etc/dreplay/token
 //
-// Prints "listening on HOST:PORT" on stdout once clients may connect (with
-// --listen=...:0 the port is the one the OS chose; --port_file also writes
-// it, alone on a line, for scripts). SIGINT or SIGTERM stops the server
-// cleanly: clients are cut off, committed experiences are ingested and, with
-// --checkpoint_dir, a final checkpoint is written; the next start restores
-// it (a new epoch) and clients reconnect.
-//
-// Exit status: 0 after a clean stop, 1 when the server fails (cannot listen,
-// cannot restore or write a checkpoint), 2 for a bad flag (the message names
-// it and its value).
-//
-// The link emulation of the soft provider is chosen by the connecting side
-// (the learner's --link for the long-haul link): the soft provider applies
-// the connector's model to both directions, so this binary has no --link.
+// Prints "listening on HOST:PORT" once clients may connect (--port_file also
+// writes the port). SIGINT or SIGTERM stops it cleanly: committed experiences
+// are ingested and, with --checkpoint_dir, a final checkpoint is written,
+// which the next start restores (a new epoch). The soft provider's link is
+// chosen by the connecting side (the learner's --link), so there is no --link.
 
 #include <algorithm>
 #include <cstdio>
@@ -115,6 +106,50 @@ constexpr char kUsage[] =
     "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...";
 
 // Turns the flags into server options; every error names the flag.
+// The replay core's options: sampling, the rate limiter, timeouts.
+absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOptions* core) {
+  ReplayCoreOptions& c = *core;
+  if (FLAGS_sampler == "prioritized") {
+    c.memory.mode = replay::SamplingMode::kPrioritized;
+  } else if (FLAGS_sampler == "uniform") {
+    c.memory.mode = replay::SamplingMode::kUniform;
+  } else {
+    return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
+  }
+  c.memory.capacity = l.capacity;
+  c.memory.alpha = FLAGS_alpha;
+  c.memory.priority_epsilon = FLAGS_priority_epsilon;
+  c.memory.seed = static_cast<uint64_t>(FLAGS_seed);
+  c.sampler.beta.initial = FLAGS_beta;
+  c.sampler.beta.final = FLAGS_beta_final;
+  c.sampler.beta.steps = static_cast<uint64_t>(FLAGS_beta_steps);
+  replay::RateLimiterOptions& r = c.sampler.rate_limiter;
+  r.min_size_to_sample = static_cast<uint64_t>(FLAGS_min_size_to_sample);
+  r.samples_per_insert = FLAGS_samples_per_insert;
+  r.error_buffer = FLAGS_spi_error_buffer != -1
+                       ? FLAGS_spi_error_buffer
+                       : std::max(1.0, 2 * FLAGS_samples_per_insert) * l.batch_size;
+  r.block_inserts = FLAGS_spi_block_actors;
+  if (r.block_inserts && r.samples_per_insert == 0) {
+    return FlagError("spi_block_actors", "true", "needs --samples_per_insert > 0");
+  }
+  if (absl::Status s = r.Validate(l.batch_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
+  }
+  ASSIGN_OR_RETURN(c.update_timeout, Seconds("update_timeout_s", FLAGS_update_timeout_s, true));
+  ASSIGN_OR_RETURN(c.ingest.abandon_timeout,
+                   Seconds("abandon_timeout_s", FLAGS_abandon_timeout_s, false));
+  {
+    const absl::Status s = c.Validate();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad replay flag (--alpha, --priority_epsilon, --beta, --beta_final, --beta_steps): ",
+          s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   ReplayServerOptions o;
   if (!FLAGS_link.empty()) {
@@ -158,45 +193,7 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
   }
 
-  ReplayCoreOptions& c = o.core;
-  if (FLAGS_sampler == "prioritized") {
-    c.memory.mode = replay::SamplingMode::kPrioritized;
-  } else if (FLAGS_sampler == "uniform") {
-    c.memory.mode = replay::SamplingMode::kUniform;
-  } else {
-    return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
-  }
-  c.memory.capacity = l.capacity;
-  c.memory.alpha = FLAGS_alpha;
-  c.memory.priority_epsilon = FLAGS_priority_epsilon;
-  c.memory.seed = static_cast<uint64_t>(FLAGS_seed);
-  c.sampler.beta.initial = FLAGS_beta;
-  c.sampler.beta.final = FLAGS_beta_final;
-  c.sampler.beta.steps = static_cast<uint64_t>(FLAGS_beta_steps);
-  replay::RateLimiterOptions& r = c.sampler.rate_limiter;
-  r.min_size_to_sample = static_cast<uint64_t>(FLAGS_min_size_to_sample);
-  r.samples_per_insert = FLAGS_samples_per_insert;
-  r.error_buffer = FLAGS_spi_error_buffer != -1
-                       ? FLAGS_spi_error_buffer
-                       : std::max(1.0, 2 * FLAGS_samples_per_insert) * l.batch_size;
-  r.block_inserts = FLAGS_spi_block_actors;
-  if (r.block_inserts && r.samples_per_insert == 0) {
-    return FlagError("spi_block_actors", "true", "needs --samples_per_insert > 0");
-  }
-  if (absl::Status s = r.Validate(l.batch_size); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
-  }
-  ASSIGN_OR_RETURN(c.update_timeout, Seconds("update_timeout_s", FLAGS_update_timeout_s, true));
-  ASSIGN_OR_RETURN(c.ingest.abandon_timeout,
-                   Seconds("abandon_timeout_s", FLAGS_abandon_timeout_s, false));
-  {
-    const absl::Status s = c.Validate();
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad replay flag (--alpha, --priority_epsilon, --beta, --beta_final, --beta_steps): ",
-          s.message()));
-    }
-  }
+  RETURN_IF_ERROR(CoreOptionsFromFlags(l, &o.core));
 
   ASSIGN_OR_RETURN(o.auth_token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file,
                                                EmptyTokenFile::kRefused));

@@ -9,26 +9,13 @@
 //   replay_top --server=127.0.0.1:7471 --once --json     # one JSON object
 //   replay_top --server=127.0.0.1:7471 --json            # a JSON line per interval
 //
-// Shows memory size / capacity, inserts/s, samples/s, batches/s and
-// updates/s (from two snapshots, by the server's clock), the priority mean
-// (sum / size, of p^alpha) and maximum, drops by cause (torn, abandoned,
-// overrun, copy rejects, stale / invalid priority updates, mailbox rejects,
-// update timeouts, slots dropped on restore), the replay ratio (achieved
-// samples per insert beside the published policy, limiter waits), the
-// transfer-once figures (entries staged with payloads vs. as references,
-// learner cache resets), clients connected by role,
-// the epoch, and per actor its env steps (and rate), episodes, mean and last
-// return, committed transitions and the age of its line. See
-// tools/replay_monitor.h for the definitions.
-//
-// The live view redraws in place (ANSI clear) every --interval_s until
-// Ctrl-C; if the server goes away it says so and keeps trying. With --once
-// it takes two snapshots --interval_s apart (rates over that window; 0: one
-// snapshot, no rates) and exits.
-//
-// Exit status: 0 success; 1 when the server cannot be reached, refuses the
-// connection (a wrong token: "authentication failed") or cannot be read;
-// 2 for a bad flag. The reason is printed on stderr.
+// What it shows (rates, priorities, drops by cause, the replay ratio against
+// the published policy, transfer-once figures, clients, per-actor lines) is
+// defined in tools/replay_monitor.h. The live view redraws every
+// --interval_s until Ctrl-C and keeps trying when the server goes away; with
+// --once it takes two snapshots --interval_s apart and exits. Exit status: 0
+// success; 1 when the server cannot be reached, refuses or cannot be read; 2
+// for a bad flag.
 
 #include <cstddef>
 #include <cstring>
