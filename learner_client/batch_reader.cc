@@ -3,6 +3,7 @@
 #include "learner_client/batch_reader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -373,8 +374,16 @@ absl::StatusOr<StagedBatch> BatchReader::Next(absl::Duration timeout) {
       continue;
     }
     const absl::Time now = absl::Now();
+    // The server stages batches in order, so a batch cannot be staged before
+    // a lower one: only the lowest batch waiting for a retry polls, the
+    // others follow once it has been seen (a limiter holding the learner
+    // back then costs one poll at a time, not one per buffer).
+    uint64_t lowest_retry = UINT64_MAX;
+    for (const Buffer& b : buffers_) {
+      if (b.state == State::kRetry) lowest_retry = std::min(lowest_retry, b.batch);
+    }
     for (Buffer& b : buffers_) {
-      if (b.state == State::kRetry && b.retry_at <= now) {
+      if (b.state == State::kRetry && b.batch == lowest_retry && b.retry_at <= now) {
         const absl::Status s = PostRead(b.batch);
         if (!s.ok()) {
           RETURN_IF_ERROR(Recover(s));
