@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "glog/logging.h"
 
 namespace dreplay::learner {
 
