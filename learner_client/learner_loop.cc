@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -93,8 +94,13 @@ absl::Status LearnerLoopOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("eval_episodes=", eval_episodes, " must be >= 1"));
   }
+  if (stop_when_solved && eval_interval == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        "stop_when_solved needs evaluations in the loop (a finite eval_interval)");
+  }
   for (const auto& [name, value] :
        {std::pair<const char*, absl::Duration>{"eval_interval", eval_interval},
+        {"snapshot_interval", snapshot_interval},
         {"progress_interval", progress_interval},
         {"wait_timeout", wait_timeout}}) {
     if (value <= absl::ZeroDuration()) {
@@ -113,6 +119,9 @@ absl::StatusOr<std::unique_ptr<LearnerLoop>> LearnerLoop::Create(const LearnerLo
   }
   if (options.placement == ReplayPlacement::kLearner && io.stream == nullptr) {
     return absl::InvalidArgumentError("the learner placement needs a transition stream");
+  }
+  if (options.snapshot_interval != absl::InfiniteDuration() && !io.on_snapshot) {
+    return absl::InvalidArgumentError("snapshots need a sink (LearnerIo::on_snapshot)");
   }
   std::unique_ptr<LearnerLoop> loop(new LearnerLoop(options, io));
   RETURN_IF_ERROR(loop->Init());
@@ -321,6 +330,43 @@ absl::Status LearnerLoop::PublishParams() {
   return io_.params->Publish(absl::MakeConstSpan(params_buffer_.data(), bytes));
 }
 
+absl::Status LearnerLoop::PublishDueParams() {
+  if (!publish_due_ || io_.params == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const size_t bytes,
+                   learner_->online().Serialize(publishes_ + 1, absl::MakeSpan(params_buffer_)));
+  ASSIGN_OR_RETURN(const bool posted,
+                   io_.params->PublishIfIdle(absl::MakeConstSpan(params_buffer_.data(), bytes)));
+  if (posted) {
+    ++publishes_;
+    publish_due_ = false;
+  }
+  return absl::OkStatus();
+}
+
+std::string SnapshotRecord::ToJson() const {
+  return absl::StrFormat(
+      "{\"index\": %d, \"wall_s\": %.6f, \"train_steps\": %d, \"env_steps\": %d, "
+      "\"link_bytes_total\": %d}",
+      index, wall_s, train_steps, env_steps, link_bytes_total);
+}
+
+absl::Status LearnerLoop::Snapshot() {
+  if (options_.snapshot_interval == absl::InfiniteDuration()) return absl::OkStatus();
+  SnapshotRecord record;
+  record.index = snapshots_++;
+  record.wall_s = WallSeconds();
+  record.train_steps = metrics_.train_steps();
+  if (io_.actors != nullptr) {
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    metrics_.SetActorTotals(totals);
+  }
+  record.env_steps = metrics_.actor_totals().env_steps;
+  if (io_.link_stats) record.link_bytes_total = io_.link_stats().total_bytes();
+  ASSIGN_OR_RETURN(const size_t bytes,
+                   learner_->online().Serialize(record.index, absl::MakeSpan(params_buffer_)));
+  return io_.on_snapshot(record, absl::MakeConstSpan(params_buffer_.data(), bytes));
+}
+
 absl::Status LearnerLoop::Evaluate() {
   ASSIGN_OR_RETURN(
       const rl::EvaluationResult result,
@@ -361,11 +407,14 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
                                   : start_ + options_.duration;
   absl::Time next_eval = start_ + options_.eval_interval;
   absl::Time next_progress = start_ + options_.progress_interval;
+  absl::Time next_snapshot = start_ + options_.snapshot_interval;
+  const bool evaluates = options_.eval_interval != absl::InfiniteDuration();
   if (limiter_ == nullptr && io_.server_ingested) {
     ASSIGN_OR_RETURN(const uint64_t ingested, io_.server_ingested());
     ingested_at_start_ = ingested;
   }
   RETURN_IF_ERROR(PublishParams());
+  RETURN_IF_ERROR(Snapshot());
   bool solved_stop = false;
   while (!stop.load(std::memory_order_relaxed)) {
     if (options_.max_train_steps > 0 &&
@@ -374,8 +423,8 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
     }
     absl::Time now = absl::Now();
     if (now >= deadline) break;
-    const absl::Duration timeout =
-        std::min({options_.wait_timeout, deadline - now, next_eval - now, next_progress - now});
+    const absl::Duration timeout = std::min({options_.wait_timeout, deadline - now, next_eval - now,
+                                             next_progress - now, next_snapshot - now});
     bool trained = false;
     if (options_.placement == ReplayPlacement::kBuffer) {
       RETURN_IF_ERROR(BufferRound(std::max(timeout, absl::ZeroDuration()), &trained));
@@ -384,8 +433,11 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
     }
     if (trained && options_.publish_every > 0 &&
         metrics_.train_steps() % static_cast<uint64_t>(options_.publish_every) == 0) {
-      RETURN_IF_ERROR(PublishParams());
+      publish_due_ = true;
     }
+    // Never waits for the link: a publication still in flight defers the
+    // next one, which then carries the newest parameters.
+    RETURN_IF_ERROR(PublishDueParams());
     now = absl::Now();
     if (now >= next_eval) {
       RETURN_IF_ERROR(Evaluate());
@@ -396,12 +448,18 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
         break;
       }
     }
+    if (now >= next_snapshot) {
+      RETURN_IF_ERROR(Snapshot());
+      // On the grid from the start, so snapshots of every run line up.
+      while (next_snapshot <= now) next_snapshot += options_.snapshot_interval;
+    }
     if (now >= next_progress) {
       RETURN_IF_ERROR(EmitProgress());
       next_progress = now + options_.progress_interval;
     }
   }
-  if (!solved_stop && !(metrics_.solved() && options_.stop_when_solved)) {
+  RETURN_IF_ERROR(Snapshot());
+  if (evaluates && !solved_stop && !(metrics_.solved() && options_.stop_when_solved)) {
     RETURN_IF_ERROR(Evaluate());
   }
   end_ = absl::Now();

@@ -131,6 +131,14 @@ class ParamsSink {
   // Publishes a params buffer (rl/params_format.h); blocks until readers
   // can see it.
   virtual absl::Status Publish(absl::Span<const uint8_t> params) = 0;
+  // Publishes without waiting for the link when nothing is in flight
+  // (true), or does nothing while an earlier publication is (false). The
+  // default blocks in Publish().
+  virtual absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) {
+    const absl::Status status = Publish(params);
+    if (!status.ok()) return status;
+    return true;
+  }
 };
 
 // What the actors report.
@@ -138,6 +146,19 @@ class ActorStatsSource {
  public:
   virtual ~ActorStatsSource() = default;
   virtual absl::StatusOr<ActorTotals> Read() = 0;
+};
+
+// Where the run stood when a parameter snapshot was taken: what offline
+// evaluation (tools/evaluate_snapshots) plots the greedy return against.
+struct SnapshotRecord {
+  uint64_t index = 0;  // 0, 1, 2, ... in the order taken
+  double wall_s = 0;   // seconds since Run() started
+  uint64_t train_steps = 0;
+  uint64_t env_steps = 0;         // the actors' total, as last read
+  uint64_t link_bytes_total = 0;  // LinkStats::total_bytes() now
+
+  // One JSON object on one line (keys as the fields).
+  std::string ToJson() const;
 };
 
 // The loop's connections; not owned, must outlive the loop. `batches` is
@@ -160,6 +181,10 @@ struct LearnerIo {
   // The wall clock (ns since the Unix epoch, CLOCK_REALTIME) that data ages
   // are measured with; empty: absl::Now().
   std::function<uint64_t()> wall_clock_ns;
+  // Receives every parameter snapshot (LearnerLoopOptions::snapshot_interval)
+  // with the online network's params buffer (rl/params_format.h); an error
+  // ends the run. Required when snapshots are on.
+  std::function<absl::Status(const SnapshotRecord&, absl::Span<const uint8_t>)> on_snapshot;
 };
 
 struct LearnerLoopOptions {
@@ -202,7 +227,14 @@ struct LearnerLoopOptions {
   bool stop_when_solved = false;
   double solve_return = 475.0;
   int eval_episodes = 100;
+  // InfiniteDuration: no evaluation in the loop at all (not even at the end),
+  // as when snapshots are evaluated offline; then stop_when_solved is refused.
   absl::Duration eval_interval = absl::Seconds(5);
+  // A parameter snapshot through LearnerIo::on_snapshot at the start, every
+  // this long, and at the end; InfiniteDuration: none. Evaluating snapshots
+  // offline keeps the evaluation's cost off the learner's CPU, the same in
+  // every run whatever the policy's episode lengths.
+  absl::Duration snapshot_interval = absl::InfiniteDuration();
   uint64_t eval_seed = 1000003;
   absl::Duration progress_interval = absl::Seconds(5);
   // Longest wait for data before the loop checks its clocks again.
@@ -261,7 +293,12 @@ class LearnerLoop {
   // priorities (|TD error| before the update) in *abs_td_errors.
   absl::Status Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
                      std::vector<float>* abs_td_errors);
+  // Publishes and waits (the first parameters, before training).
   absl::Status PublishParams();
+  // Publishes the current parameters if a publication is due and the link
+  // is free of the previous one (ParamsSink::PublishIfIdle).
+  absl::Status PublishDueParams();
+  absl::Status Snapshot();
   absl::Status Evaluate();
   absl::Status EmitProgress();
 
@@ -302,6 +339,8 @@ class LearnerLoop {
   absl::Time start_;
   absl::Time end_;  // when Run() returned (InfiniteFuture while it runs)
   uint64_t publishes_ = 0;
+  uint64_t snapshots_ = 0;
+  bool publish_due_ = false;
 };
 
 // A batched greedy evaluation: `episodes` episodes of `env`, episode i

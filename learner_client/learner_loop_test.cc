@@ -106,6 +106,25 @@ class FakeParams : public ParamsSink {
   std::vector<std::vector<uint8_t>> published;
 };
 
+// Busy (nothing posted) for the first `busy` calls of PublishIfIdle.
+class BusyParams : public FakeParams {
+ public:
+  explicit BusyParams(int busy) : busy_(busy) {}
+  absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override {
+    ++calls;
+    if (busy_ > 0) {
+      --busy_;
+      return false;
+    }
+    published.emplace_back(params.begin(), params.end());
+    return true;
+  }
+  int calls = 0;
+
+ private:
+  int busy_;
+};
+
 class FakeActors : public ActorStatsSource {
  public:
   absl::StatusOr<ActorTotals> Read() override {
@@ -241,6 +260,83 @@ TEST(LearnerLoopTest, PublishesTheNetworkAtTheStartAndEveryPublishPeriod) {
   auto version = (*network)->Load(params.published.back());
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, 3u);
+}
+
+TEST(LearnerLoopTest, APublicationInFlightDefersTheNextWhichCarriesNewerParameters) {
+  FakeBatches batches(25);
+  BusyParams params(/*busy=*/5);
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.max_train_steps = 25;
+  o.publish_every = 10;
+  auto loop = LearnerLoop::Create(o, {&batches, nullptr, &params, nullptr, {}, {}});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  // The start (blocking), then step 10's, posted 5 calls later at step 15,
+  // and step 20's.
+  ASSERT_EQ(params.published.size(), 3u);
+  EXPECT_EQ(params.calls, 7);
+  rl::QNetworkOptions shape;
+  shape.observation_size = kObservation;
+  shape.action_count = 2;
+  shape.hidden_sizes = {16};
+  auto network = *rl::QNetwork::Create(shape, 99);
+  ASSERT_EQ(*network->Load(params.published[1]), 2u);
+  std::vector<float> deferred = network->GetParameters();
+  ASSERT_EQ(*network->Load(params.published[2]), 3u);
+  EXPECT_NE(deferred, network->GetParameters());
+}
+
+TEST(LearnerLoopTest, SnapshotsAtTheStartOnTheIntervalGridAndAtTheEnd) {
+  FakeBatches batches(1000000);
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.duration = absl::Milliseconds(300);
+  o.snapshot_interval = absl::Milliseconds(50);
+  o.eval_interval = absl::InfiniteDuration();
+  std::vector<SnapshotRecord> records;
+  std::vector<std::vector<uint8_t>> buffers;
+  LearnerIo io{&batches, nullptr, nullptr, nullptr, {}, {}};
+  io.on_snapshot = [&](const SnapshotRecord& r, absl::Span<const uint8_t> p) {
+    records.push_back(r);
+    buffers.emplace_back(p.begin(), p.end());
+    return absl::OkStatus();
+  };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  ASSERT_GE(records.size(), 3u);  // start, at least one on the grid, end
+  EXPECT_LT(records.front().wall_s, 0.05);
+  EXPECT_EQ(records.front().train_steps, 0u);
+  EXPECT_GE(records.back().wall_s, 0.3);
+  EXPECT_EQ(records.back().train_steps, (*loop)->learner().train_steps());
+  rl::QNetworkOptions shape;
+  shape.observation_size = kObservation;
+  shape.action_count = 2;
+  shape.hidden_sizes = {16};
+  auto network = *rl::QNetwork::Create(shape, 99);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].index, i);
+    if (i > 0) {
+      EXPECT_GE(records[i].wall_s, records[i - 1].wall_s);
+      EXPECT_GE(records[i].train_steps, records[i - 1].train_steps);
+    }
+    EXPECT_EQ(*network->Load(buffers[i]), i);
+  }
+  // No evaluation ran: the summary has none.
+  EXPECT_EQ((*loop)->Summary().evaluations, 0u);
+}
+
+TEST(LearnerLoopTest, RefusesStopWhenSolvedWithoutEvaluationsAndSnapshotsWithoutASink) {
+  FakeBatches batches(1);
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.stop_when_solved = true;
+  o.eval_interval = absl::InfiniteDuration();
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+  o = SmallOptions(ReplayPlacement::kBuffer);
+  o.snapshot_interval = absl::Seconds(1);
+  EXPECT_EQ(LearnerLoop::Create(o, {&batches, nullptr, nullptr, nullptr, {}, {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LearnerLoopTest, StopsAtTheFirstEvaluationThatSolves) {

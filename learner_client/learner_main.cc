@@ -33,6 +33,7 @@
 #include "learner_client/metrics.h"
 #include "learner_client/server_config.h"
 #include "learner_client/service_io.h"
+#include "learner_client/snapshot_writer.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
@@ -82,6 +83,13 @@ DEFINE_double(spi_error_buffer, 0,
 DEFINE_string(forward_policy, "in_order",
               "learner placement: in_order (every transition, in sequence order) or freshest "
               "(the newest first, skipping what fell behind)");
+DEFINE_int64(forward_window, 0,
+             "learner placement, --forward_policy=freshest: how many sequences behind the "
+             "server's cursor the reader may fall before it jumps to the newest (0: capacity/2)");
+DEFINE_int32(forward_chunk_slots, 256, "learner placement: slots per forwarding READ");
+DEFINE_int32(forward_chunks_in_flight, 8,
+             "learner placement: forwarding READs in flight (with --forward_chunk_slots, the "
+             "bytes in flight: size them to the link's bandwidth-delay product)");
 DEFINE_bool(learner_cache, false,
             "buffer placement: keep the transitions already fetched and READ only the batch "
             "entries not held (transfer-once)");
@@ -98,7 +106,13 @@ DEFINE_double(duration_s, 0, "stop after this many seconds (0: no limit)");
 DEFINE_bool(stop_when_solved, false, "stop at the first evaluation that reaches --solve_return");
 DEFINE_double(solve_return, 475, "greedy mean return that counts as solved");
 DEFINE_int32(eval_episodes, 100, "episodes per greedy evaluation");
-DEFINE_double(eval_interval_s, 5, "seconds between greedy evaluations");
+DEFINE_double(eval_interval_s, 5,
+              "seconds between greedy evaluations (0: none in the learner; evaluate "
+              "--snapshot_dir offline instead)");
+DEFINE_string(snapshot_dir, "",
+              "write parameter snapshots here for offline evaluation "
+              "(tools/evaluate_snapshots); empty: none");
+DEFINE_double(snapshot_interval_s, 2, "seconds between snapshots with --snapshot_dir");
 DEFINE_int64(publish_every, 100, "train steps between parameter publications (0: never)");
 DEFINE_string(metrics_out, "", "write progress and summary records here as JSON lines");
 DEFINE_double(progress_interval_s, 5, "seconds between progress records");
@@ -187,10 +201,20 @@ absl::StatusOr<Config> ConfigFromFlags() {
   o.stop_when_solved = FLAGS_stop_when_solved;
   o.solve_return = FLAGS_solve_return;
   o.eval_episodes = FLAGS_eval_episodes;
-  ASSIGN_OR_RETURN(o.eval_interval, Seconds("eval_interval_s", FLAGS_eval_interval_s, false));
+  ASSIGN_OR_RETURN(o.eval_interval, Seconds("eval_interval_s", FLAGS_eval_interval_s, true));
+  if (o.stop_when_solved && o.eval_interval == absl::InfiniteDuration()) {
+    return FlagError("eval_interval_s", "0", "must be > 0 with --stop_when_solved");
+  }
+  if (!FLAGS_snapshot_dir.empty()) {
+    ASSIGN_OR_RETURN(o.snapshot_interval,
+                     Seconds("snapshot_interval_s", FLAGS_snapshot_interval_s, false));
+  }
   ASSIGN_OR_RETURN(o.progress_interval,
                    Seconds("progress_interval_s", FLAGS_progress_interval_s, false));
   RETURN_IF_ERROR(CheckAtLeast("batch_depth", FLAGS_batch_depth, 0));
+  RETURN_IF_ERROR(CheckAtLeast("forward_window", FLAGS_forward_window, 0));
+  RETURN_IF_ERROR(CheckAtLeast("forward_chunk_slots", FLAGS_forward_chunk_slots, 1));
+  RETURN_IF_ERROR(CheckAtLeast("forward_chunks_in_flight", FLAGS_forward_chunks_in_flight, 1));
   RETURN_IF_ERROR(CheckAtLeast("n_step", FLAGS_n_step, 1));
   // The server stages references only for a learner that keeps what it gets.
   c.connection.session.learner_cache =
@@ -213,6 +237,10 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSig
   io_options.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
   io_options.learner_cache = FLAGS_learner_cache;
   io_options.forward_policy = FLAGS_forward_policy;
+  io_options.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
+  io_options.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);
+  io_options.forward_reader.max_chunks_in_flight =
+      static_cast<uint32_t>(FLAGS_forward_chunks_in_flight);
   io_options.retry = config.retry;
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerServiceIo> service,
                    LearnerServiceIo::Create(session.get(), io_options));
@@ -225,6 +253,13 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSig
       metrics_status = metrics_file->Write(record.ToJson());
     }
   };
+  std::unique_ptr<SnapshotWriter> snapshots;
+  if (!FLAGS_snapshot_dir.empty()) {
+    ASSIGN_OR_RETURN(snapshots, SnapshotWriter::Open(FLAGS_snapshot_dir));
+    io.on_snapshot = [&](const SnapshotRecord& record, absl::Span<const uint8_t> params) {
+      return snapshots->Write(record, params);
+    };
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerLoop> loop, LearnerLoop::Create(config.loop, io));
   LOG(INFO) << "learner: " << ReplayPlacementName(config.loop.placement) << " placement, "
             << config.loop.env << ", server " << FLAGS_server << " over link " << FLAGS_link << " ("

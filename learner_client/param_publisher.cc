@@ -41,7 +41,7 @@ absl::Status ParamPublisher::SyncVersion() {
   return absl::OkStatus();
 }
 
-absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8_t> data) {
+absl::StatusOr<uint64_t> ParamPublisher::Post(uint64_t version, absl::Span<const uint8_t> data) {
   const protocol::LayoutConfig& config = session_->config();
   uint8_t* header_image = buffer_->data();
   uint8_t* half_image = buffer_->data() + sizeof(ParamsHeader);
@@ -69,9 +69,62 @@ absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8
   wrs[1].length = sizeof(ParamsHeader);
   wrs[1].remote_addr = params.addr;
   RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(wrs, 2), client::TrafficClass::kParams));
-  RETURN_IF_ERROR(session_->Wait(sink_, wrs[1].wr_id, session_->options().op_timeout));
-  bytes_written_ += wrs[0].length + wrs[1].length;
+  pending_bytes_ = wrs[0].length + wrs[1].length;
+  return wrs[1].wr_id;
+}
+
+absl::Status ParamPublisher::TryPublish(uint64_t version, absl::Span<const uint8_t> data) {
+  ASSIGN_OR_RETURN(const uint64_t wr_id, Post(version, data));
+  RETURN_IF_ERROR(session_->Wait(sink_, wr_id, session_->options().op_timeout));
+  bytes_written_ += pending_bytes_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ParamPublisher::PollPending() {
+  if (pending_wr_id_ == 0) return true;
+  verbs::Completion completions[4];
+  const int n = session_->Poll(sink_, absl::MakeSpan(completions));
+  for (int i = 0; i < n; ++i) {
+    if (!completions[i].ok()) {
+      pending_wr_id_ = 0;
+      return completions[i].ToStatus();
+    }
+    if (completions[i].wr_id == pending_wr_id_) {
+      pending_wr_id_ = 0;
+      version_ = std::max(version_, pending_version_);
+      bytes_written_ += pending_bytes_;
+    }
+  }
+  return pending_wr_id_ == 0;
+}
+
+absl::StatusOr<bool> ParamPublisher::PublishIfIdle(absl::Span<const uint8_t> data) {
+  if (data.size() > session_->config().param_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameters of ", data.size(),
+                     " bytes exceed the server's param_bytes=", session_->config().param_bytes));
+  }
+  for (int attempt = 0;; ++attempt) {
+    const uint64_t generation = session_->generation();
+    // A new connection lost whatever was in flight on the old one.
+    if (generation != synced_generation_) pending_wr_id_ = 0;
+    absl::Status status = generation == synced_generation_ ? absl::OkStatus() : SyncVersion();
+    absl::StatusOr<bool> idle = status.ok() ? PollPending() : status;
+    if (idle.ok() && !*idle) return false;
+    if (idle.ok()) {
+      absl::StatusOr<uint64_t> wr_id = Post(std::max(version_, pending_version_) + 1, data);
+      if (wr_id.ok()) {
+        pending_version_ = std::max(version_, pending_version_) + 1;
+        pending_wr_id_ = *wr_id;
+        return true;
+      }
+      status = wr_id.status();
+    } else {
+      status = idle.status();
+    }
+    if (!client::IsConnectionFailure(status) || attempt > 0) return status;
+    RETURN_IF_ERROR(session_->Reconnect(generation, status));
+  }
 }
 
 absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data) {
@@ -80,6 +133,15 @@ absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data)
         absl::StrCat("parameters of ", data.size(),
                      " bytes exceed the server's param_bytes=", session_->config().param_bytes));
   }
+  if (pending_wr_id_ != 0 && session_->generation() == synced_generation_) {
+    const absl::Status waited =
+        session_->Wait(sink_, pending_wr_id_, session_->options().op_timeout);
+    if (waited.ok()) {
+      version_ = std::max(version_, pending_version_);
+      bytes_written_ += pending_bytes_;
+    }
+  }
+  pending_wr_id_ = 0;
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = session_->generation();
     absl::Status status = generation == synced_generation_ ? absl::OkStatus() : SyncVersion();

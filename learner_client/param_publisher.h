@@ -51,6 +51,15 @@ class ParamPublisher {
   // visible to readers. InvalidArgument when data exceeds param_bytes.
   absl::StatusOr<uint64_t> Publish(absl::Span<const uint8_t> data);
 
+  // The same without waiting for the link: when no publication is in
+  // flight, posts `data` as the next version and returns true; while one is
+  // (its header WRITE not yet completed: on a long, busy link the
+  // completion waits behind everything the server sends this queue pair),
+  // posts nothing and returns false: call again later with the newest data.
+  // A posted version counts in version() once its completion is seen, by a
+  // later call. Same errors and reconnection as Publish().
+  absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> data);
+
   // The last version published (or found at the server); 0: none.
   uint64_t version() const { return version_; }
   uint64_t bytes_written() const { return bytes_written_; }
@@ -59,7 +68,12 @@ class ParamPublisher {
   ParamPublisher(client::ClientSession* session, int sink);
   // READs the server's ParamsHeader and raises version_ to it.
   absl::Status SyncVersion();
+  // Posts the two WRITEs of `version`; returns the header WRITE's wr_id.
+  absl::StatusOr<uint64_t> Post(uint64_t version, absl::Span<const uint8_t> data);
   absl::Status TryPublish(uint64_t version, absl::Span<const uint8_t> data);
+  // Polls for the pending publication's completion; true when none is
+  // pending any more.
+  absl::StatusOr<bool> PollPending();
 
   client::ClientSession* const session_;
   const int sink_;
@@ -69,6 +83,10 @@ class ParamPublisher {
   uint64_t synced_generation_ = 0;
   uint64_t next_wr_id_ = 1;
   uint64_t bytes_written_ = 0;
+  // PublishIfIdle's publication in flight (wr_id 0: none).
+  uint64_t pending_wr_id_ = 0;
+  uint64_t pending_version_ = 0;
+  uint64_t pending_bytes_ = 0;
 };
 
 }  // namespace dreplay::learner

@@ -78,6 +78,34 @@ TEST_F(ParamsTest, PublishedVersionsAreFetchedWholeAndOnlyOnce) {
   EXPECT_EQ(params, ParamsOf(3, 4096));
 }
 
+TEST_F(ParamsTest, PublishIfIdleNeverWaitsAndDefersWhileOneIsInFlight) {
+  auto learner = Connect(Role::kLearner);
+  auto actor = Connect(Role::kActor, 1);
+  ASSERT_TRUE(learner && actor);
+  auto publisher = *ParamPublisher::Create(learner.get());
+  auto fetcher = *ParamFetcher::Create(actor.get(), {});
+  ASSERT_TRUE(*publisher->PublishIfIdle(ParamsOf(1, 1000)));
+  // Until the first one's completion is seen, later calls post nothing.
+  uint64_t deferred = 0;
+  absl::StatusOr<bool> posted;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(posted = publisher->PublishIfIdle(ParamsOf(2, 2000))).ok() || !*posted) {
+    ASSERT_TRUE(posted.ok()) << posted.status();
+    ASSERT_LT(absl::Now(), deadline);
+    ++deferred;
+  }
+  EXPECT_EQ(publisher->version(), 1u);  // the first one's completion was seen
+  // A blocking publication waits for the one in flight, then goes after it.
+  EXPECT_EQ(*publisher->Publish(ParamsOf(3, 3000)), 3u);
+  std::vector<uint8_t> params;
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), 3u);
+  EXPECT_EQ(params, ParamsOf(3, 3000));
+  // The oversized check comes first, as in Publish().
+  EXPECT_EQ(publisher->PublishIfIdle(std::vector<uint8_t>(1 << 24)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ParamsTest, OversizedParametersAreRefused) {
   auto learner = Connect(Role::kLearner);
   ASSERT_NE(learner, nullptr);

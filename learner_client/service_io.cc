@@ -140,6 +140,11 @@ absl::Status LearnerServiceIo::Publish(absl::Span<const uint8_t> params) {
       .status();
 }
 
+absl::StatusOr<bool> LearnerServiceIo::PublishIfIdle(absl::Span<const uint8_t> params) {
+  return client::RetryWhileDisconnected(options_.retry,
+                                        [&] { return publisher_->PublishIfIdle(params); });
+}
+
 absl::StatusOr<ActorTotals> LearnerServiceIo::Read() {
   ASSIGN_OR_RETURN(
       const std::vector<protocol::ActorLine> lines,

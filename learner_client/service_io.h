@@ -106,6 +106,7 @@ class LearnerServiceIo : public BatchSource,
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
   // ParamsSink.
   absl::Status Publish(absl::Span<const uint8_t> params) override;
+  absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;
   // ActorStatsSource.
   absl::StatusOr<ActorTotals> Read() override;
 
