@@ -40,6 +40,7 @@ Only the Python standard library is used.
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,8 +114,12 @@ def actor_layout(args):
 class Process:
     """A child process with its log file."""
 
-    def __init__(self, name, argv, log_path, stdout_lines=None):
+    def __init__(self, name, argv, log_path, stdout_lines=None, cpus=None):
         self.name = name
+        if cpus:
+            # taskset execs the binary: the pid is the binary's, and every
+            # thread it starts inherits the affinity.
+            argv = ["taskset", "--cpu-list", cpus] + argv
         self.argv = argv
         self.log_path = log_path
         self.log = open(log_path, "wb")
@@ -340,16 +345,18 @@ def run(args):
         if os.path.exists(port_file):
             os.remove(port_file)
         server = Process("server", server_argv(args, port_file, layout),
-                         os.path.join(out_dir, "server.log"))
+                         os.path.join(out_dir, "server.log"), cpus=args.rest_cpus)
         port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
         address = "127.0.0.1:%d" % port
         log("replay server (pid %d) listening on %s; logs in %s" % (server.pid, address, out_dir))
         learner = Process("learner", learner_argv(args, address),
-                          os.path.join(out_dir, "learner.log"), stdout_lines=show)
+                          os.path.join(out_dir, "learner.log"), stdout_lines=show,
+                          cpus=args.learner_cpus)
         log("learner (pid %d): %s placement over link %s" % (learner.pid, args.mode, args.link))
         for i in range(args.actors):
             actors.append(Process("actor-%d" % i, actor_argv(args, address, i),
-                                  os.path.join(out_dir, "actor-%d.log" % i)))
+                                  os.path.join(out_dir, "actor-%d.log" % i),
+                                  cpus=args.rest_cpus))
         log("%d actors (pids %s), %d env(s) each, at most %s steps/s each" % (
             args.actors, " ".join(str(a.pid) for a in actors), args.envs_per_actor,
             args.actor_rate if args.actor_rate > 0 else "unlimited"))
@@ -406,6 +413,11 @@ def parse_args(argv):
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
                    help="where the built binaries are (default: bazel-out/k8-opt/bin, the "
                    "output of a plain `bazel build`, else bazel-bin)")
+    p.add_argument("--pin_cpus", default="",
+                   help="LEARNER:REST, e.g. 0:1: the learner runs on the CPUs of the first "
+                   "list, the server and the actors on those of the second (taskset "
+                   "--cpu-list syntax), so that the learner's CPU is the same in every run "
+                   "(default: no pinning)")
     # Shared hyper-parameters.
     p.add_argument("--n_step", type=int, default=3)
     p.add_argument("--gamma", type=float, default=0.99)
@@ -472,6 +484,12 @@ def parse_args(argv):
         args.hidden_sizes = [int(h) for h in args.hidden.split(",") if h]
     except ValueError:
         p.error("--hidden must be a comma-separated list of sizes")
+    args.learner_cpus = args.rest_cpus = None
+    if args.pin_cpus:
+        parts = args.pin_cpus.split(":")
+        if len(parts) != 2 or not all(re.fullmatch(r"[0-9]+([-,][0-9]+)*", x) for x in parts):
+            p.error("--pin_cpus must be LEARNER_CPUS:REST_CPUS, e.g. 0:1 or 0:1-3")
+        args.learner_cpus, args.rest_cpus = parts
     if not args.bin_dir:
         # bazel-bin follows the last build's configuration (a sanitizer build
         # moves it); the optimised default has its own directory.
