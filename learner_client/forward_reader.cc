@@ -129,6 +129,13 @@ absl::Status ForwardReader::PostChunks() {
     stats_.skipped_behind += resume - next_post_;
     next_post_ = resume;
     if (order_.empty()) next_ = std::max(next_, resume);  // nothing before it in flight
+  } else if (target_ > next_post_ + c.capacity) {
+    // Lapped: the ring no longer holds these; READing them would only
+    // spend the link on slots that fail verification.
+    const uint64_t resume = target_ - c.capacity;
+    stats_.overwritten += resume - next_post_;
+    next_post_ = resume;
+    if (order_.empty()) next_ = std::max(next_, resume);
   }
   while (next_post_ < target_) {
     auto free_chunk =

@@ -29,7 +29,9 @@
 //
 // Under a saturated link the reader falls behind the cursor; what it does
 // then is options.policy: kInOrder READs everything in order and loses what
-// the server overwrites first (the oldest, counted as overwritten); kFreshest
+// the server overwrites first (the oldest, counted as overwritten; sequences
+// known to be lapped, more than a ring behind the cursor, are skipped
+// without a READ and counted the same); kFreshest
 // jumps, whenever it is more than `window` sequences behind the cursor, to
 // the newest `window` sequences, and counts those it jumped over
 // (stats().skipped_behind).
