@@ -91,6 +91,7 @@ absl::Status IbverbsQueuePair::ValidateWorkRequest(const WorkRequest& wr) const 
         return absl::InvalidArgumentError(absl::StrCat(OpcodeName(wr.opcode), " wr_id ", wr.wr_id,
                                                        ": length ", wr.length, " must be 8"));
       }
+      RETURN_IF_ERROR(CheckAtomicAlignment(wr));
       if (!device_->has_atomics()) {
         return absl::UnimplementedError(absl::StrCat(OpcodeName(wr.opcode), ": ", device_->name,
                                                      " has no atomic support (atomic_cap NONE)"));

@@ -25,9 +25,10 @@
 //  * Work requests on one queue pair are executed at the responder in the
 //    order they were posted; a WRITE posted after another WRITE is placed
 //    after it. Data placement *within* one WRITE has no defined order.
-//  * FETCH_ADD and COMPARE_SWAP act on 8-byte aligned words and are atomic
-//    with respect to every other atomic on the same provider, from any queue
-//    pair. They are not atomic against CPU stores to the same word.
+//  * FETCH_ADD and COMPARE_SWAP act on 8-byte aligned words (PostSend
+//    refuses a misaligned one) and are atomic with respect to every other
+//    atomic on the same provider, from any queue pair. They are not atomic
+//    against CPU stores to the same word.
 //  * A work request that fails completes with an error status and moves the
 //    queue pair to the error state; every request still outstanding or posted
 //    later completes with kFlushed. Nothing else in the process is affected.
@@ -195,6 +196,15 @@ struct QueuePairTraffic {
 // Adds the data bytes of the requests in `wrs` to `t`'s initiated counts.
 void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t);
 
+// The alignment of the remote word a FETCH_ADD or COMPARE_SWAP acts on.
+inline constexpr uint64_t kAtomicAlignment = sizeof(uint64_t);
+
+// What every provider's PostSend checks before it posts anything:
+// kInvalidArgument for an atomic whose remote_addr is not a multiple of
+// kAtomicAlignment (a NIC would fail the queue pair with a remote invalid
+// request instead); OK for anything else.
+absl::Status CheckAtomicAlignment(const WorkRequest& wr);
+
 // A connected RC queue pair with its own completion queue.
 class QueuePair {
  public:
@@ -202,9 +212,10 @@ class QueuePair {
 
   // Posts `wrs` in order; a provider may ring one doorbell for all of them.
   // Non-blocking. Returns kResourceExhausted (and posts none) when the send
-  // queue has no room for all of them, kInvalidArgument for a request that is
-  // malformed locally (unknown opcode, atomic length != 8, null region). A
-  // queue pair in the error state accepts the requests and flushes them.
+  // queue has no room for all of them, kInvalidArgument (and posts none) for
+  // a request that is malformed locally (unknown opcode, atomic length != 8
+  // or remote address not 8-byte aligned, null region). A queue pair in the
+  // error state accepts the requests and flushes them.
   virtual absl::Status PostSend(absl::Span<const WorkRequest> wrs) = 0;
 
   // Posts receives for WRITE_WITH_IMM notifications. Non-blocking.
