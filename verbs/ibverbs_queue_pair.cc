@@ -297,7 +297,9 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
     out->wr_id = slot.user_wr_id;
     out->opcode = slot.opcode;
     out->status = FromIbvWcStatus(wc.status);
-    out->byte_len = slot.opcode == Opcode::kRead ? wc.byte_len : slot.length;
+    // wc.byte_len is defined for receives only; a READ that succeeded read
+    // all it asked for.
+    out->byte_len = slot.length;
     out->imm_data = 0;
     out->detail.clear();
   }

@@ -147,7 +147,9 @@ struct Completion {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
   WcStatus status = WcStatus::kSuccess;
-  uint32_t byte_len = 0;  // READ: bytes read; kRecv: bytes written by the peer
+  // READ: bytes read (the request's length); kRecv: bytes written by the
+  // peer; not to be relied on for other opcodes.
+  uint32_t byte_len = 0;
   uint32_t imm_data = 0;  // kRecv only
   // `detail` explains a failure (verb, provider message); empty on success.
   std::string detail;
