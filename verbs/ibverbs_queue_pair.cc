@@ -164,6 +164,7 @@ void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool sign
   w.sg_list = sge;
   w.num_sge = wr.length > 0 ? 1 : 0;
   w.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  if (wr.fence) w.send_flags |= IBV_SEND_FENCE;
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:

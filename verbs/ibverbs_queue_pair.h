@@ -4,7 +4,8 @@
 // connection setup (ibverbs_connection.h) has brought to RTS.
 //
 //  * A span passed to PostSend is chained and posted with one ibv_post_send
-//    (one doorbell); WRITEs up to max_inline_data are sent inline.
+//    (one doorbell); WRITEs up to max_inline_data are sent inline, and
+//    WorkRequest::fence becomes IBV_SEND_FENCE.
 //  * Selective signalling (send_queue_accounting.h): unsignalled requests
 //    are honoured, but the last request of every PostSend and one in every
 //    signal_every (at most kMaxUnsignaledRun, at most a quarter of the send

@@ -22,9 +22,16 @@
 // reply payload) or rejects (with a reason the peer sees in its Status).
 //
 // RC semantics, the same on every provider:
-//  * Work requests on one queue pair are executed at the responder in the
-//    order they were posted; a WRITE posted after another WRITE is placed
-//    after it. Data placement *within* one WRITE has no defined order.
+//  * Order at the responder, as RC hardware gives it: WRITEs and
+//    WRITE_WITH_IMMs on one queue pair execute in the order they were
+//    posted (a WRITE posted after another is placed after it), and a READ or
+//    atomic sees every request posted before it. A request posted *after* a
+//    READ or atomic has no such promise: it may execute before that READ
+//    has fetched its data or that atomic has acted (a NIC may pipeline or
+//    retry a READ), so a WRITE may change what an earlier READ returns. Set
+//    WorkRequest::fence on the later request when it must wait for every
+//    earlier READ and atomic on the queue pair. Data placement *within* one
+//    WRITE has no defined order. Completions arrive in posting order.
 //  * FETCH_ADD and COMPARE_SWAP act on 8-byte aligned words (PostSend
 //    refuses a misaligned one) and are atomic with respect to every other
 //    atomic on the same provider, from any queue pair. They are not atomic
@@ -112,6 +119,11 @@ struct WorkRequest {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
   bool signaled = true;
+  // Execute only after every READ and atomic posted before it on this queue
+  // pair has completed at the responder (IBV_SEND_FENCE). Costs a round
+  // trip when such a request is outstanding; needed only for order after a
+  // READ or atomic (see "Order at the responder" above).
+  bool fence = false;
   const MemoryRegion* local = nullptr;
   void* local_addr = nullptr;
   uint32_t length = 0;  // atomics: must be 8

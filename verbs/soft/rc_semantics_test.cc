@@ -78,5 +78,48 @@ TEST_F(SoftRcSemanticsTest, MisalignedAtomicIsRefusedLocallyAndPostsNothing) {
   EXPECT_EQ(pair_.server->state(), QpState::kReady);
 }
 
+// The soft responder executes every request after all earlier ones, so it
+// honours a fence always; these pin down that a fenced request after a READ
+// or atomic sees the order verbs.h promises with the fence.
+TEST_F(SoftRcSemanticsTest, FencedWriteAfterAReadDoesNotChangeWhatTheReadReturns) {
+  constexpr uint32_t kLen = 256;
+  std::memset(remote_->data(), 0xaa, kLen);
+  std::memset(local_->data() + kLen, 0x55, kLen);  // the WRITE's source
+  WorkRequest span[2] = {Read(1, local_.get(), 0, kLen, *remote_, 0),
+                         Write(2, local_.get(), kLen, kLen, *remote_, 0)};
+  span[1].fence = true;
+  ASSERT_TRUE(pair_.client->PostSend(span).ok());
+  const std::vector<Completion> done = PollCompletions(pair_.client.get(), 2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_TRUE(done[0].ok()) << done[0].ToStatus();
+  EXPECT_EQ(done[0].byte_len, kLen);
+  EXPECT_EQ(done[1].wr_id, 2u);
+  EXPECT_TRUE(done[1].ok()) << done[1].ToStatus();
+  for (uint32_t i = 0; i < kLen; ++i) {
+    ASSERT_EQ(local_->data()[i], 0xaa) << "the READ saw the later WRITE at byte " << i;
+    ASSERT_EQ(remote_->data()[i], 0x55) << "the WRITE was not placed at byte " << i;
+  }
+}
+
+TEST_F(SoftRcSemanticsTest, FencedReadAfterAnAtomicSeesItsResult) {
+  WorkRequest span[3] = {FetchAdd(1, local_.get(), 0, *remote_, 64, 3),
+                         CompareSwap(2, local_.get(), 8, *remote_, 64, 3, 10),
+                         Read(3, local_.get(), 16, 8, *remote_, 64)};
+  span[1].fence = true;
+  span[2].fence = true;
+  ASSERT_TRUE(pair_.client->PostSend(span).ok());
+  const std::vector<Completion> done = PollCompletions(pair_.client.get(), 3);
+  ASSERT_EQ(done.size(), 3u);
+  for (const Completion& c : done) EXPECT_TRUE(c.ok()) << c.ToStatus();
+  uint64_t old_add = 1, old_swap = 1, read = 0;
+  std::memcpy(&old_add, local_->data(), 8);
+  std::memcpy(&old_swap, local_->data() + 8, 8);
+  std::memcpy(&read, local_->data() + 16, 8);
+  EXPECT_EQ(old_add, 0u);
+  EXPECT_EQ(old_swap, 3u);  // saw the FETCH_ADD, so it swapped
+  EXPECT_EQ(read, 10u);     // saw the COMPARE_SWAP
+}
+
 }  // namespace
 }  // namespace dreplay::verbs
