@@ -54,14 +54,12 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
       max_rd_atomic_(max_rd_atomic),
       max_send_wr_(options.max_send_wr),
       max_recv_wr_(options.max_recv_wr),
-      signal_every_(std::clamp(options.max_send_wr / 4, 1, kMaxUnsignaledRun)),
+      send_queue_(options.max_send_wr, std::clamp(options.max_send_wr / 4, 1, kMaxUnsignaledRun)),
       send_slots_(options.max_send_wr),
       recv_slots_(std::max(options.max_recv_wr, 1)),
       send_scratch_(options.max_send_wr),
       sge_scratch_(options.max_send_wr),
-      recv_scratch_(std::max(options.max_recv_wr, 1)) {
-  CHECK_LT(signal_every_, max_send_wr_ + 1) << "a forced signal must fall within one send queue";
-}
+      recv_scratch_(std::max(options.max_recv_wr, 1)) {}
 
 IbverbsQueuePair::~IbverbsQueuePair() { objects_.Destroy(Describe()); }
 
@@ -93,6 +91,7 @@ absl::Status IbverbsQueuePair::ValidateWorkRequest(const WorkRequest& wr) const 
         return absl::InvalidArgumentError(absl::StrCat(OpcodeName(wr.opcode), " wr_id ", wr.wr_id,
                                                        ": length ", wr.length, " must be 8"));
       }
+      RETURN_IF_ERROR(CheckAtomicAlignment(wr));
       if (!device_->has_atomics()) {
         return absl::UnimplementedError(absl::StrCat(OpcodeName(wr.opcode), ": ", device_->name,
                                                      " has no atomic support (atomic_cap NONE)"));
@@ -136,10 +135,11 @@ void IbverbsQueuePair::EnterError(const absl::Status& why) {
   // Everything still outstanding completes with kFlushed, in posting order,
   // whatever the device does with unsignalled requests; the device's own
   // flush completions for these are dropped as stale.
-  for (; send_retired_ < send_posted_; ++send_retired_) {
-    const SendSlot& slot = send_slots_[send_retired_ % max_send_wr_];
+  for (uint64_t seq = send_queue_.retired(); seq < send_queue_.posted(); ++seq) {
+    const SendSlot& slot = send_slots_[seq % max_send_wr_];
     QueueFlushed(slot.user_wr_id, slot.opcode);
   }
+  send_queue_.RetireAll();
   for (; recv_retired_ < recv_posted_; ++recv_retired_) {
     QueueFlushed(recv_slots_[recv_retired_ % recv_slots_.size()], Opcode::kRecv);
   }
@@ -164,6 +164,7 @@ void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool sign
   w.sg_list = sge;
   w.num_sge = wr.length > 0 ? 1 : 0;
   w.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  if (wr.fence) w.send_flags |= IBV_SEND_FENCE;
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:
@@ -207,20 +208,13 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
     CountInitiated(wrs, &traffic_);
     return absl::OkStatus();
   }
-  const uint64_t outstanding = send_posted_ - send_retired_;
-  if (outstanding + wrs.size() > static_cast<uint64_t>(max_send_wr_)) {
-    return absl::ResourceExhaustedError(absl::StrCat("send queue full: ", outstanding,
-                                                     " outstanding + ", wrs.size(),
-                                                     " new > max_send_wr ", max_send_wr_));
-  }
+  RETURN_IF_ERROR(send_queue_.CheckRoom(wrs.size()));
   // Build the whole span as one chain: one ibv_post_send, one doorbell.
   const size_t n = wrs.size();
   for (size_t i = 0; i < n; ++i) {
     const WorkRequest& wr = wrs[i];
-    const uint64_t seq = send_posted_ + i;
-    bool signaled = wr.signaled;
-    if (!signaled && unsignaled_run_ + 1 >= signal_every_) signaled = true;
-    unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+    const uint64_t seq = send_queue_.posted() + i;
+    const bool signaled = send_queue_.PlanNext(wr.signaled, i + 1 == n);
     send_slots_[seq % max_send_wr_] = SendSlot{wr.wr_id, wr.opcode, wr.signaled, wr.length};
     FillSendWr(wr, seq, signaled, &sge_scratch_[i], &send_scratch_[i]);
     send_scratch_[i].next = i + 1 < n ? &send_scratch_[i + 1] : nullptr;
@@ -228,19 +222,22 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(objects_.qp, send_scratch_.data(), &bad);
   if (rc == 0) {
-    send_posted_ += n;
+    send_queue_.EndPost(n);
     CountInitiated(wrs, &traffic_);
     return absl::OkStatus();
   }
   // The requests before `bad` are on the queue; the rest are not.
   const size_t posted = bad != nullptr ? static_cast<size_t>(bad - send_scratch_.data()) : 0;
-  send_posted_ += posted;
+  send_queue_.EndPost(posted);
   CountInitiated(wrs.subspan(0, posted), &traffic_);
-  // The next request is signalled, whatever the run counter says.
-  unsignaled_run_ = signal_every_;
-  return IbvResultToStatus(
+  const absl::Status failed = IbvResultToStatus(
       rc, absl::StrCat("ibv_post_send on ", device_->name, " qpn ", objects_.qp->qp_num, " (",
                        posted, " of ", n, " requests posted)"));
+  // The room was checked, so the device disagrees with our accounting, and
+  // what it took may end in an unsignalled run that nothing retires: flush
+  // it rather than let the send queue stick.
+  if (send_queue_.uncovered() > 0) EnterError(failed);
+  return failed;
 }
 
 absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
@@ -293,16 +290,17 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
     out->detail.clear();
   } else {
     const uint64_t seq = wc.wr_id;
-    if (seq < send_retired_ || seq >= send_posted_) return false;  // stale
     // RC completes in order: every unsignalled request before this one has
     // completed successfully.
-    send_retired_ = seq + 1;
+    if (!send_queue_.Retire(seq)) return false;  // stale
     const SendSlot& slot = send_slots_[seq % max_send_wr_];
     if (!failed && !slot.user_signaled) return false;  // a forced signal
     out->wr_id = slot.user_wr_id;
     out->opcode = slot.opcode;
     out->status = FromIbvWcStatus(wc.status);
-    out->byte_len = slot.opcode == Opcode::kRead ? wc.byte_len : slot.length;
+    // wc.byte_len is defined for receives only; a READ that succeeded read
+    // all it asked for.
+    out->byte_len = slot.length;
     out->imm_data = 0;
     out->detail.clear();
   }

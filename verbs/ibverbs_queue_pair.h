@@ -4,14 +4,19 @@
 // connection setup (ibverbs_connection.h) has brought to RTS.
 //
 //  * A span passed to PostSend is chained and posted with one ibv_post_send
-//    (one doorbell); WRITEs up to max_inline_data are sent inline.
-//  * Selective signalling: unsignalled requests are honoured, but one in
-//    every signal_every_ (at most kMaxUnsignaledRun, at most a quarter of
-//    the send queue) is signalled anyway, so the send queue never fills with
-//    WQEs that cannot be retired. Its completion is not reported.
+//    (one doorbell); WRITEs up to max_inline_data are sent inline, and
+//    WorkRequest::fence becomes IBV_SEND_FENCE.
+//  * Selective signalling (send_queue_accounting.h): unsignalled requests
+//    are honoured, but the last request of every PostSend and one in every
+//    signal_every (at most kMaxUnsignaledRun, at most a quarter of the send
+//    queue) are signalled anyway, so every posted WQE is retired by a later
+//    completion. Those forced completions are not reported.
 //  * Each posted request is tracked by a sequence number (its ibv wr_id), so
 //    a completion retires every request before it (RC completes in order),
 //    and stale completions after an error are recognised and dropped.
+//  * An ibv_post_send that fails after the send queue was checked for room
+//    (the device disagrees with our accounting) moves the queue pair to the
+//    error state: what it took may never be retired otherwise.
 //  * After the first failure the queue pair is in the error state: every
 //    outstanding request and posted receive completes with kFlushed, in
 //    posting order, and later posts are flushed at once.
@@ -35,13 +40,14 @@
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_wire.h"
 #include "verbs/options.h"
+#include "verbs/send_queue_accounting.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::verbs::ibverbs {
 
 // Longest run of unsignalled send requests before one is signalled anyway,
 // so the send queue can always be retired. The run is also capped at a
-// quarter of the send queue (see IbverbsQueuePair::signal_every_).
+// quarter of the send queue (the queue pair's SendQueueAccounting).
 inline constexpr int kMaxUnsignaledRun = 64;
 static_assert(kMaxUnsignaledRun >= 1, "at least every request may be signalled");
 
@@ -117,15 +123,12 @@ class IbverbsQueuePair : public QueuePair {
   const int max_rd_atomic_;
   const int max_send_wr_;
   const int max_recv_wr_;
-  const int signal_every_;
 
   // Datapath state (one thread at a time, per verbs.h).
   QpState state_ = QpState::kReady;
   absl::Status error_;
-  std::vector<SendSlot> send_slots_;  // ring of max_send_wr_
-  uint64_t send_posted_ = 0;          // next send sequence number
-  uint64_t send_retired_ = 0;         // all below are complete
-  int unsignaled_run_ = 0;
+  SendQueueAccounting send_queue_;
+  std::vector<SendSlot> send_slots_;  // ring of max_send_wr_, by sequence
   std::vector<uint64_t> recv_slots_;  // ring of user wr_ids
   uint64_t recv_posted_ = 0;
   uint64_t recv_retired_ = 0;

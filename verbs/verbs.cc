@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
 // verbs.cc: names of opcodes and completion statuses, the mapping of a
-// completion status to absl::Status, and the data bytes of work requests.
+// completion status to absl::Status, the data bytes of work requests, and
+// the checks every provider makes before posting.
 
 #include "verbs/verbs.h"
 
@@ -104,6 +105,16 @@ void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t) {
         break;
     }
   }
+}
+
+absl::Status CheckAtomicAlignment(const WorkRequest& wr) {
+  if (wr.opcode != Opcode::kFetchAdd && wr.opcode != Opcode::kCompareSwap) {
+    return absl::OkStatus();
+  }
+  if (wr.remote_addr % kAtomicAlignment == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
+                                                 ": remote address 0x", absl::Hex(wr.remote_addr),
+                                                 " is not ", kAtomicAlignment, "-byte aligned"));
 }
 
 }  // namespace dreplay::verbs

@@ -22,12 +22,20 @@
 // reply payload) or rejects (with a reason the peer sees in its Status).
 //
 // RC semantics, the same on every provider:
-//  * Work requests on one queue pair are executed at the responder in the
-//    order they were posted; a WRITE posted after another WRITE is placed
-//    after it. Data placement *within* one WRITE has no defined order.
-//  * FETCH_ADD and COMPARE_SWAP act on 8-byte aligned words and are atomic
-//    with respect to every other atomic on the same provider, from any queue
-//    pair. They are not atomic against CPU stores to the same word.
+//  * Order at the responder, as RC hardware gives it: WRITEs and
+//    WRITE_WITH_IMMs on one queue pair execute in the order they were
+//    posted (a WRITE posted after another is placed after it), and a READ or
+//    atomic sees every request posted before it. A request posted *after* a
+//    READ or atomic has no such promise: it may execute before that READ
+//    has fetched its data or that atomic has acted (a NIC may pipeline or
+//    retry a READ), so a WRITE may change what an earlier READ returns. Set
+//    WorkRequest::fence on the later request when it must wait for every
+//    earlier READ and atomic on the queue pair. Data placement *within* one
+//    WRITE has no defined order. Completions arrive in posting order.
+//  * FETCH_ADD and COMPARE_SWAP act on 8-byte aligned words (PostSend
+//    refuses a misaligned one) and are atomic with respect to every other
+//    atomic on the same provider, from any queue pair. They are not atomic
+//    against CPU stores to the same word.
 //  * A work request that fails completes with an error status and moves the
 //    queue pair to the error state; every request still outstanding or posted
 //    later completes with kFlushed. Nothing else in the process is affected.
@@ -111,6 +119,11 @@ struct WorkRequest {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
   bool signaled = true;
+  // Execute only after every READ and atomic posted before it on this queue
+  // pair has completed at the responder (IBV_SEND_FENCE). Costs a round
+  // trip when such a request is outstanding; needed only for order after a
+  // READ or atomic (see "Order at the responder" above).
+  bool fence = false;
   const MemoryRegion* local = nullptr;
   void* local_addr = nullptr;
   uint32_t length = 0;  // atomics: must be 8
@@ -146,7 +159,9 @@ struct Completion {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
   WcStatus status = WcStatus::kSuccess;
-  uint32_t byte_len = 0;  // READ: bytes read; kRecv: bytes written by the peer
+  // READ: bytes read (the request's length); kRecv: bytes written by the
+  // peer; not to be relied on for other opcodes.
+  uint32_t byte_len = 0;
   uint32_t imm_data = 0;  // kRecv only
   // `detail` explains a failure (verb, provider message); empty on success.
   std::string detail;
@@ -195,6 +210,15 @@ struct QueuePairTraffic {
 // Adds the data bytes of the requests in `wrs` to `t`'s initiated counts.
 void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t);
 
+// The alignment of the remote word a FETCH_ADD or COMPARE_SWAP acts on.
+inline constexpr uint64_t kAtomicAlignment = sizeof(uint64_t);
+
+// What every provider's PostSend checks before it posts anything:
+// kInvalidArgument for an atomic whose remote_addr is not a multiple of
+// kAtomicAlignment (a NIC would fail the queue pair with a remote invalid
+// request instead); OK for anything else.
+absl::Status CheckAtomicAlignment(const WorkRequest& wr);
+
 // A connected RC queue pair with its own completion queue.
 class QueuePair {
  public:
@@ -202,9 +226,10 @@ class QueuePair {
 
   // Posts `wrs` in order; a provider may ring one doorbell for all of them.
   // Non-blocking. Returns kResourceExhausted (and posts none) when the send
-  // queue has no room for all of them, kInvalidArgument for a request that is
-  // malformed locally (unknown opcode, atomic length != 8, null region). A
-  // queue pair in the error state accepts the requests and flushes them.
+  // queue has no room for all of them, kInvalidArgument (and posts none) for
+  // a request that is malformed locally (unknown opcode, atomic length != 8
+  // or remote address not 8-byte aligned, null region). A queue pair in the
+  // error state accepts the requests and flushes them.
   virtual absl::Status PostSend(absl::Span<const WorkRequest> wrs) = 0;
 
   // Posts receives for WRITE_WITH_IMM notifications. Non-blocking.

@@ -89,5 +89,31 @@ TEST(MemoryRegionTest, ContainsChecksBoundsWithoutOverflow) {
   EXPECT_EQ(mr.remote().length, 100u);
 }
 
+TEST(CheckAtomicAlignmentTest, RefusesAtomicsOnMisalignedRemoteWords) {
+  for (const Opcode op : {Opcode::kFetchAdd, Opcode::kCompareSwap}) {
+    WorkRequest wr;
+    wr.opcode = op;
+    wr.wr_id = 7;
+    wr.length = 8;
+    wr.remote_addr = 0x1000;
+    EXPECT_TRUE(CheckAtomicAlignment(wr).ok()) << OpcodeName(op);
+    for (const uint64_t offset : {1, 4, 7}) {
+      wr.remote_addr = 0x1000 + offset;
+      const absl::Status s = CheckAtomicAlignment(wr);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << OpcodeName(op) << " +" << offset;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("aligned"));
+    }
+  }
+}
+
+TEST(CheckAtomicAlignmentTest, LeavesOtherOpcodesAlone) {
+  for (const Opcode op : {Opcode::kWrite, Opcode::kWriteWithImm, Opcode::kRead}) {
+    WorkRequest wr;
+    wr.opcode = op;
+    wr.remote_addr = 0x1003;
+    EXPECT_TRUE(CheckAtomicAlignment(wr).ok()) << OpcodeName(op);
+  }
+}
+
 }  // namespace
 }  // namespace dreplay::verbs

@@ -535,9 +535,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AccessCase{"ReadPastTheEnd", kAllRemote, Opcode::kRead, 4090, 64, false,
                                  WcStatus::kRemoteAccessError},
                       AccessCase{"WriteBeforeTheStart", kAllRemote, Opcode::kWrite, -8, 16, false,
-                                 WcStatus::kRemoteAccessError},
-                      AccessCase{"MisalignedAtomic", kAllRemote, Opcode::kCompareSwap, 4, 8, false,
-                                 WcStatus::kRemoteInvalidRequest}),
+                                 WcStatus::kRemoteAccessError}),
     [](const ::testing::TestParamInfo<AccessCase>& info) { return info.param.name; });
 
 TEST_F(SoftProviderTest, LocalBufferOutsideItsRegionFailsWithProtectionError) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "verbs/soft/link.h"
 
@@ -57,6 +58,7 @@ absl::Status Requester::Validate(absl::Span<const WorkRequest> wrs) {
               absl::StrCat(OpcodeName(wr.opcode), " wr_id=", wr.wr_id,
                            ": atomics need an 8-byte local buffer (length ", wr.length, ")"));
         }
+        RETURN_IF_ERROR(CheckAtomicAlignment(wr));
         break;
       default:
         return absl::InvalidArgumentError(absl::StrCat(

@@ -52,8 +52,8 @@ class Requester {
   Requester& operator=(const Requester&) = delete;
 
   // What PostSend can refuse before it touches any state: an opcode that
-  // cannot be posted, or a missing or wrongly sized local buffer
-  // (kInvalidArgument).
+  // cannot be posted, a missing or wrongly sized local buffer, or an atomic
+  // on a misaligned remote word (kInvalidArgument).
   static absl::Status Validate(absl::Span<const WorkRequest> wrs);
 
   // Appends `wrs` to the send queue, checking each local buffer against the

@@ -5,7 +5,10 @@
 // on registered memory in the order they were sent, and answers.
 //
 //  * Requests are numbered per direction and executed in that order; a
-//    request out of order is a protocol error.
+//    request out of order is a protocol error. Each is executed only once
+//    every earlier one has been, READs and atomics included (a READ's data
+//    is taken when it executes), so this provider orders as if every
+//    request carried WorkRequest::fence: the flag needs no handling here.
 //  * WRITEs are acknowledged once per batch of input (one cumulative ACK,
 //    SendPendingAck()), not once per request.
 //  * A READ response is sent from registered memory. To keep RC order (a
