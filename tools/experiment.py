@@ -1,388 +1,293 @@
 #!/usr/bin/env python3
-"""Reproduces the long-haul experiment: replay memory at the buffer node
-(--replay_placement=buffer, the proposal) against replay memory at the learner
-(--replay_placement=learner, the existing approach).
+"""The long-haul experiment: where does replay at the buffer node (the
+proposal) beat replay at the learner (the existing approach), and by how
+much? A regime map with controls and confidence intervals.
 
-Every run starts a buffer node, the actors and a learner on this machine with
-tools/run_local.py; both placements get identical seeds, actor count,
-environment, network and emulated link. The set writes, under --out:
+Arms (each a placement and its data path):
+  existing-in_order   replay at the learner; the buffer node forwards every
+                      transition, oldest first (lapped ones are lost)
+  existing-freshest   the same, but a reader that falls behind jumps to the
+                      newest transitions
+  proposal            replay at the buffer node; the learner READs
+                      pre-sampled prioritized batches
+  proposal-cache      the same with the transfer-once cache: a transition the
+                      learner holds is not sent again
 
-  runs/<link>/<mode>-seed<k>/metrics.jsonl   the learner's metrics of each run
-  summary.md, summary.json                   the tables below
-  loss.png, priority.png                     loss and transferred priority
-                                             over training, both modes
-  sweep.png                                  the link sweep (when run)
+Regimes (REGIMES below state every number: generation rate, transition
+size, link bandwidth and delay, samples per insert): the paper's fibre
+(link not binding), a WAN that the actors' data outruns 2-4 times, at a
+DQN-like replay ratio (8) and an Ape-X-like one (0.5); plus the alpha = 0
+control of the transferred-priority metric.
 
-"After convergence" is defined once, in tools/metrics_lines.py (which reads
-the metrics files), and applied to both modes alike: the progress records of
-the second half of a run's training steps (train_steps >= half of the run's
-final train_steps). Loss after convergence is the mean of their per-interval
-mean loss; transferred priority after convergence is the mean |TD error| of
-the transitions that crossed the link in those intervals, weighted by how
-many crossed in each.
+Controls, the same in every arm: the learner pinned to CPU 0, the buffer
+node and actors to the rest (run_local.py --pin_cpus); greedy evaluation
+offline, from parameter snapshots taken every 2 s (tools/evaluate_snapshots,
+100 episodes each), so evaluation never competes with training; every
+window is the same wall-clock window; the arms' order is shuffled per seed;
+the seeds are paired (seed k gives every arm the same initial network,
+actors and environments); the bytes in flight on the long link are sized
+alike (about 150 kB on the WAN).
+
+Outputs under --out:
+  runs/<regime>/<arm>-seed<k>/   run_local's logs, metrics.jsonl, snap/
+                                 (snapshots) and evals.jsonl
+  summary.json, summary.md       the figures (shape: see experiment_report.py)
+  return_vs_time.png, return_vs_bytes.png, survival.png, regime_map.png
 
 Usage:
-  tools/experiment.sh                     # the default set (~30 min)
-  tools/experiment.sh --quick             # a smoke run of a few minutes
-  tools/experiment.py --help
+  tools/experiment.sh                 # the default set (about 70 min on 2 cores)
+  tools/experiment.sh --quick         # a smoke run (about 2 min)
+  tools/experiment.sh --full          # 10 seeds everywhere, 90 s runs (about 4 h)
+  tools/experiment.py --summarize_only --out DIR   # re-summarize finished runs
 """
 
 import argparse
 import json
-import math
 import os
-import statistics
+import random
 import subprocess
 import sys
 import time
 
-import metrics_lines
+import experiment_report
+import experiment_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ("buffer", "learner")
-MODE_TITLES = {
-    "buffer": "replay at buffer node (proposal)",
-    "learner": "replay at learner (existing)",
+
+ARMS = {
+    "existing-in_order": {"mode": "learner", "forward_policy": "in_order"},
+    "existing-freshest": {"mode": "learner", "forward_policy": "freshest"},
+    "proposal": {"mode": "buffer"},
+    "proposal-cache": {"mode": "buffer", "learner_cache": True},
+}
+ARM_TITLES = {
+    "existing-in_order": "existing (replay at learner), in order",
+    "existing-freshest": "existing (replay at learner), freshest",
+    "proposal": "proposal (replay at buffer node)",
+    "proposal-cache": "proposal + transfer-once cache",
 }
 
-# Link presets (one-way delay in microseconds, bandwidth in Gb/s): the
-# reference prototype and a constrained link. The sweep below varies both.
-LINK_PRESETS = {
-    "10km-25g": "10km-25g",
-    "100km-1g": "500:1",
+# Every regime's numbers. delay_us is one way; gbps the link's bandwidth;
+# the generation rate G is actors x actor_rate transitions/s (each env step
+# makes one n-step transition); the transition size s is the slot size for
+# the padded payload (actor --print_layout). The READ depth of each arm is
+# sized so that about the same bytes are in flight on the long link.
+REGIMES = {
+    "fibre-spi8": {
+        "title": "10 km fibre, 25 Gb/s, SPI 8 (link not binding)",
+        "link": "10km-25g", "delay_us": 50, "gbps": 25.0,
+        "actors": 4, "envs_per_actor": 2, "actor_rate": 500, "payload_pad_bytes": 0,
+        "samples_per_insert": 8.0, "alpha": 0.6,
+        "forward": (256, 8, 16384), "staging_depth": 8, "batch_depth": 0,
+    },
+    "wan-spi8": {
+        "title": "1000 km WAN, 8 Mb/s, 1 KiB transitions, SPI 8 (link-bound, DQN-like)",
+        "link": "5000:0.008", "delay_us": 5000, "gbps": 0.008,
+        "actors": 4, "envs_per_actor": 2, "actor_rate": 500, "payload_pad_bytes": 1024,
+        "samples_per_insert": 8.0, "alpha": 0.6,
+        "forward": (32, 4, 2048), "staging_depth": 8, "batch_depth": 2,
+    },
+    "wan-spi0.5": {
+        "title": "1000 km WAN, 4.8 Mb/s, 16 k transitions/s, SPI 0.5 (link-bound, Ape-X-like)",
+        "link": "5000:0.0048", "delay_us": 5000, "gbps": 0.0048,
+        "actors": 4, "envs_per_actor": 4, "actor_rate": 4000, "payload_pad_bytes": 0,
+        "samples_per_insert": 0.5, "alpha": 0.6,
+        "forward": (256, 4, 8192), "staging_depth": 16, "batch_depth": 16,
+    },
 }
-SWEEP_LINKS = [
-    # (label, spec "DELAY_US:GBPS"); 10 km / 25 Gb/s and 100 km / 1 Gb/s are
-    # in the main set already.
-    ("1km-25g", "5:25"),
-    ("100km-10g", "500:10"),
-    ("1000km-1g", "5000:1"),
-    ("1000km-0.1g", "5000:0.1"),
-]
+# The alpha = 0 control: the primary regime with uniform sampling, for the
+# transferred-priority metric (how much of its ratio is the sampling rule).
+CONTROL_OF = "wan-spi0.5"
+CONTROL = "wan-spi0.5-alpha0"
+CONTROL_ARMS = ("proposal", "proposal-cache")
+
+# (regime, arms, seeds) per set, and the run length.
+SETS = {
+    "default": {"duration_s": 45, "plan": [
+        ("fibre-spi8", list(ARMS), 3), ("wan-spi8", list(ARMS), 3),
+        (CONTROL_OF, list(ARMS), 10), (CONTROL, list(CONTROL_ARMS), 3)]},
+    "quick": {"duration_s": 6, "plan": [
+        ("wan-spi8", list(ARMS), 1), (CONTROL_OF, list(ARMS), 1),
+        (CONTROL, list(CONTROL_ARMS), 1)]},
+    "full": {"duration_s": 90, "plan": [
+        ("fibre-spi8", list(ARMS), 10), ("wan-spi8", list(ARMS), 10),
+        (CONTROL_OF, list(ARMS), 10), (CONTROL, list(CONTROL_ARMS), 10)]},
+}
+PRIMARY = CONTROL_OF
+SOLVE_RETURN = 475.0
+SNAPSHOT_INTERVAL_S = 2.0
+EVAL_EPISODES = 100
 
 
 def log(msg):
     print("experiment: " + msg, file=sys.stderr, flush=True)
 
 
-def mean_std(values):
-    values = [v for v in values if metrics_lines.is_figure(v)]
-    if not values:
-        return None, None
-    if len(values) == 1:
-        return values[0], 0.0
-    return statistics.fmean(values), statistics.stdev(values)
+def regime(name):
+    if name == CONTROL:
+        r = dict(REGIMES[CONTROL_OF])
+        r["title"] = REGIMES[CONTROL_OF]["title"] + ", alpha = 0 (control)"
+        r["alpha"] = 0.0
+        return r
+    return REGIMES[name]
 
 
-def run_one(args, link_label, link_spec, mode, seed, duration_s):
-    out_dir = os.path.join(args.out, "runs", link_label, "%s-seed%d" % (mode, seed))
-    os.makedirs(out_dir, exist_ok=True)
-    metrics = os.path.join(out_dir, "metrics.jsonl")
-    if args.resume and os.path.exists(metrics) and metrics_lines.read(metrics)[1] is not None:
-        log("reusing %s" % metrics)
-        return metrics
-    cmd = [
+def default_bin_dir():
+    opt = os.path.join(ROOT, "bazel-out", "k8-opt", "bin")
+    return opt if os.path.isdir(opt) else os.path.join(ROOT, "bazel-bin")
+
+
+BIN_DIR = [default_bin_dir()]  # --bin_dir
+
+
+def bin_dir():
+    return BIN_DIR[0]
+
+
+def slot_bytes(r):
+    """The slot size of a regime's transitions, from `actor --print_layout`."""
+    out = subprocess.run([os.path.join(bin_dir(), "actor_client", "actor"), "--print_layout",
+                          "--payload_pad_bytes=%d" % r["payload_pad_bytes"]],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    return json.loads(out.stdout.decode())["slot_size"]
+
+
+def pin_cpus():
+    n = os.cpu_count() or 1
+    return "0:1-%d" % (n - 1) if n > 2 else ("0:1" if n == 2 else "")
+
+
+def run_argv(r, arm, seed, duration_s, run_dir):
+    a = ARMS[arm]
+    chunk_slots, chunks, window = r["forward"]
+    argv = [
         sys.executable, os.path.join(ROOT, "tools", "run_local.py"),
-        "--mode", mode,
-        "--link", link_spec,
-        "--seed", str(seed),
-        "--env", args.env,
-        "--actors", str(args.actors),
-        "--duration_s", str(duration_s),
-        "--metrics_out", metrics,
-        "--out_dir", out_dir,
+        "--mode", a["mode"], "--link", r["link"], "--seed", str(seed),
+        "--actors", str(r["actors"]), "--envs_per_actor", str(r["envs_per_actor"]),
+        "--actor_rate", str(r["actor_rate"]), "--payload_pad_bytes", str(r["payload_pad_bytes"]),
+        "--samples_per_insert", repr(r["samples_per_insert"]), "--alpha", repr(r["alpha"]),
+        "--staging_depth", str(r["staging_depth"]),
+        "--duration_s", repr(float(duration_s)), "--eval_interval_s", "0",
+        "--progress_interval_s", "2.5",
+        "--metrics_out", os.path.join(run_dir, "metrics.jsonl"), "--out_dir", run_dir,
+        "--bin_dir", bin_dir(),
+        "--learner_flag=--snapshot_dir=" + os.path.join(run_dir, "snap"),
+        "--learner_flag=--snapshot_interval_s=%r" % SNAPSHOT_INTERVAL_S,
     ]
-    log("run %s %s seed %d (%ds): %s" % (link_label, mode, seed, duration_s, " ".join(cmd)))
+    if pin_cpus():
+        argv += ["--pin_cpus", pin_cpus()]
+    if a["mode"] == "learner":
+        argv += ["--forward_policy", a["forward_policy"],
+                 "--learner_flag=--forward_chunk_slots=%d" % chunk_slots,
+                 "--learner_flag=--forward_chunks_in_flight=%d" % chunks,
+                 "--learner_flag=--forward_window=%d" % window]
+    else:
+        argv.append("--learner_flag=--batch_depth=%d" % r["batch_depth"])
+        if a.get("learner_cache"):
+            argv.append("--learner_cache")
+    return argv
+
+
+def evaluate(run_dir):
+    argv = [os.path.join(bin_dir(), "tools", "evaluate_snapshots"),
+            "--snapshot_dir=" + os.path.join(run_dir, "snap"),
+            "--episodes=%d" % EVAL_EPISODES, "--out=" + os.path.join(run_dir, "evals.jsonl")]
+    if subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0:
+        raise RuntimeError("evaluation failed: " + " ".join(argv))
+
+
+def complete(run_dir):
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    evals = os.path.join(run_dir, "evals.jsonl")
+    return (os.path.exists(metrics) and os.path.exists(evals)
+            and experiment_stats.read_jsonl(evals)
+            and any(r.get("type") == "summary" for r in experiment_stats.read_jsonl(metrics)))
+
+
+def schedule(plan, order_seed):
+    """[(regime, arm, seed)]: regime by regime, seed by seed, the arms of
+    each (regime, seed) in an order drawn for it."""
+    runs = []
+    for name, arms, seeds in plan:
+        for seed in range(1, seeds + 1):
+            order = list(arms)
+            random.Random("%d/%s/%d" % (order_seed, name, seed)).shuffle(order)
+            runs += [(name, arm, seed) for arm in order]
+    return runs
+
+
+def run_all(args, plan, duration_s):
+    runs = schedule(plan, args.order_seed)
     started = time.monotonic()
-    with open(os.path.join(out_dir, "run_local.log"), "w") as out:
-        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    log("  finished in %.0f s, exit code %d" % (time.monotonic() - started, rc))
-    if rc != 0:
-        raise RuntimeError("run failed (exit %d); see %s" % (rc, out_dir))
-    return metrics
+    for i, (name, arm, seed) in enumerate(runs):
+        run_dir = os.path.join(args.out, "runs", name, "%s-seed%d" % (arm, seed))
+        if args.resume and complete(run_dir):
+            log("[%d/%d] reusing %s" % (i + 1, len(runs), run_dir))
+            continue
+        os.makedirs(run_dir, exist_ok=True)
+        argv = run_argv(regime(name), arm, seed, duration_s, run_dir)
+        elapsed = time.monotonic() - started
+        log("[%d/%d] %s %s seed %d (%.0f min elapsed)" % (i + 1, len(runs), name, arm, seed,
+                                                         elapsed / 60))
+        with open(os.path.join(run_dir, "run_local.log"), "w") as out:
+            rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        if rc != 0:
+            raise RuntimeError("run failed (exit %d); see %s" % (rc, run_dir))
+        evaluate(run_dir)
 
 
-def fmt(v, digits=4):
-    """A figure for a table: 0.2135, 5800, 58 k, 1.19 M, 292 M."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    for threshold, scale, suffix in ((1e9, 1e9, " G"), (1e6, 1e6, " M"), (1e4, 1e3, " k")):
-        if abs(v) >= threshold:
-            return "%.3g%s" % (v / scale, suffix)
-    if isinstance(v, int) or abs(v) >= 100:
-        return "%.0f" % v
-    return ("%%.%dg" % digits) % v
+def summarize(args, plan, duration_s):
+    regimes = []
+    for name, arms, _ in plan:
+        r = regime(name)
+        s = slot_bytes(r)
+        figures = {}
+        for arm in arms:
+            base = os.path.join(args.out, "runs", name)
+            by_seed = {}
+            for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+                prefix = arm + "-seed"
+                if entry.startswith(prefix) and complete(os.path.join(base, entry)):
+                    by_seed[int(entry[len(prefix):])] = experiment_stats.run_figures(
+                        os.path.join(base, entry), duration_s, SOLVE_RETURN, s)
+            figures[arm] = by_seed
+        regimes.append(experiment_report.regime_summary(name, r, s, figures, duration_s))
+    return experiment_report.assemble(regimes, PRIMARY, CONTROL_OF, CONTROL, duration_s)
 
 
-def summarize_set(runs):
-    """runs: {mode: [figures per seed]} -> per-mode aggregates and ratios."""
-    agg = {}
-    for mode in MODES:
-        figs = runs.get(mode, [])
-        agg[mode] = {}
-        for key in ("loss_after_convergence", "transferred_priority_after_convergence",
-                    "link_bytes_total", "link_transitions_total", "train_steps",
-                    "env_steps", "time_to_solve_s", "env_steps_to_solve",
-                    "eval_return_last", "wall_s"):
-            m, s = mean_std([f.get(key) for f in figs])
-            agg[mode][key] = {"mean": m, "std": s}
-        agg[mode]["solved_runs"] = sum(1 for f in figs if f.get("solved"))
-        agg[mode]["runs"] = len(figs)
-
-    def ratio(key):
-        a = agg["buffer"][key]["mean"]
-        b = agg["learner"][key]["mean"]
-        if a is None or b is None or b == 0:
-            return None
-        return a / b
-
-    return agg, {
-        "loss_buffer_over_learner": ratio("loss_after_convergence"),
-        "priority_buffer_over_learner": ratio("transferred_priority_after_convergence"),
-        "link_bytes_buffer_over_learner": ratio("link_bytes_total"),
-        "link_transitions_buffer_over_learner": ratio("link_transitions_total"),
-    }
-
-
-def markdown_table(link_label, agg, ratios):
-    rows = [
-        ("loss after convergence", "loss_after_convergence"),
-        ("transferred priority after convergence", "transferred_priority_after_convergence"),
-        ("transitions across the link", "link_transitions_total"),
-        ("bytes across the link", "link_bytes_total"),
-        ("training steps", "train_steps"),
-        ("environment steps", "env_steps"),
-        ("greedy eval return (last)", "eval_return_last"),
-        ("time to solve (s), solved runs only", "time_to_solve_s"),
-        ("environment steps to solve, solved runs only", "env_steps_to_solve"),
-    ]
-    lines = ["#### Link `%s`" % link_label, "",
-             "| figure (mean ± sd over seeds) | %s | %s | ratio |" % (
-                 MODE_TITLES["buffer"], MODE_TITLES["learner"]),
-             "| --- | --- | --- | --- |"]
-    ratio_for = {
-        "loss_after_convergence": ratios["loss_buffer_over_learner"],
-        "transferred_priority_after_convergence": ratios["priority_buffer_over_learner"],
-        "link_bytes_total": ratios["link_bytes_buffer_over_learner"],
-        "link_transitions_total": ratios["link_transitions_buffer_over_learner"],
-    }
-    for title, key in rows:
-        cells = []
-        for mode in MODES:
-            m, s = agg[mode][key]["mean"], agg[mode][key]["std"]
-            cells.append("n/a" if m is None else "%s ± %s" % (fmt(m), fmt(s, 2)))
-        r = ratio_for.get(key)
-        lines.append("| %s | %s | %s | %s |" % (title, cells[0], cells[1],
-                                               "" if r is None else "%.2fx" % r))
-    lines.append("| solved runs | %d / %d | %d / %d | |" % (
-        agg["buffer"]["solved_runs"], agg["buffer"]["runs"],
-        agg["learner"]["solved_runs"], agg["learner"]["runs"]))
-    return "\n".join(lines)
-
-
-def plot_curves(out, link_label, metric_files):
-    """loss.png and priority.png: per-mode curves over training steps."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib missing (tools/install_deps.sh installs it): no plots")
-        return []
-    colors = {"buffer": "tab:red", "learner": "tab:blue"}
-    written = []
-    for key, ylabel, name in (
-            ("loss", "training loss (mean TD loss per step)", "loss.png"),
-            ("transferred_priority", "average priority of transferred experiences",
-             "priority.png")):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for mode in MODES:
-            for i, path in enumerate(metric_files.get(mode, [])):
-                progress, _ = metrics_lines.read(path)
-                xs, ys = metrics_lines.series(progress, key)
-                ax.plot(xs, ys, color=colors[mode], alpha=0.8, linewidth=1,
-                        label=MODE_TITLES[mode] if i == 0 else None)
-        ax.set_xlabel("training steps")
-        ax.set_ylabel(ylabel)
-        ax.set_title("%s, link %s" % (ylabel.split(" (")[0], link_label))
-        if key == "loss":
-            ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        path = os.path.join(out, name)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    return written
-
-
-def plot_sweep(out, sweep):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    labels = [s["link"] for s in sweep]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    x = range(len(labels))
-    for mode, off, color in (("buffer", -0.2, "tab:red"), ("learner", 0.2, "tab:blue")):
-        axes[0].bar([i + off for i in x],
-                    [s["agg"][mode]["link_bytes_total"]["mean"] or 0 for s in sweep],
-                    width=0.4, color=color, label=MODE_TITLES[mode])
-        axes[1].bar([i + off for i in x],
-                    [s["agg"][mode]["train_steps"]["mean"] or 0 for s in sweep],
-                    width=0.4, color=color, label=MODE_TITLES[mode])
-    axes[2].bar(list(x), [s["ratios"]["priority_buffer_over_learner"] or 0 for s in sweep],
-                color="tab:purple")
-    axes[2].axhline(1.0, color="black", linewidth=0.8)
-    for ax, title in zip(axes, ("bytes across the link", "training steps in the run",
-                                "transferred priority, proposal / existing")):
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(labels, rotation=20)
-        ax.set_title(title)
-        ax.grid(alpha=0.3, axis="y")
-    axes[0].set_yscale("log")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out, "sweep.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def main():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.path.join(ROOT, "out", "experiment"),
-                   help="output folder (default: out/experiment)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per mode (>= 1; default 3)")
-    p.add_argument("--duration_s", type=int, default=100,
-                   help="wall time of each main run, seconds (default 100)")
-    p.add_argument("--links", default="10km-25g,100km-1g",
-                   help="comma-separated presets for the main set: %s" %
-                   ", ".join(LINK_PRESETS))
-    p.add_argument("--sweep", choices=("on", "off"), default="on",
-                   help="also run the distance/bandwidth sweep, one seed (default on)")
-    p.add_argument("--sweep_duration_s", type=int, default=40,
-                   help="wall time of each sweep run, seconds (default 40)")
-    p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--actors", type=int, default=4)
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: 1 seed, 30 s runs, one link, no sweep")
-    p.add_argument("--resume", action="store_true",
-                   help="reuse runs whose metrics file is complete")
+                   help="output directory (default out/experiment)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--quick", action="store_true", help="the smoke set (about 2 min)")
+    group.add_argument("--full", action="store_true", help="the full set (about 4 h)")
+    p.add_argument("--order_seed", type=int, default=1,
+                   help="seed of the arms' run order (default 1)")
+    p.add_argument("--resume", action="store_true", help="keep the runs already complete")
     p.add_argument("--summarize_only", action="store_true",
-                   help="only rebuild the tables and plots from existing runs")
-    args = p.parse_args()
-
-    if args.quick:
-        args.seeds, args.duration_s, args.links, args.sweep = 1, 30, "10km-25g", "off"
-    links = [l.strip() for l in args.links.split(",") if l.strip()]
-    for l in links:
-        if l not in LINK_PRESETS:
-            p.error("--links: unknown preset %r (known: %s)" % (l, ", ".join(LINK_PRESETS)))
-    if args.seeds < 1:
-        p.error("--seeds must be >= 1, got %d" % args.seeds)
-    if args.duration_s < 10 or args.sweep_duration_s < 10:
-        p.error("run durations must be >= 10 s")
+                   help="only summarize the runs under --out")
+    p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
+                   help="where the built binaries are (default: bazel-out/k8-opt/bin, else "
+                   "bazel-bin)")
+    args = p.parse_args(argv)
+    if args.bin_dir:
+        BIN_DIR[0] = args.bin_dir
+    chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
+    plan, duration_s = chosen["plan"], chosen["duration_s"]
     os.makedirs(args.out, exist_ok=True)
-
-    started = time.monotonic()
-    seeds = list(range(1, args.seeds + 1))
-    plan = [(l, LINK_PRESETS[l], args.duration_s, seeds) for l in links]
-    if args.sweep == "on":
-        plan += [("sweep-" + label, spec, args.sweep_duration_s, [1])
-                 for label, spec in SWEEP_LINKS]
-    total_runs = sum(len(s) * len(MODES) for _, _, _, s in plan)
-    est = sum(d * len(s) * len(MODES) for _, _, d, s in plan)
-    log("%d runs, about %d min of runs" % (total_runs, math.ceil(est / 60)))
-
-    results = {"definition_after_convergence":
-               "progress records with train_steps >= half of the run's final train_steps",
-               "env": args.env, "actors": args.actors, "seeds": seeds, "sets": []}
-    done = 0
-    for label, spec, duration, set_seeds in plan:
-        files = {m: [] for m in MODES}
-        for seed in set_seeds:
-            for mode in MODES:  # the same seed runs both modes back to back
-                if args.summarize_only:
-                    path = os.path.join(args.out, "runs", label, "%s-seed%d" % (mode, seed),
-                                        "metrics.jsonl")
-                else:
-                    path = run_one(args, label, spec, mode, seed, duration)
-                    done += 1
-                    log("progress: %d / %d runs, %.0f min elapsed" % (
-                        done, total_runs, (time.monotonic() - started) / 60))
-                if os.path.exists(path):
-                    files[mode].append(path)
-        figures = {m: [metrics_lines.run_figures(*metrics_lines.read(f)) for f in files[m]]
-                   for m in MODES}
-        agg, ratios = summarize_set(figures)
-        results["sets"].append({"link": label, "spec": spec, "duration_s": duration,
-                                "seeds": set_seeds, "agg": agg, "ratios": ratios,
-                                "runs": figures,
-                                "metrics_files": files})
-
-    main_sets = [s for s in results["sets"] if not s["link"].startswith("sweep-")]
-    sweep_sets = [s for s in results["sets"] if s["link"].startswith("sweep-")]
-    md = ["### Long-haul experiment: %s, %d actors, %d seed(s)" % (
-        args.env, args.actors, len(seeds)), "",
-        "After convergence: %s." % results["definition_after_convergence"], ""]
-    for s in main_sets:
-        md += [markdown_table(s["link"], s["agg"], s["ratios"]), ""]
-    if sweep_sets:
-        md += ["#### Sweep over distance and bandwidth (1 seed, %d s per run)" %
-               args.sweep_duration_s, "",
-               "| link | loss ratio | priority ratio | bytes, proposal | bytes, existing |"
-               " train steps, proposal | train steps, existing |",
-               "| --- | --- | --- | --- | --- | --- | --- |"]
-        for s in sweep_sets:
-            a, r = s["agg"], s["ratios"]
-            md.append("| %s (`%s`) | %s | %s | %s | %s | %s | %s |" % (
-                s["link"][len("sweep-"):], s["spec"],
-                fmt(r["loss_buffer_over_learner"], 3), fmt(r["priority_buffer_over_learner"], 3),
-                fmt(a["buffer"]["link_bytes_total"]["mean"]),
-                fmt(a["learner"]["link_bytes_total"]["mean"]),
-                fmt(a["buffer"]["train_steps"]["mean"]),
-                fmt(a["learner"]["train_steps"]["mean"])))
-        md.append("")
-    elapsed = time.monotonic() - started
-    previous = os.path.join(args.out, "summary.json")
-    if args.summarize_only and os.path.exists(previous):
-        with open(previous) as f:  # keep the wall time of the run itself
-            elapsed = json.load(f).get("wall_s", elapsed)
-    md.append("Wall time of the whole set: %.1f min." % (elapsed / 60))
-    results["wall_s"] = elapsed
-
-    plots = []
-    if main_sets:
-        plots += plot_curves(args.out, main_sets[0]["link"], main_sets[0]["metrics_files"])
-    if sweep_sets:
-        sp = plot_sweep(args.out, [dict(s, link=s["link"][len("sweep-"):]) for s in sweep_sets])
-        if sp:
-            plots.append(sp)
-    results["plots"] = plots
-
-    with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    print("\n".join(md))
-    log("wrote %s, %s and %d plot(s)" % (os.path.join(args.out, "summary.md"),
-                                         os.path.join(args.out, "summary.json"), len(plots)))
+    try:
+        if not args.summarize_only:
+            run_all(args, plan, duration_s)
+        summary = summarize(args, plan, duration_s)
+    except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+        log("error: %s" % e)
+        return 1
+    experiment_report.write(args.out, summary, ARM_TITLES)
+    log("wrote %s" % ", ".join(os.path.join(args.out, f) for f in experiment_report.OUTPUTS))
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        log("interrupted")
-        sys.exit(130)
-    except RuntimeError as e:
-        log(str(e))
-        sys.exit(1)
+    sys.exit(main(sys.argv[1:]))

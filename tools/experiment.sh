@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Reproduces the long-haul experiment (replay memory at the buffer node versus
 # at the learner) on this machine. See tools/experiment.py --help.
-#   tools/experiment.sh            # default set: 3 seeds, 2 links, sweep (~30 min)
-#   tools/experiment.sh --quick    # smoke run
+#   tools/experiment.sh            # the default set (about 70 min on 2 cores)
+#   tools/experiment.sh --quick    # a smoke run (about 2 min)
+#   tools/experiment.sh --full     # 10 seeds everywhere, 90 s runs (about 4 h)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
-bazel build --jobs=2 //replay_server:replay_server //actor_client:actor //learner_client:learner
+bazel build --jobs=2 //replay_server:replay_server //actor_client:actor //learner_client:learner \
+    //tools:evaluate_snapshots
 # Debian's python3 has matplotlib (python3-matplotlib) for the plots.
 exec /usr/bin/python3 tools/experiment.py "$@"
