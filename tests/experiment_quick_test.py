@@ -58,9 +58,11 @@ class ExperimentQuickTest(unittest.TestCase):
                 # A snapshot at the start, every 2 s and at the end of 6 s.
                 self.assertGreaterEqual(len(evals), 4)
                 self.assertEqual([e["index"] for e in evals], list(range(len(evals))))
-        pm = summary["paper_metrics"]
-        self.assertEqual(pm["baseline"], "existing-in_order")
-        self.assertIn("transferred_priority_ratio_alpha0", pm["proposal"])
+        pm = summary["paper_metrics"]["wan-spi0.5"]
+        self.assertEqual(set(pm), {"%s/%s" % (a, b) for a in ("proposal", "proposal-cache")
+                                   for b in ("existing-in_order", "existing-freshest")})
+        for ratios in pm.values():
+            self.assertIn("transferred_priority_ratio_alpha0", ratios)
         with open(os.path.join(out, "summary.md")) as f:
             text = f.read()
         for name in REGIMES:

@@ -35,7 +35,7 @@ Outputs under --out:
   return_vs_time.png, return_vs_bytes.png, survival.png, regime_map.png
 
 Usage:
-  tools/experiment.sh                 # the default set (about 70 min on 2 cores)
+  tools/experiment.sh                 # the default set (about 65 min on 2 cores)
   tools/experiment.sh --quick         # a smoke run (about 2 min)
   tools/experiment.sh --full          # 10 seeds everywhere, 90 s runs (about 4 h)
   tools/experiment.py --summarize_only --out DIR   # re-summarize finished runs
@@ -95,25 +95,41 @@ REGIMES = {
         "forward": (256, 4, 8192), "staging_depth": 16, "batch_depth": 16,
     },
 }
-# The alpha = 0 control: the primary regime with uniform sampling, for the
-# transferred-priority metric (how much of its ratio is the sampling rule).
-CONTROL_OF = "wan-spi0.5"
-CONTROL = "wan-spi0.5-alpha0"
+# The alpha = 0 controls of the transferred-priority metric (how much of its
+# ratio is the sampling rule): "<regime>-alpha0" is <regime> with uniform
+# sampling at the buffer node, run for the proposal's two arms (the existing
+# approach's transfers do not depend on the buffer node's alpha).
+CONTROL_SUFFIX = "-alpha0"
 CONTROL_ARMS = ("proposal", "proposal-cache")
+PRIMARY = "wan-spi0.5"
+# The equal-train-steps control of the primary regime: each placement's rate
+# limiter counts what enters its own replay memory, so on a link-bound
+# regime the existing approach (counting arrivals) trains fewer steps than
+# the proposal (counting generation). Here the existing approach runs at the
+# replay ratio that gives it the proposal's train steps per second (its
+# arrivals x EQUAL_STEPS_SPI = the proposal's achieved samples/s).
+EQUAL_STEPS_SUFFIX = "-equal-steps"
+EQUAL_STEPS_SPI = 0.9
+# The paper's regime (its fibre) and the primary one: where the paper's two
+# metrics are reported beside their alpha = 0 controls.
+PAPER_REGIMES = ("fibre-spi8", PRIMARY)
 
 # (regime, arms, seeds) per set, and the run length.
 SETS = {
     "default": {"duration_s": 45, "plan": [
         ("fibre-spi8", list(ARMS), 3), ("wan-spi8", list(ARMS), 3),
-        (CONTROL_OF, list(ARMS), 10), (CONTROL, list(CONTROL_ARMS), 3)]},
+        (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
+        ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
+        (PRIMARY + EQUAL_STEPS_SUFFIX, ["existing-freshest"], 5)]},
     "quick": {"duration_s": 6, "plan": [
-        ("wan-spi8", list(ARMS), 1), (CONTROL_OF, list(ARMS), 1),
-        (CONTROL, list(CONTROL_ARMS), 1)]},
+        ("wan-spi8", list(ARMS), 1), (PRIMARY, list(ARMS), 1),
+        (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 1)]},
     "full": {"duration_s": 90, "plan": [
         ("fibre-spi8", list(ARMS), 10), ("wan-spi8", list(ARMS), 10),
-        (CONTROL_OF, list(ARMS), 10), (CONTROL, list(CONTROL_ARMS), 10)]},
+        (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
+        ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
+        (PRIMARY + EQUAL_STEPS_SUFFIX, ["existing-freshest"], 10)]},
 }
-PRIMARY = CONTROL_OF
 SOLVE_RETURN = 475.0
 SNAPSHOT_INTERVAL_S = 2.0
 EVAL_EPISODES = 100
@@ -124,9 +140,18 @@ def log(msg):
 
 
 def regime(name):
-    if name == CONTROL:
-        r = dict(REGIMES[CONTROL_OF])
-        r["title"] = REGIMES[CONTROL_OF]["title"] + ", alpha = 0 (control)"
+    if name.endswith(EQUAL_STEPS_SUFFIX):
+        base = name[:-len(EQUAL_STEPS_SUFFIX)]
+        r = dict(REGIMES[base])
+        r["title"] = REGIMES[base]["title"] + (
+            ", existing approach at SPI %g: the proposal's train steps (control)" %
+            EQUAL_STEPS_SPI)
+        r["samples_per_insert"] = EQUAL_STEPS_SPI
+        return r
+    if name.endswith(CONTROL_SUFFIX):
+        base = name[:-len(CONTROL_SUFFIX)]
+        r = dict(REGIMES[base])
+        r["title"] = REGIMES[base]["title"] + ", alpha = 0 (control)"
         r["alpha"] = 0.0
         return r
     return REGIMES[name]
@@ -238,6 +263,7 @@ def run_all(args, plan, duration_s):
 
 def summarize(args, plan, duration_s):
     regimes = []
+    auc_by_seed = {}
     for name, arms, _ in plan:
         r = regime(name)
         s = slot_bytes(r)
@@ -251,8 +277,12 @@ def summarize(args, plan, duration_s):
                     by_seed[int(entry[len(prefix):])] = experiment_stats.run_figures(
                         os.path.join(base, entry), duration_s, SOLVE_RETURN, s)
             figures[arm] = by_seed
+            auc_by_seed[(name, arm)] = {seed: f["auc"] for seed, f in by_seed.items()}
         regimes.append(experiment_report.regime_summary(name, r, s, figures, duration_s))
-    return experiment_report.assemble(regimes, PRIMARY, CONTROL_OF, CONTROL, duration_s)
+    if not any(by_seed for by_seed in auc_by_seed.values()):
+        raise RuntimeError("no complete run under %s" % os.path.join(args.out, "runs"))
+    return experiment_report.assemble(regimes, PRIMARY, PAPER_REGIMES, CONTROL_SUFFIX,
+                                      EQUAL_STEPS_SUFFIX, duration_s, auc_by_seed)
 
 
 def main(argv):

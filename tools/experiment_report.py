@@ -10,7 +10,10 @@ summary.json:
               "link_bytes": {...}, "transferred_priority": {...},
               "probe_loss": {...}, "data_age_s": {...}, ...}],
     "auc_minus_existing_freshest": {arm: {"mean", "ci95", "n", "wins"}}}],
-   "paper_metrics": {...}}
+   "auc_minus_existing_freshest_at_equal_steps": {arm: {"mean", "ci95", "n", "wins"}},
+   "paper_metrics": {regime: {"<proposal arm>/<existing arm>": {"loss_ratio",
+     "probe_loss_ratio", "transferred_priority_ratio",
+     "transferred_priority_ratio_alpha0"}}}}
 Every {"mean", "ci95", "n"} is over seeds; ci95 is a 95 % percentile
 bootstrap interval (null with fewer than 2 seeds).
 """
@@ -84,28 +87,54 @@ def ratio(a, b):
     return a["mean"] / b["mean"]
 
 
-def assemble(regimes, primary, control_of, control, duration_s):
-    by_name = {r["name"]: r for r in regimes}
-    paper = {}
-    if primary in by_name:
-        p = by_name[primary]
-        base = arm_of(p, "existing-in_order")
-        for arm in ("proposal", "proposal-cache"):
-            a = arm_of(p, arm)
-            if a is None or base is None:
+def paper_metrics(by_name, name, control_suffix):
+    """The paper's two metrics in regime `name`: the proposal's arms over
+    each existing arm (loss, its unweighted probe counterpart, transferred
+    priority), with the transferred priority of the alpha = 0 control."""
+    r = by_name[name]
+    control = by_name.get(name + control_suffix)
+    out = {}
+    for arm in ("proposal", "proposal-cache"):
+        a = arm_of(r, arm)
+        if a is None:
+            continue
+        c = arm_of(control, arm) if control else None
+        for base_name in ("existing-in_order", "existing-freshest"):
+            base = arm_of(r, base_name)
+            if base is None:
                 continue
-            paper[arm] = {
+            out["%s/%s" % (arm, base_name)] = {
                 "loss_ratio": ratio(a["loss"], base["loss"]),
                 "probe_loss_ratio": ratio(a["probe_loss"], base["probe_loss"]),
                 "transferred_priority_ratio": ratio(a["transferred_priority"],
                                                     base["transferred_priority"]),
+                "transferred_priority_ratio_alpha0":
+                    ratio(c["transferred_priority"], base["transferred_priority"])
+                    if c else None,
             }
-            c = arm_of(by_name[control], arm) if control in by_name else None
-            if c is not None:
-                paper[arm]["transferred_priority_ratio_alpha0"] = ratio(
-                    c["transferred_priority"], base["transferred_priority"])
+    return out
+
+
+def equal_steps(by_name, primary, suffix, auc_by_seed):
+    """The proposal's arms in `primary` minus the existing approach
+    (freshest) of the equal-train-steps control, paired by seed."""
+    control = by_name.get(primary + suffix)
+    base = auc_by_seed.get((primary + suffix, BASELINE))
+    if control is None or base is None:
+        return {}
+    return {arm: st.paired_difference(auc_by_seed[(primary, arm)], base)
+            for arm in ("proposal", "proposal-cache") if (primary, arm) in auc_by_seed}
+
+
+def assemble(regimes, primary, paper_regimes, control_suffix, equal_steps_suffix, duration_s,
+             auc_by_seed):
+    """auc_by_seed: {(regime, arm): {seed: AUC}}."""
+    by_name = {r["name"]: r for r in regimes}
     return {"duration_s": duration_s, "primary": primary, "regimes": regimes,
-            "paper_metrics": {"regime": primary, "baseline": "existing-in_order", **paper}}
+            "paper_metrics": {name: paper_metrics(by_name, name, control_suffix)
+                              for name in paper_regimes if name in by_name},
+            "auc_minus_existing_freshest_at_equal_steps": equal_steps(
+                by_name, primary, equal_steps_suffix, auc_by_seed)}
 
 
 def cell(f, scale=1.0, digits=3):
@@ -166,17 +195,30 @@ def markdown(summary, titles):
            summary["primary"], ""]
     for r in summary["regimes"]:
         out += [regime_markdown(r, titles), ""]
-    pm = summary["paper_metrics"]
-    out += ["### The paper's two metrics (regime `%s`, against the existing approach in order)"
-            % pm["regime"], ""]
-    for arm in ("proposal", "proposal-cache"):
-        if arm in pm:
-            m = pm[arm]
-            out.append("- %s: loss ratio %s, probe-loss ratio %s, transferred-priority ratio %s "
-                       "(alpha 0.6) and %s (alpha 0, the control)" % (
-                           titles.get(arm, arm), *("%.2fx" % m[k] if m.get(k) else "n/a" for k in (
-                               "loss_ratio", "probe_loss_ratio", "transferred_priority_ratio",
-                               "transferred_priority_ratio_alpha0"))))
+    eq = summary.get("auc_minus_existing_freshest_at_equal_steps")
+    if eq:
+        out += ["### `%s`: the proposal against the existing approach at equal train steps" %
+                summary["primary"], "",
+                "AUC of the proposal's arms minus that of the existing approach (freshest) "
+                "run at the replay ratio that gives it the proposal's train steps, paired by "
+                "seed:", ""]
+        for arm, d in eq.items():
+            out.append("- %s: %s (higher in %d of %d seeds)" % (titles.get(arm, arm), cell(d),
+                                                               d["wins"], d["n"]))
+        out.append("")
+    for name, pm in summary["paper_metrics"].items():
+        out += ["### The paper's two metrics in `%s` (ratios of means)" % name, "",
+                "| proposal arm / existing arm | loss (IS-weighted) | probe loss | "
+                "transferred priority, alpha 0.6 | transferred priority, alpha 0 (control) |",
+                "| --- | --- | --- | --- | --- |"]
+        for pair, m in pm.items():
+            arm, base = pair.split("/")
+            out.append("| %s / %s | %s |" % (titles.get(arm, arm), titles.get(base, base),
+                                            " | ".join("%.2fx" % m[k] if m.get(k) else "n/a"
+                                                       for k in ("loss_ratio", "probe_loss_ratio",
+                                                                 "transferred_priority_ratio",
+                                                                 "transferred_priority_ratio_alpha0"))))
+        out.append("")
     return "\n".join(out) + "\n"
 
 
