@@ -35,9 +35,9 @@ Outputs under --out:
   return_vs_time.png, return_vs_bytes.png, survival.png, regime_map.png
 
 Usage:
-  tools/experiment.sh                 # the default set (about 65 min on 2 cores)
+  tools/experiment.sh                 # the default set (81 runs, about 66 min on 2 cores)
   tools/experiment.sh --quick         # a smoke run (about 2 min)
-  tools/experiment.sh --full          # 10 seeds everywhere, 90 s runs (about 4 h)
+  tools/experiment.sh --full          # 10 seeds everywhere, 90 s runs (170 runs, about 4.5 h)
   tools/experiment.py --summarize_only --out DIR   # re-summarize finished runs
 """
 
@@ -292,7 +292,7 @@ def main(argv):
                    help="output directory (default out/experiment)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--quick", action="store_true", help="the smoke set (about 2 min)")
-    group.add_argument("--full", action="store_true", help="the full set (about 4 h)")
+    group.add_argument("--full", action="store_true", help="the full set (170 runs, about 4.5 h)")
     p.add_argument("--order_seed", type=int, default=1,
                    help="seed of the arms' run order (default 1)")
     p.add_argument("--resume", action="store_true", help="keep the runs already complete")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Reproduces the long-haul experiment (replay memory at the buffer node versus
 # at the learner) on this machine. See tools/experiment.py --help.
-#   tools/experiment.sh            # the default set (about 70 min on 2 cores)
+#   tools/experiment.sh            # the default set (81 runs, about 66 min on 2 cores)
 #   tools/experiment.sh --quick    # a smoke run (about 2 min)
-#   tools/experiment.sh --full     # 10 seeds everywhere, 90 s runs (about 4 h)
+#   tools/experiment.sh --full     # 10 seeds everywhere, 90 s runs (170 runs, about 4.5 h)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
