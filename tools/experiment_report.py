@@ -29,6 +29,8 @@ OUTPUTS = ("summary.json", "summary.md", "return_vs_time.png", "return_vs_bytes.
 FIGURES = ("final_return", "link_bytes", "transferred_priority", "loss", "probe_loss",
            "data_age_s", "samples_per_insert", "train_steps", "coverage", "generation_per_s")
 BASELINE = "existing-freshest"
+PAPER_RATIOS = ("loss_ratio", "probe_loss_ratio", "transferred_priority_ratio",
+                "transferred_priority_ratio_alpha0")
 COLORS = {"existing-in_order": "tab:blue", "existing-freshest": "tab:cyan",
           "proposal": "tab:red", "proposal-cache": "tab:orange"}
 
@@ -163,7 +165,8 @@ def regime_markdown(r, titles):
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for a in r["arms"]:
         tts = a["time_to_solve"]
-        lines.append("| %s | %d | %s | %s | %d/%d (%s) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        row = "| %s | %d | %s | %s | %d/%d (%s) |" + " %s |" * 8
+        lines.append(row % (
             titles.get(a["name"], a["name"]), len(a["seeds"]), cell(a["auc"]),
             cell(a["final_return"]), tts["solved"], tts["runs"],
             "%.0f" % tts["median_s"] if tts["median_s"] is not None else "-",
@@ -213,11 +216,9 @@ def markdown(summary, titles):
                 "| --- | --- | --- | --- | --- |"]
         for pair, m in pm.items():
             arm, base = pair.split("/")
+            cells = ["%.2fx" % m[k] if m.get(k) else "n/a" for k in PAPER_RATIOS]
             out.append("| %s / %s | %s |" % (titles.get(arm, arm), titles.get(base, base),
-                                            " | ".join("%.2fx" % m[k] if m.get(k) else "n/a"
-                                                       for k in ("loss_ratio", "probe_loss_ratio",
-                                                                 "transferred_priority_ratio",
-                                                                 "transferred_priority_ratio_alpha0"))))
+                                            " | ".join(cells)))
         out.append("")
     return "\n".join(out) + "\n"
 
