@@ -206,6 +206,27 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   return absl::OkStatus();
 }
 
+// The tail is read before the ring is streamed, and actors keep reserving
+// and committing meanwhile: the file may hold commit words of sequences at
+// or beyond the saved tail. The restored tail hands those sequences out
+// again, so their old commit words must go, or ingest would take a reissued
+// sequence for committed before its new slot is written (ingesting the old
+// slot, or counting the half-written new one torn).
+void ClearCommitsFromTail(uint64_t tail, ReplayRegions* regions) {
+  const uint64_t first_cleared = protocol::CommitValue(tail);
+  uint64_t cleared = 0;
+  for (uint64_t i = 0; i < regions->config().capacity; ++i) {
+    if (regions->commits()[i] >= first_cleared) {
+      regions->commits()[i] = protocol::kNeverCommitted;
+      ++cleared;
+    }
+  }
+  if (cleared > 0) {
+    LOG(INFO) << "restore: cleared " << cleared
+              << " commit words of sequences reserved after the checkpoint's tail " << tail;
+  }
+}
+
 absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* regions,
                           replay::ReplayMemory* memory, CheckpointState* state) {
   const protocol::LayoutConfig& config = regions->config();
@@ -267,6 +288,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   std::memcpy(counters, header.counters, sizeof(header.counters));
   // Zero in a version 1 header.
   std::memcpy(counters + kNumReplayCountersV1, header.counters_v2, sizeof(header.counters_v2));
+  ClearCommitsFromTail(header.tail, regions);
   // Slots caught mid-write when the checkpoint was taken fail here.
   for (uint64_t i = 0; i < config.capacity; ++i) {
     const uint64_t sequence = memory->sequence(i);

@@ -17,9 +17,12 @@
 // (FailedPrecondition), the config against the regions' config and the
 // priority settings against the memory's (FailedPrecondition naming the
 // first difference, e.g. "batch_size: 32 vs 64"), section sizes and file
-// length (DataLoss), the trailer checksum (DataLoss). Then every index the
-// memory says is valid is checked against its commit word, sequence and
-// checksum; those that fail are removed and counted in
+// length (DataLoss), the trailer checksum (DataLoss). Then the commit words
+// of sequences at or beyond the saved tail are cleared: the tail is read
+// before the ring is streamed, so those were committed while the file was
+// written, and the restored tail hands the same sequences out again. Then
+// every index the memory says is valid is checked against its commit word,
+// sequence and checksum; those that fail are removed and counted in
 // counters.restore_dropped. On any error the slot ring, commit words and
 // memory are left empty.
 //

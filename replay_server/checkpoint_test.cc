@@ -174,6 +174,48 @@ TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
   EXPECT_EQ(core->memory().size(), core_->memory().size() - 1);
 }
 
+TEST_F(CheckpointTest, CommitsOfSequencesAtOrBeyondTheSavedTailAreClearedOnRestore) {
+  RunForAWhile();
+  core_->Step();
+  // SaveCheckpoint reads the tail first and streams the ring after it; the
+  // actors keep reserving and committing in between.
+  CheckpointState state;
+  state.epoch = core_->epoch();
+  state.tail = LoadAcquire(regions_->tail_word());
+  state.ingest_cursor = core_->ingest_cursor();
+  state.counters = core_->counters();
+  const uint64_t late = Insert(*regions_, 5.f);
+  Insert(*regions_, 6.f);
+  ASSERT_EQ(late, state.tail);
+  ASSERT_TRUE(WriteCheckpoint(path_, *regions_, core_->memory(), state).ok());
+
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
+  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), late)], protocol::kNeverCommitted);
+  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), late + 1)], protocol::kNeverCommitted);
+  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), committed_)],
+            protocol::CommitValue(committed_));
+
+  // The restarted server hands `late` out again. Its old commit word must
+  // not make ingest take the slot before the new actor has written it.
+  ASSERT_EQ(Reserve(*regions, 1), late);
+  core->Step();
+  EXPECT_EQ(core->ingest_cursor(), late);
+  EXPECT_FALSE(core->memory().valid(protocol::SlotIndex(config(), late)));
+  WriteSlot(*regions, late, 7.f, 96);
+  Commit(*regions, late);
+  const uint64_t inserted_before = core->counters().inserted;
+  core->Step();
+  EXPECT_EQ(core->ingest_cursor(), late + 1);
+  EXPECT_EQ(core->counters().inserted, inserted_before + 1);
+  EXPECT_EQ(core->counters().torn_slots, 0u);
+  EXPECT_EQ(core->memory().sequence(protocol::SlotIndex(config(), late)), late);
+  protocol::SlotHeader header;
+  std::memcpy(&header, regions->slot(protocol::SlotIndex(config(), late)), sizeof(header));
+  EXPECT_EQ(header.payload_length, 96u) << "the new actor's slot, not the old one";
+}
+
 TEST_F(CheckpointTest, ACorruptedFileIsRejectedAndLeavesTheMemoryEmpty) {
   RunForAWhile();
   ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
