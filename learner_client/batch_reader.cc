@@ -199,8 +199,13 @@ absl::Status BatchReader::Check(Buffer* b) {
     return absl::OkStatus();
   }
   if (!status.ok()) return status;  // FailedPrecondition: another epoch
+  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+  if (header.incarnation != incarnation_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("staged batch ", b->batch, " is of server incarnation ", header.incarnation,
+                     ", expected ", incarnation_));
+  }
   if (options_.verify_slots) {
-    const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
     const auto* entries =
         reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
     const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
@@ -323,7 +328,9 @@ absl::Status BatchReader::Resync() {
   for (Buffer& b : buffers_) b = Buffer{};
   generation_ = session_->generation();
   ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
-  const bool same_epoch = line.epoch == epoch_;
+  // A restarted server may run the epoch number again, never the
+  // incarnation.
+  const bool same_epoch = line.epoch == epoch_ && line.incarnation == incarnation_;
   if (epoch_ != 0 && !same_epoch) ++stats_.epoch_changes;
   if (!same_epoch) highest_returned_ = 0;
   if (same_epoch && line.batches_released < highest_returned_) {
@@ -331,6 +338,7 @@ absl::Status BatchReader::Resync() {
     highest_returned_ = line.batches_released;
   }
   epoch_ = line.epoch;
+  incarnation_ = line.incarnation;
   next_ = line.batches_released;
   release_pending_ = false;
   ++stats_.resyncs;

@@ -43,8 +43,8 @@
 // Starting point and resynchronisation: a new reader starts at the server's
 // batches_released (the oldest batch still waiting for a priority update).
 // When the connection is re-established (by this reader or another client
-// of the session), or the epoch changes (the server restarted from a
-// checkpoint), the reader READs the ServerLine again and continues from its
+// of the session), or the epoch or incarnation changes (the server
+// restarted), the reader READs the ServerLine again and continues from its
 // batches_released in its epoch; batches it returned whose priority update
 // never reached the server are then returned again (stats().redelivered),
 // and the caller must write their priorities again, as for any batch.
@@ -89,6 +89,8 @@ class StagedBatch {
 
   uint64_t batch_number() const { return header().batch_number; }
   uint64_t epoch() const { return header().epoch; }
+  // The server process that staged it (protocol::ServerLine::incarnation).
+  uint64_t incarnation() const { return header().incarnation; }
   // Transitions in the batch (<= header().count <= batch_size).
   uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
   const protocol::BatchHeader& header() const {
@@ -209,7 +211,7 @@ class BatchReader {
   // Handles a completed commit line READ.
   absl::Status CheckLine(Buffer* buffer);
   // Checks a completed batch READ; returns FailedPrecondition on an epoch
-  // change.
+  // or incarnation change.
   absl::Status Check(Buffer* buffer);
   // Builds the entries of the batch in buffer `b` (updating the learner
   // cache and the fetch stats) as it is returned.
@@ -237,6 +239,7 @@ class BatchReader {
   absl::flat_hash_map<uint32_t, uint64_t> fetched_;
   uint64_t next_ = 0;
   uint64_t epoch_ = 0;
+  uint64_t incarnation_ = 0;
   uint64_t generation_ = 0;
   uint64_t highest_returned_ = 0;  // 1 + the highest batch number returned
   bool release_pending_ = false;   // the last returned batch's buffer is in use

@@ -209,6 +209,45 @@ TEST_F(BatchReaderTest, ResynchronisesWithANewEpochAfterARestart) {
   ExpectValid(*batch, 100);
 }
 
+TEST_F(BatchReaderTest, ResynchronisesWhenARestartedServerRunsTheSameEpochNumberAgain) {
+  // Without checkpoints every start is epoch 1; only the incarnation tells
+  // the new server from the old one.
+  ReplayServerOptions options = SmallServerOptions();
+  auto server = StartServer(server_host_.get(), options);
+  InsertThroughActor(*server, 0, 100);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 100; }));
+  auto session = ConnectLearner(*server);
+  ASSERT_NE(session, nullptr);
+  auto reader = *BatchReader::Create(session.get(), {});
+  auto priorities = *PriorityWriter::Create(session.get());
+  uint64_t first_incarnation = 0;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    first_incarnation = batch->incarnation();
+    ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 1.0f)).ok());
+  }
+  ASSERT_NE(first_incarnation, 0u);
+  ASSERT_TRUE(server->Stop().ok());
+  options.port = server->port();
+  server.reset();
+  server = StartServer(server_host_.get(), options);
+  InsertThroughActor(*server, 0, 100);
+
+  absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->epoch(), 1u);
+  EXPECT_NE(batch->incarnation(), first_incarnation);
+  EXPECT_EQ(batch->batch_number(), 0u);
+  EXPECT_EQ(reader->stats().epoch_changes, 1u);
+  EXPECT_EQ(reader->stats().redelivered, 0u) << "the old server's batches are not owed";
+  // The update echoes the new incarnation, so the new server applies it.
+  ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 1.0f)).ok());
+  ASSERT_TRUE(priorities->Flush().ok());
+  EXPECT_TRUE(WaitFor([&] { return server->ReadStats().batches_released >= 1; }));
+  EXPECT_EQ(server->ReadStats().mailbox_rejects, 0u);
+}
+
 // A server with larger transitions and batches, so that a batch outweighs
 // the READs that ask for it.
 ReplayServerOptions SteadyServerOptions() {

@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   ASSIGN_OR_RETURN(const protocol::ServerLine line, session->ReadServerLine());
   r->generation_ = session->generation();
   r->epoch_ = line.epoch;
+  r->incarnation_ = line.incarnation;
   r->target_ = line.ingest_cursor;
   r->next_ = line.ingest_cursor;
   if (options.from_oldest) {
@@ -188,7 +189,7 @@ absl::StatusOr<bool> ForwardReader::PollCompletions() {
       ++stats_.cursor_reads;
       protocol::ServerLine line;
       std::memcpy(&line, memory_->data(), sizeof(line));
-      if (line.epoch != epoch_) {
+      if (line.epoch != epoch_ || line.incarnation != incarnation_) {
         // Only a new connection sees another epoch; Resync handles it.
         continue;
       }
@@ -248,10 +249,13 @@ absl::Status ForwardReader::Resync() {
   cursor_read_pending_ = false;
   generation_ = session_->generation();
   ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
-  if (line.epoch != epoch_) {
+  // A restarted server may run the epoch number again, never the
+  // incarnation.
+  if (line.epoch != epoch_ || line.incarnation != incarnation_) {
     ++stats_.epoch_changes;
     next_ = std::min(next_, line.ingest_cursor);
     epoch_ = line.epoch;
+    incarnation_ = line.incarnation;
   }
   target_ = line.ingest_cursor;
   next_post_ = next_;

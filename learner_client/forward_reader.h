@@ -169,6 +169,7 @@ class ForwardReader {
   uint64_t next_post_ = 0;            // first sequence not READ yet
   uint64_t target_ = 0;               // ingest cursor as last READ
   uint64_t epoch_ = 0;
+  uint64_t incarnation_ = 0;
   uint64_t generation_ = 0;
   bool cursor_read_pending_ = false;
   absl::Time next_cursor_read_ = absl::InfinitePast();

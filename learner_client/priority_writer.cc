@@ -86,7 +86,7 @@ absl::Status PriorityWriter::Reap(Slot* wait_for) {
   }
 }
 
-absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
+absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch, uint64_t incarnation,
                                    absl::Span<const protocol::PriorityRecord> records) {
   const protocol::LayoutConfig& config = session_->config();
   if (records.size() > config.batch_size) {
@@ -98,7 +98,7 @@ absl::Status PriorityWriter::Write(uint64_t batch_number, uint64_t epoch,
   Slot& slot = slots_[index];
   RETURN_IF_ERROR(Reap(&slot));
   uint8_t* entry = entries_->data() + index * stride_;
-  RETURN_IF_ERROR(protocol::EncodePriorityUpdate(config, batch_number, epoch, records,
+  RETURN_IF_ERROR(protocol::EncodePriorityUpdate(config, batch_number, epoch, incarnation, records,
                                                  absl::MakeSpan(entry, stride_)));
   ASSIGN_OR_RETURN(const verbs::RemoteRegion mailbox, session_->Region(RegionKind::kMailbox));
   const uint64_t remote = mailbox.addr + protocol::MailboxEntryOffset(config, batch_number);
@@ -147,7 +147,7 @@ absl::Status PriorityWriter::Write(const StagedBatch& batch, absl::Span<const fl
     const protocol::BatchEntry& e = batch.entry(i);
     records_.push_back(protocol::PriorityRecord{e.slot_sequence, e.slot_index, priorities[i]});
   }
-  return Write(batch.batch_number(), batch.epoch(), records_);
+  return Write(batch.batch_number(), batch.epoch(), batch.incarnation(), records_);
 }
 
 absl::Status PriorityWriter::Flush() {

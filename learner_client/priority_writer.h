@@ -54,11 +54,12 @@ class PriorityWriter {
   PriorityWriter(const PriorityWriter&) = delete;
   PriorityWriter& operator=(const PriorityWriter&) = delete;
 
-  // Writes the update of batch `batch_number` of `epoch`. InvalidArgument
+  // Writes the update of batch `batch_number` of `epoch`, staged by server
+  // incarnation `incarnation` (both from the batch's header). InvalidArgument
   // for more records than batch_size; connection errors only when the
   // session cannot reconnect. Blocks only while the local buffer of batch
   // `batch_number - staging_depth` is still being written.
-  absl::Status Write(uint64_t batch_number, uint64_t epoch,
+  absl::Status Write(uint64_t batch_number, uint64_t epoch, uint64_t incarnation,
                      absl::Span<const protocol::PriorityRecord> records);
   // The same for a batch from BatchReader: record i is (entry(i)'s slot
   // sequence and index, priorities[i]), for every entry returned (the

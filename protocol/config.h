@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -135,9 +135,15 @@ struct alignas(kCacheLine) ServerLine {
   uint64_t batches_staged = 0;
   // Number of batches whose priority update has been consumed.
   uint64_t batches_released = 0;
-  uint64_t reserved[4] = {};
+  // Drawn at random (never 0) each time a server process starts. Epoch
+  // numbers come from the last checkpoint, so after a crash a server can
+  // run an epoch number again; (epoch, incarnation) is never reused. Staged
+  // batches carry it and priority updates must echo it.
+  uint64_t incarnation = 0;
+  uint64_t reserved[3] = {};
 };
 static_assert(sizeof(ServerLine) == kCacheLine, "");
+static_assert(offsetof(ServerLine, incarnation) == 32, "");
 
 // The server's replay policy, written once before registration: the
 // samples-per-insert rate limiter (replay/rate_limiter.h) the sampler obeys.

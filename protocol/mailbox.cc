@@ -21,7 +21,7 @@ uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t coun
 }
 
 absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number, uint64_t epoch,
-                                  absl::Span<const PriorityRecord> records,
+                                  uint64_t incarnation, absl::Span<const PriorityRecord> records,
                                   absl::Span<uint8_t> entry) {
   if (records.size() > config.batch_size) {
     return absl::InvalidArgumentError(
@@ -36,6 +36,7 @@ absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_num
   MailboxHeader header{};
   header.batch_number = batch_number;
   header.epoch = epoch;
+  header.incarnation = incarnation;
   header.count = static_cast<uint32_t>(records.size());
   std::memcpy(entry.data(), &header, sizeof(header));
   if (!records.empty()) {

@@ -34,12 +34,17 @@ struct MailboxHeader {
   uint64_t epoch;  // the epoch of the batch being answered
   uint32_t count;  // records (<= batch_size)
   uint32_t reserved0;
-  uint64_t reserved[4];
+  // The incarnation of the batch being answered (BatchHeader::incarnation):
+  // an update written for a batch of a server that has since restarted is
+  // rejected, even when the epoch number repeats.
+  uint64_t incarnation;
+  uint64_t reserved[3];
 };
 static_assert(sizeof(MailboxHeader) == kCacheLine, "MailboxHeader is a wire structure");
 static_assert(offsetof(MailboxHeader, batch_number) == 8, "");
 static_assert(offsetof(MailboxHeader, epoch) == 16, "");
 static_assert(offsetof(MailboxHeader, count) == 24, "");
+static_assert(offsetof(MailboxHeader, incarnation) == 32, "");
 
 struct PriorityRecord {
   uint64_t slot_sequence;
@@ -65,13 +70,14 @@ inline uint64_t MailboxEntryOffset(const LayoutConfig& c, uint64_t batch_number)
 uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t count);
 
 // Learner side: fills `entry` (MailboxEntryStride(config) bytes) with the
-// update for batch `batch_number` of `epoch`: header, records, checksum and
+// update for batch `batch_number` of `epoch` and `incarnation` (both from the
+// batch's header): header, records, checksum and
 // the commit line. WRITE bytes [0, MailboxCommitOffset) of it to the entry,
 // then the commit line with a second WRITE on the same queue pair.
 // InvalidArgument if there are more records than batch_size or `entry` is
 // too small.
 absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number, uint64_t epoch,
-                                  absl::Span<const PriorityRecord> records,
+                                  uint64_t incarnation, absl::Span<const PriorityRecord> records,
                                   absl::Span<uint8_t> entry);
 
 }  // namespace dreplay::protocol

@@ -50,7 +50,7 @@ struct BatchHeader {
   float beta;              // importance-sampling exponent used
   uint32_t payload_count;  // entries that carry their copied slot
   uint64_t used_bytes;     // StagingPayloadsOffset + payload_count * slot_size
-  uint64_t reserved;
+  uint64_t incarnation;    // ServerLine::incarnation of the server that staged it
 };
 static_assert(sizeof(BatchHeader) == kCacheLine, "BatchHeader is a wire structure");
 static_assert(offsetof(BatchHeader, batch_number) == 8, "");
@@ -60,6 +60,7 @@ static_assert(offsetof(BatchHeader, size) == 32, "");
 static_assert(offsetof(BatchHeader, beta) == 40, "");
 static_assert(offsetof(BatchHeader, payload_count) == 44, "");
 static_assert(offsetof(BatchHeader, used_bytes) == 48, "");
+static_assert(offsetof(BatchHeader, incarnation) == 56, "");
 
 struct BatchEntry {
   uint64_t slot_sequence;

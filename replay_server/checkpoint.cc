@@ -116,6 +116,7 @@ CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
   h.priority_epsilon = memory.options().priority_epsilon;
   h.sampling_mode = static_cast<uint32_t>(memory.options().mode);
   h.epoch = state.epoch;
+  h.incarnation = state.incarnation;
   h.tail = state.tail;
   h.ingest_cursor = state.ingest_cursor;
   const auto* counters = reinterpret_cast<const uint64_t*>(&state.counters);
@@ -175,13 +176,16 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   if (h.magic != kCheckpointMagic) {
     return absl::DataLossError(absl::StrCat(path, " is not a dreplay checkpoint (bad magic)"));
   }
-  const bool v2 = h.format_version == kCheckpointVersion && h.header_bytes == sizeof(h);
+  // Versions 2 and 3 have the whole header; version 1 its first part.
+  const bool whole =
+      (h.format_version == kCheckpointVersion || h.format_version == kCheckpointVersionV2) &&
+      h.header_bytes == sizeof(h);
   const bool v1 =
       h.format_version == kCheckpointVersionV1 && h.header_bytes == kCheckpointHeaderBytesV1;
-  if (!v1 && !v2) {
+  if (!v1 && !whole) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", path, " has format version ", h.format_version, " (header ", h.header_bytes,
-        " bytes); this build reads versions ", kCheckpointVersionV1, " and ", kCheckpointVersion));
+        " bytes); this build reads versions ", kCheckpointVersionV1, " to ", kCheckpointVersion));
   }
   if (h.config != config) {
     return absl::FailedPreconditionError(
@@ -282,6 +286,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", s.message()));
   }
   state->epoch = header.epoch;
+  state->incarnation = header.incarnation;  // 0 in older files
   state->tail = header.tail;
   state->ingest_cursor = header.ingest_cursor;
   auto* counters = reinterpret_cast<uint64_t*>(&state->counters);

@@ -49,13 +49,17 @@ namespace dreplay::server {
 // ASCII "DRPCKPT1" read as a little-endian u64.
 inline constexpr uint64_t kCheckpointMagic = 0x3154504B43505244ULL;
 // Version 2 appends the limiter and learner cache counters at the end of the
-// header; version 1 files are still read (those counters start at 0).
-inline constexpr uint32_t kCheckpointVersion = 2;
+// header; version 3 names the writer's incarnation (a reserved word, 0 in
+// older files). Versions 1 and 2 are still read (counters they lack start at
+// 0).
+inline constexpr uint32_t kCheckpointVersion = 3;
+inline constexpr uint32_t kCheckpointVersionV2 = 2;
 inline constexpr uint32_t kCheckpointVersionV1 = 1;
 
 // The state saved beside the regions and the memory.
 struct CheckpointState {
   uint64_t epoch = 0;          // the epoch that wrote the checkpoint
+  uint64_t incarnation = 0;    // the incarnation that wrote it (0: unknown)
   uint64_t tail = 0;           // actors' tail when written
   uint64_t ingest_cursor = 0;  // ingest cursor when written
   ReplayCounters counters;
@@ -80,7 +84,8 @@ struct CheckpointHeader {
   uint64_t commit_bytes;    // capacity * 8
   uint64_t value_bytes;     // capacity * 8: stored priorities (double)
   uint64_t sequence_bytes;  // capacity * 8: sequences (kNoSequence = empty)
-  uint64_t reserved[2];
+  uint64_t incarnation;     // version 3; reserved (0) before
+  uint64_t reserved;
   // Version 2: ReplayCounters' fields after the first kNumReplayCountersV1.
   uint64_t counters_v2[kNumReplayCounters - kNumReplayCountersV1];
 };
@@ -91,6 +96,7 @@ static_assert(offsetof(CheckpointHeader, counters_v2) == kCheckpointHeaderBytesV
 static_assert(offsetof(CheckpointHeader, config) == 16, "");
 static_assert(offsetof(CheckpointHeader, counters) == 176, "");
 static_assert(offsetof(CheckpointHeader, slot_bytes) == 304, "");
+static_assert(offsetof(CheckpointHeader, incarnation) == 336, "");
 
 // Writes a checkpoint of `regions` (slot ring, commit words), `memory` and
 // `state` to `path`. Internal (I/O) errors carry the path and errno text.

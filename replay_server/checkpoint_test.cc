@@ -45,8 +45,10 @@ void WriteFile(const std::string& path, const std::vector<char>& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-ReplayCoreOptions Options() {
+// Each test's first server is incarnation 11 unless it says otherwise.
+ReplayCoreOptions Options(uint64_t incarnation = 11) {
   ReplayCoreOptions options;
+  options.incarnation = incarnation;
   options.memory.alpha = 0.7;
   options.sampler.rate_limiter.min_size_to_sample = 4;
   return options;
@@ -94,10 +96,14 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
   EXPECT_NE(access((path_ + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
 
   auto regions = ReplayRegions::Create(SmallConfig()).value();
-  auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
+  auto core = ReplayCore::Create(regions.get(), Options(/*incarnation=*/22), &clock_).value();
   ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
   EXPECT_EQ(core->epoch(), 2u);
   EXPECT_EQ(LoadAcquire(&regions->control()->server.epoch), 2u);
+  // The restored server keeps its own incarnation and knows the writer's.
+  EXPECT_EQ(core->incarnation(), 22u);
+  EXPECT_EQ(LoadAcquire(&regions->control()->server.incarnation), 22u);
+  EXPECT_EQ(core->restored_incarnation(), 11u);
   EXPECT_EQ(LoadAcquire(regions->tail_word()), LoadAcquire(regions_->tail_word()));
   EXPECT_EQ(core->memory().size(), core_->memory().size());
   for (uint64_t i = 0; i < config().capacity; ++i) {
@@ -131,6 +137,7 @@ TEST_F(CheckpointTest, AVersionOneFileIsReadWithTheNewCountersAtZero) {
   std::memcpy(&header, bytes.data(), sizeof(header));
   header.format_version = kCheckpointVersionV1;
   header.header_bytes = kCheckpointHeaderBytesV1;
+  header.incarnation = 0;  // a reserved word in version 1
   std::vector<char> v1(bytes.size() - (sizeof(header) - kCheckpointHeaderBytesV1));
   std::memcpy(v1.data(), &header, kCheckpointHeaderBytesV1);
   std::memcpy(v1.data() + kCheckpointHeaderBytesV1, bytes.data() + sizeof(header),
@@ -148,6 +155,7 @@ TEST_F(CheckpointTest, AVersionOneFileIsReadWithTheNewCountersAtZero) {
   EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
   EXPECT_EQ(core->counters().staged_payloads, 0u);       // not in a version 1 file
   EXPECT_EQ(core->counters().learner_cache_resets, 1u);  // the new epoch's
+  EXPECT_EQ(core->restored_incarnation(), 0u);           // unknown before version 3
 }
 
 TEST_F(CheckpointTest, TheLimiterAndCacheCountersSurviveARestart) {
@@ -298,7 +306,7 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
 
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
   EXPECT_EQ(sizeof(CheckpointHeader), 400u);
-  EXPECT_EQ(kCheckpointVersion, 2u);
+  EXPECT_EQ(kCheckpointVersion, 3u);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ PriorityUpdates::PriorityUpdates(const protocol::LayoutConfig& config, const uin
       counters_(counters),
       entry_(protocol::MailboxEntryStride(config)) {}
 
-PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t epoch) {
+PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t epoch,
+                                                 uint64_t incarnation) {
   const uint8_t* entry = mailbox_ + protocol::MailboxEntryOffset(config_, batch_number);
   const auto* commit =
       reinterpret_cast<const uint64_t*>(entry + protocol::MailboxCommitOffset(config_));
@@ -27,7 +28,7 @@ PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t
   protocol::MailboxHeader header;
   std::memcpy(&header, entry_.data(), sizeof(header));
   if (header.batch_number != batch_number || header.epoch != epoch ||
-      header.count > config_.batch_size) {
+      header.incarnation != incarnation || header.count > config_.batch_size) {
     ++counters_->mailbox_rejects;
     return Result::kRejected;
   }

@@ -5,8 +5,9 @@
 // Server side, PriorityUpdates::Consume(n, epoch) looks at mailbox entry
 // n % staging_depth. The learner's update for batch n is there when the
 // entry's commit line holds BatchCommitValue(n) (read with acquire). The entry
-// is then copied out (word-wise atomic loads), checked (header batch number
-// and epoch, count <= batch_size, MailboxChecksum) and its records applied to
+// is then copied out (word-wise atomic loads), checked (header batch number,
+// epoch and incarnation, count <= batch_size, MailboxChecksum) and its
+// records applied to
 // the replay memory: a record whose slot no longer holds its sequence is
 // dropped and counted stale; a bad index or priority value is counted
 // invalid. An entry that fails its checks is counted as a mailbox reject and
@@ -44,9 +45,11 @@ class PriorityUpdates {
   PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox,
                   replay::ReplayMemory* memory, ReplayCounters* counters);
 
-  // Consumes the update for batch `batch_number` of epoch `epoch` if it has
-  // arrived.
-  Result Consume(uint64_t batch_number, uint64_t epoch);
+  // Consumes the update for batch `batch_number` of epoch `epoch`, staged
+  // by server incarnation `incarnation`, if it has arrived. An update that
+  // names another epoch or incarnation (written for a batch of an earlier
+  // server) is rejected.
+  Result Consume(uint64_t batch_number, uint64_t epoch, uint64_t incarnation);
 
  private:
   const protocol::LayoutConfig config_;

@@ -19,6 +19,7 @@ using testing::WriteUpdate;
 using Result = PriorityUpdates::Result;
 
 constexpr uint64_t kEpoch = 3;
+constexpr uint64_t kIncarnation = 0x5eed'1234'abcdULL;
 
 class PriorityUpdatesTest : public ::testing::Test {
  protected:
@@ -32,6 +33,8 @@ class PriorityUpdatesTest : public ::testing::Test {
     for (uint64_t i = 0; i < 8; ++i) memory_->Insert(i, 100 + i, 0.5f);
     updates_ =
         std::make_unique<PriorityUpdates>(config(), regions_->mailbox(), memory_.get(), &counters_);
+    // What a server publishes, and a learner echoes from the staged batch.
+    StoreRelease(&regions_->control()->server.incarnation, kIncarnation);
   }
   const protocol::LayoutConfig& config() const { return regions_->config(); }
 
@@ -42,12 +45,12 @@ class PriorityUpdatesTest : public ::testing::Test {
 };
 
 TEST_F(PriorityUpdatesTest, IsNotReadyUntilTheCommitLineNamesTheBatch) {
-  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kNotReady);
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kNotReady);
   const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
   // Mailbox entry 0 answers batch 0, not batch depth (the same entry).
-  EXPECT_EQ(updates_->Consume(config().staging_depth, kEpoch), Result::kNotReady);
-  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kApplied);
+  EXPECT_EQ(updates_->Consume(config().staging_depth, kEpoch, kIncarnation), Result::kNotReady);
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kApplied);
   EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 4.0);
   EXPECT_EQ(counters_.priority_updates_applied, 1u);
 }
@@ -62,7 +65,7 @@ TEST_F(PriorityUpdatesTest, DropsAndCountsStaleAndInvalidRecords) {
       {105, 5, 2.5f},        // applied
   };
   WriteUpdate(*regions_, 1, kEpoch, records);
-  EXPECT_EQ(updates_->Consume(1, kEpoch), Result::kApplied);
+  EXPECT_EQ(updates_->Consume(1, kEpoch, kIncarnation), Result::kApplied);
   EXPECT_EQ(counters_.priority_updates_applied, 2u);
   EXPECT_EQ(counters_.priority_updates_stale, 1u);
   EXPECT_EQ(counters_.priority_updates_invalid, 2u);
@@ -77,7 +80,7 @@ TEST_F(PriorityUpdatesTest, RejectsAnEntryWithABadChecksumWithoutApplyingIt) {
   WriteUpdate(*regions_, 0, kEpoch, {&r, 1});
   regions_->mailbox_entry(0)[protocol::MailboxRecordsOffset(config()) + 12] ^=
       0x40;  // priority bits
-  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kRejected);
   EXPECT_EQ(counters_.mailbox_rejects, 1u);
   EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 1.0);
 }
@@ -85,7 +88,7 @@ TEST_F(PriorityUpdatesTest, RejectsAnEntryWithABadChecksumWithoutApplyingIt) {
 TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyRecords) {
   const protocol::PriorityRecord r{101, 1, 3.5f};
   WriteUpdate(*regions_, 0, kEpoch - 1, {&r, 1});
-  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kRejected);
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kRejected);
 
   // Header batch number disagrees with the commit line.
   WriteUpdate(*regions_, 1, kEpoch, {&r, 1});
@@ -93,7 +96,7 @@ TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyReco
   const uint64_t commit_for_3 = protocol::BatchCommitValue(3);
   StoreRelease(reinterpret_cast<uint64_t*>(entry + protocol::MailboxCommitOffset(config())),
                commit_for_3);
-  EXPECT_EQ(updates_->Consume(3, kEpoch), Result::kRejected);
+  EXPECT_EQ(updates_->Consume(3, kEpoch, kIncarnation), Result::kRejected);
 
   // A count beyond batch_size is never trusted for a copy.
   WriteUpdate(*regions_, 2, kEpoch, {&r, 1});
@@ -101,14 +104,25 @@ TEST_F(PriorityUpdatesTest, RejectsAnEntryOfAnotherEpochOrBatchOrWithTooManyReco
   std::memcpy(&header, regions_->mailbox_entry(2), sizeof(header));
   header.count = config().batch_size + 1;
   std::memcpy(regions_->mailbox_entry(2), &header, sizeof(header));
-  EXPECT_EQ(updates_->Consume(2, kEpoch), Result::kRejected);
+  EXPECT_EQ(updates_->Consume(2, kEpoch, kIncarnation), Result::kRejected);
   EXPECT_EQ(counters_.mailbox_rejects, 3u);
   EXPECT_EQ(counters_.priority_updates_applied, 0u);
 }
 
+TEST_F(PriorityUpdatesTest, RejectsAnUpdateWrittenForABatchOfAnEarlierIncarnation) {
+  // A learner answers a batch staged before the server restarted: same
+  // epoch and batch numbers, another incarnation.
+  const protocol::PriorityRecord r{101, 1, 3.5f};
+  WriteUpdate(*regions_, 0, kEpoch, kIncarnation + 1, {&r, 1});
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kRejected);
+  EXPECT_EQ(counters_.mailbox_rejects, 1u);
+  EXPECT_EQ(counters_.priority_updates_applied, 0u);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(1), 1.0);
+}
+
 TEST_F(PriorityUpdatesTest, AnEmptyUpdateIsAppliedAndReleasesTheBatch) {
   WriteUpdate(*regions_, 0, kEpoch, {});
-  EXPECT_EQ(updates_->Consume(0, kEpoch), Result::kApplied);
+  EXPECT_EQ(updates_->Consume(0, kEpoch, kIncarnation), Result::kApplied);
   EXPECT_EQ(counters_.priority_updates_applied, 0u);
 }
 
@@ -116,11 +130,14 @@ TEST(EncodePriorityUpdateTest, RefusesTooManyRecordsOrASmallBuffer) {
   const protocol::LayoutConfig c = SmallConfig();
   std::vector<protocol::PriorityRecord> records(c.batch_size + 1);
   std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
-  EXPECT_FALSE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+  EXPECT_FALSE(
+      protocol::EncodePriorityUpdate(c, 0, 1, kIncarnation, records, absl::MakeSpan(entry)).ok());
   records.resize(1);
   std::vector<uint8_t> small(protocol::MailboxEntryStride(c) - 1);
-  EXPECT_FALSE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(small)).ok());
-  EXPECT_TRUE(protocol::EncodePriorityUpdate(c, 0, 1, records, absl::MakeSpan(entry)).ok());
+  EXPECT_FALSE(
+      protocol::EncodePriorityUpdate(c, 0, 1, kIncarnation, records, absl::MakeSpan(small)).ok());
+  EXPECT_TRUE(
+      protocol::EncodePriorityUpdate(c, 0, 1, kIncarnation, records, absl::MakeSpan(entry)).ok());
 }
 
 }  // namespace

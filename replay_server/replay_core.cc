@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
@@ -11,6 +12,19 @@
 #include "replay_server/checkpoint.h"
 
 namespace dreplay::server {
+namespace {
+
+// A random incarnation, never 0 (0 means "none" in checkpoints).
+uint64_t DrawIncarnation() {
+  std::random_device device;
+  uint64_t incarnation = 0;
+  while (incarnation == 0) {
+    incarnation = (uint64_t{device()} << 32) ^ device();
+  }
+  return incarnation;
+}
+
+}  // namespace
 
 absl::Status ReplayCoreOptions::Validate() const {
   replay::ReplayMemoryOptions m = memory;
@@ -60,7 +74,11 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* re
 
 ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options, Clock* clock,
                        std::unique_ptr<replay::ReplayMemory> memory)
-    : regions_(regions), options_(options), clock_(clock), memory_(std::move(memory)) {
+    : regions_(regions),
+      options_(options),
+      clock_(clock),
+      incarnation_(options.incarnation != 0 ? options.incarnation : DrawIncarnation()),
+      memory_(std::move(memory)) {
   const protocol::LayoutConfig& config = regions_->config();
   // The policy, published before any peer can READ the control block.
   const replay::RateLimiterOptions& limiter = options_.sampler.rate_limiter;
@@ -79,7 +97,7 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
                                        regions_->slots(), regions_->commits(), regions_->staging(),
                                        memory_.get(), &counters_, clock_);
   ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
-  sampler_->Restart(epoch_);
+  sampler_->Restart(epoch_, incarnation_);
   PublishStats();
 }
 
@@ -87,7 +105,7 @@ uint64_t ReplayCore::ReleaseBatches(absl::Time now) {
   uint64_t released = 0;
   while (sampler_->HasOutstanding()) {
     const PriorityUpdates::Result result =
-        updates_->Consume(sampler_->oldest_outstanding(), epoch_);
+        updates_->Consume(sampler_->oldest_outstanding(), epoch_, incarnation_);
     // Only a consumed, well-formed update proves the learner READ the batch.
     const bool received = result == PriorityUpdates::Result::kApplied;
     if (result == PriorityUpdates::Result::kNotReady) {
@@ -215,6 +233,7 @@ void ReplayCore::PublishStats() {
 absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
   CheckpointState state;
   state.epoch = epoch_;
+  state.incarnation = incarnation_;
   state.tail = LoadAcquire(regions_->tail_word());
   state.ingest_cursor = ingest_->cursor();
   state.counters = counters_;
@@ -240,7 +259,8 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   epoch_ = state.epoch + 1;
   StoreRelease(regions_->tail_word(), state.tail);
   ingest_->Restart(state.ingest_cursor, state.tail);
-  sampler_->Restart(epoch_);  // forgets the learner's holdings: a new epoch
+  restored_incarnation_ = state.incarnation;
+  sampler_->Restart(epoch_, incarnation_);  // forgets the learner's holdings: a new epoch
   ++counters_.learner_cache_resets;
   // The limiter continues from the restored counts.
   sampler_->ResetLimiter(counters_.inserted, counters_.sampled);

@@ -41,7 +41,12 @@
 // priorities. Or use a ReplayMemory directly (replay_memory.h).
 //
 // Epochs: a fresh core is epoch 1; RestoreCheckpoint() makes it the saved
-// epoch + 1. Batch numbers restart at 0 in every epoch.
+// epoch + 1. Batch numbers restart at 0 in every epoch. Each core also has an
+// incarnation, random unless the options fix it, published in the
+// ServerLine and carried by every staged batch: after a crash the epoch
+// number from the last checkpoint can repeat, the incarnation does not, and
+// a priority update written for a batch of another incarnation is rejected.
+// Checkpoints save the incarnation that wrote them.
 //
 // The policy (the rate limiter's options) is written into the control
 // block's PolicyLine when the core is created, before any peer sees it.
@@ -87,6 +92,9 @@ struct ReplayCoreOptions {
   // The stats region is refreshed after every step that did work, and at
   // least this often otherwise.
   absl::Duration stats_interval = absl::Milliseconds(100);
+  // This server process's incarnation (protocol::ServerLine::incarnation);
+  // 0: drawn at random (never 0) when the core is created.
+  uint64_t incarnation = 0;
   // Idle back-off of Run().
   uint32_t spin_steps = 64;
   absl::Duration min_sleep = absl::Microseconds(20);
@@ -147,6 +155,10 @@ class ReplayCore {
   replay::ReplayMemory& memory() { return *memory_; }
   const replay::ReplayMemory& memory() const { return *memory_; }
   uint64_t epoch() const { return epoch_; }
+  uint64_t incarnation() const { return incarnation_; }
+  // The incarnation that wrote the checkpoint restored last (0: none, or a
+  // file older than format version 3).
+  uint64_t restored_incarnation() const { return restored_incarnation_; }
   uint64_t ingest_cursor() const { return ingest_->cursor(); }
   const Sampler& sampler() const { return *sampler_; }
 
@@ -162,12 +174,14 @@ class ReplayCore {
   ReplayRegions* const regions_;
   const ReplayCoreOptions options_;
   Clock* const clock_;
+  const uint64_t incarnation_;
   std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   std::unique_ptr<Ingest> ingest_;
   std::unique_ptr<PriorityUpdates> updates_;
   std::unique_ptr<Sampler> sampler_;
   uint64_t epoch_ = 1;
+  uint64_t restored_incarnation_ = 0;
   uint64_t stats_generation_ = 0;
   absl::Time last_stats_ = absl::InfinitePast();
   absl::Time inserts_blocked_since_ = absl::InfinitePast();  // accounted up to

@@ -74,7 +74,10 @@ void AnswerBatch(const ReplayRegions& r, uint64_t n, uint64_t epoch, std::vector
         sizeof(e));
     (*records)[k] = protocol::PriorityRecord{e.slot_sequence, e.slot_index, 1.0f + (k % 5)};
   }
-  CHECK(protocol::EncodePriorityUpdate(c, n, epoch, *records, absl::MakeSpan(*entry)).ok());
+  // The learner echoes the staged batch's epoch and incarnation.
+  CHECK(protocol::EncodePriorityUpdate(c, n, epoch, header.incarnation, *records,
+                                       absl::MakeSpan(*entry))
+            .ok());
   uint8_t* target = r.mailbox_entry(n);
   CopyToShared(target, entry->data(), protocol::MailboxCommitOffset(c));
   StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)),

@@ -85,8 +85,9 @@ bool Sampler::OutstandingReferences() const {
   return false;
 }
 
-void Sampler::Restart(uint64_t epoch) {
+void Sampler::Restart(uint64_t epoch, uint64_t incarnation) {
   epoch_ = epoch;
+  incarnation_ = incarnation;
   next_batch_ = 0;
   released_ = 0;
   stalled_ = false;
@@ -94,6 +95,7 @@ void Sampler::Restart(uint64_t epoch) {
   holdings_.Clear();
   ++cache_generation_;
   StoreRelease(&control_->server.epoch, epoch_);
+  StoreRelease(&control_->server.incarnation, incarnation_);
   StoreRelease(&control_->server.batches_staged, next_batch_);
   StoreRelease(&control_->server.batches_released, released_);
 }
@@ -195,6 +197,7 @@ bool Sampler::StageOne() {
   protocol::BatchHeader header{};
   header.batch_number = n;
   header.epoch = epoch_;
+  header.incarnation = incarnation_;
   header.count = count;
   header.slot_size = config_.slot_size;
   header.size = memory_->size();

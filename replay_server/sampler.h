@@ -151,8 +151,9 @@ class Sampler {
 
   // Starts a new epoch: batch numbers restart at 0, every staging slot is
   // free and the learner's holdings are forgotten (the caller counts the
-  // reset). Publishes the control block's epoch and counts.
-  void Restart(uint64_t epoch);
+  // reset). Batches carry `epoch` and `incarnation` (the server process's,
+  // see ServerLine). Publishes both in the control block, and the counts.
+  void Restart(uint64_t epoch, uint64_t incarnation);
   uint64_t epoch() const { return epoch_; }
 
  private:
@@ -167,6 +168,7 @@ class Sampler {
   Clock* const clock_;
 
   uint64_t epoch_ = 0;
+  uint64_t incarnation_ = 0;
   uint64_t next_batch_ = 0;
   uint64_t released_ = 0;
   bool stalled_ = false;

@@ -24,6 +24,7 @@ using testing::SmallConfig;
 using testing::WriteSlot;
 
 constexpr uint64_t kEpoch = 7;
+constexpr uint64_t kIncarnation = 0xfeed;
 
 class SamplerTest : public ::testing::Test {
  protected:
@@ -44,7 +45,7 @@ class SamplerTest : public ::testing::Test {
     sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
                                          regions_->commits(), regions_->staging(), memory_.get(),
                                          &counters_, &clock_);
-    sampler_->Restart(kEpoch);
+    sampler_->Restart(kEpoch, kIncarnation);
   }
 
   const protocol::LayoutConfig& config() const { return regions_->config(); }
@@ -75,10 +76,12 @@ TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
   EXPECT_EQ(sampler_->next_batch(), 1u);
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.batches_staged), 1u);
   EXPECT_EQ(LoadAcquire(&regions_->control()->server.epoch), kEpoch);
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.incarnation), kIncarnation);
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
   ASSERT_TRUE(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
   protocol::BatchHeader header;
   std::memcpy(&header, image.data(), sizeof(header));
+  EXPECT_EQ(header.incarnation, kIncarnation);
   EXPECT_EQ(header.count, config().batch_size);
   EXPECT_EQ(header.size, 20u);
   EXPECT_FLOAT_EQ(header.beta, 0.5f);

@@ -63,10 +63,17 @@ std::vector<uint8_t> ReadStagingSlot(const server::ReplayRegions& regions, uint6
 
 void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, uint64_t epoch,
                  absl::Span<const protocol::PriorityRecord> records) {
+  WriteUpdate(regions, batch_number, epoch, LoadAcquire(&regions.control()->server.incarnation),
+              records);
+}
+
+void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, uint64_t epoch,
+                 uint64_t incarnation, absl::Span<const protocol::PriorityRecord> records) {
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
-  CHECK(
-      protocol::EncodePriorityUpdate(c, batch_number, epoch, records, absl::MakeSpan(entry)).ok());
+  CHECK(protocol::EncodePriorityUpdate(c, batch_number, epoch, incarnation, records,
+                                       absl::MakeSpan(entry))
+            .ok());
   uint8_t* target = regions.mailbox_entry(batch_number);
   CopyToShared(target, entry.data(), protocol::MailboxCommitOffset(c));
   StoreRelease(reinterpret_cast<uint64_t*>(target + protocol::MailboxCommitOffset(c)),

@@ -36,8 +36,12 @@ uint64_t Insert(const server::ReplayRegions& regions, float priority,
 
 // Copies the staging slot of `batch_number` out (word-wise atomic loads).
 std::vector<uint8_t> ReadStagingSlot(const server::ReplayRegions& regions, uint64_t batch_number);
-// Writes a priority update for `batch_number` into the mailbox: the entry,
-// then the commit line with a release store.
+// Writes a priority update for `batch_number` of `epoch` and `incarnation`
+// into the mailbox: the entry, then the commit line with a release store.
+void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, uint64_t epoch,
+                 uint64_t incarnation, absl::Span<const protocol::PriorityRecord> records);
+// The same with the incarnation the control block's ServerLine publishes (as
+// a learner echoes it from the staged batch).
 void WriteUpdate(const server::ReplayRegions& regions, uint64_t batch_number, uint64_t epoch,
                  absl::Span<const protocol::PriorityRecord> records);
 
