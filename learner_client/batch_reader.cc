@@ -168,6 +168,13 @@ absl::Status BatchReader::CheckLine(Buffer* b) {
       &line,
       image(static_cast<uint32_t>(b->batch % depth_)) + protocol::StagingCommitOffset(config),
       sizeof(line));
+  if (line.commit > protocol::BatchCommitValue(b->batch)) {
+    // A later batch in this slot: the server released b->batch without its
+    // update and reused the slot. It is never staged again; Next() resyncs.
+    b->state = State::kIdle;
+    superseded_ = true;
+    return absl::OkStatus();
+  }
   const absl::StatusOr<uint64_t> used = protocol::StagedBatchBytes(config, line, b->batch);
   if (absl::IsUnavailable(used.status())) {
     ++stats_.not_staged;
@@ -337,10 +344,14 @@ absl::Status BatchReader::Resync() {
     stats_.redelivered += highest_returned_ - line.batches_released;
     highest_returned_ = line.batches_released;
   }
+  if (same_epoch && line.batches_released > next_) {
+    stats_.superseded += line.batches_released - next_;
+  }
   epoch_ = line.epoch;
   incarnation_ = line.incarnation;
   next_ = line.batches_released;
   release_pending_ = false;
+  superseded_ = false;
   ++stats_.resyncs;
   for (uint32_t i = 0; i < depth_; ++i) RETURN_IF_ERROR(PostRead(next_ + i));
   return absl::OkStatus();
@@ -379,6 +390,14 @@ absl::StatusOr<StagedBatch> BatchReader::Next(absl::Duration timeout) {
     }
     if (!polled.ok()) {
       RETURN_IF_ERROR(Recover(polled.status()));
+      continue;
+    }
+    if (superseded_) {
+      // The server released a batch this reader waits for (its update
+      // timeout): continue from batches_released.
+      VLOG(1) << "batch reader: a batch from " << next_ << " on was superseded; resynchronising";
+      absl::Status s = Resync();
+      if (!s.ok()) RETURN_IF_ERROR(Recover(s));
       continue;
     }
     const absl::Time now = absl::Now();

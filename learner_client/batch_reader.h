@@ -49,6 +49,13 @@
 // never reached the server are then returned again (stats().redelivered),
 // and the caller must write their priorities again, as for any batch.
 //
+// Superseded batches: with an update timeout the server releases a batch
+// the learner has not answered in time and stages a later one in its
+// staging slot. A reader that finds a later batch in the slot of the batch
+// it waits for (a paused learner) resynchronises the same way, skipping the
+// batches released meanwhile (stats().superseded), instead of waiting for a
+// batch that will never be staged there again.
+//
 // Thread safety: not thread-safe; one thread uses the reader (and its
 // session). The views of a StagedBatch stay valid until the next call of
 // Next(), which reuses their buffers for later batches.
@@ -159,6 +166,7 @@ struct BatchReaderStats {
   uint64_t epoch_changes = 0;
   uint64_t reconnects = 0;   // reconnections this reader triggered
   uint64_t redelivered = 0;  // batches returned again after a resync
+  uint64_t superseded = 0;   // batches released by the server before returned
 };
 
 class BatchReader {
@@ -208,7 +216,8 @@ class BatchReader {
   // Posts the READs of the first b->used_bytes of b's batch.
   absl::Status PostBatchRead(Buffer* b);
   void ScheduleRetry(Buffer* buffer, bool grow);
-  // Handles a completed commit line READ.
+  // Handles a completed commit line READ; flags superseded_ when the slot
+  // holds a later batch.
   absl::Status CheckLine(Buffer* buffer);
   // Checks a completed batch READ; returns FailedPrecondition on an epoch
   // or incarnation change.
@@ -243,6 +252,7 @@ class BatchReader {
   uint64_t generation_ = 0;
   uint64_t highest_returned_ = 0;  // 1 + the highest batch number returned
   bool release_pending_ = false;   // the last returned batch's buffer is in use
+  bool superseded_ = false;        // a batch waited for was superseded: Resync
   BatchReaderStats stats_;
 };
 

@@ -150,6 +150,28 @@ TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {
   ExpectValid(*batch, 50);
 }
 
+TEST_F(BatchReaderTest, SkipsBatchesTheServerReleasedWhileTheLearnerWasPaused) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.core.update_timeout = absl::Milliseconds(100);
+  auto server = StartServer(server_host_.get(), options);
+  auto session = ConnectLearner(*server);
+  ASSERT_NE(session, nullptr);
+  // The reader's first commit line READs find nothing staged.
+  auto reader = *BatchReader::Create(session.get(), {});
+  const uint64_t depth = server->config().staging_depth;
+  InsertThroughActor(*server, 0, 200);
+  // The learner is paused: unanswered batches time out and later batches
+  // take their staging slots.
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().batches_released >= 2 * depth; }));
+
+  absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_GE(batch->batch_number(), 2 * depth);
+  EXPECT_GE(reader->stats().superseded, 2 * depth);
+  EXPECT_GE(reader->stats().resyncs, 2u);
+  ExpectValid(*batch, 200);
+}
+
 TEST_F(BatchReaderTest, RecoversFromDroppedConnectionsAndAnswersEveryBatch) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
   InsertThroughActor(*server, 0, 150);
