@@ -62,6 +62,13 @@ sigset_t StopSignalSet() {
   return set;
 }
 
+// kBlockAndWait: the stop signals and the request signal.
+sigset_t BlockedSignalSet() {
+  sigset_t set = StopSignalSet();
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
+
 }  // namespace
 
 StopSignals::StopSignals(Mode mode) : mode_(mode) {
@@ -72,10 +79,11 @@ StopSignals::StopSignals(Mode mode) : mode_(mode) {
   if (mode_ == Mode::kBlockAndWait) {
     // The actions stay as they are (the default); sigtimedwait() takes the
     // blocked signals.
-    const sigset_t set = StopSignalSet();
+    const sigset_t set = BlockedSignalSet();
     pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
     sigaction(SIGINT, nullptr, &old_int_);
     sigaction(SIGTERM, nullptr, &old_term_);
+    sigaction(SIGUSR1, nullptr, &old_usr1_);
     return;
   }
   struct sigaction action = {};
@@ -95,7 +103,9 @@ StopSignals::~StopSignals() {
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGINT, &ignore, nullptr);
     sigaction(SIGTERM, &ignore, nullptr);
+    sigaction(SIGUSR1, &ignore, nullptr);
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
   }
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
@@ -112,9 +122,17 @@ void StopSignals::RequestStop() {
 }
 
 bool StopSignals::WaitFor(absl::Duration timeout) {
+  return WaitUntil(timeout, /*take_requests=*/false) == Event::kStop;
+}
+
+StopSignals::Event StopSignals::WaitForEvent(absl::Duration timeout) {
+  return WaitUntil(timeout, /*take_requests=*/mode_ == Mode::kBlockAndWait);
+}
+
+StopSignals::Event StopSignals::WaitUntil(absl::Duration timeout, bool take_requests) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  const sigset_t set = StopSignalSet();
+  const sigset_t set = take_requests ? BlockedSignalSet() : StopSignalSet();
   while (!g_stop.load()) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
@@ -123,6 +141,7 @@ bool StopSignals::WaitFor(absl::Duration timeout) {
       const absl::Duration slice = std::min(left, absl::Milliseconds(100));
       const timespec ts = absl::ToTimespec(slice);
       const int signal_number = sigtimedwait(&set, nullptr, &ts);
+      if (signal_number == SIGUSR1) return Event::kRequest;
       if (signal_number > 0) {
         g_signal.store(signal_number);
         g_stop.store(true);
@@ -140,7 +159,7 @@ bool StopSignals::WaitFor(absl::Duration timeout) {
       }
     }
   }
-  return g_stop.load();
+  return g_stop.load() ? Event::kStop : Event::kTimeout;
 }
 
 }  // namespace dreplay

@@ -10,8 +10,15 @@
 //   ASSIGN_OR_RETURN(auto server, ReplayServer::Start(...));
 //   signals.Wait();                            // until SIGINT or SIGTERM
 //
+//   StopSignals signals(StopSignals::Mode::kBlockAndWait);
+//   while (signals.WaitForEvent(absl::InfiniteDuration()) == StopSignals::Event::kRequest) {
+//     server->RequestCheckpoint();                // SIGUSR1
+//   }
+//
 // A StopSignals takes over both signals for its lifetime and gives them back
-// (the previous actions and signal mask) when destroyed. One exists at a
+// (the previous actions and signal mask) when destroyed. In kBlockAndWait
+// mode it also takes SIGUSR1, as a request (for work on demand, e.g. a
+// checkpoint) that does not stop the process. One exists at a
 // time in a process (CHECK-enforced); its state is process-wide because a
 // signal handler can reach nothing else.
 //
@@ -40,8 +47,15 @@ class StopSignals {
     // thread it starts afterwards (construct before starting any); only
     // WaitFor()/Wait() take them. Signals that come after the first stay
     // blocked and are discarded, so a stopping process finishes its work
-    // (a server its final checkpoint).
+    // (a server its final checkpoint). SIGUSR1 is blocked too, so that it
+    // never ends the process; WaitForEvent() takes it as a request.
     kBlockAndWait,
+  };
+  // What WaitForEvent() returns.
+  enum class Event {
+    kStop,     // a stop was requested (requested() is true)
+    kRequest,  // SIGUSR1 arrived (kBlockAndWait only)
+    kTimeout,
   };
 
   explicit StopSignals(Mode mode = Mode::kFlagThenDefault);
@@ -63,11 +77,20 @@ class StopSignals {
   // requested(). Returns at once when a stop was requested already.
   bool WaitFor(absl::Duration timeout);
   void Wait() { WaitFor(absl::InfiniteDuration()); }
+  // Like WaitFor(), but in kBlockAndWait mode also returns kRequest for each
+  // SIGUSR1 (several sent before it is called may count once). Returns
+  // kStop at once when a stop was requested already. In kFlagThenDefault
+  // mode it never returns kRequest.
+  Event WaitForEvent(absl::Duration timeout);
 
  private:
+  // WaitFor() and WaitForEvent(); SIGUSR1 is taken only with take_requests.
+  Event WaitUntil(absl::Duration timeout, bool take_requests);
+
   const Mode mode_;
   struct sigaction old_int_ = {};
   struct sigaction old_term_ = {};
+  struct sigaction old_usr1_ = {};
   sigset_t old_mask_ = {};
 };
 

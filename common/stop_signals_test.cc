@@ -57,6 +57,17 @@ TEST(StopSignalsTest, BlockAndWaitTakesTheSignalInWait) {
   EXPECT_EQ(signals.signal_number(), SIGINT);
 }
 
+TEST(StopSignalsTest, BlockAndWaitTakesSIGUSR1AsARequestThatDoesNotStop) {
+  StopSignals signals(StopSignals::Mode::kBlockAndWait);
+  ASSERT_EQ(raise(SIGUSR1), 0);  // blocked: pending, and never fatal
+  EXPECT_EQ(signals.WaitForEvent(kLongWait), StopSignals::Event::kRequest);
+  EXPECT_FALSE(signals.requested());
+  EXPECT_EQ(signals.WaitForEvent(kShortWait), StopSignals::Event::kTimeout);
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(signals.WaitForEvent(kLongWait), StopSignals::Event::kStop);
+  EXPECT_EQ(signals.signal_number(), SIGTERM);
+}
+
 TEST(StopSignalsTest, BlockAndWaitDiscardsSignalsThatCameWhileStopping) {
   EXPECT_EXIT(
       {

@@ -9,7 +9,9 @@
 // Prints "listening on HOST:PORT" once clients may connect (--port_file also
 // writes the port). SIGINT or SIGTERM stops it cleanly: committed experiences
 // are ingested and, with --checkpoint_dir, a final checkpoint is written,
-// which the next start restores (a new epoch). The soft provider's link is
+// which the next start restores (a new epoch). SIGUSR1 writes a checkpoint
+// at once, without stopping. The newest --checkpoint_keep checkpoints are
+// kept; a start falls back to an older one when a newer one is damaged. The soft provider's link is
 // chosen by the connecting side (the learner's --link), so there is no --link.
 
 #include <algorithm>
@@ -83,7 +85,11 @@ DEFINE_int64(seed, 1, "seed of the sampler's random generator");
 DEFINE_string(auth_token, "", "clients must present this token (prefer --auth_token_file)");
 DEFINE_string(auth_token_file, "", "file holding the token (one line)");
 DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start when present");
-DEFINE_double(checkpoint_interval_s, 0, "periodic checkpoint interval (0: only at shutdown)");
+DEFINE_double(checkpoint_interval_s, 0,
+              "periodic checkpoint interval (0: only at shutdown and on SIGUSR1)");
+DEFINE_int64(checkpoint_keep, 1,
+             "checkpoints kept, newest first (replay.ckpt, replay.ckpt.1, ...); a start falls "
+             "back to an older one when a newer one is damaged");
 DEFINE_double(stats_interval_s, 10, "one-line stats log interval (0: off)");
 DEFINE_double(heartbeat_interval_s, 1, "how often clients are probed, to drop dead ones");
 DEFINE_int64(max_clients, 1024, "connections held at most (more are refused until some go)");
@@ -99,7 +105,7 @@ constexpr char kUsage[] =
     "Actors insert with RDMA WRITEs, the learner READs pre-sampled batches and WRITEs "
     "priorities and parameters.\n"
     "Prints \"listening on HOST:PORT\" when ready; SIGINT/SIGTERM stop it (final checkpoint "
-    "with --checkpoint_dir).\n"
+    "with --checkpoint_dir); SIGUSR1 writes a checkpoint.\n"
     "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
     "The soft provider's link emulation is chosen by the connecting side (the learner's "
     "--link), not here.\n"
@@ -205,6 +211,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
   o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);
   o.checkpoint_dir = FLAGS_checkpoint_dir;
+  RETURN_IF_ERROR(CheckRange("checkpoint_keep", FLAGS_checkpoint_keep, 1, kMaxCheckpointKeep));
+  o.checkpoint_keep = static_cast<uint32_t>(FLAGS_checkpoint_keep);
   ASSIGN_OR_RETURN(o.checkpoint_interval,
                    Seconds("checkpoint_interval_s", FLAGS_checkpoint_interval_s, true));
   if (o.checkpoint_dir.empty() && o.checkpoint_interval != absl::InfiniteDuration()) {
@@ -251,7 +259,14 @@ int Run(const BinaryMain& binary) {
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
 
-  signals.Wait();
+  while (signals.WaitForEvent(absl::InfiniteDuration()) == StopSignals::Event::kRequest) {
+    const absl::Status s = (*server)->RequestCheckpoint();
+    if (s.ok()) {
+      LOG(INFO) << "received SIGUSR1: writing a checkpoint";
+    } else {
+      LOG(WARNING) << "received SIGUSR1: " << s.message();
+    }
+  }
   LOG(INFO) << "received " << strsignal(signals.signal_number()) << ", stopping";
   const absl::Status stopped = (*server)->Stop();
   server->reset();

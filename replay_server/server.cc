@@ -3,8 +3,6 @@
 #include "replay_server/server.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,7 +18,6 @@ static_assert(uint32_t{protocol::kAccessWrite} == uint32_t{verbs::kRemoteWrite},
 static_assert(uint32_t{protocol::kAccessAtomic} == uint32_t{verbs::kRemoteAtomic}, "");
 namespace {
 
-constexpr char kCheckpointFileName[] = "replay.ckpt";
 constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
 // Steps the core takes at Stop to ingest what was committed, at most.
 constexpr int kMaxDrainSteps = 100000;
@@ -77,6 +74,11 @@ absl::Status ReplayServerOptions::Validate() const {
   if (max_clients == 0)
     return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
+  if (checkpoint_keep < 1 || checkpoint_keep > kMaxCheckpointKeep) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReplayServerOptions.checkpoint_keep=", checkpoint_keep, " must be in [1, ",
+                     kMaxCheckpointKeep, "]"));
+  }
   if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ReplayServerOptions.checkpoint_interval=", absl::FormatDuration(checkpoint_interval),
@@ -110,26 +112,12 @@ absl::Status ReplayServer::Init() {
   ASSIGN_OR_RETURN(core_, ReplayCore::Create(regions_.get(), options_.core));
 
   if (!options_.checkpoint_dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(options_.checkpoint_dir, error);
-    if (error) {
-      return absl::InternalError(absl::StrCat("cannot create checkpoint_dir ",
-                                              options_.checkpoint_dir, ": ", error.message()));
-    }
-    checkpoint_path_ =
-        (std::filesystem::path(options_.checkpoint_dir) / kCheckpointFileName).string();
-    if (std::filesystem::exists(checkpoint_path_, error)) {
-      const absl::Status status = core_->RestoreCheckpoint(checkpoint_path_);
-      if (!status.ok()) {
-        return absl::Status(status.code(),
-                            absl::StrCat("cannot restore checkpoint ", checkpoint_path_, ": ",
-                                         status.message(), " (move the file away to start empty)"));
-      }
-      restored_ = true;
-      LOG(INFO) << "restored checkpoint " << checkpoint_path_ << ": " << core_->memory().size()
-                << " transitions, ingest cursor " << core_->ingest_cursor() << ", epoch "
-                << core_->epoch();
-    }
+    CheckpointStoreOptions store;
+    store.dir = options_.checkpoint_dir;
+    store.keep = options_.checkpoint_keep;
+    ASSIGN_OR_RETURN(checkpoints_, CheckpointStore::Open(store));
+    checkpoint_path_ = checkpoints_->LatestPath();
+    RETURN_IF_ERROR(RestoreNewestCheckpoint());
   }
   epoch_ = core_->epoch();
 
@@ -150,6 +138,31 @@ absl::Status ReplayServer::Init() {
   LOG(INFO) << "replay server listening on " << address() << " (" << provider_->name()
             << " provider, epoch " << epoch_ << "): " << config().DebugString();
   return absl::OkStatus();
+}
+
+absl::Status ReplayServer::RestoreNewestCheckpoint() {
+  absl::Status newest_failure;
+  for (const std::string& path : checkpoints_->Candidates()) {
+    const absl::Status status = core_->RestoreCheckpoint(path);
+    if (status.ok()) {
+      restored_ = true;
+      restored_path_ = path;
+      LOG(INFO) << "restored checkpoint " << path << " (written by incarnation "
+                << core_->restored_incarnation() << "): " << core_->memory().size()
+                << " transitions, ingest cursor " << core_->ingest_cursor() << ", epoch "
+                << core_->epoch() << ", incarnation " << core_->incarnation();
+      return absl::OkStatus();
+    }
+    const absl::Status named = absl::Status(
+        status.code(), absl::StrCat("cannot restore checkpoint ", path, ": ", status.message(),
+                                    " (move the file away to start empty)"));
+    // A damaged file: an older one may load. Anything else (another layout,
+    // an I/O error) would fail the same way for every file.
+    if (!absl::IsDataLoss(status)) return named;
+    LOG(WARNING) << named.message() << "; trying the checkpoint before it";
+    if (newest_failure.ok()) newest_failure = named;
+  }
+  return newest_failure;  // OK when there was no checkpoint
 }
 
 absl::Status ReplayServer::RegisterRegions() {
@@ -425,16 +438,7 @@ void ReplayServer::CoreLoop() {
   while (!stop_core_.load(std::memory_order_acquire)) {
     const StepResult result = core_->Step();
     const absl::Time now = absl::Now();
-    if (!checkpoint_path_.empty() && now - last_checkpoint_ >= options_.checkpoint_interval) {
-      const absl::Status status = core_->SaveCheckpoint(checkpoint_path_);
-      if (status.ok()) {
-        VLOG(1) << "checkpoint written to " << checkpoint_path_ << " in "
-                << absl::FormatDuration(absl::Now() - now);
-      } else {
-        LOG(ERROR) << "periodic checkpoint failed: " << status;
-      }
-      last_checkpoint_ = absl::Now();
-    }
+    MaybeCheckpoint(now);
     MaybeLogStats(now);
     if (result.did_work()) {
       idle_steps = 0;
@@ -449,6 +453,38 @@ void ReplayServer::CoreLoop() {
   for (int i = 0; i < kMaxDrainSteps && core_->Step().did_work(); ++i) {
   }
   core_->PublishStats();
+}
+
+absl::Status ReplayServer::RequestCheckpoint() {
+  if (!checkpoints_.has_value()) {
+    return absl::FailedPreconditionError("checkpoint requested, but there is no checkpoint_dir");
+  }
+  checkpoint_requested_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status ReplayServer::SaveCheckpoint() {
+  return checkpoints_->Save(
+      [this](const std::string& path) { return core_->SaveCheckpoint(path); });
+}
+
+void ReplayServer::MaybeCheckpoint(absl::Time now) {
+  if (!checkpoints_.has_value()) return;
+  // A plain load first: the loop passes here on every step.
+  const bool requested = checkpoint_requested_.load(std::memory_order_relaxed) &&
+                         checkpoint_requested_.exchange(false, std::memory_order_acq_rel);
+  if (!requested && now - last_checkpoint_ < options_.checkpoint_interval) return;
+  const absl::Status status = SaveCheckpoint();
+  if (status.ok() && requested) {
+    LOG(INFO) << "requested checkpoint written to " << checkpoint_path_ << " in "
+              << absl::FormatDuration(absl::Now() - now);
+  } else if (status.ok()) {
+    VLOG(1) << "checkpoint written to " << checkpoint_path_ << " in "
+            << absl::FormatDuration(absl::Now() - now);
+  } else {
+    LOG(ERROR) << (requested ? "requested" : "periodic") << " checkpoint failed: " << status;
+  }
+  last_checkpoint_ = absl::Now();
 }
 
 void ReplayServer::MaybeLogStats(absl::Time now) {
@@ -491,8 +527,8 @@ absl::Status ReplayServer::Stop() {
   if (core_thread_.joinable()) core_thread_.join();
   // A server that never started must not overwrite the checkpoint it failed
   // to restore.
-  if (started_ && !checkpoint_path_.empty()) {
-    stop_status_ = core_->SaveCheckpoint(checkpoint_path_);
+  if (started_ && checkpoints_.has_value()) {
+    stop_status_ = SaveCheckpoint();
     if (stop_status_.ok()) {
       LOG(INFO) << "final checkpoint written to " << checkpoint_path_ << ": "
                 << core_->memory().size() << " transitions, ingest cursor "

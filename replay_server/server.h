@@ -4,9 +4,10 @@
 //
 // ReplayServer puts a ReplayCore (replay_core.h) behind a verbs listener:
 //
-//   * It allocates the regions (ReplayRegions, page-aligned), restores the latest checkpoint from
-//   checkpoint_dir when there
-//     is one (a new epoch; clients that reconnect are accepted as new), and
+//   * It allocates the regions (ReplayRegions, page-aligned), restores the
+//     newest checkpoint of checkpoint_dir that loads (checkpoint_store.h:
+//     a damaged one is skipped for the one before it; a new epoch; clients
+//     that reconnect are accepted as new), and
 //     registers every region once per set of rights a role needs (protocol/README.md's
 //     access table; protocol/handshake.h's RoleAccess). Each actor line is registered
 //     on its own, when the first actor with that id connects.
@@ -27,8 +28,9 @@
 //     (transfer-once, learner_cache.h) first.
 //   * A core thread runs the replay loop (ingest, priority updates,
 //     sampling) with the core's idle back-off, writes a checkpoint every
-//     checkpoint_interval, and logs a one-line summary every
-//     stats_log_interval.
+//     checkpoint_interval and when one is requested (RequestCheckpoint, the
+//     binary's SIGUSR1), keeps the newest checkpoint_keep of them, and logs
+//     a one-line summary every stats_log_interval.
 //
 //   ReplayServerOptions options;
 //   options.layout = ...;  // capacity, slot_size, batch_size, ...
@@ -49,6 +51,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +62,7 @@
 #include "common/mutex.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
+#include "replay_server/checkpoint_store.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "verbs/verbs.h"
@@ -80,9 +84,12 @@ struct ReplayServerOptions {
   std::string auth_token;
   // Connections held at most; more are refused (retryably) until some go.
   uint32_t max_clients = 1024;
-  // Where checkpoints go ("<dir>/replay.ckpt"); created if missing. Empty:
-  // no checkpoints.
+  // Where checkpoints go ("<dir>/replay.ckpt", older ones
+  // "<dir>/replay.ckpt.1" ...); created if missing. Empty: no checkpoints.
   std::string checkpoint_dir;
+  // Checkpoints kept, newest first, in [1, kMaxCheckpointKeep]: a restart
+  // falls back to an older one when a newer one is damaged.
+  uint32_t checkpoint_keep = 1;
   // Periodic checkpoints (infinite: only at Stop). The core pauses while it
   // writes one.
   absl::Duration checkpoint_interval = absl::InfiniteDuration();
@@ -136,8 +143,15 @@ class ReplayServer {
   uint64_t epoch() const { return epoch_; }
   // True if Start restored a checkpoint.
   bool restored() const { return restored_; }
+  // The file Start restored ("" when none).
+  const std::string& restored_path() const { return restored_path_; }
   // "<checkpoint_dir>/replay.ckpt", or "" without checkpoint_dir.
   const std::string& checkpoint_path() const { return checkpoint_path_; }
+
+  // Thread-safe, does not block. Asks the core thread to write a checkpoint
+  // at its next step (counted in checkpoints_written once written; a failure
+  // is logged). FailedPrecondition without checkpoint_dir.
+  absl::Status RequestCheckpoint();
 
   // A consistent copy of the stats region (what a monitor READs). Thread-safe.
   protocol::StatsBlock ReadStats() const;
@@ -163,6 +177,12 @@ class ReplayServer {
   void PublishConnections();
 
   void CoreLoop();
+  // Writes a checkpoint when one is due or requested.
+  void MaybeCheckpoint(absl::Time now);
+  // Writes a checkpoint through the store (rotating the older ones).
+  absl::Status SaveCheckpoint();
+  // Restores the newest checkpoint that loads; OK when there is none.
+  absl::Status RestoreNewestCheckpoint();
   void MaybeLogStats(absl::Time now);
 
   verbs::Provider* const provider_;
@@ -175,7 +195,9 @@ class ReplayServer {
   uint16_t port_ = 0;
   uint64_t epoch_ = 0;
   bool restored_ = false;
+  std::string restored_path_;
   std::string checkpoint_path_;
+  std::optional<CheckpointStore> checkpoints_;  // with checkpoint_dir
   std::unique_ptr<verbs::Listener> listener_;
   // One registration per region and set of rights; index: RegionKind.
   std::unique_ptr<verbs::MemoryRegion> read_mrs_[protocol::kNumRegionKinds];
@@ -202,6 +224,7 @@ class ReplayServer {
   ReplayCounters last_logged_;
 
   bool started_ = false;  // both threads were started (Start succeeded)
+  std::atomic<bool> checkpoint_requested_{false};
   std::atomic<bool> stop_accepting_{false};
   std::atomic<bool> stop_core_{false};
   std::thread accept_thread_;

@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "client/session.h"
@@ -352,6 +354,72 @@ TEST_F(ReplayServerTest, WritesCheckpointsPeriodically) {
   auto server = StartServer(server_host_.get(), options);
   EXPECT_TRUE(WaitFor([&] { return server->ReadStats().checkpoints_written >= 2; }));
   EXPECT_TRUE(std::filesystem::exists(server->checkpoint_path()));
+}
+
+TEST_F(ReplayServerTest, WritesACheckpointOnRequestAndKeepsTheNewestOnes) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/requested";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  options.checkpoint_keep = 2;
+  auto server = StartServer(server_host_.get(), options);
+  for (uint64_t written = 1; written <= 3; ++written) {
+    ASSERT_TRUE(server->RequestCheckpoint().ok());
+    ASSERT_TRUE(WaitFor([&] { return server->ReadStats().checkpoints_written >= written; }));
+  }
+  // The count goes up when a file is written, before the older ones are
+  // rotated: stop the core thread (and write a fourth) before looking.
+  ASSERT_TRUE(server->Stop().ok());
+  EXPECT_EQ(server->ReadStats().checkpoints_written, 4u);
+  EXPECT_TRUE(std::filesystem::exists(server->checkpoint_path()));
+  EXPECT_TRUE(std::filesystem::exists(server->checkpoint_path() + ".1"));
+  EXPECT_FALSE(std::filesystem::exists(server->checkpoint_path() + ".2"));
+}
+
+TEST_F(ReplayServerTest, ARequestedCheckpointNeedsACheckpointDir) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  EXPECT_EQ(server->RequestCheckpoint().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ReplayServerTest, FallsBackToThePreviousCheckpointWhenTheNewestIsDamaged) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/fallback";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  options.checkpoint_keep = 3;
+  auto server = StartServer(server_host_.get(), options);
+  ASSERT_TRUE(server->RequestCheckpoint().ok());
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().checkpoints_written >= 1; }));
+  ASSERT_TRUE(server->Stop().ok());  // the final checkpoint: the newest
+  const std::string newest = server->checkpoint_path();
+  server.reset();
+  {
+    // A bit flipped in the middle of the newest file.
+    std::fstream file(newest, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(0, std::ios::end);
+    const std::streamoff middle = file.tellg() / 2;
+    file.seekg(middle);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte ^= 1;
+    file.seekp(middle);
+    file.write(&byte, 1);
+    ASSERT_TRUE(file.good());
+  }
+
+  server = StartServer(server_host_.get(), options);
+  EXPECT_TRUE(server->restored());
+  EXPECT_EQ(server->restored_path(), newest + ".1");
+  EXPECT_EQ(server->epoch(), 2u);
+
+  // With every kept checkpoint damaged the server refuses to start empty.
+  server.reset();  // its final checkpoint is sound: damage it too
+  for (const std::string& path : {newest, newest + ".1", newest + ".2"}) {
+    std::filesystem::resize_file(path, 100);
+  }
+  const absl::Status s = ReplayServer::Start(server_host_.get(), options).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find(newest), std::string::npos) << s;
 }
 
 TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {

@@ -1,0 +1,121 @@
+// Copyright dreplay authors.
+
+#include "replay_server/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace dreplay::server {
+namespace {
+
+constexpr char kLatestName[] = "replay.ckpt";
+constexpr char kNewSuffix[] = ".new";
+
+absl::Status ErrnoError(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// rename(from, to) when `from` exists.
+absl::Status RenameIfPresent(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
+  return ErrnoError(absl::StrCat("rename to ", to, " of"), from);
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open directory", dir);
+  const bool synced = fsync(fd) == 0;
+  const int saved_errno = errno;
+  close(fd);
+  errno = saved_errno;
+  return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
+}
+
+}  // namespace
+
+absl::Status CheckpointStoreOptions::Validate() const {
+  if (dir.empty()) return absl::InvalidArgumentError("CheckpointStoreOptions.dir is empty");
+  if (keep < 1 || keep > kMaxCheckpointKeep) {
+    return absl::InvalidArgumentError(absl::StrCat("CheckpointStoreOptions.keep=", keep,
+                                                   " must be in [1, ", kMaxCheckpointKeep, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointStore> CheckpointStore::Open(const CheckpointStoreOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  std::error_code error;
+  std::filesystem::create_directories(options.dir, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("cannot create checkpoint directory ", options.dir, ": ", error.message()));
+  }
+  return CheckpointStore(options);
+}
+
+std::string CheckpointStore::LatestPath() const {
+  return (std::filesystem::path(options_.dir) / kLatestName).string();
+}
+
+std::string CheckpointStore::OlderPath(uint32_t k) const {
+  return absl::StrCat(LatestPath(), ".", k);
+}
+
+std::string CheckpointStore::NewPath() const { return LatestPath() + kNewSuffix; }
+
+std::vector<std::string> CheckpointStore::Candidates() const {
+  std::vector<std::string> paths;
+  for (const std::string& path : {NewPath(), LatestPath()}) {
+    if (Exists(path)) paths.push_back(path);
+  }
+  for (uint32_t k = 1; k < options_.keep; ++k) {
+    if (Exists(OlderPath(k))) paths.push_back(OlderPath(k));
+  }
+  return paths;
+}
+
+absl::Status CheckpointStore::Save(
+    const std::function<absl::Status(const std::string& path)>& write) const {
+  RETURN_IF_ERROR(write(NewPath()));
+  return Rotate();
+}
+
+absl::Status CheckpointStore::Rotate() const {
+  const std::string latest = LatestPath();
+  if (options_.keep > 1 && Exists(latest)) {
+    // Oldest first, so that every rename replaces the file it should drop.
+    for (uint32_t k = options_.keep - 1; k >= 2; --k) {
+      RETURN_IF_ERROR(RenameIfPresent(OlderPath(k - 1), OlderPath(k)));
+    }
+    // A link, not a rename: replay.ckpt stays until the new one replaces
+    // it. Linked under a temporary name and renamed over replay.ckpt.1, so
+    // that (with keep 2) the one before is never missing either.
+    const std::string previous = OlderPath(1);
+    const std::string linked = previous + ".tmp";
+    if (unlink(linked.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink", linked);
+    if (link(latest.c_str(), linked.c_str()) != 0) {
+      return ErrnoError(absl::StrCat("link as ", linked, " of"), latest);
+    }
+    if (std::rename(linked.c_str(), previous.c_str()) != 0) {
+      return ErrnoError(absl::StrCat("rename to ", previous, " of"), linked);
+    }
+  }
+  const std::string fresh = NewPath();
+  if (std::rename(fresh.c_str(), latest.c_str()) != 0) {
+    return ErrnoError(absl::StrCat("rename to ", latest, " of"), fresh);
+  }
+  return SyncDirectory(options_.dir);
+}
+
+}  // namespace dreplay::server
