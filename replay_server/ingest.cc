@@ -18,6 +18,10 @@ absl::Status IngestOptions::Validate() const {
   if (max_per_step == 0) {
     return absl::InvalidArgumentError("ingest max_per_step=0 must be >= 1");
   }
+  if (torn_recheck < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ingest torn_recheck=", absl::FormatDuration(torn_recheck), " must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -38,10 +42,23 @@ void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
   reserved_before_ = reserved_before;
   evicted_through_ = cursor;
   waiting_for_ = kNotWaiting;
+  rechecking_ = kNotWaiting;
   Publish();
 }
 
 void Ingest::Publish() { StoreRelease(&control_->server.ingest_cursor, cursor_); }
+
+bool Ingest::Recheck(uint64_t q, uint64_t tail) {
+  if (options_.torn_recheck == absl::ZeroDuration()) return false;
+  const absl::Time now = clock_->Now();
+  if (rechecking_ == kNotWaiting || q >= recheck_tail_) {
+    rechecking_ = q;
+    recheck_since_ = now;
+    recheck_tail_ = tail;
+    return true;
+  }
+  return now - recheck_since_ < options_.torn_recheck;
+}
 
 uint64_t Ingest::Step() {
   const uint64_t tail = LoadAcquire(&control_->tail.tail);
@@ -66,6 +83,8 @@ uint64_t Ingest::Step() {
         std::memcpy(&header, slot, sizeof(header));
         memory_->Insert(index, q, header.initial_priority);
         ++counters_->inserted;
+      } else if (Recheck(q, tail)) {
+        break;  // the data may still be on its way: read it again next step
       } else {
         memory_->Remove(index);
         ++counters_->torn_slots;

@@ -10,7 +10,9 @@
 //   fits and its checksum verifies           -> inserted with its initial
 //                                               priority (counted inserted)
 //   commit word == CommitValue(q), but the slot fails a check
-//                                             -> torn (counted, skipped)
+//                                             -> read again until
+//                                               torn_recheck has passed,
+//                                               then torn (counted, skipped)
 //   commit word names a later sequence        -> overrun (counted, skipped)
 //   not committed yet                         -> wait; after abandon_timeout
 //                                               without progress at q, or at
@@ -34,8 +36,13 @@
 // The commit word is read with acquire, so a commit observed makes the slot
 // bytes written before it (the actor's earlier WRITE on the same queue pair,
 // or a thread's stores before its release) visible; the slot is verified in
-// place. A misbehaving actor that laps a slot under verification cannot get
-// it inserted: the sequence or the checksum fails.
+// place. Where that order does not hold end to end (a NIC or PCIe path that
+// places the commit WRITE before the slot's last bytes), a commit can be seen
+// before its data: such a slot passes its check a moment later, so a failed
+// check is repeated for torn_recheck before the slot is declared torn. One
+// re-check window covers every sequence reserved when it began, so a batch
+// of corrupt commits stalls ingest once, not once per slot. A misbehaving actor that laps a slot
+// under verification cannot get it inserted: the sequence or the checksum fails.
 //
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
 // never blocks and never allocates.
@@ -62,6 +69,10 @@ struct IngestOptions {
   // Most sequences handled per Step() (bounds the latency of the other work
   // of the core loop).
   uint32_t max_per_step = 4096;
+  // How long a committed slot that fails its check is read again before it
+  // is counted torn (see the file comment); 0: torn at once. Ingest waits at
+  // that sequence meanwhile.
+  absl::Duration torn_recheck = absl::Milliseconds(2);
 
   absl::Status Validate() const;
 };
@@ -93,6 +104,9 @@ class Ingest {
 
  private:
   void Publish();
+  // True while committed sequence q, which failed its check, should be read
+  // again rather than counted torn (starts q's re-check window if needed).
+  bool Recheck(uint64_t q, uint64_t tail);
 
   const protocol::LayoutConfig config_;
   const IngestOptions options_;
@@ -114,6 +128,10 @@ class Ingest {
   uint64_t waiting_for_ = kNotWaiting;
   absl::Time waiting_since_;
   uint64_t waiting_tail_ = 0;
+  // The same for the re-check of a committed slot that failed its check.
+  uint64_t rechecking_ = kNotWaiting;
+  absl::Time recheck_since_;
+  uint64_t recheck_tail_ = 0;
 };
 
 }  // namespace dreplay::server

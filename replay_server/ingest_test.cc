@@ -20,6 +20,7 @@ using testing::SmallConfig;
 using testing::WriteSlot;
 
 constexpr absl::Duration kAbandonTimeout = absl::Milliseconds(500);
+constexpr absl::Duration kTornRecheck = absl::Milliseconds(2);
 
 class IngestTest : public ::testing::Test {
  protected:
@@ -34,6 +35,7 @@ class IngestTest : public ::testing::Test {
     memory_ = replay::ReplayMemory::Create(mo).value();
     IngestOptions options;
     options.abandon_timeout = kAbandonTimeout;
+    options.torn_recheck = kTornRecheck;
     options.max_per_step = 1000;
     MakeIngest(options);
   }
@@ -48,6 +50,16 @@ class IngestTest : public ::testing::Test {
     return LoadAcquire(&regions_->control()->server.ingest_cursor);
   }
   uint64_t capacity() const { return regions_->config().capacity; }
+
+  // A committed slot that fails its check: ingest reads it again until the
+  // re-check window has passed, then counts it torn. Returns what the step
+  // after the window handled.
+  uint64_t StepPastTheRecheck() {
+    EXPECT_EQ(ingest_->Step(), 0u);
+    EXPECT_EQ(counters_.torn_slots, 0u);
+    clock_.Advance(kTornRecheck);
+    return ingest_->Step();
+  }
 
   std::unique_ptr<ReplayRegions> regions_;
   std::unique_ptr<replay::ReplayMemory> memory_;
@@ -129,7 +141,7 @@ TEST_F(IngestTest, RejectsASlotWithABadChecksum) {
   WriteSlot(*regions_, q, 1.f, 128);
   regions_->slot(q)[sizeof(protocol::SlotHeader) + 40] ^= 0x01;
   Commit(*regions_, q);
-  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(StepPastTheRecheck(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(counters_.inserted, 0u);
   EXPECT_EQ(memory_->size(), 0u);
@@ -140,7 +152,7 @@ TEST_F(IngestTest, RejectsASlotWhoseHeaderNamesAnotherSequence) {
   WriteSlot(*regions_, q + 1, 1.f, 128);  // a well-formed slot, wrong sequence
   std::memmove(regions_->slot(q), regions_->slot(q + 1), regions_->config().slot_size);
   Commit(*regions_, q);
-  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(StepPastTheRecheck(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(memory_->size(), 0u);
 }
@@ -148,7 +160,7 @@ TEST_F(IngestTest, RejectsASlotWhoseHeaderNamesAnotherSequence) {
 TEST_F(IngestTest, RejectsACommitWithoutItsSlot) {
   const uint64_t q = Reserve(*regions_, 1);
   Commit(*regions_, q);  // slot never written: all zeros
-  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(StepPastTheRecheck(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(memory_->size(), 0u);
 }
@@ -167,11 +179,42 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   WriteSlot(*regions_, q, 1.f, 128);
   std::memcpy(slot + 96, before.data() + 96, regions_->config().slot_size - 96);
   Commit(*regions_, q);
-  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(StepPastTheRecheck(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(counters_.inserted, capacity());
   // The previous occupant was evicted with its slot.
   EXPECT_FALSE(memory_->valid(protocol::SlotIndex(regions_->config(), q)));
+}
+
+TEST_F(IngestTest, ASlotWhoseCommitIsSeenBeforeItsDataIsIngestedWhenTheDataArrives) {
+  const uint64_t q = Reserve(*regions_, 1);
+  Commit(*regions_, q);  // the commit WRITE placed before the slot's
+  EXPECT_EQ(ingest_->Step(), 0u);
+  EXPECT_EQ(ingest_->cursor(), q);
+  WriteSlot(*regions_, q, 2.f, 128);
+  clock_.Advance(kTornRecheck / 2);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.inserted, 1u);
+  EXPECT_EQ(counters_.torn_slots, 0u);
+  EXPECT_EQ(memory_->sequence(protocol::SlotIndex(regions_->config(), q)), q);
+}
+
+TEST_F(IngestTest, OneRecheckWindowCoversABatchOfBadCommits) {
+  const uint64_t first = Reserve(*regions_, 3);
+  for (uint64_t q = first; q < first + 3; ++q) Commit(*regions_, q);  // no slots
+  EXPECT_EQ(StepPastTheRecheck(), 3u);
+  EXPECT_EQ(counters_.torn_slots, 3u);
+  EXPECT_EQ(counters_.inserted, 0u);
+}
+
+TEST_F(IngestTest, WithoutARecheckABadSlotIsTornAtOnce) {
+  IngestOptions options;
+  options.torn_recheck = absl::ZeroDuration();
+  MakeIngest(options);
+  const uint64_t q = Reserve(*regions_, 1);
+  Commit(*regions_, q);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
 }
 
 TEST_F(IngestTest, RejectsALengthThatDoesNotFitTheSlot) {
@@ -182,7 +225,7 @@ TEST_F(IngestTest, RejectsALengthThatDoesNotFitTheSlot) {
   h.payload_length = regions_->config().slot_size;  // would read past the slot
   std::memcpy(regions_->slot(q), &h, sizeof(h));
   Commit(*regions_, q);
-  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(StepPastTheRecheck(), 1u);
   EXPECT_EQ(counters_.torn_slots, 1u);
 }
 
