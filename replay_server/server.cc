@@ -3,6 +3,8 @@
 #include "replay_server/server.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,6 +27,8 @@ constexpr int kPollBatch = 8;
 // How long the accept thread waits for the core to apply a learner connection
 // (one core step, or a periodic checkpoint) before refusing it retryably.
 constexpr absl::Duration kLearnerNoteTimeout = absl::Seconds(5);
+// At most one warning about invalid priority records per this long.
+constexpr absl::Duration kInvalidPriorityWarningInterval = absl::Seconds(10);
 
 absl::Status PositiveDuration(const char* name, absl::Duration d) {
   if (d <= absl::ZeroDuration()) {
@@ -96,7 +100,9 @@ absl::Status ReplayServerOptions::Validate() const {
 }
 
 ReplayServer::ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options)
-    : provider_(provider), options_(options) {}
+    : provider_(provider),
+      options_(options),
+      invalid_priorities_(kInvalidPriorityWarningInterval) {}
 
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     verbs::Provider* provider, const ReplayServerOptions& options) {
@@ -132,6 +138,7 @@ absl::Status ReplayServer::Init() {
   last_checkpoint_ = absl::Now();
   last_stats_log_ = absl::Now();
   last_logged_ = core_->counters();
+  invalid_priorities_.Baseline(core_->counters());
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   core_thread_ = std::thread([this] { CoreLoop(); });
   started_ = true;
@@ -440,6 +447,9 @@ void ReplayServer::CoreLoop() {
     const absl::Time now = absl::Now();
     MaybeCheckpoint(now);
     MaybeLogStats(now);
+    if (std::optional<std::string> warning = invalid_priorities_.Observe(core_->counters(), now)) {
+      LOG(WARNING) << *warning;
+    }
     if (result.did_work()) {
       idle_steps = 0;
       sleep = o.min_sleep;

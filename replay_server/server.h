@@ -29,8 +29,10 @@
 //   * A core thread runs the replay loop (ingest, priority updates,
 //     sampling) with the core's idle back-off, writes a checkpoint every
 //     checkpoint_interval and when one is requested (RequestCheckpoint, the
-//     binary's SIGUSR1), keeps the newest checkpoint_keep of them, and logs
-//     a one-line summary every stats_log_interval.
+//     binary's SIGUSR1), keeps the newest checkpoint_keep of them, logs a
+//     one-line summary every stats_log_interval, and warns (at most every
+//     10 s) when the learner's priority records are invalid
+//     (invalid_priorities.h).
 //
 //   ReplayServerOptions options;
 //   options.layout = ...;  // capacity, slot_size, batch_size, ...
@@ -63,6 +65,7 @@
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "replay_server/checkpoint_store.h"
+#include "replay_server/invalid_priorities.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "verbs/verbs.h"
@@ -222,6 +225,7 @@ class ReplayServer {
   absl::Time last_checkpoint_;
   absl::Time last_stats_log_;
   ReplayCounters last_logged_;
+  InvalidPriorityWarnings invalid_priorities_;
 
   bool started_ = false;  // both threads were started (Start succeeded)
   std::atomic<bool> checkpoint_requested_{false};

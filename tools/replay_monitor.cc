@@ -17,6 +17,22 @@ namespace {
 
 constexpr double kNanosPerSecond = 1e9;
 
+// `s` as a JSON string, quotes included.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 // Builds one JSON object, field by field.
 class JsonObject {
  public:
@@ -66,20 +82,7 @@ class JsonObject {
       out_ += "null";
     }
   }
-  void AppendString(const std::string& s) {
-    out_ += "\"";
-    for (const char c : s) {
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        absl::StrAppendFormat(&out_, "\\u%04x", static_cast<unsigned char>(c));
-      } else {
-        out_ += c;
-      }
-    }
-    out_ += "\"";
-  }
+  void AppendString(const std::string& s) { out_ += JsonString(s); }
 
   std::string out_ = "{";
   bool first_ = true;
@@ -158,6 +161,37 @@ std::optional<double> CachedFraction(const StatsBlock& stats) {
   const uint64_t staged = stats.staged_payloads + stats.staged_cached;
   if (staged == 0) return std::nullopt;
   return static_cast<double>(stats.staged_cached) / static_cast<double>(staged);
+}
+
+std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before,
+                                         const MonitorSnapshot& now) {
+  const StatsBlock& b = now.stats;
+  if (b.priority_updates_invalid == 0) return {};
+  if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
+    const StatsBlock& a = before->stats;
+    const uint64_t invalid = b.priority_updates_invalid >= a.priority_updates_invalid
+                                 ? b.priority_updates_invalid - a.priority_updates_invalid
+                                 : 0;
+    const uint64_t applied = b.priority_updates_applied >= a.priority_updates_applied
+                                 ? b.priority_updates_applied - a.priority_updates_applied
+                                 : 0;
+    if (invalid > 0 && applied == 0) {
+      return {absl::StrFormat(
+          "every priority record of the last %.1f s was invalid (%d NaN, infinite or negative): "
+          "the learner's priorities are frozen",
+          r->window_s, invalid)};
+    }
+    if (invalid > 0) {
+      return {absl::StrFormat(
+          "%d of %d priority records of the last %.1f s were invalid (NaN, infinite or "
+          "negative) and left their priorities unchanged",
+          invalid, invalid + applied, r->window_s)};
+    }
+  }
+  return {absl::StrFormat(
+      "%d priority records of this epoch were invalid (NaN, infinite or negative) and left their "
+      "priorities unchanged",
+      b.priority_updates_invalid)};
 }
 
 std::optional<double> PriorityMean(const StatsBlock& stats) {
@@ -254,6 +288,12 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                   .Int("connections_total", s.connections_total)
                                   .Int("connections_rejected", s.connections_rejected)
                                   .Done();
+  std::string warnings = "[";
+  for (const std::string& warning : MonitorWarnings(before, now)) {
+    if (warnings.size() > 1) warnings += ",";
+    warnings += JsonString(warning);
+  }
+  warnings += "]";
   std::string actors = "[";
   for (const ActorLine& line : now.actors) {
     if (actors.size() > 1) actors += ",";
@@ -276,6 +316,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
       .Str("server", info.server)
       .Int("epoch", s.epoch)
       .Int("server_time_ns", s.server_time_ns)
+      .Raw("warnings", warnings)
       .Raw("config", config)
       .Raw("policy", policy)
       .Raw("memory", memory)
@@ -295,6 +336,9 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
   std::string out;
   absl::StrAppendFormat(&out, "replay_top  %s  epoch %d  %s\n", info.server, s.epoch,
                         absl::FormatTime("%Y-%m-%d %H:%M:%S", now.taken, absl::LocalTimeZone()));
+  for (const std::string& warning : MonitorWarnings(before, now)) {
+    absl::StrAppend(&out, "WARNING   ", warning, "\n");
+  }
   const double fill = s.capacity > 0 ? 100.0 * s.size / s.capacity : 0;
   absl::StrAppendFormat(&out, "memory    size %d / %d (%.1f%%)  ingest_cursor %d  tail %d\n",
                         s.size, s.capacity, fill, s.ingest_cursor, s.tail_seen);

@@ -19,6 +19,9 @@
 // Priorities are shown as the sum tree holds them (p^alpha): mean =
 // priority_sum / size, and the maximum.
 //
+// Warnings (MonitorWarnings) come first in text, and as "warnings" (an
+// array of strings) in JSON.
+//
 // The replay ratio: the achieved samples per insert (sampled / inserted)
 // beside the published policy (PolicyLine), and the limiter's waits; the
 // transfer-once figures: entries staged with their payload vs. as
@@ -74,6 +77,13 @@ std::optional<double> AchievedSamplesPerInsert(const protocol::StatsBlock& stats
 // Share of staged entries sent as references (transfer-once), in [0, 1];
 // nullopt before anything was staged.
 std::optional<double> CachedFraction(const protocol::StatsBlock& stats);
+
+// Conditions an operator should act on, as sentences (empty: none). Today:
+// invalid priority records from the learner (NaN, infinite or negative),
+// which leave their transitions' priorities unchanged, so a learner that
+// sends only such records freezes prioritization. Over the window since
+// `before` when it is usable (see ComputeRates), else over the epoch.
+std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before, const MonitorSnapshot& now);
 
 // Mean of p^alpha over memory; nullopt for an empty memory.
 std::optional<double> PriorityMean(const protocol::StatsBlock& stats);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -127,6 +128,41 @@ TEST(ReplayMonitorTest, TextShowsRatesDropsClientsAndActors) {
   const std::string no_actors = RenderMonitorText(Info(), At(1, 0, 0), nullptr);
   EXPECT_NE(no_actors.find("(none published)"), std::string::npos) << no_actors;
   EXPECT_NE(no_actors.find("inserts/s -"), std::string::npos) << no_actors;
+}
+
+TEST(ReplayMonitorTest, WarnsThatPrioritiesAreFrozenWhenEveryRecordIsInvalid) {
+  MonitorSnapshot a = At(10, 1000, 800);
+  a.stats.priority_updates_applied = 640;
+  MonitorSnapshot b = At(12, 5000, 2400);
+  b.stats.priority_updates_applied = 640;
+  b.stats.priority_updates_invalid = 96;  // a learner sending only NaN
+  const std::vector<std::string> warnings = MonitorWarnings(&a, b);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("frozen"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("96 NaN"), std::string::npos) << warnings[0];
+  const std::string text = RenderMonitorText(Info(), b, &a);
+  EXPECT_EQ(text.find("WARNING   every priority record"), text.find('\n') + 1)
+      << "the warning comes right after the title:\n"
+      << text;
+  const std::string json = RenderMonitorJson(Info(), b, &a);
+  EXPECT_NE(json.find("\"warnings\":[\"every priority record"), std::string::npos) << json;
+}
+
+TEST(ReplayMonitorTest, CountsInvalidRecordsAmongTheAppliedOnesAndOverTheEpochWithoutRates) {
+  MonitorSnapshot a = At(10, 1000, 800);
+  MonitorSnapshot b = At(12, 5000, 2400);
+  b.stats.priority_updates_applied = 90;
+  b.stats.priority_updates_invalid = 10;
+  const std::vector<std::string> warnings = MonitorWarnings(&a, b);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("10 of 100 priority records"), std::string::npos) << warnings[0];
+  const std::vector<std::string> epoch = MonitorWarnings(nullptr, b);
+  ASSERT_EQ(epoch.size(), 1u);
+  EXPECT_NE(epoch[0].find("10 priority records of this epoch"), std::string::npos) << epoch[0];
+  // Nothing invalid: no warning, and an empty array in JSON.
+  EXPECT_TRUE(MonitorWarnings(&a, At(12, 5000, 2400)).empty());
+  EXPECT_NE(RenderMonitorJson(Info(), At(12, 5000, 2400), &a).find("\"warnings\":[]"),
+            std::string::npos);
 }
 
 TEST(ReplayMonitorTest, ShowsTheReplayRatioBesideThePolicyAndTheTransferOnceFigures) {
