@@ -136,9 +136,9 @@ struct alignas(kCacheLine) ServerLine {
   // Number of batches whose priority update has been consumed.
   uint64_t batches_released = 0;
   // Drawn at random (never 0) each time a server process starts. Epoch
-  // numbers come from the last checkpoint, so after a crash a server can
-  // run an epoch number again; (epoch, incarnation) is never reused. Staged
-  // batches carry it and priority updates must echo it.
+  // numbers can repeat (every server without checkpoints runs epoch 1);
+  // (epoch, incarnation) never does. Staged batches carry it and priority
+  // updates must echo it.
   uint64_t incarnation = 0;
   uint64_t reserved[3] = {};
 };

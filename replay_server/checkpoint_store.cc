@@ -7,11 +7,19 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace dreplay::server {
@@ -19,6 +27,7 @@ namespace {
 
 constexpr char kLatestName[] = "replay.ckpt";
 constexpr char kNewSuffix[] = ".new";
+constexpr char kStartRecordName[] = "last_start";
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
@@ -40,6 +49,24 @@ absl::Status SyncDirectory(const std::string& dir) {
   close(fd);
   errno = saved_errno;
   return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
+}
+
+// A whole unsigned number in `base`; false for anything else.
+bool ParseU64(absl::string_view text, int base, uint64_t* out) {
+  // strtoull would also take leading blanks and signs.
+  if (text.empty() || text.size() > 20 || !absl::ascii_isxdigit(text[0])) return false;
+  const std::string digits(text);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value =
+      std::strtoull(digits.c_str(), &end, base);  // NOLINT(runtime/int)
+  if (errno != 0 || end != digits.c_str() + digits.size()) return false;
+  *out = value;
+  return true;
+}
+
+std::string StartRecordPath(const std::string& dir) {
+  return (std::filesystem::path(dir) / kStartRecordName).string();
 }
 
 }  // namespace
@@ -114,6 +141,49 @@ absl::Status CheckpointStore::Rotate() const {
   const std::string fresh = NewPath();
   if (std::rename(fresh.c_str(), latest.c_str()) != 0) {
     return ErrnoError(absl::StrCat("rename to ", latest, " of"), fresh);
+  }
+  return SyncDirectory(options_.dir);
+}
+
+absl::StatusOr<std::optional<StartRecord>> CheckpointStore::ReadStartRecord() const {
+  const std::string path = StartRecordPath(options_.dir);
+  if (!Exists(path)) return std::optional<StartRecord>();
+  std::ifstream in(path);
+  if (!in) return ErrnoError("open", path);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<absl::string_view> words =
+      absl::StrSplit(absl::StripAsciiWhitespace(content), ' ');
+  StartRecord record;
+  absl::string_view incarnation = words.size() == 4 ? words[2] : "";
+  absl::string_view epoch = words.size() == 4 ? words[3] : "";
+  if (words.size() != 4 || words[0] != "dreplay" || words[1] != "start" ||
+      !absl::ConsumePrefix(&incarnation, "incarnation=") ||
+      !absl::ConsumePrefix(&epoch, "epoch=") || !ParseU64(incarnation, 16, &record.incarnation) ||
+      !ParseU64(epoch, 10, &record.epoch)) {
+    return absl::DataLossError(absl::StrCat("start record ", path, " cannot be parsed"));
+  }
+  return std::optional<StartRecord>(record);
+}
+
+absl::Status CheckpointStore::WriteStartRecord(const StartRecord& record) const {
+  const std::string path = StartRecordPath(options_.dir);
+  const std::string temp = path + ".tmp";
+  const std::string line = absl::StrCat("dreplay start incarnation=", absl::Hex(record.incarnation),
+                                        " epoch=", record.epoch, "\n");
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("open", temp);
+  bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ok = ok && fsync(fd) == 0;
+  const int saved_errno = errno;
+  close(fd);
+  errno = saved_errno;
+  if (!ok) {
+    const absl::Status status = ErrnoError("write", temp);
+    unlink(temp.c_str());
+    return status;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return ErrnoError(absl::StrCat("rename to ", path, " of"), temp);
   }
   return SyncDirectory(options_.dir);
 }

@@ -26,6 +26,12 @@
 // Files beyond `keep` left by a run with a larger `keep` are neither read nor
 // removed.
 //
+// The start record, "<dir>/last_start": the incarnation and epoch of the
+// last server that started on this directory, written (fsynced) before it
+// accepts clients. A server that crashes before its next checkpoint leaves a
+// record newer than the checkpoint, so the next start knows an epoch it must
+// not run again, and that work was lost.
+//
 // Thread safety: Save() from one thread at a time; the rest is constant.
 
 #ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_STORE_H_
@@ -33,6 +39,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +50,12 @@ namespace dreplay::server {
 
 // The most checkpoints a store keeps.
 inline constexpr uint32_t kMaxCheckpointKeep = 100;
+
+// What the start record holds (see the file comment).
+struct StartRecord {
+  uint64_t incarnation = 0;
+  uint64_t epoch = 0;
+};
 
 struct CheckpointStoreOptions {
   // The directory; created by CheckpointStore::Open if missing.
@@ -76,6 +89,13 @@ class CheckpointStore {
   // write's error as it is, or Internal naming the file a rename or link
   // failed on (the new checkpoint then stays at NewPath(), a candidate).
   absl::Status Save(const std::function<absl::Status(const std::string& path)>& write) const;
+
+  // The start record; nullopt when there is none, DataLoss when it cannot
+  // be parsed, Internal for an I/O error.
+  absl::StatusOr<std::optional<StartRecord>> ReadStartRecord() const;
+  // Replaces the start record atomically (a temporary file, fsync, rename,
+  // directory fsync). Internal naming the file on failure.
+  absl::Status WriteStartRecord(const StartRecord& record) const;
 
   const CheckpointStoreOptions& options() const { return options_; }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,32 @@ TEST(CheckpointStoreTest, ACheckpointLeftBeforeItsRenameIsTheNewestCandidate) {
   ASSERT_TRUE(store->Save(Writes("saved")).ok());
   ASSERT_TRUE(Writes("written, not yet renamed")(store->NewPath()).ok());
   EXPECT_EQ(store->Candidates(), (std::vector<std::string>{store->NewPath(), store->LatestPath()}));
+}
+
+TEST(CheckpointStoreTest, TheStartRecordIsAbsentAtFirstAndRoundTrips) {
+  auto store = CheckpointStore::Open({TestDir("start"), 1});
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::optional<StartRecord>> none = store->ReadStartRecord();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(store->WriteStartRecord({0xfeedfacecafebeefULL, 7}).ok());
+  ASSERT_TRUE(store->WriteStartRecord({0x0123456789abcdefULL, 8}).ok());  // replaces it
+  absl::StatusOr<std::optional<StartRecord>> record = store->ReadStartRecord();
+  ASSERT_TRUE(record.ok()) << record.status();
+  ASSERT_TRUE(record->has_value());
+  EXPECT_EQ((*record)->incarnation, 0x0123456789abcdefULL);
+  EXPECT_EQ((*record)->epoch, 8u);
+}
+
+TEST(CheckpointStoreTest, ADamagedStartRecordIsDataLoss) {
+  const std::string dir = TestDir("damaged_start");
+  auto store = CheckpointStore::Open({dir, 1});
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const char* damaged : {"", "dreplay start incarnation=zz epoch=1\n",
+                              "dreplay start incarnation=1 epoch=-2\n", "something else\n"}) {
+    ASSERT_TRUE(Writes(damaged)(dir + "/last_start").ok());
+    EXPECT_EQ(store->ReadStartRecord().status().code(), absl::StatusCode::kDataLoss) << damaged;
+  }
 }
 
 absl::StatusCode OpenCode(const std::string& dir, uint32_t keep) {

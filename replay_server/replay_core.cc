@@ -243,6 +243,13 @@ absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
   return absl::OkStatus();
 }
 
+void ReplayCore::StartEpochAfter(uint64_t epoch) {
+  if (epoch_ > epoch) return;
+  epoch_ = epoch + 1;
+  sampler_->Restart(epoch_, incarnation_);
+  PublishStats();
+}
+
 absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   CheckpointState state;
   absl::Status status = ReadCheckpoint(path, regions_, memory_.get(), &state);

@@ -41,12 +41,13 @@
 // priorities. Or use a ReplayMemory directly (replay_memory.h).
 //
 // Epochs: a fresh core is epoch 1; RestoreCheckpoint() makes it the saved
-// epoch + 1. Batch numbers restart at 0 in every epoch. Each core also has an
+// epoch + 1, StartEpochAfter() skips epochs a crashed server may have run.
+// Batch numbers restart at 0 in every epoch. Each core also has an
 // incarnation, random unless the options fix it, published in the
-// ServerLine and carried by every staged batch: after a crash the epoch
-// number from the last checkpoint can repeat, the incarnation does not, and
-// a priority update written for a batch of another incarnation is rejected.
-// Checkpoints save the incarnation that wrote them.
+// ServerLine and carried by every staged batch: epoch numbers can repeat
+// (every core without a checkpoint starts at 1), the incarnation does not,
+// and a priority update written for a batch of another incarnation is
+// rejected. Checkpoints save the incarnation that wrote them.
 //
 // The policy (the rate limiter's options) is written into the control
 // block's PolicyLine when the core is created, before any peer sees it.
@@ -133,6 +134,10 @@ class ReplayCore {
   // counters are restored. REQUIRES: no peer uses the regions yet. On error
   // (see ReadCheckpoint) the memory is empty and the epoch unchanged.
   absl::Status RestoreCheckpoint(const std::string& path);
+  // Makes the epoch at least `epoch` + 1: a server that started after the
+  // restored checkpoint (and crashed before the next) may have run `epoch`,
+  // and no epoch runs twice. REQUIRES: no peer uses the regions yet.
+  void StartEpochAfter(uint64_t epoch);
 
   // Writes the stats region now.
   void PublishStats();

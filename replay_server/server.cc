@@ -124,6 +124,7 @@ absl::Status ReplayServer::Init() {
     ASSIGN_OR_RETURN(checkpoints_, CheckpointStore::Open(store));
     checkpoint_path_ = checkpoints_->LatestPath();
     RETURN_IF_ERROR(RestoreNewestCheckpoint());
+    RETURN_IF_ERROR(RecordStart());
   }
   epoch_ = core_->epoch();
 
@@ -170,6 +171,25 @@ absl::Status ReplayServer::RestoreNewestCheckpoint() {
     if (newest_failure.ok()) newest_failure = named;
   }
   return newest_failure;  // OK when there was no checkpoint
+}
+
+absl::Status ReplayServer::RecordStart() {
+  const absl::StatusOr<std::optional<StartRecord>> last = checkpoints_->ReadStartRecord();
+  if (!last.ok()) {
+    LOG(WARNING) << last.status().message() << "; it is replaced";
+  } else if (last->has_value()) {
+    const StartRecord& previous = **last;
+    if (previous.incarnation != core_->restored_incarnation()) {
+      LOG(WARNING) << "the last server on " << options_.checkpoint_dir << " (incarnation "
+                   << previous.incarnation << ", epoch " << previous.epoch
+                   << ") wrote no checkpoint this server could restore: what it ingested after "
+                   << (restored_ ? absl::StrCat("checkpoint ", restored_path_)
+                                 : std::string("its start"))
+                   << " is lost";
+    }
+    core_->StartEpochAfter(previous.epoch);
+  }
+  return checkpoints_->WriteStartRecord({core_->incarnation(), core_->epoch()});
 }
 
 absl::Status ReplayServer::RegisterRegions() {

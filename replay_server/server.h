@@ -6,8 +6,10 @@
 //
 //   * It allocates the regions (ReplayRegions, page-aligned), restores the
 //     newest checkpoint of checkpoint_dir that loads (checkpoint_store.h:
-//     a damaged one is skipped for the one before it; a new epoch; clients
-//     that reconnect are accepted as new), and
+//     a damaged one is skipped for the one before it; a new epoch, after
+//     any epoch the directory's start record says a crashed server ran;
+//     clients that reconnect are accepted as new), records its own start,
+//     and
 //     registers every region once per set of rights a role needs (protocol/README.md's
 //     access table; protocol/handshake.h's RoleAccess). Each actor line is registered
 //     on its own, when the first actor with that id connects.
@@ -186,6 +188,9 @@ class ReplayServer {
   absl::Status SaveCheckpoint();
   // Restores the newest checkpoint that loads; OK when there is none.
   absl::Status RestoreNewestCheckpoint();
+  // Reads the last start record (checkpoint_store.h), skips the epoch it
+  // names, and records this start.
+  absl::Status RecordStart();
   void MaybeLogStats(absl::Time now);
 
   verbs::Provider* const provider_;

@@ -422,6 +422,32 @@ TEST_F(ReplayServerTest, FallsBackToThePreviousCheckpointWhenTheNewestIsDamaged)
   EXPECT_NE(s.message().find(newest), std::string::npos) << s;
 }
 
+TEST_F(ReplayServerTest, NeverRunsAgainAnEpochThatACrashedServerRan) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/crashed";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  auto server = StartServer(server_host_.get(), options);
+  ASSERT_TRUE(server->Stop().ok());  // a checkpoint of epoch 1
+  server.reset();
+  // A later server restored it, ran epoch 2, and crashed before writing a
+  // checkpoint: only its start record says so.
+  CheckpointStoreOptions store_options;
+  store_options.dir = dir;
+  auto store = CheckpointStore::Open(store_options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->WriteStartRecord({/*incarnation=*/12345, /*epoch=*/2}).ok());
+
+  server = StartServer(server_host_.get(), options);
+  EXPECT_TRUE(server->restored());
+  EXPECT_EQ(server->epoch(), 3u) << "epoch 2 was run already";
+  const absl::StatusOr<std::optional<StartRecord>> record = store->ReadStartRecord();
+  ASSERT_TRUE(record.ok()) << record.status();
+  ASSERT_TRUE(record->has_value());
+  EXPECT_EQ((*record)->epoch, 3u);
+  EXPECT_NE((*record)->incarnation, 12345u);
+}
+
 TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
   auto actor = Connect(*server, protocol::Role::kActor, 3);
