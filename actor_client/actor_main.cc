@@ -21,6 +21,10 @@
 // --reconnect_timeout_s; SIGINT or SIGTERM stops it cleanly (what is pending
 // is written, the statistics published). A second signal ends it at once.
 //
+// --metrics_listen=127.0.0.1:9466 serves the actor's figures to Prometheus
+// at /metrics (actor_client/prometheus_metrics.h), refreshed each time the
+// statistics are published.
+//
 // Exit status: 0 after a clean stop (signal, --max_env_steps or
 // --duration_s) or --print_layout, 1 on failure, 2 for a bad flag.
 
@@ -34,16 +38,19 @@
 #include "absl/strings/str_cat.h"
 #include "actor_client/actor_layout.h"
 #include "actor_client/actor_loop.h"
+#include "actor_client/prometheus_metrics.h"
 #include "actor_client/service_io.h"
 #include "client/connection_flags.h"
 #include "client/retry.h"
 #include "client/session.h"
 #include "common/binary_main.h"
 #include "common/flag_values.h"
+#include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "protocol/host_port.h"
 #include "rl/qnet.h"
 #include "verbs/verbs.h"
 
@@ -84,6 +91,10 @@ DEFINE_double(max_steps_per_s, 0,
               "cap on environment steps per second of this process (0: none); leaves CPU to "
               "the learner on a shared machine");
 DEFINE_double(stats_interval_s, 1, "how often the episode statistics are published");
+DEFINE_string(metrics_listen, "",
+              "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9466 "
+              "(empty: off). HOST is an IP address; port 0: the OS picks one (printed). "
+              "Refreshed every --stats_interval_s.");
 DEFINE_double(connect_timeout_s, 30, "how long the first connection is retried");
 DEFINE_double(reconnect_timeout_s, 60,
               "how long the actor keeps reconnecting when the server goes away");
@@ -138,6 +149,7 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
 struct Connection {
   client::ConnectionOptions options;
   client::RetryPolicy retry;
+  std::optional<MetricsHttpOptions> metrics;  // --metrics_listen
 };
 
 absl::StatusOr<Connection> ConnectionFromFlags() {
@@ -154,8 +166,46 @@ absl::StatusOr<Connection> ConnectionFromFlags() {
                    Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
   ASSIGN_OR_RETURN(c.retry.reconnect_timeout,
                    Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
+  if (!FLAGS_metrics_listen.empty()) {
+    MetricsHttpOptions m;
+    absl::Status s = protocol::ParseHostPort(FLAGS_metrics_listen, &m.host, &m.port);
+    if (s.ok()) s = m.Validate();
+    if (!s.ok()) return FlagError("metrics_listen", FLAGS_metrics_listen, s.message());
+    c.metrics = m;
+  }
   return c;
 }
+
+// The service's episode statistics, also handed to the metrics endpoint at
+// every Publish().
+class ExportingStatsSink : public EpisodeStatsSink {
+ public:
+  ExportingStatsSink(ActorServiceIo* service, uint32_t actor_index, ActorMetricsExport* exported)
+      : service_(service), exported_(exported) {
+    metrics_.actor_index = actor_index;
+  }
+  void RecordSteps(uint64_t steps) override {
+    service_->RecordSteps(steps);
+    metrics_.env_steps += steps;
+  }
+  void RecordEpisode(double episode_return) override {
+    service_->RecordEpisode(episode_return);
+    ++metrics_.episodes;
+    metrics_.last_episode_return = episode_return;
+  }
+  absl::Status Publish(uint64_t transitions) override {
+    const absl::Status status = service_->Publish(transitions);
+    metrics_.params_version = service_->version();
+    metrics_.writer = service_->writer().stats();
+    exported_->Update(metrics_);
+    return status;
+  }
+
+ private:
+  ActorServiceIo* const service_;
+  ActorMetricsExport* const exported_;
+  ActorMetrics metrics_;
+};
 
 // Runs the loop on a connected session until it ends or a stop is asked.
 absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& options,
@@ -171,7 +221,19 @@ absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& op
   io_options.network_description = "--hidden=" + FLAGS_hidden;
   ASSIGN_OR_RETURN(std::unique_ptr<ActorServiceIo> service,
                    ActorServiceIo::Create(session, io_options));
-  ASSIGN_OR_RETURN(std::unique_ptr<ActorLoop> loop, ActorLoop::Create(options, service->io()));
+  ActorIo io = service->io();
+  ActorMetricsExport exported;
+  ExportingStatsSink exporting_stats(service.get(), static_cast<uint32_t>(options.actor_index),
+                                     &exported);
+  std::unique_ptr<MetricsHttpServer> metrics_http;  // stopped before what it reads goes
+  if (connection.metrics.has_value()) {
+    ASSIGN_OR_RETURN(metrics_http, MetricsHttpServer::Start(*connection.metrics, [&exported] {
+                       return exported.Render();
+                     }));
+    std::cout << "metrics on " << metrics_http->url() << std::endl;
+    io.stats = &exporting_stats;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ActorLoop> loop, ActorLoop::Create(options, io));
   LOG(INFO) << "actor " << options.actor_index << " of " << options.num_actors << ": "
             << options.num_envs << " x " << options.env << ", epsilon " << loop->epsilons().front()
             << (options.num_envs > 1 ? " .. " : "")

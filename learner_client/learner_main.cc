@@ -12,6 +12,8 @@
 // --min_replay_size, its --min_size_to_sample. The batch size, capacity and
 // transition encoding are the server's (its control block and spec).
 // SIGINT or SIGTERM ends the run with its summary; a second one at once.
+// --metrics_listen=127.0.0.1:9465 serves the latest progress record to
+// Prometheus at /metrics (learner_client/prometheus_metrics.h).
 
 #include <iostream>
 #include <memory>
@@ -25,15 +27,18 @@
 #include "client/session.h"
 #include "common/binary_main.h"
 #include "common/flag_values.h"
+#include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/metrics.h"
+#include "learner_client/prometheus_metrics.h"
 #include "learner_client/server_config.h"
 #include "learner_client/service_io.h"
 #include "learner_client/snapshot_writer.h"
+#include "protocol/host_port.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
@@ -116,6 +121,10 @@ DEFINE_double(snapshot_interval_s, 2, "seconds between snapshots with --snapshot
 DEFINE_int64(publish_every, 100, "train steps between parameter publications (0: never)");
 DEFINE_string(metrics_out, "", "write progress and summary records here as JSON lines");
 DEFINE_double(progress_interval_s, 5, "seconds between progress records");
+DEFINE_string(metrics_listen, "",
+              "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9465 "
+              "(empty: off). HOST is an IP address; port 0: the OS picks one (printed). The "
+              "figures are the latest progress record's.");
 DEFINE_double(connect_timeout_s, 30, "how long the first connection is retried");
 DEFINE_double(reconnect_timeout_s, 60,
               "how long the learner keeps reconnecting when the server goes away");
@@ -140,7 +149,17 @@ struct Config {
   client::ConnectionOptions connection;
   client::RetryPolicy retry;
   LearnerLoopOptions loop;
+  std::optional<MetricsHttpOptions> metrics;  // --metrics_listen
 };
+
+absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
+  if (FLAGS_metrics_listen.empty()) return std::optional<MetricsHttpOptions>();
+  MetricsHttpOptions o;
+  absl::Status s = protocol::ParseHostPort(FLAGS_metrics_listen, &o.host, &o.port);
+  if (s.ok()) s = o.Validate();
+  if (!s.ok()) return FlagError("metrics_listen", FLAGS_metrics_listen, s.message());
+  return std::optional<MetricsHttpOptions>(std::move(o));
+}
 
 // Everything but what the server publishes (batch size, capacity).
 absl::StatusOr<Config> ConfigFromFlags() {
@@ -157,6 +176,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
                    Seconds("connect_timeout_s", FLAGS_connect_timeout_s, false));
   ASSIGN_OR_RETURN(c.retry.reconnect_timeout,
                    Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
+  ASSIGN_OR_RETURN(c.metrics, MetricsOptionsFromFlags());
 
   LearnerLoopOptions& o = c.loop;
   {
@@ -223,6 +243,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
 }
 
 absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSignals& signals) {
+  LearnerMetricsExport exported;
+  std::unique_ptr<MetricsHttpServer> metrics_http;  // stopped before `exported` goes
+  if (config.metrics.has_value()) {
+    ASSIGN_OR_RETURN(metrics_http, MetricsHttpServer::Start(
+                                       *config.metrics, [&exported] { return exported.Render(); }));
+    std::cerr << "metrics on " << metrics_http->url() << std::endl;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
                    client::ConnectWithRetry(provider, config.connection.session, config.retry));
   const ExpectedTransitions expected = {FLAGS_n_step, FLAGS_gamma, !FlagIsDefault("n_step"),
@@ -249,6 +276,7 @@ absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSig
   LearnerIo io = service->io();
   io.on_progress = [&](const ProgressRecord& record) {
     std::cerr << "progress: " << record.ToText() << std::endl;
+    exported.Update(record);
     if (metrics_file != nullptr && metrics_status.ok()) {
       metrics_status = metrics_file->Write(record.ToJson());
     }

@@ -16,6 +16,7 @@ class RealClock : public Clock {
                         .count();
     return absl::UnixEpoch() + absl::Nanoseconds(ns);
   }
+  absl::Time WallNow() override { return absl::Now(); }
   void SleepFor(absl::Duration d) override {
     std::this_thread::sleep_for(absl::ToChronoNanoseconds(d));
   }

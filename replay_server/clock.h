@@ -3,7 +3,9 @@
 // clock.h: the time source of the replay core, injectable for tests.
 //
 // Clock::Real() reads a monotonic clock (its epoch is arbitrary: compare and
-// subtract times, do not print them as dates). FakeClock only moves when told
+// subtract times, do not print them as dates) for Now(), and the wall clock
+// (CLOCK_REALTIME) for WallNow(), which is what other processes stamp their
+// data with (SlotHeader::insert_time_ns). FakeClock only moves when told
 // to (Advance) or when the code under test sleeps on it (SleepFor advances it
 // instead of blocking), so timeouts are tested deterministically.
 
@@ -21,6 +23,9 @@ class Clock {
   virtual ~Clock() = default;
   // Monotonic. Thread-safe.
   virtual absl::Time Now() = 0;
+  // The wall clock (may jump), to compare with other processes' time stamps.
+  // Thread-safe.
+  virtual absl::Time WallNow() = 0;
   // Blocks the caller for about `d` (Real) or advances time by `d` (Fake).
   virtual void SleepFor(absl::Duration d) = 0;
 
@@ -28,10 +33,12 @@ class Clock {
   static Clock* Real();
 };
 
-// Thread-safe manual clock, starting at an arbitrary fixed time.
+// Thread-safe manual clock, starting at an arbitrary fixed time. Its wall
+// clock is the same time (one hour after the Unix epoch at the start).
 class FakeClock : public Clock {
  public:
   absl::Time Now() override;
+  absl::Time WallNow() override { return Now(); }
   void SleepFor(absl::Duration d) override { Advance(d); }
   void Advance(absl::Duration d);
 

@@ -27,7 +27,8 @@ absl::Status IngestOptions::Validate() const {
 
 Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
                protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-               replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock)
+               replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock,
+               BucketHistogram* insert_delays)
     : config_(config),
       options_(options),
       control_(control),
@@ -35,7 +36,8 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
       commits_(commits),
       memory_(memory),
       counters_(counters),
-      clock_(clock) {}
+      clock_(clock),
+      insert_delays_(insert_delays) {}
 
 void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
   cursor_ = cursor;
@@ -60,6 +62,13 @@ bool Ingest::Recheck(uint64_t q, uint64_t tail) {
   return now - recheck_since_ < options_.torn_recheck;
 }
 
+void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
+  if (insert_delays_ == nullptr || insert_time_ns == 0) return;
+  if (*wall_now_ns == 0) *wall_now_ns = absl::ToUnixNanos(clock_->WallNow());
+  const int64_t delay_ns = *wall_now_ns - static_cast<int64_t>(insert_time_ns);
+  insert_delays_->Record(delay_ns > 0 ? static_cast<double>(delay_ns) * 1e-9 : 0.0);
+}
+
 uint64_t Ingest::Step() {
   const uint64_t tail = LoadAcquire(&control_->tail.tail);
   tail_seen_ = tail;
@@ -72,6 +81,7 @@ uint64_t Ingest::Step() {
   }
   evicted_through_ = std::max(evicted_through_, writable_end);
   uint64_t handled = 0;
+  int64_t wall_now_ns = 0;  // read once, at the first insert
   while (handled < options_.max_per_step && cursor_ < tail) {
     const uint64_t q = cursor_;
     const uint64_t index = q & mask;
@@ -83,6 +93,7 @@ uint64_t Ingest::Step() {
         std::memcpy(&header, slot, sizeof(header));
         memory_->Insert(index, q, header.initial_priority);
         ++counters_->inserted;
+        RecordInsertDelay(header.insert_time_ns, &wall_now_ns);
       } else if (Recheck(q, tail)) {
         break;  // the data may still be on its way: read it again next step
       } else {

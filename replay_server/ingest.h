@@ -44,6 +44,11 @@
 // of corrupt commits stalls ingest once, not once per slot. A misbehaving actor that laps a slot
 // under verification cannot get it inserted: the sequence or the checksum fails.
 //
+// Insert-to-ingest delay: with an `insert_delays` histogram, every inserted
+// slot that carries an insert time (SlotHeader::insert_time_ns, the actor's
+// wall clock) records the seconds from it to the step's wall clock
+// (Clock::WallNow, read once per step that inserts), negative ones as 0.
+//
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
 // never blocks and never allocates.
 
@@ -54,6 +59,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/bucket_histogram.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
@@ -81,11 +87,13 @@ class Ingest {
  public:
   // Pointers are not owned and must outlive the Ingest: `control`, `slots`
   // (capacity * slot_size bytes), `commits` (capacity words) laid out for
-  // `config`; `memory` (capacity == config.capacity), `counters`, `clock`.
+  // `config`; `memory` (capacity == config.capacity), `counters`, `clock`;
+  // `insert_delays` (nullptr: not measured).
   // REQUIRES: options.Validate() and config.Validate() are OK.
   Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
          protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-         replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
+         replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock,
+         BucketHistogram* insert_delays = nullptr);
 
   // Handles up to max_per_step sequences; returns how many (ingested,
   // torn, overrun or abandoned). Publishes the cursor when it moved.
@@ -107,6 +115,9 @@ class Ingest {
   // True while committed sequence q, which failed its check, should be read
   // again rather than counted torn (starts q's re-check window if needed).
   bool Recheck(uint64_t q, uint64_t tail);
+  // Records the delay of a slot stamped `insert_time_ns` (0: unknown).
+  // `wall_now_ns`: the step's wall clock, read on first use (0: not yet).
+  void RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns);
 
   const protocol::LayoutConfig config_;
   const IngestOptions options_;
@@ -116,6 +127,7 @@ class Ingest {
   replay::ReplayMemory* const memory_;
   ReplayCounters* const counters_;
   Clock* const clock_;
+  BucketHistogram* const insert_delays_;
 
   uint64_t cursor_ = 0;
   uint64_t tail_seen_ = 0;

@@ -2,8 +2,10 @@
 
 #include "replay_server/ingest.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
@@ -43,7 +45,7 @@ class IngestTest : public ::testing::Test {
   void MakeIngest(const IngestOptions& options) {
     ingest_ = std::make_unique<Ingest>(regions_->config(), options, regions_->control(),
                                        regions_->slots(), regions_->commits(), memory_.get(),
-                                       &counters_, &clock_);
+                                       &counters_, &clock_, &insert_delays_);
   }
 
   uint64_t published_cursor() const {
@@ -65,6 +67,7 @@ class IngestTest : public ::testing::Test {
   std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   FakeClock clock_;
+  BucketHistogram insert_delays_{BucketHistogram::DelayBoundsSeconds()};
   std::unique_ptr<Ingest> ingest_;
 };
 
@@ -306,6 +309,30 @@ TEST_F(IngestTest, AfterARestartReservationsOfThePreviousProcessAreAbandonedAtOn
   // A new reservation after the restart is waited for as usual.
   Reserve(*regions_, 1);
   EXPECT_EQ(ingest_->Step(), 0u);
+}
+
+TEST_F(IngestTest, RecordsTheInsertToIngestDelayOfStampedSlots) {
+  const int64_t now_ns = absl::ToUnixNanos(clock_.WallNow());
+  auto insert_stamped = [&](int64_t stamp_ns) {
+    const uint64_t q = Reserve(*regions_, 1);
+    WriteSlot(*regions_, q, 1.f, 128, /*actor_id=*/0, static_cast<uint64_t>(stamp_ns));
+    Commit(*regions_, q);
+  };
+  insert_stamped(now_ns - 3000000);    // 3 ms ago
+  insert_stamped(now_ns - 200000000);  // 200 ms ago
+  insert_stamped(now_ns + 1000000);    // "in the future": clock skew, counts as 0
+  insert_stamped(0);                   // no stamp: not counted
+  EXPECT_EQ(ingest_->Step(), 4u);
+  const HistogramSnapshot s = insert_delays_.Snapshot();
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_NEAR(s.sum, 0.203, 1e-9);
+  const std::vector<double>& bounds = s.upper_bounds;
+  auto bucket_of = [&](double bound) {
+    return s.bucket_counts[std::find(bounds.begin(), bounds.end(), bound) - bounds.begin()];
+  };
+  EXPECT_EQ(bucket_of(1e-5), 1u);  // the skewed one, as 0
+  EXPECT_EQ(bucket_of(5e-3), 1u);  // 3 ms in (2.5 ms, 5 ms]
+  EXPECT_EQ(bucket_of(0.25), 1u);  // 200 ms in (100 ms, 250 ms]
 }
 
 TEST(IngestOptionsTest, RejectsBadValues) {

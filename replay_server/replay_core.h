@@ -52,11 +52,14 @@
 // The policy (the rate limiter's options) is written into the control
 // block's PolicyLine when the core is created, before any peer sees it.
 //
-// Thread safety: not thread-safe, except NoteLearnerConnected() and
-// WaitLearnerNoted(), which any thread may call. Step(), Run(),
-// SaveCheckpoint() and RestoreCheckpoint() must not run concurrently (to
-// checkpoint a running core, stop Run(), save, run again). Accessors are for
-// the same thread.
+// Delays (delays.h): ingest records each slot's insert-to-ingest delay, and
+// step 2 the staging delay of each batch whose update it consumed.
+//
+// Thread safety: not thread-safe, except NoteLearnerConnected(),
+// WaitLearnerNoted() and delays() (their snapshots), which any thread may
+// call. Step(), Run(), SaveCheckpoint() and RestoreCheckpoint() must not run
+// concurrently (to checkpoint a running core, stop Run(), save, run again).
+// Accessors are for the same thread.
 
 #ifndef DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
 #define DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
@@ -72,6 +75,7 @@
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
+#include "replay_server/delays.h"
 #include "replay_server/ingest.h"
 #include "replay_server/learner_cache.h"
 #include "replay_server/priority_updates.h"
@@ -157,6 +161,8 @@ class ReplayCore {
   }
 
   const ReplayCounters& counters() const { return counters_; }
+  // Any thread may take Snapshot()s of these while the core runs.
+  const ReplayDelays& delays() const { return delays_; }
   replay::ReplayMemory& memory() { return *memory_; }
   const replay::ReplayMemory& memory() const { return *memory_; }
   uint64_t epoch() const { return epoch_; }
@@ -182,6 +188,7 @@ class ReplayCore {
   const uint64_t incarnation_;
   std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
+  ReplayDelays delays_;
   std::unique_ptr<Ingest> ingest_;
   std::unique_ptr<PriorityUpdates> updates_;
   std::unique_ptr<Sampler> sampler_;

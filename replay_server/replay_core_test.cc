@@ -128,6 +128,28 @@ TEST_F(ReplayCoreTest, UpdateTimeoutReleasesABatchTheLearnerNeverAnswered) {
   EXPECT_EQ(r.batches_staged, config().staging_depth);
 }
 
+TEST_F(ReplayCoreTest, RecordsTheStagingDelayOfBatchesWhoseUpdateWasConsumed) {
+  ReplayCoreOptions options = TestOptions();
+  options.update_timeout = absl::Seconds(2);
+  core_ = ReplayCore::Create(regions_.get(), options, &clock_).value();
+  for (int k = 0; k < 16; ++k) Insert(*regions_, 1.f);
+  core_->Step();  // stages batches 0 .. depth-1
+  clock_.Advance(absl::Milliseconds(30));
+  WriteUpdate(*regions_, 0, 1, {});
+  EXPECT_EQ(core_->Step().batches_released, 1u);
+  HistogramSnapshot staging = core_->delays().staging.Snapshot();
+  EXPECT_EQ(staging.count, 1u);
+  EXPECT_NEAR(staging.sum, 0.030, 1e-9);
+  // Batches released by the timeout are not staging delays.
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_GT(core_->Step().batches_released, 0u);
+  EXPECT_GT(core_->counters().updates_timed_out, 0u);
+  staging = core_->delays().staging.Snapshot();
+  EXPECT_EQ(staging.count, 1u);
+  // The in-memory actors stamp no insert time, so no insert delay either.
+  EXPECT_EQ(core_->delays().insert_to_ingest.Snapshot().count, 0u);
+}
+
 TEST_F(ReplayCoreTest, PublishesConsistentStats) {
   for (int k = 0; k < 16; ++k) Insert(*regions_, 2.f);
   core_->Step();

@@ -7,12 +7,15 @@
 //       --auth_token_file=/etc/dreplay/token
 //
 // Prints "listening on HOST:PORT" once clients may connect (--port_file also
-// writes the port). SIGINT or SIGTERM stops it cleanly: committed experiences
-// are ingested and, with --checkpoint_dir, a final checkpoint is written,
-// which the next start restores (a new epoch). SIGUSR1 writes a checkpoint
-// at once, without stopping. The newest --checkpoint_keep checkpoints are
-// kept; a start falls back to an older one when a newer one is damaged. The soft provider's link is
-// chosen by the connecting side (the learner's --link), so there is no --link.
+// writes the port). With --metrics_listen=127.0.0.1:9464 it also serves its
+// metrics to Prometheus at http://127.0.0.1:9464/metrics (printed as
+// "metrics on URL" before "listening on"). SIGINT or SIGTERM stops it
+// cleanly: committed experiences are ingested and, with --checkpoint_dir, a
+// final checkpoint is written, which the next start restores (a new epoch).
+// SIGUSR1 writes a checkpoint at once, without stopping. The newest
+// --checkpoint_keep checkpoints are kept; a start falls back to an older one
+// when a newer one is damaged. The soft provider's link is chosen by the
+// connecting side (the learner's --link), so there is no --link.
 
 #include <algorithm>
 #include <cstdio>
@@ -29,11 +32,13 @@
 #include "absl/time/time.h"
 #include "common/binary_main.h"
 #include "common/flag_values.h"
+#include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "protocol/host_port.h"
+#include "replay_server/prometheus_metrics.h"
 #include "replay_server/server.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
@@ -42,6 +47,11 @@ DEFINE_string(listen, "127.0.0.1:0",
               "HOST:PORT to listen on. Port 0: the OS picks one (printed, see --port_file). "
               "The default accepts local clients only; use 0.0.0.0:PORT for remote ones.");
 DEFINE_string(port_file, "", "if set, the bound port is written to this file");
+DEFINE_string(metrics_listen, "",
+              "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9464 "
+              "(empty: off). HOST is an IP address: 127.0.0.1 for a local Prometheus, 0.0.0.0 "
+              "for any. Port 0: the OS picks one (printed as \"metrics on URL\").");
+DEFINE_string(metrics_port_file, "", "if set, the metrics port is written to this file");
 DEFINE_string(provider, "auto",
               "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
@@ -226,12 +236,22 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   return o;
 }
 
+// The metrics endpoint's options, or nothing without --metrics_listen.
+absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
+  if (FLAGS_metrics_listen.empty()) return std::optional<MetricsHttpOptions>();
+  MetricsHttpOptions o;
+  absl::Status s = protocol::ParseHostPort(FLAGS_metrics_listen, &o.host, &o.port);
+  if (s.ok()) s = o.Validate();
+  if (!s.ok()) return FlagError("metrics_listen", FLAGS_metrics_listen, s.message());
+  return std::optional<MetricsHttpOptions>(std::move(o));
+}
+
 absl::Status WritePortFile(const std::string& path, uint16_t port) {
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::trunc);
   out << port << "\n";
   out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write --port_file ", tmp));
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
   }
@@ -245,6 +265,12 @@ int Run(const BinaryMain& binary) {
                          {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index})
                    : options.status();
   if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
+  absl::StatusOr<std::optional<MetricsHttpOptions>> metrics_options = MetricsOptionsFromFlags();
+  if (!metrics_options.ok()) return binary.BadFlag(metrics_options.status());
+  if (!FLAGS_metrics_port_file.empty() && FLAGS_metrics_listen.empty()) {
+    return binary.BadFlag(
+        FlagError("metrics_port_file", FLAGS_metrics_port_file, "needs --metrics_listen"));
+  }
   // Before any thread starts: they all inherit the blocked signals.
   StopSignals signals(StopSignals::Mode::kBlockAndWait);
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
@@ -253,6 +279,21 @@ int Run(const BinaryMain& binary) {
   absl::StatusOr<std::unique_ptr<ReplayServer>> server =
       ReplayServer::Start(provider->get(), *options);
   if (!server.ok()) return binary.Failure(server.status());
+  // The metrics endpoint first: once the port file appears, both serve.
+  std::unique_ptr<MetricsHttpServer> metrics;
+  if (metrics_options->has_value()) {
+    const ReplayServer* running = server->get();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
+        **metrics_options,
+        [running] { return RenderServerMetrics(CollectServerMetrics(*running)); });
+    if (!started.ok()) return binary.Failure("--metrics_listen", started.status());
+    metrics = std::move(started).value();
+    if (!FLAGS_metrics_port_file.empty()) {
+      const absl::Status s = WritePortFile(FLAGS_metrics_port_file, metrics->port());
+      if (!s.ok()) return binary.Exit(kExitFailure, s.message());
+    }
+    std::cout << "metrics on " << metrics->url() << std::endl;
+  }
   if (!FLAGS_port_file.empty()) {
     const absl::Status s = WritePortFile(FLAGS_port_file, (*server)->port());
     if (!s.ok()) return binary.Exit(kExitFailure, s.message());
@@ -268,6 +309,7 @@ int Run(const BinaryMain& binary) {
     }
   }
   LOG(INFO) << "received " << strsignal(signals.signal_number()) << ", stopping";
+  metrics.reset();  // no scrape reads the server once it stops
   const absl::Status stopped = (*server)->Stop();
   server->reset();
   if (!stopped.ok()) return binary.Failure(stopped);

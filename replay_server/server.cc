@@ -38,6 +38,11 @@ absl::Status PositiveDuration(const char* name, absl::Duration d) {
   return absl::OkStatus();
 }
 
+// Index of a role in per-role arrays: actor 0, learner 1, monitor 2.
+uint32_t RoleIndex(protocol::Role role) {
+  return static_cast<uint32_t>(role) - static_cast<uint32_t>(protocol::Role::kActor);
+}
+
 double PerSecond(uint64_t delta, absl::Duration elapsed) {
   const double seconds = absl::ToDoubleSeconds(elapsed);
   return seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
@@ -394,6 +399,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   client->heartbeat = hello->heartbeat;
   LOG(INFO) << "accepted " << client->Name() << " as client " << client->id;
   clients_.push_back(std::move(client));
+  accepted_by_role_[RoleIndex(hello->role)].fetch_add(1, std::memory_order_relaxed);
   connections_total_.fetch_add(1, std::memory_order_relaxed);
   PublishConnections();
 }
@@ -445,7 +451,7 @@ void ReplayServer::Housekeeping(absl::Time now) {
 void ReplayServer::PublishConnections() {
   uint64_t counts[3] = {0, 0, 0};
   for (const auto& client : clients_) {
-    ++counts[static_cast<uint32_t>(client->role) - static_cast<uint32_t>(protocol::Role::kActor)];
+    ++counts[RoleIndex(client->role)];
   }
   protocol::StatsBlock* s = regions_->stats();
   StoreRelaxed(&s->actors_connected, counts[0]);
@@ -590,6 +596,9 @@ ConnectionCounts ReplayServer::connections() const {
   c.monitors = LoadRelaxed(&s->monitors_connected);
   c.total = LoadRelaxed(&s->connections_total);
   c.rejected = LoadRelaxed(&s->connections_rejected);
+  c.actors_accepted = accepted_by_role_[0].load(std::memory_order_relaxed);
+  c.learners_accepted = accepted_by_role_[1].load(std::memory_order_relaxed);
+  c.monitors_accepted = accepted_by_role_[2].load(std::memory_order_relaxed);
   return c;
 }
 

@@ -67,6 +67,7 @@
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "replay_server/checkpoint_store.h"
+#include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
@@ -119,6 +120,10 @@ struct ConnectionCounts {
   uint64_t monitors = 0;
   uint64_t total = 0;     // connections accepted since start
   uint64_t rejected = 0;  // handshakes refused since start
+  // Connections accepted since start, by role (they add up to total).
+  uint64_t actors_accepted = 0;
+  uint64_t learners_accepted = 0;
+  uint64_t monitors_accepted = 0;
 };
 
 class ReplayServer {
@@ -160,7 +165,11 @@ class ReplayServer {
 
   // A consistent copy of the stats region (what a monitor READs). Thread-safe.
   protocol::StatsBlock ReadStats() const;
+  // Thread-safe.
   ConnectionCounts connections() const;
+  // The core's delay histograms; thread-safe (take Snapshot()s).
+  const ReplayDelays& delays() const { return core_->delays(); }
+  const ReplayServerOptions& options() const { return options_; }
 
  private:
   struct Client;
@@ -225,6 +234,7 @@ class ReplayServer {
   // Written by the accept thread, read by anyone.
   std::atomic<uint64_t> connections_total_{0};
   std::atomic<uint64_t> connections_rejected_{0};
+  std::atomic<uint64_t> accepted_by_role_[3] = {};  // index: role - Role::kActor
 
   // Owned by the core thread.
   absl::Time last_checkpoint_;

@@ -288,6 +288,11 @@ TEST_F(ReplayServerTest, TheConnectionLineCountsClientsAndDropsDeadOnes) {
   }));
   a1.reset();
   EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
+  // What was accepted, by role, stays counted.
+  const ConnectionCounts c = server->connections();
+  EXPECT_EQ(c.actors_accepted, 2u);
+  EXPECT_EQ(c.monitors_accepted, 1u);
+  EXPECT_EQ(c.learners_accepted, 0u);
   // A monitor sees the same through its READ of the stats region.
   auto buffer = *client::RegisteredBuffer::Create(client_host_.get(), sizeof(protocol::StatsBlock));
   ASSERT_TRUE(monitor

@@ -29,11 +29,11 @@ std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length) {
 }
 
 void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
-               uint32_t payload_length, uint32_t actor_id) {
+               uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> image(c.slot_size, 0);
   const std::vector<uint8_t> payload = PayloadFor(sequence, payload_length);
-  CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, 0,
+  CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, insert_time_ns,
                            payload.data(), payload_length)
             .ok());
   CopyToShared(regions.slot(protocol::SlotIndex(c, sequence)), image.data(), c.slot_size);

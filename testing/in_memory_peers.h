@@ -23,9 +23,9 @@ protocol::LayoutConfig SmallConfig();
 std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length);
 
 // Seals sequence `sequence` into its slot (word-wise atomic stores), without
-// committing it.
+// committing it. `insert_time_ns`: SlotHeader::insert_time_ns (0: unknown).
 void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
-               uint32_t payload_length, uint32_t actor_id = 0);
+               uint32_t payload_length, uint32_t actor_id = 0, uint64_t insert_time_ns = 0);
 // Release-stores the commit word of `sequence`.
 void Commit(const server::ReplayRegions& regions, uint64_t sequence);
 // Reserves `count` sequences like a remote FETCH_ADD; returns the first.

@@ -15,6 +15,9 @@ PACKAGES=(
   # Libraries
   libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
   libbenchmark-dev libtorch-dev libxxhash-dev
+  # Metrics: the HTTP server of the /metrics endpoints, and promtool, which
+  # the tests run to check the exposition text.
+  libmicrohttpd-dev prometheus
   # Experiments: plots
   python3 python3-matplotlib
 )

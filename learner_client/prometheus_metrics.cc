@@ -1,0 +1,106 @@
+// Copyright dreplay authors.
+
+#include "learner_client/prometheus_metrics.h"
+
+#include "common/prometheus_text.h"
+
+namespace dreplay::learner {
+namespace {
+
+constexpr char kUp[] = "dreplay_learner_up";
+constexpr char kUpHelp[] = "1 once the learner has reported its first progress record.";
+
+// A gauge only when the record has the value.
+void OptionalGauge(PrometheusText* out, absl::string_view name, absl::string_view help,
+                   const std::optional<double>& value) {
+  if (value.has_value()) out->Gauge(name, help, *value);
+}
+
+void RenderCounters(const ProgressRecord& r, PrometheusText* out) {
+  out->Counter("dreplay_learner_train_steps_total", "Train steps taken.", r.train_steps);
+  out->Counter("dreplay_learner_env_steps_total",
+               "Environment steps the actors reported (summed over their lines).", r.env_steps);
+  out->Counter("dreplay_learner_episodes_total",
+               "Episodes the actors finished (summed over their lines).", r.episodes);
+  out->Counter("dreplay_learner_link_transitions_total",
+               "Transitions that crossed the learner's link.", r.link_transitions_total);
+  out->Family("dreplay_learner_link_bytes_total", MetricType::kCounter,
+              "Bytes over the learner's link, by traffic class.");
+  out->Sample({{"class", "experience"}}, r.link.experience);
+  out->Sample({{"class", "metadata"}}, r.link.metadata);
+  out->Sample({{"class", "polling"}}, r.link.polling);
+  out->Sample({{"class", "priorities"}}, r.link.priorities);
+  out->Sample({{"class", "params"}}, r.link.params);
+  out->Sample({{"class", "control"}}, r.link.control);
+  out->Counter("dreplay_learner_transitions_fetched_total",
+               "Transition payloads READ over the link (a re-READ counts again).",
+               r.link.transitions_fetched);
+  out->Counter("dreplay_learner_distinct_transitions_fetched_total",
+               "Distinct transitions among those READ over the link.",
+               r.link.distinct_transitions_fetched);
+}
+
+void RenderGauges(const ProgressRecord& r, PrometheusText* out) {
+  out->Family("dreplay_learner_info", MetricType::kGauge,
+              "Always 1; the replay placement in its label.");
+  out->Sample({{"placement", r.mode}}, 1.0);
+  out->Gauge("dreplay_learner_wall_seconds", "Seconds since the learner started.", r.wall_s);
+  out->Gauge("dreplay_learner_link_bytes_per_second",
+             "Bytes per second over the link in the last progress interval.", r.link_bytes_per_s);
+  out->Gauge("dreplay_learner_link_transitions_per_second",
+             "Transitions per second over the link in the last progress interval.",
+             r.link_transitions_per_s);
+  OptionalGauge(out, "dreplay_learner_loss", "Mean loss of the last interval's train steps.",
+                r.loss);
+  OptionalGauge(out, "dreplay_learner_transferred_priority",
+                "Mean |TD error| of the transitions that crossed the link in the last interval, "
+                "on arrival.",
+                r.transferred_priority);
+  OptionalGauge(out, "dreplay_learner_trained_abs_td_error",
+                "Mean |TD error| of the transitions trained on in the last interval.",
+                r.trained_abs_td_error);
+  OptionalGauge(out, "dreplay_learner_probe_loss", "Huber loss of the fixed probe set.",
+                r.probe_loss);
+  OptionalGauge(out, "dreplay_learner_samples_per_insert",
+                "Achieved samples per insert since the start.", r.samples_per_insert);
+  OptionalGauge(out, "dreplay_learner_actor_return_mean",
+                "Mean episode return the actors reported.", r.actor_return_mean);
+  OptionalGauge(out, "dreplay_learner_eval_return_mean",
+                "Mean return of the last greedy evaluation.", r.eval_return_mean);
+  OptionalGauge(out, "dreplay_learner_data_age_mean_seconds",
+                "Mean age on arrival of the transitions of the last interval.", r.data_age_mean_s);
+  OptionalGauge(out, "dreplay_learner_data_age_p50_seconds",
+                "Median age on arrival of the transitions of the last interval.", r.data_age_p50_s);
+  OptionalGauge(out, "dreplay_learner_data_age_p95_seconds",
+                "95th percentile age on arrival of the transitions of the last interval.",
+                r.data_age_p95_s);
+}
+
+}  // namespace
+
+std::string RenderLearnerMetrics(const ProgressRecord& record) {
+  PrometheusText out;
+  out.Gauge(kUp, kUpHelp, 1);
+  RenderCounters(record, &out);
+  RenderGauges(record, &out);
+  return out.Take();
+}
+
+void LearnerMetricsExport::Update(const ProgressRecord& record) {
+  MutexLock lock(&mu_);
+  latest_ = record;
+}
+
+std::string LearnerMetricsExport::Render() const {
+  std::optional<ProgressRecord> latest;
+  {
+    MutexLock lock(&mu_);
+    latest = latest_;
+  }
+  if (latest.has_value()) return RenderLearnerMetrics(*latest);
+  PrometheusText out;
+  out.Gauge(kUp, kUpHelp, 0);
+  return out.Take();
+}
+
+}  // namespace dreplay::learner

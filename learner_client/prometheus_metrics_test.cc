@@ -1,0 +1,77 @@
+// Copyright dreplay authors.
+
+#include "learner_client/prometheus_metrics.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "testing/metrics_scrape.h"
+
+namespace dreplay::learner {
+namespace {
+
+bool HasLine(const std::string& text, const std::string& line) {
+  for (absl::string_view l : absl::StrSplit(text, '\n')) {
+    if (l == line) return true;
+  }
+  return false;
+}
+
+ProgressRecord SampleRecord() {
+  ProgressRecord r;
+  r.mode = "buffer";
+  r.wall_s = 12.5;
+  r.train_steps = 400;
+  r.env_steps = 9000;
+  r.loss = 0.25;
+  r.link.experience = 1000;
+  r.link.priorities = 64;
+  r.link.transitions_fetched = 3200;
+  r.data_age_p95_s = 0.004;
+  return r;
+}
+
+TEST(LearnerPrometheusMetricsTest, RendersTheRecordsCountersAndPresentGauges) {
+  const std::string text = RenderLearnerMetrics(SampleRecord());
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_up 1")) << text;
+  EXPECT_TRUE(HasLine(text, "# TYPE dreplay_learner_train_steps_total counter"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_train_steps_total 400"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_env_steps_total 9000"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_link_bytes_total{class=\"experience\"} 1000"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_link_bytes_total{class=\"priorities\"} 64"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_transitions_fetched_total 3200"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_info{placement=\"buffer\"} 1"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_wall_seconds 12.5"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_loss 0.25"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_data_age_p95_seconds 0.004"));
+  // Values the record does not have are left out, not rendered as 0.
+  EXPECT_FALSE(absl::StrContains(text, "dreplay_learner_probe_loss"));
+  EXPECT_FALSE(absl::StrContains(text, "dreplay_learner_eval_return_mean"));
+}
+
+TEST(LearnerPrometheusMetricsTest, TheExportShowsTheLatestRecord) {
+  LearnerMetricsExport exported;
+  EXPECT_EQ(exported.Render(),
+            "# HELP dreplay_learner_up 1 once the learner has reported its first progress "
+            "record.\n"
+            "# TYPE dreplay_learner_up gauge\n"
+            "dreplay_learner_up 0\n");
+  ProgressRecord r = SampleRecord();
+  exported.Update(r);
+  r.train_steps = 500;
+  exported.Update(r);
+  EXPECT_TRUE(HasLine(exported.Render(), "dreplay_learner_train_steps_total 500"));
+}
+
+TEST(LearnerPrometheusMetricsTest, PromtoolAcceptsTheText) {
+  absl::StatusOr<testing::PromtoolResult> lint =
+      testing::PromtoolCheckMetrics(RenderLearnerMetrics(SampleRecord()));
+  if (absl::IsNotFound(lint.status())) GTEST_SKIP() << lint.status().message();
+  ASSERT_TRUE(lint.ok()) << lint.status();
+  EXPECT_EQ(lint->exit_status, 0) << lint->output;
+}
+
+}  // namespace
+}  // namespace dreplay::learner

@@ -1,0 +1,154 @@
+// Copyright dreplay authors.
+
+#include "replay_server/prometheus_metrics.h"
+
+#include <cstdint>
+
+#include "common/prometheus_text.h"
+
+namespace dreplay::server {
+namespace {
+
+double NanosToSeconds(uint64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+// A counter whose value is a number of nanoseconds, exposed in seconds.
+void SecondsCounter(PrometheusText* out, absl::string_view name, absl::string_view help,
+                    uint64_t ns) {
+  out->Family(name, MetricType::kCounter, help);
+  out->Sample({}, NanosToSeconds(ns));
+}
+
+void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
+  out->Counter("dreplay_server_inserted_total",
+               "Transitions accepted by ingest (verified and inserted into the replay memory).",
+               s.inserted);
+  out->Counter("dreplay_server_sampled_total", "Transitions staged in batches for the learner.",
+               s.sampled);
+  out->Counter("dreplay_server_batches_staged_total", "Batches staged for the learner.",
+               s.batches_staged);
+  out->Counter("dreplay_server_batches_released_total",
+               "Staging slots freed: the batch's priority update was consumed, or it was "
+               "released without one.",
+               s.batches_released);
+  out->Counter("dreplay_server_update_timeouts_total",
+               "Staged batches released without a priority update (update timeout, or a new "
+               "learner that could not resolve them).",
+               s.updates_timed_out);
+  out->Family("dreplay_server_dropped_total", MetricType::kCounter,
+              "Transitions dropped, by cause: abandoned (reserved, never committed in time), "
+              "overrun (lapped before ingest), torn (committed but failed its checks), "
+              "copy_reject (overwritten while being staged), restore (failed verification when "
+              "a checkpoint was restored).");
+  out->Sample({{"cause", "abandoned"}}, s.abandoned_slots);
+  out->Sample({{"cause", "overrun"}}, s.overrun_slots);
+  out->Sample({{"cause", "torn"}}, s.torn_slots);
+  out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
+  out->Sample({{"cause", "restore"}}, s.restore_dropped);
+  out->Family("dreplay_server_priority_updates_total", MetricType::kCounter,
+              "Priority update records from the learner, by result: applied, stale (the slot "
+              "holds a newer transition now), invalid (bad slot index or priority).");
+  out->Sample({{"result", "applied"}}, s.priority_updates_applied);
+  out->Sample({{"result", "stale"}}, s.priority_updates_stale);
+  out->Sample({{"result", "invalid"}}, s.priority_updates_invalid);
+  out->Counter("dreplay_server_priority_mailbox_rejects_total",
+               "Priority updates refused whole (bad checksum, header or count).",
+               s.mailbox_rejects);
+  out->Counter("dreplay_server_staging_stalls_total",
+               "Core steps in which a batch waited for a staging slot (its update).",
+               s.staging_stalls);
+}
+
+void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
+  const protocol::StatsBlock& s = m.stats;
+  out->Counter("dreplay_server_limiter_sample_waits_total",
+               "Core steps in which a batch could not be staged because of the samples-per-insert "
+               "rate limiter.",
+               s.limiter_sample_waits);
+  SecondsCounter(out, "dreplay_server_limiter_sample_wait_seconds_total",
+                 "Time batches waited for the samples-per-insert rate limiter.",
+                 s.limiter_sample_wait_ns);
+  SecondsCounter(out, "dreplay_server_limiter_insert_wait_seconds_total",
+                 "Time ingest paused for the rate limiter (--spi_block_actors).",
+                 s.limiter_insert_wait_ns);
+  out->Family("dreplay_server_staged_entries_total", MetricType::kCounter,
+              "Batch entries staged, by kind: payload (the slot copied), cached (a reference to "
+              "what the learner holds, transfer-once).");
+  out->Sample({{"kind", "payload"}}, s.staged_payloads);
+  out->Sample({{"kind", "cached"}}, s.staged_cached);
+  out->Counter("dreplay_server_learner_cache_resets_total",
+               "Times the learner's holdings were forgotten (a learner connected).",
+               s.learner_cache_resets);
+  out->Counter("dreplay_server_checkpoints_written_total", "Checkpoints written.",
+               s.checkpoints_written);
+  out->Gauge("dreplay_server_size", "Valid transitions in the replay memory.",
+             static_cast<double>(s.size));
+  out->Gauge("dreplay_server_capacity", "Slots of the replay memory.",
+             static_cast<double>(s.capacity));
+  out->Gauge("dreplay_server_epoch", "The server's epoch (1 fresh, one more per restore).",
+             static_cast<double>(s.epoch));
+  out->Gauge(
+      "dreplay_server_ingest_backlog",
+      "Sequences reserved by actors that ingest had not handled at its last step.",
+      static_cast<double>(s.tail_seen >= s.ingest_cursor ? s.tail_seen - s.ingest_cursor : 0));
+  out->Gauge("dreplay_server_batches_outstanding",
+             "Staged batches whose staging slot is not released yet.",
+             static_cast<double>(s.batches_staged >= s.batches_released
+                                     ? s.batches_staged - s.batches_released
+                                     : 0));
+  out->Gauge(
+      "dreplay_server_samples_per_insert",
+      "Achieved samples per insert: sampled / inserted (0 before the first insert).",
+      s.inserted > 0 ? static_cast<double>(s.sampled) / static_cast<double>(s.inserted) : 0.0);
+  out->Gauge("dreplay_server_samples_per_insert_target",
+             "The rate limiter's samples per insert (0: no limit).", m.samples_per_insert_target);
+  // Not "priority_sum": a _sum suffix is reserved for histograms and summaries.
+  out->Gauge("dreplay_server_total_priority", "Sum of priority^alpha over the replay memory.",
+             s.priority_sum);
+  out->Gauge("dreplay_server_max_priority", "Largest priority^alpha in the replay memory.",
+             s.priority_max);
+}
+
+void RenderConnections(const ConnectionCounts& c, PrometheusText* out) {
+  out->Family("dreplay_server_connections", MetricType::kGauge, "Clients connected, by role.");
+  out->Sample({{"role", "actor"}}, static_cast<double>(c.actors));
+  out->Sample({{"role", "learner"}}, static_cast<double>(c.learners));
+  out->Sample({{"role", "monitor"}}, static_cast<double>(c.monitors));
+  out->Family("dreplay_server_connections_accepted_total", MetricType::kCounter,
+              "Connections accepted since the server started, by role.");
+  out->Sample({{"role", "actor"}}, c.actors_accepted);
+  out->Sample({{"role", "learner"}}, c.learners_accepted);
+  out->Sample({{"role", "monitor"}}, c.monitors_accepted);
+  out->Counter("dreplay_server_connections_rejected_total",
+               "Handshakes refused since the server started (bad token, role, actor id, limits).",
+               c.rejected);
+}
+
+}  // namespace
+
+ServerMetrics CollectServerMetrics(const ReplayServer& server) {
+  ServerMetrics m;
+  m.stats = server.ReadStats();
+  m.connections = server.connections();
+  m.insert_to_ingest = server.delays().insert_to_ingest.Snapshot();
+  m.staging = server.delays().staging.Snapshot();
+  m.samples_per_insert_target = server.options().core.sampler.rate_limiter.samples_per_insert;
+  return m;
+}
+
+std::string RenderServerMetrics(const ServerMetrics& metrics) {
+  PrometheusText out;
+  RenderFlow(metrics.stats, &out);
+  RenderPolicyAndState(metrics, &out);
+  RenderConnections(metrics.connections, &out);
+  out.Histogram("dreplay_server_insert_to_ingest_delay_seconds",
+                "Time from an actor sealing a transition (its wall clock) to ingest inserting it "
+                "(the server's wall clock); as good as the hosts' clock synchronisation.",
+                metrics.insert_to_ingest);
+  out.Histogram("dreplay_server_staging_delay_seconds",
+                "Time a staged batch held its staging slot: from staging to its priority update "
+                "being consumed.",
+                metrics.staging);
+  return out.Take();
+}
+
+}  // namespace dreplay::server
