@@ -15,7 +15,6 @@
 // --metrics_listen=127.0.0.1:9465 serves the latest progress record to
 // Prometheus at /metrics (learner_client/prometheus_metrics.h).
 
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,20 +23,14 @@
 #include "absl/status/statusor.h"
 #include "client/connection_flags.h"
 #include "client/retry.h"
-#include "client/session.h"
 #include "common/binary_main.h"
 #include "common/flag_values.h"
 #include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 #include "learner_client/learner_loop.h"
-#include "learner_client/metrics.h"
-#include "learner_client/prometheus_metrics.h"
-#include "learner_client/server_config.h"
-#include "learner_client/service_io.h"
-#include "learner_client/snapshot_writer.h"
+#include "learner_client/learner_run.h"
 #include "protocol/host_port.h"
 #include "verbs/verbs.h"
 
@@ -145,13 +138,6 @@ bool FlagIsDefault(const char* name) {
   return gflags::GetCommandLineFlagInfo(name, &info) && info.is_default;
 }
 
-struct Config {
-  client::ConnectionOptions connection;
-  client::RetryPolicy retry;
-  LearnerLoopOptions loop;
-  std::optional<MetricsHttpOptions> metrics;  // --metrics_listen
-};
-
 absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
   if (FLAGS_metrics_listen.empty()) return std::optional<MetricsHttpOptions>();
   MetricsHttpOptions o;
@@ -162,14 +148,14 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
 }
 
 // Everything but what the server publishes (batch size, capacity).
-absl::StatusOr<Config> ConfigFromFlags() {
+absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
   flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
-  Config c;
+  LearnerRunOptions c;
   ASSIGN_OR_RETURN(c.connection,
                    client::ConnectionOptionsFromFlags(flags, protocol::Role::kLearner));
   ASSIGN_OR_RETURN(c.retry.connect_timeout,
@@ -239,76 +225,22 @@ absl::StatusOr<Config> ConfigFromFlags() {
   // The server stages references only for a learner that keeps what it gets.
   c.connection.session.learner_cache =
       FLAGS_learner_cache && o.placement == ReplayPlacement::kBuffer;
+  c.io.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
+  c.io.learner_cache = FLAGS_learner_cache;
+  c.io.forward_policy = FLAGS_forward_policy;
+  c.io.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
+  c.io.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);
+  c.io.forward_reader.max_chunks_in_flight = static_cast<uint32_t>(FLAGS_forward_chunks_in_flight);
+  c.expected = {FLAGS_n_step, FLAGS_gamma, !FlagIsDefault("n_step"), !FlagIsDefault("gamma")};
+  c.metrics_out = FLAGS_metrics_out;
+  c.snapshot_dir = FLAGS_snapshot_dir;
+  c.server = FLAGS_server;
+  c.link = FLAGS_link;
   return c;
 }
 
-absl::Status RunLearner(Config& config, verbs::Provider* provider, const StopSignals& signals) {
-  LearnerMetricsExport exported;
-  std::unique_ptr<MetricsHttpServer> metrics_http;  // stopped before `exported` goes
-  if (config.metrics.has_value()) {
-    ASSIGN_OR_RETURN(metrics_http, MetricsHttpServer::Start(
-                                       *config.metrics, [&exported] { return exported.Render(); }));
-    std::cerr << "metrics on " << metrics_http->url() << std::endl;
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
-                   client::ConnectWithRetry(provider, config.connection.session, config.retry));
-  const ExpectedTransitions expected = {FLAGS_n_step, FLAGS_gamma, !FlagIsDefault("n_step"),
-                                        !FlagIsDefault("gamma")};
-  RETURN_IF_ERROR(ApplyServerConfig(session->config(), expected, &config.loop));
-  std::unique_ptr<MetricsFile> metrics_file;
-  if (!FLAGS_metrics_out.empty()) {
-    ASSIGN_OR_RETURN(metrics_file, MetricsFile::Open(FLAGS_metrics_out));
-  }
-  LearnerServiceIoOptions io_options;
-  io_options.placement = config.loop.placement;
-  io_options.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
-  io_options.learner_cache = FLAGS_learner_cache;
-  io_options.forward_policy = FLAGS_forward_policy;
-  io_options.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
-  io_options.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);
-  io_options.forward_reader.max_chunks_in_flight =
-      static_cast<uint32_t>(FLAGS_forward_chunks_in_flight);
-  io_options.retry = config.retry;
-  ASSIGN_OR_RETURN(std::unique_ptr<LearnerServiceIo> service,
-                   LearnerServiceIo::Create(session.get(), io_options));
-
-  absl::Status metrics_status;
-  LearnerIo io = service->io();
-  io.on_progress = [&](const ProgressRecord& record) {
-    std::cerr << "progress: " << record.ToText() << std::endl;
-    exported.Update(record);
-    if (metrics_file != nullptr && metrics_status.ok()) {
-      metrics_status = metrics_file->Write(record.ToJson());
-    }
-  };
-  std::unique_ptr<SnapshotWriter> snapshots;
-  if (!FLAGS_snapshot_dir.empty()) {
-    ASSIGN_OR_RETURN(snapshots, SnapshotWriter::Open(FLAGS_snapshot_dir));
-    io.on_snapshot = [&](const SnapshotRecord& record, absl::Span<const uint8_t> params) {
-      return snapshots->Write(record, params);
-    };
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<LearnerLoop> loop, LearnerLoop::Create(config.loop, io));
-  LOG(INFO) << "learner: " << ReplayPlacementName(config.loop.placement) << " placement, "
-            << config.loop.env << ", server " << FLAGS_server << " over link " << FLAGS_link << " ("
-            << provider->name() << "), batch " << session->config().batch_size << ", capacity "
-            << session->config().capacity;
-  const absl::Status run = loop->Run(signals.flag());
-  if (!run.ok()) {
-    if (!signals.requested() || !client::IsConnectionFailure(run)) return run;
-    // Asked to stop while the server was away: the run ends here.
-    LOG(WARNING) << "stopped while disconnected: " << run;
-  }
-  const SummaryRecord summary = loop->Summary();
-  std::cerr << "summary: " << summary.ToText() << std::endl;
-  if (metrics_file != nullptr && metrics_status.ok()) {
-    metrics_status = metrics_file->Write(summary.ToJson());
-  }
-  return metrics_status;
-}
-
 int Run(const BinaryMain& binary) {
-  absl::StatusOr<Config> config = ConfigFromFlags();
+  absl::StatusOr<LearnerRunOptions> config = ConfigFromFlags();
   if (!config.ok()) return binary.BadFlag(config.status());
   StopSignals signals;
   config->retry.stop = &signals.flag();
