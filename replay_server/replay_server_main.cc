@@ -18,10 +18,6 @@
 // connecting side (the learner's --link), so there is no --link.
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,10 +32,9 @@
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
-#include "glog/logging.h"
 #include "protocol/host_port.h"
-#include "replay_server/prometheus_metrics.h"
 #include "replay_server/server.h"
+#include "replay_server/server_run.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
@@ -246,19 +241,8 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
   return std::optional<MetricsHttpOptions>(std::move(o));
 }
 
-absl::Status WritePortFile(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << port << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
-
 int Run(const BinaryMain& binary) {
+  ServerRunOptions run;
   absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
   absl::StatusOr<verbs::ProviderOptions> provider_options =
       options.ok() ? verbs::ProviderOptionsFromFlags(
@@ -271,48 +255,15 @@ int Run(const BinaryMain& binary) {
     return binary.BadFlag(
         FlagError("metrics_port_file", FLAGS_metrics_port_file, "needs --metrics_listen"));
   }
+  run.server = *std::move(options);
+  run.provider = *std::move(provider_options);
+  run.metrics = *std::move(metrics_options);
+  run.port_file = FLAGS_port_file;
+  run.metrics_port_file = FLAGS_metrics_port_file;
   // Before any thread starts: they all inherit the blocked signals.
   StopSignals signals(StopSignals::Mode::kBlockAndWait);
-  absl::StatusOr<std::unique_ptr<verbs::Provider>> provider =
-      verbs::CreateProvider(*provider_options);
-  if (!provider.ok()) return binary.Failure(provider.status());
-  absl::StatusOr<std::unique_ptr<ReplayServer>> server =
-      ReplayServer::Start(provider->get(), *options);
-  if (!server.ok()) return binary.Failure(server.status());
-  // The metrics endpoint first: once the port file appears, both serve.
-  std::unique_ptr<MetricsHttpServer> metrics;
-  if (metrics_options->has_value()) {
-    const ReplayServer* running = server->get();
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
-        **metrics_options,
-        [running] { return RenderServerMetrics(CollectServerMetrics(*running)); });
-    if (!started.ok()) return binary.Failure("--metrics_listen", started.status());
-    metrics = std::move(started).value();
-    if (!FLAGS_metrics_port_file.empty()) {
-      const absl::Status s = WritePortFile(FLAGS_metrics_port_file, metrics->port());
-      if (!s.ok()) return binary.Exit(kExitFailure, s.message());
-    }
-    std::cout << "metrics on " << metrics->url() << std::endl;
-  }
-  if (!FLAGS_port_file.empty()) {
-    const absl::Status s = WritePortFile(FLAGS_port_file, (*server)->port());
-    if (!s.ok()) return binary.Exit(kExitFailure, s.message());
-  }
-  std::cout << "listening on " << (*server)->address() << std::endl;
-
-  while (signals.WaitForEvent(absl::InfiniteDuration()) == StopSignals::Event::kRequest) {
-    const absl::Status s = (*server)->RequestCheckpoint();
-    if (s.ok()) {
-      LOG(INFO) << "received SIGUSR1: writing a checkpoint";
-    } else {
-      LOG(WARNING) << "received SIGUSR1: " << s.message();
-    }
-  }
-  LOG(INFO) << "received " << strsignal(signals.signal_number()) << ", stopping";
-  metrics.reset();  // no scrape reads the server once it stops
-  const absl::Status stopped = (*server)->Stop();
-  server->reset();
-  if (!stopped.ok()) return binary.Failure(stopped);
+  const absl::Status status = RunServer(run, signals);
+  if (!status.ok()) return binary.Failure(status);
   return kExitSuccess;
 }
 

@@ -1,0 +1,72 @@
+// Copyright dreplay authors.
+
+#include "replay_server/server_run.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "replay_server/prometheus_metrics.h"
+
+namespace dreplay::server {
+
+absl::Status WritePortFile(const std::string& path, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << port << "\n";
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunServer(const ServerRunOptions& options, StopSignals& signals) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider,
+                   verbs::CreateProvider(options.provider));
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
+                   ReplayServer::Start(provider.get(), options.server));
+  // The metrics endpoint first: once the port file appears, both serve.
+  std::unique_ptr<MetricsHttpServer> metrics;
+  if (options.metrics.has_value()) {
+    const ReplayServer* running = server.get();
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
+        *options.metrics,
+        [running] { return RenderServerMetrics(CollectServerMetrics(*running)); });
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("--metrics_listen: ", started.status().message()));
+    }
+    metrics = std::move(started).value();
+    if (!options.metrics_port_file.empty()) {
+      RETURN_IF_ERROR(WritePortFile(options.metrics_port_file, metrics->port()));
+    }
+    std::cout << "metrics on " << metrics->url() << std::endl;
+  }
+  if (!options.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options.port_file, server->port()));
+  std::cout << "listening on " << server->address() << std::endl;
+
+  while (signals.WaitForEvent(absl::InfiniteDuration()) == StopSignals::Event::kRequest) {
+    const absl::Status s = server->RequestCheckpoint();
+    if (s.ok()) {
+      LOG(INFO) << "received SIGUSR1: writing a checkpoint";
+    } else {
+      LOG(WARNING) << "received SIGUSR1: " << s.message();
+    }
+  }
+  LOG(INFO) << "received " << strsignal(signals.signal_number()) << ", stopping";
+  metrics.reset();  // no scrape reads the server once it stops
+  const absl::Status stopped = server->Stop();
+  server.reset();
+  return stopped;
+}
+
+}  // namespace dreplay::server
