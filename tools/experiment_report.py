@@ -27,7 +27,8 @@ import experiment_stats as st
 OUTPUTS = ("summary.json", "summary.md", "return_vs_time.png", "return_vs_bytes.png",
            "survival.png", "regime_map.png")
 FIGURES = ("final_return", "link_bytes", "transferred_priority", "loss", "probe_loss",
-           "data_age_s", "samples_per_insert", "train_steps", "coverage", "generation_per_s")
+           "data_age_s", "samples_per_insert", "train_steps", "coverage", "generation_per_s",
+           "buffer_node_drops")
 BASELINE = "existing-freshest"
 PAPER_RATIOS = ("loss_ratio", "probe_loss_ratio", "transferred_priority_ratio",
                 "transferred_priority_ratio_alpha0")
@@ -161,18 +162,19 @@ def regime_markdown(r, titles):
             r["samples_per_insert"], r["alpha"], r["duration_s"]))
     lines += ["", "| arm | seeds | AUC: mean greedy return over the run | final return | "
               "solved (KM median s) | link MB | transferred priority | loss (IS-weighted) | "
-              "probe loss | data age s | achieved SPI | train steps | coverage |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "probe loss | data age s | achieved SPI | train steps | coverage | "
+              "buffer-node drops |",
+              "|" + " --- |" * 14]
     for a in r["arms"]:
         tts = a["time_to_solve"]
-        row = "| %s | %d | %s | %s | %d/%d (%s) |" + " %s |" * 8
+        row = "| %s | %d | %s | %s | %d/%d (%s) |" + " %s |" * 9
         lines.append(row % (
             titles.get(a["name"], a["name"]), len(a["seeds"]), cell(a["auc"]),
             cell(a["final_return"]), tts["solved"], tts["runs"],
             "%.0f" % tts["median_s"] if tts["median_s"] is not None else "-",
             cell(a["link_bytes"], 1e6), cell(a["transferred_priority"]), cell(a["loss"]),
             cell(a["probe_loss"]), cell(a["data_age_s"]), cell(a["samples_per_insert"]),
-            cell(a["train_steps"]), cell(a["coverage"])))
+            cell(a["train_steps"]), cell(a["coverage"]), cell(a["buffer_node_drops"])))
     diffs = r["auc_minus_existing_freshest"]
     if diffs:
         lines += ["", "AUC minus the existing approach (freshest), paired by seed:", ""]
@@ -194,7 +196,10 @@ def markdown(summary, titles):
            "length: the mean greedy return over the run, the primary measure. Loss, "
            "transferred priority and probe loss are means over the second half of each run "
            "(the same wall-clock window in every arm). Coverage: distinct transitions that "
-           "crossed the link per transition generated. Primary comparison: `%s`." %
+           "crossed the link per transition generated (for the existing approach, 1 - coverage "
+           "is what its forwarding lost). Buffer-node drops: transitions the buffer node "
+           "abandoned, lost to overrun or found torn (its log's last stats line). Primary "
+           "comparison: `%s`." %
            summary["primary"], ""]
     for r in summary["regimes"]:
         out += [regime_markdown(r, titles), ""]

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 
 import metrics_lines
@@ -97,6 +98,23 @@ def generation_rate(progress, start_s):
             (window[-1]["wall_s"] - window[0]["wall_s"]))
 
 
+def buffer_node_drops(run_dir):
+    """Transitions the buffer node dropped (abandoned + overrun + torn), from
+    the last "stats:" line of its log (server.log), or None without one."""
+    last = None
+    try:
+        with open(os.path.join(run_dir, "server.log"), errors="replace") as f:
+            for line in f:
+                if " stats: " in line:
+                    last = line
+    except OSError:
+        return None
+    if last is None:
+        return None
+    fields = dict(re.findall(r"(\w+)=([0-9]+)\b", last))
+    return sum(int(fields.get(k, 0)) for k in ("abandoned", "overrun", "torn"))
+
+
 def run_figures(run_dir, duration_s, solve_return, slot_bytes):
     """One run's figures, defined identically for every arm."""
     progress, summary = metrics_lines.read(os.path.join(run_dir, "metrics.jsonl"))
@@ -125,6 +143,7 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes):
         "generation_per_s": generation_rate(progress, half),
         "generation_bytes_per_s": (generation_rate(progress, half) or 0) * slot_bytes or None,
         "coverage": (distinct / env_steps) if distinct is not None and env_steps else None,
+        "buffer_node_drops": buffer_node_drops(run_dir),
     }
 
 

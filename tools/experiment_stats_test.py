@@ -119,6 +119,18 @@ class RunFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(f["coverage"], 0.25)
         # Trapezoids: (5 s x (10 + 480) / 2 + 5 s x (480 + 500) / 2) / 10 s.
         self.assertAlmostEqual(f["auc"], 367.5)
+        # No buffer-node log: no drop figure.
+        self.assertIsNone(f["buffer_node_drops"])
+
+    def test_buffer_node_drops_come_from_the_last_stats_line(self):
+        run = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        with open(os.path.join(run, "server.log"), "w") as f:
+            f.write("I1130 server.cc:460] stats: epoch=1 inserts/s=10.5 drops: abandoned=1 "
+                    "overrun=2 torn=3 copy_rejects=9 stale_updates=40\n")
+            f.write("I1130 server.cc:396] dropped actor 3: the connection was closed\n")
+            f.write("I1130 server.cc:460] stats: epoch=1 inserts/s=11.5 drops: abandoned=2 "
+                    "overrun=20 torn=5 copy_rejects=9 stale_updates=41\n")
+        self.assertEqual(st.buffer_node_drops(run), 27)
 
 
 if __name__ == "__main__":
