@@ -125,18 +125,16 @@ absl::Status ForwardReader::PostCursorRead() {
 
 absl::Status ForwardReader::PostChunks() {
   const LayoutConfig& c = session_->config();
-  if (options_.policy == ForwardPolicy::kFreshest && target_ > next_post_ + window_) {
-    const uint64_t resume = target_ - window_;
-    stats_.skipped_behind += resume - next_post_;
+  // kFreshest jumps to the newest window; either policy skips what is
+  // lapped (more than a ring behind: READing it would only spend the link
+  // on slots that fail verification).
+  const bool freshest = options_.policy == ForwardPolicy::kFreshest;
+  const uint64_t behind_limit = freshest ? window_ : c.capacity;
+  if (target_ > next_post_ + behind_limit) {
+    const uint64_t resume = target_ - behind_limit;
+    (freshest ? stats_.skipped_behind : stats_.overwritten) += resume - next_post_;
     next_post_ = resume;
     if (order_.empty()) next_ = std::max(next_, resume);  // nothing before it in flight
-  } else if (target_ > next_post_ + c.capacity) {
-    // Lapped: the ring no longer holds these; READing them would only
-    // spend the link on slots that fail verification.
-    const uint64_t resume = target_ - c.capacity;
-    stats_.overwritten += resume - next_post_;
-    next_post_ = resume;
-    if (order_.empty()) next_ = std::max(next_, resume);
   }
   while (next_post_ < target_) {
     auto free_chunk =

@@ -98,12 +98,15 @@ absl::StatusOr<bool> ParamPublisher::PollPending() {
   return pending_wr_id_ == 0;
 }
 
+absl::Status ParamPublisher::CheckSize(absl::Span<const uint8_t> data) const {
+  if (data.size() <= session_->config().param_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("parameters of ", data.size(),
+                   " bytes exceed the server's param_bytes=", session_->config().param_bytes));
+}
+
 absl::StatusOr<bool> ParamPublisher::PublishIfIdle(absl::Span<const uint8_t> data) {
-  if (data.size() > session_->config().param_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameters of ", data.size(),
-                     " bytes exceed the server's param_bytes=", session_->config().param_bytes));
-  }
+  RETURN_IF_ERROR(CheckSize(data));
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = session_->generation();
     // A new connection lost whatever was in flight on the old one.
@@ -111,28 +114,22 @@ absl::StatusOr<bool> ParamPublisher::PublishIfIdle(absl::Span<const uint8_t> dat
     absl::Status status = generation == synced_generation_ ? absl::OkStatus() : SyncVersion();
     absl::StatusOr<bool> idle = status.ok() ? PollPending() : status;
     if (idle.ok() && !*idle) return false;
-    if (idle.ok()) {
-      absl::StatusOr<uint64_t> wr_id = Post(std::max(version_, pending_version_) + 1, data);
-      if (wr_id.ok()) {
-        pending_version_ = std::max(version_, pending_version_) + 1;
-        pending_wr_id_ = *wr_id;
-        return true;
-      }
-      status = wr_id.status();
-    } else {
-      status = idle.status();
+    // Above a version lost with its connection too: none is written twice.
+    const uint64_t next = std::max(version_, pending_version_) + 1;
+    absl::StatusOr<uint64_t> wr_id = idle.ok() ? Post(next, data) : idle.status();
+    if (wr_id.ok()) {
+      pending_version_ = next;
+      pending_wr_id_ = *wr_id;
+      return true;
     }
+    status = wr_id.status();
     if (!client::IsConnectionFailure(status) || attempt > 0) return status;
     RETURN_IF_ERROR(session_->Reconnect(generation, status));
   }
 }
 
 absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data) {
-  if (data.size() > session_->config().param_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameters of ", data.size(),
-                     " bytes exceed the server's param_bytes=", session_->config().param_bytes));
-  }
+  RETURN_IF_ERROR(CheckSize(data));
   if (pending_wr_id_ != 0 && session_->generation() == synced_generation_) {
     const absl::Status waited =
         session_->Wait(sink_, pending_wr_id_, session_->options().op_timeout);

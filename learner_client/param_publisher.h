@@ -68,6 +68,8 @@ class ParamPublisher {
   ParamPublisher(client::ClientSession* session, int sink);
   // READs the server's ParamsHeader and raises version_ to it.
   absl::Status SyncVersion();
+  // InvalidArgument when `data` exceeds the server's param_bytes.
+  absl::Status CheckSize(absl::Span<const uint8_t> data) const;
   // Posts the two WRITEs of `version`; returns the header WRITE's wr_id.
   absl::StatusOr<uint64_t> Post(uint64_t version, absl::Span<const uint8_t> data);
   absl::Status TryPublish(uint64_t version, absl::Span<const uint8_t> data);
