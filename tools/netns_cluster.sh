@@ -42,6 +42,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${DREPLAY_PYTHON:-python3}
 
 # ---- options ---------------------------------------------------------------
 ACTORS=2
@@ -70,7 +71,6 @@ START_TIMEOUT_S=30
 STOP_GRACE_S=5
 # How long past --duration_s the learner may take (start, final evaluation).
 LEARNER_SLACK_S=60
-INGEST_WAIT_S=10
 
 usage() {
   sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -378,21 +378,7 @@ $(tail -n 15 "$OUT_DIR/bench-client.log")"
 
 # ---- training ------------------------------------------------------------------
 layout_field() {  # layout_field JSON KEY
-  /usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
-}
-
-# The value of a Prometheus sample (first line starting with NAME then a
-# space), or empty.
-prom_value() {
-  awk -v n="$2" 'index($0, n " ") == 1 { print $NF; exit }' "$1"
-}
-
-scrape_server() {  # scrape_server OUT: GET /metrics from the learner's namespace
-  ip netns exec "$(ns_name learner)" /usr/bin/python3 -c '
-import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
-    sys.stdout.write(r.read().decode())' "http://$METRICS_ADDRESS/metrics" >"$1.tmp" &&
-    mv "$1.tmp" "$1"
+  "$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
 }
 
 run_training() {
@@ -462,71 +448,14 @@ $(tail -n 15 "$OUT_DIR/learner.log")"
   stop_pids server
 }
 
-# Sum of the transitions the actors committed, from their last log line
-# ("actor I: ... N transitions committed (M abandoned) ...").
-actors_committed() {
-  local i n sum=0
-  for ((i = 0; i < ACTORS; i++)); do
-    n=$(sed -n 's/.*: [0-9]* env steps, [0-9]* episodes, \([0-9]*\) transitions committed.*/\1/p' \
-      "$OUT_DIR/actor-$i.log" | tail -n 1)
-    [ -n "$n" ] || { echo "actor-$i"; return 1; }
-    sum=$((sum + n))
-  done
-  echo "$sum"
-}
-
-# The counters across hosts: every transition an actor committed is, once
-# ingest has caught up, inserted by the server or dropped as overrun or torn
-# (replay_server/prometheus_metrics.cc); the learner trained, and its
-# priority updates reached the server.
+# The counters across hosts (tools/cluster_counters.py): what the actors
+# committed is what the server inserted or dropped as overrun or torn; the
+# learner trained and its priority updates reached the server. The server's
+# metrics are fetched from the learner's namespace.
 check_counters() {
-  local committed inserted overrun torn steps fetched applied released
-  committed=$(actors_committed) || fail "no final line in $committed's log (stopped uncleanly?)"
-  local prom=$OUT_DIR/server_metrics.prom deadline=$((SECONDS + INGEST_WAIT_S))
-  while :; do
-    scrape_server "$prom" || fail "scraping http://$METRICS_ADDRESS/metrics failed"
-    inserted=$(prom_value "$prom" dreplay_server_inserted_total)
-    overrun=$(prom_value "$prom" 'dreplay_server_dropped_total{cause="overrun"}')
-    torn=$(prom_value "$prom" 'dreplay_server_dropped_total{cause="torn"}')
-    [ -n "$inserted" ] && [ -n "$overrun" ] && [ -n "$torn" ] ||
-      fail "server metrics lack inserted/dropped counters (see $prom)"
-    [ $((inserted + overrun + torn)) -lt "$committed" ] && [ "$SECONDS" -lt "$deadline" ] ||
-      break
-    sleep 0.2
-  done
-  applied=$(prom_value "$prom" 'dreplay_server_priority_updates_total{result="applied"}')
-  released=$(prom_value "$prom" dreplay_server_batches_released_total)
-  read -r steps fetched < <(/usr/bin/python3 -c '
-import json, sys
-s = None
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if isinstance(r, dict) and r.get("type") == "summary":
-        s = r
-print(s["train_steps"], s["transitions_fetched_total"]) if s else print("- -")
-' "$OUT_DIR/metrics.jsonl" 2>/dev/null)
-  {
-    echo "actors_committed=$committed"
-    echo "server_inserted=$inserted"
-    echo "server_dropped_overrun=$overrun"
-    echo "server_dropped_torn=$torn"
-    echo "server_batches_released=$released"
-    echo "server_priority_updates_applied=$applied"
-    echo "learner_train_steps=${steps:--}"
-    echo "learner_transitions_fetched=${fetched:--}"
-  } >"$OUT_DIR/counters.txt"
-  log "counters: $(tr '\n' ' ' <"$OUT_DIR/counters.txt")"
-  [ "$steps" != "-" ] && [ -n "$steps" ] || fail "the learner wrote no summary record"
-  [ "$steps" -gt 0 ] || fail "the learner took no train step"
-  [ "$fetched" -gt 0 ] || fail "the learner read no batch"
-  [ "$committed" -gt 0 ] || fail "the actors committed nothing"
-  [ $((inserted + overrun + torn)) -eq "$committed" ] ||
-    fail "actors committed $committed, server inserted $inserted + dropped $overrun overrun + $torn torn"
-  [ "$released" -gt 0 ] && [ "$applied" -gt 0 ] ||
-    fail "no priority update from the learner reached the server"
+  ip netns exec "$(ns_name learner)" "$PYTHON" "$ROOT/tools/cluster_counters.py" \
+    --out_dir="$OUT_DIR" --actors="$ACTORS" --metrics_url="http://$METRICS_ADDRESS/metrics" \
+    >&2 || fail "the counters do not add up (see above and $OUT_DIR)"
 }
 
 make_topology
