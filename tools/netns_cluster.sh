@@ -40,6 +40,8 @@
 # and SIGTERM. Namespaces are named dreplay-<pid>-<n>-<host>, unique per run;
 # --clean_stale deletes those of runs whose script is no longer alive.
 set -uo pipefail
+# Daemons and network tools live in sbin, which a test's PATH may lack.
+export PATH=$PATH:/usr/sbin:/sbin
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${DREPLAY_PYTHON:-python3}
