@@ -9,8 +9,9 @@
 #
 # server: listens on this node's address (DREPLAY_IFACE's IPv4 address when
 #   set, e.g. the RoCE NIC's netdev; else the first IPv4 address the node's
-#   hostname resolves to) on a port the OS picks, and serves Prometheus
-#   metrics on the same address. It writes JOB_DIR/server.host (the address)
+#   hostname resolves to) on DREPLAY_PORT (default 0: the OS picks one), and
+#   serves Prometheus metrics on the same address, port DREPLAY_METRICS_PORT
+#   (default 0). It writes JOB_DIR/server.host (the address)
 #   before it starts; the server itself writes JOB_DIR/server.port and
 #   JOB_DIR/server.metrics_port once it listens.
 # actor: --actor_index is the task's rank in its step (SLURM_PROCID) and
@@ -54,8 +55,9 @@ case "$role" in
     esac
     echo "$addr" >"$job_dir/server.host.tmp"
     mv "$job_dir/server.host.tmp" "$job_dir/server.host"
-    exec "$@" --listen="$addr:0" --port_file="$job_dir/server.port" \
-      --metrics_listen="$addr:0" --metrics_port_file="$job_dir/server.metrics_port"
+    exec "$@" --listen="$addr:${DREPLAY_PORT:-0}" --port_file="$job_dir/server.port" \
+      --metrics_listen="$addr:${DREPLAY_METRICS_PORT:-0}" \
+      --metrics_port_file="$job_dir/server.metrics_port"
     ;;
   actor)
     exec "$@" --actor_index="$rank" --num_actors="${SLURM_NTASKS:-1}"
