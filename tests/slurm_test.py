@@ -16,6 +16,7 @@ with the reason otherwise.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -97,6 +98,12 @@ class SlurmJobTest(unittest.TestCase):
         os.chmod(cls.dir, 0o711)
         cls.cluster = os.path.join(cls.dir, "cluster")
         cls.env["SLURM_CONF"] = os.path.join(cls.cluster, "slurm.conf")
+        # The daemons leave the test's process group: stop them even when
+        # the test is stopped for its timeout (SIGTERM).
+        def on_term(signum, frame):
+            cls.tearDownClass()
+            os._exit(128 + signum)
+        signal.signal(signal.SIGTERM, on_term)
         proc = subprocess.run([runfile("tools/slurm/local_cluster.sh"), "start", cls.cluster],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cls.env,
                               timeout=120)
