@@ -4,7 +4,8 @@ slurmctld and three slurmd, one per virtual node) and stops again.
 
   * submit.sh --wait runs the job to completion: the buffer node, the actors
     and the learner each ran on their own node (one per heterogeneous
-    component), the learner trained its budget, and the counters add up
+    component), the learner got the GPU it asked for (a stand-in the
+    cluster declares), the learner trained its budget, and the counters add up
     across them (tools/cluster_counters.py, checked again here from the
     job directory's files);
   * submit.sh puts --learner_gres on the learner's component only.
@@ -104,7 +105,8 @@ class SlurmJobTest(unittest.TestCase):
             cls.tearDownClass()
             os._exit(128 + signum)
         signal.signal(signal.SIGTERM, on_term)
-        proc = subprocess.run([runfile("tools/slurm/local_cluster.sh"), "start", cls.cluster],
+        proc = subprocess.run([runfile("tools/slurm/local_cluster.sh"), "start", cls.cluster,
+                               "--gpu"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cls.env,
                               timeout=120)
         print(proc.stdout.decode(errors="replace"))
@@ -133,7 +135,8 @@ class SlurmJobTest(unittest.TestCase):
         jobs = os.path.join(self.dir, "jobs")
         os.makedirs(jobs)
         cmd = [runfile("tools/slurm/submit.sh"), "--actors", str(ACTORS), "--buffer_cpus", "1",
-               "--actor_cpus", "1", "--learner_cpus", "1", "--time", str(JOB_TIME_MIN),
+               "--actor_cpus", "1", "--learner_cpus", "1", "--learner_gres", "gpu:1",
+               "--time", str(JOB_TIME_MIN),
                "--output", os.path.join(jobs, "dreplay-%j.out"), "--wait", "--",
                "--bin_dir", bin_dir(), "--provider", "auto", "--train_steps", str(TRAIN_STEPS),
                "--actor_rate", "300", "--min_replay", "500", "--seed", "2",
@@ -163,15 +166,19 @@ class SlurmJobTest(unittest.TestCase):
 
         # One node per component: the buffer node, the actors, the learner.
         nodes = {}
+        gpus = {}
         with open(os.path.join(job_dir, "nodes.txt")) as f:
             for line in f:
-                role, rank, node, _ = line.split()
+                role, rank, node, _, visible = line.split()
                 nodes.setdefault(role, {})[int(rank)] = node
+                gpus[role] = visible
         self.assertEqual(sorted(nodes), ["actor", "learner", "server"])
         self.assertEqual(sorted(nodes["actor"]), list(range(ACTORS)))
         self.assertEqual(len(set(nodes["actor"].values())), 1)
         self.assertEqual(len({nodes["server"][0], nodes["learner"][0],
                               nodes["actor"][0]}), 3, nodes)
+        # The GPU (the cluster's stand-in) went to the learner only.
+        self.assertEqual(gpus, {"server": "-", "actor": "-", "learner": "0"})
 
         # The address the server wrote is the one it listened on, and every
         # client reached it.

@@ -4,7 +4,7 @@
 # virtual node (dn0, dn1, ...), all on 127.0.0.1, with a generated munge key
 # and slurm.conf in DIR. Nothing outside DIR is written.
 #
-#   sudo tools/slurm/local_cluster.sh start DIR [--nodes N] [--cpus C]
+#   sudo tools/slurm/local_cluster.sh start DIR [--nodes N] [--cpus C] [--gpu]
 #   export SLURM_CONF=DIR/slurm.conf           # then sbatch, squeue, ... as usual
 #   sudo tools/slurm/local_cluster.sh stop DIR
 #
@@ -13,6 +13,9 @@
 # heterogeneous job never share a node; each of dreplay's three components
 # (buffer node, actors, learner) needs its own. Each slurmd declares C CPUs
 # (SlurmdParameters=config_overrides: more than the machine has is fine).
+# With --gpu the last node also declares one GPU (a stand-in, /dev/null, for
+# scheduling only: Slurm sets CUDA_VISIBLE_DEVICES in the task) and a larger
+# weight, so that jobs without a GPU are placed on the other nodes first.
 #
 # start: waits until every node is idle (exit 0), or stops what it started
 # and exits 1 with the daemons' last log lines. stop: cancels the cluster's
@@ -31,14 +34,16 @@ die() {
   exit 2
 }
 
-[ $# -ge 2 ] || die "usage: local_cluster.sh start|stop DIR [--nodes N] [--cpus C]"
+[ $# -ge 2 ] || die "usage: local_cluster.sh start|stop DIR [--nodes N] [--cpus C] [--gpu]"
 action=$1
 dir=$2
 shift 2
 NODES=3
 CPUS=4
+GPU=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --gpu) GPU=1 ;;
     --nodes) NODES=${2:-}; shift ;;
     --cpus) CPUS=${2:-}; shift ;;
     *) die "unknown option: $1" ;;
@@ -165,13 +170,22 @@ host=$(hostname -s)
   echo "MailProg=/bin/true"
   echo "SlurmdParameters=config_overrides"
   echo "KillWait=5"
+  [ "$GPU" -eq 0 ] || echo "GresTypes=gpu"
   for ((i = 0; i < NODES; i++)); do
+    gres=""
+    [ "$GPU" -eq 0 ] || [ "$i" -ne $((NODES - 1)) ] || gres=" Gres=gpu:1 Weight=10"
     echo "NodeName=dn$i NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[$((i + 1))]}" \
-      "CPUs=$CPUS RealMemory=$((CPUS * 256)) State=UNKNOWN"
+      "CPUs=$CPUS RealMemory=$((CPUS * 256)) State=UNKNOWN$gres"
   done
   echo "PartitionName=local Nodes=ALL Default=YES MaxTime=60 DefaultTime=10 State=UP"
 } >"$dir/slurm.conf"
 export SLURM_CONF=$dir/slurm.conf
+# slurmd reads gres.conf next to slurm.conf.
+if [ "$GPU" -eq 1 ]; then
+  echo "NodeName=dn$((NODES - 1)) Name=gpu File=/dev/null" >"$dir/gres.conf"
+else
+  rm -f "$dir/gres.conf"
+fi
 
 slurmctld -f "$SLURM_CONF" || fail_start "slurmctld did not start"
 for ((i = 0; i < NODES; i++)); do

@@ -16,7 +16,8 @@
 #   JOB_DIR/server.metrics_port once it listens.
 # actor: --actor_index is the task's rank in its step (SLURM_PROCID) and
 #   --num_actors the step's task count (SLURM_NTASKS).
-# Every task appends "ROLE RANK SLURMD_NODENAME HOSTNAME" to JOB_DIR/nodes.txt.
+# Every task appends "ROLE RANK SLURMD_NODENAME HOSTNAME GPUS" to
+# JOB_DIR/nodes.txt (GPUS: CUDA_VISIBLE_DEVICES as Slurm set it, or -).
 set -euo pipefail
 
 die() {
@@ -31,7 +32,8 @@ shift 2
 [ -d "$job_dir" ] || die "no job directory $job_dir (is it on a file system every node shares?)"
 [ -x "$1" ] || die "$1 is not an executable on $(hostname) (build dreplay on a shared file system)"
 rank=${SLURM_PROCID:-0}
-echo "$role $rank ${SLURMD_NODENAME:-?} $(hostname)" >>"$job_dir/nodes.txt"
+echo "$role $rank ${SLURMD_NODENAME:-?} $(hostname) ${CUDA_VISIBLE_DEVICES:--}" \
+  >>"$job_dir/nodes.txt"
 
 node_address() {
   local addr=""
