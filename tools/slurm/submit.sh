@@ -84,6 +84,7 @@ buffer=(--ntasks=1 --cpus-per-task="$BUFFER_CPUS" "${common[@]}" "${BUFFER_OPTS[
 actors=(--ntasks="$ACTORS" --cpus-per-task="$ACTOR_CPUS" "${common[@]}" "${ACTORS_OPTS[@]}")
 learner=(--ntasks=1 --cpus-per-task="$LEARNER_CPUS" "${common[@]}" "${LEARNER_OPTS[@]}")
 [ -z "$LEARNER_GRES" ] || learner+=(--gres="$LEARNER_GRES")
+# shellcheck disable=SC2054  # the comma belongs to --export's value
 head=(--parsable --job-name=dreplay --output="$OUTPUT"
   --export=ALL,DREPLAY_ROOT="$ROOT")
 [ "$WAIT" -eq 0 ] || head+=(--wait)
