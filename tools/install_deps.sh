@@ -20,6 +20,10 @@ PACKAGES=(
   libmicrohttpd-dev prometheus
   # Experiments: plots
   python3 python3-matplotlib
+  # Clusters: Slurm and its authentication (tools/slurm/, and the single-machine
+  # cluster tests/slurm_test starts); tc for tools/netns_cluster.sh's shaping
+  # comes with iproute2 above.
+  slurm-wlm munge
 )
 
 missing=()
