@@ -12,6 +12,7 @@
 #include "actor_client/experience_writer.h"
 #include "actor_client/param_fetcher.h"
 #include "pybind11/numpy.h"
+#include "pybind11/stl.h"
 #include "python/session.h"
 #include "python/status_error.h"
 #include "rl/transition.h"
