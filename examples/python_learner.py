@@ -121,6 +121,7 @@ def start_service(args):
     if args.out_dir:
         argv += ["--out_dir", args.out_dir]
     run_args = run_local.parse_args(argv)
+    os.makedirs(run_args.out_dir, exist_ok=True)
     layout = run_local.actor_layout(run_args)
     port_file = os.path.join(run_args.out_dir, "server.port")
     server = run_local.Process("server", run_local.server_argv(run_args, port_file, layout),
@@ -189,6 +190,7 @@ def train(args, address, groups):
                 break
             next_eval = time.monotonic() + args.eval_interval_s
     elapsed = time.monotonic() - start
+    publisher.publish_state_dict(dqn.online.state_dict())  # the final network, for the actors
     env_steps = sum(a["env_steps"] for a in reader_actor_lines(learner))
     log("summary: solved=%s seconds=%.1f train_steps=%d batches=%d env_steps=%d "
         "greedy_return=%s params_version=%d" % (

@@ -8,6 +8,7 @@
 #include "client/connection_flags.h"
 #include "common/status_macros.h"
 #include "protocol/handshake.h"
+#include "protocol/transition_spec.h"
 #include "python/status_error.h"
 
 namespace dreplay::python {
@@ -113,6 +114,20 @@ void RegisterSession(py::module_& m) {
             return LinkBytesDict(bytes);
           },
           "Bytes this session moved across its link, by traffic class.");
+
+  m.def(
+      "parse_transition_spec",
+      [](const std::string& text) {
+        protocol::TransitionSpec spec = ValueOrThrow(protocol::TransitionSpec::Parse(text));
+        py::dict d;
+        d["env"] = spec.env;
+        d["observation_size"] = spec.observation_size;
+        d["action_count"] = spec.action_count;
+        d["n_step"] = spec.n_step;
+        d["gamma"] = spec.gamma;
+        return d;
+      },
+      py::arg("text"), "A server's transition_spec (protocol/transition_spec.h) as a dict.");
 
   m.def(
       "_connect",

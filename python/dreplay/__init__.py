@@ -27,7 +27,8 @@ dreplay.params.
 
 from dreplay import _dreplay
 from dreplay._dreplay import (DeadlineExceededError, Environment, Error, InvalidArgumentError,
-                              environment_names, make_environment)
+                              environment_names, make_environment,
+                              parse_transition_spec)
 from dreplay.batches import Batch
 from dreplay.clients import (BatchReader, ExperienceWriter, ParamFetcher, ParamPublisher,
                              PriorityWriter, Session, StatsReader, connect)
@@ -35,5 +36,5 @@ from dreplay.clients import (BatchReader, ExperienceWriter, ParamFetcher, ParamP
 __all__ = [
     "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error", "ExperienceWriter",
     "InvalidArgumentError", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
-    "StatsReader", "connect", "environment_names", "make_environment",
+    "StatsReader", "connect", "environment_names", "make_environment", "parse_transition_spec",
 ]
