@@ -87,8 +87,8 @@ class PyExperienceWriter {
     };
     if (static_cast<size_t>(next_observations.shape(0)) != rows ||
         static_cast<size_t>(next_observations.shape(1)) != width) {
-      throw StatusError(absl::InvalidArgumentError(
-          "next_observations must have the shape of observations"));
+      throw StatusError(
+          absl::InvalidArgumentError("next_observations must have the shape of observations"));
     }
     check(actions, "actions");
     check(rewards, "rewards");
@@ -160,9 +160,8 @@ class PyExperienceWriter {
       t.discount = discounts ? discounts[i] : 1.0f;
       const int32_t step_count = steps ? steps[i] : 1;
       if (step_count < 1 || step_count > rl::kMaxTransitionSteps) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("steps[", i, "]=", step_count, ": must be in [1, ",
-                         rl::kMaxTransitionSteps, "]"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "steps[", i, "]=", step_count, ": must be in [1, ", rl::kMaxTransitionSteps, "]"));
       }
       t.steps = static_cast<uint8_t>(step_count);
       absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(encoded));
@@ -238,10 +237,10 @@ void RegisterActorClients(py::module_& m) {
            py::arg("max_batch") = 32)
       .def("append", &PyExperienceWriter::Append, py::arg("data"), py::arg("priority") = 0.0f,
            "Appends one payload (any contiguous buffer); flushes when max_batch are pending.")
-      .def("append_transitions", &PyExperienceWriter::AppendTransitions,
-           py::arg("observations"), py::arg("actions"), py::arg("rewards"),
-           py::arg("next_observations"), py::arg("dones"), py::arg("discounts") = py::none(),
-           py::arg("steps") = py::none(), py::arg("priorities") = py::none())
+      .def("append_transitions", &PyExperienceWriter::AppendTransitions, py::arg("observations"),
+           py::arg("actions"), py::arg("rewards"), py::arg("next_observations"), py::arg("dones"),
+           py::arg("discounts") = py::none(), py::arg("steps") = py::none(),
+           py::arg("priorities") = py::none())
       .def("flush", &PyExperienceWriter::Flush)
       .def_property_readonly("pending", &PyExperienceWriter::Pending)
       .def("stats", &PyExperienceWriter::Stats);

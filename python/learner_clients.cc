@@ -84,12 +84,13 @@ absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, 
   }
   out->transitions = std::make_unique<rl::TransitionBatch>(observation_size);
   for (uint32_t i = 0; i < n; ++i) {
-    absl::StatusOr<absl::Span<const uint8_t>> encoded = rl::EncodedTransitionPrefix(batch.payload(i));
+    absl::StatusOr<absl::Span<const uint8_t>> encoded =
+        rl::EncodedTransitionPrefix(batch.payload(i));
     if (!encoded.ok()) return encoded.status();
     absl::Status s = out->transitions->AddEncoded(*encoded);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("entry ", i, " of batch ", out->batch_number,
-                                                 ": ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("entry ", i, " of batch ", out->batch_number, ": ", s.message()));
     }
   }
   out->decoded = true;
@@ -151,8 +152,8 @@ class PyBatchReader {
 
   py::dict Next(double timeout_s) {
     if (!(timeout_s >= 0)) {
-      throw StatusError(absl::InvalidArgumentError(
-          absl::StrCat("timeout_s=", timeout_s, ": must be >= 0")));
+      throw StatusError(
+          absl::InvalidArgumentError(absl::StrCat("timeout_s=", timeout_s, ": must be >= 0")));
     }
     BatchCopy copy;
     absl::Status status;
@@ -226,9 +227,9 @@ class PyPriorityWriter {
     const py::ssize_t n = priorities.size();
     if (sequences.ndim() != 1 || indices.ndim() != 1 || priorities.ndim() != 1 ||
         sequences.size() != n || indices.size() != n) {
-      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-          "sequences, indices and priorities must be 1-D arrays of one length (", sequences.size(),
-          ", ", indices.size(), ", ", n, ")")));
+      throw StatusError(absl::InvalidArgumentError(
+          absl::StrCat("sequences, indices and priorities must be 1-D arrays of one length (",
+                       sequences.size(), ", ", indices.size(), ", ", n, ")")));
     }
     std::vector<protocol::PriorityRecord> records(n);
     for (py::ssize_t i = 0; i < n; ++i) {
@@ -336,8 +337,7 @@ void RegisterLearnerClients(py::module_& m) {
   py::class_<PyPriorityWriter>(m, "PriorityWriter")
       .def(py::init<std::shared_ptr<Session>>(), py::arg("session"))
       .def("write", &PyPriorityWriter::Write, py::arg("batch_number"), py::arg("epoch"),
-           py::arg("incarnation"), py::arg("sequences"), py::arg("indices"),
-           py::arg("priorities"))
+           py::arg("incarnation"), py::arg("sequences"), py::arg("indices"), py::arg("priorities"))
       .def("flush", &PyPriorityWriter::Flush)
       .def("stats", &PyPriorityWriter::Stats);
 

@@ -84,16 +84,18 @@ void RegisterRl(py::module_& m) {
       "encode_params",
       [](uint64_t shape_hash, uint64_t version, FloatArray values) {
         std::string out(rl::ParamsBufferSize(values.size()), '\0');
-        ValueOrThrow(rl::WriteParams(
-            shape_hash, version, absl::MakeConstSpan(values.data(), values.size()),
-            absl::MakeSpan(reinterpret_cast<uint8_t*>(out.data()), out.size())));
+        ValueOrThrow(
+            rl::WriteParams(shape_hash, version, absl::MakeConstSpan(values.data(), values.size()),
+                            absl::MakeSpan(reinterpret_cast<uint8_t*>(out.data()), out.size())));
         return py::bytes(out);
       },
       py::arg("shape_hash"), py::arg("version"), py::arg("values"),
       "A params buffer: the header, then the float32 values.");
   m.def(
       "decode_params_header",
-      [](py::bytes data) { return HeaderDict(ValueOrThrow(rl::ReadParamsHeader(BytesSpan(data)))); },
+      [](py::bytes data) {
+        return HeaderDict(ValueOrThrow(rl::ReadParamsHeader(BytesSpan(data))));
+      },
       py::arg("data"));
   m.def(
       "decode_params",

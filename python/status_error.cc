@@ -19,8 +19,8 @@ void RegisterStatusErrors(py::module_& m) {
   m.attr("Error") = error;
   auto subclass = [&](const char* name, PyObject* also) {
     py::tuple bases = py::make_tuple(error, py::handle(also));
-    py::object cls = py::reinterpret_steal<py::object>(
-        PyErr_NewException((std::string("dreplay._dreplay.") + name).c_str(), bases.ptr(), nullptr));
+    py::object cls = py::reinterpret_steal<py::object>(PyErr_NewException(
+        (std::string("dreplay._dreplay.") + name).c_str(), bases.ptr(), nullptr));
     m.attr(name) = cls;
   };
   subclass("InvalidArgumentError", PyExc_ValueError);

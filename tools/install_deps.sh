@@ -20,6 +20,10 @@ PACKAGES=(
   libmicrohttpd-dev prometheus
   # Experiments: plots
   python3 python3-matplotlib
+  # The Python package (python/): pybind11 bindings built against the system
+  # Python's headers, NumPy arrays, its pytest tests, and PyTorch for the
+  # tensors, the params helpers and the examples' learner and actor.
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 
 missing=()
