@@ -21,13 +21,19 @@ initialised network (seeded by --seed); it fetches newer ones every
 
 import argparse
 import collections
+import os
 import sys
 import time
 
 import numpy as np
 import torch
 
-import dreplay
+try:
+    import dreplay
+except ImportError:  # not on PYTHONPATH: take the package from this checkout's build
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "bazel-bin", "python", "lib"))
+    import dreplay
 from dreplay import params
 
 
