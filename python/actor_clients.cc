@@ -52,8 +52,7 @@ class PyExperienceWriter {
     writer_ = ValueOrThrow(std::move(writer));
   }
   ~PyExperienceWriter() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     writer_.reset();
   }
 
@@ -187,8 +186,7 @@ class PyParamFetcher {
     fetcher_ = ValueOrThrow(std::move(fetcher));
   }
   ~PyParamFetcher() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     fetcher_.reset();
   }
 

@@ -2,8 +2,10 @@
 
 #include "python/learner_clients.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -145,8 +147,7 @@ class PyBatchReader {
     reader_ = ValueOrThrow(std::move(reader));
   }
   ~PyBatchReader() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     reader_.reset();
   }
 
@@ -217,8 +218,7 @@ class PyPriorityWriter {
     writer_ = ValueOrThrow(std::move(writer));
   }
   ~PyPriorityWriter() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     writer_.reset();
   }
 
@@ -285,8 +285,7 @@ class PyParamPublisher {
     publisher_ = ValueOrThrow(std::move(publisher));
   }
   ~PyParamPublisher() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     publisher_.reset();
   }
 

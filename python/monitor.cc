@@ -80,8 +80,7 @@ class PyStatsReader {
     reader_ = ValueOrThrow(std::move(reader));
   }
   ~PyStatsReader() {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(session_->mutex());
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
     reader_.reset();
   }
 

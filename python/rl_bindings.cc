@@ -2,8 +2,11 @@
 
 #include "python/rl_bindings.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
