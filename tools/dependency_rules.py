@@ -10,6 +10,7 @@ The folders are layers; these rules keep them so (docs/architecture.md):
   replay_server/   not on client/, actor_client/, learner_client/ or rl/
   rl/              not on verbs/, protocol/, client/ or replay_server/
   actor_client/ and learner_client/ not on each other
+  python/          not on replay_server/: the bindings are clients
   torch            only rl/ and binaries name it directly
 
 Dependencies are followed transitively. Tests and test-only libraries
@@ -44,6 +45,7 @@ RULES = [
      "learning code knows no transport"),
     ("actor_client", ("learner_client",), "roles do not depend on each other"),
     ("learner_client", ("actor_client",), "roles do not depend on each other"),
+    ("python", ("replay_server",), "the Python bindings are clients, not a server"),
 ]
 ALLOWED = {"verbs": ("verbs", "common"), "protocol": ("protocol", "common")}
 

@@ -24,6 +24,10 @@ PACKAGES=(
   # cluster tests/slurm_test starts); tc for tools/netns_cluster.sh's shaping
   # comes with iproute2 above.
   slurm-wlm munge
+  # The Python package (python/): pybind11 bindings built against the system
+  # Python's headers, NumPy arrays, its pytest tests, and PyTorch for the
+  # tensors, the params helpers and the examples' learner and actor.
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 
 missing=()

@@ -1,0 +1,76 @@
+"""Batches read from the replay server, as NumPy arrays and torch tensors.
+
+Lifetime rule: every array of a Batch is its own memory. BatchReader.next()
+copies the batch out of the reader's RDMA-registered buffers (which the next
+read reuses) before it returns, so a Batch and its arrays stay valid for as
+long as Python holds them, whatever is read afterwards. Batch.torch() wraps
+them with torch.from_numpy(): the CPU tensors share the arrays' memory (no
+copy) and keep them alive; writing to one writes to the other. With a
+device other than the CPU, the tensors are copies on that device.
+
+Arrays (B = batch.size, m = observation size):
+  weights [B] float32          importance-sampling weights
+  sequences [B] uint64, indices [B] uint32   which slot each transition is
+  insert_time_ns [B] uint64    when the actor sealed it
+  arrived [B] bool             its bytes crossed the link with this batch
+  payloads [B, max_payload] uint8, lengths [B] uint32   the raw payloads
+and, when the reader decodes (rl/transition.h's encoding):
+  observations [B, m] float32, actions [B] int64, rewards [B] float32,
+  discounts [B] float32 (gamma^steps), dones [B] float32 (1.0: terminated),
+  next_observations [B, m] float32
+"""
+
+TRANSITION_FIELDS = ("observations", "actions", "rewards", "discounts", "dones",
+                     "next_observations")
+ENTRY_FIELDS = ("weights", "sequences", "indices", "insert_time_ns", "arrived")
+
+
+class Batch:
+    """One staged batch. Attributes: batch_number, epoch, incarnation, beta,
+    size, and the arrays named in the module's comment."""
+
+    def __init__(self, fields):
+        self._fields = fields
+        self.batch_number = fields["batch_number"]
+        self.epoch = fields["epoch"]
+        self.incarnation = fields["incarnation"]
+        self.beta = fields["beta"]
+        self.size = len(fields["weights"])
+
+    def __getattr__(self, name):
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def decoded(self):
+        return "observations" in self._fields
+
+    def payload(self, i):
+        """The raw payload of entry i, as bytes."""
+        return bytes(self._fields["payloads"][i, :self._fields["lengths"][i]])
+
+    def numpy(self):
+        """The arrays, by name (the transitions' and the entries')."""
+        names = ENTRY_FIELDS + (TRANSITION_FIELDS if self.decoded else ("payloads", "lengths"))
+        return {name: self._fields[name] for name in names}
+
+    def torch(self, device=None):
+        """The transitions and weights as torch tensors (see the lifetime
+        rule): observations, actions, rewards, discounts, dones,
+        next_observations, weights."""
+        import torch  # only this method needs torch
+        if not self.decoded:
+            raise ValueError("batch %d was read with decode=False" % self.batch_number)
+        out = {}
+        for name in TRANSITION_FIELDS + ("weights",):
+            tensor = torch.from_numpy(self._fields[name])
+            out[name] = tensor if device is None else tensor.to(device, non_blocking=True)
+        return out
+
+    def __len__(self):
+        return self.size
+
+    def __repr__(self):
+        return "Batch(number=%d, epoch=%d, size=%d)" % (self.batch_number, self.epoch, self.size)

@@ -1,0 +1,237 @@
+"""dreplay.connect() and the clients of a session.
+
+A Session is one connection (one queue pair) to a replay server in one role.
+Its clients share it: an actor's experience writer and parameter fetcher; a
+learner's batch reader, priority writer, parameter publisher (and fetcher,
+and actor lines); a monitor's stats reader. Calls on one session run one at
+a time (a lock in the extension, taken with the GIL released); Python
+threads may share a session. A client keeps its session alive.
+"""
+
+import numpy as np
+
+from dreplay import _dreplay
+from dreplay.batches import Batch
+
+
+def connect(server, role="learner", token_file=None, provider="auto", link=None, *, token=None,
+            actor_id=0, connect_timeout_s=10.0, learner_cache=False):
+    """Connects to the replay server at "HOST:PORT" as `role` ("actor",
+    "learner" or "monitor"; an actor with `actor_id`), with the server's
+    auth token from `token_file` (its first line) or `token`. `provider`:
+    "auto", "ibverbs" or "soft"; `link` emulates a link on the soft provider
+    ("10km-25g", "DELAY_US:GBPS", ...; None: none). Blocks (GIL released)
+    up to connect_timeout_s, retrying while the server is unreachable.
+    Raises dreplay.Error with the C++ status (PERMISSION_DENIED: refused,
+    e.g. a bad token; UNAVAILABLE / DEADLINE_EXCEEDED: no server;
+    INVALID_ARGUMENT: a bad argument, named)."""
+    args = _dreplay.ConnectArgs()
+    args.server = server
+    args.role = role
+    args.token = token or ""
+    args.token_file = token_file or ""
+    args.provider = provider
+    args.link = link or "none"
+    args.actor_id = actor_id
+    args.connect_timeout_s = connect_timeout_s
+    args.learner_cache = learner_cache
+    return Session(_dreplay._connect(args), role)
+
+
+class Session:
+    """A connection to a replay server; make it with dreplay.connect()."""
+
+    def __init__(self, native, role):
+        self._native = native
+        self.role = role
+
+    @property
+    def config(self):
+        """The server's published configuration (capacity, slot_size,
+        max_payload, batch_size, staging_depth, observation_size,
+        num_actions, param_bytes, transition_spec, ...), as a dict."""
+        return self._native.config
+
+    @property
+    def epoch(self):
+        return self._native.epoch
+
+    def link_bytes(self):
+        """Bytes this session moved across its link, by traffic class."""
+        return self._native.link_bytes()
+
+    def experience_writer(self, max_batch=32):
+        return ExperienceWriter(_dreplay.ExperienceWriter(self._native, max_batch))
+
+    def param_fetcher(self):
+        return ParamFetcher(_dreplay.ParamFetcher(self._native))
+
+    def batch_reader(self, depth=0, verify_slots=True, learner_cache=False, decode=True):
+        """`decode`: decode every payload as an rl/transition.h transition
+        (False for payloads of another encoding: the batch then has only
+        payloads and lengths). `learner_cache` needs connect(learner_cache=
+        True) too."""
+        return BatchReader(_dreplay.BatchReader(self._native, depth, verify_slots, learner_cache,
+                                                decode))
+
+    def priority_writer(self):
+        return PriorityWriter(_dreplay.PriorityWriter(self._native))
+
+    def param_publisher(self):
+        return ParamPublisher(_dreplay.ParamPublisher(self._native))
+
+    def stats_reader(self):
+        return StatsReader(_dreplay.StatsReader(self._native))
+
+
+class ExperienceWriter:
+    """Inserts transitions (actor_client/experience_writer.h)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def append(self, data, priority=0.0):
+        """Appends one payload: bytes, or a contiguous NumPy array (its raw
+        bytes), at most config["max_payload"] bytes. `priority` <= 0: the
+        server gives it the current maximum. Flushes (blocking) when
+        max_batch are pending."""
+        self._native.append(data, float(priority))
+
+    def append_transitions(self, observations, actions, rewards, next_observations, dones,
+                           discounts=None, steps=None, priorities=None):
+        """Encodes B transitions (rl/transition.h; the C++ learner and the
+        Python batch reader decode them) from arrays: observations and
+        next_observations [B, m] float32, actions [B] int, rewards [B],
+        dones [B] bool (terminated), discounts [B] (gamma^steps; default 1),
+        steps [B] (default 1), priorities [B] (default: the server's
+        maximum), and appends them."""
+        self._native.append_transitions(
+            np.asarray(observations, np.float32), np.asarray(actions, np.int32),
+            np.asarray(rewards, np.float32), np.asarray(next_observations, np.float32),
+            np.asarray(dones, bool),
+            None if discounts is None else np.asarray(discounts, np.float32),
+            None if steps is None else np.asarray(steps, np.int32),
+            None if priorities is None else np.asarray(priorities, np.float32))
+
+    def flush(self):
+        """Inserts what is pending; blocks until committed."""
+        self._native.flush()
+
+    @property
+    def pending(self):
+        return self._native.pending
+
+    def stats(self):
+        return self._native.stats()
+
+
+class BatchReader:
+    """Reads the batches the server pre-sampled (learner_client/batch_reader.h)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def next(self, timeout_s=30.0):
+        """The next batch (a dreplay.Batch). Blocks up to timeout_s; raises
+        dreplay.DeadlineExceededError (a TimeoutError) when none was staged
+        in time (call again)."""
+        return Batch(self._native.next(timeout_s))
+
+    def batches(self, count=None, timeout_s=30.0):
+        """Yields `count` batches (None: forever)."""
+        n = 0
+        while count is None or n < count:
+            yield self.next(timeout_s)
+            n += 1
+
+    def __iter__(self):
+        return self.batches()
+
+    def stats(self):
+        return self._native.stats()
+
+
+class PriorityWriter:
+    """Writes new priorities for a batch (learner_client/priority_writer.h).
+    Every batch read must be answered, in order: the server reuses its
+    staging slot only after its update."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def write(self, batch, priorities):
+        """priorities: one per transition of `batch` (a NumPy array, a list,
+        or a torch tensor on any device), e.g. |TD error|."""
+        if hasattr(priorities, "detach"):
+            priorities = priorities.detach().to("cpu").numpy()
+        self._native.write(batch.batch_number, batch.epoch, batch.incarnation, batch.sequences,
+                           batch.indices, np.asarray(priorities, np.float32))
+
+    def flush(self):
+        """Waits until every update written has been placed at the server."""
+        self._native.flush()
+
+    def stats(self):
+        return self._native.stats()
+
+
+class ParamPublisher:
+    """Publishes parameters (learner_client/param_publisher.h): bytes, or a
+    torch state_dict with dreplay.params."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def publish(self, data):
+        """Publishes `data` (bytes) as the next version; blocks until readers
+        can see it; returns the version."""
+        return self._native.publish(bytes(data))
+
+    def publish_if_idle(self, data):
+        """Publishes unless a publication is still in flight (then returns
+        False and publishes nothing)."""
+        return self._native.publish_if_idle(bytes(data))
+
+    def publish_state_dict(self, state_dict):
+        """Publishes a Q-network's state_dict in the params format the C++
+        actors load (dreplay.params); returns the version."""
+        from dreplay import params  # imports torch lazily
+        return self.publish(params.encode_state_dict(state_dict, self.version + 1))
+
+    @property
+    def version(self):
+        return self._native.version
+
+
+class ParamFetcher:
+    """Fetches published parameters (actor_client/param_fetcher.h)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def fetch_if_newer(self):
+        """The parameters (bytes) when a version above version() is
+        published, else None."""
+        return self._native.fetch_if_newer()
+
+    @property
+    def version(self):
+        return self._native.version
+
+    def stats(self):
+        return self._native.stats()
+
+
+class StatsReader:
+    """The server's counters and the actors' lines (client/stats_reader.h)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def read_stats(self):
+        """The stats region as a dict (monitor role)."""
+        return self._native.read_stats()
+
+    def read_actors(self):
+        """Every published actor line, as dicts (monitor or learner role)."""
+        return self._native.read_actors()

@@ -1,0 +1,350 @@
+// Copyright dreplay authors.
+
+#include "python/learner_clients.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "learner_client/batch_reader.h"
+#include "learner_client/param_publisher.h"
+#include "learner_client/priority_writer.h"
+#include "protocol/mailbox.h"
+#include "pybind11/numpy.h"
+#include "python/session.h"
+#include "python/status_error.h"
+#include "rl/transition.h"
+
+namespace dreplay::python {
+namespace py = pybind11;
+namespace {
+
+// A vector handed to NumPy without a copy: the array owns it.
+template <typename T>
+py::array_t<T> ToArray(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(shape, owned->data(), free_when_done);
+}
+
+// One batch, copied out of the reader's buffers (see the header comment).
+struct BatchCopy {
+  uint64_t batch_number = 0;
+  uint64_t epoch = 0;
+  uint64_t incarnation = 0;
+  uint32_t size = 0;
+  float beta = 0;
+  std::vector<float> weights;
+  std::vector<uint64_t> sequences;
+  std::vector<uint32_t> indices;
+  std::vector<uint64_t> insert_time_ns;
+  std::vector<uint8_t> arrived;
+  uint32_t payload_stride = 0;
+  std::vector<uint8_t> payloads;  // size x payload_stride
+  std::vector<uint32_t> lengths;
+  bool decoded = false;
+  std::unique_ptr<rl::TransitionBatch> transitions;
+};
+
+// Copies `batch` (and decodes its transitions when `decode`); runs without
+// the GIL.
+absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, bool decode,
+                       uint32_t observation_size, BatchCopy* out) {
+  const uint32_t n = batch.size();
+  out->batch_number = batch.batch_number();
+  out->epoch = batch.epoch();
+  out->incarnation = batch.incarnation();
+  out->size = n;
+  out->beta = batch.header().beta;
+  out->payload_stride = max_payload;
+  out->weights.resize(n);
+  out->sequences.resize(n);
+  out->indices.resize(n);
+  out->insert_time_ns.resize(n);
+  out->arrived.resize(n);
+  out->payloads.assign(size_t{n} * max_payload, 0);
+  out->lengths.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    out->weights[i] = batch.weight(i);
+    out->sequences[i] = batch.entry(i).slot_sequence;
+    out->indices[i] = batch.entry(i).slot_index;
+    out->insert_time_ns[i] = batch.insert_time_ns(i);
+    out->arrived[i] = batch.arrived(i) ? 1 : 0;
+    absl::Span<const uint8_t> payload = batch.payload(i);
+    const size_t length = std::min<size_t>(payload.size(), max_payload);
+    std::memcpy(out->payloads.data() + size_t{i} * max_payload, payload.data(), length);
+    out->lengths[i] = static_cast<uint32_t>(length);
+  }
+  if (!decode) return absl::OkStatus();
+  if (observation_size == 0) {
+    return absl::FailedPreconditionError(
+        "the server publishes no observation_size: read with decode=False");
+  }
+  out->transitions = std::make_unique<rl::TransitionBatch>(observation_size);
+  for (uint32_t i = 0; i < n; ++i) {
+    absl::StatusOr<absl::Span<const uint8_t>> encoded =
+        rl::EncodedTransitionPrefix(batch.payload(i));
+    if (!encoded.ok()) return encoded.status();
+    absl::Status s = out->transitions->AddEncoded(*encoded);
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("entry ", i, " of batch ", out->batch_number, ": ", s.message()));
+    }
+  }
+  out->decoded = true;
+  return absl::OkStatus();
+}
+
+py::dict BatchDict(BatchCopy&& b) {
+  const py::ssize_t n = b.size;
+  py::dict d;
+  d["batch_number"] = b.batch_number;
+  d["epoch"] = b.epoch;
+  d["incarnation"] = b.incarnation;
+  d["beta"] = b.beta;
+  d["weights"] = ToArray(std::move(b.weights), {n});
+  d["sequences"] = ToArray(std::move(b.sequences), {n});
+  d["indices"] = ToArray(std::move(b.indices), {n});
+  d["insert_time_ns"] = ToArray(std::move(b.insert_time_ns), {n});
+  d["arrived"] = ToArray(std::move(b.arrived), {n}).attr("astype")("bool");
+  d["payloads"] = ToArray(std::move(b.payloads), {n, static_cast<py::ssize_t>(b.payload_stride)});
+  d["lengths"] = ToArray(std::move(b.lengths), {n});
+  if (b.decoded) {
+    // TransitionBatch's vectors are const: copy them once (small next to
+    // the payloads, which are not copied again).
+    const rl::TransitionBatch& t = *b.transitions;
+    const py::ssize_t m = t.observation_size();
+    d["observations"] = ToArray(std::vector<float>(t.observations()), {n, m});
+    d["actions"] = ToArray(std::vector<int64_t>(t.actions()), {n});
+    d["rewards"] = ToArray(std::vector<float>(t.rewards()), {n});
+    d["discounts"] = ToArray(std::vector<float>(t.discounts()), {n});
+    d["dones"] = ToArray(std::vector<float>(t.dones()), {n});
+    d["next_observations"] = ToArray(std::vector<float>(t.next_observations()), {n, m});
+  }
+  return d;
+}
+
+class PyBatchReader {
+ public:
+  PyBatchReader(std::shared_ptr<Session> session, uint32_t depth, bool verify_slots,
+                bool learner_cache, bool decode)
+      : session_(session), decode_(decode) {
+    learner::BatchReaderOptions options;
+    options.depth = depth;
+    options.verify_slots = verify_slots;
+    options.learner_cache = learner_cache;
+    absl::StatusOr<std::unique_ptr<learner::BatchReader>> reader;
+    {
+      SessionCall call(*session_);
+      reader = learner::BatchReader::Create(&session_->client(), options);
+      max_payload_ = session_->client().config().max_payload();
+      observation_size_ = session_->client().config().observation_size;
+    }
+    reader_ = ValueOrThrow(std::move(reader));
+  }
+  ~PyBatchReader() {
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
+    reader_.reset();
+  }
+
+  py::dict Next(double timeout_s) {
+    if (!(timeout_s >= 0)) {
+      throw StatusError(
+          absl::InvalidArgumentError(absl::StrCat("timeout_s=", timeout_s, ": must be >= 0")));
+    }
+    BatchCopy copy;
+    absl::Status status;
+    {
+      SessionCall call(*session_);
+      absl::StatusOr<learner::StagedBatch> batch = reader_->Next(absl::Seconds(timeout_s));
+      status = batch.ok() ? CopyBatch(*batch, max_payload_, decode_, observation_size_, &copy)
+                          : batch.status();
+    }
+    ThrowIfError(status);
+    return BatchDict(std::move(copy));
+  }
+
+  py::dict Stats() {
+    learner::BatchReaderStats s;
+    {
+      SessionCall call(*session_);
+      s = reader_->stats();
+    }
+    py::dict d;
+    d["batches"] = s.batches;
+    d["transitions"] = s.transitions;
+    d["reads"] = s.reads;
+    d["bytes_read"] = s.bytes_read;
+    d["polls"] = s.polls;
+    d["not_staged"] = s.not_staged;
+    d["torn"] = s.torn;
+    d["transitions_fetched"] = s.transitions_fetched;
+    d["distinct_transitions_fetched"] = s.distinct_transitions_fetched;
+    d["cache_hits"] = s.cache_hits;
+    d["cache_misses"] = s.cache_misses;
+    d["bad_slots"] = s.bad_slots;
+    d["resyncs"] = s.resyncs;
+    d["epoch_changes"] = s.epoch_changes;
+    d["reconnects"] = s.reconnects;
+    d["redelivered"] = s.redelivered;
+    d["superseded"] = s.superseded;
+    return d;
+  }
+
+ private:
+  std::shared_ptr<Session> session_;
+  const bool decode_;
+  uint32_t max_payload_ = 0;
+  uint32_t observation_size_ = 0;
+  std::unique_ptr<learner::BatchReader> reader_;
+};
+
+using U64Array = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>;
+using U32Array = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+class PyPriorityWriter {
+ public:
+  explicit PyPriorityWriter(std::shared_ptr<Session> session) : session_(session) {
+    absl::StatusOr<std::unique_ptr<learner::PriorityWriter>> writer;
+    {
+      SessionCall call(*session_);
+      writer = learner::PriorityWriter::Create(&session_->client());
+    }
+    writer_ = ValueOrThrow(std::move(writer));
+  }
+  ~PyPriorityWriter() {
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
+    writer_.reset();
+  }
+
+  void Write(uint64_t batch_number, uint64_t epoch, uint64_t incarnation, U64Array sequences,
+             U32Array indices, FloatArray priorities) {
+    const py::ssize_t n = priorities.size();
+    if (sequences.ndim() != 1 || indices.ndim() != 1 || priorities.ndim() != 1 ||
+        sequences.size() != n || indices.size() != n) {
+      throw StatusError(absl::InvalidArgumentError(
+          absl::StrCat("sequences, indices and priorities must be 1-D arrays of one length (",
+                       sequences.size(), ", ", indices.size(), ", ", n, ")")));
+    }
+    std::vector<protocol::PriorityRecord> records(n);
+    for (py::ssize_t i = 0; i < n; ++i) {
+      records[i].slot_sequence = sequences.at(i);
+      records[i].slot_index = indices.at(i);
+      records[i].priority = priorities.at(i);
+    }
+    absl::Status status;
+    {
+      SessionCall call(*session_);
+      status = writer_->Write(batch_number, epoch, incarnation, records);
+    }
+    ThrowIfError(status);
+  }
+
+  void Flush() {
+    absl::Status status;
+    {
+      SessionCall call(*session_);
+      status = writer_->Flush();
+    }
+    ThrowIfError(status);
+  }
+
+  py::dict Stats() {
+    learner::PriorityWriterStats s;
+    {
+      SessionCall call(*session_);
+      s = writer_->stats();
+    }
+    py::dict d;
+    d["updates"] = s.updates;
+    d["records"] = s.records;
+    d["bytes_written"] = s.bytes_written;
+    d["lost"] = s.lost;
+    d["reconnects"] = s.reconnects;
+    return d;
+  }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::unique_ptr<learner::PriorityWriter> writer_;
+};
+
+class PyParamPublisher {
+ public:
+  explicit PyParamPublisher(std::shared_ptr<Session> session) : session_(session) {
+    absl::StatusOr<std::unique_ptr<learner::ParamPublisher>> publisher;
+    {
+      SessionCall call(*session_);
+      publisher = learner::ParamPublisher::Create(&session_->client());
+    }
+    publisher_ = ValueOrThrow(std::move(publisher));
+  }
+  ~PyParamPublisher() {
+    SessionCall call(*session_);  // the client goes under the lock, without the GIL
+    publisher_.reset();
+  }
+
+  uint64_t Publish(py::bytes data) {
+    std::string_view bytes = data;  // data is held by the caller for the call
+    absl::StatusOr<uint64_t> version;
+    {
+      SessionCall call(*session_);
+      version = publisher_->Publish(AsSpan(bytes));
+    }
+    return ValueOrThrow(std::move(version));
+  }
+
+  bool PublishIfIdle(py::bytes data) {
+    std::string_view bytes = data;
+    absl::StatusOr<bool> posted;
+    {
+      SessionCall call(*session_);
+      posted = publisher_->PublishIfIdle(AsSpan(bytes));
+    }
+    return ValueOrThrow(std::move(posted));
+  }
+
+  uint64_t Version() {
+    SessionCall call(*session_);
+    return publisher_->version();
+  }
+
+ private:
+  static absl::Span<const uint8_t> AsSpan(std::string_view s) {
+    return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  }
+  std::shared_ptr<Session> session_;
+  std::unique_ptr<learner::ParamPublisher> publisher_;
+};
+
+}  // namespace
+
+void RegisterLearnerClients(py::module_& m) {
+  py::class_<PyBatchReader>(m, "BatchReader")
+      .def(py::init<std::shared_ptr<Session>, uint32_t, bool, bool, bool>(), py::arg("session"),
+           py::arg("depth") = 0, py::arg("verify_slots") = true, py::arg("learner_cache") = false,
+           py::arg("decode") = true)
+      .def("next", &PyBatchReader::Next, py::arg("timeout_s") = 30.0,
+           "The next batch as a dict of arrays it owns (see learner_clients.h).")
+      .def("stats", &PyBatchReader::Stats);
+
+  py::class_<PyPriorityWriter>(m, "PriorityWriter")
+      .def(py::init<std::shared_ptr<Session>>(), py::arg("session"))
+      .def("write", &PyPriorityWriter::Write, py::arg("batch_number"), py::arg("epoch"),
+           py::arg("incarnation"), py::arg("sequences"), py::arg("indices"), py::arg("priorities"))
+      .def("flush", &PyPriorityWriter::Flush)
+      .def("stats", &PyPriorityWriter::Stats);
+
+  py::class_<PyParamPublisher>(m, "ParamPublisher")
+      .def(py::init<std::shared_ptr<Session>>(), py::arg("session"))
+      .def("publish", &PyParamPublisher::Publish, py::arg("data"))
+      .def("publish_if_idle", &PyParamPublisher::PublishIfIdle, py::arg("data"))
+      .def_property_readonly("version", &PyParamPublisher::Version);
+}
+
+}  // namespace dreplay::python
