@@ -30,7 +30,9 @@
 // through the arm's own writers) before the clock starts.
 //
 // Like with like:
-//   - one process, one arm at a time (sizes outer, --systems order inner);
+//   - one process, one arm at a time (sizes outer, then --rounds, then the
+//     --systems order; with several rounds each case is its median round,
+//     so that a burst of background load does not decide a ratio);
 //   - the same CPU budget: the whole process, and the redis-server it
 //     starts, is pinned to the same CPUs (--cpus; by default the CPUs the
 //     tool was started with). Each arm uses the client threads above plus
@@ -47,9 +49,12 @@
 // On a shared host the arms see whatever else runs at their turn; repeat
 // the run, and compare ratios from one run, not figures across runs.
 //
-// Output: a table of inserted/s, sampled/s and their sum per case, and per
-// size the ratios dreplay / redis and dreplay / grpc of the sums; with
-// --json the object peer_bench_report.h describes.
+// Output: a table of inserted/s, sampled/s, their sum, the CPU seconds the
+// arm used over its window (this process's, plus redis-server's for Redis)
+// and the sum per CPU second, per case; per size the ratios dreplay / redis
+// and dreplay / grpc of the sums (and of the sums per CPU second, which
+// depend less on what else the host runs); with --json the object
+// peer_bench_report.h describes.
 //
 // This file holds the flags; the parts live beside it: peer_bench_config
 // (options and the geometry of a case), peer_bench_window (the measured
@@ -93,6 +98,9 @@ DEFINE_double(warmup_s, 1, "seconds each arm runs before its window");
 DEFINE_double(duration_s, 3, "seconds of each arm's measured window");
 DEFINE_double(alpha, 0.6, "prioritization exponent of every arm's memory");
 DEFINE_int64(seed, 1, "seed of the samplers and of the new priorities");
+DEFINE_int32(rounds, 1,
+             "rounds per size; each runs every system once, in --systems order, and the report "
+             "gives each case's round of median total");
 DEFINE_string(cpus, "",
               "comma-separated CPU ids every arm (and redis-server) runs on (empty: the CPUs "
               "the tool was started with)");
@@ -137,6 +145,7 @@ absl::StatusOr<PeerBenchOptions> OptionsFromFlags() {
   RETURN_IF_ERROR(CheckRange("insert_batch", FLAGS_insert_batch, 0, 4096));
   o.insert_batch = static_cast<uint32_t>(FLAGS_insert_batch);
   RETURN_IF_ERROR(CheckRange("ring_mib", FLAGS_ring_mib, 1, 1 << 16));
+  RETURN_IF_ERROR(CheckRange("rounds", FLAGS_rounds, 1, 100));
   o.ring_bytes = static_cast<uint64_t>(FLAGS_ring_mib) << 20;
   if (!(FLAGS_warmup_s >= 0)) {
     return FlagError("warmup_s", std::to_string(FLAGS_warmup_s), "must be >= 0");
@@ -172,19 +181,21 @@ int Run(const BinaryMain& binary) {
     if (const absl::Status s = PinToCpus(*cpus); !s.ok()) return binary.BadFlag(s);
   }
   const std::vector<int> cpus = AllowedCpus();
-  std::vector<PeerCaseResult> cases;
+  std::vector<std::vector<PeerCaseResult>> rounds(static_cast<size_t>(FLAGS_rounds));
   for (uint32_t payload : options->payload_bytes) {
     const PeerCase c = CaseFor(*options, payload);
-    for (PeerSystem system : options->systems) {
-      absl::StatusOr<PeerCaseResult> r = RunArm(*options, system, c);
-      if (!r.ok()) {
-        return binary.Failure(absl::StrCat(PeerSystemName(system), " at ", payload, " B"),
-                              r.status());
+    for (std::vector<PeerCaseResult>& round : rounds) {
+      for (PeerSystem system : options->systems) {
+        absl::StatusOr<PeerCaseResult> r = RunArm(*options, system, c);
+        if (!r.ok()) {
+          return binary.Failure(absl::StrCat(PeerSystemName(system), " at ", payload, " B"),
+                                r.status());
+        }
+        round.push_back(*r);
       }
-      cases.push_back(*r);
     }
   }
-  std::cout << FormatPeerBenchReport(*options, cpus, cases, FLAGS_json) << std::flush;
+  std::cout << FormatPeerBenchReport(*options, cpus, rounds, FLAGS_json) << std::flush;
   return kExitSuccess;
 }
 

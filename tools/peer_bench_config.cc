@@ -85,11 +85,14 @@ absl::Status PeerBenchOptions::Validate() const {
   }
   for (uint32_t p : payload_bytes) {
     const PeerCase c = CaseFor(*this, p);
-    if (c.capacity < 4 * uint64_t{c.batch_size} || c.capacity / 4 < c.insert_batch) {
-      return Bad("ring_bytes", std::to_string(ring_bytes),
-                 absl::StrCat("gives ", c.capacity, " slots of ", p,
-                              " B: too few for 4 batches and a writer window (capacity / 4) "
-                              "of one insert"));
+    const uint64_t per_writer = std::min<uint64_t>(c.capacity / 4, c.capacity / c.writers);
+    if (c.capacity < 4 * uint64_t{c.batch_size} || per_writer < c.insert_batch) {
+      return Bad(
+          "ring_bytes", std::to_string(ring_bytes),
+          absl::StrCat("gives ", c.capacity, " slots of ", p,
+                       " B: too few for 4 batches and, per writer, one insert of ", c.insert_batch,
+                       " (a writer may run min(capacity / 4, capacity / "
+                       "writers) ahead)"));
     }
   }
   if (!(warmup >= absl::ZeroDuration())) {

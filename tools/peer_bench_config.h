@@ -79,10 +79,17 @@ PeerCase CaseFor(const PeerBenchOptions& options, uint32_t payload_bytes);
 struct PeerCaseResult {
   uint32_t payload_bytes = 0;
   PeerSystem system = PeerSystem::kDreplay;
-  double seconds = 0;         // the window, as measured
+  double seconds = 0;  // the window, as measured
+  // CPU time the arm used over the window: this process's, and for Redis
+  // also the redis-server's.
+  double cpu_seconds = 0;
   double inserted_per_s = 0;  // transitions that entered the prioritized memory
   double sampled_per_s = 0;   // transitions in the batches the reader received
   double total_per_s() const { return inserted_per_s + sampled_per_s; }
+  // Inserted plus sampled per CPU second used (0 without CPU time).
+  double total_per_cpu_s() const {
+    return cpu_seconds > 0 ? total_per_s() * seconds / cpu_seconds : 0;
+  }
 };
 
 // The CPUs the calling thread may run on, ascending.

@@ -61,26 +61,58 @@ TEST(PeerBenchConfigTest, EveryArmOfASizeSharesItsGeometry) {
   EXPECT_EQ(large.batch_size, 256u);
 }
 
+PeerCaseResult Case(uint32_t payload, PeerSystem system, double cpu, double inserted,
+                    double sampled) {
+  PeerCaseResult r;
+  r.payload_bytes = payload;
+  r.system = system;
+  r.seconds = 1;
+  r.cpu_seconds = cpu;
+  r.inserted_per_s = inserted;
+  r.sampled_per_s = sampled;
+  return r;
+}
+
 TEST(PeerBenchReportTest, RatiosDivideTotalsPerSize) {
-  std::vector<PeerCaseResult> cases = {
-      {128, PeerSystem::kRedis, 1, 100, 100},    {128, PeerSystem::kGrpc, 1, 300, 100},
-      {128, PeerSystem::kDreplay, 1, 1500, 500}, {28672, PeerSystem::kRedis, 1, 0, 0},
-      {28672, PeerSystem::kDreplay, 1, 10, 10},
+  const std::vector<PeerCaseResult> cases = {
+      Case(128, PeerSystem::kRedis, 1, 100, 100),    Case(128, PeerSystem::kGrpc, 2, 300, 100),
+      Case(128, PeerSystem::kDreplay, 2, 1500, 500), Case(28672, PeerSystem::kRedis, 1, 0, 0),
+      Case(28672, PeerSystem::kDreplay, 1, 10, 10),
   };
   const std::vector<PeerRatios> r = PeerRatiosOf(cases);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].payload_bytes, 128u);
   EXPECT_DOUBLE_EQ(*r[0].over_redis, 10.0);
   EXPECT_DOUBLE_EQ(*r[0].over_grpc, 5.0);
-  EXPECT_FALSE(r[1].over_redis.has_value());  // redis total 0
-  EXPECT_FALSE(r[1].over_grpc.has_value());   // grpc did not run
-  const std::string json = FormatPeerBenchReport(Valid(), {0, 1}, cases, true);
+  EXPECT_DOUBLE_EQ(*r[0].over_redis_per_cpu, 5.0);  // 1000 / 200 per CPU second
+  EXPECT_DOUBLE_EQ(*r[0].over_grpc_per_cpu, 5.0);   // 1000 / 200
+  EXPECT_FALSE(r[1].over_redis.has_value());        // redis total 0
+  EXPECT_FALSE(r[1].over_grpc.has_value());         // grpc did not run
+  const std::string json = FormatPeerBenchReport(Valid(), {0, 1}, {cases}, true);
   EXPECT_TRUE(absl::StrContains(json,
                                 "\"128\":{\"dreplay_over_redis\":10.0000,"
-                                "\"dreplay_over_grpc\":5.0000}"));
+                                "\"dreplay_over_grpc\":5.0000,"));
   EXPECT_TRUE(absl::StrContains(json, "\"system\":\"grpc\""));
-  const std::string text = FormatPeerBenchReport(Valid(), {0, 1}, cases, false);
+  EXPECT_FALSE(absl::StrContains(json, "\"rounds\":["));
+  const std::string text = FormatPeerBenchReport(Valid(), {0, 1}, {cases}, false);
   EXPECT_TRUE(absl::StrContains(text, "dreplay / redis 10.00x, dreplay / grpc 5.00x"));
+}
+
+TEST(PeerBenchReportTest, EachCaseIsItsMedianRound) {
+  const std::vector<PeerCaseResult> results = {
+      Case(128, PeerSystem::kRedis, 1, 300, 0), Case(128, PeerSystem::kDreplay, 1, 5, 0),
+      Case(128, PeerSystem::kRedis, 1, 100, 0), Case(128, PeerSystem::kDreplay, 1, 7, 0),
+      Case(128, PeerSystem::kRedis, 1, 200, 0), Case(128, PeerSystem::kDreplay, 1, 6, 0),
+  };
+  const std::vector<PeerCaseResult> median = PeerMedianCases(results);
+  ASSERT_EQ(median.size(), 2u);
+  EXPECT_EQ(median[0].system, PeerSystem::kRedis);
+  EXPECT_DOUBLE_EQ(median[0].inserted_per_s, 200);
+  EXPECT_EQ(median[1].system, PeerSystem::kDreplay);
+  EXPECT_DOUBLE_EQ(median[1].inserted_per_s, 6);
+  const std::string json = FormatPeerBenchReport(
+      Valid(), {0}, {{results[0], results[1]}, {results[2], results[3]}}, true);
+  EXPECT_TRUE(absl::StrContains(json, "\"rounds\":[["));
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c) {
   r.payload_bytes = c.payload_bytes;
   r.system = PeerSystem::kDreplay;
   r.seconds = run.seconds;
+  r.cpu_seconds = run.cpu_seconds;
   r.inserted_per_s = run.inserted_per_s;
   r.sampled_per_s = run.sampled_per_s;
   return r;

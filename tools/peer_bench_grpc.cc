@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -216,7 +217,8 @@ absl::StatusOr<PeerCaseResult> RunGrpcArm(const PeerCase& c) {
                        [&, w](PeerArmState* s) { return RunWriter(c, port, w, s); }});
   }
   clients.push_back({"grpc reader", [&](PeerArmState* s) { return RunReader(c, port, s); }});
-  absl::StatusOr<PeerCaseResult> r = RunPeerClients(c, PeerSystem::kGrpc, clients, &state);
+  absl::StatusOr<PeerCaseResult> r =
+      RunPeerClients(c, PeerSystem::kGrpc, clients, ProcessCpuSeconds, &state);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   return r;

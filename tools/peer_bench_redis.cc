@@ -23,10 +23,10 @@ namespace dreplay::tools {
 namespace {
 
 constexpr char kNewList[] = "peer:new";
-constexpr int kWriterDepth = 2;                     // inserts in flight per writer
-constexpr int kLearnerDepth = 2;                    // rounds in flight
-constexpr uint64_t kMaxBacklogBytes = 64ull << 20;  // transitions the learner may lag
-constexpr uint64_t kMaxPullRecords = 4096;          // records per LRANGE
+constexpr int kWriterDepth = 2;                    // inserts in flight per writer
+constexpr int kLearnerDepth = 2;                   // rounds in flight
+constexpr uint64_t kMaxBacklogBytes = 8ull << 20;  // transitions the learner may lag
+constexpr uint64_t kMaxPullRecords = 4096;         // records per LRANGE
 constexpr absl::Duration kPrefillTimeout = absl::Seconds(60);
 constexpr double kBeta = 0.4;
 
@@ -84,51 +84,65 @@ absl::StatusOr<Reply> GetReply(redisContext* c) {
   return reply;
 }
 
-// Keys of every slot: writer w's ring is keys [w * ring, (w + 1) * ring).
-struct KeyRing {
-  uint64_t ring = 0;  // slots per writer
-  std::vector<std::string> keys;
+// Where transitions live: writer w owns `chunks` chunk keys, each holding
+// one insert (c.insert_batch transitions, back to back). Transition slot s
+// of writer w is byte (s % insert_batch) * payload of chunk s / insert_batch;
+// its index in the learner's memory is w * ring + s.
+struct ChunkRing {
+  uint64_t chunks = 0;  // per writer
+  uint64_t ring = 0;    // transition slots per writer
+  uint32_t batch = 0;
+  uint32_t payload = 0;
+  std::vector<std::string> keys;  // writer w's chunk k: keys[w * chunks + k]
 
-  KeyRing(const PeerCase& c) : ring(c.capacity / static_cast<uint64_t>(c.writers)) {
-    keys.reserve(ring * static_cast<uint64_t>(c.writers));
+  explicit ChunkRing(const PeerCase& c)
+      : chunks(
+            std::max<uint64_t>(c.capacity / static_cast<uint64_t>(c.writers) / c.insert_batch, 1)),
+        ring(chunks * c.insert_batch),
+        batch(c.insert_batch),
+        payload(c.payload_bytes) {
     for (int w = 0; w < c.writers; ++w) {
-      for (uint64_t s = 0; s < ring; ++s) keys.push_back(absl::StrCat("peer:", w, ":", s));
+      for (uint64_t k = 0; k < chunks; ++k) keys.push_back(absl::StrCat("peer:", w, ":", k));
     }
   }
-  uint64_t index(uint32_t writer, uint32_t slot) const { return writer * ring + slot; }
+  uint64_t index(uint32_t writer, uint64_t slot) const { return writer * ring + slot; }
+  const std::string& key_of(uint64_t index) const {
+    return keys[(index / ring) * chunks + (index % ring) / batch];
+  }
+  uint64_t offset_of(uint64_t index) const { return (index % ring) % batch * uint64_t{payload}; }
 };
 
-// A writer's inserts: MSET then RPUSH, pipelined.
+// A writer's inserts: SET of the chunk, then RPUSH of the records, pipelined.
 class RedisWriter {
  public:
-  RedisWriter(const PeerCase& c, const KeyRing& keys, uint32_t id, redisContext* ctx)
+  RedisWriter(const PeerCase& c, const ChunkRing& ring, uint32_t id, redisContext* ctx)
       : c_(c),
-        keys_(keys),
+        ring_(ring),
         id_(id),
         ctx_(ctx),
-        payloads_(c.insert_batch, std::string(c.payload_bytes, static_cast<char>('a' + id))),
-        records_(c.insert_batch, std::string(kRecordBytes, '\0')),
+        chunk_(uint64_t{c.insert_batch} * c.payload_bytes, static_cast<char>('a' + id)),
+        records_(uint64_t{c.insert_batch} * kRecordBytes, '\0'),
         max_backlog_(std::max<uint64_t>(2ull * c.writers * c.insert_batch,
                                         kMaxBacklogBytes / c.payload_bytes)) {}
 
   // Sends one insert; waits for the oldest when kWriterDepth are in flight.
   absl::Status Insert(PeerArmState* state) {
-    std::vector<const char*> mset = {"MSET"}, rpush = {"RPUSH", kNewList};
-    std::vector<size_t> mset_len = {4}, rpush_len = {5, sizeof(kNewList) - 1};
+    std::vector<const char*> rpush = {"RPUSH", kNewList};
+    std::vector<size_t> rpush_len = {5, sizeof(kNewList) - 1};
+    const uint64_t chunk = (sequence_ / c_.insert_batch) % ring_.chunks;
     for (uint32_t i = 0; i < c_.insert_batch; ++i, ++sequence_) {
-      const uint32_t slot = static_cast<uint32_t>(sequence_ % keys_.ring);
-      std::memcpy(payloads_[i].data(), &sequence_, sizeof(sequence_));
-      const std::string& key = keys_.keys[keys_.index(id_, slot)];
-      mset.push_back(key.data());
-      mset_len.push_back(key.size());
-      mset.push_back(payloads_[i].data());
-      mset_len.push_back(payloads_[i].size());
-      Encode({id_, slot, sequence_, 0.1f * static_cast<float>(sequence_ % 17 + 1)},
-             records_[i].data());
-      rpush.push_back(records_[i].data());
+      std::memcpy(chunk_.data() + uint64_t{i} * c_.payload_bytes, &sequence_, sizeof(sequence_));
+      const uint64_t slot = chunk * c_.insert_batch + i;
+      Encode({id_, static_cast<uint32_t>(slot), sequence_,
+              0.1f * static_cast<float>(sequence_ % 17 + 1)},
+             records_.data() + uint64_t{i} * kRecordBytes);
+      rpush.push_back(records_.data() + uint64_t{i} * kRecordBytes);
       rpush_len.push_back(kRecordBytes);
     }
-    redisAppendCommandArgv(ctx_, static_cast<int>(mset.size()), mset.data(), mset_len.data());
+    const std::string& key = ring_.keys[id_ * ring_.chunks + chunk];
+    const char* set[] = {"SET", key.data(), chunk_.data()};
+    const size_t set_len[] = {3, key.size(), chunk_.size()};
+    redisAppendCommandArgv(ctx_, 3, set, set_len);
     redisAppendCommandArgv(ctx_, static_cast<int>(rpush.size()), rpush.data(), rpush_len.data());
     if (++in_flight_ < kWriterDepth) return absl::OkStatus();
     return Complete(state);
@@ -144,7 +158,7 @@ class RedisWriter {
   // The oldest insert's two replies; then, while the learner lags by more
   // than max_backlog_ records, waits.
   absl::Status Complete(PeerArmState* state) {
-    ASSIGN_OR_RETURN(Reply mset, GetReply(ctx_));
+    ASSIGN_OR_RETURN(Reply set, GetReply(ctx_));
     ASSIGN_OR_RETURN(Reply rpush, GetReply(ctx_));
     --in_flight_;
     uint64_t backlog = static_cast<uint64_t>(rpush->integer);
@@ -159,20 +173,20 @@ class RedisWriter {
   }
 
   const PeerCase& c_;
-  const KeyRing& keys_;
+  const ChunkRing& ring_;
   const uint32_t id_;
   redisContext* const ctx_;
-  std::vector<std::string> payloads_;
-  std::vector<std::string> records_;
+  std::string chunk_;
+  std::string records_;
   const uint64_t max_backlog_;
   uint64_t sequence_ = 0;
   int in_flight_ = 0;
 };
 
-absl::Status RunWriter(const PeerCase& c, const KeyRing& keys, int port, uint32_t id,
+absl::Status RunWriter(const PeerCase& c, const ChunkRing& ring, int port, uint32_t id,
                        PeerArmState* state) {
   ASSIGN_OR_RETURN(Context ctx, Connect(port));
-  RedisWriter writer(c, keys, id, ctx.get());
+  RedisWriter writer(c, ring, id, ctx.get());
   // This writer's share of the prefill, before the clock starts.
   const uint64_t share = (c.prefill + c.writers - 1) / c.writers;
   for (uint64_t n = 0; n < share; n += c.insert_batch) RETURN_IF_ERROR(writer.Insert(state));
@@ -185,10 +199,10 @@ absl::Status RunWriter(const PeerCase& c, const KeyRing& keys, int port, uint32_
 // The learner: its priority index, the pulls and the sampled fetches.
 class RedisLearner {
  public:
-  RedisLearner(const PeerCase& c, const KeyRing& keys, redisContext* ctx,
+  RedisLearner(const PeerCase& c, const ChunkRing& ring, redisContext* ctx,
                std::unique_ptr<replay::ReplayMemory> memory)
       : c_(c),
-        keys_(keys),
+        ring_(ring),
         ctx_(ctx),
         memory_(std::move(memory)),
         rng_(c.seed),
@@ -214,14 +228,14 @@ class RedisLearner {
     std::vector<replay::SampledItem>& items = in_flight_.emplace_back(c_.batch_size);
     const int n = memory_->SampleBatch(c_.batch_size, kBeta, absl::MakeSpan(items));
     items.resize(static_cast<size_t>(n));
-    std::vector<const char*> argv = {"MGET"};
-    std::vector<size_t> lens = {4};
     for (const replay::SampledItem& item : items) {
-      argv.push_back(keys_.keys[item.index].data());
-      lens.push_back(keys_.keys[item.index].size());
+      const std::string& key = ring_.key_of(item.index);
+      const std::string from = std::to_string(ring_.offset_of(item.index));
+      const std::string to = std::to_string(ring_.offset_of(item.index) + c_.payload_bytes - 1);
+      const char* argv[] = {"GETRANGE", key.data(), from.data(), to.data()};
+      const size_t lens[] = {8, key.size(), from.size(), to.size()};
+      redisAppendCommandArgv(ctx_, 4, argv, lens);
     }
-    if (n > 0)
-      redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data());
     int done = 0;
     while (!done) {
       if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
@@ -260,7 +274,7 @@ class RedisLearner {
         return absl::InternalError("redis: malformed record");
       }
       const Record r = Decode(e->str);
-      memory_->Insert(keys_.index(r.writer, r.slot), r.sequence, r.priority);
+      memory_->Insert(ring_.index(r.writer, r.slot), r.sequence, r.priority);
     }
     state->inserted += records->elements;
     return absl::OkStatus();
@@ -273,13 +287,9 @@ class RedisLearner {
     std::vector<replay::SampledItem> items = std::move(in_flight_.front());
     in_flight_.pop_front();
     if (items.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(Reply mget, GetReply(ctx_));
-    if (mget->type != REDIS_REPLY_ARRAY || mget->elements != items.size()) {
-      return absl::InternalError("redis: unexpected MGET reply");
-    }
     uint64_t received = 0;
     for (size_t i = 0; i < items.size(); ++i) {
-      const redisReply* e = mget->element[i];
+      ASSIGN_OR_RETURN(Reply e, GetReply(ctx_));
       if (e->type != REDIS_REPLY_STRING || e->len != c_.payload_bytes) continue;
       std::memcpy(batch_.data() + i * c_.payload_bytes, e->str, e->len);
       ++received;
@@ -290,7 +300,7 @@ class RedisLearner {
   }
 
   const PeerCase& c_;
-  const KeyRing& keys_;
+  const ChunkRing& ring_;
   redisContext* const ctx_;
   std::unique_ptr<replay::ReplayMemory> memory_;
   std::mt19937_64 rng_;
@@ -299,14 +309,14 @@ class RedisLearner {
   std::deque<std::vector<replay::SampledItem>> in_flight_;
 };
 
-absl::Status RunLearner(const PeerCase& c, const KeyRing& keys, int port, PeerArmState* state) {
+absl::Status RunLearner(const PeerCase& c, const ChunkRing& ring, int port, PeerArmState* state) {
   replay::ReplayMemoryOptions mo;
   mo.capacity = c.capacity;
   mo.alpha = c.alpha;
   mo.seed = c.seed;
   ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory, replay::ReplayMemory::Create(mo));
   ASSIGN_OR_RETURN(Context ctx, Connect(port));
-  RedisLearner learner(c, keys, ctx.get(), std::move(memory));
+  RedisLearner learner(c, ring, ctx.get(), std::move(memory));
   RETURN_IF_ERROR(learner.PullUntil(std::max<uint64_t>(c.prefill, 1), state));
   ++state->ready;
   while (!state->stop) RETURN_IF_ERROR(learner.Round(state));
@@ -319,17 +329,20 @@ absl::StatusOr<PeerCaseResult> RunRedisArm(const PeerCase& c, const std::string&
   ASSIGN_OR_RETURN(std::unique_ptr<RedisServerProcess> redis,
                    RedisServerProcess::Start(redis_server));
   const int port = redis->port();
-  const KeyRing keys(c);
+  const ChunkRing ring(c);
   std::vector<PeerClient> clients;
   for (int w = 0; w < c.writers; ++w) {
     clients.push_back({absl::StrCat("redis writer ", w), [&, w](PeerArmState* s) {
-                         return RunWriter(c, keys, port, static_cast<uint32_t>(w), s);
+                         return RunWriter(c, ring, port, static_cast<uint32_t>(w), s);
                        }});
   }
   clients.push_back(
-      {"redis learner", [&](PeerArmState* s) { return RunLearner(c, keys, port, s); }});
+      {"redis learner", [&](PeerArmState* s) { return RunLearner(c, ring, port, s); }});
   PeerArmState state;
-  absl::StatusOr<PeerCaseResult> r = RunPeerClients(c, PeerSystem::kRedis, clients, &state);
+  RedisServerProcess* server = redis.get();
+  absl::StatusOr<PeerCaseResult> r = RunPeerClients(
+      c, PeerSystem::kRedis, clients,
+      [server] { return ProcessCpuSeconds() + server->CpuSeconds(); }, &state);
   const absl::Status stopped = redis->Stop();
   RETURN_IF_ERROR(r.status());
   RETURN_IF_ERROR(stopped);

@@ -16,9 +16,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -179,6 +181,23 @@ absl::StatusOr<std::unique_ptr<RedisServerProcess>> RedisServerProcess::Start(
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   return last;
+}
+
+double RedisServerProcess::CpuSeconds() const {
+  if (pid_ < 0) return 0;
+  std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The fields after the command name, which is in parentheses: state is
+  // field 3, utime and stime fields 14 and 15.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 > text.size()) return 0;
+  std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
+  uint64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 RedisServerProcess::~RedisServerProcess() { Stop().IgnoreError(); }

@@ -38,6 +38,9 @@ class RedisServerProcess {
   ~RedisServerProcess();  // Stop(), its status dropped
 
   int port() const { return port_; }
+  // CPU time (user + system) the server has used, in seconds, from
+  // /proc/PID/stat (clock-tick resolution); 0 once stopped or unreadable.
+  double CpuSeconds() const;
 
   // SIGTERM, then SIGKILL after 10 s; waits for the child and removes the
   // directory. Idempotent. Internal when the child did not exit cleanly.

@@ -2,6 +2,9 @@
 
 #include "tools/peer_bench_report.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -10,25 +13,30 @@
 namespace dreplay::tools {
 namespace {
 
-// The total of `system` at `payload_bytes`, or nothing.
-std::optional<double> TotalOf(const std::vector<PeerCaseResult>& cases, uint32_t payload_bytes,
-                              PeerSystem system) {
+const PeerCaseResult* Find(const std::vector<PeerCaseResult>& cases, uint32_t payload_bytes,
+                           PeerSystem system) {
   for (const PeerCaseResult& c : cases) {
-    if (c.payload_bytes == payload_bytes && c.system == system) return c.total_per_s();
+    if (c.payload_bytes == payload_bytes && c.system == system) return &c;
   }
-  return std::nullopt;
+  return nullptr;
 }
 
-std::optional<double> Ratio(std::optional<double> dreplay, std::optional<double> other) {
-  if (!dreplay || !other || !(*other > 0)) return std::nullopt;
-  return *dreplay / *other;
+std::optional<double> Ratio(double dreplay, double other) {
+  if (!(other > 0)) return std::nullopt;
+  return dreplay / other;
 }
 
 std::string RatioText(std::optional<double> r) {
   return r ? absl::StrFormat("%.2fx", *r) : std::string("-");
 }
 
-std::string ConfigJson(const PeerBenchOptions& o, const std::vector<int>& cpus) {
+std::vector<PeerCaseResult> Flatten(const std::vector<std::vector<PeerCaseResult>>& rounds) {
+  std::vector<PeerCaseResult> all;
+  for (const std::vector<PeerCaseResult>& r : rounds) all.insert(all.end(), r.begin(), r.end());
+  return all;
+}
+
+std::string ConfigJson(const PeerBenchOptions& o, const std::vector<int>& cpus, size_t rounds) {
   std::vector<std::string> sizes;
   for (uint32_t p : o.payload_bytes) {
     const PeerCase c = CaseFor(o, p);
@@ -37,56 +45,98 @@ std::string ConfigJson(const PeerBenchOptions& o, const std::vector<int>& cpus) 
                         p, c.insert_batch, c.capacity, c.prefill));
   }
   return absl::StrFormat(
-      "{\"writers\":%d,\"batch_size\":%d,\"warmup_s\":%.3f,\"duration_s\":%.3f,\"cpus\":[%s],"
-      "\"sizes\":[%s]}",
+      "{\"writers\":%d,\"batch_size\":%d,\"warmup_s\":%.3f,\"duration_s\":%.3f,\"rounds\":%d,"
+      "\"cpus\":[%s],\"sizes\":[%s]}",
       o.writers, o.batch_size, absl::ToDoubleSeconds(o.warmup), absl::ToDoubleSeconds(o.duration),
-      absl::StrJoin(cpus, ","), absl::StrJoin(sizes, ","));
+      rounds, absl::StrJoin(cpus, ","), absl::StrJoin(sizes, ","));
 }
 
-std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
-                 const std::vector<PeerCaseResult>& cases) {
+std::string CasesJson(const std::vector<PeerCaseResult>& cases) {
   std::vector<std::string> rows;
   for (const PeerCaseResult& c : cases) {
     rows.push_back(absl::StrFormat(
-        "{\"payload_bytes\":%d,\"system\":\"%s\",\"seconds\":%.3f,\"inserted_per_s\":%.1f,"
-        "\"sampled_per_s\":%.1f,\"total_per_s\":%.1f}",
-        c.payload_bytes, PeerSystemName(c.system), c.seconds, c.inserted_per_s, c.sampled_per_s,
-        c.total_per_s()));
+        "{\"payload_bytes\":%d,\"system\":\"%s\",\"seconds\":%.3f,\"cpu_seconds\":%.3f,"
+        "\"inserted_per_s\":%.1f,\"sampled_per_s\":%.1f,\"total_per_s\":%.1f,"
+        "\"total_per_cpu_s\":%.1f}",
+        c.payload_bytes, PeerSystemName(c.system), c.seconds, c.cpu_seconds, c.inserted_per_s,
+        c.sampled_per_s, c.total_per_s(), c.total_per_cpu_s()));
   }
+  return absl::StrCat("[", absl::StrJoin(rows, ","), "]");
+}
+
+std::string RatiosJson(const std::vector<PeerCaseResult>& cases) {
   std::vector<std::string> ratios;
   for (const PeerRatios& r : PeerRatiosOf(cases)) {
     std::vector<std::string> fields;
-    if (r.over_redis)
-      fields.push_back(absl::StrFormat("\"dreplay_over_redis\":%.4f", *r.over_redis));
-    if (r.over_grpc) fields.push_back(absl::StrFormat("\"dreplay_over_grpc\":%.4f", *r.over_grpc));
+    const std::pair<const char*, std::optional<double>> named[] = {
+        {"dreplay_over_redis", r.over_redis},
+        {"dreplay_over_grpc", r.over_grpc},
+        {"dreplay_over_redis_per_cpu", r.over_redis_per_cpu},
+        {"dreplay_over_grpc_per_cpu", r.over_grpc_per_cpu}};
+    for (const auto& [name, value] : named) {
+      if (value) fields.push_back(absl::StrFormat("\"%s\":%.4f", name, *value));
+    }
     ratios.push_back(absl::StrCat("\"", r.payload_bytes, "\":{", absl::StrJoin(fields, ","), "}"));
   }
-  return absl::StrCat("{\"config\":", ConfigJson(o, cpus), ",\"cases\":[", absl::StrJoin(rows, ","),
-                      "],\"ratios\":{", absl::StrJoin(ratios, ","), "}}\n");
+  return absl::StrCat("{", absl::StrJoin(ratios, ","), "}");
+}
+
+std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
+                 const std::vector<std::vector<PeerCaseResult>>& rounds) {
+  const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
+  std::string out =
+      absl::StrCat("{\"config\":", ConfigJson(o, cpus, rounds.size()),
+                   ",\"cases\":", CasesJson(cases), ",\"ratios\":", RatiosJson(cases));
+  if (rounds.size() > 1) {
+    std::vector<std::string> each;
+    for (const std::vector<PeerCaseResult>& r : rounds) each.push_back(CasesJson(r));
+    absl::StrAppend(&out, ",\"rounds\":[", absl::StrJoin(each, ","), "]");
+  }
+  return absl::StrCat(out, "}\n");
 }
 
 std::string Text(const PeerBenchOptions& o, const std::vector<int>& cpus,
-                 const std::vector<PeerCaseResult>& cases) {
+                 const std::vector<std::vector<PeerCaseResult>>& rounds) {
+  const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
   std::string out = absl::StrFormat(
       "peer_bench: %d writers, batches of %d, %.1f s window after %.1f s warmup, every arm on "
-      "CPUs %s\n",
+      "CPUs %s%s\n",
       o.writers, o.batch_size, absl::ToDoubleSeconds(o.duration), absl::ToDoubleSeconds(o.warmup),
-      absl::StrJoin(cpus, ","));
-  absl::StrAppendFormat(&out, "%10s  %-8s  %14s  %14s  %14s\n", "payload B", "system", "inserted/s",
-                        "sampled/s", "total/s");
+      absl::StrJoin(cpus, ","),
+      rounds.size() > 1 ? absl::StrCat("; medians of ", rounds.size(), " rounds") : "");
+  absl::StrAppendFormat(&out, "%10s  %-8s  %12s  %12s  %12s  %7s  %12s\n", "payload B", "system",
+                        "inserted/s", "sampled/s", "total/s", "CPU s", "total/CPU s");
   for (const PeerCaseResult& c : cases) {
-    absl::StrAppendFormat(&out, "%10d  %-8s  %14.0f  %14.0f  %14.0f\n", c.payload_bytes,
-                          PeerSystemName(c.system), c.inserted_per_s, c.sampled_per_s,
-                          c.total_per_s());
+    absl::StrAppendFormat(&out, "%10d  %-8s  %12.0f  %12.0f  %12.0f  %7.2f  %12.0f\n",
+                          c.payload_bytes, PeerSystemName(c.system), c.inserted_per_s,
+                          c.sampled_per_s, c.total_per_s(), c.cpu_seconds, c.total_per_cpu_s());
   }
   for (const PeerRatios& r : PeerRatiosOf(cases)) {
-    absl::StrAppendFormat(&out, "%10d  dreplay / redis %s, dreplay / grpc %s\n", r.payload_bytes,
-                          RatioText(r.over_redis), RatioText(r.over_grpc));
+    absl::StrAppendFormat(&out,
+                          "%10d  dreplay / redis %s, dreplay / grpc %s (per CPU second: %s, %s)\n",
+                          r.payload_bytes, RatioText(r.over_redis), RatioText(r.over_grpc),
+                          RatioText(r.over_redis_per_cpu), RatioText(r.over_grpc_per_cpu));
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<PeerCaseResult> PeerMedianCases(const std::vector<PeerCaseResult>& results) {
+  std::vector<PeerCaseResult> out;
+  for (const PeerCaseResult& first : results) {
+    if (Find(out, first.payload_bytes, first.system) != nullptr) continue;
+    std::vector<PeerCaseResult> same;
+    for (const PeerCaseResult& r : results) {
+      if (r.payload_bytes == first.payload_bytes && r.system == first.system) same.push_back(r);
+    }
+    std::sort(same.begin(), same.end(), [](const PeerCaseResult& a, const PeerCaseResult& b) {
+      return a.total_per_s() < b.total_per_s();
+    });
+    out.push_back(same[(same.size() - 1) / 2]);
+  }
+  return out;
+}
 
 std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases) {
   std::vector<PeerRatios> out;
@@ -94,16 +144,27 @@ std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases) {
     if (c.system != PeerSystem::kDreplay) continue;
     PeerRatios r;
     r.payload_bytes = c.payload_bytes;
-    r.over_redis = Ratio(c.total_per_s(), TotalOf(cases, c.payload_bytes, PeerSystem::kRedis));
-    r.over_grpc = Ratio(c.total_per_s(), TotalOf(cases, c.payload_bytes, PeerSystem::kGrpc));
+    if (const PeerCaseResult* o = Find(cases, c.payload_bytes, PeerSystem::kRedis)) {
+      r.over_redis = Ratio(c.total_per_s(), o->total_per_s());
+      if (c.total_per_cpu_s() > 0) {
+        r.over_redis_per_cpu = Ratio(c.total_per_cpu_s(), o->total_per_cpu_s());
+      }
+    }
+    if (const PeerCaseResult* o = Find(cases, c.payload_bytes, PeerSystem::kGrpc)) {
+      r.over_grpc = Ratio(c.total_per_s(), o->total_per_s());
+      if (c.total_per_cpu_s() > 0) {
+        r.over_grpc_per_cpu = Ratio(c.total_per_cpu_s(), o->total_per_cpu_s());
+      }
+    }
     out.push_back(r);
   }
   return out;
 }
 
 std::string FormatPeerBenchReport(const PeerBenchOptions& options, const std::vector<int>& cpus,
-                                  const std::vector<PeerCaseResult>& cases, bool json) {
-  return json ? Json(options, cpus, cases) : Text(options, cpus, cases);
+                                  const std::vector<std::vector<PeerCaseResult>>& rounds,
+                                  bool json) {
+  return json ? Json(options, cpus, rounds) : Text(options, cpus, rounds);
 }
 
 }  // namespace dreplay::tools

@@ -39,6 +39,7 @@ class PeerBenchTest(unittest.TestCase):
             self.assertGreater(case["inserted_per_s"], 0, key)
             self.assertGreater(case["sampled_per_s"], 0, key)
             self.assertGreater(case["seconds"], 0.9, key)
+            self.assertGreater(case["cpu_seconds"], 0, key)
         for size in SIZES:
             ratios = report["ratios"][str(size)]
             dreplay = cases[(size, "dreplay")]

@@ -2,6 +2,8 @@
 
 #include "tools/peer_bench_window.h"
 
+#include <time.h>
+
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -43,8 +45,15 @@ absl::Status PeerArmState::status() const {
   return status_;
 }
 
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 absl::StatusOr<PeerCaseResult> RunPeerClients(const PeerCase& c, PeerSystem system,
                                               const std::vector<PeerClient>& clients,
+                                              const std::function<double()>& cpu_seconds,
                                               PeerArmState* state) {
   std::vector<std::thread> threads;
   threads.reserve(clients.size());
@@ -65,10 +74,12 @@ absl::StatusOr<PeerCaseResult> RunPeerClients(const PeerCase& c, PeerSystem syst
     const uint64_t inserted0 = state->inserted.load();
     const uint64_t sampled0 = state->sampled.load();
     const absl::Time start = absl::Now();
+    const double cpu0 = cpu_seconds();
     absl::SleepFor(c.duration);
     const uint64_t inserted1 = state->inserted.load();
     const uint64_t sampled1 = state->sampled.load();
     r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    r.cpu_seconds = cpu_seconds() - cpu0;
     r.inserted_per_s = static_cast<double>(inserted1 - inserted0) / r.seconds;
     r.sampled_per_s = static_cast<double>(sampled1 - sampled0) / r.seconds;
   }

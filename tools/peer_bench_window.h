@@ -55,11 +55,17 @@ struct PeerClient {
   std::function<absl::Status(PeerArmState*)> run;
 };
 
+// This process's CPU time (every thread), in seconds.
+double ProcessCpuSeconds();
+
 // Starts one thread per client, waits until all are ready (DeadlineExceeded
 // after a minute), lets c.warmup pass, measures c.duration, stops and joins
-// them. Blocking. The first client failure, with its name, otherwise.
+// them. `cpu_seconds` tells the CPU time the arm has used so far (read at
+// the two ends of the window). Blocking. The first client failure, with its
+// name, otherwise.
 absl::StatusOr<PeerCaseResult> RunPeerClients(const PeerCase& c, PeerSystem system,
                                               const std::vector<PeerClient>& clients,
+                                              const std::function<double()>& cpu_seconds,
                                               PeerArmState* state);
 
 }  // namespace dreplay::tools
