@@ -114,7 +114,11 @@ constexpr char kUsage[] =
     "the same actor-to-buffer-to-learner workload (writers inserting, a reader sampling by "
     "priority and writing priorities back) through Redis, gRPC streaming and dreplay, in one "
     "run on one machine; prints inserted/s, sampled/s and the ratios dreplay / redis and "
-    "dreplay / grpc of their sums per payload size.\n"
+    "dreplay / grpc of their sums per payload size. Every arm runs on the same CPUs (--cpus, "
+    "the redis-server it starts included), with the same capacity, prefill, warmup and window, "
+    "one arm at a time, and reports the CPU seconds it used; the header of "
+    "tools/peer_bench.cc and of each arm's file (peer_bench_redis.h, peer_bench_grpc.h, "
+    "peer_bench_dreplay.h) say exactly what each arm does.\n"
     "Exit status: 0 done, 1 an arm failed, 2 a bad flag.\n"
     "Usage: peer_bench [--systems=redis,grpc,dreplay] [--payload_bytes=128,28672] "
     "[--duration_s=3] [--json]";
