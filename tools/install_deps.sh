@@ -28,6 +28,11 @@ PACKAGES=(
   # Python's headers, NumPy arrays, its pytest tests, and PyTorch for the
   # tensors, the params helpers and the examples' learner and actor.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  # tools/peer_bench's other systems: Redis (the server it starts, and
+  # hiredis), gRPC's C++ library, protobuf, and the code generators its
+  # proto goes through.
+  redis-server libhiredis-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
+  protobuf-compiler-grpc
 )
 
 missing=()

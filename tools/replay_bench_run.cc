@@ -2,6 +2,8 @@
 
 #include "tools/replay_bench_run.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <memory>
 #include <thread>
@@ -59,7 +61,14 @@ struct Totals {
   uint64_t bytes_out = 0;
   uint64_t inserted = 0;
   absl::Time when;
+  double cpu_seconds = 0;  // the process's CPU time
 };
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const ReplayServer& server) {
   Totals t;
@@ -73,6 +82,7 @@ Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const Rep
   t.bytes_out = state->learner().bytes.load();
   t.inserted = server.ReadStats().inserted;
   t.when = absl::Now();
+  t.cpu_seconds = ProcessCpuSeconds();
   return t;
 }
 
@@ -104,6 +114,7 @@ void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server, Repla
   r->server = server.ReadStats();
   const double s = absl::ToDoubleSeconds(end.when - begin.when);
   r->seconds = s;
+  r->cpu_seconds = end.cpu_seconds - begin.cpu_seconds;
   r->inserted_per_s = (end.inserted - begin.inserted) / s;
   r->committed_per_s = (end.committed - begin.committed) / s;
   r->bytes_in_per_s = (end.bytes_in - begin.bytes_in) / s;

@@ -28,6 +28,7 @@ namespace dreplay::tools {
 // What one run measured over its window.
 struct ReplayRunResult {
   double seconds = 0;
+  double cpu_seconds = 0;      // this process's CPU time over the window
   double inserted_per_s = 0;   // server ingest
   double committed_per_s = 0;  // actors
   double bytes_in_per_s = 0;   // actors' WRITEs (slots + commit words)

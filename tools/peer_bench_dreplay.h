@@ -1,0 +1,39 @@
+// Copyright dreplay authors.
+//
+// peer_bench_dreplay.h: the dreplay arm of tools/peer_bench. It is one
+// tools/replay_bench run (replay_bench_run.h): a ReplayServer in this
+// process on the soft provider over loopback; c.writers actor threads, each
+// with its own provider (its own NIC thread) and queue pair, inserting with
+// an ExperienceWriter (c.insert_batch transitions per Flush: one FETCH_ADD
+// reservation, slot and commit WRITEs); one learner thread with a
+// BatchReader (pipelined READs of the batches the server staged by
+// priority, 8 staging slots) and a PriorityWriter (a new random priority per
+// transition, written to the server's mailbox).
+//
+// "Inserted" is the server's ingest (transitions put into its memory),
+// "sampled" the transitions in the batches the learner received. The
+// prefill goes through a writer before the clock starts.
+//
+// Blocking; owns the server and the threads and joins them before it
+// returns.
+
+#ifndef DREPLAY_TOOLS_PEER_BENCH_DREPLAY_H_
+#define DREPLAY_TOOLS_PEER_BENCH_DREPLAY_H_
+
+#include "absl/status/statusor.h"
+#include "tools/peer_bench_config.h"
+#include "tools/replay_bench_config.h"
+
+namespace dreplay::tools {
+
+// The replay_bench configuration of case `c`. InvalidArgument when the
+// geometry does not fit the wire layout.
+absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c);
+
+// One run of the dreplay arm. The first failure of the server or of a
+// client (named).
+absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c);
+
+}  // namespace dreplay::tools
+
+#endif  // DREPLAY_TOOLS_PEER_BENCH_DREPLAY_H_
