@@ -232,7 +232,7 @@ void Channel::UpdateNextDue() {
   next_wake_ns_.store(wake, std::memory_order_release);
   const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
   if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr && !Nic::OnNicThread()) {
-    nic_->Wake();
+    nic_->TimerMoved(nic_id_);
   }
 }
 

@@ -85,7 +85,7 @@ absl::Status Requester::Post(absl::Span<const WorkRequest> wrs) {
       const bool writes_local = IsReadOrAtomic(wr.opcode);
       const uint32_t needed = writes_local ? uint32_t{kLocalWrite} : 0u;
       e.local_error =
-          regions_->CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &e.local_detail);
+          regions_.CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &e.local_detail);
     }
   }
   return absl::OkStatus();

@@ -102,7 +102,7 @@ class Requester {
   const int max_send_wr_;
   const int max_rd_atomic_;
   const FaultOptions faults_;
-  RegionTable* const regions_;
+  RegionTable::View regions_;  // its cached snapshot changes
   FrameWriter* const writer_;
   CompletionQueue* const completions_;
   ChannelControl* const control_;

@@ -78,7 +78,7 @@ PayloadTarget Responder::StartWrite(const FrameHeader& h) {
   if (len > 0) {
     std::string detail;
     const WcStatus status =
-        regions_->Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
+        regions_.Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return PayloadTarget::None();
@@ -103,7 +103,7 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   if (h.aux > 0) {
     std::string detail;
     const WcStatus status =
-        regions_->Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
+        regions_.Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return;
@@ -152,7 +152,7 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   char* target = nullptr;
   std::string detail;
   const WcStatus status =
-      regions_->Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
+      regions_.Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
   if (status != WcStatus::kSuccess) {
     Reject(h.seq, status, detail);
     return;

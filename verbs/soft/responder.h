@@ -101,7 +101,7 @@ class Responder {
   const int max_recv_wr_;
   const int max_rd_atomic_;
   const std::string description_;
-  RegionTable* const regions_;
+  RegionTable::View regions_;  // its cached snapshot changes
   FrameWriter* const writer_;
   CompletionQueue* const completions_;
   ChannelControl* const control_;
