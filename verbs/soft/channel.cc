@@ -32,8 +32,8 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
       regions_(std::move(regions)),
       writer_(fd_.get(), config.link, config.link_seed),
       reader_(this),
-      requester_(config.max_send_wr, config.max_rd_atomic, config.faults, regions_.get(), &writer_,
-                 &completions_, this),
+      requester_(config.max_send_wr, config.max_rd_atomic, config.max_inline_data, config.faults,
+                 regions_.get(), &writer_, &completions_, this),
       responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
                  &writer_, &completions_, this) {}
 
