@@ -164,6 +164,10 @@ TEST_F(SoftPeerTest, ListenerSkipsGarbageAndAcceptsTheNextRealPeer) {
   bad_link.link_delay_ns = -5;
   garbage.push_back(RawConnect(listener_->port()));
   RawSend(garbage.back(), Bytes(&bad_link, sizeof(bad_link)));
+  HelloHeader tiny_bandwidth = ValidHello(0);  // would overflow the emulator's clock
+  tiny_bandwidth.link_bandwidth_gbps = 1e-12;
+  garbage.push_back(RawConnect(listener_->port()));
+  RawSend(garbage.back(), Bytes(&tiny_bandwidth, sizeof(tiny_bandwidth)));
   HelloHeader cut = ValidHello(100);
   garbage.push_back(RawConnect(listener_->port()));
   RawSend(garbage.back(), Bytes(&cut, sizeof(cut)) + "only part");
@@ -355,6 +359,13 @@ TEST_F(SoftPeerTest, APeerExceedingItsReadCreditsIsCutOff) {
       << server_qp->error();
   server_qp.reset();  // before the memory it reads from goes away
   ExpectBystanderWorks();
+}
+
+TEST_F(SoftPeerTest, ConnectRefusesALinkTooSlowToModel) {
+  QueuePairOptions options;
+  options.link.bandwidth_gbps = 1e-12;
+  auto connection = client_->Connect("127.0.0.1", listener_->port(), "slow", options);
+  EXPECT_EQ(connection.status().code(), absl::StatusCode::kInvalidArgument) << connection.status();
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "verbs/soft/channel.h"
+#include "verbs/soft/link.h"
 #include "verbs/soft/nic.h"
 #include "verbs/soft/region_table.h"
 #include "verbs/soft/socket.h"
@@ -415,7 +416,7 @@ class SoftListener : public Listener {
     link.one_way_delay = absl::Nanoseconds(hello.link_delay_ns);
     link.jitter = absl::Nanoseconds(hello.link_jitter_ns);
     link.bandwidth_gbps = hello.link_bandwidth_gbps;
-    const absl::Status valid = link.Validate();
+    const absl::Status valid = CheckLinkModel(link);
     if (!valid.ok()) {
       *why = absl::StrCat("bad link model: ", valid.message());
       return false;
@@ -467,6 +468,7 @@ class SoftProvider : public Provider {
                                      const std::string& payload,
                                      const QueuePairOptions& options) override {
     RETURN_IF_ERROR(options.Validate());
+    RETURN_IF_ERROR(CheckLinkModel(options.link));
     if (payload.size() > kMaxSetupPayload) {
       return absl::InvalidArgumentError(
           absl::StrCat("setup payload of ", payload.size(), " bytes exceeds ", kMaxSetupPayload));
