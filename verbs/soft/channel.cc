@@ -160,10 +160,15 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin, size_t len
 void Channel::OnEvents(uint32_t events) {
   MutexLock lock(&mu_);
   if (detached_ || nic_ == nullptr) return;
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !reader_.closed()) {
+  if (reader_.paused() && (events & (EPOLLHUP | EPOLLERR)) != 0 && state_ == QpState::kReady) {
+    // Input waits for output, and the connection is gone both ways.
+    Fail(WcStatus::kRetryExceeded, "the connection was closed by the peer", Teardown::kAbort);
+  }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !reader_.closed() && !reader_.paused()) {
     ReadInput();
   }
   Flush(MonotonicNowNs());
+  ResumeInput();
   SyncInterest();
 }
 
@@ -171,7 +176,15 @@ void Channel::OnTimer() {
   MutexLock lock(&mu_);
   if (detached_ || nic_ == nullptr) return;
   Flush(MonotonicNowNs());
+  ResumeInput();
   SyncInterest();
+}
+
+void Channel::ResumeInput() {
+  if (!reader_.paused() || reader_.closed() || responder_.MustWaitForResponses()) return;
+  reader_.Resume();
+  ReadInput();
+  Flush(MonotonicNowNs());
 }
 
 void Channel::ReadInput() {
@@ -239,8 +252,13 @@ void Channel::UpdateNextDue() {
 void Channel::SyncInterest() {
   if (nic_ == nullptr || detached_) return;
   uint32_t want = 0;
-  if (!reader_.closed()) want |= EPOLLIN;
+  if (!reader_.closed() && !reader_.paused()) want |= EPOLLIN;
   if (!writer_.closed() && writer_.blocked()) want |= EPOLLOUT;
+  // Paused input that may go on again (output drained by another thread):
+  // a writable socket brings the NIC thread to ResumeInput().
+  if (reader_.paused() && !reader_.closed() && !responder_.MustWaitForResponses()) {
+    want |= EPOLLOUT;
+  }
   if (want != epoll_events_) {
     nic_->SetInterest(fd_.get(), nic_id_, epoll_events_, want);
     epoll_events_ = want;

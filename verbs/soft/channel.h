@@ -140,6 +140,9 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
 
   // Reads and executes the input, then acknowledges it.
   void ReadInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads input again when it was paused for output that has drained
+  // (responder.h, "Backpressure").
+  void ResumeInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends what is due by `now` and updates the timer.
   void Flush(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateNextDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -70,6 +70,7 @@ void FrameWriter::QueueResponse(const FrameHeader& header, const char* payload, 
   if (f.ref != nullptr) {
     f.response_ref = true;
     ++response_refs_;
+    response_ref_bytes_ += f.ref_len;
   }
 }
 
@@ -104,6 +105,7 @@ void FrameWriter::MaterializeResponseRefs() {
     f.response_ref = false;
   }
   response_refs_ = 0;
+  response_ref_bytes_ = 0;
 }
 
 FrameWriter::Stop FrameWriter::Flush(int64_t send_by, std::string* why) {
@@ -117,6 +119,7 @@ FrameWriter::Stop FrameWriter::Flush(int64_t send_by, std::string* why) {
       out_closed_ = true;
       out_.clear();
       responses_queued_ = response_refs_ = 0;
+      response_ref_bytes_ = 0;
       *why = close_reason_;
       return Stop::kCloseSent;
     }
@@ -173,7 +176,10 @@ void FrameWriter::Consume(size_t wrote) {
     left -= take;
     if (f.sent == total) {
       if (f.response) --responses_queued_;
-      if (f.response_ref) --response_refs_;
+      if (f.response_ref) {
+        --response_refs_;
+        response_ref_bytes_ -= f.ref_len;
+      }
       out_.pop_front();
     }
   }
@@ -192,6 +198,7 @@ void FrameWriter::Abort() {
   close_queued_ = true;
   out_.clear();
   responses_queued_ = response_refs_ = 0;
+  response_ref_bytes_ = 0;
 }
 
 void FrameWriter::CloseAfterQueued(const std::string& reason) {

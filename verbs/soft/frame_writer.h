@@ -72,6 +72,9 @@ class FrameWriter {
   // READ and atomic responses queued and not yet fully sent (they count
   // against max_rd_atomic).
   int responses_queued() const { return responses_queued_; }
+  // Bytes of the queued READ responses that still point into registered
+  // memory: what MaterializeResponseRefs() would copy.
+  uint64_t response_ref_bytes() const { return response_ref_bytes_; }
   bool close_queued() const { return close_queued_; }
   // True once the write side is shut: nothing more will be sent.
   bool closed() const { return out_closed_; }
@@ -162,7 +165,8 @@ class FrameWriter {
   bool close_queued_ = false;
   std::string close_reason_;
   int responses_queued_ = 0;
-  int response_refs_ = 0;  // queued frames with response_ref set
+  int response_refs_ = 0;            // queued frames with response_ref set
+  uint64_t response_ref_bytes_ = 0;  // their ref_len, summed
 };
 
 }  // namespace dreplay::verbs::soft

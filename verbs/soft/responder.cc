@@ -32,7 +32,14 @@ absl::Status Responder::Post(absl::Span<const RecvRequest> rrs) {
   return absl::OkStatus();
 }
 
+bool Responder::MustWaitForResponses() const {
+  return writer_->response_ref_bytes() > kMaxResponseRefBytes;
+}
+
 PayloadTarget Responder::StartRequest(const FrameHeader& h) {
+  if (static_cast<FrameType>(h.type) != FrameType::kRead && MustWaitForResponses()) {
+    return PayloadTarget::Pause();
+  }
   if (!CheckSeq(h)) return PayloadTarget::None();
   const uint32_t len = h.payload_length;
   switch (static_cast<FrameType>(h.type)) {
