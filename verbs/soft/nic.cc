@@ -143,7 +143,8 @@ struct Nic::LoopState {
   // wake_ns for its id.
   std::vector<TimerEntry> heap;
   absl::flat_hash_map<uint64_t, int64_t> scheduled;
-  std::vector<uint64_t> moved;  // scratch
+  std::vector<uint64_t> moved;       // scratch
+  std::vector<TimerEntry> spinning;  // scratch
 };
 
 void Nic::RefreshChannels(LoopState* state) {
@@ -189,30 +190,46 @@ int64_t Nic::RunTimers(LoopState* state) {
     state->moved.clear();
   }
   auto& heap = state->heap;
+  auto pop = [&heap] {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
+    heap.pop_back();
+  };
+  // Entries whose wake time passed but whose frame is not due yet (the
+  // thread spins for them); set aside so that the entries behind them,
+  // whose frames may be due earlier, are looked at too.
+  std::vector<TimerEntry>& spinning = state->spinning;
+  int64_t next_wake = std::numeric_limits<int64_t>::max();
   while (!heap.empty()) {
     const TimerEntry top = heap.front();
     auto sched = state->scheduled.find(top.id);
     auto channel = state->by_id.find(top.id);
     if (sched == state->scheduled.end() || sched->second != top.wake_ns ||
         channel == state->by_id.end()) {
-      std::pop_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
-      heap.pop_back();
+      pop();  // stale
       continue;
     }
     const int64_t now = MonotonicNowNs();
-    Channel::Timer timer = channel->second->timer();
-    if (timer.due_ns != 0 && timer.due_ns > now + kSendAheadNs) {
-      // Not due yet. The entry stands if it is still the channel's timer.
-      if (timer.wake_ns == top.wake_ns) return top.wake_ns;
-    } else if (timer.due_ns != 0) {
-      channel->second->OnTimer();
+    if (top.wake_ns > now) {
+      next_wake = top.wake_ns;  // and every other entry wakes later
+      break;
     }
-    std::pop_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
-    heap.pop_back();
+    pop();
+    const Channel::Timer timer = channel->second->timer();
+    if (timer.due_ns != 0 && timer.due_ns > now + kSendAheadNs && timer.wake_ns == top.wake_ns) {
+      spinning.push_back(top);  // stands: looked at again next loop
+      continue;
+    }
+    if (timer.due_ns != 0 && timer.due_ns <= now + kSendAheadNs) channel->second->OnTimer();
     state->scheduled.erase(sched);
     Schedule(state, top.id, channel->second);
   }
-  return std::numeric_limits<int64_t>::max();
+  for (const TimerEntry& e : spinning) {
+    heap.push_back(e);
+    std::push_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
+    next_wake = std::min(next_wake, e.wake_ns);
+  }
+  spinning.clear();
+  return next_wake;
 }
 
 void Nic::Loop() {
