@@ -30,7 +30,7 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
     : fd_(std::move(fd)),
       config_(config),
       regions_(std::move(regions)),
-      writer_(fd_.get(), config.link, config.link_seed),
+      writer_(fd_.get(), config.link_out),
       reader_(this),
       requester_(config.max_send_wr, config.max_rd_atomic, config.max_inline_data, config.faults,
                  regions_.get(), &writer_, &completions_, this),

@@ -52,6 +52,7 @@
 #include "verbs/soft/completion_queue.h"
 #include "verbs/soft/frame_reader.h"
 #include "verbs/soft/frame_writer.h"
+#include "verbs/soft/link_table.h"
 #include "verbs/soft/region_table.h"
 #include "verbs/soft/requester.h"
 #include "verbs/soft/responder.h"
@@ -69,8 +70,10 @@ struct ChannelConfig {
   int max_recv_wr = 256;
   int max_rd_atomic = 16;  // negotiated: min of both sides
   uint32_t max_inline_data = 0;
-  LinkModel link;  // applied to the frames this side sends
-  uint64_t link_seed = 1;
+  LinkModel link;  // the model of `link_out`
+  // The direction of the link this side sends over, shared with the other
+  // queue pairs to the same host (link_table.h); null: no link model.
+  std::shared_ptr<SharedLink> link_out;
   FaultOptions faults;      // applied to the requests this side sends
   std::string description;  // "local <-> peer"
 };

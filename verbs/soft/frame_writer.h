@@ -30,6 +30,7 @@
 
 #include "verbs/options.h"
 #include "verbs/soft/link.h"
+#include "verbs/soft/link_table.h"
 #include "verbs/soft/ring.h"
 #include "verbs/soft/wire.h"
 
@@ -43,8 +44,10 @@ static_assert(sizeof(AtomicPayload) <= kInlineCopyBytes, "operands go inline");
 
 class FrameWriter {
  public:
-  // Writes to `fd` (not owned; non-blocking). `link` must pass Validate().
-  FrameWriter(int fd, const LinkModel& link, uint64_t link_seed);
+  // Writes to `fd` (not owned; non-blocking), holding frames as `link`
+  // (shared with the other queue pairs to the same host; link_table.h)
+  // says; null: no link model.
+  FrameWriter(int fd, std::shared_ptr<SharedLink> link);
   FrameWriter(const FrameWriter&) = delete;
   FrameWriter& operator=(const FrameWriter&) = delete;
 
@@ -158,7 +161,7 @@ class FrameWriter {
   void Consume(size_t wrote);
 
   const int fd_;
-  LinkEmulator link_;
+  const std::shared_ptr<SharedLink> link_;  // null: no link model
   Ring<OutFrame> out_;
   bool out_blocked_ = false;  // socket full
   bool out_closed_ = false;

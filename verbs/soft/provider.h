@@ -32,6 +32,9 @@
 //  * QueuePairOptions::link (the connecting side's, sent in setup) delays the
 //    frames of both directions (link.h; the loopback path's own
 //    latency is allowed for, so measured round trips match the model).
+//    Queue pairs between the same two providers with the same model share
+//    one link (link_table.h), so together they get its bandwidth once. A
+//    link slower than soft::kMinLinkBandwidthGbps is refused.
 //  * QueuePairOptions::faults injects drops, stalls and torn WRITEs into
 //    the requests of the side that sets them. kPrefix places the first half
 //    of the WRITE and drops the connection; kOutOfOrder places the second
