@@ -71,7 +71,22 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
   return responder_.Post(rrs);
 }
 
-int Channel::Poll(absl::Span<Completion> out) { return completions_.Poll(out); }
+int Channel::Poll(absl::Span<Completion> out) {
+  if (out.empty()) return 0;
+  if (completions_.ready() == 0 && mu_.TryLock()) {
+    // Progress by the polling thread: read and execute what has arrived
+    // here rather than wait for the NIC thread to be woken for it. Never
+    // waits: a busy channel is left to the NIC thread.
+    if (!detached_ && nic_ != nullptr && !reader_.closed() && !reader_.paused()) {
+      ReadInput();
+      Flush(MonotonicNowNs());
+      ResumeInput();
+      SyncInterest();
+    }
+    mu_.Unlock();
+  }
+  return completions_.Poll(out);
+}
 
 QpState Channel::state() const {
   return failed_.load(std::memory_order_acquire) ? QpState::kError : QpState::kReady;
@@ -188,6 +203,9 @@ void Channel::ResumeInput() {
 }
 
 void Channel::ReadInput() {
+  // Another thread (the NIC's or a polling one) is receiving for this
+  // channel with the lock released; it goes on parsing when it is back.
+  if (reader_.placing()) return;
   std::string why;
   switch (reader_.Read(fd_.get(), &mu_, &why)) {
     case FrameReader::End::kOpen:

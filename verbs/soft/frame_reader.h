@@ -87,6 +87,10 @@ class FrameReader {
   // released; while the caller then holds `mu`, it cannot start to.
   void WaitForPlacement(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // True while another thread is inside Read(), receiving into registered
+  // memory with `mu` released: Read() must not be called meanwhile.
+  bool placing() const { return placing_; }
+
   // True while a payload is being received into [begin, end) of registered
   // memory (the header() frame's).
   bool PlacingInto(const char* begin, const char* end) const;

@@ -13,9 +13,10 @@
 //    request's rkey, bounds and access flags against the provider's table of
 //    registered regions (region_table.h) and executes WRITE, READ and
 //    atomics directly on the registered memory; no application code runs.
-//    Requests of one queue pair are executed in order; atomics are atomic
-//    across all queue pairs of the provider (one thread executes them, with
-//    __atomic operations on the word).
+//    An application thread whose Poll finds no completion does the same
+//    work for its own queue pair when it is idle (channel.h). Requests of
+//    one queue pair are executed in order; atomics are atomic across all
+//    queue pairs of the provider (__atomic operations on the word).
 //  * rkeys are random 32-bit values from a cryptographically seeded
 //    generator, never counters; lkey == rkey.
 //  * Outstanding READs + atomics per queue pair are limited to the

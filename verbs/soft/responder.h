@@ -21,9 +21,9 @@
 //    and input stops until enough of them went out. A peer that queues
 //    large READs and stops reading its socket therefore makes the responder
 //    copy at most that much, never credits x region bytes.
-//  * Atomics are executed with __atomic operations on the word; one NIC
-//    thread executes every queue pair's requests, so they are atomic across
-//    the queue pairs of a provider.
+//  * Atomics are executed with __atomic operations on the word, so they are
+//    atomic across the queue pairs of a provider whichever thread (the NIC
+//    thread or a polling application thread) executes them.
 //  * WRITE_WITH_IMM consumes a posted receive (a kRecv completion here);
 //    with none posted it fails with kRnrRetryExceeded (no RNR retries).
 //  * A request that fails here gets a NAK with its status, and the queue
