@@ -74,11 +74,12 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
 int Channel::Poll(absl::Span<Completion> out) {
   if (out.empty()) return 0;
   if (completions_.ready() == 0 && mu_.TryLock()) {
-    // Progress by the polling thread: read and execute what has arrived
-    // here rather than wait for the NIC thread to be woken for it. Never
-    // waits: a busy channel is left to the NIC thread.
-    if (!detached_ && nic_ != nullptr && !reader_.closed() && !reader_.paused()) {
-      ReadInput();
+    // Progress by the polling thread: read and execute what has arrived,
+    // and send the held frames that are due, rather than wait for the NIC
+    // thread to be woken for them. Never waits: a busy channel is left to
+    // the NIC thread.
+    if (!detached_ && nic_ != nullptr) {
+      if (!reader_.closed() && !reader_.paused()) ReadInput();
       Flush(MonotonicNowNs());
       ResumeInput();
       SyncInterest();
