@@ -54,4 +54,10 @@ LinkEmulator::Slot LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
   return Slot{last_arrival_ns_, std::min(idle_arrival, last_arrival_ns_)};
 }
 
+LinkEmulator::Slot LinkEmulator::Preview(int64_t at_ns, size_t bytes) const {
+  const auto serialise = static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
+  const int64_t arrival = at_ns + serialise + delay_ns_;
+  return Slot{arrival, arrival};
+}
+
 }  // namespace dreplay::verbs::soft

@@ -71,6 +71,9 @@ class LinkEmulator {
   };
   // Schedules a frame of `bytes` handed to the link at `now_ns`.
   Slot Schedule(int64_t now_ns, size_t bytes);
+  // When a frame of `bytes` handed to an idle link at `at_ns` would arrive
+  // (no jitter); changes nothing.
+  Slot Preview(int64_t at_ns, size_t bytes) const;
 
  private:
   const bool enabled_;

@@ -39,10 +39,15 @@ class SharedLink {
   SharedLink(const LinkModel& model, uint64_t seed) : emulator_(model, seed) {}
 
   bool enabled() const { return emulator_.enabled(); }
-  // LinkEmulator::Schedule, serialised with every other user of the link.
-  LinkEmulator::Slot Schedule(int64_t now_ns, size_t bytes) {
+  // A frame of `bytes` handed to the link at `at_ns`: LinkEmulator::Schedule,
+  // serialised with every other user of the link. A frame that its sender
+  // holds back (at_ns in the future: a stall injected by FaultOptions) does
+  // not reserve the shared link ahead of time; it is timed as on an idle
+  // link (LinkEmulator::Preview).
+  LinkEmulator::Slot Schedule(int64_t at_ns, size_t bytes) {
+    const bool held = at_ns > MonotonicNowNs();
     MutexLock lock(&mu_);
-    return emulator_.Schedule(now_ns, bytes);
+    return held ? emulator_.Preview(at_ns, bytes) : emulator_.Schedule(at_ns, bytes);
   }
 
  private:
