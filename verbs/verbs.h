@@ -40,6 +40,12 @@
 //    queue pair to the error state; every request still outstanding or posted
 //    later completes with kFlushed. Nothing else in the process is affected.
 //  * Unsignalled requests produce a completion only when they fail.
+//  * Inline contract (when a local buffer may be reused): a WRITE or
+//    WRITE_WITH_IMM of 1 to max_inline_data() bytes is copied by PostSend
+//    (the NIC's inline send), so its source may be changed or reused as soon
+//    as PostSend returns. The local buffer of every other request belongs to
+//    the provider until that request completes; for an unsignalled request,
+//    until a later signalled request on the same queue pair completes.
 //
 // Thread safety: Provider and MemoryRegion methods are thread-safe. A
 // QueuePair may be used by one thread at a time (post and poll from the same

@@ -30,10 +30,10 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
     : fd_(std::move(fd)),
       config_(config),
       regions_(std::move(regions)),
-      writer_(fd_.get(), config.link, config.link_seed),
+      writer_(fd_.get(), config.link_out),
       reader_(this),
-      requester_(config.max_send_wr, config.max_rd_atomic, config.faults, regions_.get(), &writer_,
-                 &completions_, this),
+      requester_(config.max_send_wr, config.max_rd_atomic, config.max_inline_data, config.faults,
+                 regions_.get(), &writer_, &completions_, this),
       responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
                  &writer_, &completions_, this) {}
 
@@ -71,7 +71,23 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
   return responder_.Post(rrs);
 }
 
-int Channel::Poll(absl::Span<Completion> out) { return completions_.Poll(out); }
+int Channel::Poll(absl::Span<Completion> out) {
+  if (out.empty()) return 0;
+  if (completions_.ready() == 0 && mu_.TryLock()) {
+    // Progress by the polling thread: read and execute what has arrived,
+    // and send the held frames that are due, rather than wait for the NIC
+    // thread to be woken for them. Never waits: a busy channel is left to
+    // the NIC thread.
+    if (!detached_ && nic_ != nullptr) {
+      if (!reader_.closed() && !reader_.paused()) ReadInput();
+      Flush(MonotonicNowNs());
+      ResumeInput();
+      SyncInterest();
+    }
+    mu_.Unlock();
+  }
+  return completions_.Poll(out);
+}
 
 QpState Channel::state() const {
   return failed_.load(std::memory_order_acquire) ? QpState::kError : QpState::kReady;
@@ -160,10 +176,15 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin, size_t len
 void Channel::OnEvents(uint32_t events) {
   MutexLock lock(&mu_);
   if (detached_ || nic_ == nullptr) return;
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !reader_.closed()) {
+  if (reader_.paused() && (events & (EPOLLHUP | EPOLLERR)) != 0 && state_ == QpState::kReady) {
+    // Input waits for output, and the connection is gone both ways.
+    Fail(WcStatus::kRetryExceeded, "the connection was closed by the peer", Teardown::kAbort);
+  }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !reader_.closed() && !reader_.paused()) {
     ReadInput();
   }
   Flush(MonotonicNowNs());
+  ResumeInput();
   SyncInterest();
 }
 
@@ -171,10 +192,21 @@ void Channel::OnTimer() {
   MutexLock lock(&mu_);
   if (detached_ || nic_ == nullptr) return;
   Flush(MonotonicNowNs());
+  ResumeInput();
   SyncInterest();
 }
 
+void Channel::ResumeInput() {
+  if (!reader_.paused() || reader_.closed() || responder_.MustWaitForResponses()) return;
+  reader_.Resume();
+  ReadInput();
+  Flush(MonotonicNowNs());
+}
+
 void Channel::ReadInput() {
+  // Another thread (the NIC's or a polling one) is receiving for this
+  // channel with the lock released; it goes on parsing when it is back.
+  if (reader_.placing()) return;
   std::string why;
   switch (reader_.Read(fd_.get(), &mu_, &why)) {
     case FrameReader::End::kOpen:
@@ -232,15 +264,20 @@ void Channel::UpdateNextDue() {
   next_wake_ns_.store(wake, std::memory_order_release);
   const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
   if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr && !Nic::OnNicThread()) {
-    nic_->Wake();
+    nic_->TimerMoved(nic_id_);
   }
 }
 
 void Channel::SyncInterest() {
   if (nic_ == nullptr || detached_) return;
   uint32_t want = 0;
-  if (!reader_.closed()) want |= EPOLLIN;
+  if (!reader_.closed() && !reader_.paused()) want |= EPOLLIN;
   if (!writer_.closed() && writer_.blocked()) want |= EPOLLOUT;
+  // Paused input that may go on again (output drained by another thread):
+  // a writable socket brings the NIC thread to ResumeInput().
+  if (reader_.paused() && !reader_.closed() && !responder_.MustWaitForResponses()) {
+    want |= EPOLLOUT;
+  }
   if (want != epoll_events_) {
     nic_->SetInterest(fd_.get(), nic_id_, epoll_events_, want);
     epoll_events_ = want;

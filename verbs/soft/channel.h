@@ -16,7 +16,10 @@
 //
 // Two kinds of threads use a Channel:
 //  * the application, through SoftQueuePair (PostSend, PostRecv, Poll; one
-//    thread at a time, as verbs.h says of a QueuePair);
+//    thread at a time, as verbs.h says of a QueuePair). A Poll that finds no
+//    completion reads and executes the socket's input itself when the lock
+//    is free (progress by the polling thread, as UCX and libfabric do with
+//    manual progress), so a busy poller needs no wake-up of the NIC thread;
 //  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
@@ -52,6 +55,7 @@
 #include "verbs/soft/completion_queue.h"
 #include "verbs/soft/frame_reader.h"
 #include "verbs/soft/frame_writer.h"
+#include "verbs/soft/link_table.h"
 #include "verbs/soft/region_table.h"
 #include "verbs/soft/requester.h"
 #include "verbs/soft/responder.h"
@@ -69,8 +73,10 @@ struct ChannelConfig {
   int max_recv_wr = 256;
   int max_rd_atomic = 16;  // negotiated: min of both sides
   uint32_t max_inline_data = 0;
-  LinkModel link;  // applied to the frames this side sends
-  uint64_t link_seed = 1;
+  LinkModel link;  // the model of `link_out`
+  // The direction of the link this side sends over, shared with the other
+  // queue pairs to the same host (link_table.h); null: no link model.
+  std::shared_ptr<SharedLink> link_out;
   FaultOptions faults;      // applied to the requests this side sends
   std::string description;  // "local <-> peer"
 };
@@ -140,6 +146,9 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
 
   // Reads and executes the input, then acknowledges it.
   void ReadInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads input again when it was paused for output that has drained
+  // (responder.h, "Backpressure").
+  void ResumeInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends what is due by `now` and updates the timer.
   void Flush(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateNextDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

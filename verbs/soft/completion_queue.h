@@ -30,6 +30,8 @@ class CompletionQueue {
   int Poll(absl::Span<Completion> out);
   // Drops every completion.
   void Clear();
+  // How many completions are waiting; no lock taken.
+  size_t ready() const { return size_.load(std::memory_order_acquire); }
 
  private:
   Mutex mu_;

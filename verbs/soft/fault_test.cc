@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "verbs/soft/provider.h"
 #include "verbs/soft/test_util.h"
@@ -213,6 +214,41 @@ TEST_F(SoftFaultTest, TornOutOfOrderWriteShowsTheTailBeforeTheHead) {
   EXPECT_TRUE(done[0].ok()) << done[0].ToStatus();
   EXPECT_GE(absl::Now() - start, kGap);
   EXPECT_EQ(writer.client->state(), QpState::kReady);
+}
+
+// A stall injected into one queue pair holds that queue pair's requests,
+// not the link it shares with the other queue pairs to the same host.
+TEST(SoftSharedLinkFaultTest, AStalledQueuePairDoesNotHoldTheSharedLink) {
+  constexpr absl::Duration kStall = absl::Seconds(5);
+  auto client = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto server = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  QueuePairOptions link_only;
+  link_only.link.bandwidth_gbps = 10;
+  QueuePairOptions stalling = link_only;
+  stalling.faults.stall_after_ops = 1;
+  stalling.faults.stall_for = kStall;
+  auto stalled = ConnectPair(client->get(), server->get(), stalling);
+  ASSERT_TRUE(stalled.ok()) << stalled.status();
+  auto other = ConnectPair(client->get(), server->get(), link_only);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto local = MakeBuffer(client->get(), 4096, kLocalWrite);
+  ASSERT_TRUE(local.ok());
+  auto remote = MakeBuffer(server->get(), 4096, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(remote.ok());
+
+  const WorkRequest two[2] = {Write(1, local->get(), 0, 512, **remote, 0),
+                              Write(2, local->get(), 0, 512, **remote, 512)};
+  ASSERT_TRUE(stalled->client->PostSend(two).ok());  // the second one stalls
+  ASSERT_EQ(PollCompletions(stalled->client.get(), 1).size(), 1u);
+  const absl::Time start = absl::Now();
+  const WorkRequest wr = Write(3, local->get(), 0, 512, **remote, 1024);
+  ASSERT_TRUE(other->client->PostSend({&wr, 1}).ok());
+  const std::vector<Completion> done = PollCompletions(other->client.get(), 1, kStall);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].ok()) << done[0].ToStatus();
+  EXPECT_LT(absl::Now() - start, kStall / 2);
 }
 
 }  // namespace

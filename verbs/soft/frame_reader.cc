@@ -34,7 +34,7 @@ FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
   size_t budget = kMaxInputPerTurn;
   while (!closed_ && budget > 0) {
     ParseBuffered();
-    if (closed_) break;
+    if (closed_ || paused_) break;
     ssize_t got;
     if (phase_ == Phase::kPayload && begin_ == end_ && left_ >= kDirectReadBytes) {
       bool placed = false;
@@ -56,7 +56,7 @@ FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
     }
     budget -= std::min<size_t>(budget, got);
   }
-  if (!closed_) ParseBuffered();
+  if (!closed_ && !paused_) ParseBuffered();
   return End::kOpen;
 }
 
@@ -110,7 +110,7 @@ ssize_t FrameReader::ReceiveBuffered(int fd) {
 }
 
 void FrameReader::ParseBuffered() {
-  while (begin_ < end_) {
+  while (begin_ < end_ && !paused_) {
     if (phase_ == Phase::kDrain) {
       begin_ = end_;
       break;
@@ -137,6 +137,10 @@ void FrameReader::StartFrame() {
   const PayloadTarget target = handler_->OnFrameHeader(header_);
   switch (target.kind) {
     case PayloadTarget::Kind::kNone:
+      return;
+    case PayloadTarget::Kind::kPause:
+      begin_ -= sizeof(FrameHeader);  // offered again after Resume()
+      paused_ = true;
       return;
     case PayloadTarget::Kind::kSmall:
       CHECK_LE(header_.payload_length, sizeof(small_))
@@ -174,6 +178,7 @@ bool FrameReader::PlacingInto(const char* begin, const char* end) const {
 }
 
 void FrameReader::Drain() {
+  paused_ = false;
   phase_ = Phase::kDrain;
   dst_ = nullptr;
 }

@@ -42,8 +42,10 @@ struct PayloadTarget {
     kNone,    // dealt with at the header, or refused: nothing to receive
     kSmall,   // the reader's small buffer (at most kMaxSmallPayload bytes)
     kMemory,  // registered memory at `memory`
+    kPause,   // not now: keep the frame, stop parsing until Resume()
   };
   static PayloadTarget None() { return {Kind::kNone, nullptr}; }
+  static PayloadTarget Pause() { return {Kind::kPause, nullptr}; }
   static PayloadTarget Small() { return {Kind::kSmall, nullptr}; }
   static PayloadTarget Memory(char* at) { return {Kind::kMemory, at}; }
 
@@ -85,11 +87,23 @@ class FrameReader {
   // released; while the caller then holds `mu`, it cannot start to.
   void WaitForPlacement(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // True while another thread is inside Read(), receiving into registered
+  // memory with `mu` released: Read() must not be called meanwhile.
+  bool placing() const { return placing_; }
+
   // True while a payload is being received into [begin, end) of registered
   // memory (the header() frame's).
   bool PlacingInto(const char* begin, const char* end) const;
   // The header of the frame being received (or the last one).
   const FrameHeader& header() const { return header_; }
+
+  // True after the handler answered a header with kPause: the frame is kept
+  // and Read() parses and reads nothing until Resume(). The socket's input
+  // stays in the socket, so the peer's sends block, as a NIC that cannot
+  // send its responses stops taking requests.
+  bool paused() const { return paused_; }
+  // The next Read() offers the kept frame's header to the handler again.
+  void Resume() { paused_ = false; }
 
   // Ignores all further input (the queue pair failed).
   void Drain();
@@ -117,6 +131,7 @@ class FrameReader {
   size_t begin_ = 0;  // [begin_, end_) of buf_ is unparsed input
   size_t end_ = 0;
   bool closed_ = false;
+  bool paused_ = false;
 
   Phase phase_ = Phase::kHeader;
   FrameHeader header_ = {};

@@ -27,8 +27,8 @@ constexpr int64_t kMaxEarlyNs = 50000;
 
 }  // namespace
 
-FrameWriter::FrameWriter(int fd, const LinkModel& link, uint64_t link_seed)
-    : fd_(fd), link_(link, link_seed) {}
+FrameWriter::FrameWriter(int fd, std::shared_ptr<SharedLink> link)
+    : fd_(fd), link_(link != nullptr && link->enabled() ? std::move(link) : nullptr) {}
 
 FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const char* payload,
                                                uint32_t length, int64_t not_before) {
@@ -43,8 +43,8 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
     f.ref_len = length;
   }
   f.is_request = IsRequest(static_cast<FrameType>(header.type));
-  if (link_.enabled()) {
-    const LinkEmulator::Slot slot = link_.Schedule(not_before, f.head_len + f.ref_len);
+  if (link_ != nullptr) {
+    const LinkEmulator::Slot slot = link_->Schedule(not_before, f.head_len + f.ref_len);
     f.send_ns = std::max(slot.idle_arrival_ns, slot.arrival_ns - kMaxEarlyNs);
     f.slack_ns = slot.arrival_ns - f.send_ns;
   } else {
@@ -70,6 +70,7 @@ void FrameWriter::QueueResponse(const FrameHeader& header, const char* payload, 
   if (f.ref != nullptr) {
     f.response_ref = true;
     ++response_refs_;
+    response_ref_bytes_ += f.ref_len;
   }
 }
 
@@ -84,7 +85,7 @@ void FrameWriter::QueueClose(int64_t not_before, const std::string& reason) {
 
 bool FrameWriter::ExtendQueuedAck(uint64_t seq) {
   // With a link model a later ACK must travel on its own.
-  if (link_.enabled() || out_.empty()) return false;
+  if (link_ != nullptr || out_.empty()) return false;
   OutFrame& last = out_.back();
   FrameHeader* lh = reinterpret_cast<FrameHeader*>(last.head);
   if (last.sent == 0 && last.head_len == sizeof(FrameHeader) &&
@@ -104,6 +105,7 @@ void FrameWriter::MaterializeResponseRefs() {
     f.response_ref = false;
   }
   response_refs_ = 0;
+  response_ref_bytes_ = 0;
 }
 
 FrameWriter::Stop FrameWriter::Flush(int64_t send_by, std::string* why) {
@@ -117,6 +119,7 @@ FrameWriter::Stop FrameWriter::Flush(int64_t send_by, std::string* why) {
       out_closed_ = true;
       out_.clear();
       responses_queued_ = response_refs_ = 0;
+      response_ref_bytes_ = 0;
       *why = close_reason_;
       return Stop::kCloseSent;
     }
@@ -173,7 +176,10 @@ void FrameWriter::Consume(size_t wrote) {
     left -= take;
     if (f.sent == total) {
       if (f.response) --responses_queued_;
-      if (f.response_ref) --response_refs_;
+      if (f.response_ref) {
+        --response_refs_;
+        response_ref_bytes_ -= f.ref_len;
+      }
       out_.pop_front();
     }
   }
@@ -192,6 +198,7 @@ void FrameWriter::Abort() {
   close_queued_ = true;
   out_.clear();
   responses_queued_ = response_refs_ = 0;
+  response_ref_bytes_ = 0;
 }
 
 void FrameWriter::CloseAfterQueued(const std::string& reason) {

@@ -30,6 +30,7 @@
 
 #include "verbs/options.h"
 #include "verbs/soft/link.h"
+#include "verbs/soft/link_table.h"
 #include "verbs/soft/ring.h"
 #include "verbs/soft/wire.h"
 
@@ -43,8 +44,10 @@ static_assert(sizeof(AtomicPayload) <= kInlineCopyBytes, "operands go inline");
 
 class FrameWriter {
  public:
-  // Writes to `fd` (not owned; non-blocking). `link` must pass Validate().
-  FrameWriter(int fd, const LinkModel& link, uint64_t link_seed);
+  // Writes to `fd` (not owned; non-blocking), holding frames as `link`
+  // (shared with the other queue pairs to the same host; link_table.h)
+  // says; null: no link model.
+  FrameWriter(int fd, std::shared_ptr<SharedLink> link);
   FrameWriter(const FrameWriter&) = delete;
   FrameWriter& operator=(const FrameWriter&) = delete;
 
@@ -72,6 +75,9 @@ class FrameWriter {
   // READ and atomic responses queued and not yet fully sent (they count
   // against max_rd_atomic).
   int responses_queued() const { return responses_queued_; }
+  // Bytes of the queued READ responses that still point into registered
+  // memory: what MaterializeResponseRefs() would copy.
+  uint64_t response_ref_bytes() const { return response_ref_bytes_; }
   bool close_queued() const { return close_queued_; }
   // True once the write side is shut: nothing more will be sent.
   bool closed() const { return out_closed_; }
@@ -155,14 +161,15 @@ class FrameWriter {
   void Consume(size_t wrote);
 
   const int fd_;
-  LinkEmulator link_;
+  const std::shared_ptr<SharedLink> link_;  // null: no link model
   Ring<OutFrame> out_;
   bool out_blocked_ = false;  // socket full
   bool out_closed_ = false;
   bool close_queued_ = false;
   std::string close_reason_;
   int responses_queued_ = 0;
-  int response_refs_ = 0;  // queued frames with response_ref set
+  int response_refs_ = 0;            // queued frames with response_ref set
+  uint64_t response_ref_bytes_ = 0;  // their ref_len, summed
 };
 
 }  // namespace dreplay::verbs::soft

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace dreplay::verbs::soft {
@@ -22,6 +23,17 @@ void UsePreciseTimers() {
   // 1 ns is the smallest slack the kernel accepts; failure only costs
   // precision, so it is not an error.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
+absl::Status CheckLinkModel(const LinkModel& model) {
+  absl::Status valid = model.Validate();
+  if (!valid.ok()) return valid;
+  if (model.bandwidth_gbps > 0 && model.bandwidth_gbps < kMinLinkBandwidthGbps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LinkModel.bandwidth_gbps = ", model.bandwidth_gbps, " is below the minimum ",
+                     kMinLinkBandwidthGbps, " (or 0: unlimited)"));
+  }
+  return absl::OkStatus();
 }
 
 LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
@@ -40,6 +52,12 @@ LinkEmulator::Slot LinkEmulator::Schedule(int64_t now_ns, size_t bytes) {
   last_arrival_ns_ = std::max(link_free_ns_ + delay_ns_ + jitter, last_arrival_ns_);
   const int64_t idle_arrival = now_ns + serialise + delay_ns_ + jitter;
   return Slot{last_arrival_ns_, std::min(idle_arrival, last_arrival_ns_)};
+}
+
+LinkEmulator::Slot LinkEmulator::Preview(int64_t at_ns, size_t bytes) const {
+  const auto serialise = static_cast<int64_t>(std::llround(ns_per_byte_ * bytes));
+  const int64_t arrival = at_ns + serialise + delay_ns_;
+  return Slot{arrival, arrival};
 }
 
 }  // namespace dreplay::verbs::soft

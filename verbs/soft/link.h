@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <random>
 
+#include "absl/status/status.h"
 #include "verbs/options.h"
 
 namespace dreplay::verbs::soft {
@@ -37,13 +38,23 @@ int64_t MonotonicNowNs();
 
 inline constexpr int64_t kHostPathNs = 20000;
 
+// The slowest link the emulator models: 1 Mb/s. Below it the serialisation
+// time of a large frame leaves int64 nanoseconds.
+inline constexpr double kMinLinkBandwidthGbps = 0.001;
+
+// What the soft provider accepts as a link model, from the application or
+// from a connecting peer: LinkModel::Validate(), and a bandwidth that is 0
+// (unlimited) or at least kMinLinkBandwidthGbps. kInvalidArgument naming
+// the bad field otherwise.
+absl::Status CheckLinkModel(const LinkModel& model);
+
 // Sets the calling thread's timer slack to the minimum, so that its timed
 // waits wake within microseconds instead of the default 50 us.
 void UsePreciseTimers();
 
 class LinkEmulator {
  public:
-  // `model` must pass Validate().
+  // `model` must pass CheckLinkModel().
   LinkEmulator(const LinkModel& model, uint64_t seed);
 
   // False for a model with no delay, bandwidth limit or jitter: frames go out
@@ -60,6 +71,9 @@ class LinkEmulator {
   };
   // Schedules a frame of `bytes` handed to the link at `now_ns`.
   Slot Schedule(int64_t now_ns, size_t bytes);
+  // When a frame of `bytes` handed to an idle link at `at_ns` would arrive
+  // (no jitter); changes nothing.
+  Slot Preview(int64_t at_ns, size_t bytes) const;
 
  private:
   const bool enabled_;

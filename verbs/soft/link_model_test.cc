@@ -202,5 +202,49 @@ TEST_F(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
   EXPECT_GE(best, 1 - 2 * kTolerance);
 }
 
+// Queue pairs between the same two hosts share one link: four streams at
+// once take as long as all their bytes need at the link's bandwidth.
+// (A loaded machine only makes them slower, so the bound is safe.)
+TEST(SoftSharedLinkTest, QueuePairsBetweenTwoHostsShareTheBandwidth) {
+  constexpr double kGbps = 1.0;
+  constexpr uint32_t kSize = 1 << 20;
+  constexpr int kQueuePairs = 4;
+  constexpr int kPerQp = 4;
+  auto client = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto server = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  QueuePairOptions options;
+  options.link.bandwidth_gbps = kGbps;
+  std::vector<QpPair> pairs;
+  for (int i = 0; i < kQueuePairs; ++i) {
+    auto pair = ConnectPair(client->get(), server->get(), options, {});
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    pairs.push_back(std::move(*pair));
+  }
+  auto local = MakeBuffer(client->get(), kSize, kLocalWrite);
+  ASSERT_TRUE(local.ok());
+  auto remote = MakeBuffer(server->get(), kSize, kLocalWrite | kRemoteWrite);
+  ASSERT_TRUE(remote.ok());
+
+  const absl::Time start = absl::Now();
+  for (QpPair& pair : pairs) {
+    std::vector<WorkRequest> wrs;
+    for (int i = 0; i < kPerQp; ++i) wrs.push_back(Write(i, local->get(), 0, kSize, **remote, 0));
+    ASSERT_TRUE(pair.client->PostSend(wrs).ok());
+  }
+  for (QpPair& pair : pairs) {
+    const std::vector<Completion> done = PollCompletions(pair.client.get(), kPerQp);
+    ASSERT_EQ(done.size(), static_cast<size_t>(kPerQp));
+    for (const Completion& c : done) EXPECT_TRUE(c.ok()) << c.ToStatus();
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double bytes = static_cast<double>(kQueuePairs) * kPerQp * kSize;
+  const double shared_seconds = bytes * 8 / (kGbps * 1e9);
+  std::printf("%d queue pairs, %.0f MiB over one %.1f Gb/s link: %.1f ms (shared: %.1f ms)\n",
+              kQueuePairs, bytes / (1 << 20), kGbps, seconds * 1e3, shared_seconds * 1e3);
+  EXPECT_GE(seconds, (1 - kTolerance) * shared_seconds);
+}
+
 }  // namespace
 }  // namespace dreplay::verbs

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -115,6 +116,16 @@ void Nic::SetInterest(int fd, uint64_t id, uint32_t old_events, uint32_t new_eve
   }
 }
 
+void Nic::TimerMoved(uint64_t id) {
+  if (OnNicThread()) return;  // it looks at the channels it serves anyway
+  {
+    MutexLock lock(&moved_mu_);
+    moved_.push_back(id);
+  }
+  any_moved_.store(true, std::memory_order_release);
+  Wake();
+}
+
 void Nic::Wake() {
   const uint64_t one = 1;
   // A full counter (EAGAIN) already means "wake up"; nothing else can fail.
@@ -124,45 +135,119 @@ void Nic::Wake() {
 
 bool Nic::OnNicThread() { return tls_on_nic_thread; }
 
-void Nic::Loop() {
-  tls_on_nic_thread = true;
-  UsePreciseTimers();
+struct Nic::LoopState {
   std::vector<std::shared_ptr<Channel>> active;
   absl::flat_hash_map<uint64_t, Channel*> by_id;
   uint64_t seen_generation = std::numeric_limits<uint64_t>::max();
+  // Min-heap of timers; an entry is stale unless `scheduled` holds its
+  // wake_ns for its id.
+  std::vector<TimerEntry> heap;
+  absl::flat_hash_map<uint64_t, int64_t> scheduled;
+  std::vector<uint64_t> moved;       // scratch
+  std::vector<TimerEntry> spinning;  // scratch
+};
+
+void Nic::RefreshChannels(LoopState* state) {
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (generation == state->seen_generation) return;
+  {
+    MutexLock lock(&mu_);
+    state->seen_generation = generation_.load(std::memory_order_acquire);
+    state->active.clear();
+    state->by_id.clear();
+    for (const auto& [id, channel] : channels_) {
+      state->active.push_back(channel);
+      state->by_id.emplace(id, channel.get());
+    }
+  }
+  state->heap.clear();
+  state->scheduled.clear();
+  for (const auto& [id, channel] : state->by_id) Schedule(state, id, channel);
+}
+
+void Nic::Schedule(LoopState* state, uint64_t id, Channel* channel) {
+  const Channel::Timer timer = channel->timer();
+  if (timer.due_ns == 0) return;
+  auto [it, inserted] = state->scheduled.try_emplace(id, timer.wake_ns);
+  if (!inserted) {
+    if (it->second <= timer.wake_ns) return;  // an earlier entry will look
+    it->second = timer.wake_ns;
+  }
+  state->heap.push_back(TimerEntry{timer.wake_ns, id});
+  std::push_heap(state->heap.begin(), state->heap.end(), std::greater<TimerEntry>());
+}
+
+int64_t Nic::RunTimers(LoopState* state) {
+  if (any_moved_.exchange(false, std::memory_order_acq_rel)) {
+    {
+      MutexLock lock(&moved_mu_);
+      state->moved.swap(moved_);
+    }
+    for (const uint64_t id : state->moved) {
+      auto it = state->by_id.find(id);
+      if (it != state->by_id.end()) Schedule(state, id, it->second);
+    }
+    state->moved.clear();
+  }
+  auto& heap = state->heap;
+  auto pop = [&heap] {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
+    heap.pop_back();
+  };
+  // Entries whose wake time passed but whose frame is not due yet (the
+  // thread spins for them); set aside so that the entries behind them,
+  // whose frames may be due earlier, are looked at too.
+  std::vector<TimerEntry>& spinning = state->spinning;
+  int64_t next_wake = std::numeric_limits<int64_t>::max();
+  while (!heap.empty()) {
+    const TimerEntry top = heap.front();
+    auto sched = state->scheduled.find(top.id);
+    auto channel = state->by_id.find(top.id);
+    if (sched == state->scheduled.end() || sched->second != top.wake_ns ||
+        channel == state->by_id.end()) {
+      pop();  // stale
+      continue;
+    }
+    const int64_t now = MonotonicNowNs();
+    if (top.wake_ns > now) {
+      next_wake = top.wake_ns;  // and every other entry wakes later
+      break;
+    }
+    pop();
+    const Channel::Timer timer = channel->second->timer();
+    if (timer.due_ns != 0 && timer.due_ns > now + kSendAheadNs && timer.wake_ns == top.wake_ns) {
+      spinning.push_back(top);  // stands: looked at again next loop
+      continue;
+    }
+    if (timer.due_ns != 0 && timer.due_ns <= now + kSendAheadNs) channel->second->OnTimer();
+    state->scheduled.erase(sched);
+    Schedule(state, top.id, channel->second);
+  }
+  for (const TimerEntry& e : spinning) {
+    heap.push_back(e);
+    std::push_heap(heap.begin(), heap.end(), std::greater<TimerEntry>());
+    next_wake = std::min(next_wake, e.wake_ns);
+  }
+  spinning.clear();
+  return next_wake;
+}
+
+void Nic::Loop() {
+  tls_on_nic_thread = true;
+  UsePreciseTimers();
+  LoopState state;
   epoll_event events[kMaxEvents];
 
   while (!stop_.load(std::memory_order_acquire)) {
-    const uint64_t generation = generation_.load(std::memory_order_acquire);
-    if (generation != seen_generation) {
-      MutexLock lock(&mu_);
-      seen_generation = generation_.load(std::memory_order_acquire);
-      active.clear();
-      by_id.clear();
-      for (const auto& [id, channel] : channels_) {
-        active.push_back(channel);
-        by_id.emplace(id, channel.get());
-      }
-    }
-
+    RefreshChannels(&state);
     // Send the held frames that are due; find when to look again. Until
     // then the thread sleeps; from then on it spins (still serving sockets).
-    int64_t now = MonotonicNowNs();
-    int64_t next_wake = std::numeric_limits<int64_t>::max();
-    for (const auto& channel : active) {
-      Channel::Timer timer = channel->timer();
-      if (timer.due_ns != 0 && timer.due_ns <= now + kSendAheadNs) {
-        channel->OnTimer();
-        timer = channel->timer();
-      }
-      if (timer.due_ns != 0) next_wake = std::min(next_wake, timer.wake_ns);
-    }
+    const int64_t next_wake = RunTimers(&state);
 
     timespec timeout = {};
     timespec* timeout_ptr = nullptr;  // block until an event
     if (next_wake != std::numeric_limits<int64_t>::max()) {
-      now = MonotonicNowNs();
-      const int64_t sleep_ns = std::max<int64_t>(0, next_wake - now);
+      const int64_t sleep_ns = std::max<int64_t>(0, next_wake - MonotonicNowNs());
       timeout.tv_sec = sleep_ns / 1000000000;
       timeout.tv_nsec = sleep_ns % 1000000000;
       timeout_ptr = &timeout;
@@ -192,8 +277,10 @@ void Nic::Loop() {
       }
       // An id not (yet) in the copy: removed, or added after the copy was
       // made; level-triggered epoll reports it again after the refresh.
-      auto it = by_id.find(id);
-      if (it != by_id.end()) it->second->OnEvents(events[i].events);
+      auto it = state.by_id.find(id);
+      if (it == state.by_id.end()) continue;
+      it->second->OnEvents(events[i].events);
+      Schedule(&state, id, it->second);
     }
   }
 }

@@ -6,7 +6,8 @@
 // what the sockets would not take at once, and sends frames held by the link
 // emulator when they are due: it sleeps until shortly before the next one
 // (timer slack set to the minimum), then spins, so that 50 us delays are
-// kept to a few microseconds.
+// kept to a few microseconds. The channels' timers are kept in a heap, so a
+// loop costs the same with one channel or a thousand.
 //
 // The thread never runs application code. Channels are added when a
 // connection is set up and removed when their queue pair is destroyed; Stop()
@@ -63,14 +64,34 @@ class Nic {
   // For channels: changes the epoll events of `fd` from `old_events` to
   // `new_events` (0: not registered).
   void SetInterest(int fd, uint64_t id, uint32_t old_events, uint32_t new_events);
-  // Makes the thread look at its timers again.
+  // Makes the thread look at the timer of the channel with `id` again: its
+  // first held frame became due earlier. Cheap on the NIC thread itself
+  // (which looks at the timers of the channels it served anyway).
+  void TimerMoved(uint64_t id);
+  // Wakes the thread.
   void Wake();
   // True on a NIC thread (which needs no Wake()).
   static bool OnNicThread();
 
  private:
+  // A channel's timer as the thread last scheduled it.
+  struct TimerEntry {
+    int64_t wake_ns;
+    uint64_t id;
+    bool operator>(const TimerEntry& o) const { return wake_ns > o.wake_ns; }
+  };
+  // The thread's own view of the channels and their timers.
+  struct LoopState;
+
   Nic(const std::string& name, Fd epoll_fd, Fd wake_fd);
   void Loop();
+  // Refreshes the thread's copy of the channels when they changed.
+  void RefreshChannels(LoopState* state);
+  // (Re)schedules the timer of channel `id` from its current value.
+  static void Schedule(LoopState* state, uint64_t id, Channel* channel);
+  // Sends what is due; returns when the thread should wake next (max:
+  // never).
+  int64_t RunTimers(LoopState* state);
 
   const std::string name_;
   const Fd epoll_fd_;
@@ -84,6 +105,11 @@ class Nic {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Channel>> channels_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Channels whose timers moved earlier, told by other threads.
+  Mutex moved_mu_;
+  std::vector<uint64_t> moved_ ABSL_GUARDED_BY(moved_mu_);
+  std::atomic<bool> any_moved_{false};
 };
 
 }  // namespace dreplay::verbs::soft

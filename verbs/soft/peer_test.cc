@@ -164,6 +164,10 @@ TEST_F(SoftPeerTest, ListenerSkipsGarbageAndAcceptsTheNextRealPeer) {
   bad_link.link_delay_ns = -5;
   garbage.push_back(RawConnect(listener_->port()));
   RawSend(garbage.back(), Bytes(&bad_link, sizeof(bad_link)));
+  HelloHeader tiny_bandwidth = ValidHello(0);  // would overflow the emulator's clock
+  tiny_bandwidth.link_bandwidth_gbps = 1e-12;
+  garbage.push_back(RawConnect(listener_->port()));
+  RawSend(garbage.back(), Bytes(&tiny_bandwidth, sizeof(tiny_bandwidth)));
   HelloHeader cut = ValidHello(100);
   garbage.push_back(RawConnect(listener_->port()));
   RawSend(garbage.back(), Bytes(&cut, sizeof(cut)) + "only part");
@@ -355,6 +359,63 @@ TEST_F(SoftPeerTest, APeerExceedingItsReadCreditsIsCutOff) {
       << server_qp->error();
   server_qp.reset();  // before the memory it reads from goes away
   ExpectBystanderWorks();
+}
+
+// A peer that queues large READs and stops reading its socket, then sends
+// a WRITE: the responder must not copy every queued READ response to keep
+// RC order (credits x region bytes); it holds the WRITE, and the input
+// behind it, until the responses have drained.
+TEST_F(SoftPeerTest, AWriteBehindUnreadReadResponsesWaitsForThemToDrain) {
+  // How long the responder has to misbehave before the check.
+  constexpr absl::Duration kSettle = absl::Seconds(2);
+  std::unique_ptr<QueuePair> server_qp;
+  Fd fd = RawPeer(&server_qp);
+  ASSERT_NE(server_qp, nullptr);
+  const size_t kBig = 2 << 20;  // 16 of them: far more than loopback buffers hold
+  std::vector<uint8_t> big(kBig);
+  auto big_region = server_->RegisterMemory(big.data(), big.size(), kRemoteRead);
+  ASSERT_TRUE(big_region.ok());
+  std::string requests;
+  uint64_t seq = 0;
+  for (; seq < 16; ++seq) {
+    FrameHeader h = Header(FrameType::kRead, seq, 0);
+    h.remote_addr = reinterpret_cast<uint64_t>(big.data());
+    h.rkey = (*big_region)->rkey();
+    h.aux = kBig;
+    requests += Frame(h);
+  }
+  FrameHeader write = Header(FrameType::kWrite, seq, 8);
+  write.remote_addr = region_->addr();
+  write.rkey = region_->rkey();
+  requests += Frame(write, "written!");
+  RawSend(fd, requests);
+
+  const auto* word = reinterpret_cast<const uint64_t*>(region_->data());
+  // Without backpressure the WRITE lands once the responses are copied (a
+  // fraction of a second); with it, not before the peer reads.
+  const absl::Time settled = absl::Now() + kSettle;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0 && absl::Now() < settled) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 0u)
+      << "the WRITE overtook READ responses the peer had not read";
+
+  // The peer reads again: the responses drain and the WRITE lands.
+  std::vector<char> sink(1 << 20);
+  const absl::Time deadline = absl::Now() + kTestTimeout;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0 && absl::Now() < deadline) {
+    if (recv(fd.get(), sink.data(), sink.size(), MSG_DONTWAIT) <= 0) std::this_thread::yield();
+  }
+  EXPECT_EQ(std::memcmp(region_->data(), "written!", 8), 0);
+  EXPECT_EQ(server_qp->state(), QpState::kReady) << server_qp->error();
+  server_qp.reset();  // before the memory it reads from goes away
+}
+
+TEST_F(SoftPeerTest, ConnectRefusesALinkTooSlowToModel) {
+  QueuePairOptions options;
+  options.link.bandwidth_gbps = 1e-12;
+  auto connection = client_->Connect("127.0.0.1", listener_->port(), "slow", options);
+  EXPECT_EQ(connection.status().code(), absl::StatusCode::kInvalidArgument) << connection.status();
 }
 
 }  // namespace

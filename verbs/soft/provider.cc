@@ -16,12 +16,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "verbs/soft/channel.h"
+#include "verbs/soft/link.h"
+#include "verbs/soft/link_table.h"
 #include "verbs/soft/nic.h"
 #include "verbs/soft/region_table.h"
 #include "verbs/soft/socket.h"
@@ -48,17 +51,20 @@ constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemo
 struct Shared {
   std::shared_ptr<RegionTable> regions;
   std::shared_ptr<Nic> nic;
+  std::shared_ptr<LinkTable> links;
+  uint64_t host_id = 0;  // random, not 0
 };
 
-ChannelConfig MakeConfig(const QueuePairOptions& options, int max_rd_atomic, const LinkModel& link,
-                         uint64_t link_seed, std::string description) {
+ChannelConfig MakeConfig(const Shared& shared, const QueuePairOptions& options, int max_rd_atomic,
+                         const LinkModel& link, uint64_t peer_host, uint64_t link_seed,
+                         std::string description) {
   ChannelConfig config;
   config.max_send_wr = options.max_send_wr;
   config.max_recv_wr = options.max_recv_wr;
   config.max_rd_atomic = max_rd_atomic;
   config.max_inline_data = options.max_inline_data;
   config.link = link;
-  config.link_seed = link_seed;
+  if (link.enabled()) config.link_out = shared.links->Get(peer_host, link, link_seed);
   config.faults = options.faults;
   config.description = std::move(description);
   return config;
@@ -174,6 +180,7 @@ class SoftPendingConnection : public PendingConnection {
     header.verdict = static_cast<uint8_t>(SetupVerdict::kAccept);
     header.max_rd_atomic = static_cast<uint32_t>(options.max_rd_atomic);
     header.payload_length = static_cast<uint32_t>(reply.size());
+    header.host_id = shared_.host_id;
     std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
     message += reply;
     absl::Status sent =
@@ -190,7 +197,7 @@ class SoftPendingConnection : public PendingConnection {
         std::min<int>(options.max_rd_atomic, static_cast<int>(hello_.max_rd_atomic));
     const std::string description = Describe(fd_.get());
     return MakeQueuePair(shared_, std::move(fd_),
-                         MakeConfig(options, max_rd_atomic, link,
+                         MakeConfig(shared_, options, max_rd_atomic, link, hello_.host_id,
                                     hello_.link_seed ^ kAcceptorSeedSalt, description));
   }
 
@@ -415,7 +422,7 @@ class SoftListener : public Listener {
     link.one_way_delay = absl::Nanoseconds(hello.link_delay_ns);
     link.jitter = absl::Nanoseconds(hello.link_jitter_ns);
     link.bandwidth_gbps = hello.link_bandwidth_gbps;
-    const absl::Status valid = link.Validate();
+    const absl::Status valid = CheckLinkModel(link);
     if (!valid.ok()) {
       *why = absl::StrCat("bad link model: ", valid.message());
       return false;
@@ -467,6 +474,7 @@ class SoftProvider : public Provider {
                                      const std::string& payload,
                                      const QueuePairOptions& options) override {
     RETURN_IF_ERROR(options.Validate());
+    RETURN_IF_ERROR(CheckLinkModel(options.link));
     if (payload.size() > kMaxSetupPayload) {
       return absl::InvalidArgumentError(
           absl::StrCat("setup payload of ", payload.size(), " bytes exceeds ", kMaxSetupPayload));
@@ -484,6 +492,7 @@ class SoftProvider : public Provider {
     hello.link_jitter_ns = absl::ToInt64Nanoseconds(options.link.jitter);
     hello.link_bandwidth_gbps = options.link.bandwidth_gbps;
     hello.link_seed = options.link.seed;
+    hello.host_id = shared_.host_id;
     std::string message(reinterpret_cast<const char*>(&hello), sizeof(hello));
     message += payload;
     absl::Status status = SendAll(fd.get(), message.data(), message.size(), deadline);
@@ -516,8 +525,8 @@ class SoftProvider : public Provider {
     const std::string description = Describe(fd.get());
     ASSIGN_OR_RETURN(std::unique_ptr<QueuePair> qp,
                      MakeQueuePair(shared_, std::move(fd),
-                                   MakeConfig(options, max_rd_atomic, options.link,
-                                              options.link.seed, description)));
+                                   MakeConfig(shared_, options, max_rd_atomic, options.link,
+                                              reply.host_id, options.link.seed, description)));
     return Connection{std::move(qp), std::move(reply_payload)};
   }
 
@@ -533,6 +542,9 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(const ProviderOptio
   ASSIGN_OR_RETURN(std::unique_ptr<soft::Nic> nic, soft::Nic::Start("soft"));
   soft::Shared shared;
   shared.regions = std::make_shared<soft::RegionTable>();
+  shared.links = std::make_shared<soft::LinkTable>();
+  absl::BitGen rng;
+  shared.host_id = absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
   shared.nic = std::shared_ptr<soft::Nic>(std::move(nic));
   return std::unique_ptr<Provider>(new soft::SoftProvider(std::move(shared)));
 }

@@ -13,9 +13,10 @@
 //    request's rkey, bounds and access flags against the provider's table of
 //    registered regions (region_table.h) and executes WRITE, READ and
 //    atomics directly on the registered memory; no application code runs.
-//    Requests of one queue pair are executed in order; atomics are atomic
-//    across all queue pairs of the provider (one thread executes them, with
-//    __atomic operations on the word).
+//    An application thread whose Poll finds no completion does the same
+//    work for its own queue pair when it is idle (channel.h). Requests of
+//    one queue pair are executed in order; atomics are atomic across all
+//    queue pairs of the provider (__atomic operations on the word).
 //  * rkeys are random 32-bit values from a cryptographically seeded
 //    generator, never counters; lkey == rkey.
 //  * Outstanding READs + atomics per queue pair are limited to the
@@ -32,6 +33,9 @@
 //  * QueuePairOptions::link (the connecting side's, sent in setup) delays the
 //    frames of both directions (link.h; the loopback path's own
 //    latency is allowed for, so measured round trips match the model).
+//    Queue pairs between the same two providers with the same model share
+//    one link (link_table.h), so together they get its bandwidth once. A
+//    link slower than soft::kMinLinkBandwidthGbps is refused.
 //  * QueuePairOptions::faults injects drops, stalls and torn WRITEs into
 //    the requests of the side that sets them. kPrefix places the first half
 //    of the WRITE and drops the connection; kOutOfOrder places the second

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "verbs/soft/provider.h"
 #include "verbs/soft/test_util.h"
@@ -119,6 +120,42 @@ TEST_F(SoftRcSemanticsTest, FencedReadAfterAnAtomicSeesItsResult) {
   EXPECT_EQ(old_add, 0u);
   EXPECT_EQ(old_swap, 3u);  // saw the FETCH_ADD, so it swapped
   EXPECT_EQ(read, 10u);     // saw the COMPARE_SWAP
+}
+
+// The inline contract of verbs.h: a WRITE of at most max_inline_data bytes
+// is copied at PostSend, even when it cannot be sent yet.
+TEST(SoftInlineContractTest, AnInlineWriteCarriesTheBytesItHadAtPostTime) {
+  auto client = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto server = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // One READ credit and a long link: a second READ waits for the first
+  // one's response, and the WRITE posted behind it waits too.
+  QueuePairOptions options;
+  options.max_rd_atomic = 1;
+  options.link.one_way_delay = absl::Milliseconds(50);
+  auto pair = ConnectPair(client->get(), server->get(), options);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  ASSERT_GE(pair->client->max_inline_data(), 64u);
+  auto local = MakeBuffer(client->get(), 4096, kLocalWrite);
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto remote = MakeBuffer(server->get(), 4096, kAllRemote);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::memset((*local)->data() + 1024, 0xab, 64);
+
+  const WorkRequest span[3] = {Read(1, local->get(), 0, 8, **remote, 0),
+                               Read(2, local->get(), 8, 8, **remote, 8),
+                               Write(3, local->get(), 1024, 64, **remote, 2048)};
+  ASSERT_TRUE(pair->client->PostSend(span).ok());
+  // Reused at once, as the contract allows.
+  std::memset((*local)->data() + 1024, 0xcd, 64);
+
+  const std::vector<Completion> done = PollCompletions(pair->client.get(), 3);
+  ASSERT_EQ(done.size(), 3u);
+  for (const Completion& c : done) EXPECT_TRUE(c.ok()) << c.ToStatus();
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ((*remote)->data()[2048 + i], 0xab) << "byte " << i;
+  }
 }
 
 }  // namespace

@@ -2,30 +2,49 @@
 
 #include "verbs/soft/region_table.h"
 
+#include <utility>
+
 #include "absl/strings/str_format.h"
 
 namespace dreplay::verbs::soft {
+
+RegionTable::RegionTable() : snapshot_(std::make_shared<const Map>()) {}
 
 uint32_t RegionTable::Add(char* addr, size_t length, uint32_t access) {
   MutexLock lock(&mu_);
   uint32_t rkey = 0;
   do {
     rkey = absl::Uniform<uint32_t>(absl::IntervalClosed, rng_, 1, UINT32_MAX);
-  } while (regions_.contains(rkey));
-  regions_.emplace(rkey, Entry{addr, length, access});
+  } while (snapshot_->contains(rkey));
+  auto next = std::make_shared<Map>(*snapshot_);
+  next->emplace(rkey, Entry{addr, length, access});
+  snapshot_ = std::move(next);
+  version_.fetch_add(1, std::memory_order_release);
   return rkey;
 }
 
 void RegionTable::Remove(uint32_t rkey) {
   MutexLock lock(&mu_);
-  regions_.erase(rkey);
+  auto next = std::make_shared<Map>(*snapshot_);
+  next->erase(rkey);
+  snapshot_ = std::move(next);
+  version_.fetch_add(1, std::memory_order_release);
 }
 
-WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
-                            char** target, std::string* detail) {
-  MutexLock lock(&mu_);
-  auto it = regions_.find(rkey);
-  if (it == regions_.end()) {
+const RegionTable::Map& RegionTable::View::Current() {
+  if (table_->version_.load(std::memory_order_acquire) != version_) {
+    MutexLock lock(&table_->mu_);
+    snapshot_ = table_->snapshot_;
+    version_ = table_->version_.load(std::memory_order_relaxed);
+  }
+  return *snapshot_;
+}
+
+WcStatus RegionTable::View::Check(uint32_t rkey, uint64_t remote_addr, uint64_t length,
+                                  uint32_t needed, char** target, std::string* detail) {
+  const Map& regions = Current();
+  auto it = regions.find(rkey);
+  if (it == regions.end()) {
     *detail = absl::StrFormat("rkey 0x%08x is not registered", rkey);
     return WcStatus::kRemoteAccessError;
   }
@@ -47,11 +66,11 @@ WcStatus RegionTable::Check(uint32_t rkey, uint64_t remote_addr, uint64_t length
   return WcStatus::kSuccess;
 }
 
-WcStatus RegionTable::CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
-                                 std::string* detail) {
-  MutexLock lock(&mu_);
-  auto it = regions_.find(lkey);
-  if (it == regions_.end()) {
+WcStatus RegionTable::View::CheckLocal(uint32_t lkey, const void* addr, uint64_t length,
+                                       uint32_t needed, std::string* detail) {
+  const Map& regions = Current();
+  auto it = regions.find(lkey);
+  if (it == regions.end()) {
     *detail = absl::StrFormat("lkey 0x%08x is not a memory region of this provider", lkey);
     return WcStatus::kLocalProtectionError;
   }

@@ -10,13 +10,23 @@
 // exist, [addr, addr + length) must lie inside its region, and the region
 // must grant the access the request needs.
 //
-// Thread-safe.
+// The table is read on every request and changed only when memory is
+// registered or deregistered, so it is read-mostly: a change publishes a new
+// immutable snapshot and bumps a version; a reader (View) keeps the snapshot
+// it last saw and takes the table's lock only when the version moved. A
+// check therefore costs one atomic load and a hash lookup, and never waits
+// for another thread. A check that starts after Remove() returned sees the
+// key gone.
+//
+// RegionTable is thread-safe; a View is used by one thread at a time.
 
 #ifndef DREPLAY_VERBS_SOFT_REGION_TABLE_H_
 #define DREPLAY_VERBS_SOFT_REGION_TABLE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -27,35 +37,56 @@
 namespace dreplay::verbs::soft {
 
 class RegionTable {
- public:
-  // Registers [addr, addr + length) and returns its new rkey.
-  uint32_t Add(char* addr, size_t length, uint32_t access);
-  // Forgets `rkey`; later Check()s of it fail.
-  void Remove(uint32_t rkey);
-
-  // On success stores the local address of `remote_addr` in *target and
-  // returns kSuccess; otherwise returns kRemoteAccessError and explains why in
-  // *detail. `needed` is one Access flag.
-  WcStatus Check(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
-                 char** target, std::string* detail);
-
-  // The local side's check of a work request's buffer: `lkey` must be
-  // registered here, [addr, addr + length) inside it, and, when `needed` is
-  // not 0, the region must grant it (kLocalWrite). Returns kSuccess or
-  // kLocalProtectionError with the reason in *detail.
-  WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
-                      std::string* detail);
-
  private:
   struct Entry {
     char* addr;
     size_t length;
     uint32_t access;
   };
+  using Map = absl::flat_hash_map<uint32_t, Entry>;
 
+ public:
+  RegionTable();
+
+  // Registers [addr, addr + length) and returns its new rkey.
+  uint32_t Add(char* addr, size_t length, uint32_t access);
+  // Forgets `rkey`; checks that start after this returns fail.
+  void Remove(uint32_t rkey);
+
+  // A reader's cached snapshot of the table. Not thread-safe; must not
+  // outlive its table.
+  class View {
+   public:
+    explicit View(RegionTable* table) : table_(table) {}
+
+    // On success stores the local address of `remote_addr` in *target and
+    // returns kSuccess; otherwise returns kRemoteAccessError and explains
+    // why in *detail. `needed` is one Access flag.
+    WcStatus Check(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                   char** target, std::string* detail);
+
+    // The local side's check of a work request's buffer: `lkey` must be
+    // registered here, [addr, addr + length) inside it, and, when `needed`
+    // is not 0, the region must grant it (kLocalWrite). Returns kSuccess or
+    // kLocalProtectionError with the reason in *detail.
+    WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
+                        std::string* detail);
+
+   private:
+    // The current snapshot, refreshed when the table's version moved.
+    const Map& Current();
+
+    RegionTable* const table_;
+    std::shared_ptr<const Map> snapshot_;
+    uint64_t version_ = 0;  // of snapshot_; the table starts at 1
+  };
+
+ private:
   Mutex mu_;
-  absl::flat_hash_map<uint32_t, Entry> regions_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Map> snapshot_ ABSL_GUARDED_BY(mu_);
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+  // Bumped (under mu_) after each new snapshot is published.
+  std::atomic<uint64_t> version_{1};
 };
 
 }  // namespace dreplay::verbs::soft

@@ -28,16 +28,20 @@ bool IsValidFailure(uint8_t status) {
 
 }  // namespace
 
-Requester::Requester(int max_send_wr, int max_rd_atomic, const FaultOptions& faults,
-                     RegionTable* regions, FrameWriter* writer, CompletionQueue* completions,
-                     ChannelControl* control)
+Requester::Requester(int max_send_wr, int max_rd_atomic, uint32_t max_inline_data,
+                     const FaultOptions& faults, RegionTable* regions, FrameWriter* writer,
+                     CompletionQueue* completions, ChannelControl* control)
     : max_send_wr_(max_send_wr),
       max_rd_atomic_(max_rd_atomic),
+      max_inline_data_(max_inline_data),
       faults_(faults),
       regions_(regions),
       writer_(writer),
       completions_(completions),
-      control_(control) {}
+      control_(control),
+      inline_arena_(max_inline_data > 0
+                        ? new char[static_cast<size_t>(max_send_wr) * max_inline_data]
+                        : nullptr) {}
 
 absl::Status Requester::Validate(absl::Span<const WorkRequest> wrs) {
   for (const WorkRequest& wr : wrs) {
@@ -85,7 +89,15 @@ absl::Status Requester::Post(absl::Span<const WorkRequest> wrs) {
       const bool writes_local = IsReadOrAtomic(wr.opcode);
       const uint32_t needed = writes_local ? uint32_t{kLocalWrite} : 0u;
       e.local_error =
-          regions_->CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &e.local_detail);
+          regions_.CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &e.local_detail);
+    }
+    const bool is_write = wr.opcode == Opcode::kWrite || wr.opcode == Opcode::kWriteWithImm;
+    if (is_write && e.local_error == WcStatus::kSuccess && wr.length > 0 &&
+        wr.length <= max_inline_data_) {
+      char* slot = inline_arena_.get() + next_inline_slot_ * max_inline_data_;
+      next_inline_slot_ = (next_inline_slot_ + 1) % static_cast<size_t>(max_send_wr_);
+      std::memcpy(slot, wr.local_addr, wr.length);
+      e.inline_copy = slot;
     }
   }
   return absl::OkStatus();
@@ -120,7 +132,7 @@ void Requester::EmitRequest(SendEntry& e, int64_t now) {
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:
-      EmitWrite(wr, h, not_before);
+      EmitWrite(wr, e.inline_copy, h, not_before);
       break;
     case Opcode::kRead:
       h.type = static_cast<uint8_t>(FrameType::kRead);
@@ -149,8 +161,9 @@ void Requester::EmitRequest(SendEntry& e, int64_t now) {
   }
 }
 
-void Requester::EmitWrite(const WorkRequest& wr, FrameHeader h, int64_t not_before) {
-  const char* src = static_cast<const char*>(wr.local_addr);
+void Requester::EmitWrite(const WorkRequest& wr, const char* inline_copy, FrameHeader h,
+                          int64_t not_before) {
+  const char* src = inline_copy != nullptr ? inline_copy : static_cast<const char*>(wr.local_addr);
   const bool imm = wr.opcode == Opcode::kWriteWithImm;
   h.type = static_cast<uint8_t>(imm ? FrameType::kWriteWithImm : FrameType::kWrite);
   h.aux = imm ? wr.imm_data : 0;

@@ -13,6 +13,10 @@
 //  * A request whose local buffer failed its check at PostSend fails the
 //    queue pair when it reaches the front of the queue, after everything
 //    posted before it has completed.
+//  * A WRITE or WRITE_WITH_IMM of at most max_inline_data bytes is copied at
+//    Post (as a NIC copies an inline request into its work queue entry):
+//    the application may reuse its source buffer as soon as PostSend
+//    returns (verbs.h, "Inline contract").
 //  * FaultOptions are applied here, to the requests this side sends: stalls,
 //    dropped connections and torn WRITEs (provider.h).
 //
@@ -22,6 +26,7 @@
 #define DREPLAY_VERBS_SOFT_REQUESTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -46,8 +51,9 @@ inline constexpr absl::Duration kDefaultTearGap = absl::Milliseconds(10);
 class Requester {
  public:
   // The pointers must outlive the requester.
-  Requester(int max_send_wr, int max_rd_atomic, const FaultOptions& faults, RegionTable* regions,
-            FrameWriter* writer, CompletionQueue* completions, ChannelControl* control);
+  Requester(int max_send_wr, int max_rd_atomic, uint32_t max_inline_data,
+            const FaultOptions& faults, RegionTable* regions, FrameWriter* writer,
+            CompletionQueue* completions, ChannelControl* control);
   Requester(const Requester&) = delete;
   Requester& operator=(const Requester&) = delete;
 
@@ -81,13 +87,16 @@ class Requester {
   struct SendEntry {
     WorkRequest wr;
     uint64_t last_seq = 0;  // of its last frame, once transmitted
+    // An inline WRITE's copy of its source, in inline_arena_; else null.
+    const char* inline_copy = nullptr;
     WcStatus local_error = WcStatus::kSuccess;
     std::string local_detail;
   };
 
   void EmitRequest(SendEntry& e, int64_t now);
-  // A WRITE's frames, torn as FaultOptions::tear says.
-  void EmitWrite(const WorkRequest& wr, FrameHeader h, int64_t not_before);
+  // A WRITE's frames, torn as FaultOptions::tear says; the data come from
+  // `inline_copy` when not null.
+  void EmitWrite(const WorkRequest& wr, const char* inline_copy, FrameHeader h, int64_t not_before);
   // Queues one WRITE frame of `length` bytes from `data`, cut short when
   // the byte budget of FaultOptions::drop_after_bytes runs out.
   void QueueWrite(const FrameHeader& header, const char* data, uint32_t length, int64_t when);
@@ -101,12 +110,18 @@ class Requester {
   // Constant after construction.
   const int max_send_wr_;
   const int max_rd_atomic_;
+  const uint32_t max_inline_data_;
   const FaultOptions faults_;
-  RegionTable* const regions_;
+  RegionTable::View regions_;  // its cached snapshot changes
   FrameWriter* const writer_;
   CompletionQueue* const completions_;
   ChannelControl* const control_;
 
+  // max_send_wr slots of max_inline_data bytes, used in turn by inline
+  // WRITEs: the send queue is FIFO and holds at most max_send_wr entries,
+  // so a slot is reused only after the entry that used it completed.
+  std::unique_ptr<char[]> inline_arena_;
+  size_t next_inline_slot_ = 0;
   Ring<SendEntry> sq_;         // posted, not yet completed
   size_t sq_transmitted_ = 0;  // prefix of sq_ sent
   int rd_in_flight_ = 0;       // READs + atomics sent

@@ -32,7 +32,14 @@ absl::Status Responder::Post(absl::Span<const RecvRequest> rrs) {
   return absl::OkStatus();
 }
 
+bool Responder::MustWaitForResponses() const {
+  return writer_->response_ref_bytes() > kMaxResponseRefBytes;
+}
+
 PayloadTarget Responder::StartRequest(const FrameHeader& h) {
+  if (static_cast<FrameType>(h.type) != FrameType::kRead && MustWaitForResponses()) {
+    return PayloadTarget::Pause();
+  }
   if (!CheckSeq(h)) return PayloadTarget::None();
   const uint32_t len = h.payload_length;
   switch (static_cast<FrameType>(h.type)) {
@@ -78,7 +85,7 @@ PayloadTarget Responder::StartWrite(const FrameHeader& h) {
   if (len > 0) {
     std::string detail;
     const WcStatus status =
-        regions_->Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
+        regions_.Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return PayloadTarget::None();
@@ -103,7 +110,7 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   if (h.aux > 0) {
     std::string detail;
     const WcStatus status =
-        regions_->Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
+        regions_.Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return;
@@ -152,7 +159,7 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   char* target = nullptr;
   std::string detail;
   const WcStatus status =
-      regions_->Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
+      regions_.Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
   if (status != WcStatus::kSuccess) {
     Reject(h.seq, status, detail);
     return;

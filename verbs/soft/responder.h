@@ -15,9 +15,15 @@
 //    READ sees memory before any later WRITE on the same queue pair) the
 //    still-queued READ responses are copied before a later WRITE or atomic
 //    is executed (FrameWriter::MaterializeResponseRefs).
-//  * Atomics are executed with __atomic operations on the word; one NIC
-//    thread executes every queue pair's requests, so they are atomic across
-//    the queue pairs of a provider.
+//  * Backpressure: before a WRITE or atomic is executed, the READ responses
+//    still queued by reference are copied; when they hold more than
+//    kMaxResponseRefBytes, the request is not started (PayloadTarget::Pause)
+//    and input stops until enough of them went out. A peer that queues
+//    large READs and stops reading its socket therefore makes the responder
+//    copy at most that much, never credits x region bytes.
+//  * Atomics are executed with __atomic operations on the word, so they are
+//    atomic across the queue pairs of a provider whichever thread (the NIC
+//    thread or a polling application thread) executes them.
 //  * WRITE_WITH_IMM consumes a posted receive (a kRecv completion here);
 //    with none posted it fails with kRnrRetryExceeded (no RNR retries).
 //  * A request that fails here gets a NAK with its status, and the queue
@@ -45,6 +51,10 @@
 
 namespace dreplay::verbs::soft {
 
+// The most READ response bytes a WRITE or atomic may make the responder
+// copy (see "Backpressure" above).
+inline constexpr uint64_t kMaxResponseRefBytes = 1 << 20;
+
 class Responder {
  public:
   // `description` names the connection in log lines. The pointers must
@@ -62,6 +72,9 @@ class Responder {
   // A request frame's header: checks it, executes a READ at once, and says
   // where the payload of a WRITE or atomic goes.
   PayloadTarget StartRequest(const FrameHeader& header);
+  // True when a request that changes memory must wait for queued READ
+  // responses to go out (StartRequest answers it with kPause).
+  bool MustWaitForResponses() const;
   // Its payload has arrived (`small` holds a small one): completes a WRITE,
   // executes an atomic.
   void CompleteRequest(const FrameHeader& header, const char* small);
@@ -101,7 +114,7 @@ class Responder {
   const int max_recv_wr_;
   const int max_rd_atomic_;
   const std::string description_;
-  RegionTable* const regions_;
+  RegionTable::View regions_;  // its cached snapshot changes
   FrameWriter* const writer_;
   CompletionQueue* const completions_;
   ChannelControl* const control_;

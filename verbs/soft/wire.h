@@ -45,7 +45,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the soft provider's wire format is little-endian");
 
 inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
-inline constexpr uint16_t kWireVersion = 1;
+// 2: hello and reply carry the sender's host id (link_table.h).
+inline constexpr uint16_t kWireVersion = 2;
 
 // Bounds on what a peer may send during setup.
 inline constexpr uint32_t kMaxSetupPayload = 64 * 1024;
@@ -67,8 +68,11 @@ struct HelloHeader {
   int64_t link_jitter_ns;
   double link_bandwidth_gbps;
   uint64_t link_seed;
+  // The connecting provider's random id: queue pairs between the same two
+  // providers share one emulated link.
+  uint64_t host_id;
 };
-static_assert(sizeof(HelloHeader) == 48, "HelloHeader is a wire structure");
+static_assert(sizeof(HelloHeader) == 56, "HelloHeader is a wire structure");
 static_assert(alignof(HelloHeader) == 8, "HelloHeader is a wire structure");
 
 enum class SetupVerdict : uint8_t { kAccept = 1, kReject = 2 };
@@ -80,8 +84,9 @@ struct ReplyHeader {
   uint8_t reserved;
   uint32_t max_rd_atomic;
   uint32_t payload_length;
+  uint64_t host_id;  // the listening provider's id (see HelloHeader)
 };
-static_assert(sizeof(ReplyHeader) == 16, "ReplyHeader is a wire structure");
+static_assert(sizeof(ReplyHeader) == 24, "ReplyHeader is a wire structure");
 
 enum class FrameType : uint8_t {
   // Requests.
