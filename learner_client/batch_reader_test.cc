@@ -435,7 +435,7 @@ class FakeStagingServer {
     for (size_t i = 0; i < entries.size(); ++i) {
       const uint64_t q = entries[i].sequence;
       staged[i].slot_sequence = q;
-      staged[i].slot_index = static_cast<uint32_t>(protocol::SlotIndex(c, q));
+      staged[i].slot_index = static_cast<uint32_t>(protocol::LeaseSlotIndex(c, 0, q));
       staged[i].weight = 1.0f;
       if (entries[i].cached) {
         staged[i].slot_index |= protocol::kEntryCachedBit;

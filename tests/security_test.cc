@@ -151,7 +151,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   // A monitor is given no key to anything it could write.
   auto probe = Connect(Role::kMonitor, 0, kToken);
   ASSERT_TRUE(probe.ok()) << probe.status();
-  for (RegionKind kind : {RegionKind::kTail, RegionKind::kSlots, RegionKind::kCommits,
+  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits,
                           RegionKind::kStaging, RegionKind::kMailbox, RegionKind::kParams}) {
     EXPECT_EQ((*probe)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
         << protocol::RegionKindName(kind);
@@ -181,13 +181,13 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   forged.remote_addr = control.addr;
   forged.rkey = control.rkey;
   attempts.push_back({"WRITE with the control block's READ key", forged});
-  // FETCH_ADD on the tail word through the control block's READ key.
+  // FETCH_ADD on the server line through the control block's READ key.
   verbs::WorkRequest atomic = forged;
   atomic.opcode = verbs::Opcode::kFetchAdd;
   atomic.length = 8;
-  atomic.remote_addr = control.addr + protocol::kTailOffset;
+  atomic.remote_addr = control.addr + protocol::kIngestCursorOffset;
   atomic.compare_add = 1000;
-  attempts.push_back({"FETCH_ADD on the tail with a READ key", atomic});
+  attempts.push_back({"FETCH_ADD on the server line with a READ key", atomic});
   // Guessed keys.
   std::mt19937 rng(20261129);
   for (int i = 0; i < 3; ++i) {
