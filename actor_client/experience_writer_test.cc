@@ -61,7 +61,7 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
   auto session = ConnectActor(*server, 1);
   ASSERT_NE(session, nullptr);
   ExperienceWriterOptions options;
-  options.max_batch = 7;  // batches straddle the ring's wrap
+  options.max_batch = 7;  // batches straddle the lease's wrap
   auto writer = *ExperienceWriter::Create(session.get(), options);
   const uint64_t kCount = 3 * server->config().capacity + 5;
   Insert(writer.get(), 0, kCount);
@@ -75,13 +75,16 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
   EXPECT_EQ(stats.torn_slots, 0u);
   EXPECT_EQ(stats.abandoned_slots, 0u);
   EXPECT_EQ(stats.overrun_slots, 0u);
-  EXPECT_EQ(stats.size, server->config().capacity);
+  // The writer's lease is full; the other leases are empty.
+  EXPECT_EQ(stats.size, protocol::LeaseSlots(server->config()));
   EXPECT_EQ(stats.ingest_cursor, kCount);
+  EXPECT_EQ(writer->next_sequence(), kCount);
 }
 
-TEST_F(ExperienceWriterTest, ConcurrentWritersShareATinyRingWithoutOverrunning) {
+TEST_F(ExperienceWriterTest, ConcurrentWritersShareATinyRingInTheirOwnLeasesWithoutOverrunning) {
   ReplayServerOptions options = SmallServerOptions();
   options.layout.capacity = 16;
+  options.layout.leases = 3;  // 5 slots each
   auto server = StartServer(server_host_.get(), options);
   constexpr int kWriters = 3;
   constexpr uint64_t kEach = 200;
@@ -157,7 +160,7 @@ TEST_F(ExperienceWriterTest, ReconnectsAfterARestartFromCheckpointAndLosesNothin
   EXPECT_EQ(session->epoch(), 2u);
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 150; }))
       << server->ReadStats().inserted;
-  EXPECT_EQ(server->ReadStats().size, 150u);
+  EXPECT_EQ(server->ReadStats().size, protocol::LeaseSlots(server->config()));
   EXPECT_EQ(server->ReadStats().epoch, 2u);
 }
 
