@@ -85,8 +85,8 @@ absl::StatusOr<std::unique_ptr<ExperienceWriter>> ExperienceWriter::Create(
   ASSIGN_OR_RETURN(writer->buffer_, client::RegisteredBuffer::Create(session->provider(), bytes));
   writer->slots_ = writer->buffer_->data();
   writer->commits_ = reinterpret_cast<uint64_t*>(writer->buffer_->data() + slot_bytes);
-  writer->lease_line_ = reinterpret_cast<protocol::LeaseLine*>(writer->buffer_->data() +
-                                                               slot_bytes + commit_bytes);
+  writer->lease_line_ =
+      reinterpret_cast<protocol::LeaseLine*>(writer->buffer_->data() + slot_bytes + commit_bytes);
   writer->TakeGrant();
   writer->pending_bytes_.reserve(uint64_t{options.max_batch} * config.max_payload());
   return writer;

@@ -163,9 +163,9 @@ class ExperienceWriter {
 
   uint64_t next_wr_id_ = 1;
   uint32_t lease_ = protocol::kNoLease;
-  uint64_t next_sequence_ = 0;    // the lease's next sequence to write
-  uint64_t attempted_first_ = 0;  // the first sequence of the last attempt
-  uint64_t known_cursor_ = 0;     // the lease's ingest cursor as last READ
+  uint64_t next_sequence_ = 0;     // the lease's next sequence to write
+  uint64_t attempted_first_ = 0;   // the first sequence of the last attempt
+  uint64_t known_cursor_ = 0;      // the lease's ingest cursor as last READ
   uint64_t grant_generation_ = 0;  // the session generation of the grant
   ExperienceWriterStats stats_;
 };

@@ -139,7 +139,8 @@ absl::Status ForwardReader::PostJournalRead() {
   // The server overwrites entries older than a journal's length: those are
   // lost (kInOrder), or jumped over when too far behind (kFreshest).
   const bool freshest = options_.policy == ForwardPolicy::kFreshest;
-  const uint64_t behind_limit = freshest ? protocol::kJournalEntries / 2 : protocol::kJournalEntries;
+  const uint64_t behind_limit =
+      freshest ? protocol::kJournalEntries / 2 : protocol::kJournalEntries;
   if (journal_target_ > journal_next_ + behind_limit) {
     const uint64_t resume =
         journal_target_ - (freshest ? protocol::kJournalEntries / 4 : protocol::kJournalEntries);
@@ -158,8 +159,7 @@ absl::Status ForwardReader::PostJournalRead() {
   wr.length = count * static_cast<uint32_t>(sizeof(protocol::JournalEntry));
   wr.remote_addr = leases.addr + protocol::JournalEntryOffset(c, journal_next_);
   wr.rkey = leases.rkey;
-  const absl::Status status =
-      session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kMetadata);
+  const absl::Status status = session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kMetadata);
   if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // send queue full
   RETURN_IF_ERROR(status);
   journal_read_first_ = journal_next_;

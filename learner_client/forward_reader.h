@@ -97,7 +97,7 @@ struct ForwardReaderOptions {
 struct ForwardedTransition {
   uint64_t sequence = 0;  // the journal order (see the file comment)
   uint32_t lease = 0;
-  uint64_t lease_sequence = 0;  // the lease's own sequence (header->sequence)
+  uint64_t lease_sequence = 0;                   // the lease's own sequence (header->sequence)
   const protocol::SlotHeader* header = nullptr;  // the whole slot starts here
   absl::Span<const uint8_t> payload;
   float initial_priority() const { return header->initial_priority; }
@@ -106,10 +106,10 @@ struct ForwardedTransition {
 };
 
 struct ForwardReaderStats {
-  uint64_t transitions = 0;          // handed over
-  uint64_t skipped_uncommitted = 0;  // journalled but not committed (torn, overrun)
-  uint64_t overwritten = 0;          // lapped or torn before they were READ
-  uint64_t skipped_behind = 0;       // journal entries jumped over (kFreshest)
+  uint64_t transitions = 0;           // handed over
+  uint64_t skipped_uncommitted = 0;   // journalled but not committed (torn, overrun)
+  uint64_t overwritten = 0;           // lapped or torn before they were READ
+  uint64_t skipped_behind = 0;        // journal entries jumped over (kFreshest)
   uint64_t journal_entries_lost = 0;  // overwritten in the journal before READ
   uint64_t journal_reads = 0;         // READs of journal entries
   // Slots READ (they crossed the link), and the distinct (index, sequence)

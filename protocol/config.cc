@@ -98,8 +98,8 @@ std::string LayoutConfig::DebugString() const {
   return absl::StrCat("capacity=", capacity, " slot_size=", slot_size, " batch_size=", batch_size,
                       " staging_depth=", staging_depth, " param_bytes=", param_bytes,
                       " observation_size=", observation_size, " num_actions=", num_actions,
-                      " max_actors=", max_actors, " actor_window=", actor_window, " leases=", leases,
-                      " transition_spec=\"", spec(), "\"");
+                      " max_actors=", max_actors, " actor_window=", actor_window,
+                      " leases=", leases, " transition_spec=\"", spec(), "\"");
 }
 
 std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {

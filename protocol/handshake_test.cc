@@ -154,9 +154,8 @@ TEST(HandshakeTest, RoleAccessFollowsTheLayoutTable) {
     const auto kind = static_cast<RegionKind>(k);
     const uint32_t access = RoleAccess(Role::kMonitor, kind);
     EXPECT_EQ(access & (kAccessWrite | kAccessAtomic), 0u) << RegionKindName(kind);
-    const bool readable =
-        kind == RegionKind::kControl || kind == RegionKind::kStats ||
-        kind == RegionKind::kActors || kind == RegionKind::kLeases;
+    const bool readable = kind == RegionKind::kControl || kind == RegionKind::kStats ||
+                          kind == RegionKind::kActors || kind == RegionKind::kLeases;
     EXPECT_EQ(access != 0, readable) << RegionKindName(kind);
   }
 }

@@ -54,8 +54,8 @@ inline uint64_t ActorsRegionBytes(const LayoutConfig& c) {
 
 enum class RegionKind : uint32_t {
   kControl = 0,  // whole ControlBlock, READ
-  kLeases = 1,  // lease lines and the forward journal, READ
-  kSlots = 2,   // an actor's: its lease's slots only
+  kLeases = 1,   // lease lines and the forward journal, READ
+  kSlots = 2,    // an actor's: its lease's slots only
   kCommits = 3,  // an actor's: its lease's commit words only
   kStaging = 4,
   kMailbox = 5,

@@ -4,8 +4,8 @@
 //
 // A checkpoint holds the slot ring, the commit words, every index's stored
 // priority and sequence, the counters, the epoch, the ingest cursor of
-// every lease and the forward journal's end, under a header (magic, format version, LayoutConfig, alpha,
-// epsilon, sampling mode) and an XXH3-64 trailer over everything before it.
+// every lease and the forward journal's end, under a header (magic, format version, LayoutConfig,
+// alpha, epsilon, sampling mode) and an XXH3-64 trailer over everything before it.
 //
 // WriteCheckpoint is atomic: it writes "<path>.tmp", fsyncs it, renames it to
 // `path` and fsyncs the directory, so `path` is always either the old
@@ -57,10 +57,10 @@ inline constexpr uint32_t kCheckpointVersion = 4;
 
 // The state saved beside the regions and the memory.
 struct CheckpointState {
-  uint64_t epoch = 0;          // the epoch that wrote the checkpoint
-  uint64_t incarnation = 0;    // the incarnation that wrote it (0: unknown)
-  uint64_t ingest_cursor = 0;  // sequences handled, over all leases
-  uint64_t journal_end = 0;    // forward journal entries written
+  uint64_t epoch = 0;                   // the epoch that wrote the checkpoint
+  uint64_t incarnation = 0;             // the incarnation that wrote it (0: unknown)
+  uint64_t ingest_cursor = 0;           // sequences handled, over all leases
+  uint64_t journal_end = 0;             // forward journal entries written
   std::vector<uint64_t> lease_cursors;  // one per lease
   ReplayCounters counters;
 };

@@ -64,7 +64,8 @@ void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
 
 void Ingest::PublishLease(uint32_t l) {
   const Lease& lease = leases_[l];
-  auto* line = reinterpret_cast<protocol::LeaseLine*>(leases_region_ + protocol::LeaseLineOffset(l));
+  auto* line =
+      reinterpret_cast<protocol::LeaseLine*>(leases_region_ + protocol::LeaseLineOffset(l));
   StoreRelease(&line->inserted, lease.inserted);
   StoreRelease(&line->torn, lease.torn);
   StoreRelease(&line->overrun, lease.overrun);
@@ -135,8 +136,8 @@ void Ingest::EvictAhead(uint32_t l) {
   const uint64_t end = lease.cursor + protocol::ActorWindow(config_);
   for (uint64_t s = std::max(lease.evicted_through, lease.cursor); s < end; ++s) {
     const uint64_t index = protocol::LeaseSlotIndex(config_, l, s);
-    const auto* header = reinterpret_cast<const protocol::SlotHeader*>(
-        slots_ + index * config_.slot_size);
+    const auto* header =
+        reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
     if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
     memory_->Remove(index);
     lease.evicted_through = s + 1;

@@ -42,11 +42,10 @@ class IngestTest : public ::testing::Test {
   }
 
   void MakeIngest(const IngestOptions& options) {
-    ingest_ = std::make_unique<Ingest>(regions_->config(), options, regions_->control(),
-                                       static_cast<uint8_t*>(regions_->region(
-                                           protocol::RegionKind::kLeases)),
-                                       regions_->slots(), regions_->commits(), memory_.get(),
-                                       &counters_, &clock_, &insert_delays_);
+    ingest_ = std::make_unique<Ingest>(
+        regions_->config(), options, regions_->control(),
+        static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
+        regions_->commits(), memory_.get(), &counters_, &clock_, &insert_delays_);
   }
 
   uint64_t published_cursor() const {
@@ -134,8 +133,7 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   for (uint64_t k = 1; k < capacity(); ++k) Insert(*regions_, 1.f);
   ASSERT_EQ(ingest_->Step(), capacity() - 1);
   const uint64_t q = Reserve(*regions_, 1);
-  ASSERT_EQ(testing::SlotOf(regions_->config(), q),
-            testing::SlotOf(regions_->config(), old_q));
+  ASSERT_EQ(testing::SlotOf(regions_->config(), q), testing::SlotOf(regions_->config(), old_q));
   uint8_t* slot = regions_->slot(testing::SlotOf(regions_->config(), q));
   std::vector<uint8_t> before(slot, slot + regions_->config().slot_size);
   WriteSlot(*regions_, q, 1.f, 128);

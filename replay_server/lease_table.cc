@@ -26,7 +26,8 @@ absl::StatusOr<LeaseTable::Grant> LeaseTable::Acquire(uint32_t actor_id) const {
     }
   }
   return absl::ResourceExhaustedError(
-      absl::StrCat("all ", n, " actor leases are held by connected actors (the server's "
+      absl::StrCat("all ", n,
+                   " actor leases are held by connected actors (the server's "
                    "--max_actors or --leases bounds them); actor ",
                    actor_id, " gets none"));
 }

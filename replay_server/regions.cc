@@ -56,8 +56,8 @@ absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
 }
 
 ReplayRegions::~ReplayRegions() {
-  for (Buffer* b :
-       {&control_, &leases_, &slots_, &commits_, &staging_, &mailbox_, &params_, &stats_, &actors_}) {
+  for (Buffer* b : {&control_, &leases_, &slots_, &commits_, &staging_, &mailbox_, &params_,
+                    &stats_, &actors_}) {
     Unmap(b);
   }
 }

@@ -48,12 +48,11 @@ class ReplayRegions {
   }
   // REQUIRES: lease < config.leases.
   protocol::LeaseLine* lease_line(uint32_t lease) const {
-    return reinterpret_cast<protocol::LeaseLine*>(leases_.data +
-                                                  protocol::LeaseLineOffset(lease));
+    return reinterpret_cast<protocol::LeaseLine*>(leases_.data + protocol::LeaseLineOffset(lease));
   }
   protocol::JournalEntry* journal_entry(uint64_t number) const {
-    return reinterpret_cast<protocol::JournalEntry*>(
-        leases_.data + protocol::JournalEntryOffset(config_, number));
+    return reinterpret_cast<protocol::JournalEntry*>(leases_.data +
+                                                     protocol::JournalEntryOffset(config_, number));
   }
   uint8_t* slots() const { return slots_.data; }
   uint64_t* commits() const { return reinterpret_cast<uint64_t*>(commits_.data); }

@@ -88,11 +88,10 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
   policy.min_size_to_sample = limiter.min_size_to_sample;
   policy.spi_block_actors = limiter.block_inserts ? 1 : 0;
   std::memcpy(&regions_->control()->policy, &policy, sizeof(policy));
-  ingest_ = std::make_unique<Ingest>(config, options_.ingest, regions_->control(),
-                                     static_cast<uint8_t*>(regions_->region(
-                                         protocol::RegionKind::kLeases)),
-                                     regions_->slots(), regions_->commits(), memory_.get(),
-                                     &counters_, clock_, &delays_.insert_to_ingest);
+  ingest_ = std::make_unique<Ingest>(
+      config, options_.ingest, regions_->control(),
+      static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
+      regions_->commits(), memory_.get(), &counters_, clock_, &delays_.insert_to_ingest);
   updates_ =
       std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(), &counters_);
   sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),

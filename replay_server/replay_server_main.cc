@@ -202,8 +202,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   l.num_actions = static_cast<uint32_t>(FLAGS_num_actions);
   l.max_actors = static_cast<uint32_t>(FLAGS_max_actors);
   RETURN_IF_ERROR(CheckRange("leases", FLAGS_leases, 0, protocol::kMaxLeases));
-  l.leases = static_cast<uint32_t>(
-      FLAGS_leases > 0 ? FLAGS_leases : std::max<int64_t>(FLAGS_max_actors, 1));
+  l.leases = static_cast<uint32_t>(FLAGS_leases > 0 ? FLAGS_leases
+                                                    : std::max<int64_t>(FLAGS_max_actors, 1));
   l.actor_window = static_cast<uint64_t>(FLAGS_actor_window);
   {
     const absl::Status s = l.set_spec(FLAGS_transition_spec);

@@ -245,7 +245,7 @@ absl::Status ReplayServer::RegisterRegions() {
 }
 
 absl::StatusOr<const verbs::MemoryRegion*> ReplayServer::LeaseRegion(protocol::RegionKind kind,
-                                                                      uint32_t lease) {
+                                                                     uint32_t lease) {
   const protocol::LayoutConfig& c = config();
   const bool slots = kind == protocol::RegionKind::kSlots;
   std::unique_ptr<verbs::MemoryRegion>& mr =
@@ -257,10 +257,9 @@ absl::StatusOr<const verbs::MemoryRegion*> ReplayServer::LeaseRegion(protocol::R
     const uint64_t slots_in_lease = protocol::LeaseSlots(c);
     void* addr = slots ? static_cast<void*>(regions_->slot(base))
                        : static_cast<void*>(regions_->commits() + base);
-    const uint64_t bytes =
-        slots ? slots_in_lease * c.slot_size : slots_in_lease * sizeof(uint64_t);
-    ASSIGN_OR_RETURN(mr, provider_->RegisterMemory(addr, bytes,
-                                                   verbs::kLocalWrite | verbs::kRemoteWrite));
+    const uint64_t bytes = slots ? slots_in_lease * c.slot_size : slots_in_lease * sizeof(uint64_t);
+    ASSIGN_OR_RETURN(
+        mr, provider_->RegisterMemory(addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
   }
   return mr.get();
 }
@@ -417,7 +416,8 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
       Reject(pending.get(), std::string(grant.status().message()));
       return;
     }
-    if (grant->displaced_client != 0) DropClient(grant->displaced_client, "its lease was granted again");
+    if (grant->displaced_client != 0)
+      DropClient(grant->displaced_client, "its lease was granted again");
     lease = grant->lease;
     resume = leases_->ResumeSequence(lease);
   }

@@ -187,8 +187,7 @@ class ReplayServer {
                                                  uint32_t actor_id, uint32_t lease);
   // The registration of lease `lease`'s slots or commit words (kind kSlots
   // or kCommits), made on first use.
-  absl::StatusOr<const verbs::MemoryRegion*> LeaseRegion(protocol::RegionKind kind,
-                                                         uint32_t lease);
+  absl::StatusOr<const verbs::MemoryRegion*> LeaseRegion(protocol::RegionKind kind, uint32_t lease);
   absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello,
                                                          uint32_t lease, uint64_t resume);
 

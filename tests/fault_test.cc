@@ -53,14 +53,9 @@ uint64_t Tag(uint32_t actor, uint64_t i) { return (uint64_t{actor} << kTagShift)
 // The server: leases (16384 / 8 = 2048 slots each) large enough that no
 // slot is reused during the test.
 std::vector<std::string> ServerFlags() {
-  return {"--capacity=16384",
-          "--slot_size=168",
-          "--batch_size=16",
-          "--staging_depth=4",
-          "--max_actors=8",
-          "--heartbeat_interval_s=0.1",
-          "--stats_interval_s=0",
-          "--seed=5"};
+  return {"--capacity=16384",     "--slot_size=168", "--batch_size=16",
+          "--staging_depth=4",    "--max_actors=8",  "--heartbeat_interval_s=0.1",
+          "--stats_interval_s=0", "--seed=5"};
 }
 
 struct WriterRun {
@@ -112,13 +107,11 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host,
   if (!buffer.ok()) return buffer.status();
   uint8_t* slots = (*buffer)->data();
   auto* commits = reinterpret_cast<uint64_t*>(slots + uint64_t{kSlots} * c.slot_size);
-  uint64_t* fetched = commits + kSlots;
   absl::StatusOr<int> sink = s->AddSink();
   if (!sink.ok()) return sink.status();
   absl::StatusOr<verbs::RemoteRegion> ring = s->Region(RegionKind::kSlots);
   absl::StatusOr<verbs::RemoteRegion> words = s->Region(RegionKind::kCommits);
   if (!ring.ok() || !words.ok()) return absl::InternalError("actor keys missing");
-  (void)fetched;
   // The forger's own lease, from where the handshake says to resume.
   const uint64_t q = s->directory().resume_sequence;
   const uint64_t lease_slots = protocol::LeaseSlots(c);

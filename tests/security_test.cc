@@ -48,14 +48,10 @@ class SecurityTest : public ::testing::Test {
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
-    options.flags = {"--capacity=4096",
-                     "--slot_size=168",
-                     "--batch_size=8",
-                     "--staging_depth=4",
-                     "--max_actors=8",
-                     "--heartbeat_interval_s=0.1",
-                     "--stats_interval_s=0",
-                     "--auth_token_file=" + token_file};
+    options.flags = {"--capacity=4096",      "--slot_size=168",
+                     "--batch_size=8",       "--staging_depth=4",
+                     "--max_actors=8",       "--heartbeat_interval_s=0.1",
+                     "--stats_interval_s=0", "--auth_token_file=" + token_file};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -150,8 +146,8 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   // A monitor is given no key to anything it could write.
   auto probe = Connect(Role::kMonitor, 0, kToken);
   ASSERT_TRUE(probe.ok()) << probe.status();
-  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits,
-                          RegionKind::kStaging, RegionKind::kMailbox, RegionKind::kParams}) {
+  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits, RegionKind::kStaging,
+                          RegionKind::kMailbox, RegionKind::kParams}) {
     EXPECT_EQ((*probe)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
         << protocol::RegionKindName(kind);
   }

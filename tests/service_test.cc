@@ -89,8 +89,7 @@ void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
     const auto [t, new_sequence] = seen->tag_of_sequence.emplace(key, tag);
     ASSERT_EQ(t->second, tag) << "sequence " << e.slot_sequence << " holds two transitions";
     const auto [s, new_tag] = seen->sequence_of_tag.emplace(tag, key);
-    ASSERT_EQ(s->second, key)
-        << "transition " << tag << " was ingested under two sequences";
+    ASSERT_EQ(s->second, key) << "transition " << tag << " was ingested under two sequences";
   }
   ++seen->batches;
   seen->entries += batch.size();

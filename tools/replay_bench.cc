@@ -114,7 +114,7 @@ DEFINE_int32(stalled_actors, 0,
              "mid-write for the whole run), each holding its own lease");
 DEFINE_int32(actor_threads, 0,
              "threads driving the actors' writers round-robin, one provider each (0: one thread "
-             "per actor up to 256 actors, 2 beyond)");
+             "per actor up to 256 actors, 32 beyond)");
 DEFINE_bool(shared_actor_provider, false,
             "actors share one provider (one queue pair each) instead of one provider each");
 DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)");
@@ -329,7 +329,7 @@ absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
     return FlagError("actor_threads", std::to_string(FLAGS_actor_threads), "must be in [0, 256]");
   }
   // Beyond 256 actors, threads drive many writers each (no thread per connection).
-  c.actor_threads = FLAGS_actor_threads != 0 ? FLAGS_actor_threads : (c.actors > 256 ? 2 : 0);
+  c.actor_threads = FLAGS_actor_threads != 0 ? FLAGS_actor_threads : (c.actors > 256 ? 32 : 0);
   c.shared_actor_provider = FLAGS_shared_actor_provider;
   RETURN_IF_ERROR(LayoutFromFlags(&c));
   RETURN_IF_ERROR(PollingAndLinksFromFlags(&c));

@@ -186,11 +186,11 @@ absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& 
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
   for (int id = first_id; id < first_id + count; ++id) {
-    ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
-                     ClientSession::Connect(provider.get(),
-                                            SessionOptionsFor(server, Role::kActor,
-                                                              static_cast<uint32_t>(id),
-                                                              c.actor_link)));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ClientSession> session,
+        ClientSession::Connect(
+            provider.get(),
+            SessionOptionsFor(server, Role::kActor, static_cast<uint32_t>(id), c.actor_link)));
     ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
                      actor::ExperienceWriter::Create(session.get(), wo));
     sessions.push_back(std::move(session));
@@ -218,22 +218,21 @@ absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& 
   return absl::OkStatus();
 }
 
-absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& server,
-                              int first_id, int count, ReplayBenchState* state) {
+absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& server, int first_id,
+                              int count, ReplayBenchState* state) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
   std::vector<std::unique_ptr<ClientSession>> sessions;
   std::vector<std::unique_ptr<client::RegisteredBuffer>> buffers;
   for (int id = first_id; id < first_id + count; ++id) {
-    ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
-                     ClientSession::Connect(provider.get(),
-                                            SessionOptionsFor(server, Role::kActor,
-                                                              static_cast<uint32_t>(id), {})));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ClientSession> session,
+        ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kActor,
+                                                                 static_cast<uint32_t>(id), {})));
     const protocol::LayoutConfig& l = session->config();
     const uint64_t first = session->directory().resume_sequence;
     const uint64_t lease_slots = protocol::LeaseSlots(l);
-    const auto n = static_cast<uint32_t>(
-        std::min<uint64_t>({c.max_batch, lease_slots - first % lease_slots,
-                            protocol::ActorWindow(l)}));
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(
+        {c.max_batch, lease_slots - first % lease_slots, protocol::ActorWindow(l)}));
     ASSIGN_OR_RETURN(std::unique_ptr<client::RegisteredBuffer> buffer,
                      client::RegisteredBuffer::Create(provider.get(), uint64_t{n} * l.slot_size));
     std::vector<uint8_t> payload(c.transition_bytes(), 0x33);
@@ -243,7 +242,8 @@ absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& se
                                          payload.data(), c.transition_bytes()));
     }
     // The slots, on their way; their commit words never follow.
-    ASSIGN_OR_RETURN(const verbs::RemoteRegion slots, session->Region(protocol::RegionKind::kSlots));
+    ASSIGN_OR_RETURN(const verbs::RemoteRegion slots,
+                     session->Region(protocol::RegionKind::kSlots));
     ASSIGN_OR_RETURN(const int sink, session->AddSink());
     verbs::WorkRequest wr;
     wr.wr_id = ClientSession::WrId(sink, 1);

@@ -161,8 +161,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
     });
   }
   ReplayRunResult r;
-  absl::Status status =
-      WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
+  absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
   if (status.ok()) MeasureWindow(c, server, &state, &r);
   state.stop = true;
   for (std::thread& t : threads) t.join();

@@ -235,8 +235,7 @@ std::string RenderLeasesText(const MonitorSnapshot& now) {
     if (line.state == static_cast<uint32_t>(protocol::LeaseState::kNeverHeld)) continue;
     if (!header) {
       absl::StrAppendFormat(&out, "          %5s %-8s %6s %12s %12s %8s %8s %8s\n", "lease",
-                            "state", "actor", "cursor", "inserted", "torn", "overrun",
-                            "bounded");
+                            "state", "actor", "cursor", "inserted", "torn", "overrun", "bounded");
       header = true;
     }
     absl::StrAppendFormat(&out, "          %5d %-8s %6d %12d %12d %8d %8d %8d\n", l,
