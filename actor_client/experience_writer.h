@@ -15,34 +15,37 @@
 // pending it flushes first. Flush() inserts the pending k transitions
 // (protocol/README.md, "Actor insert"):
 //
-//   1. FETCH_ADD(tail, k) reserves sequences s .. s+k-1;
-//   2. until SequenceWritable(config, s+k-1, ingest_cursor) (the server has
-//      ingested far enough: actors stay within the actor window ahead of
-//      ingest) it READs the control block's ServerLine, backing off, so it
-//      never laps a slot;
+// The writer writes into the lease the handshake granted its session
+// (protocol/leases.h), with sequence numbers of its own (no atomics):
+//
+//   1. the batch takes the next sequences s .. s+k-1 of the lease (the
+//      handshake says where to start: resume_sequence);
+//   2. until SequenceWritable(config, s+k-1, lease cursor) (the server has
+//      ingested far enough) it READs its lease's LeaseLine, backing off, so
+//      it never laps a slot;
 //   3. seals the k slots (SealSlot, stamped with the wall-clock time:
 //      SlotHeader::insert_time_ns) in a registered local buffer and WRITEs
-//      them, one WRITE per contiguous range of the ring (two at the wrap),
+//      them, one WRITE per contiguous range of the lease (two at its wrap),
 //      then WRITEs their commit words the same way, on the same queue pair:
 //      RC places them after the slots. Only the last WRITE is signalled.
 //      All of it is posted at once (one doorbell).
 //   4. returns when that last WRITE completes: the batch is committed.
 //
-// Insert latency (stats().latency) runs from posting the FETCH_ADD to the
-// completion of the last commit WRITE.
+// Insert latency (stats().latency) runs from sealing to the completion of
+// the last commit WRITE (room waits included).
 //
 // Failures: when the connection fails (server crash or restart, link down),
 // Flush reconnects through the session (with back-off; a restarted server
-// has a new epoch). Transitions whose commit WRITEs had not been posted are
-// kept and written after the reconnection; a batch whose commit WRITEs were
-// posted but not confirmed is abandoned (stats().abandoned): it may or may
-// not have been committed, and writing it again could insert it twice. The
-// server skips reserved sequences that are never committed. Flush returns
-// OK in both cases; it fails only when the session cannot reconnect within
-// its deadline or the server came back with another configuration, or with
-// ResourceExhausted when the server makes no room within room_timeout (its
-// ingest is stuck; the reserved sequences are skipped by the server and the
-// transitions stay pending).
+// has a new epoch). The new handshake grants the same lease back and says
+// where to resume: the first sequence at or after the lease's ingest cursor
+// whose commit word is not set. Transitions of the batch below it were
+// committed (counted committed, not written again); the rest are written
+// again from there, so each transition is ingested exactly once. Only when
+// the lease went to another actor meanwhile is a batch whose commits were
+// posted but not confirmed abandoned (stats().abandoned). Flush fails only
+// when the session cannot reconnect within its deadline or the server came
+// back with another configuration, or with ResourceExhausted when the
+// server makes no room within room_timeout (the transitions stay pending).
 //
 // Thread safety: not thread-safe; one thread uses a writer (and its session).
 
@@ -87,7 +90,7 @@ struct ExperienceWriterStats {
   uint64_t abandoned = 0;      // transitions of batches lost to a failure
   uint64_t flushes = 0;        // batches committed
   uint64_t reconnects = 0;     // reconnections this writer triggered or saw
-  uint64_t room_waits = 0;     // ServerLine READs that found no room
+  uint64_t room_waits = 0;     // LeaseLine READs that found no room
   uint64_t bytes_written = 0;  // slot and commit bytes WRITTEN
   LatencyHistogram latency;    // per committed batch: reserve -> commit
 };
@@ -116,11 +119,13 @@ class ExperienceWriter {
   size_t pending() const { return pending_lengths_.size(); }
   const ExperienceWriterStats& stats() const { return stats_; }
   const protocol::LayoutConfig& config() const { return session_->config(); }
+  // The lease written to, and its next sequence.
+  uint32_t lease() const { return lease_; }
+  uint64_t next_sequence() const { return next_sequence_; }
 
  private:
   enum class Progress {
-    kNothing,       // nothing reserved (or not known to be)
-    kReserved,      // sequences reserved, nothing committed
+    kNothing,       // no commit WRITE posted
     kCommitPosted,  // commit WRITEs posted, completion not seen
   };
 
@@ -129,7 +134,12 @@ class ExperienceWriter {
   // One attempt at inserting the pending batch; `progress` tells how far it
   // got when it fails.
   absl::Status TryFlush(Progress* progress);
-  absl::StatusOr<uint64_t> Reserve(uint32_t count);
+  // Takes the lease and resume sequence of the session's directory.
+  void TakeGrant();
+  // Drops the first `count` pending transitions.
+  void DropFront(size_t count);
+  // READs the lease's LeaseLine; returns its ingest cursor.
+  absl::StatusOr<uint64_t> ReadLeaseCursor();
   absl::Status WaitForRoom(uint64_t last_sequence);
   absl::Status PostWrites(uint64_t first_sequence, uint32_t count, uint64_t* wr_id);
 
@@ -139,12 +149,12 @@ class ExperienceWriter {
   const uint32_t slot_size_;
   const uint32_t actor_id_;
 
-  // Registered: max_batch slots, then max_batch commit words, then the
-  // 8-byte FETCH_ADD result.
+  // Registered: max_batch slots, then max_batch commit words (to a cache
+  // line), then a LeaseLine READ back.
   std::unique_ptr<client::RegisteredBuffer> buffer_;
   uint8_t* slots_ = nullptr;
   uint64_t* commits_ = nullptr;
-  uint64_t* fetch_result_ = nullptr;
+  protocol::LeaseLine* lease_line_ = nullptr;
 
   // Pending transitions: payload bytes back to back.
   std::vector<uint8_t> pending_bytes_;
@@ -152,7 +162,11 @@ class ExperienceWriter {
   std::vector<float> pending_priorities_;
 
   uint64_t next_wr_id_ = 1;
-  uint64_t known_cursor_ = 0;  // the last ingest_cursor READ
+  uint32_t lease_ = protocol::kNoLease;
+  uint64_t next_sequence_ = 0;     // the lease's next sequence to write
+  uint64_t attempted_first_ = 0;   // the first sequence of the last attempt
+  uint64_t known_cursor_ = 0;      // the lease's ingest cursor as last READ
+  uint64_t grant_generation_ = 0;  // the session generation of the grant
   ExperienceWriterStats stats_;
 };
 

@@ -61,7 +61,7 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
   auto session = ConnectActor(*server, 1);
   ASSERT_NE(session, nullptr);
   ExperienceWriterOptions options;
-  options.max_batch = 7;  // batches straddle the ring's wrap
+  options.max_batch = 7;  // batches straddle the lease's wrap
   auto writer = *ExperienceWriter::Create(session.get(), options);
   const uint64_t kCount = 3 * server->config().capacity + 5;
   Insert(writer.get(), 0, kCount);
@@ -75,13 +75,16 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
   EXPECT_EQ(stats.torn_slots, 0u);
   EXPECT_EQ(stats.abandoned_slots, 0u);
   EXPECT_EQ(stats.overrun_slots, 0u);
-  EXPECT_EQ(stats.size, server->config().capacity);
+  // The writer's lease is full; the other leases are empty.
+  EXPECT_EQ(stats.size, protocol::LeaseSlots(server->config()));
   EXPECT_EQ(stats.ingest_cursor, kCount);
+  EXPECT_EQ(writer->next_sequence(), kCount);
 }
 
-TEST_F(ExperienceWriterTest, ConcurrentWritersShareATinyRingWithoutOverrunning) {
+TEST_F(ExperienceWriterTest, ConcurrentWritersShareATinyRingInTheirOwnLeasesWithoutOverrunning) {
   ReplayServerOptions options = SmallServerOptions();
   options.layout.capacity = 16;
+  options.layout.leases = 3;  // 5 slots each
   auto server = StartServer(server_host_.get(), options);
   constexpr int kWriters = 3;
   constexpr uint64_t kEach = 200;
@@ -157,8 +160,34 @@ TEST_F(ExperienceWriterTest, ReconnectsAfterARestartFromCheckpointAndLosesNothin
   EXPECT_EQ(session->epoch(), 2u);
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 150; }))
       << server->ReadStats().inserted;
-  EXPECT_EQ(server->ReadStats().size, 150u);
+  EXPECT_EQ(server->ReadStats().size, protocol::LeaseSlots(server->config()));
   EXPECT_EQ(server->ReadStats().epoch, 2u);
+}
+
+TEST_F(ExperienceWriterTest, ABatchWhoseCommitLandedButWasNotConfirmedIsNotWrittenTwice) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  // The connection is dropped right after the fifth request: the control
+  // block READ, then the slots and commit WRITEs of two batches. The second
+  // batch's commit is placed, its completion may never arrive.
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 1);
+  o.qp.faults.drop_after_ops = 1 + 2 * 2;
+  auto session = *ClientSession::Connect(actor_host_.get(), o);
+  ExperienceWriterOptions wo;
+  wo.max_batch = 4;
+  auto writer = *ExperienceWriter::Create(session.get(), wo);
+  constexpr uint64_t kCount = 3 * 4;
+  for (uint64_t first = 0; first < kCount; first += 4) Insert(writer.get(), first, 4);
+  EXPECT_EQ(writer->stats().reconnects, 1u);
+  EXPECT_EQ(writer->stats().committed, kCount);
+  EXPECT_EQ(writer->stats().abandoned, 0u);
+  EXPECT_EQ(writer->next_sequence(), kCount);
+  // Each transition was ingested exactly once: the server resumed the
+  // lease after the second batch, and the writer did not write it again.
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().ingest_cursor == kCount; }))
+      << server->ReadStats().ingest_cursor;
+  const protocol::StatsBlock stats = server->ReadStats();
+  EXPECT_EQ(stats.inserted, kCount);
+  EXPECT_EQ(stats.torn_slots + stats.overrun_slots, 0u);
 }
 
 TEST_F(ExperienceWriterTest, FailsCleanlyWhenTheServerStaysAway) {

@@ -91,7 +91,9 @@ class BatchReaderTest : public ::testing::Test {
 };
 
 TEST_F(BatchReaderTest, RoundTripReturnsValidBatchesInOrderAndAppliesPriorities) {
-  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  ReplayServerOptions one_lease = SmallServerOptions();
+  one_lease.layout.leases = 1;  // the one actor has the whole ring
+  auto server = StartServer(server_host_.get(), one_lease);
   constexpr uint64_t kInserted = 200;
   InsertThroughActor(*server, 0, kInserted);
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kInserted; }));
@@ -389,6 +391,7 @@ class FakeStagingServer {
   explicit FakeStagingServer(verbs::Provider* provider) : provider_(provider) {
     protocol::LayoutConfig config = SmallServerOptions().layout;
     config.capacity = 16;
+    config.leases = 1;
     config.batch_size = 4;
     config.staging_depth = 4;
     regions_ = *server::ReplayRegions::Create(config);
@@ -435,7 +438,7 @@ class FakeStagingServer {
     for (size_t i = 0; i < entries.size(); ++i) {
       const uint64_t q = entries[i].sequence;
       staged[i].slot_sequence = q;
-      staged[i].slot_index = static_cast<uint32_t>(protocol::SlotIndex(c, q));
+      staged[i].slot_index = static_cast<uint32_t>(protocol::LeaseSlotIndex(c, 0, q));
       staged[i].weight = 1.0f;
       if (entries[i].cached) {
         staged[i].slot_index |= protocol::kEntryCachedBit;

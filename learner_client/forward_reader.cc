@@ -24,6 +24,10 @@ constexpr uint32_t kMaxChunksInFlight = 1024;
 constexpr int kChunkBits = 11;
 static_assert((1u << kChunkBits) > kMaxChunksInFlight, "a chunk index fits its bits");
 constexpr uint64_t kCursorRead = (1u << kChunkBits) - 1;
+constexpr uint64_t kJournalRead = (1u << kChunkBits) - 2;
+// Journal entries per READ.
+constexpr uint32_t kJournalBatch = 256;
+constexpr uint64_t kJournalBufferBytes = kJournalBatch * sizeof(protocol::JournalEntry);
 constexpr int kPollBatch = 32;
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(200);
 constexpr absl::Duration kPollSleep = absl::Microseconds(20);
@@ -69,21 +73,23 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   }
   ASSIGN_OR_RETURN(const int sink, session->AddSink());
   std::unique_ptr<ForwardReader> r(new ForwardReader(session, options, sink, window));
+  RETURN_IF_ERROR(session->Region(RegionKind::kLeases).status());
   ASSIGN_OR_RETURN(r->memory_, client::RegisteredBuffer::Create(
                                    session->provider(),
-                                   protocol::kCacheLine +
+                                   protocol::kCacheLine + kJournalBufferBytes +
                                        uint64_t{options.max_chunks_in_flight} * r->chunk_bytes_));
   r->chunks_.resize(options.max_chunks_in_flight);
   ASSIGN_OR_RETURN(const protocol::ServerLine line, session->ReadServerLine());
   r->generation_ = session->generation();
   r->epoch_ = line.epoch;
   r->incarnation_ = line.incarnation;
-  r->target_ = line.ingest_cursor;
-  r->next_ = line.ingest_cursor;
+  r->journal_target_ = line.journal_end;
+  r->journal_next_ = line.journal_end;
   if (options.from_oldest) {
-    r->next_ = line.ingest_cursor > config.capacity ? line.ingest_cursor - config.capacity : 0;
+    r->journal_next_ = line.journal_end > protocol::kJournalEntries
+                           ? line.journal_end - protocol::kJournalEntries
+                           : 0;
   }
-  r->next_post_ = r->next_;
   return r;
 }
 
@@ -100,12 +106,17 @@ ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions&
 ForwardReader::~ForwardReader() = default;
 
 uint64_t* ForwardReader::commits_of(uint32_t chunk) const {
-  return reinterpret_cast<uint64_t*>(memory_->data() + protocol::kCacheLine + chunk * chunk_bytes_);
+  return reinterpret_cast<uint64_t*>(memory_->data() + protocol::kCacheLine + kJournalBufferBytes +
+                                     chunk * chunk_bytes_);
 }
 
 uint8_t* ForwardReader::slots_of(uint32_t chunk) const {
-  return memory_->data() + protocol::kCacheLine + chunk * chunk_bytes_ +
+  return memory_->data() + protocol::kCacheLine + kJournalBufferBytes + chunk * chunk_bytes_ +
          uint64_t{options_.chunk_slots} * sizeof(uint64_t);
+}
+
+protocol::JournalEntry* ForwardReader::journal_buffer() const {
+  return reinterpret_cast<protocol::JournalEntry*>(memory_->data() + protocol::kCacheLine);
 }
 
 absl::Status ForwardReader::PostCursorRead() {
@@ -123,27 +134,69 @@ absl::Status ForwardReader::PostCursorRead() {
   return absl::OkStatus();
 }
 
+absl::Status ForwardReader::PostJournalRead() {
+  const LayoutConfig& c = session_->config();
+  // The server overwrites entries older than a journal's length: those are
+  // lost (kInOrder), or jumped over when too far behind (kFreshest).
+  const bool freshest = options_.policy == ForwardPolicy::kFreshest;
+  const uint64_t behind_limit =
+      freshest ? protocol::kJournalEntries / 2 : protocol::kJournalEntries;
+  if (journal_target_ > journal_next_ + behind_limit) {
+    const uint64_t resume =
+        journal_target_ - (freshest ? protocol::kJournalEntries / 4 : protocol::kJournalEntries);
+    (freshest ? stats_.skipped_behind : stats_.journal_entries_lost) += resume - journal_next_;
+    journal_next_ = resume;
+  }
+  const uint64_t ring_position = journal_next_ % protocol::kJournalEntries;
+  const auto count = static_cast<uint32_t>(std::min<uint64_t>(
+      {kJournalBatch, journal_target_ - journal_next_, protocol::kJournalEntries - ring_position}));
+  ASSIGN_OR_RETURN(const verbs::RemoteRegion leases, session_->Region(RegionKind::kLeases));
+  verbs::WorkRequest wr;
+  wr.wr_id = ClientSession::WrId(sink_, (next_wr_id_++ << kChunkBits) | kJournalRead);
+  wr.opcode = verbs::Opcode::kRead;
+  wr.local = memory_->mr();
+  wr.local_addr = journal_buffer();
+  wr.length = count * static_cast<uint32_t>(sizeof(protocol::JournalEntry));
+  wr.remote_addr = leases.addr + protocol::JournalEntryOffset(c, journal_next_);
+  wr.rkey = leases.rkey;
+  const absl::Status status = session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kMetadata);
+  if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // send queue full
+  RETURN_IF_ERROR(status);
+  journal_read_first_ = journal_next_;
+  journal_read_count_ = count;
+  journal_next_ += count;
+  return absl::OkStatus();
+}
+
+void ForwardReader::TakeJournal() {
+  const LayoutConfig& c = session_->config();
+  const protocol::JournalEntry* entries = journal_buffer();
+  for (uint32_t i = 0; i < journal_read_count_; ++i) {
+    const protocol::JournalEntry& e = entries[i];
+    // An entry being rewritten, or already the next lap's, is lost.
+    if (e.number != journal_read_first_ + i || e.lease >= c.leases || e.count == 0 ||
+        e.count > protocol::LeaseSlots(c)) {
+      ++stats_.journal_entries_lost;
+      continue;
+    }
+    runs_.push_back(Run{e.lease, e.first_sequence, e.count});
+  }
+  journal_read_count_ = 0;
+  ++stats_.journal_reads;
+}
+
 absl::Status ForwardReader::PostChunks() {
   const LayoutConfig& c = session_->config();
-  // kFreshest jumps to the newest window; either policy skips what is
-  // lapped (more than a ring behind: READing it would only spend the link
-  // on slots that fail verification).
-  const bool freshest = options_.policy == ForwardPolicy::kFreshest;
-  const uint64_t behind_limit = freshest ? window_ : c.capacity;
-  if (target_ > next_post_ + behind_limit) {
-    const uint64_t resume = target_ - behind_limit;
-    (freshest ? stats_.skipped_behind : stats_.overwritten) += resume - next_post_;
-    next_post_ = resume;
-    if (order_.empty()) next_ = std::max(next_, resume);  // nothing before it in flight
-  }
-  while (next_post_ < target_) {
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
+  while (!runs_.empty()) {
     auto free_chunk =
         std::find_if(chunks_.begin(), chunks_.end(), [](const Chunk& ch) { return !ch.in_use; });
     if (free_chunk == chunks_.end()) return absl::OkStatus();
     const auto index = static_cast<uint32_t>(free_chunk - chunks_.begin());
-    const uint64_t ring_index = protocol::SlotIndex(c, next_post_);
-    const auto count = static_cast<uint32_t>(
-        std::min<uint64_t>({options_.chunk_slots, target_ - next_post_, c.capacity - ring_index}));
+    Run& run = runs_.front();
+    const uint64_t ring_index = protocol::LeaseSlotIndex(c, run.lease, run.first);
+    const auto count = static_cast<uint32_t>(std::min<uint64_t>(
+        {options_.chunk_slots, run.count, lease_slots - run.first % lease_slots}));
     ASSIGN_OR_RETURN(const verbs::RemoteRegion commits, session_->Region(RegionKind::kCommits));
     ASSIGN_OR_RETURN(const verbs::RemoteRegion slots, session_->Region(RegionKind::kSlots));
     verbs::WorkRequest wrs[2];
@@ -167,9 +220,12 @@ absl::Status ForwardReader::PostChunks() {
         session_->Post(absl::MakeConstSpan(wrs, 2), absl::MakeConstSpan(classes, 2));
     if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // send queue full
     RETURN_IF_ERROR(status);
-    *free_chunk = Chunk{next_post_, count, 2, true};
+    *free_chunk = Chunk{run.lease, run.first, count, forward_post_, 2, true};
     order_.push_back(index);
-    next_post_ += count;
+    forward_post_ += count;
+    run.first += count;
+    run.count -= count;
+    if (run.count == 0) runs_.pop_front();
   }
   return absl::OkStatus();
 }
@@ -191,13 +247,15 @@ absl::StatusOr<bool> ForwardReader::PollCompletions() {
         // Only a new connection sees another epoch; Resync handles it.
         continue;
       }
-      if (line.ingest_cursor > target_) {
-        target_ = line.ingest_cursor;
+      if (line.journal_end > journal_target_) {
+        journal_target_ = line.journal_end;
         poll_interval_ = options_.poll_initial;
       } else {
         poll_interval_ = std::min(poll_interval_ * 2, options_.poll_max);
       }
       next_cursor_read_ = absl::Now() + poll_interval_;
+    } else if (tag == kJournalRead) {
+      TakeJournal();
     } else if (tag < chunks_.size() && chunks_[tag].in_use) {
       --chunks_[tag].reads_pending;
     }
@@ -216,16 +274,15 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
     if (commits[i] == protocol::CommitValue(q)) {
       if (protocol::VerifySlot(slot, c.slot_size, q) == protocol::SlotCheck::kOk) {
         ForwardedTransition t;
-        t.sequence = q;
+        t.sequence = chunk.forward_first + i;
+        t.lease = chunk.lease;
+        t.lease_sequence = q;
         t.header = reinterpret_cast<const protocol::SlotHeader*>(slot);
         t.payload =
             absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), t.header->payload_length);
         out->push_back(t);
         ++stats_.transitions;
-        if (q >= delivered_end_) {
-          ++stats_.distinct_transitions_fetched;
-          delivered_end_ = q + 1;
-        }
+        ++stats_.distinct_transitions_fetched;
       } else {
         ++stats_.overwritten;  // rewritten while the READs were in flight
       }
@@ -235,7 +292,7 @@ void ForwardReader::Deliver(uint32_t index, std::vector<ForwardedTransition>* ou
       ++stats_.skipped_uncommitted;
     }
   }
-  next_ = chunk.first + chunk.count;
+  forward_next_ = chunk.forward_first + chunk.count;
   stats_.transitions_fetched += chunk.count;
   ++stats_.chunks;
 }
@@ -244,6 +301,12 @@ absl::Status ForwardReader::Resync() {
   for (Chunk& chunk : chunks_) chunk = Chunk{};
   order_.clear();
   handed_out_.clear();
+  // A journal READ that did not complete is made again; runs taken from
+  // the journal but not READ yet are dropped with the connection.
+  if (journal_read_count_ > 0) journal_next_ = journal_read_first_;
+  runs_.clear();
+  journal_read_count_ = 0;
+  forward_post_ = forward_next_;
   cursor_read_pending_ = false;
   generation_ = session_->generation();
   ASSIGN_OR_RETURN(const protocol::ServerLine line, session_->ReadServerLine());
@@ -251,12 +314,11 @@ absl::Status ForwardReader::Resync() {
   // incarnation.
   if (line.epoch != epoch_ || line.incarnation != incarnation_) {
     ++stats_.epoch_changes;
-    next_ = std::min(next_, line.ingest_cursor);
+    journal_next_ = std::min(journal_next_, line.journal_end);
     epoch_ = line.epoch;
     incarnation_ = line.incarnation;
   }
-  target_ = line.ingest_cursor;
-  next_post_ = next_;
+  journal_target_ = line.journal_end;
   return absl::OkStatus();
 }
 
@@ -282,8 +344,12 @@ absl::Status ForwardReader::Next(absl::Duration timeout, std::vector<ForwardedTr
     absl::StatusOr<bool> polled = PollCompletions();
     absl::Status status = polled.status();
     const absl::Time now = absl::Now();
-    if (status.ok() && !cursor_read_pending_ && next_post_ >= target_ && now >= next_cursor_read_) {
+    if (status.ok() && !cursor_read_pending_ && journal_next_ >= journal_target_ &&
+        journal_read_count_ == 0 && runs_.empty() && now >= next_cursor_read_) {
       status = PostCursorRead();
+    }
+    if (status.ok() && journal_read_count_ == 0 && journal_next_ < journal_target_) {
+      status = PostJournalRead();
     }
     if (status.ok()) status = PostChunks();
     if (!status.ok()) {

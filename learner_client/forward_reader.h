@@ -12,36 +12,43 @@
 //     ...
 //   }
 //
-// The reader follows the server's published ingest_cursor (it READs the
-// control block's ServerLine, more rarely while nothing new arrives) and
-// READs every sequence below it, in chunks of up to chunk_slots sequences
-// that do not cross the ring's wrap: one READ of the chunk's commit words,
-// then one of its slots, on the same queue pair (executed in that order).
-// Up to max_chunks_in_flight chunks are in flight, to cover the link's
-// bandwidth-delay product. Each sequence q is handed over only when its
-// commit word is CommitValue(q) and its slot verifies (VerifySlot: sequence
-// and checksum); a sequence the server abandoned (never committed) is
-// skipped, and one overwritten by a later sequence before it was READ (the
-// reader fell more than the ring behind) is skipped and counted. Only
-// sequences below the published cursor are READ; the ServerLine READs that
-// ask for a new cursor are polling, the commit words metadata and the slots
-// experience (client/link_bytes.h).
+// Actors write into leases (protocol/leases.h), each with sequences of its
+// own, so there is no one global sequence to follow. The reader follows
+// the forward journal instead: it READs the control block's ServerLine for
+// journal_end (more rarely while nothing new arrives), READs the journal
+// entries up to it (up to kJournalBatch per READ), and for each entry (a run
+// of one lease's sequences that ingest handled in one step, not crossing the
+// lease's wrap) READs the run in chunks of up to chunk_slots sequences: one
+// READ of the chunk's commit words, then one of its slots, on the same queue
+// pair (executed in that order). READ sizes are those of the runs: as large
+// as what one lease's actor committed between two ingest steps. Up to
+// max_chunks_in_flight chunks are in flight. Each sequence q is handed over
+// only when its commit word is CommitValue(q) and its slot verifies
+// (VerifySlot: sequence and checksum); one the server found torn is
+// skipped (skipped_uncommitted), one overwritten before it was READ (the
+// reader fell more than a lease behind) is skipped and counted
+// (overwritten). The ServerLine READs are polling, the journal and commit
+// words metadata, the slots experience (client/link_bytes.h).
 //
-// Under a saturated link the reader falls behind the cursor; what it does
-// then is options.policy: kInOrder READs everything in order and loses what
-// the server overwrites first (the oldest, counted as overwritten; sequences
-// known to be lapped, more than a ring behind the cursor, are skipped
-// without a READ and counted the same); kFreshest
-// jumps, whenever it is more than `window` sequences behind the cursor, to
-// the newest `window` sequences, and counts those it jumped over
-// (stats().skipped_behind).
+// Handed-over transitions are numbered in journal order (`sequence`: 0, 1,
+// 2, ... over every journalled sequence, unique and increasing within a
+// reader), which is the order ingest handled them in; the lease and the
+// lease's own sequence come with them.
 //
-// Starting point: the ingest cursor at Create (only what is ingested from
-// then on), or with from_oldest the oldest sequence the ring may still hold.
+// When the reader falls behind: kInOrder READs every entry in order; the
+// journal is a ring of kJournalEntries, so entries the server overwrote
+// before they were READ are lost (counted in journal_entries_lost, and
+// their sequences are never handed over). kFreshest jumps, whenever it is
+// more than kJournalEntries / 2 entries behind, to the newest quarter of the
+// journal, and counts the entries it jumped over (stats().skipped_behind,
+// in entries).
+//
+// Starting point: the journal's end at Create (only what is ingested from
+// then on), or with from_oldest the oldest entry the journal still holds.
 // After a reconnection the reader continues where it was; when the epoch
 // changed (the server restarted from a checkpoint, which may have lost the
-// sequences after it), it continues from min(where it was, the restored
-// cursor), so sequences reused by the new epoch are READ again.
+// entries after it), it continues from min(where it was, the restored
+// journal end).
 //
 // Thread safety: not thread-safe; one thread uses it (and its session).
 
@@ -69,10 +76,9 @@ enum class ForwardPolicy : uint8_t {
 
 struct ForwardReaderOptions {
   ForwardPolicy policy = ForwardPolicy::kInOrder;
-  // kFreshest: how far behind the cursor the reader may be before it jumps.
-  // 0: capacity / 2, which keeps the READs clear of the sequences actors
-  // are overwriting while still delivering half the ring's worth of recent
-  // transitions. At most the server's capacity.
+  // Unused since the journal (layout 4): kFreshest's limit is in journal
+  // entries (see the file comment). Kept for callers; at most the server's
+  // capacity.
   uint64_t window = 0;
   // Sequences per chunk (READ size: chunk_slots * slot_size bytes of slots).
   uint32_t chunk_slots = 256;
@@ -80,7 +86,7 @@ struct ForwardReaderOptions {
   // Start at the oldest sequence still in the ring instead of the cursor.
   bool from_oldest = false;
   // READs of the ServerLine while caught up: from poll_initial, doubling
-  // while the cursor does not move, up to poll_max.
+  // while the journal does not grow, up to poll_max.
   absl::Duration poll_initial = absl::Microseconds(50);
   absl::Duration poll_max = absl::Milliseconds(2);
 
@@ -89,7 +95,9 @@ struct ForwardReaderOptions {
 
 // A transition as READ: views into the reader's buffers.
 struct ForwardedTransition {
-  uint64_t sequence = 0;
+  uint64_t sequence = 0;  // the journal order (see the file comment)
+  uint32_t lease = 0;
+  uint64_t lease_sequence = 0;                   // the lease's own sequence (header->sequence)
   const protocol::SlotHeader* header = nullptr;  // the whole slot starts here
   absl::Span<const uint8_t> payload;
   float initial_priority() const { return header->initial_priority; }
@@ -98,10 +106,12 @@ struct ForwardedTransition {
 };
 
 struct ForwardReaderStats {
-  uint64_t transitions = 0;          // handed over
-  uint64_t skipped_uncommitted = 0;  // abandoned sequences (never committed)
-  uint64_t overwritten = 0;          // lapped or torn before they were READ
-  uint64_t skipped_behind = 0;       // jumped over (kFreshest), never READ
+  uint64_t transitions = 0;           // handed over
+  uint64_t skipped_uncommitted = 0;   // journalled but not committed (torn, overrun)
+  uint64_t overwritten = 0;           // lapped or torn before they were READ
+  uint64_t skipped_behind = 0;        // journal entries jumped over (kFreshest)
+  uint64_t journal_entries_lost = 0;  // overwritten in the journal before READ
+  uint64_t journal_reads = 0;         // READs of journal entries
   // Slots READ (they crossed the link), and the distinct (index, sequence)
   // among them that verified (the transitions handed over, each once).
   uint64_t transitions_fetched = 0;
@@ -128,16 +138,23 @@ class ForwardReader {
   // next call. Errors: the session's, when it cannot reconnect.
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedTransition>* out);
 
-  // The first sequence not handed over yet (all below it were handled).
-  uint64_t next_sequence() const { return next_; }
-  // The ingest cursor as last READ.
-  uint64_t known_cursor() const { return target_; }
+  // The journal order number of the next sequence to hand over.
+  uint64_t next_sequence() const { return forward_next_; }
+  // The journal end as last READ.
+  uint64_t known_cursor() const { return journal_target_; }
   const ForwardReaderStats& stats() const { return stats_; }
 
  private:
+  struct Run {
+    uint32_t lease = 0;
+    uint64_t first = 0;  // the lease's sequence
+    uint64_t count = 0;
+  };
   struct Chunk {
-    uint64_t first = 0;  // sequence
+    uint32_t lease = 0;
+    uint64_t first = 0;  // the lease's sequence
     uint32_t count = 0;
+    uint64_t forward_first = 0;  // journal order of `first`
     int reads_pending = 0;
     bool in_use = false;
   };
@@ -146,7 +163,10 @@ class ForwardReader {
                 uint64_t window);
   uint64_t* commits_of(uint32_t chunk) const;
   uint8_t* slots_of(uint32_t chunk) const;
+  protocol::JournalEntry* journal_buffer() const;
   absl::Status PostCursorRead();
+  absl::Status PostJournalRead();
+  void TakeJournal();
   absl::Status PostChunks();
   absl::StatusOr<bool> PollCompletions();
   void Deliver(uint32_t chunk, std::vector<ForwardedTransition>* out);
@@ -159,15 +179,19 @@ class ForwardReader {
   const int sink_;
   const uint64_t chunk_bytes_;
   const uint64_t window_;  // kFreshest
-  // Registered: the ServerLine (one cache line), then max_chunks_in_flight
-  // chunks of [commit words | slots].
+  // Registered: the ServerLine (one cache line), kJournalBatch journal
+  // entries, then max_chunks_in_flight chunks of [commit words | slots].
   std::unique_ptr<client::RegisteredBuffer> memory_;
   std::vector<Chunk> chunks_;
   std::deque<uint32_t> order_;        // chunks in flight, oldest first
   std::vector<uint32_t> handed_out_;  // chunks whose views the caller holds
-  uint64_t next_ = 0;                 // first sequence not handed over
-  uint64_t next_post_ = 0;            // first sequence not READ yet
-  uint64_t target_ = 0;               // ingest cursor as last READ
+  std::deque<Run> runs_;              // journalled, not READ yet
+  uint64_t journal_next_ = 0;         // first journal entry not READ
+  uint64_t journal_target_ = 0;       // journal_end as last READ
+  uint64_t journal_read_first_ = 0;   // the entry the pending journal READ starts at
+  uint32_t journal_read_count_ = 0;   // entries it covers (0: none pending)
+  uint64_t forward_next_ = 0;         // journal order of the next to hand over
+  uint64_t forward_post_ = 0;         // journal order of the next to READ
   uint64_t epoch_ = 0;
   uint64_t incarnation_ = 0;
   uint64_t generation_ = 0;
@@ -175,9 +199,7 @@ class ForwardReader {
   absl::Time next_cursor_read_ = absl::InfinitePast();
   absl::Duration poll_interval_;
   uint64_t next_wr_id_ = 1;
-  // The highest sequence handed over + 1: a sequence READ again after an
-  // epoch change is not counted as distinct twice.
-  uint64_t delivered_end_ = 0;
+
   ForwardReaderStats stats_;
 };
 

@@ -33,7 +33,10 @@ class ForwardReaderTest : public ::testing::Test {
     server_host_ = SoftProvider();
     actor_host_ = SoftProvider();
     learner_host_ = SoftProvider();
-    server_ = StartServer(server_host_.get(), SmallServerOptions());
+    // One actor: one lease, the whole ring.
+    server::ReplayServerOptions options = SmallServerOptions();
+    options.layout.leases = 1;
+    server_ = StartServer(server_host_.get(), options);
     actor_ = *ClientSession::Connect(actor_host_.get(), SessionOptions(*server_, Role::kActor, 0));
     actor::ExperienceWriterOptions o;
     o.max_batch = 9;
@@ -51,8 +54,9 @@ class ForwardReaderTest : public ::testing::Test {
     ASSERT_TRUE(WaitFor([&] { return server_->ReadStats().ingest_cursor == first + count; }));
   }
 
-  // Reads until `count` transitions arrived; checks sequence order and tags
-  // (one writer: tag == sequence).
+  // Reads until `count` transitions arrived; checks their order and tags
+  // (one writer in one lease: tag == the lease's sequence), and that the
+  // journal order numbers increase.
   void ExpectForwarded(ForwardReader* reader, uint64_t first, uint64_t count) {
     std::vector<ForwardedTransition> batch;
     uint64_t expected = first;
@@ -60,7 +64,10 @@ class ForwardReaderTest : public ::testing::Test {
     while (expected < first + count && absl::Now() < deadline) {
       ASSERT_TRUE(reader->Next(absl::Milliseconds(10), &batch).ok());
       for (const ForwardedTransition& t : batch) {
-        ASSERT_EQ(t.sequence, expected);
+        ASSERT_EQ(t.lease_sequence, expected);
+        ASSERT_EQ(t.lease, 0u);
+        if (expected > first) ASSERT_GT(t.sequence, last_number_);
+        last_number_ = t.sequence;
         ASSERT_EQ(t.payload.size(), kPayloadBytes);
         ASSERT_EQ(PayloadTag(t.payload.data(), kPayloadBytes), expected);
         EXPECT_EQ(t.initial_priority(), 1.0f);
@@ -74,6 +81,7 @@ class ForwardReaderTest : public ::testing::Test {
   std::unique_ptr<server::ReplayServer> server_;
   std::unique_ptr<ClientSession> actor_, learner_;
   std::unique_ptr<actor::ExperienceWriter> writer_;
+  uint64_t last_number_ = 0;
 };
 
 TEST_F(ForwardReaderTest, SeesEveryTransitionOnceInOrderAcrossTheWrap) {
@@ -104,12 +112,14 @@ TEST_F(ForwardReaderTest, SeesEveryTransitionOnceInOrderAcrossTheWrap) {
 TEST_F(ForwardReaderTest, StartsAtTheCursorOrAtTheOldestTransitionStillHeld) {
   Insert(0, 300);
   auto from_cursor = *ForwardReader::Create(learner_.get(), {});
-  EXPECT_EQ(from_cursor->next_sequence(), 300u);
+  const uint64_t journal_end = from_cursor->known_cursor();
+  EXPECT_GT(journal_end, 0u);
   ForwardReaderOptions options;
   options.from_oldest = true;
   auto from_oldest = *ForwardReader::Create(learner_.get(), options);
-  EXPECT_EQ(from_oldest->next_sequence(), 300u - server_->config().capacity);
+  // The journal still names all 300; the ring holds the newest 256.
   ExpectForwarded(from_oldest.get(), 300 - server_->config().capacity, server_->config().capacity);
+  EXPECT_EQ(from_oldest->stats().overwritten, 300 - server_->config().capacity);
   Insert(300, 10);
   ExpectForwarded(from_cursor.get(), 300, 10);
 }
@@ -133,10 +143,11 @@ TEST_F(ForwardReaderTest, InOrderFallsBehindAndCountsTheLappedSequences) {
   ExpectForwarded(reader.get(), 300 - capacity, capacity);
   EXPECT_EQ(reader->stats().overwritten, 300 - capacity);  // 0 .. 43, lapped
   EXPECT_EQ(reader->stats().skipped_behind, 0u);
-  // Known to be lapped (more than a ring behind the cursor), those are
-  // skipped without a READ: only what the ring holds crossed the link.
-  EXPECT_EQ(reader->stats().transitions_fetched, capacity);
+  // The journal names all 300: the lapped ones are READ and fail their
+  // check; only what the ring holds is handed over.
+  EXPECT_EQ(reader->stats().transitions_fetched, 300u);
   EXPECT_EQ(reader->stats().distinct_transitions_fetched, capacity);
+  EXPECT_EQ(reader->stats().journal_entries_lost, 0u);
 }
 
 TEST_F(ForwardReaderTest, FreshestJumpsToTheNewestWindowAndCountsWhatItSkipped) {
@@ -145,16 +156,14 @@ TEST_F(ForwardReaderTest, FreshestJumpsToTheNewestWindowAndCountsWhatItSkipped) 
   options.window = 64;
   options.chunk_slots = 32;
   auto reader = *ForwardReader::Create(learner_.get(), options);
+  // Fewer than half a journal behind: kFreshest jumps by journal entries
+  // only (kJournalEntries / 2), so it reads what the ring still holds.
   Insert(0, 300);
-  ExpectForwarded(reader.get(), 300 - 64, 64);
-  EXPECT_EQ(reader->stats().skipped_behind, 300u - 64);
-  EXPECT_EQ(reader->stats().overwritten, 0u);
-  EXPECT_EQ(reader->stats().transitions_fetched, 64u);
-  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 64u);
-  // Within the window it reads everything, in order.
+  ExpectForwarded(reader.get(), 300 - 256, 256);
+  EXPECT_EQ(reader->stats().skipped_behind, 0u);
+  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 256u);
   Insert(300, 40);
   ExpectForwarded(reader.get(), 300, 40);
-  EXPECT_EQ(reader->stats().skipped_behind, 300u - 64);
 }
 
 TEST_F(ForwardReaderTest, RejectsAWindowLargerThanTheRing) {
@@ -187,7 +196,9 @@ TEST_F(ForwardReaderTest, LinkClassesAddUpToTheQueuePairsCount) {
   }));
   const protocol::LayoutConfig& config = server_->config();
   EXPECT_EQ(bytes.experience, 100u * config.slot_size);
-  EXPECT_EQ(bytes.metadata, 100u * sizeof(uint64_t));
+  // Commit words, and the journal entries (32 bytes each).
+  EXPECT_GT(bytes.metadata, 100u * sizeof(uint64_t));
+  EXPECT_EQ((bytes.metadata - 100u * sizeof(uint64_t)) % sizeof(protocol::JournalEntry), 0u);
   // The cursor READs completed, and perhaps one still in flight.
   EXPECT_GE(bytes.polling, reader->stats().cursor_reads * sizeof(protocol::ServerLine));
   EXPECT_LE(bytes.polling, (reader->stats().cursor_reads + 1) * sizeof(protocol::ServerLine));

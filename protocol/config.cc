@@ -50,6 +50,14 @@ absl::Status LayoutConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_actors=", max_actors, " must be at most ", kMaxActors));
   }
+  if (leases == 0 || leases > kMaxLeases || capacity / leases < kMinLeaseSlots) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leases=", leases, " must be in [1, ", kMaxLeases, "] with capacity=", capacity,
+        " / leases >= ", kMinLeaseSlots, " slots per lease"));
+  }
+  if (reserved0 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reserved0=", reserved0, " must be 0"));
+  }
   if (actor_window > capacity) {
     return absl::InvalidArgumentError(
         absl::StrCat("actor_window=", actor_window, " must be at most capacity=", capacity));
@@ -81,7 +89,8 @@ bool LayoutConfig::operator==(const LayoutConfig& o) const {
   return capacity == o.capacity && param_bytes == o.param_bytes && slot_size == o.slot_size &&
          batch_size == o.batch_size && staging_depth == o.staging_depth &&
          observation_size == o.observation_size && num_actions == o.num_actions &&
-         max_actors == o.max_actors && actor_window == o.actor_window &&
+         max_actors == o.max_actors && actor_window == o.actor_window && leases == o.leases &&
+         reserved0 == o.reserved0 &&
          std::memcmp(transition_spec, o.transition_spec, kTransitionSpecBytes) == 0;
 }
 
@@ -90,7 +99,7 @@ std::string LayoutConfig::DebugString() const {
                       " staging_depth=", staging_depth, " param_bytes=", param_bytes,
                       " observation_size=", observation_size, " num_actions=", num_actions,
                       " max_actors=", max_actors, " actor_window=", actor_window,
-                      " transition_spec=\"", spec(), "\"");
+                      " leases=", leases, " transition_spec=\"", spec(), "\"");
 }
 
 std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
@@ -115,6 +124,7 @@ std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
   if (actor_window != o.actor_window) {
     return diff("actor_window", actor_window, o.actor_window);
   }
+  if (leases != o.leases) return diff("leases", leases, o.leases);
   return "";
 }
 

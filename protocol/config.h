@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // config.h: constants, the LayoutConfig every region is sized from, and the
-// control block (configuration, the actors' tail line, the server's line).
+// control block (configuration, the server's line, the replay policy).
 //
 // Part of the replay service's wire contract (protocol/README.md): shared by
 // the server and its clients through RDMA-registered memory. Nothing here
@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -41,6 +41,8 @@ inline constexpr uint32_t kMaxBatchSize = 1u << 16;
 inline constexpr uint32_t kMaxStagingDepth = 1024;
 inline constexpr uint64_t kMaxParamBytes = uint64_t{1} << 32;
 inline constexpr uint32_t kMaxActors = 1u << 16;
+inline constexpr uint32_t kMaxLeases = 1u << 16;
+inline constexpr uint64_t kMinLeaseSlots = 2;
 inline constexpr size_t kTransitionSpecBytes = 64;
 
 constexpr uint64_t RoundUp(uint64_t n, uint64_t multiple) {
@@ -65,11 +67,18 @@ struct LayoutConfig {
   // Opaque description of the payload encoding, NUL-terminated and padded
   // with NULs (e.g. "cartpole-v1 f32 nstep=3"); clients compare it verbatim.
   char transition_spec[kTransitionSpecBytes] = {};
-  // How far (in sequences) actors may run ahead of ingest_cursor, in
-  // [0, capacity]; 0 means capacity. A window well below capacity (e.g.
-  // capacity / 4) keeps most of the ring sampleable when actors outpace
+  // How far (in sequences) an actor may run ahead of its lease's ingest
+  // cursor, in [0, capacity]; 0, or more than a lease's slots, means a
+  // whole lease (LeaseSlots). A window well below the lease (e.g. a quarter
+  // of it) keeps most of the lease sampleable when its actor outpaces
   // ingest; see ActorWindow().
   uint64_t actor_window = 0;
+  // Actor leases (protocol/leases.h): the ring is split statically into
+  // `leases` equal ranges of LeaseSlots() = capacity / leases slots (the
+  // remainder, capacity % leases slots at the end of the ring, is unused).
+  // In [1, kMaxLeases]; capacity / leases must be at least kMinLeaseSlots.
+  uint32_t leases = 1;
+  uint32_t reserved0 = 0;
 
   // OK, or InvalidArgument naming the first bad field and its value.
   absl::Status Validate() const;
@@ -87,7 +96,7 @@ struct LayoutConfig {
   // "" when equal, else "<field>: <this> vs <other>" for the first difference.
   std::string FirstDifference(const LayoutConfig& other) const;
 };
-static_assert(sizeof(LayoutConfig) == 112, "LayoutConfig is a wire structure");
+static_assert(sizeof(LayoutConfig) == 120, "LayoutConfig is a wire structure");
 static_assert(offsetof(LayoutConfig, capacity) == 0, "");
 static_assert(offsetof(LayoutConfig, param_bytes) == 8, "");
 static_assert(offsetof(LayoutConfig, slot_size) == 16, "");
@@ -98,6 +107,7 @@ static_assert(offsetof(LayoutConfig, num_actions) == 32, "");
 static_assert(offsetof(LayoutConfig, max_actors) == 36, "");
 static_assert(offsetof(LayoutConfig, transition_spec) == 40, "");
 static_assert(offsetof(LayoutConfig, actor_window) == 104, "");
+static_assert(offsetof(LayoutConfig, leases) == 112, "");
 
 // ---------------------------------------------------------------------------
 // Control block.
@@ -109,24 +119,15 @@ struct alignas(kCacheLine) ControlHeader {
   uint32_t control_block_size = 0;  // sizeof(ControlBlock)
   LayoutConfig config;
 };
-static_assert(sizeof(ControlHeader) == 2 * kCacheLine, "");
+static_assert(sizeof(ControlHeader) == 3 * kCacheLine, "");
 static_assert(offsetof(ControlHeader, config) == 16, "");
-
-// The actors' reservation counter, alone on its cache line. Changed only by
-// remote FETCH_ADD (the server sets it once before registration, e.g. after a
-// restore); the server reads it with atomic loads and never stores to it
-// while actors are connected.
-struct alignas(kCacheLine) TailLine {
-  uint64_t tail = 0;  // next sequence number to hand out
-  uint64_t reserved[7] = {};
-};
-static_assert(sizeof(TailLine) == kCacheLine, "");
 
 // Words written only by the server's replay core (release stores); clients
 // READ them.
 struct alignas(kCacheLine) ServerLine {
-  // Every sequence below this is done (ingested, abandoned or overrun); an
-  // actor may write sequence q only when SequenceWritable(config, q, this).
+  // Sequences handled by ingest over all leases (the sum of the leases'
+  // ingest cursors, protocol/leases.h): informational. Actors follow their
+  // own lease's cursor.
   uint64_t ingest_cursor = 0;
   // Changes when the server restarts from a checkpoint; staged batches carry
   // it. Batch numbers restart at 0 in every epoch.
@@ -140,10 +141,15 @@ struct alignas(kCacheLine) ServerLine {
   // (epoch, incarnation) never does. Staged batches carry it and priority
   // updates must echo it.
   uint64_t incarnation = 0;
-  uint64_t reserved[3] = {};
+  // Forward journal entries written (protocol/leases.h): entries 0 .. n-1,
+  // entry j in journal slot j % kJournalEntries. The learner placement
+  // follows it.
+  uint64_t journal_end = 0;
+  uint64_t reserved[2] = {};
 };
 static_assert(sizeof(ServerLine) == kCacheLine, "");
 static_assert(offsetof(ServerLine, incarnation) == 32, "");
+static_assert(offsetof(ServerLine, journal_end) == 40, "");
 
 // The server's replay policy, written once before registration: the
 // samples-per-insert rate limiter (replay/rate_limiter.h) the sampler obeys.
@@ -164,24 +170,17 @@ struct alignas(kCacheLine) PolicyLine {
 static_assert(sizeof(PolicyLine) == kCacheLine, "");
 
 struct ControlBlock {
-  ControlHeader header;  // [0, 128)
-  TailLine tail;         // [128, 192)
+  ControlHeader header;  // [0, 192)
   ServerLine server;     // [192, 256)
   PolicyLine policy;     // [256, 320)
 };
 static_assert(sizeof(ControlBlock) == 320, "ControlBlock is a wire structure");
 static_assert(alignof(ControlBlock) == kCacheLine, "");
 static_assert(offsetof(ControlBlock, header) == 0, "");
-static_assert(offsetof(ControlBlock, tail) == 128, "");
 static_assert(offsetof(ControlBlock, server) == 192, "");
 static_assert(offsetof(ControlBlock, policy) == 256, "");
-// The byte offset actors FETCH_ADD (relative to the control block, or 0 in
-// the separately registered tail line region).
-inline constexpr size_t kTailOffset = offsetof(ControlBlock, tail);
-inline constexpr size_t kTailLineBytes = sizeof(TailLine);
 inline constexpr size_t kIngestCursorOffset =
     offsetof(ControlBlock, server) + offsetof(ServerLine, ingest_cursor);
-static_assert(kTailOffset % 8 == 0, "RDMA atomics need 8-byte alignment");
 
 // OK if the block carries kMagic, kLayoutVersion and a valid config;
 // FailedPrecondition (magic/version) or InvalidArgument (config) otherwise.

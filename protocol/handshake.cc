@@ -162,9 +162,8 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
       switch (kind) {
         case RegionKind::kControl:
         case RegionKind::kParams:
+        case RegionKind::kLeases:
           return kAccessRead;
-        case RegionKind::kTail:
-          return kAccessAtomic;
         case RegionKind::kSlots:
         case RegionKind::kCommits:
         case RegionKind::kActors:  // its own line
@@ -175,6 +174,7 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
     case Role::kLearner:
       switch (kind) {
         case RegionKind::kControl:
+        case RegionKind::kLeases:   // baseline mode (journal)
         case RegionKind::kSlots:    // baseline mode (forward reader)
         case RegionKind::kCommits:  // baseline mode
         case RegionKind::kStaging:
@@ -192,6 +192,7 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
         case RegionKind::kControl:
         case RegionKind::kStats:
         case RegionKind::kActors:
+        case RegionKind::kLeases:
           return kAccessRead;
         default:
           return 0;

@@ -139,14 +139,14 @@ TEST(HandshakeTest, CheckTokenFailsWithoutRevealingTheToken) {
 }
 
 TEST(HandshakeTest, RoleAccessFollowsTheLayoutTable) {
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kTail), kAccessAtomic);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kLeases), kAccessRead);
   EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kSlots), kAccessWrite);
   EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStaging), 0u);
   EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kMailbox), 0u);
   EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kParams), kAccessRead);
   EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStats), 0u);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kSlots), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kTail), 0u);
+  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kLeases), kAccessRead);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kStaging), kAccessRead);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kMailbox), kAccessWrite);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kParams), kAccessRead | kAccessWrite);
@@ -154,8 +154,8 @@ TEST(HandshakeTest, RoleAccessFollowsTheLayoutTable) {
     const auto kind = static_cast<RegionKind>(k);
     const uint32_t access = RoleAccess(Role::kMonitor, kind);
     EXPECT_EQ(access & (kAccessWrite | kAccessAtomic), 0u) << RegionKindName(kind);
-    const bool readable =
-        kind == RegionKind::kControl || kind == RegionKind::kStats || kind == RegionKind::kActors;
+    const bool readable = kind == RegionKind::kControl || kind == RegionKind::kStats ||
+                          kind == RegionKind::kActors || kind == RegionKind::kLeases;
     EXPECT_EQ(access != 0, readable) << RegionKindName(kind);
   }
 }

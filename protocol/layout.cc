@@ -50,7 +50,7 @@ absl::Status RegionDirectory::Validate() const {
 
 const char* RegionKindName(RegionKind kind) {
   // Indexed by RegionKind's value.
-  static constexpr const char* kNames[] = {"control", "tail",   "slots", "commits", "staging",
+  static constexpr const char* kNames[] = {"control", "leases", "slots", "commits", "staging",
                                            "mailbox", "params", "stats", "actors"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kNumRegionKinds, "a name per kind");
   const auto k = static_cast<uint32_t>(kind);

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "protocol/config.h"
+#include "protocol/leases.h"
 #include "protocol/mailbox.h"
 #include "protocol/params.h"
 #include "protocol/slots.h"
@@ -53,9 +54,9 @@ inline uint64_t ActorsRegionBytes(const LayoutConfig& c) {
 
 enum class RegionKind : uint32_t {
   kControl = 0,  // whole ControlBlock, READ
-  kTail = 1,     // the TailLine alone, FETCH_ADD (offset 0 = tail)
-  kSlots = 2,
-  kCommits = 3,
+  kLeases = 1,   // lease lines and the forward journal, READ
+  kSlots = 2,    // an actor's: its lease's slots only
+  kCommits = 3,  // an actor's: its lease's commit words only
   kStaging = 4,
   kMailbox = 5,
   kParams = 6,
@@ -75,11 +76,19 @@ struct WireRegion {
 };
 static_assert(sizeof(WireRegion) == 24, "WireRegion matches verbs::RemoteRegion");
 
+inline constexpr uint32_t kNoLease = ~uint32_t{0};
+
 struct RegionDirectory {
   uint64_t magic = kMagic;
   uint32_t layout_version = kLayoutVersion;
   uint32_t present_mask = 0;  // bit k set: regions[k] is filled in
   WireRegion regions[kNumRegionKinds] = {};
+  // Actors: the lease granted (kSlots and kCommits cover it alone) and the
+  // sequence to continue from (the first of the lease, at or after its
+  // ingest cursor, whose commit word is not set). kNoLease for other roles.
+  uint32_t lease = kNoLease;
+  uint32_t reserved = 0;
+  uint64_t resume_sequence = 0;
 
   void Set(RegionKind kind, const WireRegion& region);
   bool Has(RegionKind kind) const;
@@ -88,7 +97,7 @@ struct RegionDirectory {
   // OK if magic and version match and every present region is non-empty.
   absl::Status Validate() const;
 };
-static_assert(sizeof(RegionDirectory) == 16 + 24 * kNumRegionKinds, "");
+static_assert(sizeof(RegionDirectory) == 16 + 24 * kNumRegionKinds + 16, "");
 static_assert(offsetof(RegionDirectory, regions) == 16, "");
 
 }  // namespace dreplay::protocol

@@ -87,11 +87,10 @@ TEST(LayoutConfigTest, FirstDifferenceNamesTheField) {
 }
 
 TEST(LayoutTest, ControlBlockWordsSitOnTheirOwnCacheLines) {
-  EXPECT_EQ(kTailOffset, 128u);
-  EXPECT_EQ(kTailOffset % kCacheLine, 0u);
   EXPECT_EQ(kIngestCursorOffset, 192u);
-  EXPECT_NE(kTailOffset / kCacheLine, kIngestCursorOffset / kCacheLine);
-  EXPECT_EQ(offsetof(ControlBlock, header) + sizeof(ControlHeader), kTailOffset);
+  EXPECT_EQ(offsetof(ControlBlock, header) + sizeof(ControlHeader), kIngestCursorOffset);
+  EXPECT_EQ(sizeof(LeaseLine), kCacheLine);
+  EXPECT_EQ(LeaseLineOffset(3) % kCacheLine, 0u);
 }
 
 TEST(LayoutTest, CheckControlHeaderRejectsWrongMagicVersionAndConfig) {
@@ -150,7 +149,17 @@ TEST(LayoutTest, CommitValuesReserveZeroForNeverCommitted) {
   EXPECT_EQ(CommitValue(0), 1u);
   EXPECT_NE(CommitValue(0), kNeverCommitted);
   EXPECT_EQ(BatchCommitValue(0), 1u);
-  EXPECT_EQ(SlotIndex(TestConfig(), 1024 + 7), 7u);
+  LayoutConfig c = TestConfig();
+  EXPECT_EQ(LeaseSlotIndex(c, 0, c.capacity + 7), 7u);
+  c.leases = 4;
+  const uint64_t lease_slots = c.capacity / 4;
+  EXPECT_EQ(LeaseSlots(c), lease_slots);
+  EXPECT_EQ(LeaseSlotIndex(c, 2, lease_slots + 5), 2 * lease_slots + 5);
+  EXPECT_EQ(ActorWindow(c), lease_slots);
+  c.actor_window = 3;
+  EXPECT_EQ(ActorWindow(c), 3u);
+  EXPECT_TRUE(SequenceWritable(c, 12, 10));
+  EXPECT_FALSE(SequenceWritable(c, 13, 10));
 }
 
 TEST(SlotTest, SlotSizeForHoldsTheHeaderAndPayloadRoundedToTheAlignment) {
@@ -328,9 +337,9 @@ TEST(ChecksumTest, MailboxAndParamsChecksumsCoverTheirCountedBytes) {
 TEST(RegionDirectoryTest, HoldsOnlyTheRegionsItWasGiven) {
   RegionDirectory d;
   EXPECT_TRUE(d.Validate().ok());
-  d.Set(RegionKind::kTail, WireRegion{0x1000, 64, 42, 0});
+  d.Set(RegionKind::kLeases, WireRegion{0x1000, 64, 42, 0});
   d.Set(RegionKind::kSlots, WireRegion{0x2000, 4096, 43, 0});
-  EXPECT_TRUE(d.Has(RegionKind::kTail));
+  EXPECT_TRUE(d.Has(RegionKind::kLeases));
   EXPECT_TRUE(d.Has(RegionKind::kSlots));
   EXPECT_FALSE(d.Has(RegionKind::kStaging));
   EXPECT_EQ(d.Get(RegionKind::kSlots).rkey, 43u);

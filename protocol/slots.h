@@ -26,11 +26,12 @@ struct SlotHeader {
   // XXH3-64 (kChecksumSeed) of bytes [8, sizeof(SlotHeader) + payload_length)
   // of the slot: every header field after this one, then the payload.
   uint64_t checksum;
-  uint64_t sequence;        // the reserved sequence number
+  uint64_t sequence;        // the sequence number in the actor's lease
   uint32_t actor_id;        // informational
   uint32_t payload_length;  // bytes of payload after the header
-  // Raw priority (e.g. |TD error|) from the actor; <= 0 or not finite means
-  // "no estimate: use the current maximum".
+  // Raw priority (e.g. |TD error|) from the actor; 0 means "no estimate:
+  // use the current maximum". The server bounds it (NaN, infinite or
+  // negative: no estimate; above its max_priority: clamped), counted.
   float initial_priority;
   uint32_t reserved;  // 0
   // When the actor sealed the slot: its CLOCK_REALTIME in ns since the Unix
@@ -56,20 +57,6 @@ constexpr uint64_t SlotSizeFor(uint64_t payload_bytes) {
 // The commit word of a slot holding `sequence`. 0 means "never committed".
 constexpr uint64_t CommitValue(uint64_t sequence) { return sequence + 1; }
 inline constexpr uint64_t kNeverCommitted = 0;
-
-inline uint64_t SlotIndex(const LayoutConfig& c, uint64_t sequence) {
-  return sequence & c.slot_mask();
-}
-
-// Sequences actors may run ahead of ingest_cursor (see LayoutConfig).
-inline uint64_t ActorWindow(const LayoutConfig& c) {
-  return c.actor_window != 0 ? c.actor_window : c.capacity;
-}
-// True when an actor may write `sequence` now that the server published
-// `ingest_cursor`.
-inline bool SequenceWritable(const LayoutConfig& c, uint64_t sequence, uint64_t ingest_cursor) {
-  return sequence < ingest_cursor + ActorWindow(c);
-}
 
 // Checksum of a slot whose header says `payload_length` bytes follow.
 // REQUIRES: sizeof(SlotHeader) + payload_length bytes readable at `slot`.

@@ -32,7 +32,7 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t server_time_ns;  // steady clock of the server
   uint64_t epoch;
   uint64_t ingest_cursor;
-  uint64_t tail_seen;  // tail as last read by ingest
+  uint64_t tail_seen;  // layout 4: equals ingest_cursor (no shared tail)
   uint64_t size;       // valid transitions in memory
   uint64_t capacity;
   uint64_t inserted;         // transitions accepted by ingest
@@ -61,7 +61,9 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t staged_payloads;       // entries staged with their copied slot
   uint64_t staged_cached;         // entries staged as references (cached)
   uint64_t learner_cache_resets;  // the learner's holdings forgotten (reconnect)
-  uint64_t reserved[16];
+  // Initial priorities ingest clamped or took as "no estimate" (layout 4).
+  uint64_t priorities_bounded;
+  uint64_t reserved[15];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;

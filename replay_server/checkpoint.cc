@@ -117,15 +117,14 @@ CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
   h.sampling_mode = static_cast<uint32_t>(memory.options().mode);
   h.epoch = state.epoch;
   h.incarnation = state.incarnation;
-  h.tail = state.tail;
+  h.journal_end = state.journal_end;
   h.ingest_cursor = state.ingest_cursor;
-  const auto* counters = reinterpret_cast<const uint64_t*>(&state.counters);
-  std::memcpy(h.counters, counters, sizeof(h.counters));
-  std::memcpy(h.counters_v2, counters + kNumReplayCountersV1, sizeof(h.counters_v2));
+  std::memcpy(h.counters, &state.counters, sizeof(h.counters));
   h.slot_bytes = protocol::SlotRingBytes(config);
   h.commit_bytes = protocol::CommitWordsBytes(config);
   h.value_bytes = config.capacity * sizeof(double);
   h.sequence_bytes = config.capacity * sizeof(uint64_t);
+  h.lease_cursor_bytes = uint64_t{config.leases} * sizeof(uint64_t);
   return h;
 }
 
@@ -167,6 +166,11 @@ absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions&
       RETURN_IF_ERROR(emit(chunk.data(), count * 8));
     }
   }
+  if (state.lease_cursors.size() != config.leases) {
+    return absl::InternalError(absl::StrCat("checkpoint state has ", state.lease_cursors.size(),
+                                            " lease cursors for ", config.leases, " leases"));
+  }
+  RETURN_IF_ERROR(emit(state.lease_cursors.data(), header.lease_cursor_bytes));
   const uint64_t trailer = hasher.Digest();
   return WriteAll(fd, &trailer, sizeof(trailer), path);
 }
@@ -176,16 +180,10 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   if (h.magic != kCheckpointMagic) {
     return absl::DataLossError(absl::StrCat(path, " is not a dreplay checkpoint (bad magic)"));
   }
-  // Versions 2 and 3 have the whole header; version 1 its first part.
-  const bool whole =
-      (h.format_version == kCheckpointVersion || h.format_version == kCheckpointVersionV2) &&
-      h.header_bytes == sizeof(h);
-  const bool v1 =
-      h.format_version == kCheckpointVersionV1 && h.header_bytes == kCheckpointHeaderBytesV1;
-  if (!v1 && !whole) {
+  if (h.format_version != kCheckpointVersion || h.header_bytes != sizeof(h)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", path, " has format version ", h.format_version, " (header ", h.header_bytes,
-        " bytes); this build reads versions ", kCheckpointVersionV1, " to ", kCheckpointVersion));
+        " bytes); this build reads version ", kCheckpointVersion, " only"));
   }
   if (h.config != config) {
     return absl::FailedPreconditionError(
@@ -203,31 +201,44 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   if (h.slot_bytes != protocol::SlotRingBytes(config) ||
       h.commit_bytes != protocol::CommitWordsBytes(config) ||
       h.value_bytes != config.capacity * sizeof(double) ||
-      h.sequence_bytes != config.capacity * sizeof(uint64_t)) {
+      h.sequence_bytes != config.capacity * sizeof(uint64_t) ||
+      h.lease_cursor_bytes != uint64_t{config.leases} * sizeof(uint64_t)) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " has section sizes that do not match its config"));
   }
   return absl::OkStatus();
 }
 
-// The tail is read before the ring is streamed, and actors keep reserving
-// and committing meanwhile: the file may hold commit words of sequences at
-// or beyond the saved tail. The restored tail hands those sequences out
-// again, so their old commit words must go, or ingest would take a reissued
-// sequence for committed before its new slot is written (ingesting the old
-// slot, or counting the half-written new one torn).
-void ClearCommitsFromTail(uint64_t tail, ReplayRegions* regions) {
-  const uint64_t first_cleared = protocol::CommitValue(tail);
+// Actors keep writing while the ring is streamed: the file may hold commit
+// words whose slots were caught mid-write. In each lease, the verified
+// prefix from the saved cursor stays; every commit word at or after the first
+// sequence that fails is cleared, so the handshake resumes the reconnecting
+// actor there (protocol/README.md) and ingest never takes an old word for a
+// new commit.
+void ClearUnverifiedCommits(const std::vector<uint64_t>& cursors, ReplayRegions* regions) {
+  const protocol::LayoutConfig& c = regions->config();
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
   uint64_t cleared = 0;
-  for (uint64_t i = 0; i < regions->config().capacity; ++i) {
-    if (regions->commits()[i] >= first_cleared) {
-      regions->commits()[i] = protocol::kNeverCommitted;
-      ++cleared;
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    uint64_t q = cursors[l];
+    for (; q < cursors[l] + lease_slots; ++q) {
+      const uint64_t i = protocol::LeaseSlotIndex(c, l, q);
+      if (regions->commits()[i] != protocol::CommitValue(q) ||
+          protocol::VerifySlot(regions->slot(i), c.slot_size, q) != protocol::SlotCheck::kOk) {
+        break;
+      }
+    }
+    for (uint64_t k = 0; k < lease_slots; ++k) {
+      uint64_t& word = regions->commits()[protocol::LeaseBase(c, l) + k];
+      if (word >= protocol::CommitValue(q)) {
+        word = protocol::kNeverCommitted;
+        ++cleared;
+      }
     }
   }
   if (cleared > 0) {
     LOG(INFO) << "restore: cleared " << cleared
-              << " commit words of sequences reserved after the checkpoint's tail " << tail;
+              << " commit words after the leases' verified prefixes";
   }
 }
 
@@ -236,25 +247,16 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   const protocol::LayoutConfig& config = regions->config();
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoError("stat", path);
-  // A version 1 header is a prefix of the current one: read that much, and
-  // the rest when the header says it is there.
   CheckpointHeader header{};
-  if (static_cast<uint64_t>(st.st_size) < kCheckpointHeaderBytesV1) {
+  if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
   }
-  RETURN_IF_ERROR(ReadAll(fd, &header, kCheckpointHeaderBytesV1, path));
-  size_t header_bytes = kCheckpointHeaderBytesV1;
-  if (header.magic == kCheckpointMagic && header.header_bytes == sizeof(header)) {
-    if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
-    }
-    RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<uint8_t*>(&header) + kCheckpointHeaderBytesV1,
-                            sizeof(header) - kCheckpointHeaderBytesV1, path));
-    header_bytes = sizeof(header);
-  }
+  RETURN_IF_ERROR(ReadAll(fd, &header, sizeof(header), path));
+  const size_t header_bytes = sizeof(header);
   RETURN_IF_ERROR(CheckHeader(header, path, config, *memory));
   const uint64_t expected_size = header_bytes + header.slot_bytes + header.commit_bytes +
-                                 header.value_bytes + header.sequence_bytes + sizeof(uint64_t);
+                                 header.value_bytes + header.sequence_bytes +
+                                 header.lease_cursor_bytes + sizeof(uint64_t);
   if (static_cast<uint64_t>(st.st_size) != expected_size) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " has ", st.st_size, " bytes, expected ", expected_size));
@@ -277,6 +279,8 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   RETURN_IF_ERROR(load(regions->commits(), header.commit_bytes));
   RETURN_IF_ERROR(load(values.data(), header.value_bytes));
   RETURN_IF_ERROR(load(sequences.data(), header.sequence_bytes));
+  std::vector<uint64_t> lease_cursors(config.leases);
+  RETURN_IF_ERROR(load(lease_cursors.data(), header.lease_cursor_bytes));
   uint64_t trailer;
   RETURN_IF_ERROR(ReadAll(fd, &trailer, sizeof(trailer), path));
   if (trailer != hasher.Digest()) {
@@ -287,13 +291,11 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   }
   state->epoch = header.epoch;
   state->incarnation = header.incarnation;  // 0 in older files
-  state->tail = header.tail;
+  state->journal_end = header.journal_end;
   state->ingest_cursor = header.ingest_cursor;
-  auto* counters = reinterpret_cast<uint64_t*>(&state->counters);
-  std::memcpy(counters, header.counters, sizeof(header.counters));
-  // Zero in a version 1 header.
-  std::memcpy(counters + kNumReplayCountersV1, header.counters_v2, sizeof(header.counters_v2));
-  ClearCommitsFromTail(header.tail, regions);
+  state->lease_cursors = lease_cursors;
+  std::memcpy(&state->counters, header.counters, sizeof(header.counters));
+  ClearUnverifiedCommits(lease_cursors, regions);
   // Slots caught mid-write when the checkpoint was taken fail here.
   for (uint64_t i = 0; i < config.capacity; ++i) {
     const uint64_t sequence = memory->sequence(i);

@@ -3,9 +3,9 @@
 // checkpoint.h: saving and restoring the replay memory to a file.
 //
 // A checkpoint holds the slot ring, the commit words, every index's stored
-// priority and sequence, the counters, the epoch, the tail and the ingest
-// cursor, under a header (magic, format version, LayoutConfig, alpha,
-// epsilon, sampling mode) and an XXH3-64 trailer over everything before it.
+// priority and sequence, the counters, the epoch, the ingest cursor of
+// every lease and the forward journal's end, under a header (magic, format version, LayoutConfig,
+// alpha, epsilon, sampling mode) and an XXH3-64 trailer over everything before it.
 //
 // WriteCheckpoint is atomic: it writes "<path>.tmp", fsyncs it, renames it to
 // `path` and fsyncs the directory, so `path` is always either the old
@@ -17,10 +17,11 @@
 // (FailedPrecondition), the config against the regions' config and the
 // priority settings against the memory's (FailedPrecondition naming the
 // first difference, e.g. "batch_size: 32 vs 64"), section sizes and file
-// length (DataLoss), the trailer checksum (DataLoss). Then the commit words
-// of sequences at or beyond the saved tail are cleared: the tail is read
-// before the ring is streamed, so those were committed while the file was
-// written, and the restored tail hands the same sequences out again. Then
+// length (DataLoss), the trailer checksum (DataLoss). Then, in each lease,
+// the commit words after the verified prefix that starts at its saved
+// cursor are cleared: those were caught while their actor wrote them, and
+// the reconnecting actor resumes at the first uncommitted sequence (the
+// server's handshake), so they are written again. Then
 // every index the memory says is valid is checked against its commit word,
 // sequence and checksum; those that fail are removed and counted in
 // counters.restore_dropped. On any error the slot ring, commit words and
@@ -37,6 +38,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "protocol/layout.h"
@@ -48,20 +50,18 @@ namespace dreplay::server {
 
 // ASCII "DRPCKPT1" read as a little-endian u64.
 inline constexpr uint64_t kCheckpointMagic = 0x3154504B43505244ULL;
-// Version 2 appends the limiter and learner cache counters at the end of the
-// header; version 3 names the writer's incarnation (a reserved word, 0 in
-// older files). Versions 1 and 2 are still read (counters they lack start at
-// 0).
-inline constexpr uint32_t kCheckpointVersion = 3;
-inline constexpr uint32_t kCheckpointVersionV2 = 2;
-inline constexpr uint32_t kCheckpointVersionV1 = 1;
+// Version 4 (actor leases, layout version 4) saves every lease's cursor and
+// the forward journal's end; older files hold a layout this build does not
+// speak and are refused (FailedPrecondition).
+inline constexpr uint32_t kCheckpointVersion = 4;
 
 // The state saved beside the regions and the memory.
 struct CheckpointState {
-  uint64_t epoch = 0;          // the epoch that wrote the checkpoint
-  uint64_t incarnation = 0;    // the incarnation that wrote it (0: unknown)
-  uint64_t tail = 0;           // actors' tail when written
-  uint64_t ingest_cursor = 0;  // ingest cursor when written
+  uint64_t epoch = 0;                   // the epoch that wrote the checkpoint
+  uint64_t incarnation = 0;             // the incarnation that wrote it (0: unknown)
+  uint64_t ingest_cursor = 0;           // sequences handled, over all leases
+  uint64_t journal_end = 0;             // forward journal entries written
+  std::vector<uint64_t> lease_cursors;  // one per lease
   ReplayCounters counters;
 };
 
@@ -76,27 +76,22 @@ struct CheckpointHeader {
   uint32_t sampling_mode;
   uint32_t reserved0;
   uint64_t epoch;
-  uint64_t tail;
+  uint64_t journal_end;
   uint64_t ingest_cursor;
-  uint64_t counters[kNumReplayCountersV1];  // ReplayCounters' first fields
+  uint64_t counters[kNumReplayCounters];  // ReplayCounters' fields
   // Section lengths, in file order.
-  uint64_t slot_bytes;      // capacity * slot_size
-  uint64_t commit_bytes;    // capacity * 8
-  uint64_t value_bytes;     // capacity * 8: stored priorities (double)
-  uint64_t sequence_bytes;  // capacity * 8: sequences (kNoSequence = empty)
-  uint64_t incarnation;     // version 3; reserved (0) before
-  uint64_t reserved;
-  // Version 2: ReplayCounters' fields after the first kNumReplayCountersV1.
-  uint64_t counters_v2[kNumReplayCounters - kNumReplayCountersV1];
+  uint64_t slot_bytes;          // capacity * slot_size
+  uint64_t commit_bytes;        // capacity * 8
+  uint64_t value_bytes;         // capacity * 8: stored priorities (double)
+  uint64_t sequence_bytes;      // capacity * 8: sequences (kNoSequence = empty)
+  uint64_t incarnation;         // the writer's incarnation
+  uint64_t lease_cursor_bytes;  // leases * 8: each lease's ingest cursor
 };
-static_assert(sizeof(CheckpointHeader) == 400, "CheckpointHeader is a file format");
-// A version 1 header is this header's first kCheckpointHeaderBytesV1 bytes.
-inline constexpr size_t kCheckpointHeaderBytesV1 = 352;
-static_assert(offsetof(CheckpointHeader, counters_v2) == kCheckpointHeaderBytesV1, "");
+static_assert(sizeof(CheckpointHeader) == 416, "CheckpointHeader is a file format");
 static_assert(offsetof(CheckpointHeader, config) == 16, "");
-static_assert(offsetof(CheckpointHeader, counters) == 176, "");
-static_assert(offsetof(CheckpointHeader, slot_bytes) == 304, "");
-static_assert(offsetof(CheckpointHeader, incarnation) == 336, "");
+static_assert(offsetof(CheckpointHeader, counters) == 184, "");
+static_assert(offsetof(CheckpointHeader, slot_bytes) == 368, "");
+static_assert(offsetof(CheckpointHeader, lease_cursor_bytes) == 408, "");
 
 // Writes a checkpoint of `regions` (slot ring, commit words), `memory` and
 // `state` to `path`. Internal (I/O) errors carry the path and errno text.

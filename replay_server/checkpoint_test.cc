@@ -75,8 +75,8 @@ class CheckpointTest : public ::testing::Test {
     const protocol::PriorityRecord r{e.slot_sequence, e.slot_index, 42.f};
     WriteUpdate(*regions_, 0, 1, {&r, 1});
     core_->Step();
-    pending_ = Reserve(*regions_, 1);     // never committed
     committed_ = Insert(*regions_, 3.f);  // committed after the last step
+    pending_ = Reserve(*regions_, 1);     // being written, not committed
   }
 
   const protocol::LayoutConfig& config() const { return regions_->config(); }
@@ -104,7 +104,7 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
   EXPECT_EQ(core->incarnation(), 22u);
   EXPECT_EQ(LoadAcquire(&regions->control()->server.incarnation), 22u);
   EXPECT_EQ(core->restored_incarnation(), 11u);
-  EXPECT_EQ(LoadAcquire(regions->tail_word()), LoadAcquire(regions_->tail_word()));
+  EXPECT_EQ(LoadAcquire(&regions->lease_line(0)->ingest_cursor), committed_);
   EXPECT_EQ(core->memory().size(), core_->memory().size());
   for (uint64_t i = 0; i < config().capacity; ++i) {
     EXPECT_EQ(core->memory().sequence(i), core_->memory().sequence(i)) << i;
@@ -116,46 +116,30 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
   EXPECT_EQ(core->counters().checkpoints_written, 0u);  // counted after the write
   EXPECT_EQ(core->counters().restore_dropped, 0u);
 
-  // The reservation pending at save time is abandoned without waiting; the
-  // committed one is ingested; batch numbers restart at 0 in epoch 2.
+  // The committed one is ingested, the lease then waits at the one being
+  // written; batch numbers restart at 0 in epoch 2.
   const StepResult r = core->Step();
-  EXPECT_EQ(r.ingested, 2u);
-  EXPECT_EQ(core->counters().abandoned_slots, 1u);
-  EXPECT_EQ(core->memory().sequence(protocol::SlotIndex(config(), committed_)), committed_);
-  EXPECT_FALSE(core->memory().valid(protocol::SlotIndex(config(), pending_)));
+  EXPECT_EQ(r.ingested, 1u);
+  EXPECT_EQ(core->memory().sequence(testing::SlotOf(config(), committed_)), committed_);
+  EXPECT_FALSE(core->memory().valid(testing::SlotOf(config(), pending_)));
   EXPECT_EQ(core->ingest_cursor(), committed_ + 1);
   EXPECT_TRUE(protocol::CheckStagedBatch(config(), ReadStagingSlot(*regions, 0).data(), 0, 2).ok());
 }
 
-TEST_F(CheckpointTest, AVersionOneFileIsReadWithTheNewCountersAtZero) {
+TEST_F(CheckpointTest, AnOlderFormatIsRefusedWithItsVersion) {
   RunForAWhile();
   ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
-  // Rewrite the file as version 1 wrote it: the header's first 352 bytes,
-  // version 1, and the trailer over that.
   std::vector<char> bytes = ReadFile(path_);
   CheckpointHeader header;
   std::memcpy(&header, bytes.data(), sizeof(header));
-  header.format_version = kCheckpointVersionV1;
-  header.header_bytes = kCheckpointHeaderBytesV1;
-  header.incarnation = 0;  // a reserved word in version 1
-  std::vector<char> v1(bytes.size() - (sizeof(header) - kCheckpointHeaderBytesV1));
-  std::memcpy(v1.data(), &header, kCheckpointHeaderBytesV1);
-  std::memcpy(v1.data() + kCheckpointHeaderBytesV1, bytes.data() + sizeof(header),
-              bytes.size() - sizeof(header) - sizeof(uint64_t));
-  const uint64_t trailer =
-      XXH3_64bits_withSeed(v1.data(), v1.size() - sizeof(uint64_t), protocol::kChecksumSeed);
-  std::memcpy(v1.data() + v1.size() - sizeof(uint64_t), &trailer, sizeof(trailer));
-  WriteFile(path_, v1);
-
+  header.format_version = 3;
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  WriteFile(path_, bytes);
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
   const absl::Status s = core->RestoreCheckpoint(path_);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(core->memory().size(), core_->memory().size());
-  EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
-  EXPECT_EQ(core->counters().staged_payloads, 0u);       // not in a version 1 file
-  EXPECT_EQ(core->counters().learner_cache_resets, 1u);  // the new epoch's
-  EXPECT_EQ(core->restored_incarnation(), 0u);           // unknown before version 3
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("format version 3"), std::string::npos) << s;
 }
 
 TEST_F(CheckpointTest, TheLimiterAndCacheCountersSurviveARestart) {
@@ -182,35 +166,35 @@ TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
   EXPECT_EQ(core->memory().size(), core_->memory().size() - 1);
 }
 
-TEST_F(CheckpointTest, CommitsOfSequencesAtOrBeyondTheSavedTailAreClearedOnRestore) {
+TEST_F(CheckpointTest, CommitsAfterALeasesVerifiedPrefixAreClearedOnRestore) {
   RunForAWhile();
   core_->Step();
-  // SaveCheckpoint reads the tail first and streams the ring after it; the
-  // actors keep reserving and committing in between.
+  // The ring is streamed while the actor keeps writing: `late` was caught
+  // with its commit word but a half-written slot, `after` complete.
   CheckpointState state;
   state.epoch = core_->epoch();
-  state.tail = LoadAcquire(regions_->tail_word());
   state.ingest_cursor = core_->ingest_cursor();
+  state.lease_cursors = {core_->ingest_cursor()};
   state.counters = core_->counters();
+  WriteSlot(*regions_, pending_, 4.f, 128);
+  Commit(*regions_, pending_);
   const uint64_t late = Insert(*regions_, 5.f);
-  Insert(*regions_, 6.f);
-  ASSERT_EQ(late, state.tail);
+  const uint64_t after = Insert(*regions_, 6.f);
+  regions_->slot(testing::SlotOf(config(), late))[sizeof(protocol::SlotHeader) + 1] ^= 0xFF;
   ASSERT_TRUE(WriteCheckpoint(path_, *regions_, core_->memory(), state).ok());
 
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
   ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
-  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), late)], protocol::kNeverCommitted);
-  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), late + 1)], protocol::kNeverCommitted);
-  EXPECT_EQ(regions->commits()[protocol::SlotIndex(config(), committed_)],
-            protocol::CommitValue(committed_));
+  EXPECT_EQ(regions->commits()[testing::SlotOf(config(), pending_)],
+            protocol::CommitValue(pending_));
+  EXPECT_EQ(regions->commits()[testing::SlotOf(config(), late)], protocol::kNeverCommitted);
+  EXPECT_EQ(regions->commits()[testing::SlotOf(config(), after)], protocol::kNeverCommitted);
 
-  // The restarted server hands `late` out again. Its old commit word must
-  // not make ingest take the slot before the new actor has written it.
-  ASSERT_EQ(Reserve(*regions, 1), late);
+  // The actor resumes at `late` and writes it again; ingest takes the new
+  // slot, not the old commit word's.
   core->Step();
   EXPECT_EQ(core->ingest_cursor(), late);
-  EXPECT_FALSE(core->memory().valid(protocol::SlotIndex(config(), late)));
   WriteSlot(*regions, late, 7.f, 96);
   Commit(*regions, late);
   const uint64_t inserted_before = core->counters().inserted;
@@ -218,9 +202,8 @@ TEST_F(CheckpointTest, CommitsOfSequencesAtOrBeyondTheSavedTailAreClearedOnResto
   EXPECT_EQ(core->ingest_cursor(), late + 1);
   EXPECT_EQ(core->counters().inserted, inserted_before + 1);
   EXPECT_EQ(core->counters().torn_slots, 0u);
-  EXPECT_EQ(core->memory().sequence(protocol::SlotIndex(config(), late)), late);
   protocol::SlotHeader header;
-  std::memcpy(&header, regions->slot(protocol::SlotIndex(config(), late)), sizeof(header));
+  std::memcpy(&header, regions->slot(testing::SlotOf(config(), late)), sizeof(header));
   EXPECT_EQ(header.payload_length, 96u) << "the new actor's slot, not the old one";
 }
 
@@ -305,8 +288,8 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
 }
 
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
-  EXPECT_EQ(sizeof(CheckpointHeader), 400u);
-  EXPECT_EQ(kCheckpointVersion, 3u);
+  EXPECT_EQ(sizeof(CheckpointHeader), 416u);
+  EXPECT_EQ(kCheckpointVersion, 4u);
 }
 
 }  // namespace

@@ -44,8 +44,12 @@ struct ReplayCounters {
   uint64_t staged_payloads = 0;       // entries staged with their copied slot
   uint64_t staged_cached = 0;         // entries staged as references
   uint64_t learner_cache_resets = 0;  // learner holdings forgotten (new learner, new epoch)
+  // --- Checkpoint format version 4 appends the fields below. ---
+  // Initial priorities ingest clamped to max_priority or took as "no
+  // estimate" (NaN, infinite, negative).
+  uint64_t priorities_bounded = 0;
 };
-inline constexpr int kNumReplayCounters = 22;
+inline constexpr int kNumReplayCounters = 23;
 // The counters a version 1 checkpoint holds (the first ones, in order).
 inline constexpr int kNumReplayCountersV1 = 16;
 static_assert(sizeof(ReplayCounters) == kNumReplayCounters * sizeof(uint64_t),

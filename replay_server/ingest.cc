@@ -3,6 +3,7 @@
 #include "replay_server/ingest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -11,55 +12,98 @@
 namespace dreplay::server {
 
 absl::Status IngestOptions::Validate() const {
-  if (abandon_timeout < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ingest abandon_timeout=", absl::FormatDuration(abandon_timeout), " must be >= 0"));
-  }
   if (max_per_step == 0) {
     return absl::InvalidArgumentError("ingest max_per_step=0 must be >= 1");
+  }
+  if (max_per_lease == 0) {
+    return absl::InvalidArgumentError("ingest max_per_lease=0 must be >= 1");
   }
   if (torn_recheck < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ingest torn_recheck=", absl::FormatDuration(torn_recheck), " must be >= 0"));
   }
+  if (!(max_priority > 0) || !std::isfinite(max_priority)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ingest max_priority=", max_priority, " must be finite and > 0"));
+  }
   return absl::OkStatus();
 }
 
 Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
-               protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-               replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock,
-               BucketHistogram* insert_delays)
+               protocol::ControlBlock* control, uint8_t* leases, const uint8_t* slots,
+               const uint64_t* commits, replay::ReplayMemory* memory, ReplayCounters* counters,
+               Clock* clock, BucketHistogram* insert_delays)
     : config_(config),
       options_(options),
+      lease_slots_(protocol::LeaseSlots(config)),
       control_(control),
+      leases_region_(leases),
       slots_(slots),
       commits_(commits),
       memory_(memory),
       counters_(counters),
       clock_(clock),
-      insert_delays_(insert_delays) {}
+      insert_delays_(insert_delays),
+      leases_(config.leases) {}
 
-void Ingest::Restart(uint64_t cursor, uint64_t reserved_before) {
-  cursor_ = cursor;
-  reserved_before_ = reserved_before;
-  evicted_through_ = cursor;
-  waiting_for_ = kNotWaiting;
-  rechecking_ = kNotWaiting;
-  Publish();
+void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
+  handled_total_ = 0;
+  for (uint32_t l = 0; l < leases_.size(); ++l) {
+    Lease& lease = leases_[l];
+    lease = Lease{};
+    lease.cursor = cursors.empty() ? 0 : cursors[l];
+    lease.evicted_through = lease.cursor;
+    handled_total_ += lease.cursor;
+    PublishLease(l);
+  }
+  journal_end_ = journal_end;
+  next_lease_ = 0;
+  StoreRelease(&control_->server.ingest_cursor, handled_total_);
+  StoreRelease(&control_->server.journal_end, journal_end_);
 }
 
-void Ingest::Publish() { StoreRelease(&control_->server.ingest_cursor, cursor_); }
+void Ingest::PublishLease(uint32_t l) {
+  const Lease& lease = leases_[l];
+  auto* line =
+      reinterpret_cast<protocol::LeaseLine*>(leases_region_ + protocol::LeaseLineOffset(l));
+  StoreRelease(&line->inserted, lease.inserted);
+  StoreRelease(&line->torn, lease.torn);
+  StoreRelease(&line->overrun, lease.overrun);
+  StoreRelease(&line->priorities_bounded, lease.bounded);
+  StoreRelease(&line->ingest_cursor, lease.cursor);
+}
 
-bool Ingest::Recheck(uint64_t q, uint64_t tail) {
+bool Ingest::Recheck(uint32_t l, uint64_t q) {
   if (options_.torn_recheck == absl::ZeroDuration()) return false;
+  Lease* lease = &leases_[l];
   const absl::Time now = clock_->Now();
-  if (rechecking_ == kNotWaiting || q >= recheck_tail_) {
-    rechecking_ = q;
-    recheck_since_ = now;
-    recheck_tail_ = tail;
+  if (lease->rechecking == kNotWaiting || q >= lease->recheck_end) {
+    lease->rechecking = q;
+    lease->recheck_since = now;
+    uint64_t end = q + 1;
+    while (end < q + lease_slots_ &&
+           LoadAcquire(&commits_[protocol::LeaseSlotIndex(config_, l, end)]) ==
+               protocol::CommitValue(end)) {
+      ++end;
+    }
+    lease->recheck_end = end;
     return true;
   }
-  return now - recheck_since_ < options_.torn_recheck;
+  return now - lease->recheck_since < options_.torn_recheck;
+}
+
+float Ingest::BoundPriority(float raw, Lease* lease) {
+  if (std::isnan(raw) || std::isinf(raw) || raw < 0) {
+    ++lease->bounded;
+    ++counters_->priorities_bounded;
+    return 0.0f;  // no estimate: the memory's current maximum
+  }
+  if (raw > options_.max_priority) {
+    ++lease->bounded;
+    ++counters_->priorities_bounded;
+    return options_.max_priority;
+  }
+  return raw;
 }
 
 void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
@@ -69,63 +113,99 @@ void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
   insert_delays_->Record(delay_ns > 0 ? static_cast<double>(delay_ns) * 1e-9 : 0.0);
 }
 
-uint64_t Ingest::Step() {
-  const uint64_t tail = LoadAcquire(&control_->tail.tail);
-  tail_seen_ = tail;
-  const uint64_t mask = config_.slot_mask();
-  // Evict ahead (see ingest.h). Every sequence from the cursor on is not
-  // ingested yet, so a valid occupant of its slot is an older sequence.
-  const uint64_t writable_end = std::min(tail, cursor_ + protocol::ActorWindow(config_));
-  for (uint64_t s = std::max(evicted_through_, cursor_); s < writable_end; ++s) {
-    memory_->Remove(s & mask);
+void Ingest::AppendJournal(uint32_t l, uint64_t first, uint64_t count) {
+  while (count > 0) {
+    // A run does not cross the lease's wrap: one READ covers it.
+    const uint64_t before_wrap = lease_slots_ - first % lease_slots_;
+    const uint64_t n = std::min(count, before_wrap);
+    auto* entry = reinterpret_cast<protocol::JournalEntry*>(
+        leases_region_ + protocol::JournalEntryOffset(config_, journal_end_));
+    StoreRelease(&entry->number, ~uint64_t{0});  // being rewritten
+    StoreRelaxed(&entry->first_sequence, first);
+    // lease (low half) and count (high half) share one word.
+    StoreRelaxed(reinterpret_cast<uint64_t*>(&entry->lease), (n << 32) | l);
+    StoreRelease(&entry->number, journal_end_);
+    ++journal_end_;
+    first += n;
+    count -= n;
   }
-  evicted_through_ = std::max(evicted_through_, writable_end);
-  uint64_t handled = 0;
-  int64_t wall_now_ns = 0;  // read once, at the first insert
-  while (handled < options_.max_per_step && cursor_ < tail) {
-    const uint64_t q = cursor_;
-    const uint64_t index = q & mask;
+}
+
+void Ingest::EvictAhead(uint32_t l) {
+  Lease& lease = leases_[l];
+  const uint64_t end = lease.cursor + protocol::ActorWindow(config_);
+  for (uint64_t s = std::max(lease.evicted_through, lease.cursor); s < end; ++s) {
+    const uint64_t index = protocol::LeaseSlotIndex(config_, l, s);
+    const auto* header =
+        reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
+    if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
+    memory_->Remove(index);
+    lease.evicted_through = s + 1;
+  }
+}
+
+uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
+  Lease& lease = leases_[l];
+  EvictAhead(l);
+  const uint64_t first = lease.cursor;
+  while (lease.cursor - first < budget) {
+    const uint64_t q = lease.cursor;
+    const uint64_t index = protocol::LeaseSlotIndex(config_, l, q);
     const uint8_t* slot = slots_ + index * config_.slot_size;
     const uint64_t commit = LoadAcquire(&commits_[index]);
     if (commit == protocol::CommitValue(q)) {
       if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
         protocol::SlotHeader header;
         std::memcpy(&header, slot, sizeof(header));
-        memory_->Insert(index, q, header.initial_priority);
+        memory_->Insert(index, q, BoundPriority(header.initial_priority, &lease));
         ++counters_->inserted;
-        RecordInsertDelay(header.insert_time_ns, &wall_now_ns);
-      } else if (Recheck(q, tail)) {
+        ++lease.inserted;
+        RecordInsertDelay(header.insert_time_ns, wall_now_ns);
+      } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {
         memory_->Remove(index);
         ++counters_->torn_slots;
+        ++lease.torn;
       }
     } else if (commit > protocol::CommitValue(q)) {
-      // A later sequence has been committed into the slot: q was lapped.
+      // A later sequence was committed into the slot (q was lapped), or the
+      // actor forged the word: either way q is skipped.
       memory_->Remove(index);
       ++counters_->overrun_slots;
-    } else if (q < reserved_before_) {
-      memory_->Remove(index);
-      ++counters_->abandoned_slots;
+      ++lease.overrun;
     } else {
-      // One timer covers every sequence reserved when the wait began (those
-      // below waiting_tail_): a dead actor's batch of k reservations costs
-      // one abandon_timeout, not k of them.
-      const absl::Time now = clock_->Now();
-      if (waiting_for_ == kNotWaiting || q >= waiting_tail_) {
-        waiting_for_ = q;
-        waiting_since_ = now;
-        waiting_tail_ = tail;
-        break;
-      }
-      if (now - waiting_since_ < options_.abandon_timeout) break;
-      memory_->Remove(index);
-      ++counters_->abandoned_slots;
+      break;  // not committed yet: this lease waits, the others go on
     }
-    ++cursor_;
-    ++handled;
+    ++lease.cursor;
   }
-  if (handled > 0) Publish();
+  const uint64_t handled = lease.cursor - first;
+  if (handled > 0) {
+    lease.evicted_through = std::max(lease.evicted_through, lease.cursor);
+    AppendJournal(l, first, handled);
+    PublishLease(l);
+  }
+  return handled;
+}
+
+uint64_t Ingest::Step() {
+  const auto count = static_cast<uint32_t>(leases_.size());
+  uint64_t handled = 0;
+  int64_t wall_now_ns = 0;  // read once, at the first insert
+  uint32_t visited = 0;
+  uint32_t l = next_lease_;
+  for (; visited < count && handled < options_.max_per_step; ++visited) {
+    const uint64_t budget =
+        std::min<uint64_t>(options_.max_per_lease, options_.max_per_step - handled);
+    handled += StepLease(l, budget, &wall_now_ns);
+    l = l + 1 == count ? 0 : l + 1;
+  }
+  next_lease_ = l;
+  if (handled > 0) {
+    handled_total_ += handled;
+    StoreRelease(&control_->server.ingest_cursor, handled_total_);
+    StoreRelease(&control_->server.journal_end, journal_end_);
+  }
   return handled;
 }
 

@@ -1,53 +1,63 @@
 // Copyright dreplay authors.
 //
-// ingest.h: moves committed transitions from the slot ring into the replay
-// memory.
+// ingest.h: moves committed transitions from the actors' leases of the slot
+// ring into the replay memory.
 //
-// Ingest walks sequence numbers in order from its cursor up to the actors'
-// `tail` (read with an atomic load). For sequence q in slot i = q & mask:
+// Every lease (protocol/leases.h) has its own cursor. Each Step() visits the
+// leases round-robin, starting after the lease where the previous step
+// stopped, and walks each one's sequences in order from its cursor, at most
+// max_per_lease of them, and max_per_step in all. For sequence q of lease l
+// in ring slot i = LeaseSlotIndex(config, l, q):
 //
 //   commit word == CommitValue(q), and the slot's header says q, its length
-//   fits and its checksum verifies           -> inserted with its initial
-//                                               priority (counted inserted)
+//   fits and its checksum verifies           -> inserted with its bounded
+//                                               initial priority (counted
+//                                               inserted)
 //   commit word == CommitValue(q), but the slot fails a check
 //                                             -> read again until
 //                                               torn_recheck has passed,
 //                                               then torn (counted, skipped)
-//   commit word names a later sequence        -> overrun (counted, skipped)
-//   not committed yet                         -> wait; after abandon_timeout
-//                                               without progress at q, or at
-//                                               once for a sequence reserved
-//                                               before a restore, abandoned
-//                                               (counted, skipped)
+//   commit word above CommitValue(q)          -> overrun (counted, skipped)
+//   anything else (not committed yet)         -> the lease waits at q
+//
+// A lease waiting at q holds up nobody else: no abandon timeout is needed,
+// and a stalled or dead actor stalls only its own lease. Only its actor
+// writes a lease's slots and commit words (its keys cover that lease alone),
+// so a forged commit word or slot corrupts that lease only: what fails a
+// check is counted torn and never inserted, a commit word set far ahead
+// skips that lease's sequences (counted overrun).
 //
 // Whatever the outcome, slot i's previous occupant is evicted from the
-// memory: sequence q owns the slot now (FIFO eviction). Nothing that fails a
-// check is ever inserted. After each step the cursor is published in the
-// control block (ServerLine::ingest_cursor, release store): actors may write
-// sequence q only while SequenceWritable(config, q, ingest_cursor).
+// memory: sequence q owns the slot now (FIFO eviction within the lease).
+// After each step the lease lines (cursor and counts) and the ServerLine's
+// ingest_cursor (their sum) are published (release stores): an actor may
+// write q of its lease only while SequenceWritable(config, q, its cursor).
 //
-// Evict ahead: at the start of each step, the occupant of every slot an
-// actor may be writing now (sequences reserved, below tail, and writable,
-// below ingest_cursor + ActorWindow) is removed from the memory: its slot
-// is being, or is about to be, rewritten. The sampler (same thread, after
-// ingest) then only draws a slot under rewrite when its sequence was reserved
-// after the step began; its seqlock and checksum catch those.
+// Evict ahead: at each step, for each lease, every slot within the actor
+// window ahead of the cursor whose header already names its new sequence
+// (the actor has started writing it) has its occupant removed from the
+// memory, so the sampler (same thread, after ingest) rarely draws a slot
+// under rewrite; its seqlock and checksum catch the rest. A stalled actor's
+// half-written slots are so evicted, not sampled and rejected again and
+// again.
+//
+// Priorities: an initial priority that is NaN, infinite or negative is
+// taken as "no estimate" (the memory's current maximum), one above
+// max_priority as max_priority; both are counted (priorities_bounded, per
+// lease and in all).
+//
+// Forward journal: each run of sequences a step handled in one lease (split
+// at the lease's wrap) is appended to the journal (protocol/leases.h), and
+// ServerLine::journal_end is published after the step.
 //
 // The commit word is read with acquire, so a commit observed makes the slot
-// bytes written before it (the actor's earlier WRITE on the same queue pair,
-// or a thread's stores before its release) visible; the slot is verified in
-// place. Where that order does not hold end to end (a NIC or PCIe path that
-// places the commit WRITE before the slot's last bytes), a commit can be seen
-// before its data: such a slot passes its check a moment later, so a failed
-// check is repeated for torn_recheck before the slot is declared torn. One
-// re-check window covers every sequence reserved when it began, so a batch
-// of corrupt commits stalls ingest once, not once per slot. A misbehaving actor that laps a slot
-// under verification cannot get it inserted: the sequence or the checksum fails.
+// bytes written before it visible; where a NIC or PCIe path places the
+// commit WRITE before the slot's last bytes, a failed check is repeated for
+// torn_recheck before the slot is declared torn (the lease waits meanwhile).
 //
 // Insert-to-ingest delay: with an `insert_delays` histogram, every inserted
-// slot that carries an insert time (SlotHeader::insert_time_ns, the actor's
-// wall clock) records the seconds from it to the step's wall clock
-// (Clock::WallNow, read once per step that inserts), negative ones as 0.
+// slot that carries an insert time records the seconds from it to the
+// step's wall clock (read once per step that inserts), negative ones as 0.
 //
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
 // never blocks and never allocates.
@@ -56,9 +66,11 @@
 #define DREPLAY_REPLAY_SERVER_INGEST_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/bucket_histogram.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
@@ -68,60 +80,80 @@
 namespace dreplay::server {
 
 struct IngestOptions {
-  // How long a reserved sequence may stay uncommitted, while ingest waits at
-  // it, before it is skipped as abandoned (its actor died). Ingest is in
-  // order, so this is also the longest stall one dead actor can cause.
-  absl::Duration abandon_timeout = absl::Milliseconds(500);
   // Most sequences handled per Step() (bounds the latency of the other work
   // of the core loop).
   uint32_t max_per_step = 4096;
+  // Most sequences of one lease handled per Step(), so that one busy lease
+  // does not take a whole step from the others.
+  uint32_t max_per_lease = 256;
   // How long a committed slot that fails its check is read again before it
-  // is counted torn (see the file comment); 0: torn at once. Ingest waits at
-  // that sequence meanwhile.
+  // is counted torn (see the file comment); 0: torn at once.
   absl::Duration torn_recheck = absl::Milliseconds(2);
+  // Initial priorities above this are clamped to it (counted); > 0, finite.
+  float max_priority = 1e6f;
 
   absl::Status Validate() const;
 };
 
 class Ingest {
  public:
-  // Pointers are not owned and must outlive the Ingest: `control`, `slots`
+  // Pointers are not owned and must outlive the Ingest: `control`,
+  // `leases` (the leases region: lease lines and journal), `slots`
   // (capacity * slot_size bytes), `commits` (capacity words) laid out for
   // `config`; `memory` (capacity == config.capacity), `counters`, `clock`;
   // `insert_delays` (nullptr: not measured).
   // REQUIRES: options.Validate() and config.Validate() are OK.
   Ingest(const protocol::LayoutConfig& config, const IngestOptions& options,
-         protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-         replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock,
-         BucketHistogram* insert_delays = nullptr);
+         protocol::ControlBlock* control, uint8_t* leases, const uint8_t* slots,
+         const uint64_t* commits, replay::ReplayMemory* memory, ReplayCounters* counters,
+         Clock* clock, BucketHistogram* insert_delays = nullptr);
 
-  // Handles up to max_per_step sequences; returns how many (ingested,
-  // torn, overrun or abandoned). Publishes the cursor when it moved.
+  // Handles up to max_per_step sequences; returns how many (ingested, torn
+  // or overrun). Publishes what moved.
   uint64_t Step();
 
-  // The next sequence to handle; every sequence below it is done.
-  uint64_t cursor() const { return cursor_; }
-  // The tail read by the last Step().
-  uint64_t tail_seen() const { return tail_seen_; }
+  // Sequences handled over all leases (the sum of their cursors).
+  uint64_t cursor() const { return handled_total_; }
+  // The next sequence of `lease` to handle. REQUIRES: lease < leases.
+  uint64_t lease_cursor(uint32_t lease) const { return leases_[lease].cursor; }
+  uint64_t journal_end() const { return journal_end_; }
 
-  // Restarts at `cursor` after a checkpoint restore: sequences in
-  // [cursor, reserved_before) were reserved by actors of the previous
-  // process, so those not committed are abandoned without waiting.
-  // Publishes the cursor.
-  void Restart(uint64_t cursor, uint64_t reserved_before);
+  // Restarts at `cursors` (one per lease; empty: all 0) and journal number
+  // `journal_end` after a checkpoint restore, and publishes them.
+  // REQUIRES: cursors is empty or has config.leases entries.
+  void Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end);
 
  private:
-  void Publish();
+  static constexpr uint64_t kNotWaiting = ~uint64_t{0};
+  struct Lease {
+    uint64_t cursor = 0;
+    uint64_t evicted_through = 0;  // occupants of sequences below: evicted
+    // The sequence whose failed check is being re-read (kNotWaiting: none)
+    // and since when.
+    uint64_t rechecking = kNotWaiting;
+    absl::Time recheck_since;
+    // Sequences below this were committed when the re-check began: they
+    // share its window (a batch of bad commits costs one window).
+    uint64_t recheck_end = 0;
+    uint64_t inserted = 0, torn = 0, overrun = 0, bounded = 0;
+  };
+
+  // Walks lease `l`; returns the sequences handled (at most `budget`).
+  uint64_t StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns);
+  void EvictAhead(uint32_t l);
   // True while committed sequence q, which failed its check, should be read
-  // again rather than counted torn (starts q's re-check window if needed).
-  bool Recheck(uint64_t q, uint64_t tail);
-  // Records the delay of a slot stamped `insert_time_ns` (0: unknown).
-  // `wall_now_ns`: the step's wall clock, read on first use (0: not yet).
+  // again rather than counted torn.
+  bool Recheck(uint32_t l, uint64_t q);
+  float BoundPriority(float raw, Lease* lease);
+  void AppendJournal(uint32_t l, uint64_t first, uint64_t count);
+  void PublishLease(uint32_t l);
   void RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns);
 
   const protocol::LayoutConfig config_;
   const IngestOptions options_;
+  const uint64_t lease_slots_;
   protocol::ControlBlock* const control_;
+  uint8_t* const leases_region_;
   const uint8_t* const slots_;
   const uint64_t* const commits_;
   replay::ReplayMemory* const memory_;
@@ -129,21 +161,10 @@ class Ingest {
   Clock* const clock_;
   BucketHistogram* const insert_delays_;
 
-  uint64_t cursor_ = 0;
-  uint64_t tail_seen_ = 0;
-  uint64_t reserved_before_ = 0;  // see Restart()
-  uint64_t evicted_through_ = 0;  // slots of sequences below this: evicted
-  // The sequence ingest began waiting at (kNotWaiting: none), since when,
-  // and the tail then: sequences below waiting_tail_ were all reserved when
-  // the wait began, so they share its timer.
-  static constexpr uint64_t kNotWaiting = ~uint64_t{0};
-  uint64_t waiting_for_ = kNotWaiting;
-  absl::Time waiting_since_;
-  uint64_t waiting_tail_ = 0;
-  // The same for the re-check of a committed slot that failed its check.
-  uint64_t rechecking_ = kNotWaiting;
-  absl::Time recheck_since_;
-  uint64_t recheck_tail_ = 0;
+  std::vector<Lease> leases_;
+  uint32_t next_lease_ = 0;  // where the next step starts
+  uint64_t handled_total_ = 0;
+  uint64_t journal_end_ = 0;
 };
 
 }  // namespace dreplay::server

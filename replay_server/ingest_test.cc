@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -21,7 +22,6 @@ using testing::Reserve;
 using testing::SmallConfig;
 using testing::WriteSlot;
 
-constexpr absl::Duration kAbandonTimeout = absl::Milliseconds(500);
 constexpr absl::Duration kTornRecheck = absl::Milliseconds(2);
 
 class IngestTest : public ::testing::Test {
@@ -36,16 +36,16 @@ class IngestTest : public ::testing::Test {
     mo.priority_epsilon = 0.5;
     memory_ = replay::ReplayMemory::Create(mo).value();
     IngestOptions options;
-    options.abandon_timeout = kAbandonTimeout;
     options.torn_recheck = kTornRecheck;
     options.max_per_step = 1000;
     MakeIngest(options);
   }
 
   void MakeIngest(const IngestOptions& options) {
-    ingest_ = std::make_unique<Ingest>(regions_->config(), options, regions_->control(),
-                                       regions_->slots(), regions_->commits(), memory_.get(),
-                                       &counters_, &clock_, &insert_delays_);
+    ingest_ = std::make_unique<Ingest>(
+        regions_->config(), options, regions_->control(),
+        static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
+        regions_->commits(), memory_.get(), &counters_, &clock_, &insert_delays_);
   }
 
   uint64_t published_cursor() const {
@@ -83,59 +83,17 @@ TEST_F(IngestTest, InsertsCommittedSlotsWithTheirPrioritiesAndPublishesTheCursor
   EXPECT_EQ(ingest_->Step(), 0u);  // nothing new
 }
 
-TEST_F(IngestTest, WaitsForAReservedSlotThenSkipsItAsAbandonedAfterTheTimeout) {
-  const uint64_t dead = Reserve(*regions_, 1);  // an actor that dies
+TEST_F(IngestTest, AnUncommittedSequenceMakesItsLeaseWaitWithoutATimeout) {
+  const uint64_t q = Reserve(*regions_, 1);  // written, never committed
   Insert(*regions_, 1.f);
-  Insert(*regions_, 1.f);
   EXPECT_EQ(ingest_->Step(), 0u);
-  clock_.Advance(kAbandonTimeout - absl::Milliseconds(1));
+  clock_.Advance(absl::Hours(1));
   EXPECT_EQ(ingest_->Step(), 0u);
-  EXPECT_EQ(ingest_->cursor(), dead);
-  clock_.Advance(absl::Milliseconds(1));
-  EXPECT_EQ(ingest_->Step(), 3u);
-  EXPECT_EQ(counters_.abandoned_slots, 1u);
-  EXPECT_EQ(counters_.inserted, 2u);
-  EXPECT_FALSE(memory_->valid(protocol::SlotIndex(regions_->config(), dead)));
-  EXPECT_EQ(published_cursor(), 3u);
-}
-
-TEST_F(IngestTest, ADeadActorsWholeBatchIsAbandonedAfterOneTimeout) {
-  const uint64_t first = Reserve(*regions_, 32);  // an actor that dies mid-batch
-  const uint64_t after = Insert(*regions_, 1.f);  // reserved after the wait began
-  EXPECT_EQ(ingest_->Step(), 0u);
-  clock_.Advance(kAbandonTimeout);
-  EXPECT_EQ(ingest_->Step(), 33u);  // all 32 at once, then the live one
-  EXPECT_EQ(counters_.abandoned_slots, 32u);
-  EXPECT_EQ(counters_.inserted, 1u);
-  EXPECT_TRUE(memory_->valid(protocol::SlotIndex(regions_->config(), after)));
-  EXPECT_EQ(ingest_->cursor(), first + 33);
-}
-
-TEST_F(IngestTest, AReservationMadeDuringAWaitGetsATimeoutOfItsOwn) {
-  const uint64_t dead = Reserve(*regions_, 1);
-  EXPECT_EQ(ingest_->Step(), 0u);
-  clock_.Advance(kAbandonTimeout / 2);
-  const uint64_t late = Reserve(*regions_, 1);  // reserved half-way through the wait
-  clock_.Advance(kAbandonTimeout / 2);
-  EXPECT_EQ(ingest_->Step(), 1u);  // `dead` abandoned, `late` waited for afresh
-  EXPECT_EQ(ingest_->cursor(), late);
-  clock_.Advance(kAbandonTimeout / 2);
-  WriteSlot(*regions_, late, 2.f, 128);
-  Commit(*regions_, late);
-  EXPECT_EQ(ingest_->Step(), 1u);
-  EXPECT_EQ(counters_.abandoned_slots, 1u);
-  EXPECT_EQ(counters_.inserted, 1u);
-  EXPECT_EQ(dead + 1, late);
-}
-
-TEST_F(IngestTest, ASlowActorThatCommitsBeforeTheTimeoutIsIngested) {
-  const uint64_t q = Reserve(*regions_, 1);
-  EXPECT_EQ(ingest_->Step(), 0u);
-  clock_.Advance(kAbandonTimeout / 2);
+  EXPECT_EQ(ingest_->cursor(), q);
   WriteSlot(*regions_, q, 2.f, 128);
   Commit(*regions_, q);
-  EXPECT_EQ(ingest_->Step(), 1u);
-  EXPECT_EQ(counters_.inserted, 1u);
+  EXPECT_EQ(ingest_->Step(), 2u);
+  EXPECT_EQ(counters_.inserted, 2u);
   EXPECT_EQ(counters_.abandoned_slots, 0u);
 }
 
@@ -175,9 +133,8 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   for (uint64_t k = 1; k < capacity(); ++k) Insert(*regions_, 1.f);
   ASSERT_EQ(ingest_->Step(), capacity() - 1);
   const uint64_t q = Reserve(*regions_, 1);
-  ASSERT_EQ(protocol::SlotIndex(regions_->config(), q),
-            protocol::SlotIndex(regions_->config(), old_q));
-  uint8_t* slot = regions_->slot(protocol::SlotIndex(regions_->config(), q));
+  ASSERT_EQ(testing::SlotOf(regions_->config(), q), testing::SlotOf(regions_->config(), old_q));
+  uint8_t* slot = regions_->slot(testing::SlotOf(regions_->config(), q));
   std::vector<uint8_t> before(slot, slot + regions_->config().slot_size);
   WriteSlot(*regions_, q, 1.f, 128);
   std::memcpy(slot + 96, before.data() + 96, regions_->config().slot_size - 96);
@@ -186,7 +143,7 @@ TEST_F(IngestTest, RejectsAPartiallyWrittenPayload) {
   EXPECT_EQ(counters_.torn_slots, 1u);
   EXPECT_EQ(counters_.inserted, capacity());
   // The previous occupant was evicted with its slot.
-  EXPECT_FALSE(memory_->valid(protocol::SlotIndex(regions_->config(), q)));
+  EXPECT_FALSE(memory_->valid(testing::SlotOf(regions_->config(), q)));
 }
 
 TEST_F(IngestTest, ASlotWhoseCommitIsSeenBeforeItsDataIsIngestedWhenTheDataArrives) {
@@ -199,7 +156,7 @@ TEST_F(IngestTest, ASlotWhoseCommitIsSeenBeforeItsDataIsIngestedWhenTheDataArriv
   EXPECT_EQ(ingest_->Step(), 1u);
   EXPECT_EQ(counters_.inserted, 1u);
   EXPECT_EQ(counters_.torn_slots, 0u);
-  EXPECT_EQ(memory_->sequence(protocol::SlotIndex(regions_->config(), q)), q);
+  EXPECT_EQ(memory_->sequence(testing::SlotOf(regions_->config(), q)), q);
 }
 
 TEST_F(IngestTest, OneRecheckWindowCoversABatchOfBadCommits) {
@@ -246,12 +203,14 @@ TEST_F(IngestTest, CountsALappedSlotAsOverrunAndIngestsTheLaterSequence) {
   EXPECT_EQ(counters_.overrun_slots, 1u);
   EXPECT_EQ(counters_.inserted, capacity());
   EXPECT_EQ(memory_->sequence(0), capacity());
-  EXPECT_EQ(counters_.torn_slots + counters_.abandoned_slots, 0u);
+  EXPECT_EQ(counters_.torn_slots, 0u);
 }
 
 TEST_F(IngestTest, InsertingASlotEvictsItsPreviousOccupant) {
-  for (uint64_t k = 0; k < capacity() + 3; ++k) Insert(*regions_, 1.f);
-  EXPECT_EQ(ingest_->Step(), capacity() + 3);
+  for (uint64_t k = 0; k < capacity(); ++k) Insert(*regions_, 1.f);
+  EXPECT_EQ(ingest_->Step(), capacity());
+  for (uint64_t k = 0; k < 3; ++k) Insert(*regions_, 1.f);
+  EXPECT_EQ(ingest_->Step(), 3u);
   EXPECT_EQ(memory_->size(), capacity());
   EXPECT_EQ(memory_->sequence(2), capacity() + 2);
   EXPECT_EQ(memory_->sequence(3), 3u);
@@ -296,19 +255,14 @@ TEST_F(IngestTest, HandlesAtMostMaxPerStep) {
   EXPECT_EQ(ingest_->Step(), 2u);
 }
 
-TEST_F(IngestTest, AfterARestartReservationsOfThePreviousProcessAreAbandonedAtOnce) {
-  // Sequences 0..3 were reserved before a restart; only 1 was committed.
-  Reserve(*regions_, 4);
-  WriteSlot(*regions_, 1, 1.f, 128);
-  Commit(*regions_, 1);
-  ingest_->Restart(0, 4);
-  EXPECT_EQ(published_cursor(), 0u);
-  EXPECT_EQ(ingest_->Step(), 4u);  // no waiting
-  EXPECT_EQ(counters_.abandoned_slots, 3u);
-  EXPECT_EQ(counters_.inserted, 1u);
-  // A new reservation after the restart is waited for as usual.
-  Reserve(*regions_, 1);
-  EXPECT_EQ(ingest_->Step(), 0u);
+TEST_F(IngestTest, ARestartContinuesEachLeaseFromItsCursor) {
+  for (int k = 0; k < 6; ++k) Insert(*regions_, 1.f);
+  ingest_->Restart(std::vector<uint64_t>{4}, 9);
+  EXPECT_EQ(published_cursor(), 4u);
+  EXPECT_EQ(LoadAcquire(&regions_->lease_line(0)->ingest_cursor), 4u);
+  EXPECT_EQ(ingest_->Step(), 2u);  // sequences 4 and 5 only
+  EXPECT_EQ(counters_.inserted, 2u);
+  EXPECT_EQ(ingest_->journal_end(), 10u);
 }
 
 TEST_F(IngestTest, RecordsTheInsertToIngestDelayOfStampedSlots) {
@@ -335,13 +289,136 @@ TEST_F(IngestTest, RecordsTheInsertToIngestDelayOfStampedSlots) {
   EXPECT_EQ(bucket_of(0.25), 1u);  // 200 ms in (100 ms, 250 ms]
 }
 
+// Four leases of 16 slots each.
+class LeasedIngestTest : public IngestTest {
+ protected:
+  void SetUp() override {
+    IngestTest::SetUp();
+    protocol::LayoutConfig config = SmallConfig();
+    config.leases = 4;
+    regions_ = ReplayRegions::Create(config).value();
+    IngestOptions options;
+    options.torn_recheck = kTornRecheck;
+    options.max_priority = 100.f;
+    MakeIngest(options);
+  }
+  uint64_t lease_cursor(uint32_t lease) const {
+    return LoadAcquire(&regions_->lease_line(lease)->ingest_cursor);
+  }
+};
+
+TEST_F(LeasedIngestTest, AStalledLeaseDoesNotStopIngestOfTheOthers) {
+  // Lease 1's actor wrote its slot but stopped before the commit, forever.
+  const uint64_t stalled = testing::ReserveLease(*regions_, 1, 1);
+  testing::WriteLeaseSlot(*regions_, 1, stalled, 1.f);
+  for (int round = 0; round < 5; ++round) {
+    for (uint32_t lease : {0u, 2u, 3u}) {
+      for (int k = 0; k < 3; ++k) testing::InsertLease(*regions_, lease, 1.f);
+    }
+    EXPECT_EQ(ingest_->Step(), 9u) << "round " << round;
+    clock_.Advance(absl::Seconds(10));
+  }
+  for (uint32_t lease : {0u, 2u, 3u}) EXPECT_EQ(lease_cursor(lease), 15u);
+  EXPECT_EQ(lease_cursor(1), 0u);
+  EXPECT_EQ(counters_.inserted, 45u);
+  // The stalled slot is not sampleable, and its lease resumes when it commits.
+  EXPECT_FALSE(memory_->valid(protocol::LeaseSlotIndex(regions_->config(), 1, stalled)));
+  testing::CommitLease(*regions_, 1, stalled);
+  EXPECT_EQ(ingest_->Step(), 1u);
+  EXPECT_EQ(lease_cursor(1), 1u);
+}
+
+TEST_F(LeasedIngestTest, ForgedCommitWordsCorruptOnlyTheirOwnLease) {
+  for (uint32_t lease = 0; lease < 4; ++lease) testing::InsertLease(*regions_, lease, 1.f);
+  // Lease 2's actor forges commit words for sequences it never wrote and
+  // one far ahead; all within its own lease (its keys cover nothing else).
+  for (uint64_t q = 1; q < 4; ++q) testing::CommitLease(*regions_, 2, q);
+  StoreRelease(&regions_->commits()[protocol::LeaseSlotIndex(regions_->config(), 2, 4)],
+               uint64_t{1} << 62);
+  for (uint32_t lease : {0u, 1u, 3u}) testing::InsertLease(*regions_, lease, 1.f);
+  EXPECT_EQ(ingest_->Step(), 7u);  // the honest ones; lease 2 re-checks its bad slots
+  clock_.Advance(kTornRecheck);
+  EXPECT_EQ(ingest_->Step(), 4u);  // three torn, one overrun
+  EXPECT_EQ(counters_.torn_slots, 3u);
+  EXPECT_EQ(counters_.overrun_slots, 1u);
+  EXPECT_EQ(counters_.inserted, 7u);
+  EXPECT_EQ(LoadAcquire(&regions_->lease_line(2)->torn), 3u);
+  EXPECT_EQ(LoadAcquire(&regions_->lease_line(0)->torn), 0u);
+  for (uint32_t lease : {0u, 1u, 3u}) EXPECT_EQ(lease_cursor(lease), 2u);
+  for (uint64_t q = 1; q < 5; ++q) {
+    EXPECT_FALSE(memory_->valid(protocol::LeaseSlotIndex(regions_->config(), 2, q)));
+  }
+}
+
+TEST_F(LeasedIngestTest, AbsurdPrioritiesAreBoundedAndCounted) {
+  const float raw[] = {std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(), -5.f, 1e30f, 7.f};
+  for (float p : raw) testing::InsertLease(*regions_, 3, p);
+  EXPECT_EQ(ingest_->Step(), 5u);
+  EXPECT_EQ(counters_.priorities_bounded, 4u);
+  EXPECT_EQ(LoadAcquire(&regions_->lease_line(3)->priorities_bounded), 4u);
+  // (p + epsilon)^alpha with alpha 1, epsilon 0.5: 1e30 was clamped to 100.
+  const protocol::LayoutConfig& c = regions_->config();
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(protocol::LeaseSlotIndex(c, 3, 3)), 100.5);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(protocol::LeaseSlotIndex(c, 3, 4)), 7.5);
+  EXPECT_LE(memory_->max_priority(), 100.5);
+}
+
+TEST_F(LeasedIngestTest, EveryCommittedSequenceIsIngestedOnceAndJournalledInOrder) {
+  // Interleaved inserts across leases, ingested over several bounded steps
+  // and around each lease's wrap.
+  IngestOptions options;
+  options.max_per_step = 5;
+  options.max_per_lease = 2;
+  MakeIngest(options);
+  std::vector<uint64_t> inserted(4, 0);
+  uint64_t handled = 0;
+  for (int round = 0; round < 40; ++round) {
+    const uint32_t lease = static_cast<uint32_t>((round * 7) % 4);
+    if (inserted[lease] < lease_cursor(lease) + 16) {
+      testing::InsertLease(*regions_, lease, 1.f);
+      ++inserted[lease];
+    }
+    handled += ingest_->Step();
+  }
+  while (uint64_t n = ingest_->Step()) handled += n;
+  uint64_t total = 0;
+  for (uint32_t lease = 0; lease < 4; ++lease) {
+    EXPECT_EQ(lease_cursor(lease), inserted[lease]);
+    total += inserted[lease];
+  }
+  EXPECT_EQ(handled, total);
+  EXPECT_EQ(counters_.inserted, total);
+  // The journal names every sequence exactly once, each lease in order.
+  std::vector<uint64_t> next(4, 0);
+  uint64_t journalled = 0;
+  for (uint64_t n = 0; n < ingest_->journal_end(); ++n) {
+    const protocol::JournalEntry* e = regions_->journal_entry(n);
+    ASSERT_EQ(e->number, n);
+    ASSERT_LT(e->lease, 4u);
+    EXPECT_EQ(e->first_sequence, next[e->lease]);
+    next[e->lease] += e->count;
+    journalled += e->count;
+  }
+  EXPECT_EQ(journalled, total);
+  EXPECT_EQ(LoadAcquire(&regions_->control()->server.journal_end), ingest_->journal_end());
+}
+
 TEST(IngestOptionsTest, RejectsBadValues) {
   IngestOptions options;
   EXPECT_TRUE(options.Validate().ok());
   options.max_per_step = 0;
   EXPECT_FALSE(options.Validate().ok());
   options.max_per_step = 1;
-  options.abandon_timeout = -absl::Seconds(1);
+  options.torn_recheck = -absl::Seconds(1);
+  EXPECT_FALSE(options.Validate().ok());
+  options.torn_recheck = absl::ZeroDuration();
+  options.max_priority = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(options.Validate().ok());
+  options.max_priority = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options.max_priority = 1;
+  options.max_per_lease = 0;
   EXPECT_FALSE(options.Validate().ok());
 }
 

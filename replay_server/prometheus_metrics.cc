@@ -35,7 +35,7 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
                "learner that could not resolve them).",
                s.updates_timed_out);
   out->Family("dreplay_server_dropped_total", MetricType::kCounter,
-              "Transitions dropped, by cause: abandoned (reserved, never committed in time), "
+              "Transitions dropped, by cause: abandoned (always 0 since actor leases), "
               "overrun (lapped before ingest), torn (committed but failed its checks), "
               "copy_reject (overwritten while being staged), restore (failed verification when "
               "a checkpoint was restored).");
@@ -44,6 +44,10 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
   out->Sample({{"cause", "torn"}}, s.torn_slots);
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
   out->Sample({{"cause", "restore"}}, s.restore_dropped);
+  out->Counter("dreplay_server_priorities_bounded_total",
+               "Initial priorities from actors that ingest clamped to --max_priority or took as "
+               "no estimate (NaN, infinite or negative).",
+               s.priorities_bounded);
   out->Family("dreplay_server_priority_updates_total", MetricType::kCounter,
               "Priority update records from the learner, by result: applied, stale (the slot "
               "holds a newer transition now), invalid (bad slot index or priority).");

@@ -17,7 +17,7 @@
 //              batches_released_total, update_timeouts_total,
 //              dropped_total{cause=abandoned|overrun|torn|copy_reject|restore},
 //              priority_updates_total{result=applied|stale|invalid},
-//              priority_mailbox_rejects_total, staging_stalls_total,
+//              priority_mailbox_rejects_total, staging_stalls_total, priorities_bounded_total,
 //              limiter_sample_waits_total, limiter_sample_wait_seconds_total,
 //              limiter_insert_wait_seconds_total,
 //              staged_entries_total{kind=payload|cached},

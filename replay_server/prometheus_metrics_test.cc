@@ -108,6 +108,7 @@ TEST(RenderServerMetricsTest, ExposesCountersGaugesAndHistogramsWithTheirTypes) 
   EXPECT_TRUE(HasLine(text, "dreplay_server_sampled_total 100"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_dropped_total{cause=\"torn\"} 3"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_dropped_total{cause=\"overrun\"} 0"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_priorities_bounded_total 0"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_priority_updates_total{result=\"stale\"} 4"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_limiter_sample_wait_seconds_total 1.5"));
   EXPECT_TRUE(HasLine(text, "# TYPE dreplay_server_size gauge"));

@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ReplayRegions> r(new ReplayRegions(config));
   RETURN_IF_ERROR(Map(protocol::ControlRegionBytes(config), "control", &r->control_));
+  RETURN_IF_ERROR(Map(protocol::LeasesRegionBytes(config), "leases", &r->leases_));
   RETURN_IF_ERROR(Map(protocol::SlotRingBytes(config), "slot ring", &r->slots_));
   RETURN_IF_ERROR(Map(protocol::CommitWordsBytes(config), "commit words", &r->commits_));
   RETURN_IF_ERROR(Map(protocol::StagingRingBytes(config), "staging ring", &r->staging_));
@@ -55,8 +56,8 @@ absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
 }
 
 ReplayRegions::~ReplayRegions() {
-  for (Buffer* b :
-       {&control_, &slots_, &commits_, &staging_, &mailbox_, &params_, &stats_, &actors_}) {
+  for (Buffer* b : {&control_, &leases_, &slots_, &commits_, &staging_, &mailbox_, &params_,
+                    &stats_, &actors_}) {
     Unmap(b);
   }
 }
@@ -64,8 +65,9 @@ ReplayRegions::~ReplayRegions() {
 const ReplayRegions::Buffer* ReplayRegions::BufferOf(protocol::RegionKind kind) const {
   switch (kind) {
     case protocol::RegionKind::kControl:
-    case protocol::RegionKind::kTail:
       return &control_;
+    case protocol::RegionKind::kLeases:
+      return &leases_;
     case protocol::RegionKind::kSlots:
       return &slots_;
     case protocol::RegionKind::kCommits:
@@ -87,14 +89,12 @@ const ReplayRegions::Buffer* ReplayRegions::BufferOf(protocol::RegionKind kind) 
 void* ReplayRegions::region(protocol::RegionKind kind) const {
   const Buffer* buffer = BufferOf(kind);
   if (buffer == nullptr) return nullptr;
-  if (kind == protocol::RegionKind::kTail) return buffer->data + protocol::kTailOffset;
   return buffer->data;
 }
 
 uint64_t ReplayRegions::region_bytes(protocol::RegionKind kind) const {
   const Buffer* buffer = BufferOf(kind);
   if (buffer == nullptr) return 0;
-  if (kind == protocol::RegionKind::kTail) return protocol::kTailLineBytes;
   return buffer->bytes;
 }
 

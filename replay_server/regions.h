@@ -39,15 +39,21 @@ class ReplayRegions {
   const protocol::LayoutConfig& config() const { return config_; }
 
   // The buffer a region kind is registered from, and its length in bytes.
-  // kTail is the TailLine inside the control block; kActors is null / 0
-  // when config.max_actors is 0.
+  // kActors is null / 0 when config.max_actors is 0.
   void* region(protocol::RegionKind kind) const;
   uint64_t region_bytes(protocol::RegionKind kind) const;
 
   protocol::ControlBlock* control() const {
     return reinterpret_cast<protocol::ControlBlock*>(control_.data);
   }
-  uint64_t* tail_word() const { return &control()->tail.tail; }
+  // REQUIRES: lease < config.leases.
+  protocol::LeaseLine* lease_line(uint32_t lease) const {
+    return reinterpret_cast<protocol::LeaseLine*>(leases_.data + protocol::LeaseLineOffset(lease));
+  }
+  protocol::JournalEntry* journal_entry(uint64_t number) const {
+    return reinterpret_cast<protocol::JournalEntry*>(leases_.data +
+                                                     protocol::JournalEntryOffset(config_, number));
+  }
   uint8_t* slots() const { return slots_.data; }
   uint64_t* commits() const { return reinterpret_cast<uint64_t*>(commits_.data); }
   uint8_t* staging() const { return staging_.data; }
@@ -76,14 +82,13 @@ class ReplayRegions {
   };
   static absl::Status Map(uint64_t bytes, const char* what, Buffer* out);
   static void Unmap(Buffer* buffer);
-  // The buffer a region kind lives in (kTail: the control block's); null
-  // for a value outside the enum.
+  // The buffer a region kind lives in; null for a value outside the enum.
   const Buffer* BufferOf(protocol::RegionKind kind) const;
 
   explicit ReplayRegions(const protocol::LayoutConfig& config) : config_(config) {}
 
   const protocol::LayoutConfig config_;
-  Buffer control_, slots_, commits_, staging_, mailbox_, params_, stats_, actors_;
+  Buffer control_, leases_, slots_, commits_, staging_, mailbox_, params_, stats_, actors_;
 };
 
 }  // namespace dreplay::server

@@ -36,10 +36,9 @@ TEST(ReplayRegionsTest, AllocatesEveryRegionPageAlignedZeroedAndSizedByTheLayout
     EXPECT_EQ(reinterpret_cast<uintptr_t>(r.region(e.kind)) % protocol::kRegionAlignment, 0u);
   }
   for (uint64_t i = 0; i < config.capacity; ++i) ASSERT_EQ(r.commits()[i], 0u);
-  EXPECT_EQ(
-      r.region(protocol::RegionKind::kTail),
-      static_cast<uint8_t*>(r.region(protocol::RegionKind::kControl)) + protocol::kTailOffset);
-  EXPECT_EQ(r.region_bytes(protocol::RegionKind::kTail), protocol::kTailLineBytes);
+  EXPECT_EQ(r.region_bytes(protocol::RegionKind::kLeases), protocol::LeasesRegionBytes(config));
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(r.lease_line(1)),
+            static_cast<uint8_t*>(r.region(protocol::RegionKind::kLeases)) + 64);
   EXPECT_EQ(r.slot(3), r.slots() + 3 * config.slot_size);
   EXPECT_EQ(r.staging_slot(config.staging_depth + 1),
             r.staging() + protocol::StagingSlotStride(config));
@@ -50,7 +49,7 @@ TEST(ReplayRegionsTest, WritesTheControlHeaderClientsCheck) {
   auto r = ReplayRegions::Create(testing::SmallConfig()).value();
   EXPECT_TRUE(protocol::CheckControlHeader(r->control()->header).ok());
   EXPECT_EQ(r->control()->header.config, testing::SmallConfig());
-  EXPECT_EQ(r->control()->tail.tail, 0u);
+  EXPECT_EQ(r->lease_line(0)->ingest_cursor, 0u);
 }
 
 TEST(ReplayRegionsTest, HasNoActorsRegionWithoutActorLines) {

@@ -88,15 +88,16 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
   policy.min_size_to_sample = limiter.min_size_to_sample;
   policy.spi_block_actors = limiter.block_inserts ? 1 : 0;
   std::memcpy(&regions_->control()->policy, &policy, sizeof(policy));
-  ingest_ = std::make_unique<Ingest>(config, options_.ingest, regions_->control(),
-                                     regions_->slots(), regions_->commits(), memory_.get(),
-                                     &counters_, clock_, &delays_.insert_to_ingest);
+  ingest_ = std::make_unique<Ingest>(
+      config, options_.ingest, regions_->control(),
+      static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
+      regions_->commits(), memory_.get(), &counters_, clock_, &delays_.insert_to_ingest);
   updates_ =
       std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(), &counters_);
   sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),
                                        regions_->slots(), regions_->commits(), regions_->staging(),
                                        memory_.get(), &counters_, clock_);
-  ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
+  ingest_->Restart({}, 0);
   sampler_->Restart(epoch_, incarnation_);
   PublishStats();
 }
@@ -202,7 +203,7 @@ void ReplayCore::PublishStats() {
                static_cast<uint64_t>(absl::ToInt64Nanoseconds(clock_->Now() - absl::UnixEpoch())));
   StoreRelease(&s->epoch, epoch_);
   StoreRelease(&s->ingest_cursor, ingest_->cursor());
-  StoreRelease(&s->tail_seen, ingest_->tail_seen());
+  StoreRelease(&s->tail_seen, ingest_->cursor());
   StoreRelease(&s->size, memory_->size());
   StoreRelease(&s->capacity, memory_->capacity());
   StoreRelease(&s->inserted, c.inserted);
@@ -229,6 +230,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->staged_payloads, c.staged_payloads);
   StoreRelease(&s->staged_cached, c.staged_cached);
   StoreRelease(&s->learner_cache_resets, c.learner_cache_resets);
+  StoreRelease(&s->priorities_bounded, c.priorities_bounded);
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
@@ -236,8 +238,12 @@ absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
   CheckpointState state;
   state.epoch = epoch_;
   state.incarnation = incarnation_;
-  state.tail = LoadAcquire(regions_->tail_word());
   state.ingest_cursor = ingest_->cursor();
+  state.journal_end = ingest_->journal_end();
+  state.lease_cursors.resize(regions_->config().leases);
+  for (uint32_t l = 0; l < regions_->config().leases; ++l) {
+    state.lease_cursors[l] = ingest_->lease_cursor(l);
+  }
   state.counters = counters_;
   RETURN_IF_ERROR(WriteCheckpoint(path, *regions_, *memory_, state));
   ++counters_.checkpoints_written;
@@ -256,7 +262,7 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   CheckpointState state;
   absl::Status status = ReadCheckpoint(path, regions_, memory_.get(), &state);
   if (!status.ok()) {
-    ingest_->Restart(LoadAcquire(regions_->tail_word()), 0);
+    ingest_->Restart({}, 0);
     PublishStats();
     return status;
   }
@@ -266,8 +272,7 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   std::memset(regions_->mailbox(), 0, protocol::MailboxBytes(config));
   counters_ = state.counters;
   epoch_ = state.epoch + 1;
-  StoreRelease(regions_->tail_word(), state.tail);
-  ingest_->Restart(state.ingest_cursor, state.tail);
+  ingest_->Restart(state.lease_cursors, state.journal_end);
   restored_incarnation_ = state.incarnation;
   sampler_->Restart(epoch_, incarnation_);  // forgets the learner's holdings: a new epoch
   ++counters_.learner_cache_resets;

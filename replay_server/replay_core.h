@@ -132,9 +132,8 @@ class ReplayCore {
 
   // Writes a checkpoint (see checkpoint.h). Counts checkpoints_written.
   absl::Status SaveCheckpoint(const std::string& path);
-  // Loads a checkpoint, then starts epoch saved + 1: the tail and ingest
-  // cursor are restored (sequences reserved before the checkpoint and never
-  // committed are abandoned at once), staging ring and mailbox are cleared,
+  // Loads a checkpoint, then starts epoch saved + 1: every lease's ingest
+  // cursor and the journal's end are restored, staging ring and mailbox are cleared,
   // counters are restored. REQUIRES: no peer uses the regions yet. On error
   // (see ReadCheckpoint) the memory is empty and the epoch unchanged.
   absl::Status RestoreCheckpoint(const std::string& path);

@@ -47,18 +47,19 @@ protocol::LayoutConfig Config() {
   c.batch_size = FLAGS_batch;
   c.staging_depth = FLAGS_depth;
   c.param_bytes = 4096;
+  c.leases = static_cast<uint32_t>(FLAGS_actors);  // one lease per actor thread
   c.actor_window = FLAGS_actor_window != 0 ? FLAGS_actor_window : FLAGS_capacity / 4;
   return c;
 }
 
 // An actor's slot write: seal in a private buffer, copy into the ring.
-void WriteSlot(const ReplayRegions& r, uint64_t q, std::vector<uint8_t>* image,
+void WriteSlot(const ReplayRegions& r, uint32_t lease, uint64_t q, std::vector<uint8_t>* image,
                const std::vector<uint8_t>& payload) {
   const protocol::LayoutConfig& c = r.config();
   CHECK(protocol::SealSlot(image->data(), c.slot_size, q, 0, static_cast<float>(q % 17) + 0.5f, 0,
                            payload.data(), FLAGS_payload)
             .ok());
-  CopyToShared(r.slot(protocol::SlotIndex(c, q)), image->data(), c.slot_size);
+  CopyToShared(r.slot(protocol::LeaseSlotIndex(c, lease, q)), image->data(), c.slot_size);
 }
 
 void AnswerBatch(const ReplayRegions& r, uint64_t n, uint64_t epoch, std::vector<uint8_t>* image,
@@ -89,14 +90,18 @@ void IngestPhase() {
   ReplayCoreOptions options;
   options.sampler.rate_limiter.min_size_to_sample = ~uint64_t{0};  // ingest only
   auto core = ReplayCore::Create(regions.get(), options).value();
-  const uint64_t n = FLAGS_capacity;
-  std::vector<uint8_t> image(regions->config().slot_size);
+  const protocol::LayoutConfig& c = regions->config();
+  const uint64_t per_lease = protocol::LeaseSlots(c);
+  const uint64_t n = per_lease * c.leases;
+  std::vector<uint8_t> image(c.slot_size);
   std::vector<uint8_t> payload(FLAGS_payload, 7);
-  for (uint64_t q = 0; q < n; ++q) {
-    WriteSlot(*regions, q, &image, payload);
-    StoreRelease(&regions->commits()[q], protocol::CommitValue(q));
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    for (uint64_t q = 0; q < per_lease; ++q) {
+      WriteSlot(*regions, l, q, &image, payload);
+      StoreRelease(&regions->commits()[protocol::LeaseSlotIndex(c, l, q)],
+                   protocol::CommitValue(q));
+    }
   }
-  StoreRelease(regions->tail_word(), n);
   const absl::Time start = absl::Now();
   while (core->ingest_cursor() < n) core->Step();
   const double s = absl::ToDoubleSeconds(absl::Now() - start);
@@ -112,12 +117,15 @@ void SamplePhase() {
   const protocol::LayoutConfig& c = regions->config();
   std::vector<uint8_t> image(c.slot_size);
   std::vector<uint8_t> payload(FLAGS_payload, 7);
-  for (uint64_t q = 0; q < c.capacity; ++q) {
-    WriteSlot(*regions, q, &image, payload);
-    StoreRelease(&regions->commits()[q], protocol::CommitValue(q));
+  const uint64_t per_lease = protocol::LeaseSlots(c);
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    for (uint64_t q = 0; q < per_lease; ++q) {
+      WriteSlot(*regions, l, q, &image, payload);
+      StoreRelease(&regions->commits()[protocol::LeaseSlotIndex(c, l, q)],
+                   protocol::CommitValue(q));
+    }
   }
-  StoreRelease(regions->tail_word(), c.capacity);
-  while (core->ingest_cursor() < c.capacity) core->Step();
+  while (core->ingest_cursor() < per_lease * c.leases) core->Step();
   std::vector<uint8_t> batch(protocol::StagingSlotStride(c));
   std::vector<uint8_t> entry(protocol::MailboxEntryStride(c));
   std::vector<protocol::PriorityRecord> records;
@@ -143,7 +151,6 @@ void SamplePhase() {
 void EndToEndPhase() {
   auto regions = ReplayRegions::Create(Config()).value();
   ReplayCoreOptions options;
-  options.ingest.abandon_timeout = absl::Seconds(30);
   options.max_batches_per_step = FLAGS_depth;
   options.sampler.rate_limiter.min_size_to_sample = FLAGS_batch;
   auto core = ReplayCore::Create(regions.get(), options).value();
@@ -166,29 +173,35 @@ void EndToEndPhase() {
     }
   });
   std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> written{0};
   std::vector<std::thread> actors;
   const absl::Time start = absl::Now();
   for (int a = 0; a < FLAGS_actors; ++a) {
-    actors.emplace_back([&] {
+    actors.emplace_back([&, a] {
+      const auto lease = static_cast<uint32_t>(a);
       std::vector<uint8_t> image(c.slot_size);
       std::vector<uint8_t> payload(FLAGS_payload, 3);
+      uint64_t own = 0;  // the lease's next sequence
       while (next.fetch_add(FLAGS_reserve_chunk) < total) {
-        const uint64_t first = FetchAdd(regions->tail_word(), FLAGS_reserve_chunk);
+        const uint64_t first = own;
+        own += FLAGS_reserve_chunk;
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
           while (!protocol::SequenceWritable(
-              c, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
+              c, q, LoadAcquire(&regions->lease_line(lease)->ingest_cursor))) {
             std::this_thread::yield();
           }
-          WriteSlot(*regions, q, &image, payload);
+          WriteSlot(*regions, lease, q, &image, payload);
         }
         for (uint64_t q = first; q < first + FLAGS_reserve_chunk; ++q) {
-          StoreRelease(&regions->commits()[protocol::SlotIndex(c, q)], protocol::CommitValue(q));
+          StoreRelease(&regions->commits()[protocol::LeaseSlotIndex(c, lease, q)],
+                       protocol::CommitValue(q));
         }
       }
+      written += own;
     });
   }
   for (std::thread& t : actors) t.join();
-  const uint64_t reserved = LoadAcquire(regions->tail_word());
+  const uint64_t reserved = written.load();
   while (LoadAcquire(&regions->control()->server.ingest_cursor) < reserved) {
     std::this_thread::yield();
   }

@@ -223,13 +223,11 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   protocol::LayoutConfig config = SmallConfig();
   config.capacity = p.capacity;
   config.actor_window = p.actor_window;
+  config.leases = static_cast<uint32_t>(p.actors);  // one lease per actor thread
   config.batch_size = 16;
   config.staging_depth = 4;
   auto regions = ReplayRegions::Create(config).value();
   ReplayCoreOptions options = TestOptions();
-  // Threads may be descheduled for long on a loaded machine (or under
-  // ThreadSanitizer): no reservation may be given up as abandoned here.
-  options.ingest.abandon_timeout = absl::Hours(1);
   options.ingest.max_per_step = 256;
   auto core = ReplayCore::Create(regions.get(), options).value();
   const uint64_t total = uint64_t(p.actors) * p.per_actor;
@@ -286,12 +284,14 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
       int written = 0;
       while (written < p.per_actor && !failed.load()) {
         const int k = std::min(p.reserve_chunk, p.per_actor - written);
-        const uint64_t first = Reserve(*regions, k);
+        // The actor's own sequences in its own lease: no shared counter.
+        const uint64_t first = written;
+        const auto lease = static_cast<uint32_t>(a);
         for (uint64_t q = first; q < first + k; ++q) {
           // Never lap a slot the server has not ingested.
           const absl::Time deadline = absl::Now() + kWaitTimeout;
           while (!protocol::SequenceWritable(
-              config, q, LoadAcquire(&regions->control()->server.ingest_cursor))) {
+              config, q, LoadAcquire(&regions->lease_line(lease)->ingest_cursor))) {
             if (absl::Now() > deadline) {
               ADD_FAILURE() << "actor " << a << " waited too long for ingest";
               failed = true;
@@ -299,9 +299,9 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
             }
             std::this_thread::yield();
           }
-          testing::WriteSlot(*regions, q, static_cast<float>(q % 7), 128, a);
+          testing::WriteLeaseSlot(*regions, lease, q, static_cast<float>(q % 7), 128);
         }
-        for (uint64_t q = first; q < first + k; ++q) testing::Commit(*regions, q);
+        for (uint64_t q = first; q < first + k; ++q) testing::CommitLease(*regions, lease, q);
         written += k;
       }
     });
@@ -329,11 +329,14 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
   EXPECT_EQ(c.abandoned_slots, 0u);
   EXPECT_EQ(c.overrun_slots, 0u);
   EXPECT_EQ(c.torn_slots, 0u);
-  // Every index holds the last sequence written to it, exactly once.
-  const uint64_t held = std::min<uint64_t>(total, config.capacity);
-  EXPECT_EQ(core->memory().size(), held);
-  for (uint64_t q = total - held; q < total; ++q) {
-    EXPECT_EQ(core->memory().sequence(q & (config.capacity - 1)), q);
+  // Every index holds the last sequence its lease wrote to it, exactly once.
+  const uint64_t per_lease = static_cast<uint64_t>(p.per_actor);
+  const uint64_t held = std::min<uint64_t>(per_lease, protocol::LeaseSlots(config));
+  EXPECT_EQ(core->memory().size(), held * p.actors);
+  for (uint32_t lease = 0; lease < config.leases; ++lease) {
+    for (uint64_t q = per_lease - held; q < per_lease; ++q) {
+      EXPECT_EQ(core->memory().sequence(protocol::LeaseSlotIndex(config, lease, q)), q);
+    }
   }
   EXPECT_GE(learner_batches.load(), 2u);
   EXPECT_GE(c.batches_staged, learner_batches.load());
@@ -348,8 +351,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ReplayCoreThreadsTest,
                              // A small ring: actors wait for ingest and slots are overwritten
                              // under the sampler's feet all the time.
                              EndToEndParams{256, 0, 4, 5000, 4},
-                             // Actors may run only a quarter of the ring ahead of ingest.
-                             EndToEndParams{256, 64, 4, 5000, 4}));
+                             // Actors may run only a quarter of their lease ahead of ingest.
+                             EndToEndParams{256, 16, 4, 5000, 4}));
 
 }  // namespace
 }  // namespace dreplay::server

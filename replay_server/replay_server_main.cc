@@ -83,8 +83,12 @@ DEFINE_bool(spi_block_actors, false,
 DEFINE_double(update_timeout_s, 0,
               "release a staged batch without its priority update after this long "
               "(0: wait for the learner)");
-DEFINE_double(abandon_timeout_s, 0.5,
-              "a reserved slot not committed within this long is skipped (its actor died)");
+DEFINE_int64(leases, 0,
+             "actor leases: the ring is split into this many equal ranges, one per connected "
+             "actor (0: --max_actors, at least 1); capacity / leases slots each");
+DEFINE_double(max_priority, 1e6,
+              "initial priorities from actors above this are clamped to it; NaN, infinite or "
+              "negative ones count as no estimate (both counted)");
 DEFINE_int64(seed, 1, "seed of the sampler's random generator");
 
 DEFINE_string(auth_token, "", "clients must present this token (prefer --auth_token_file)");
@@ -148,8 +152,11 @@ absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOpt
     return absl::InvalidArgumentError(absl::StrCat("--", s.message()));
   }
   ASSIGN_OR_RETURN(c.update_timeout, Seconds("update_timeout_s", FLAGS_update_timeout_s, true));
-  ASSIGN_OR_RETURN(c.ingest.abandon_timeout,
-                   Seconds("abandon_timeout_s", FLAGS_abandon_timeout_s, false));
+  if (!(FLAGS_max_priority > 0) || FLAGS_max_priority > 3e38) {
+    return FlagError("max_priority", absl::StrCat(FLAGS_max_priority),
+                     "must be > 0 and a finite float");
+  }
+  c.ingest.max_priority = static_cast<float>(FLAGS_max_priority);
   {
     const absl::Status s = c.Validate();
     if (!s.ok()) {
@@ -194,6 +201,9 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   l.observation_size = static_cast<uint32_t>(FLAGS_observation_size);
   l.num_actions = static_cast<uint32_t>(FLAGS_num_actions);
   l.max_actors = static_cast<uint32_t>(FLAGS_max_actors);
+  RETURN_IF_ERROR(CheckRange("leases", FLAGS_leases, 0, protocol::kMaxLeases));
+  l.leases = static_cast<uint32_t>(FLAGS_leases > 0 ? FLAGS_leases
+                                                    : std::max<int64_t>(FLAGS_max_actors, 1));
   l.actor_window = static_cast<uint64_t>(FLAGS_actor_window);
   {
     const absl::Status s = l.set_spec(FLAGS_transition_spec);

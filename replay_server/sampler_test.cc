@@ -36,9 +36,10 @@ class SamplerTest : public ::testing::Test {
     mo.priority_epsilon = 0.5;
     mo.seed = 5;
     memory_ = replay::ReplayMemory::Create(mo).value();
-    ingest_ =
-        std::make_unique<Ingest>(config(), IngestOptions{}, regions_->control(), regions_->slots(),
-                                 regions_->commits(), memory_.get(), &counters_, &clock_);
+    ingest_ = std::make_unique<Ingest>(
+        config(), IngestOptions{}, regions_->control(),
+        static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
+        regions_->commits(), memory_.get(), &counters_, &clock_);
     SamplerOptions so;
     so.beta = replay::BetaSchedule{0.5, 0.5, 0};
     so.rate_limiter.min_size_to_sample = 4;

@@ -54,6 +54,7 @@ struct ReplayServer::Client {
   uint64_t id = 0;
   protocol::Role role = protocol::Role::kActor;
   uint32_t actor_id = 0;
+  uint32_t lease = protocol::kNoLease;  // actors: the lease it holds
   std::string peer;
   std::unique_ptr<verbs::QueuePair> qp;
   protocol::WireRegion heartbeat;  // length 0: none offered
@@ -135,6 +136,9 @@ absl::Status ReplayServer::Init() {
 
   RETURN_IF_ERROR(RegisterRegions());
   actor_line_mrs_.resize(options_.layout.max_actors);
+  lease_slot_mrs_.resize(options_.layout.leases);
+  lease_commit_mrs_.resize(options_.layout.leases);
+  leases_ = std::make_unique<LeaseTable>(regions_.get());
 
   ASSIGN_OR_RETURN(listener_, provider_->Listen(options_.host, options_.port));
   host_ = options_.host;
@@ -205,21 +209,19 @@ absl::Status ReplayServer::RegisterRegions() {
   ASSIGN_OR_RETURN(
       heartbeat_mr_,
       provider_->RegisterMemory(heartbeat_word_.get(), protocol::kCacheLine, verbs::kLocalWrite));
-  ASSIGN_OR_RETURN(tail_mr_,
-                   provider_->RegisterMemory(regions_->region(protocol::RegionKind::kTail),
-                                             regions_->region_bytes(protocol::RegionKind::kTail),
-                                             verbs::kLocalWrite | verbs::kRemoteAtomic));
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
-    if (kind == protocol::RegionKind::kTail) continue;
     void* addr = regions_->region(kind);
     const uint64_t bytes = regions_->region_bytes(kind);
     if (addr == nullptr || bytes == 0) continue;
     uint32_t needed = 0;  // bit 0: read, 1: write, 2: read + write
     for (protocol::Role role :
          {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
-      if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor)
-        continue;  // per line
+      if (role == protocol::Role::kActor &&
+          (kind == protocol::RegionKind::kActors || kind == protocol::RegionKind::kSlots ||
+           kind == protocol::RegionKind::kCommits)) {
+        continue;  // per line, per lease
+      }
       const uint32_t access = protocol::RoleAccess(role, kind);
       if (access == verbs::kRemoteRead) needed |= 1;
       if (access == verbs::kRemoteWrite) needed |= 2;
@@ -242,14 +244,38 @@ absl::Status ReplayServer::RegisterRegions() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<const verbs::MemoryRegion*> ReplayServer::LeaseRegion(protocol::RegionKind kind,
+                                                                     uint32_t lease) {
+  const protocol::LayoutConfig& c = config();
+  const bool slots = kind == protocol::RegionKind::kSlots;
+  std::unique_ptr<verbs::MemoryRegion>& mr =
+      slots ? lease_slot_mrs_[lease] : lease_commit_mrs_[lease];
+  if (mr == nullptr) {
+    // The lease's own range of the ring (and of the commit words): the
+    // provider refuses a WRITE through this key anywhere else.
+    const uint64_t base = protocol::LeaseBase(c, lease);
+    const uint64_t slots_in_lease = protocol::LeaseSlots(c);
+    void* addr = slots ? static_cast<void*>(regions_->slot(base))
+                       : static_cast<void*>(regions_->commits() + base);
+    const uint64_t bytes = slots ? slots_in_lease * c.slot_size : slots_in_lease * sizeof(uint64_t);
+    ASSIGN_OR_RETURN(
+        mr, provider_->RegisterMemory(addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
+  }
+  return mr.get();
+}
+
 absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role,
                                                              protocol::RegionKind kind,
-                                                             uint32_t actor_id) {
+                                                             uint32_t actor_id, uint32_t lease) {
   const auto k = static_cast<uint32_t>(kind);
   const verbs::MemoryRegion* mr = nullptr;
   const uint32_t access = protocol::RoleAccess(role, kind);
-  if (kind == protocol::RegionKind::kTail) {
-    mr = tail_mr_.get();
+  if (role == protocol::Role::kActor &&
+      (kind == protocol::RegionKind::kSlots || kind == protocol::RegionKind::kCommits)) {
+    if (lease >= config().leases) {
+      return absl::InternalError(absl::StrCat("lease ", lease, " out of range"));
+    }
+    ASSIGN_OR_RETURN(mr, LeaseRegion(kind, lease));
   } else if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor) {
     if (actor_id >= actor_line_mrs_.size()) {
       return absl::InvalidArgumentError(absl::StrCat("actor_id ", actor_id, " has no line"));
@@ -277,15 +303,19 @@ absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role
   return protocol::WireRegion{r.addr, r.length, r.rkey, 0};
 }
 
-absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const protocol::Hello& hello) {
+absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const protocol::Hello& hello,
+                                                                     uint32_t lease,
+                                                                     uint64_t resume) {
   protocol::RegionDirectory directory;
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
     if (!protocol::RoleNeedsRegion(hello.role, kind, config())) continue;
     ASSIGN_OR_RETURN(const protocol::WireRegion region,
-                     RegionFor(hello.role, kind, hello.actor_id));
+                     RegionFor(hello.role, kind, hello.actor_id, lease));
     directory.Set(kind, region);
   }
+  directory.lease = lease;
+  directory.resume_sequence = resume;
   return directory;
 }
 
@@ -294,12 +324,13 @@ ReplayServer::~ReplayServer() {
   if (!status.ok()) LOG(ERROR) << "replay server stop: " << status;
   // Registrations go before the memory they cover.
   actor_line_mrs_.clear();
+  lease_slot_mrs_.clear();
+  lease_commit_mrs_.clear();
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     read_mrs_[k].reset();
     write_mrs_[k].reset();
     read_write_mrs_[k].reset();
   }
-  tail_mr_.reset();
   heartbeat_mr_.reset();
 }
 
@@ -377,7 +408,20 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
       return;
     }
   }
-  absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello);
+  uint32_t lease = protocol::kNoLease;
+  uint64_t resume = 0;
+  if (hello->role == protocol::Role::kActor) {
+    absl::StatusOr<LeaseTable::Grant> grant = leases_->Acquire(hello->actor_id);
+    if (!grant.ok()) {
+      Reject(pending.get(), std::string(grant.status().message()));
+      return;
+    }
+    if (grant->displaced_client != 0)
+      DropClient(grant->displaced_client, "its lease was granted again");
+    lease = grant->lease;
+    resume = leases_->ResumeSequence(lease);
+  }
+  absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello, lease, resume);
   if (!directory.ok()) {
     LOG(ERROR) << "cannot build a region directory: " << directory.status();
     Reject(pending.get(), "internal server error (see the server's log)");
@@ -397,7 +441,12 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   client->peer = pending->peer();
   client->qp = std::move(*qp);
   client->heartbeat = hello->heartbeat;
-  LOG(INFO) << "accepted " << client->Name() << " as client " << client->id;
+  client->lease = lease;
+  if (lease != protocol::kNoLease) leases_->Bind(lease, hello->actor_id, client->id);
+  LOG(INFO) << "accepted " << client->Name() << " as client " << client->id
+            << (lease != protocol::kNoLease
+                    ? absl::StrCat(" with lease ", lease, " from sequence ", resume)
+                    : "");
   clients_.push_back(std::move(client));
   accepted_by_role_[RoleIndex(hello->role)].fetch_add(1, std::memory_order_relaxed);
   connections_total_.fetch_add(1, std::memory_order_relaxed);
@@ -441,11 +490,25 @@ void ReplayServer::Housekeeping(absl::Time now) {
     if (!failure.ok()) {
       LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << failure;
       client->qp.reset();
+      if (client->lease != protocol::kNoLease) leases_->Release(client->id);
     }
   }
   clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
                                 [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
                  clients_.end());
+}
+
+void ReplayServer::DropClient(uint64_t client_id, const std::string& why) {
+  for (auto& client : clients_) {
+    if (client->id != client_id || client->qp == nullptr) continue;
+    LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << why;
+    client->qp.reset();  // destroyed: nothing it sends is placed any more
+    if (client->lease != protocol::kNoLease) leases_->Release(client->id);
+  }
+  clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
+                                [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
+                 clients_.end());
+  PublishConnections();
 }
 
 void ReplayServer::PublishConnections() {

@@ -11,15 +11,18 @@
 //     clients that reconnect are accepted as new), records its own start,
 //     and
 //     registers every region once per set of rights a role needs (protocol/README.md's
-//     access table; protocol/handshake.h's RoleAccess). Each actor line is registered
-//     on its own, when the first actor with that id connects.
+//     access table; protocol/handshake.h's RoleAccess). Each actor line, and
+//     each lease's slots and commit words, is registered on its own, when
+//     first needed.
 //   * An accept thread answers handshakes: it checks the hello (version,
 //     token in constant time, role, actor id) and replies with a directory of
 //     only the keys that role may use, or rejects with a reason the client
 //     sees. At most one learner at a time: a second one is refused with a
-//     retryable reason while the first is alive (several connections may
-//     share an actor id: a restarted actor, or one actor's several sessions;
-//     they share its stats line). The thread also keeps the
+//     retryable reason while the first is alive. Each actor is granted a
+//     lease (lease_table.h): the one its actor id held before, whose
+//     previous connection is closed first, or a free one; refused when all
+//     are held. Its directory holds keys for that lease alone and the
+//     sequence to resume at. The thread also keeps the
 //     accepted queue pairs, WRITEs each client's heartbeat word now and then
 //     (protocol/handshake.h) and drops clients whose queue pair failed, and keeps the
 //     stats region's connection line current. Nothing a peer sends during a
@@ -69,6 +72,7 @@
 #include "replay_server/checkpoint_store.h"
 #include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
+#include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "verbs/verbs.h"
@@ -180,8 +184,12 @@ class ReplayServer {
   // The registration `role` uses for `kind` (or, for kActors and an actor,
   // its own line, registered on first use).
   absl::StatusOr<protocol::WireRegion> RegionFor(protocol::Role role, protocol::RegionKind kind,
-                                                 uint32_t actor_id);
-  absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello);
+                                                 uint32_t actor_id, uint32_t lease);
+  // The registration of lease `lease`'s slots or commit words (kind kSlots
+  // or kCommits), made on first use.
+  absl::StatusOr<const verbs::MemoryRegion*> LeaseRegion(protocol::RegionKind kind, uint32_t lease);
+  absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello,
+                                                         uint32_t lease, uint64_t resume);
 
   void AcceptLoop();
   void HandleConnection(std::unique_ptr<verbs::PendingConnection> pending);
@@ -189,6 +197,9 @@ class ReplayServer {
   // Drops failed clients and writes due heartbeats.
   void Housekeeping(absl::Time now);
   void PublishConnections();
+  // Closes client `client_id`'s queue pair and forgets it (its lease is
+  // released).
+  void DropClient(uint64_t client_id, const std::string& why);
 
   void CoreLoop();
   // Writes a checkpoint when one is due or requested.
@@ -220,13 +231,16 @@ class ReplayServer {
   std::unique_ptr<verbs::MemoryRegion> read_mrs_[protocol::kNumRegionKinds];
   std::unique_ptr<verbs::MemoryRegion> write_mrs_[protocol::kNumRegionKinds];
   std::unique_ptr<verbs::MemoryRegion> read_write_mrs_[protocol::kNumRegionKinds];
-  std::unique_ptr<verbs::MemoryRegion> tail_mr_;
   // Source of the heartbeat WRITEs (its clock, refreshed before each round).
   std::unique_ptr<uint64_t[]> heartbeat_word_;
   std::unique_ptr<verbs::MemoryRegion> heartbeat_mr_;
 
   // Owned by the accept thread.
   std::vector<std::unique_ptr<verbs::MemoryRegion>> actor_line_mrs_;  // by actor id
+  // Each lease's slots and commit words, registered on their own (by lease).
+  std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_slot_mrs_;
+  std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_commit_mrs_;
+  std::unique_ptr<LeaseTable> leases_;
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t next_client_id_ = 1;
   absl::Time last_heartbeat_ = absl::InfinitePast();

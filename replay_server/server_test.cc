@@ -48,24 +48,24 @@ class ReplayServerTest : public ::testing::Test {
     return client_host_->Connect(server.host(), server.port(), payload, qp).status();
   }
 
-  // A FETCH_ADD of 0 on the tail: proves an actor's queue pair still works.
-  absl::StatusOr<uint64_t> PeekTail(client::ClientSession* session) {
+  // A READ of the session's lease line: proves an actor's queue pair still
+  // works; returns the lease's ingest cursor.
+  absl::StatusOr<uint64_t> PeekLease(client::ClientSession* session) {
     absl::StatusOr<std::unique_ptr<client::RegisteredBuffer>> buffer =
         client::RegisteredBuffer::Create(client_host_.get(), 64);
     if (!buffer.ok()) return buffer.status();
-    absl::StatusOr<verbs::RemoteRegion> tail = session->Region(protocol::RegionKind::kTail);
-    if (!tail.ok()) return tail.status();
+    absl::StatusOr<verbs::RemoteRegion> leases = session->Region(protocol::RegionKind::kLeases);
+    if (!leases.ok()) return leases.status();
     absl::StatusOr<int> sink = session->AddSink();
     if (!sink.ok()) return sink.status();
     verbs::WorkRequest wr;
     wr.wr_id = client::ClientSession::WrId(*sink, 1);
-    wr.opcode = verbs::Opcode::kFetchAdd;
+    wr.opcode = verbs::Opcode::kRead;
     wr.local = (*buffer)->mr();
     wr.local_addr = (*buffer)->data();
     wr.length = 8;
-    wr.remote_addr = tail->addr;
-    wr.rkey = tail->rkey;
-    wr.compare_add = 0;
+    wr.remote_addr = leases->addr + protocol::LeaseLineOffset(session->directory().lease);
+    wr.rkey = leases->rkey;
     absl::Status s = session->Post(absl::MakeConstSpan(&wr, 1));
     if (s.ok()) s = session->Wait(*sink, wr.wr_id, absl::Seconds(5));
     if (!s.ok()) return s;
@@ -130,7 +130,7 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   auto server = StartServer(server_host_.get(), options);
   auto actor = Connect(*server, protocol::Role::kActor, 1, "open-sesame");
   ASSERT_NE(actor, nullptr);
-  ASSERT_TRUE(PeekTail(actor.get()).ok());
+  ASSERT_TRUE(PeekLease(actor.get()).ok());
 
   // A wrong token.
   client::ClientSessionOptions bad_token =
@@ -168,10 +168,64 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   EXPECT_TRUE(WaitFor([&] { return server->connections().rejected == 5; }))
       << server->connections().rejected;
   // The connected actor is untouched.
-  absl::StatusOr<uint64_t> tail = PeekTail(actor.get());
+  absl::StatusOr<uint64_t> tail = PeekLease(actor.get());
   EXPECT_TRUE(tail.ok()) << tail.status();
   EXPECT_TRUE(actor->ReadServerLine().ok());
   EXPECT_EQ(server->connections().actors, 1u);
+}
+
+TEST_F(ReplayServerTest, AnActorGetsItsOwnLeaseBackWhenItReconnects) {
+  ReplayServerOptions o = SmallServerOptions();
+  auto server = StartServer(server_host_.get(), o);
+  auto a3 = Connect(*server, protocol::Role::kActor, 3);
+  auto a5 = Connect(*server, protocol::Role::kActor, 5);
+  ASSERT_NE(a3, nullptr);
+  ASSERT_NE(a5, nullptr);
+  const uint32_t lease3 = a3->directory().lease;
+  const uint32_t lease5 = a5->directory().lease;
+  EXPECT_NE(lease3, lease5);
+  ASSERT_LT(lease3, server->config().leases);
+  // The keys cover the lease alone.
+  const uint64_t lease_slots = protocol::LeaseSlots(server->config());
+  EXPECT_EQ(a3->directory().Get(protocol::RegionKind::kSlots).length,
+            lease_slots * server->config().slot_size);
+  EXPECT_EQ(a3->directory().Get(protocol::RegionKind::kCommits).length,
+            lease_slots * sizeof(uint64_t));
+  // A second connection of actor 3 displaces the first and gets the same
+  // lease; the old queue pair is closed.
+  auto again = Connect(*server, protocol::Role::kActor, 3);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->directory().lease, lease3);
+  EXPECT_FALSE(PeekLease(a3.get()).ok());
+  EXPECT_TRUE(PeekLease(a5.get()).ok());
+  EXPECT_TRUE(PeekLease(again.get()).ok());
+  // Dropped and back: still its own lease.
+  again.reset();
+  EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
+  auto back = Connect(*server, protocol::Role::kActor, 3);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->directory().lease, lease3);
+}
+
+TEST_F(ReplayServerTest, RefusesAnActorWithAClearErrorWhenAllLeasesAreHeld) {
+  ReplayServerOptions o = SmallServerOptions();
+  o.layout.leases = 2;
+  auto server = StartServer(server_host_.get(), o);
+  auto a0 = Connect(*server, protocol::Role::kActor, 0);
+  auto a1 = Connect(*server, protocol::Role::kActor, 1);
+  ASSERT_NE(a0, nullptr);
+  ASSERT_NE(a1, nullptr);
+  client::ClientSessionOptions co = SessionOptions(*server, protocol::Role::kActor, 2);
+  const absl::Status s = client::ClientSession::Connect(client_host_.get(), co).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("all 2 actor leases are held"), std::string::npos) << s;
+  // When one goes, the newcomer gets its (released) lease.
+  const uint32_t freed = a1->directory().lease;
+  a1.reset();
+  EXPECT_TRUE(WaitFor([&] { return server->connections().actors == 1; }));
+  auto a2 = Connect(*server, protocol::Role::kActor, 2);
+  ASSERT_NE(a2, nullptr);
+  EXPECT_EQ(a2->directory().lease, freed);
 }
 
 TEST_F(ReplayServerTest, AnActorHasNoKeyForTheStagingRing) {
@@ -459,7 +513,7 @@ TEST_F(ReplayServerTest, StopIsIdempotentAndCutsClientsOff) {
   ASSERT_NE(actor, nullptr);
   EXPECT_TRUE(server->Stop().ok());
   EXPECT_TRUE(server->Stop().ok());
-  EXPECT_FALSE(PeekTail(actor.get()).ok());
+  EXPECT_FALSE(PeekLease(actor.get()).ok());
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ TEST_F(TransferOnceTest, AnOverwrittenSlotIsNeverServedAsAReference) {
   }
   EXPECT_GT(references_seen_, 1000u);
   EXPECT_GT(core_->counters().staged_payloads, 1000u);
-  EXPECT_GT(LoadAcquire(&regions_->control()->tail.tail), 10 * config().capacity);
+  EXPECT_GT(LoadAcquire(&regions_->lease_line(0)->ingest_cursor), 10 * config().capacity);
 }
 
 TEST_F(TransferOnceTest, UpdatesReleasedByTimeoutMarkNothing) {

@@ -28,30 +28,74 @@ std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length) {
   return payload;
 }
 
-void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
-               uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
+namespace {
+
+void Seal(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence, float priority,
+          uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> image(c.slot_size, 0);
   const std::vector<uint8_t> payload = PayloadFor(sequence, payload_length);
   CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, insert_time_ns,
                            payload.data(), payload_length)
             .ok());
-  CopyToShared(regions.slot(protocol::SlotIndex(c, sequence)), image.data(), c.slot_size);
+  CopyToShared(regions.slot(protocol::LeaseSlotIndex(c, lease, sequence)), image.data(),
+               c.slot_size);
+}
+
+}  // namespace
+
+void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
+               uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
+  Seal(regions, 0, sequence, priority, payload_length, actor_id, insert_time_ns);
+}
+
+void WriteLeaseSlot(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
+                    float priority, uint32_t payload_length) {
+  Seal(regions, lease, sequence, priority, payload_length, lease, 0);
 }
 
 void Commit(const server::ReplayRegions& regions, uint64_t sequence) {
-  StoreRelease(&regions.commits()[protocol::SlotIndex(regions.config(), sequence)],
+  CommitLease(regions, 0, sequence);
+}
+
+void CommitLease(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence) {
+  StoreRelease(&regions.commits()[protocol::LeaseSlotIndex(regions.config(), lease, sequence)],
                protocol::CommitValue(sequence));
 }
 
 uint64_t Reserve(const server::ReplayRegions& regions, uint64_t count) {
-  return FetchAdd(regions.tail_word(), count);
+  return ReserveLease(regions, 0, count);
+}
+
+uint64_t ReserveLease(const server::ReplayRegions& regions, uint32_t lease, uint64_t count) {
+  const protocol::LayoutConfig& c = regions.config();
+  auto header = [&](uint64_t q) {
+    return reinterpret_cast<protocol::SlotHeader*>(
+        regions.slot(protocol::LeaseSlotIndex(c, lease, q)));
+  };
+  // Taken: the slot names q and is not fresh memory (checksum 0).
+  auto taken = [&](uint64_t q) {
+    return LoadRelaxed(&header(q)->sequence) == q && LoadRelaxed(&header(q)->checksum) != 0;
+  };
+  const uint64_t cursor = LoadAcquire(&regions.lease_line(lease)->ingest_cursor);
+  uint64_t first = cursor;
+  while (first < cursor + protocol::LeaseSlots(c) && taken(first)) ++first;
+  for (uint64_t q = first; q < first + count; ++q) {
+    StoreRelaxed(&header(q)->sequence, q);
+    if (LoadRelaxed(&header(q)->checksum) == 0) StoreRelaxed(&header(q)->checksum, ~uint64_t{0});
+  }
+  return first;
 }
 
 uint64_t Insert(const server::ReplayRegions& regions, float priority, uint32_t payload_length) {
-  const uint64_t q = Reserve(regions, 1);
-  WriteSlot(regions, q, priority, payload_length);
-  Commit(regions, q);
+  return InsertLease(regions, 0, priority, payload_length);
+}
+
+uint64_t InsertLease(const server::ReplayRegions& regions, uint32_t lease, float priority,
+                     uint32_t payload_length) {
+  const uint64_t q = ReserveLease(regions, lease, 1);
+  Seal(regions, lease, q, priority, payload_length, lease, 0);
+  CommitLease(regions, lease, q);
   return q;
 }
 

@@ -22,17 +22,35 @@ protocol::LayoutConfig SmallConfig();
 // A deterministic payload for `sequence`, `length` bytes.
 std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length);
 
+// The ring index of `sequence` of lease 0.
+inline uint64_t SlotOf(const protocol::LayoutConfig& c, uint64_t sequence) {
+  return protocol::LeaseSlotIndex(c, 0, sequence);
+}
+
+// The functions below play the actor of one lease (lease 0 unless named);
+// sequences are that lease's (protocol/leases.h).
+
 // Seals sequence `sequence` into its slot (word-wise atomic stores), without
 // committing it. `insert_time_ns`: SlotHeader::insert_time_ns (0: unknown).
 void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float priority,
                uint32_t payload_length, uint32_t actor_id = 0, uint64_t insert_time_ns = 0);
+void WriteLeaseSlot(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
+                    float priority, uint32_t payload_length = 128);
 // Release-stores the commit word of `sequence`.
 void Commit(const server::ReplayRegions& regions, uint64_t sequence);
-// Reserves `count` sequences like a remote FETCH_ADD; returns the first.
+void CommitLease(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence);
+// Takes the next `count` sequences of the lease, as its actor numbers them,
+// and marks their slots as being written (the header's sequence word), so
+// the next call continues after them; returns the first. The next sequence
+// is found from the memory: the first at or after the lease's published
+// ingest cursor whose slot does not name it.
 uint64_t Reserve(const server::ReplayRegions& regions, uint64_t count);
+uint64_t ReserveLease(const server::ReplayRegions& regions, uint32_t lease, uint64_t count);
 // Reserve(1) + WriteSlot + Commit: a well-behaved actor's insert.
 uint64_t Insert(const server::ReplayRegions& regions, float priority,
                 uint32_t payload_length = 128);
+uint64_t InsertLease(const server::ReplayRegions& regions, uint32_t lease, float priority,
+                     uint32_t payload_length = 128);
 
 // Copies the staging slot of `batch_number` out (word-wise atomic loads).
 std::vector<uint8_t> ReadStagingSlot(const server::ReplayRegions& regions, uint64_t batch_number);

@@ -28,12 +28,11 @@ server::ReplayServerOptions SmallServerOptions() {
   l.staging_depth = 4;
   l.param_bytes = 4096;
   l.max_actors = 8;
+  l.leases = 8;
   l.observation_size = 4;
   l.num_actions = 2;
   CHECK(l.set_spec("test f32").ok());
   o.core.memory.seed = 7;
-  // Long enough that a slow (sanitizer) build never abandons a live writer.
-  o.core.ingest.abandon_timeout = absl::Seconds(5);
   o.core.min_sleep = absl::Microseconds(20);
   o.core.max_sleep = absl::Microseconds(200);
   o.stats_log_interval = absl::InfiniteDuration();

@@ -3,8 +3,9 @@
 // Faulty actors against the real replay_server process: connections dropped
 // mid-batch and WRITEs torn by the soft provider's fault injection, and an
 // actor that commits corrupt slots. The server never inserts torn data (it
-// counts the torn and abandoned sequences), the other actors and the learner
-// carry on undisturbed, and the server keeps serving.
+// counts the torn sequences), a reconnecting actor resumes in its own lease
+// where the server says so (nothing lost, nothing ingested twice), the other
+// actors and the learner carry on undisturbed, and the server keeps serving.
 
 #include <atomic>
 #include <cstdint>
@@ -49,19 +50,12 @@ constexpr uint32_t kLateActor = 7;
 
 uint64_t Tag(uint32_t actor, uint64_t i) { return (uint64_t{actor} << kTagShift) | i; }
 
-// The server: ring large enough that no slot is reused during the test. Ingest
-// waits abandon_timeout_s for each reserved sequence that is never committed,
-// so the faulty actors write small batches.
+// The server: leases (16384 / 8 = 2048 slots each) large enough that no
+// slot is reused during the test.
 std::vector<std::string> ServerFlags() {
-  return {"--capacity=8192",
-          "--slot_size=168",
-          "--batch_size=16",
-          "--staging_depth=4",
-          "--max_actors=8",
-          "--abandon_timeout_s=1",
-          "--heartbeat_interval_s=0.1",
-          "--stats_interval_s=0",
-          "--seed=5"};
+  return {"--capacity=16384",     "--slot_size=168", "--batch_size=16",
+          "--staging_depth=4",    "--max_actors=8",  "--heartbeat_interval_s=0.1",
+          "--stats_interval_s=0", "--seed=5"};
 }
 
 struct WriterRun {
@@ -113,28 +107,16 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host,
   if (!buffer.ok()) return buffer.status();
   uint8_t* slots = (*buffer)->data();
   auto* commits = reinterpret_cast<uint64_t*>(slots + uint64_t{kSlots} * c.slot_size);
-  uint64_t* fetched = commits + kSlots;
   absl::StatusOr<int> sink = s->AddSink();
   if (!sink.ok()) return sink.status();
-  absl::StatusOr<verbs::RemoteRegion> tail = s->Region(RegionKind::kTail);
   absl::StatusOr<verbs::RemoteRegion> ring = s->Region(RegionKind::kSlots);
   absl::StatusOr<verbs::RemoteRegion> words = s->Region(RegionKind::kCommits);
-  if (!tail.ok() || !ring.ok() || !words.ok()) return absl::InternalError("actor keys missing");
-
-  verbs::WorkRequest reserve;
-  reserve.wr_id = ClientSession::WrId(*sink, 1);
-  reserve.opcode = verbs::Opcode::kFetchAdd;
-  reserve.local = (*buffer)->mr();
-  reserve.local_addr = fetched;
-  reserve.length = sizeof(uint64_t);
-  reserve.remote_addr = tail->addr;
-  reserve.rkey = tail->rkey;
-  reserve.compare_add = kSlots;
-  absl::Status st = s->Post(absl::MakeConstSpan(&reserve, 1));
-  if (st.ok()) st = s->Wait(*sink, reserve.wr_id, absl::Seconds(20));
-  if (!st.ok()) return st;
-  const uint64_t q = *fetched;
-  if (protocol::SlotIndex(c, q) + kSlots > c.capacity) {
+  if (!ring.ok() || !words.ok()) return absl::InternalError("actor keys missing");
+  // The forger's own lease, from where the handshake says to resume.
+  const uint64_t q = s->directory().resume_sequence;
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
+  absl::Status st;
+  if (q % lease_slots + kSlots > lease_slots) {
     return absl::InternalError("the corrupt slots would wrap; the test's ring is too small");
   }
 
@@ -157,14 +139,14 @@ absl::StatusOr<uint64_t> CommitCorruptSlots(verbs::Provider* host,
   writes[0].local = (*buffer)->mr();
   writes[0].local_addr = slots;
   writes[0].length = kSlots * c.slot_size;
-  writes[0].remote_addr = ring->addr + protocol::SlotIndex(c, q) * c.slot_size;
+  writes[0].remote_addr = ring->addr + (q % lease_slots) * c.slot_size;
   writes[0].rkey = ring->rkey;
   writes[1] = writes[0];
   writes[1].wr_id = ClientSession::WrId(*sink, 3);
   writes[1].signaled = true;
   writes[1].local_addr = commits;
   writes[1].length = kSlots * sizeof(uint64_t);
-  writes[1].remote_addr = words->addr + protocol::SlotIndex(c, q) * sizeof(uint64_t);
+  writes[1].remote_addr = words->addr + (q % lease_slots) * sizeof(uint64_t);
   writes[1].rkey = words->rkey;
   st = s->Post(absl::MakeConstSpan(writes, 2));
   if (st.ok()) st = s->Wait(*sink, writes[1].wr_id, absl::Seconds(20));
@@ -248,30 +230,33 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
   }
 
   // 1. The connection drops mid-batch: each connection carries the control
-  // block READ, then three requests per batch (FETCH_ADD, slots WRITE,
-  // commits WRITE); after 1 + 3 * 2 + 2 requests it is gone, so the third
-  // batch's slots are written and its commit never is. The writer abandons
-  // that batch, reconnects and writes the rest.
+  // block READ, then two requests per batch (slots WRITE, commits WRITE);
+  // after 1 + 2 * 2 + 1 requests it is gone, so the third batch's slots are
+  // written and its commit never is. The writer reconnects, gets its lease
+  // back with the third batch's first sequence to resume at, and writes it
+  // again: nothing is abandoned.
   auto faulty_host = SoftProvider();
   verbs::FaultOptions drop;
-  drop.drop_after_ops = 1 + 3 * 2 + 2;
-  const WriterRun dropped = RunWriter(faulty_host.get(), srv, kDroppedActor, drop, 4, 5);
+  drop.drop_after_ops = 1 + 2 * 2 + 1;
+  const WriterRun dropped = RunWriter(faulty_host.get(), srv, kDroppedActor, drop, 4, 4);
   ASSERT_TRUE(dropped.status.ok()) << dropped.status;
   EXPECT_EQ(dropped.stats.committed, 4u * 4);
-  EXPECT_EQ(dropped.stats.abandoned, 4u);
+  EXPECT_EQ(dropped.stats.abandoned, 0u);
   EXPECT_EQ(dropped.stats.reconnects, 1u);
 
   // 2. A slot WRITE torn after its first half, in the middle of the slot's
   // payload (the queue pair dies): the third WRITE of every connection, i.e.
-  // the second batch's slot.
+  // the second batch's slot. Its commit is never placed; after each
+  // reconnection the batch is written again at the sequence the server
+  // names, so every transition is committed once.
   verbs::FaultOptions prefix;
   prefix.tear = verbs::TearMode::kPrefix;
   prefix.tear_op_index = 2;
   const WriterRun torn = RunWriter(faulty_host.get(), srv, kPrefixTornActor, prefix, 1, 4);
   ASSERT_TRUE(torn.status.ok()) << torn.status;
-  EXPECT_EQ(torn.stats.committed, 2u);
-  EXPECT_EQ(torn.stats.abandoned, 2u);
-  EXPECT_EQ(torn.stats.reconnects, 2u);
+  EXPECT_EQ(torn.stats.committed, 4u);
+  EXPECT_EQ(torn.stats.abandoned, 0u);
+  EXPECT_EQ(torn.stats.reconnects, 3u);
 
   // 3. A slots WRITE placed out of order (second half first, the first half
   // 10 ms later): its commit WRITE still lands after all of it.
@@ -306,7 +291,7 @@ TEST(FaultTest, TornAndDroppedWritesAreNeverInsertedAndOtherClientsCarryOn) {
   const uint64_t expected_inserted = good_committed + dropped.stats.committed +
                                      torn.stats.committed + reordered.stats.committed +
                                      late.stats.committed;
-  const uint64_t expected_abandoned = dropped.stats.abandoned + torn.stats.abandoned;
+  const uint64_t expected_abandoned = 0;  // no shared reservations to abandon
   auto monitor_host = SoftProvider();
   auto monitor = testing::StatsMonitor::Connect(monitor_host.get(), srv);
   ASSERT_TRUE(monitor.ok()) << monitor.status();

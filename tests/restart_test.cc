@@ -41,7 +41,7 @@ std::vector<std::string> ServerFlags(const std::string& checkpoint_dir) {
           "--batch_size=16",
           "--staging_depth=4",
           "--max_actors=8",
-          "--abandon_timeout_s=10",
+          "--leases=1",  // one actor at a time: the whole ring
           "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0",
           "--checkpoint_dir=" + checkpoint_dir};

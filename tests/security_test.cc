@@ -48,15 +48,10 @@ class SecurityTest : public ::testing::Test {
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
-    options.flags = {"--capacity=4096",
-                     "--slot_size=168",
-                     "--batch_size=8",
-                     "--staging_depth=4",
-                     "--max_actors=8",
-                     "--abandon_timeout_s=10",
-                     "--heartbeat_interval_s=0.1",
-                     "--stats_interval_s=0",
-                     "--auth_token_file=" + token_file};
+    options.flags = {"--capacity=4096",      "--slot_size=168",
+                     "--batch_size=8",       "--staging_depth=4",
+                     "--max_actors=8",       "--heartbeat_interval_s=0.1",
+                     "--stats_interval_s=0", "--auth_token_file=" + token_file};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -151,8 +146,8 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   // A monitor is given no key to anything it could write.
   auto probe = Connect(Role::kMonitor, 0, kToken);
   ASSERT_TRUE(probe.ok()) << probe.status();
-  for (RegionKind kind : {RegionKind::kTail, RegionKind::kSlots, RegionKind::kCommits,
-                          RegionKind::kStaging, RegionKind::kMailbox, RegionKind::kParams}) {
+  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits, RegionKind::kStaging,
+                          RegionKind::kMailbox, RegionKind::kParams}) {
     EXPECT_EQ((*probe)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
         << protocol::RegionKindName(kind);
   }
@@ -181,13 +176,13 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   forged.remote_addr = control.addr;
   forged.rkey = control.rkey;
   attempts.push_back({"WRITE with the control block's READ key", forged});
-  // FETCH_ADD on the tail word through the control block's READ key.
+  // FETCH_ADD on the server line through the control block's READ key.
   verbs::WorkRequest atomic = forged;
   atomic.opcode = verbs::Opcode::kFetchAdd;
   atomic.length = 8;
-  atomic.remote_addr = control.addr + protocol::kTailOffset;
+  atomic.remote_addr = control.addr + protocol::kIngestCursorOffset;
   atomic.compare_add = 1000;
-  attempts.push_back({"FETCH_ADD on the tail with a READ key", atomic});
+  attempts.push_back({"FETCH_ADD on the server line with a READ key", atomic});
   // Guessed keys.
   std::mt19937 rng(20261129);
   for (int i = 0; i < 3; ++i) {
@@ -224,6 +219,62 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   EXPECT_EQ(s->tail_seen, 100u) << "the forged FETCH_ADD moved the tail";
   EXPECT_EQ(s->capacity, config.capacity);
   EXPECT_EQ(s->torn_slots, 0u);
+  EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  EXPECT_TRUE(server_->Running());
+}
+
+TEST_F(SecurityTest, AnActorCanWriteOnlyItsOwnLeaseAndHasNoAtomicRights) {
+  auto actor_session = Connect(Role::kActor, 0, kToken);
+  ASSERT_TRUE(actor_session.ok()) << actor_session.status();
+  auto writer = actor::ExperienceWriter::Create(actor_session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  InsertAndWait(writer->get(), 0, 50, 50);
+
+  auto buffer = client::RegisteredBuffer::Create(host_.get(), 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::memset((*buffer)->data(), 0xee, 4096);
+  struct Attempt {
+    std::string what;
+    RegionKind kind;
+    int64_t offset;  // from the start of the forger's own range
+    verbs::Opcode opcode;
+  };
+  const std::vector<Attempt> attempts = {
+      {"WRITE just past its lease's slots", RegionKind::kSlots, 0, verbs::Opcode::kWrite},
+      {"WRITE just before its lease's slots", RegionKind::kSlots, -64, verbs::Opcode::kWrite},
+      {"WRITE past its lease's commit words", RegionKind::kCommits, 0, verbs::Opcode::kWrite},
+      {"FETCH_ADD on its own commit word", RegionKind::kCommits, 0, verbs::Opcode::kFetchAdd},
+      {"FETCH_ADD on its own slot", RegionKind::kSlots, 0, verbs::Opcode::kFetchAdd},
+  };
+  for (const Attempt& a : attempts) {
+    // Each attempt on a new connection of actor 1 (it displaces the last).
+    auto forger = Connect(Role::kActor, 1, kToken);
+    ASSERT_TRUE(forger.ok()) << forger.status();
+    EXPECT_FALSE((*forger)->directory().Has(RegionKind::kStaging));
+    const verbs::RemoteRegion own = *(*forger)->Region(a.kind);
+    verbs::WorkRequest wr;
+    wr.opcode = a.opcode;
+    wr.local = (*buffer)->mr();
+    wr.local_addr = (*buffer)->data();
+    if (a.opcode == verbs::Opcode::kFetchAdd) {
+      wr.length = 8;
+      wr.remote_addr = own.addr;  // inside its own range: the right is missing
+      wr.compare_add = uint64_t{1} << 62;
+    } else {
+      wr.length = 64;
+      wr.remote_addr = a.offset < 0 ? own.addr - static_cast<uint64_t>(-a.offset)
+                                    : own.addr + own.length + static_cast<uint64_t>(a.offset);
+    }
+    wr.rkey = own.rkey;
+    const verbs::Completion c = PostOne(forger->get(), wr);
+    EXPECT_EQ(c.status, verbs::WcStatus::kRemoteAccessError) << a.what << ": " << c.ToStatus();
+  }
+  // The honest actor goes on; nothing forged was ingested or torn.
+  InsertAndWait(writer->get(), 50, 50, 100);
+  absl::StatusOr<StatsBlock> s = monitor_->Stats();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->torn_slots, 0u);
+  EXPECT_EQ(s->overrun_slots, 0u);
   EXPECT_EQ((*writer)->stats().reconnects, 0u);
   EXPECT_TRUE(server_->Running());
 }

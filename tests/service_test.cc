@@ -43,15 +43,16 @@ uint64_t Tag(int writer, uint64_t i) {
   return (uint64_t{static_cast<uint32_t>(writer)} << kTagShift) | i;
 }
 
-// Server flags: room for every transition (no slot is ever reused, so a
-// sequence names one transition for the whole test).
+// Server flags: a lease of 2048 slots per writer, room for every transition
+// (no slot is ever reused, so (slot, sequence) names one transition for the
+// whole test).
 std::vector<std::string> ServerFlags() {
   return {"--capacity=8192",
           "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
           "--max_actors=8",
-          "--abandon_timeout_s=10",
+          "--leases=4",
           "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0",
           "--seed=3"};
@@ -59,8 +60,9 @@ std::vector<std::string> ServerFlags() {
 
 // What the learner saw, checked as it goes.
 struct Seen {
-  std::map<uint64_t, uint64_t> tag_of_sequence;
-  std::map<uint64_t, uint64_t> sequence_of_tag;
+  // Keyed by (slot index, sequence): sequences are per lease.
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> tag_of_sequence;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> sequence_of_tag;
   uint64_t batches = 0;
   uint64_t entries = 0;
 };
@@ -83,11 +85,11 @@ void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
     ASSERT_LT(writer, static_cast<uint64_t>(kWriters));
     ASSERT_LT(tag & ((uint64_t{1} << kTagShift) - 1), kPerWriter);
     ASSERT_EQ(h.actor_id, writer) << "sequence " << e.slot_sequence;
-    const auto [t, new_sequence] = seen->tag_of_sequence.emplace(e.slot_sequence, tag);
+    const std::pair<uint64_t, uint64_t> key{e.slot_index, e.slot_sequence};
+    const auto [t, new_sequence] = seen->tag_of_sequence.emplace(key, tag);
     ASSERT_EQ(t->second, tag) << "sequence " << e.slot_sequence << " holds two transitions";
-    const auto [s, new_tag] = seen->sequence_of_tag.emplace(tag, e.slot_sequence);
-    ASSERT_EQ(s->second, e.slot_sequence)
-        << "transition " << tag << " was ingested under two sequences";
+    const auto [s, new_tag] = seen->sequence_of_tag.emplace(tag, key);
+    ASSERT_EQ(s->second, key) << "transition " << tag << " was ingested under two sequences";
   }
   ++seen->batches;
   seen->entries += batch.size();
@@ -192,7 +194,9 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
 
   // The learner saw a good part of the memory, every sequence below the tail.
   EXPECT_GT(seen.sequence_of_tag.size(), committed / 10) << "distinct transitions sampled";
-  EXPECT_LT(seen.tag_of_sequence.rbegin()->first, committed);
+  for (const auto& [key, tag] : seen.tag_of_sequence) {
+    EXPECT_LT(key.second, kPerWriter) << "a lease's sequence beyond what its writer committed";
+  }
   EXPECT_EQ((*reader)->stats().bad_slots, 0u);
   EXPECT_EQ((*reader)->stats().reconnects, 0u);
   EXPECT_EQ((*reader)->stats().epoch_changes, 0u);

@@ -4,6 +4,8 @@
 // one host.
 //
 //   replay_bench --actors=4 --payload_bytes=128 --learner=false    # insert rate
+//   replay_bench --actors=4 --stalled_actors=1 --learner=false     # one actor stalls mid-write
+//   replay_bench --actors=1024 --actor_threads=2 --max_batch=64    # many light writers
 //   replay_bench --actors=0 --batch_size=256 --link=10km-25g --baseline=nolink
 //   replay_bench --actors=4 --payload_bytes=28672 --learner=false --baseline=tcp
 //   replay_bench ... --json                                        # one JSON object
@@ -19,8 +21,12 @@
 // channel.
 //
 //   actors   ExperienceWriter: Append --max_batch transitions of
-//            --payload_bytes, Flush (FETCH_ADD reservation, slot and commit
-//            WRITEs, wait for the commit), over and over.
+//            --payload_bytes, Flush (slot and commit WRITEs into its own
+//            lease, wait for the commit), over and over. With
+//            --actor_threads=T, T threads (one provider each) drive all the
+//            writers round-robin instead of one thread per actor.
+//   stalled  --stalled_actors=K more actors WRITE one batch of slots and
+//            never commit it; their leases stall, nobody else's.
 //   learner  BatchReader (pipelined READs of staged batches, one per staging
 //            slot) and PriorityWriter (a new random priority per transition),
 //            so the mailbox flow control runs as in training. --link
@@ -103,6 +109,12 @@ DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active p
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
 DEFINE_int32(actors, 4, "actor threads (0: only the learner, on prefilled memory)");
+DEFINE_int32(stalled_actors, 0,
+             "more actors that WRITE one batch of slots and never commit it (stalled "
+             "mid-write for the whole run), each holding its own lease");
+DEFINE_int32(actor_threads, 0,
+             "threads driving the actors' writers round-robin, one provider each (0: one thread "
+             "per actor up to 256 actors, 32 beyond)");
 DEFINE_bool(shared_actor_provider, false,
             "actors share one provider (one queue pair each) instead of one provider each");
 DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)");
@@ -204,7 +216,8 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
   l.batch_size = static_cast<uint32_t>(FLAGS_batch_size);
   l.staging_depth = static_cast<uint32_t>(FLAGS_staging_depth);
   l.param_bytes = 4096;
-  l.max_actors = static_cast<uint32_t>(std::max(c->actors, 1));
+  l.max_actors = static_cast<uint32_t>(std::max(c->actors + c->stalled_actors, 1));
+  l.leases = l.max_actors;  // one lease per actor, live or stalled
   RETURN_IF_ERROR(l.set_spec(absl::StrCat("replay_bench ", c->transition_bytes(), "B")));
   if (const absl::Status s = l.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad geometry: ", s.message()));
@@ -303,10 +316,20 @@ absl::Status MeasurementFromFlags(ReplayBenchConfig* c) {
 absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
   ReplayBenchConfig c;
   RETURN_IF_ERROR(ProviderFromFlags(&c.provider));
-  if (FLAGS_actors < 0 || FLAGS_actors > 256) {
-    return FlagError("actors", std::to_string(FLAGS_actors), "must be in [0, 256]");
+  if (FLAGS_actors < 0 || FLAGS_actors > 4096) {
+    return FlagError("actors", std::to_string(FLAGS_actors), "must be in [0, 4096]");
   }
   c.actors = FLAGS_actors;
+  if (FLAGS_stalled_actors < 0 || FLAGS_stalled_actors > 4096) {
+    return FlagError("stalled_actors", std::to_string(FLAGS_stalled_actors),
+                     "must be in [0, 4096]");
+  }
+  c.stalled_actors = FLAGS_stalled_actors;
+  if (FLAGS_actor_threads < 0 || FLAGS_actor_threads > 256) {
+    return FlagError("actor_threads", std::to_string(FLAGS_actor_threads), "must be in [0, 256]");
+  }
+  // Beyond 256 actors, threads drive many writers each (no thread per connection).
+  c.actor_threads = FLAGS_actor_threads != 0 ? FLAGS_actor_threads : (c.actors > 256 ? 32 : 0);
   c.shared_actor_provider = FLAGS_shared_actor_provider;
   RETURN_IF_ERROR(LayoutFromFlags(&c));
   RETURN_IF_ERROR(PollingAndLinksFromFlags(&c));

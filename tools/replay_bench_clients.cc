@@ -178,6 +178,92 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
   return absl::OkStatus();
 }
 
+absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& server,
+                                int first_id, int count, ReplayBenchState* state) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
+  std::vector<std::unique_ptr<ClientSession>> sessions;
+  std::vector<std::unique_ptr<actor::ExperienceWriter>> writers;
+  actor::ExperienceWriterOptions wo;
+  wo.max_batch = c.max_batch;
+  for (int id = first_id; id < first_id + count; ++id) {
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ClientSession> session,
+        ClientSession::Connect(
+            provider.get(),
+            SessionOptionsFor(server, Role::kActor, static_cast<uint32_t>(id), c.actor_link)));
+    ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
+                     actor::ExperienceWriter::Create(session.get(), wo));
+    sessions.push_back(std::move(session));
+    writers.push_back(std::move(writer));
+  }
+  std::vector<uint8_t> payload(c.transition_bytes(), static_cast<uint8_t>(first_id));
+  std::vector<uint64_t> tags(count);
+  for (int k = 0; k < count; ++k) tags[k] = uint64_t{static_cast<uint32_t>(first_id + k)} << 40;
+  LatencyHistogram latencies;
+  state->ready += count;
+  while (!state->stop) {
+    for (int k = 0; k < count && !state->stop; ++k) {
+      actor::ExperienceWriter* writer = writers[k].get();
+      for (uint32_t i = 0; i < c.max_batch; ++i, ++tags[k]) {
+        FillPayload(tags[k], &payload);
+        RETURN_IF_ERROR(writer->Append(payload, InitialPriority(tags[k])));
+      }
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(writer->Flush());
+      if (state->measuring) latencies.Record(absl::Now() - start);
+      Publish(writer->stats(), &state->actor(first_id + k));
+    }
+  }
+  state->AddInsertLatencies(latencies);
+  return absl::OkStatus();
+}
+
+absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& server, int first_id,
+                              int count, ReplayBenchState* state) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
+  std::vector<std::unique_ptr<ClientSession>> sessions;
+  std::vector<std::unique_ptr<client::RegisteredBuffer>> buffers;
+  for (int id = first_id; id < first_id + count; ++id) {
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<ClientSession> session,
+        ClientSession::Connect(provider.get(), SessionOptionsFor(server, Role::kActor,
+                                                                 static_cast<uint32_t>(id), {})));
+    const protocol::LayoutConfig& l = session->config();
+    const uint64_t first = session->directory().resume_sequence;
+    const uint64_t lease_slots = protocol::LeaseSlots(l);
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(
+        {c.max_batch, lease_slots - first % lease_slots, protocol::ActorWindow(l)}));
+    ASSIGN_OR_RETURN(std::unique_ptr<client::RegisteredBuffer> buffer,
+                     client::RegisteredBuffer::Create(provider.get(), uint64_t{n} * l.slot_size));
+    std::vector<uint8_t> payload(c.transition_bytes(), 0x33);
+    for (uint32_t i = 0; i < n; ++i) {
+      RETURN_IF_ERROR(protocol::SealSlot(buffer->data() + uint64_t{i} * l.slot_size, l.slot_size,
+                                         first + i, static_cast<uint32_t>(id), 1.0f, 0,
+                                         payload.data(), c.transition_bytes()));
+    }
+    // The slots, on their way; their commit words never follow.
+    ASSIGN_OR_RETURN(const verbs::RemoteRegion slots,
+                     session->Region(protocol::RegionKind::kSlots));
+    ASSIGN_OR_RETURN(const int sink, session->AddSink());
+    verbs::WorkRequest wr;
+    wr.wr_id = ClientSession::WrId(sink, 1);
+    wr.opcode = verbs::Opcode::kWrite;
+    wr.signaled = true;
+    wr.local = buffer->mr();
+    wr.local_addr = buffer->data();
+    wr.length = n * l.slot_size;
+    wr.remote_addr = slots.addr + (first % lease_slots) * l.slot_size;
+    wr.rkey = slots.rkey;
+    RETURN_IF_ERROR(session->Post(absl::MakeConstSpan(&wr, 1)));
+    RETURN_IF_ERROR(session->Wait(sink, wr.wr_id, absl::Seconds(30)));
+    sessions.push_back(std::move(session));
+    buffers.push_back(std::move(buffer));
+  }
+  state->ready += count;
+  while (!state->stop) absl::SleepFor(absl::Milliseconds(5));
+  return absl::OkStatus();
+}
+
 absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& server,
                              ReplayBenchState* state, LearnerFigures* figures) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));

@@ -87,6 +87,19 @@ absl::Status Prefill(const ReplayBenchConfig& config, const server::ReplayServer
 absl::Status RunBenchActor(const ReplayBenchConfig& config, const server::ReplayServer& server,
                            int id, verbs::Provider* shared_provider, ReplayBenchState* state);
 
+// Actors [first_id, first_id + count) on one provider and this thread:
+// each has its own session (queue pair) and writer; their Flushes take turns
+// until state->stop. The first failure of a session or a writer.
+absl::Status RunBenchActorGroup(const ReplayBenchConfig& config, const server::ReplayServer& server,
+                                int first_id, int count, ReplayBenchState* state);
+
+// Stalled actors [first_id, first_id + count) on one provider: each is
+// granted a lease, WRITEs one batch of sealed slots at its resume sequence
+// and never their commit words, then holds its connection until
+// state->stop.
+absl::Status RunStalledActors(const ReplayBenchConfig& config, const server::ReplayServer& server,
+                              int first_id, int count, ReplayBenchState* state);
+
 // The learner until state->stop, then the READ probes. The first failure of
 // the session, the reader or the priority writer.
 absl::Status RunBenchLearner(const ReplayBenchConfig& config, const server::ReplayServer& server,

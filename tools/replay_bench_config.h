@@ -20,8 +20,15 @@ namespace dreplay::tools {
 
 struct ReplayBenchConfig {
   verbs::ProviderOptions provider;  // of every participant
-  int actors = 0;                   // actor threads
+  int actors = 0;                   // live actors (writers)
   bool shared_actor_provider = false;
+  // Actors that connect, WRITE one batch of slots and never commit it,
+  // holding their connection and lease until the run ends (ids after the
+  // live actors).
+  int stalled_actors = 0;
+  // 0: one thread (and session) per actor; else this many threads, each
+  // with one provider, driving its share of the actors' writers round-robin.
+  int actor_threads = 0;
   uint32_t payload_bytes = 0;  // per transition
   // Extra bytes per transition payload, stored and transferred like the
   // rest (a larger observation at the same logic).

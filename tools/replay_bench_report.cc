@@ -95,13 +95,14 @@ std::string ConfigJson(const ReplayBenchConfig& c) {
       "\"learner_cache\":%s,\"slot_size\":%d,\"max_batch\":%d,\"capacity\":%d,"
       "\"actor_window\":%d,\"batch_size\":%d,\"staging_depth\":%d,\"learner\":%s,"
       "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"rounds\":%d,"
-      "\"hardware_threads\":%d}",
+      "\"hardware_threads\":%d,\"stalled_actors\":%d,\"actor_threads\":%d,\"leases\":%d}",
       verbs::ProviderKindName(c.provider.kind), c.actors,
       c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.payload_pad_bytes,
       c.samples_per_insert, c.learner_cache ? "true" : "false", c.layout.slot_size, c.max_batch,
       c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
-      absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());
+      absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency(),
+      c.stalled_actors, c.actor_threads, c.layout.leases);
 }
 
 std::string Json(const ReplayBenchConfig& c, const std::vector<ReplayBenchRound>& rounds) {
@@ -176,14 +177,16 @@ std::string ResultText(const ReplayBenchConfig& c, const ReplayRunResult& r) {
 
 std::string ConfigText(const ReplayBenchConfig& c) {
   return absl::StrFormat(
-      "replay_bench: provider %s, %d actors x %d-transition inserts%s, payload %d B (slot %d B), "
-      "capacity %d (actor window %d), batch %d x depth %d, learner %s (link %s), %.1f s x %d "
+      "replay_bench: provider %s, %d actors x %d-transition inserts%s (%d stalled, %d actor "
+      "threads), payload %d B (slot %d B), capacity %d in %d leases (actor window %d), batch %d x "
+      "depth %d, learner %s (link %s), %.1f s x %d "
       "rounds on %d hardware threads\n",
       verbs::ProviderKindName(c.provider.kind), c.actors, c.max_batch,
-      c.shared_actor_provider ? " (one shared provider)" : "", c.payload_bytes, c.layout.slot_size,
-      c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
-      c.layout.staging_depth, c.learner ? "on" : "off", c.link_spec,
-      absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency());
+      c.shared_actor_provider ? " (one shared provider)" : "", c.stalled_actors, c.actor_threads,
+      c.payload_bytes, c.layout.slot_size, c.layout.capacity, c.layout.leases,
+      protocol::ActorWindow(c.layout), c.layout.batch_size, c.layout.staging_depth,
+      c.learner ? "on" : "off", c.link_spec, absl::ToDoubleSeconds(c.duration), c.rounds,
+      std::thread::hardware_concurrency());
 }
 
 std::string RoundsText(const std::vector<ReplayBenchRound>& rounds) {

@@ -38,7 +38,7 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
   so.core.spin_steps = c.core_spin_steps;
   so.stats_log_interval = absl::InfiniteDuration();
-  so.max_clients = static_cast<uint32_t>(c.actors + 8);
+  so.max_clients = static_cast<uint32_t>(c.actors + c.stalled_actors + 8);
   so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
   so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
   so.core.sampler.rate_limiter.block_inserts = c.samples_per_insert > 0 && c.spi_block_actors;
@@ -140,10 +140,29 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   ReplayBenchState state(c.actors);
   LearnerFigures learner;
   std::vector<std::thread> threads;
-  for (int i = 0; i < c.actors; ++i) {
-    threads.emplace_back([&, i] {
-      const absl::Status s = RunBenchActor(c, server, i, shared_actor_provider.get(), &state);
-      if (!s.ok()) state.Fail(Named(s, absl::StrCat("actor ", i)));
+  if (c.actor_threads == 0) {
+    for (int i = 0; i < c.actors; ++i) {
+      threads.emplace_back([&, i] {
+        const absl::Status s = RunBenchActor(c, server, i, shared_actor_provider.get(), &state);
+        if (!s.ok()) state.Fail(Named(s, absl::StrCat("actor ", i)));
+      });
+    }
+  } else {
+    // Actors [first, first + count) per thread, as evenly as they go.
+    for (int t = 0; t < c.actor_threads; ++t) {
+      const int first = c.actors * t / c.actor_threads;
+      const int count = c.actors * (t + 1) / c.actor_threads - first;
+      if (count == 0) continue;
+      threads.emplace_back([&, first, count] {
+        const absl::Status s = RunBenchActorGroup(c, server, first, count, &state);
+        if (!s.ok()) state.Fail(Named(s, absl::StrCat("actors ", first, "..")));
+      });
+    }
+  }
+  if (c.stalled_actors > 0) {
+    threads.emplace_back([&] {
+      const absl::Status s = RunStalledActors(c, server, c.actors, c.stalled_actors, &state);
+      if (!s.ok()) state.Fail(Named(s, "stalled actors"));
     });
   }
   if (c.learner) {
@@ -153,7 +172,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
     });
   }
   ReplayRunResult r;
-  absl::Status status = WaitReady(&state, c.actors + (c.learner ? 1 : 0));
+  absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
   if (status.ok()) MeasureWindow(c, server, &state, &r);
   state.stop = true;
   for (std::thread& t : threads) t.join();

@@ -208,6 +208,45 @@ std::optional<double> ActorStepRate(const MonitorSnapshot* before, const ActorLi
          static_cast<double>(line.updated_ns - old->updated_ns);
 }
 
+namespace {
+
+const char* LeaseStateName(uint32_t state) {
+  switch (static_cast<protocol::LeaseState>(state)) {
+    case protocol::LeaseState::kNeverHeld:
+      return "free";
+    case protocol::LeaseState::kHeld:
+      return "held";
+    case protocol::LeaseState::kReleased:
+      return "released";
+  }
+  return "unknown";
+}
+
+// "leases    H held of N" and one line per lease ever held.
+std::string RenderLeasesText(const MonitorSnapshot& now) {
+  uint32_t held = 0;
+  for (const protocol::LeaseLine& line : now.leases) {
+    held += line.state == static_cast<uint32_t>(protocol::LeaseState::kHeld) ? 1 : 0;
+  }
+  std::string out = absl::StrFormat("leases    %d held of %d\n", held, now.leases.size());
+  bool header = false;
+  for (uint32_t l = 0; l < now.leases.size(); ++l) {
+    const protocol::LeaseLine& line = now.leases[l];
+    if (line.state == static_cast<uint32_t>(protocol::LeaseState::kNeverHeld)) continue;
+    if (!header) {
+      absl::StrAppendFormat(&out, "          %5s %-8s %6s %12s %12s %8s %8s %8s\n", "lease",
+                            "state", "actor", "cursor", "inserted", "torn", "overrun", "bounded");
+      header = true;
+    }
+    absl::StrAppendFormat(&out, "          %5d %-8s %6d %12d %12d %8d %8d %8d\n", l,
+                          LeaseStateName(line.state), line.holder_actor_id, line.ingest_cursor,
+                          line.inserted, line.torn, line.overrun, line.priorities_bounded);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& now,
                               const MonitorSnapshot* before) {
   const StatsBlock& s = now.stats;
@@ -280,6 +319,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                 .Int("updates_timed_out", s.updates_timed_out)
                                 .Int("restore_dropped", s.restore_dropped)
                                 .Int("staging_stalls", s.staging_stalls)
+                                .Int("priorities_bounded", s.priorities_bounded)
                                 .Done();
   const std::string clients = JsonObject()
                                   .Int("actors", s.actors_connected)
@@ -294,6 +334,24 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
     warnings += JsonString(warning);
   }
   warnings += "]";
+  std::string leases = "[";
+  for (uint32_t l = 0; l < now.leases.size(); ++l) {
+    const protocol::LeaseLine& line = now.leases[l];
+    if (line.state == static_cast<uint32_t>(protocol::LeaseState::kNeverHeld)) continue;
+    if (leases.size() > 1) leases += ",";
+    leases += JsonObject()
+                  .Int("lease", l)
+                  .Str("state", LeaseStateName(line.state))
+                  .Int("holder_actor_id", line.holder_actor_id)
+                  .Int("ingest_cursor", line.ingest_cursor)
+                  .Int("inserted", line.inserted)
+                  .Int("torn", line.torn)
+                  .Int("overrun", line.overrun)
+                  .Int("priorities_bounded", line.priorities_bounded)
+                  .Int("grants", line.grants)
+                  .Done();
+  }
+  leases += "]";
   std::string actors = "[";
   for (const ActorLine& line : now.actors) {
     if (actors.size() > 1) actors += ",";
@@ -327,6 +385,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
       .Raw("drops", drops)
       .Raw("clients", clients)
       .Raw("actors", actors)
+      .Raw("leases", leases)
       .Done();
 }
 
@@ -382,15 +441,17 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         "drops     torn %d  abandoned %d  overrun %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"
                         "          mailbox_rejects %d  update_timeouts %d  restore_dropped %d  "
-                        "staging_stalls %d\n",
+                        "staging_stalls %d  priorities_bounded %d\n",
                         s.torn_slots, s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects,
                         s.priority_updates_stale, s.priority_updates_invalid, s.mailbox_rejects,
-                        s.updates_timed_out, s.restore_dropped, s.staging_stalls);
+                        s.updates_timed_out, s.restore_dropped, s.staging_stalls,
+                        s.priorities_bounded);
   absl::StrAppendFormat(&out,
                         "clients   actors %d  learners %d  monitors %d  (connections %d, "
                         "rejected %d)\n",
                         s.actors_connected, s.learners_connected, s.monitors_connected,
                         s.connections_total, s.connections_rejected);
+  out += RenderLeasesText(now);
   if (now.actors.empty()) {
     out += "actors    (none published)\n";
     return out;

@@ -27,6 +27,9 @@
 // transfer-once figures: entries staged with their payload vs. as
 // references, and how often the learner's holdings were forgotten.
 //
+// Leases: one line per lease ever held (state, holder, ingest cursor,
+// inserted, torn, overrun, priorities bounded), after a count of those held.
+//
 // Pure functions; thread-safe.
 
 #ifndef DREPLAY_TOOLS_REPLAY_MONITOR_H_
@@ -46,6 +49,7 @@ namespace dreplay::tools {
 struct MonitorSnapshot {
   protocol::StatsBlock stats{};
   std::vector<protocol::ActorLine> actors;  // published lines, by actor id
+  std::vector<protocol::LeaseLine> leases;  // every lease's line, by lease
   absl::Time taken;                         // the monitor's wall clock
 };
 

@@ -109,6 +109,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
 struct Monitor {
   std::unique_ptr<ClientSession> session;
   std::unique_ptr<client::StatsReader> reader;
+  std::unique_ptr<client::RegisteredBuffer> lease_lines;  // READ target
 };
 
 // Connects; the message says what went wrong in the user's terms.
@@ -140,6 +141,18 @@ absl::StatusOr<MonitorSnapshot> Snapshot(Monitor* m) {
   if (m->session->config().max_actors > 0) {
     ASSIGN_OR_RETURN(snap.actors, m->reader->ReadActors());
   }
+  // The lease lines: informational words, each READ as it is.
+  const uint32_t leases = m->session->config().leases;
+  const uint64_t bytes = uint64_t{leases} * sizeof(protocol::LeaseLine);
+  if (m->lease_lines == nullptr) {
+    ASSIGN_OR_RETURN(m->lease_lines,
+                     client::RegisteredBuffer::Create(m->session->provider(), bytes));
+  }
+  RETURN_IF_ERROR(m->session->ReadSync(protocol::RegionKind::kLeases, 0,
+                                       static_cast<uint32_t>(bytes), m->lease_lines->mr(),
+                                       m->lease_lines->data()));
+  snap.leases.resize(leases);
+  std::memcpy(snap.leases.data(), m->lease_lines->data(), bytes);
   snap.taken = absl::Now();
   return snap;
 }

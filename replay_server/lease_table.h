@@ -1,0 +1,83 @@
+// Copyright dreplay authors.
+//
+// lease_table.h: which actor holds which lease (protocol/leases.h), and the
+// rule that grants one at a handshake.
+//
+//   LeaseTable table(config.leases);
+//   ASSIGN_OR_RETURN(LeaseTable::Grant grant, table.Acquire(hello.actor_id));
+//   if (grant.displaced_client != 0) { close that client's queue pair first }
+//   ... accept the connection ...
+//   table.Bind(grant.lease, hello.actor_id, client_id);   // or Abort(grant)
+//   ... when the client goes: table.Release(client_id);
+//
+// Grant rule: an actor id gets back the lease it holds or last held (a
+// reconnecting actor continues its own sequence numbers and data; a
+// connection still holding it is displaced: the caller closes its queue
+// pair before the new one is accepted, so the old one can write no more).
+// Otherwise it gets the lowest lease never held, then the lowest released
+// one (a dead actor's data stays sampled until the new holder's writes
+// evict it). When every lease is held by a connected actor, Acquire fails
+// with ResourceExhausted naming the count.
+//
+// ResumeSequence() is where the holder continues: the first sequence at or
+// after the lease's ingest cursor whose commit word is not set.
+//
+// Thread safety: none; the server's accept thread owns the table. The lease
+// lines it publishes (state, holder, grants) are written with release
+// stores for readers elsewhere.
+
+#ifndef DREPLAY_REPLAY_SERVER_LEASE_TABLE_H_
+#define DREPLAY_REPLAY_SERVER_LEASE_TABLE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "protocol/layout.h"
+#include "replay_server/regions.h"
+
+namespace dreplay::server {
+
+class LeaseTable {
+ public:
+  // `regions` (not owned, outlives the table) holds the lease lines the
+  // table publishes to and the commit words ResumeSequence reads.
+  explicit LeaseTable(ReplayRegions* regions);
+
+  struct Grant {
+    uint32_t lease = 0;
+    // The client that holds the lease now (same actor id), to be closed
+    // before the grant is used; 0: none.
+    uint64_t displaced_client = 0;
+  };
+  // See the file comment. ResourceExhausted when every lease is held.
+  absl::StatusOr<Grant> Acquire(uint32_t actor_id) const;
+  // Records that `client_id` (non-zero) now holds `lease` for `actor_id`,
+  // and publishes it.
+  void Bind(uint32_t lease, uint32_t actor_id, uint64_t client_id);
+  // The client went: its lease (if any) becomes released.
+  void Release(uint64_t client_id);
+
+  // The first sequence of `lease` at or after its published ingest cursor
+  // whose commit word is not CommitValue of it. REQUIRES: no connection can
+  // write the lease (its previous holder's queue pair is closed).
+  uint64_t ResumeSequence(uint32_t lease) const;
+
+  uint32_t held() const;
+
+ private:
+  struct Entry {
+    protocol::LeaseState state = protocol::LeaseState::kNeverHeld;
+    uint32_t actor_id = 0;
+    uint64_t client_id = 0;  // while held
+    uint64_t grants = 0;
+  };
+  void Publish(uint32_t lease);
+
+  ReplayRegions* const regions_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace dreplay::server
+
+#endif  // DREPLAY_REPLAY_SERVER_LEASE_TABLE_H_
