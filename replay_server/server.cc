@@ -154,6 +154,10 @@ absl::Status ReplayServer::Init() {
   started_ = true;
   LOG(INFO) << "replay server listening on " << address() << " (" << provider_->name()
             << " provider, epoch " << epoch_ << "): " << config().DebugString();
+  // The split is static: a lone actor of many leases sees a small memory.
+  LOG(INFO) << config().leases << " actor leases of " << protocol::LeaseSlots(config())
+            << " slots each: an actor keeps at most that many transitions (set --leases "
+               "to the number of actors to give each a larger share)";
   return absl::OkStatus();
 }
 
