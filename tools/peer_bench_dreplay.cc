@@ -31,6 +31,7 @@ absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c) {
   l.staging_depth = kStagingDepth;
   l.param_bytes = kParamBytes;
   l.max_actors = static_cast<uint32_t>(c.writers);
+  l.leases = l.max_actors;  // one lease per writer
   RETURN_IF_ERROR(l.set_spec(absl::StrCat("peer_bench ", c.payload_bytes, "B")));
   if (const absl::Status s = l.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("dreplay geometry: ", s.message()));
