@@ -17,6 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/access_rules.h"
+#include "verbs/ibverbs_attributes.h"
 #include "verbs/ibverbs_connection.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_errors.h"
@@ -25,19 +27,6 @@ namespace dreplay::verbs {
 namespace {
 
 using ibverbs::Device;
-
-constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
-
-// libibverbs requires LOCAL_WRITE whenever REMOTE_WRITE or REMOTE_ATOMIC is
-// asked for, so those imply it here.
-int ToIbvAccess(uint32_t access) {
-  int flags = 0;
-  if (access & kLocalWrite) flags |= IBV_ACCESS_LOCAL_WRITE;
-  if (access & kRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
-  if (access & kRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-  if (access & kRemoteAtomic) flags |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
-  return flags;
-}
 
 class IbverbsMemoryRegion : public MemoryRegion {
  public:
@@ -74,10 +63,10 @@ class IbverbsProvider : public Provider {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RegisterMemory: null or empty buffer (addr %p, length %d)", addr, length));
     }
-    if ((access & ~kAllAccess) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("RegisterMemory: unknown access flags 0x%x", access & ~kAllAccess));
-    }
+    // The same rule as the soft provider's: no local write added silently.
+    const absl::Status flags = CheckAccessFlags(access);
+    if (!flags.ok())
+      return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", flags.message()));
     if ((access & kRemoteAtomic) && !device_->has_atomics()) {
       return absl::UnimplementedError(absl::StrCat("RegisterMemory: kRemoteAtomic asked, but ",
                                                    device_->name,
@@ -91,7 +80,7 @@ class IbverbsProvider : public Provider {
     const std::string verb = absl::StrCat("ibv_reg_mr(", length, " bytes)");
     ASSIGN_OR_RETURN(
         ibv_mr * mr,
-        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ToIbvAccess(access)), verb));
+        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ibverbs::ToIbvAccess(access)), verb));
     return std::unique_ptr<MemoryRegion>(new IbverbsMemoryRegion(device_, mr, access));
   }
 

@@ -28,10 +28,11 @@
 // are soft-provider features and are refused with kInvalidArgument ("soft
 // provider only").
 //
+// Access flags follow access_rules.h, as in the soft provider: remote write
+// or atomic access without kLocalWrite is refused (kInvalidArgument), never
+// widened silently.
+//
 // Differences from the soft provider that callers may notice:
-//  * libibverbs requires local write access on any region that peers may
-//    write or use atomics on, so kRemoteWrite and kRemoteAtomic imply
-//    kLocalWrite here (access() still reports the flags asked for).
 //  * rnr_retry 7 means "retry forever" to the hardware (IB spec), so a
 //    WRITE_WITH_IMM without a posted receive waits rather than failing with
 //    kRnrRetryExceeded; use 6 or less to bound it.
