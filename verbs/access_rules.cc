@@ -12,8 +12,8 @@ uint32_t AllAccessFlags() { return kLocalWrite | kRemoteRead | kRemoteWrite | kR
 absl::Status CheckAccessFlags(uint32_t access) {
   const uint32_t unknown = access & ~AllAccessFlags();
   if (unknown != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("access flags 0x", absl::Hex(access), ": unknown bits 0x", absl::Hex(unknown)));
+    return absl::InvalidArgumentError(absl::StrCat("access flags 0x", absl::Hex(access),
+                                                   ": unknown bits 0x", absl::Hex(unknown)));
   }
   if ((access & (kRemoteWrite | kRemoteAtomic)) != 0 && (access & kLocalWrite) == 0) {
     return absl::InvalidArgumentError(

@@ -40,7 +40,8 @@ struct Device {
   ibv_port_attr port_attr = {};
   int gid_index = 0;
   ibv_gid gid = {};
-  std::string gid_type;  // "RoCE v2", "RoCE v1", "IB"
+  std::string gid_type;       // "RoCE v2", "RoCE v1", "IB"
+  uint8_t traffic_class = 0;  // ProviderOptions::traffic_class, for every GRH
 
   Device() = default;
   Device(const Device&) = delete;

@@ -18,7 +18,8 @@
 //    created QP reports.
 //  * QP attributes for a long (~100 us RTT) link: ack timeout, retry and RNR
 //    values from QueuePairOptions, path MTU min(active_mtu, 4096), GRH with
-//    hop_limit > 1 (routed RoCE v2), random initial PSNs.
+//    hop_limit > 1 (routed RoCE v2) and ProviderOptions::traffic_class
+//    (DSCP/ECN), random initial PSNs (ibverbs_attributes.h).
 //  * Datapath: WRITEs up to max_inline_data are sent inline; a span passed to
 //    PostSend is chained and posted with one ibv_post_send (one doorbell);
 //    unsignalled requests are honoured, but every kSignalEvery-th request is
@@ -33,9 +34,9 @@
 // widened silently.
 //
 // Differences from the soft provider that callers may notice:
-//  * rnr_retry 7 means "retry forever" to the hardware (IB spec), so a
-//    WRITE_WITH_IMM without a posted receive waits rather than failing with
-//    kRnrRetryExceeded; use 6 or less to bound it.
+//  * rnr_retry 7 means "retry forever" to the hardware (IB spec); the
+//    default (kDefaultRnrRetry, 6) is finite, so a WRITE_WITH_IMM without a
+//    posted receive fails with kRnrRetryExceeded after 6 RNR waits.
 //  * Requests that fail locally on the device (bad lkey, local bounds)
 //    complete with kLocalProtectionError; PostSend only checks what the
 //    device cannot (opcode, atomic length, missing region, message size).
