@@ -9,7 +9,11 @@
 
 #include "verbs/ibverbs_provider.h"
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <utility>
 
@@ -53,7 +57,9 @@ class IbverbsMemoryRegion : public MemoryRegion {
 
 class IbverbsProvider : public Provider {
  public:
-  explicit IbverbsProvider(std::shared_ptr<Device> device) : device_(std::move(device)) {}
+  IbverbsProvider(std::shared_ptr<Device> device,
+                  std::unique_ptr<ibverbs::AsyncEventThread> async_events)
+      : device_(std::move(device)), async_events_(std::move(async_events)) {}
 
   std::string name() const override { return "ibverbs"; }
 
@@ -96,8 +102,26 @@ class IbverbsProvider : public Provider {
   }
 
  private:
+  // Declared first: the context outlives the event thread, which is joined
+  // first on destruction.
   const std::shared_ptr<Device> device_;
+  // Reads the device's asynchronous events (ibverbs_async_events.h).
+  const std::unique_ptr<ibverbs::AsyncEventThread> async_events_;
 };
+
+// Starts the thread that reads `device`'s asynchronous events. The async fd
+// is made non-blocking, so each wake-up drains what is pending.
+absl::StatusOr<std::unique_ptr<ibverbs::AsyncEventThread>> StartAsyncEvents(Device* device) {
+  const int fd = device->context->async_fd;
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return absl::InternalError(absl::StrCat(device->name, ": cannot make the async event fd ", fd,
+                                            " non-blocking: ", std::strerror(errno)));
+  }
+  return ibverbs::AsyncEventThread::Start(fd, [device] {
+    ibverbs::DrainAsyncEvents(device->context, device->name, device->port, &device->faults);
+  });
+}
 
 }  // namespace
 
@@ -108,7 +132,9 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(const ProviderOp
             << ibverbs::MtuBytes(device->port_attr.active_mtu) << ", max_qp_rd_atom "
             << device->attr.max_qp_rd_atom << ", atomics "
             << (device->has_atomics() ? "yes" : "no");
-  return std::unique_ptr<Provider>(new IbverbsProvider(std::move(device)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ibverbs::AsyncEventThread> async_events,
+                   StartAsyncEvents(device.get()));
+  return std::unique_ptr<Provider>(new IbverbsProvider(std::move(device), std::move(async_events)));
 }
 
 }  // namespace dreplay::verbs

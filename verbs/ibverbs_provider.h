@@ -25,6 +25,15 @@
 //    unsignalled requests are honoured, but every kSignalEvery-th request is
 //    signalled so the send queue never fills with WQEs that can't be retired.
 //
+//  * Asynchronous events: a thread owned by the provider (joined when it is
+//    destroyed) reads ibv_get_async_event from the context's non-blocking
+//    fd, acknowledges and logs each event, and turns a queue pair's fatal
+//    error, its port going down or the device failing into that queue
+//    pair's error state (error() kUnavailable naming the event; outstanding
+//    requests complete with kFlushed) at its next PostSend, PostRecv or
+//    Poll. See ibverbs_async_events.h. Queue pairs that outlive the
+//    provider get no further events.
+//
 // Only the RC semantics of verbs.h are offered; LinkModel and FaultOptions
 // are soft-provider features and are refused with kInvalidArgument ("soft
 // provider only").

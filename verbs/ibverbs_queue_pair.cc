@@ -54,6 +54,7 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
       max_rd_atomic_(max_rd_atomic),
       max_send_wr_(options.max_send_wr),
       max_recv_wr_(options.max_recv_wr),
+      fault_(device_->faults.Register(objects_.qp, objects_.cq)),
       send_queue_(options.max_send_wr, std::clamp(options.max_send_wr / 4, 1, kMaxUnsignaledRun)),
       send_slots_(options.max_send_wr),
       recv_slots_(std::max(options.max_recv_wr, 1)),
@@ -61,7 +62,14 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
       sge_scratch_(options.max_send_wr),
       recv_scratch_(std::max(options.max_recv_wr, 1)) {}
 
-IbverbsQueuePair::~IbverbsQueuePair() { objects_.Destroy(Describe()); }
+IbverbsQueuePair::~IbverbsQueuePair() {
+  device_->faults.Unregister(objects_.qp, objects_.cq);
+  objects_.Destroy(Describe());
+}
+
+void IbverbsQueuePair::CheckAsyncFault() {
+  if (state_ != QpState::kError && fault_->failed()) EnterError(fault_->status());
+}
 
 std::string IbverbsQueuePair::Describe() const {
   return absl::StrFormat("ibverbs %s qpn 0x%x <-> %s qpn 0x%x", device_->Describe(),
@@ -202,6 +210,7 @@ void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool sign
 
 absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   if (wrs.empty()) return absl::OkStatus();
+  CheckAsyncFault();
   for (const WorkRequest& wr : wrs) RETURN_IF_ERROR(ValidateWorkRequest(wr));
   if (state_ == QpState::kError) {
     for (const WorkRequest& wr : wrs) QueueFlushed(wr.wr_id, wr.opcode);
@@ -242,6 +251,7 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
 
 absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
   if (rrs.empty()) return absl::OkStatus();
+  CheckAsyncFault();
   if (state_ == QpState::kError) {
     for (const RecvRequest& rr : rrs) QueueFlushed(rr.wr_id, Opcode::kRecv);
     return absl::OkStatus();
@@ -312,6 +322,7 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
 }
 
 int IbverbsQueuePair::Poll(absl::Span<Completion> out) {
+  CheckAsyncFault();
   size_t n = 0;
   ibv_wc wcs[kPollBatch];
   while (n < out.size()) {
