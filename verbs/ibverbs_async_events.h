@@ -40,10 +40,10 @@ namespace dreplay::verbs::ibverbs {
 
 // What an asynchronous event reaches.
 enum class AsyncScope {
-  kNone,           // informational: logged only
-  kQueuePair,      // the queue pair (or its completion queue) named by the event
-  kPort,           // every queue pair on the event's port
-  kDevice,         // every queue pair of the device
+  kNone,       // informational: logged only
+  kQueuePair,  // the queue pair (or its completion queue) named by the event
+  kPort,       // every queue pair on the event's port
+  kDevice,     // every queue pair of the device
 };
 
 struct AsyncEventEffect {

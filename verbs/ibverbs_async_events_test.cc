@@ -9,8 +9,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "gmock/gmock.h"
 #include "glog/logging.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -99,9 +99,7 @@ TEST(FaultRegistryTest, FailAllFailsEveryQueuePairAndLaterOnes) {
 // A pipe stands in for the context's async_fd.
 class Pipe {
  public:
-  Pipe() {
-    PCHECK(pipe2(fds_, O_NONBLOCK | O_CLOEXEC) == 0);
-  }
+  Pipe() { PCHECK(pipe2(fds_, O_NONBLOCK | O_CLOEXEC) == 0); }
   ~Pipe() {
     close(fds_[0]);
     close(fds_[1]);

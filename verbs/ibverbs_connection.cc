@@ -134,7 +134,8 @@ absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options, Q
 
 absl::Status ModifyToInit(ibv_qp* qp, const Device& device) {
   QpTransition init = BuildInitTransition(device);
-  return IbvResultToStatus(ibv_modify_qp(qp, &init.attr, init.mask), "ibv_modify_qp(RESET->INIT)");
+  return IbvResultToStatus(device.api->ModifyQp(qp, &init.attr, init.mask),
+                           "ibv_modify_qp(RESET->INIT)");
 }
 
 // What this side sends in its setup frame.
@@ -156,7 +157,7 @@ PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options, const 
 absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
                                const QueuePairOptions& options) {
   RETURN_IF_ERROR(CheckQueuePairOptions(*device, options));
-  NewQp qp{QpObjects(device->name), PeerInfo()};
+  NewQp qp{QpObjects(device->name, device->api), PeerInfo()};
   ASSIGN_OR_RETURN(qp.objects.cq, IbvCheckPointer(ibv_create_cq(device->context, CqEntries(options),
                                                                 nullptr, nullptr, 0),
                                                   "ibv_create_cq"));
@@ -173,13 +174,15 @@ absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
 absl::Status ModifyToRtr(ibv_qp* qp, const Device& device, const QueuePairOptions& options,
                          const PeerInfo& local, const PeerInfo& remote, ibv_mtu path_mtu) {
   ASSIGN_OR_RETURN(QpTransition rtr, BuildRtrTransition(device, options, local, remote, path_mtu));
-  return IbvResultToStatus(ibv_modify_qp(qp, &rtr.attr, rtr.mask), "ibv_modify_qp(INIT->RTR)");
+  return IbvResultToStatus(device.api->ModifyQp(qp, &rtr.attr, rtr.mask),
+                           "ibv_modify_qp(INIT->RTR)");
 }
 
-absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options, const PeerInfo& local,
-                         int max_rd_atomic) {
+absl::Status ModifyToRts(ibv_qp* qp, const Device& device, const QueuePairOptions& options,
+                         const PeerInfo& local, int max_rd_atomic) {
   QpTransition rts = BuildRtsTransition(options, local, max_rd_atomic);
-  return IbvResultToStatus(ibv_modify_qp(qp, &rts.attr, rts.mask), "ibv_modify_qp(RTR->RTS)");
+  return IbvResultToStatus(device.api->ModifyQp(qp, &rts.attr, rts.mask),
+                           "ibv_modify_qp(RTR->RTS)");
 }
 
 // INIT -> RTR -> RTS against `remote`, negotiating max_rd_atomic and the
@@ -193,7 +196,7 @@ absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> ConnectQp(std::shared_ptr<Devi
   const int max_rd_atomic = std::min(local.initiator_depth, remote.responder_resources);
   const ibv_mtu path_mtu = std::min({device->port_attr.active_mtu, remote.mtu, kMaxPathMtu});
   RETURN_IF_ERROR(ModifyToRtr(qp.objects.qp, *device, options, local, remote, path_mtu));
-  RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, options, local, max_rd_atomic));
+  RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, *device, options, local, max_rd_atomic));
   auto connected = std::make_unique<IbverbsQueuePair>(std::move(device), options,
                                                       std::move(qp.objects), remote, max_rd_atomic);
   VLOG(1) << "connected " << connected->Describe() << ", path MTU " << MtuBytes(path_mtu)

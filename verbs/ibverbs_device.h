@@ -24,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_async_events.h"
 #include "verbs/options.h"
 
@@ -47,6 +48,8 @@ struct Device {
   // The queue pairs' asynchronous faults (thread-safe; the one member that
   // changes after OpenDevice).
   FaultRegistry faults;
+  // The libibverbs calls of queue pairs on this device (a fake in tests).
+  IbvApi* api = RealIbvApi();
 
   Device() = default;
   Device(const Device&) = delete;

@@ -27,6 +27,7 @@ constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 
 QpObjects::QpObjects(QpObjects&& other)
     : device_name(std::move(other.device_name)),
+      api(other.api),
       cq(std::exchange(other.cq, nullptr)),
       qp(std::exchange(other.qp, nullptr)),
       max_inline_data(other.max_inline_data) {}
@@ -35,12 +36,12 @@ void QpObjects::Destroy(const std::string& qp_label) {
   // Reverse order of creation: QP, then CQ; MRs, PD and context go with the
   // last reference to the Device.
   if (qp != nullptr) {
-    const absl::Status s = IbvResultToStatus(ibv_destroy_qp(qp), "ibv_destroy_qp");
+    const absl::Status s = IbvResultToStatus(api->DestroyQp(qp), "ibv_destroy_qp");
     LOG_IF(ERROR, !s.ok()) << qp_label << ": " << s;
     qp = nullptr;
   }
   if (cq != nullptr) {
-    const absl::Status s = IbvResultToStatus(ibv_destroy_cq(cq), "ibv_destroy_cq");
+    const absl::Status s = IbvResultToStatus(api->DestroyCq(cq), "ibv_destroy_cq");
     LOG_IF(ERROR, !s.ok()) << device_name << ": " << s;
     cq = nullptr;
   }
@@ -156,8 +157,8 @@ void IbverbsQueuePair::EnterError(const absl::Status& why) {
   ibv_qp_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
-  const absl::Status s =
-      IbvResultToStatus(ibv_modify_qp(objects_.qp, &attr, IBV_QP_STATE), "ibv_modify_qp(->ERR)");
+  const absl::Status s = IbvResultToStatus(device_->api->ModifyQp(objects_.qp, &attr, IBV_QP_STATE),
+                                           "ibv_modify_qp(->ERR)");
   LOG_IF(WARNING, !s.ok()) << Describe() << ": " << s;
 }
 
@@ -229,7 +230,7 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
     send_scratch_[i].next = i + 1 < n ? &send_scratch_[i + 1] : nullptr;
   }
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(objects_.qp, send_scratch_.data(), &bad);
+  const int rc = device_->api->PostSend(objects_.qp, send_scratch_.data(), &bad);
   if (rc == 0) {
     send_queue_.EndPost(n);
     CountInitiated(wrs, &traffic_);
@@ -274,7 +275,7 @@ absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
     w.num_sge = 0;
   }
   ibv_recv_wr* bad = nullptr;
-  const int rc = ibv_post_recv(objects_.qp, recv_scratch_.data(), &bad);
+  const int rc = device_->api->PostRecv(objects_.qp, recv_scratch_.data(), &bad);
   if (rc == 0) {
     recv_posted_ += n;
     return absl::OkStatus();
@@ -328,7 +329,7 @@ int IbverbsQueuePair::Poll(absl::Span<Completion> out) {
   while (n < out.size()) {
     const int want = static_cast<int>(std::min<size_t>(kPollBatch, out.size() - n));
     errno = 0;
-    const int rc = ibv_poll_cq(objects_.cq, want, wcs);
+    const int rc = device_->api->PollCq(objects_.cq, want, wcs);
     const absl::StatusOr<int> got = IbvCountToStatus(rc, errno, "ibv_poll_cq");
     if (!got.ok()) {
       // The CQ itself failed: nothing more will complete, so the queue pair

@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_wire.h"
 #include "verbs/options.h"
@@ -59,7 +60,8 @@ static_assert(kMaxUnsignaledRun >= 1, "at least every request may be signalled")
 // that both its queues use. Owns them: destroys the QP, then the CQ.
 // Move-only.
 struct QpObjects {
-  explicit QpObjects(std::string device_name) : device_name(std::move(device_name)) {}
+  explicit QpObjects(std::string device_name, IbvApi* api = RealIbvApi())
+      : device_name(std::move(device_name)), api(api) {}
   QpObjects(QpObjects&& other);
   QpObjects& operator=(QpObjects&&) = delete;
   ~QpObjects() { Destroy(device_name); }
@@ -69,6 +71,7 @@ struct QpObjects {
   void Destroy(const std::string& qp_label);
 
   std::string device_name;
+  IbvApi* api;  // destroys the QP and CQ
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   uint32_t max_inline_data = 0;  // what the created QP reports
