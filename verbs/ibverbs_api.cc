@@ -16,9 +16,7 @@ class RealApi : public IbvApi {
   int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) override {
     return ibv_post_recv(qp, wr, bad);
   }
-  int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) override {
-    return ibv_poll_cq(cq, entries, wc);
-  }
+  int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) override { return ibv_poll_cq(cq, entries, wc); }
   int DestroyQp(ibv_qp* qp) override { return ibv_destroy_qp(qp); }
   int DestroyCq(ibv_cq* cq) override { return ibv_destroy_cq(cq); }
 };

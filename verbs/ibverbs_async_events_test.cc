@@ -7,8 +7,9 @@
 
 #include <atomic>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -121,29 +122,41 @@ class Pipe {
   int fds_[2];
 };
 
+// Counts what the handler read; waits for a count with a named timeout.
+class Seen {
+ public:
+  void Add(int n) {
+    MutexLock lock(&mu_);
+    seen_ += n;
+    cv_.SignalAll();
+  }
+  bool WaitFor(int want) {
+    const absl::Time deadline = absl::Now() + kWaitTimeout;
+    MutexLock lock(&mu_);
+    while (seen_ != want) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      cv_.WaitWithTimeout(&mu_, left);
+    }
+    return true;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  int seen_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 TEST(AsyncEventThreadTest, CallsTheHandlerForEachReadableFdAndStopsOnDestruction) {
   Pipe pipe;
-  absl::Mutex mu;
-  int seen = 0;
-  auto thread = AsyncEventThread::Start(pipe.read_fd(), [&] {
-    const int n = pipe.Drain();
-    absl::MutexLock lock(&mu);
-    seen += n;
-  });
+  Seen seen;
+  auto thread = AsyncEventThread::Start(pipe.read_fd(), [&] { seen.Add(pipe.Drain()); });
   ASSERT_TRUE(thread.ok()) << thread.status();
   pipe.Write('a');
   pipe.Write('b');
-  {
-    absl::MutexLock lock(&mu);
-    auto two = [&] { return seen == 2; };
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&two), kWaitTimeout));
-  }
+  ASSERT_TRUE(seen.WaitFor(2));
   pipe.Write('c');
-  {
-    absl::MutexLock lock(&mu);
-    auto three = [&] { return seen == 3; };
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&three), kWaitTimeout));
-  }
+  ASSERT_TRUE(seen.WaitFor(3));
   thread->reset();  // joins
 }
 

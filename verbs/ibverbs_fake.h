@@ -102,7 +102,7 @@ class StrictFakeIbv : public IbvApi {
     ibv_cq* cq = nullptr;
     ibv_qp_state state = IBV_QPS_RESET;
     std::map<ibv_qp_state, ibv_qp_attr> attrs;  // by target state
-    std::deque<Wqe> sends;       // WQEs not yet freed, by seq
+    std::deque<Wqe> sends;                      // WQEs not yet freed, by seq
     uint64_t next_seq = 0;
     std::deque<uint64_t> recvs;  // posted receives' wr_ids
     std::deque<ibv_send_wr> accepted;

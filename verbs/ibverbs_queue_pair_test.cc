@@ -205,12 +205,16 @@ TEST_F(IbverbsQueuePairTest, AnAsynchronousQpFatalEventFailsTheQueuePairAtItsNex
   const std::vector<Completion> done = PollAll(qp.get());
   EXPECT_EQ(qp->state(), QpState::kError);
   EXPECT_TRUE(absl::IsUnavailable(qp->error()));
-  EXPECT_THAT(qp->error().message(), HasSubstr("asynchronous event local work queue catastrophic error on fake0 qpn 0x100"));
+  EXPECT_THAT(
+      qp->error().message(),
+      HasSubstr("asynchronous event local work queue catastrophic error on fake0 qpn 0x100"));
   EXPECT_EQ(fake_.state(raw_qp_), IBV_QPS_ERR);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].wr_id, 5u);
   EXPECT_EQ(done[0].status, WcStatus::kFlushed);
-  EXPECT_THAT(done[0].detail, HasSubstr("asynchronous event local work queue catastrophic error on fake0 qpn 0x100"));
+  EXPECT_THAT(
+      done[0].detail,
+      HasSubstr("asynchronous event local work queue catastrophic error on fake0 qpn 0x100"));
   // Later posts are flushed at once.
   const WorkRequest later = Write(6, 32, true);
   ASSERT_TRUE(qp->PostSend({&later, 1}).ok());
