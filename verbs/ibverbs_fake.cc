@@ -173,6 +173,10 @@ int StrictFakeIbv::PostSend(ibv_qp* qp_handle, ibv_send_wr* wr, ibv_send_wr** ba
     const ibv_wc_opcode opcode = WcOpcode(wr->opcode);
     if (qp.state == IBV_QPS_ERR) {
       Push(qp, MakeEntry(qp, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opcode, true, seq));
+    } else if (qp.inject != IBV_WC_SUCCESS) {
+      Push(qp, MakeEntry(qp, wr->wr_id, qp.inject, opcode, true, seq));
+      qp.inject = IBV_WC_SUCCESS;
+      EnterError(qp);
     } else if (IsAtomic(wr->opcode) && wr->wr.atomic.remote_addr % 8 != 0) {
       Push(qp, MakeEntry(qp, wr->wr_id, IBV_WC_REM_INV_REQ_ERR, opcode, true, seq));
       EnterError(qp);
@@ -224,6 +228,11 @@ int StrictFakeIbv::DestroyCq(ibv_cq* cq) {
     if (qp.cq == cq) return EBUSY;  // a QP still uses it
   }
   return cqs_.erase(cq) == 1 ? 0 : EINVAL;
+}
+
+void StrictFakeIbv::InjectSendError(const ibv_qp* qp, ibv_wc_status status) {
+  CHECK_NE(status, IBV_WC_SUCCESS);
+  Qp(qp).inject = status;
 }
 
 ibv_qp_state StrictFakeIbv::state(const ibv_qp* qp) const { return Qp(qp).state; }

@@ -21,6 +21,9 @@
 //    ERR.
 //  * In ERR every outstanding WQE and receive completes with
 //    IBV_WC_WR_FLUSH_ERR, in order, signalled or not; so do later posts.
+//  * InjectSendError makes the next send request posted to a QP complete
+//    with a given error status (a remote access error, say), as a peer or
+//    the link would, moving the QP to ERR.
 //  * The CQ holds `cqe` completions; one more is an overrun (recorded, the
 //    completion dropped), which the tests check never happens.
 //
@@ -67,6 +70,10 @@ class StrictFakeIbv : public IbvApi {
   int DestroyQp(ibv_qp* qp) override;
   int DestroyCq(ibv_cq* cq) override;
 
+  // The next send request posted to `qp` completes with `status` (not
+  // IBV_WC_SUCCESS), signalled or not, and the QP moves to ERR.
+  void InjectSendError(const ibv_qp* qp, ibv_wc_status status);
+
   // What tests check.
   ibv_qp_state state(const ibv_qp* qp) const;
   int outstanding_sends(const ibv_qp* qp) const;  // WQEs not yet freed
@@ -106,6 +113,7 @@ class StrictFakeIbv : public IbvApi {
     uint64_t next_seq = 0;
     std::deque<uint64_t> recvs;  // posted receives' wr_ids
     std::deque<ibv_send_wr> accepted;
+    ibv_wc_status inject = IBV_WC_SUCCESS;  // for the next send request
   };
 
   FakeQp& Qp(const ibv_qp* qp);

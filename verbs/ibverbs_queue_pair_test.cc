@@ -168,6 +168,41 @@ TEST_F(IbverbsQueuePairTest, SignalledRequestsCompleteWithTheirLength) {
   EXPECT_EQ(done[0].byte_len, 200u);
 }
 
+TEST_F(IbverbsQueuePairTest, AReadCompletionReportsTheRequestedLength) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
+  WorkRequest read = Write(3, 300, true);
+  read.opcode = Opcode::kRead;
+  ASSERT_TRUE(qp->PostSend({&read, 1}).ok());
+  const std::vector<Completion> done = PollAll(qp.get());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].opcode, Opcode::kRead);
+  // The device's wc.byte_len is defined for receives only (0 here).
+  EXPECT_EQ(done[0].byte_len, 300u);
+}
+
+TEST_F(IbverbsQueuePairTest, AnErrorCompletionFlushesTheRestInPostingOrder) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
+  const WorkRequest first = Write(1, 8, true);
+  ASSERT_TRUE(qp->PostSend({&first, 1}).ok());
+  fake_.InjectSendError(raw_qp_, IBV_WC_REM_ACCESS_ERR);
+  const WorkRequest rest[3] = {Write(2, 8, false), Write(3, 8, true), Write(4, 8, false)};
+  ASSERT_TRUE(qp->PostSend(rest).ok());
+  const std::vector<Completion> done = PollAll(qp.get());
+  ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(done[0].wr_id, 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+  // The failed request is reported although it was unsignalled.
+  EXPECT_EQ(done[1].wr_id, 2u);
+  EXPECT_EQ(done[1].status, WcStatus::kRemoteAccessError);
+  EXPECT_EQ(done[2].wr_id, 3u);
+  EXPECT_EQ(done[2].status, WcStatus::kFlushed);
+  EXPECT_EQ(done[3].wr_id, 4u);
+  EXPECT_EQ(done[3].status, WcStatus::kFlushed);
+  EXPECT_EQ(qp->state(), QpState::kError);
+  EXPECT_FALSE(qp->error().ok());
+  EXPECT_FALSE(fake_.cq_overrun(raw_cq_));
+}
+
 TEST_F(IbverbsQueuePairTest, OnlyWritesWithinTheInlineLimitAreSentInline) {
   std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, /*max_inline=*/64);
   const WorkRequest wrs[2] = {Write(1, 64, true), Write(2, 65, true)};
