@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/ibverbs_attributes.h"
 #include "verbs/ibverbs_errors.h"
 #include "verbs/ibverbs_queue_pair.h"
 #include "verbs/ibverbs_wire.h"
@@ -24,8 +25,6 @@
 namespace dreplay::verbs::ibverbs {
 namespace {
 
-// Routed RoCE v2 needs a hop limit above 1; 64 is the usual IP default.
-constexpr uint8_t kHopLimit = 64;
 // The largest path MTU we ask for.
 constexpr ibv_mtu kMaxPathMtu = IBV_MTU_4096;
 // ibv_qp_attr::max_rd_atomic and max_dest_rd_atomic are uint8_t.
@@ -134,19 +133,9 @@ absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options, Q
 }
 
 absl::Status ModifyToInit(ibv_qp* qp, const Device& device) {
-  ibv_qp_attr attr;
-  std::memset(&attr, 0, sizeof(attr));
-  attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
-  attr.port_num = device.port;
-  // The QP allows every remote operation; each memory region's own access
-  // flags decide what a peer may actually do.
-  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         (device.has_atomics() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
-  return IbvResultToStatus(
-      ibv_modify_qp(qp, &attr,
-                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-      "ibv_modify_qp(RESET->INIT)");
+  QpTransition init = BuildInitTransition(device);
+  return IbvResultToStatus(device.api->ModifyQp(qp, &init.attr, init.mask),
+                           "ibv_modify_qp(RESET->INIT)");
 }
 
 // What this side sends in its setup frame.
@@ -168,7 +157,7 @@ PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options, const 
 absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
                                const QueuePairOptions& options) {
   RETURN_IF_ERROR(CheckQueuePairOptions(*device, options));
-  NewQp qp{QpObjects(device->name), PeerInfo()};
+  NewQp qp{QpObjects(device->name, device->api), PeerInfo()};
   ASSIGN_OR_RETURN(qp.objects.cq, IbvCheckPointer(ibv_create_cq(device->context, CqEntries(options),
                                                                 nullptr, nullptr, 0),
                                                   "ibv_create_cq"));
@@ -184,54 +173,16 @@ absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
 
 absl::Status ModifyToRtr(ibv_qp* qp, const Device& device, const QueuePairOptions& options,
                          const PeerInfo& local, const PeerInfo& remote, ibv_mtu path_mtu) {
-  ibv_qp_attr rtr;
-  std::memset(&rtr, 0, sizeof(rtr));
-  rtr.qp_state = IBV_QPS_RTR;
-  rtr.path_mtu = path_mtu;
-  rtr.dest_qp_num = remote.qpn;
-  rtr.rq_psn = remote.psn;
-  rtr.max_dest_rd_atomic = static_cast<uint8_t>(local.responder_resources);
-  rtr.min_rnr_timer = static_cast<uint8_t>(options.min_rnr_timer);
-  rtr.ah_attr.dlid = remote.lid;
-  rtr.ah_attr.sl = 0;
-  rtr.ah_attr.src_path_bits = 0;
-  rtr.ah_attr.port_num = device.port;
-  // RoCE always routes by GID (a GRH); InfiniBand only across subnets or
-  // when the peer has no LID.
-  if (device.is_ethernet() || remote.lid == 0) {
-    if (GidIsZero(remote.gid)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("peer qpn ", remote.qpn, " sent an empty GID, which RoCE cannot route"));
-    }
-    rtr.ah_attr.is_global = 1;
-    rtr.ah_attr.grh.dgid = remote.gid;
-    rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device.gid_index);
-    rtr.ah_attr.grh.hop_limit = kHopLimit;
-    rtr.ah_attr.grh.traffic_class = 0;
-    rtr.ah_attr.grh.flow_label = 0;
-  }
-  return IbvResultToStatus(
-      ibv_modify_qp(qp, &rtr,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-      "ibv_modify_qp(INIT->RTR)");
+  ASSIGN_OR_RETURN(QpTransition rtr, BuildRtrTransition(device, options, local, remote, path_mtu));
+  return IbvResultToStatus(device.api->ModifyQp(qp, &rtr.attr, rtr.mask),
+                           "ibv_modify_qp(INIT->RTR)");
 }
 
-absl::Status ModifyToRts(ibv_qp* qp, const QueuePairOptions& options, const PeerInfo& local,
-                         int max_rd_atomic) {
-  ibv_qp_attr rts;
-  std::memset(&rts, 0, sizeof(rts));
-  rts.qp_state = IBV_QPS_RTS;
-  rts.sq_psn = local.psn;
-  rts.timeout = static_cast<uint8_t>(options.ack_timeout);
-  rts.retry_cnt = static_cast<uint8_t>(options.retry_cnt);
-  rts.rnr_retry = static_cast<uint8_t>(options.rnr_retry);
-  rts.max_rd_atomic = static_cast<uint8_t>(max_rd_atomic);
-  return IbvResultToStatus(
-      ibv_modify_qp(qp, &rts,
-                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-      "ibv_modify_qp(RTR->RTS)");
+absl::Status ModifyToRts(ibv_qp* qp, const Device& device, const QueuePairOptions& options,
+                         const PeerInfo& local, int max_rd_atomic) {
+  QpTransition rts = BuildRtsTransition(options, local, max_rd_atomic);
+  return IbvResultToStatus(device.api->ModifyQp(qp, &rts.attr, rts.mask),
+                           "ibv_modify_qp(RTR->RTS)");
 }
 
 // INIT -> RTR -> RTS against `remote`, negotiating max_rd_atomic and the
@@ -245,7 +196,7 @@ absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> ConnectQp(std::shared_ptr<Devi
   const int max_rd_atomic = std::min(local.initiator_depth, remote.responder_resources);
   const ibv_mtu path_mtu = std::min({device->port_attr.active_mtu, remote.mtu, kMaxPathMtu});
   RETURN_IF_ERROR(ModifyToRtr(qp.objects.qp, *device, options, local, remote, path_mtu));
-  RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, options, local, max_rd_atomic));
+  RETURN_IF_ERROR(ModifyToRts(qp.objects.qp, *device, options, local, max_rd_atomic));
   auto connected = std::make_unique<IbverbsQueuePair>(std::move(device), options,
                                                       std::move(qp.objects), remote, max_rd_atomic);
   VLOG(1) << "connected " << connected->Describe() << ", path MTU " << MtuBytes(path_mtu)

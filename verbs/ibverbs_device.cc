@@ -193,6 +193,7 @@ absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev, const ProviderO
   auto device = std::make_shared<Device>();
   device->name = ibv_get_device_name(dev);
   device->port = options.ib_port;
+  device->traffic_class = static_cast<uint8_t>(options.traffic_class);
   // Verb names are built before the calls so that nothing runs between a
   // verb and the errno it leaves.
   const std::string open_verb = absl::StrCat("ibv_open_device(", device->name, ")");

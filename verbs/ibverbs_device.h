@@ -12,7 +12,8 @@
 //  * The GID type comes from ibv_query_gid_ex where the library and kernel
 //    have it, else from sysfs.
 //
-// Thread-safe: a Device is constant after OpenDevice().
+// Thread-safe: a Device is constant after OpenDevice(), but for its
+// thread-safe FaultRegistry.
 
 #ifndef DREPLAY_VERBS_IBVERBS_DEVICE_H_
 #define DREPLAY_VERBS_IBVERBS_DEVICE_H_
@@ -23,6 +24,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "verbs/ibverbs_api.h"
+#include "verbs/ibverbs_async_events.h"
 #include "verbs/options.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -40,7 +43,13 @@ struct Device {
   ibv_port_attr port_attr = {};
   int gid_index = 0;
   ibv_gid gid = {};
-  std::string gid_type;  // "RoCE v2", "RoCE v1", "IB"
+  std::string gid_type;       // "RoCE v2", "RoCE v1", "IB"
+  uint8_t traffic_class = 0;  // ProviderOptions::traffic_class, for every GRH
+  // The queue pairs' asynchronous faults (thread-safe; the one member that
+  // changes after OpenDevice).
+  FaultRegistry faults;
+  // The libibverbs calls of queue pairs on this device (a fake in tests).
+  IbvApi* api = RealIbvApi();
 
   Device() = default;
   Device(const Device&) = delete;

@@ -9,7 +9,11 @@
 
 #include "verbs/ibverbs_provider.h"
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <utility>
 
@@ -17,6 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/access_rules.h"
+#include "verbs/ibverbs_attributes.h"
 #include "verbs/ibverbs_connection.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_errors.h"
@@ -25,19 +31,6 @@ namespace dreplay::verbs {
 namespace {
 
 using ibverbs::Device;
-
-constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
-
-// libibverbs requires LOCAL_WRITE whenever REMOTE_WRITE or REMOTE_ATOMIC is
-// asked for, so those imply it here.
-int ToIbvAccess(uint32_t access) {
-  int flags = 0;
-  if (access & kLocalWrite) flags |= IBV_ACCESS_LOCAL_WRITE;
-  if (access & kRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
-  if (access & kRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-  if (access & kRemoteAtomic) flags |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
-  return flags;
-}
 
 class IbverbsMemoryRegion : public MemoryRegion {
  public:
@@ -64,7 +57,9 @@ class IbverbsMemoryRegion : public MemoryRegion {
 
 class IbverbsProvider : public Provider {
  public:
-  explicit IbverbsProvider(std::shared_ptr<Device> device) : device_(std::move(device)) {}
+  IbverbsProvider(std::shared_ptr<Device> device,
+                  std::unique_ptr<ibverbs::AsyncEventThread> async_events)
+      : device_(std::move(device)), async_events_(std::move(async_events)) {}
 
   std::string name() const override { return "ibverbs"; }
 
@@ -74,10 +69,10 @@ class IbverbsProvider : public Provider {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RegisterMemory: null or empty buffer (addr %p, length %d)", addr, length));
     }
-    if ((access & ~kAllAccess) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("RegisterMemory: unknown access flags 0x%x", access & ~kAllAccess));
-    }
+    // The same rule as the soft provider's: no local write added silently.
+    const absl::Status flags = CheckAccessFlags(access);
+    if (!flags.ok())
+      return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", flags.message()));
     if ((access & kRemoteAtomic) && !device_->has_atomics()) {
       return absl::UnimplementedError(absl::StrCat("RegisterMemory: kRemoteAtomic asked, but ",
                                                    device_->name,
@@ -91,7 +86,7 @@ class IbverbsProvider : public Provider {
     const std::string verb = absl::StrCat("ibv_reg_mr(", length, " bytes)");
     ASSIGN_OR_RETURN(
         ibv_mr * mr,
-        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ToIbvAccess(access)), verb));
+        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ibverbs::ToIbvAccess(access)), verb));
     return std::unique_ptr<MemoryRegion>(new IbverbsMemoryRegion(device_, mr, access));
   }
 
@@ -107,8 +102,26 @@ class IbverbsProvider : public Provider {
   }
 
  private:
+  // Declared first: the context outlives the event thread, which is joined
+  // first on destruction.
   const std::shared_ptr<Device> device_;
+  // Reads the device's asynchronous events (ibverbs_async_events.h).
+  const std::unique_ptr<ibverbs::AsyncEventThread> async_events_;
 };
+
+// Starts the thread that reads `device`'s asynchronous events. The async fd
+// is made non-blocking, so each wake-up drains what is pending.
+absl::StatusOr<std::unique_ptr<ibverbs::AsyncEventThread>> StartAsyncEvents(Device* device) {
+  const int fd = device->context->async_fd;
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return absl::InternalError(absl::StrCat(device->name, ": cannot make the async event fd ", fd,
+                                            " non-blocking: ", std::strerror(errno)));
+  }
+  return ibverbs::AsyncEventThread::Start(fd, [device] {
+    ibverbs::DrainAsyncEvents(device->context, device->name, device->port, &device->faults);
+  });
+}
 
 }  // namespace
 
@@ -119,7 +132,9 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateIbverbsProvider(const ProviderOp
             << ibverbs::MtuBytes(device->port_attr.active_mtu) << ", max_qp_rd_atom "
             << device->attr.max_qp_rd_atom << ", atomics "
             << (device->has_atomics() ? "yes" : "no");
-  return std::unique_ptr<Provider>(new IbverbsProvider(std::move(device)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ibverbs::AsyncEventThread> async_events,
+                   StartAsyncEvents(device.get()));
+  return std::unique_ptr<Provider>(new IbverbsProvider(std::move(device), std::move(async_events)));
 }
 
 }  // namespace dreplay::verbs

@@ -18,23 +18,34 @@
 //    created QP reports.
 //  * QP attributes for a long (~100 us RTT) link: ack timeout, retry and RNR
 //    values from QueuePairOptions, path MTU min(active_mtu, 4096), GRH with
-//    hop_limit > 1 (routed RoCE v2), random initial PSNs.
+//    hop_limit > 1 (routed RoCE v2) and ProviderOptions::traffic_class
+//    (DSCP/ECN), random initial PSNs (ibverbs_attributes.h).
 //  * Datapath: WRITEs up to max_inline_data are sent inline; a span passed to
 //    PostSend is chained and posted with one ibv_post_send (one doorbell);
 //    unsignalled requests are honoured, but every kSignalEvery-th request is
 //    signalled so the send queue never fills with WQEs that can't be retired.
 //
+//  * Asynchronous events: a thread owned by the provider (joined when it is
+//    destroyed) reads ibv_get_async_event from the context's non-blocking
+//    fd, acknowledges and logs each event, and turns a queue pair's fatal
+//    error, its port going down or the device failing into that queue
+//    pair's error state (error() kUnavailable naming the event; outstanding
+//    requests complete with kFlushed) at its next PostSend, PostRecv or
+//    Poll. See ibverbs_async_events.h. Queue pairs that outlive the
+//    provider get no further events.
+//
 // Only the RC semantics of verbs.h are offered; LinkModel and FaultOptions
 // are soft-provider features and are refused with kInvalidArgument ("soft
 // provider only").
 //
+// Access flags follow access_rules.h, as in the soft provider: remote write
+// or atomic access without kLocalWrite is refused (kInvalidArgument), never
+// widened silently.
+//
 // Differences from the soft provider that callers may notice:
-//  * libibverbs requires local write access on any region that peers may
-//    write or use atomics on, so kRemoteWrite and kRemoteAtomic imply
-//    kLocalWrite here (access() still reports the flags asked for).
-//  * rnr_retry 7 means "retry forever" to the hardware (IB spec), so a
-//    WRITE_WITH_IMM without a posted receive waits rather than failing with
-//    kRnrRetryExceeded; use 6 or less to bound it.
+//  * rnr_retry 7 means "retry forever" to the hardware (IB spec); the
+//    default (kDefaultRnrRetry, 6) is finite, so a WRITE_WITH_IMM without a
+//    posted receive fails with kRnrRetryExceeded after 6 RNR waits.
 //  * Requests that fail locally on the device (bad lkey, local bounds)
 //    complete with kLocalProtectionError; PostSend only checks what the
 //    device cannot (opcode, atomic length, missing region, message size).

@@ -27,6 +27,7 @@ constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 
 QpObjects::QpObjects(QpObjects&& other)
     : device_name(std::move(other.device_name)),
+      api(other.api),
       cq(std::exchange(other.cq, nullptr)),
       qp(std::exchange(other.qp, nullptr)),
       max_inline_data(other.max_inline_data) {}
@@ -35,12 +36,12 @@ void QpObjects::Destroy(const std::string& qp_label) {
   // Reverse order of creation: QP, then CQ; MRs, PD and context go with the
   // last reference to the Device.
   if (qp != nullptr) {
-    const absl::Status s = IbvResultToStatus(ibv_destroy_qp(qp), "ibv_destroy_qp");
+    const absl::Status s = IbvResultToStatus(api->DestroyQp(qp), "ibv_destroy_qp");
     LOG_IF(ERROR, !s.ok()) << qp_label << ": " << s;
     qp = nullptr;
   }
   if (cq != nullptr) {
-    const absl::Status s = IbvResultToStatus(ibv_destroy_cq(cq), "ibv_destroy_cq");
+    const absl::Status s = IbvResultToStatus(api->DestroyCq(cq), "ibv_destroy_cq");
     LOG_IF(ERROR, !s.ok()) << device_name << ": " << s;
     cq = nullptr;
   }
@@ -54,6 +55,7 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
       max_rd_atomic_(max_rd_atomic),
       max_send_wr_(options.max_send_wr),
       max_recv_wr_(options.max_recv_wr),
+      fault_(device_->faults.Register(objects_.qp, objects_.cq)),
       send_queue_(options.max_send_wr, std::clamp(options.max_send_wr / 4, 1, kMaxUnsignaledRun)),
       send_slots_(options.max_send_wr),
       recv_slots_(std::max(options.max_recv_wr, 1)),
@@ -61,7 +63,14 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
       sge_scratch_(options.max_send_wr),
       recv_scratch_(std::max(options.max_recv_wr, 1)) {}
 
-IbverbsQueuePair::~IbverbsQueuePair() { objects_.Destroy(Describe()); }
+IbverbsQueuePair::~IbverbsQueuePair() {
+  device_->faults.Unregister(objects_.qp, objects_.cq);
+  objects_.Destroy(Describe());
+}
+
+void IbverbsQueuePair::CheckAsyncFault() {
+  if (state_ != QpState::kError && fault_->failed()) EnterError(fault_->status());
+}
 
 std::string IbverbsQueuePair::Describe() const {
   return absl::StrFormat("ibverbs %s qpn 0x%x <-> %s qpn 0x%x", device_->Describe(),
@@ -148,8 +157,8 @@ void IbverbsQueuePair::EnterError(const absl::Status& why) {
   ibv_qp_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
-  const absl::Status s =
-      IbvResultToStatus(ibv_modify_qp(objects_.qp, &attr, IBV_QP_STATE), "ibv_modify_qp(->ERR)");
+  const absl::Status s = IbvResultToStatus(device_->api->ModifyQp(objects_.qp, &attr, IBV_QP_STATE),
+                                           "ibv_modify_qp(->ERR)");
   LOG_IF(WARNING, !s.ok()) << Describe() << ": " << s;
 }
 
@@ -202,6 +211,7 @@ void IbverbsQueuePair::FillSendWr(const WorkRequest& wr, uint64_t seq, bool sign
 
 absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
   if (wrs.empty()) return absl::OkStatus();
+  CheckAsyncFault();
   for (const WorkRequest& wr : wrs) RETURN_IF_ERROR(ValidateWorkRequest(wr));
   if (state_ == QpState::kError) {
     for (const WorkRequest& wr : wrs) QueueFlushed(wr.wr_id, wr.opcode);
@@ -220,7 +230,7 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
     send_scratch_[i].next = i + 1 < n ? &send_scratch_[i + 1] : nullptr;
   }
   ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(objects_.qp, send_scratch_.data(), &bad);
+  const int rc = device_->api->PostSend(objects_.qp, send_scratch_.data(), &bad);
   if (rc == 0) {
     send_queue_.EndPost(n);
     CountInitiated(wrs, &traffic_);
@@ -242,6 +252,7 @@ absl::Status IbverbsQueuePair::PostSend(absl::Span<const WorkRequest> wrs) {
 
 absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
   if (rrs.empty()) return absl::OkStatus();
+  CheckAsyncFault();
   if (state_ == QpState::kError) {
     for (const RecvRequest& rr : rrs) QueueFlushed(rr.wr_id, Opcode::kRecv);
     return absl::OkStatus();
@@ -264,7 +275,7 @@ absl::Status IbverbsQueuePair::PostRecv(absl::Span<const RecvRequest> rrs) {
     w.num_sge = 0;
   }
   ibv_recv_wr* bad = nullptr;
-  const int rc = ibv_post_recv(objects_.qp, recv_scratch_.data(), &bad);
+  const int rc = device_->api->PostRecv(objects_.qp, recv_scratch_.data(), &bad);
   if (rc == 0) {
     recv_posted_ += n;
     return absl::OkStatus();
@@ -312,12 +323,13 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
 }
 
 int IbverbsQueuePair::Poll(absl::Span<Completion> out) {
+  CheckAsyncFault();
   size_t n = 0;
   ibv_wc wcs[kPollBatch];
   while (n < out.size()) {
     const int want = static_cast<int>(std::min<size_t>(kPollBatch, out.size() - n));
     errno = 0;
-    const int rc = ibv_poll_cq(objects_.cq, want, wcs);
+    const int rc = device_->api->PollCq(objects_.cq, want, wcs);
     const absl::StatusOr<int> got = IbvCountToStatus(rc, errno, "ibv_poll_cq");
     if (!got.ok()) {
       // The CQ itself failed: nothing more will complete, so the queue pair

@@ -17,6 +17,10 @@
 //  * An ibv_post_send that fails after the send queue was checked for room
 //    (the device disagrees with our accounting) moves the queue pair to the
 //    error state: what it took may never be retired otherwise.
+//  * An asynchronous event that kills this queue pair, its port or its
+//    device (ibverbs_async_events.h) is seen at the next PostSend, PostRecv
+//    or Poll: the queue pair enters the error state with the event's
+//    kUnavailable status as error().
 //  * After the first failure the queue pair is in the error state: every
 //    outstanding request and posted receive completes with kFlushed, in
 //    posting order, and later posts are flushed at once.
@@ -37,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_wire.h"
 #include "verbs/options.h"
@@ -55,7 +60,8 @@ static_assert(kMaxUnsignaledRun >= 1, "at least every request may be signalled")
 // that both its queues use. Owns them: destroys the QP, then the CQ.
 // Move-only.
 struct QpObjects {
-  explicit QpObjects(std::string device_name) : device_name(std::move(device_name)) {}
+  explicit QpObjects(std::string device_name, IbvApi* api = RealIbvApi())
+      : device_name(std::move(device_name)), api(api) {}
   QpObjects(QpObjects&& other);
   QpObjects& operator=(QpObjects&&) = delete;
   ~QpObjects() { Destroy(device_name); }
@@ -65,6 +71,7 @@ struct QpObjects {
   void Destroy(const std::string& qp_label);
 
   std::string device_name;
+  IbvApi* api;  // destroys the QP and CQ
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   uint32_t max_inline_data = 0;  // what the created QP reports
@@ -103,6 +110,8 @@ class IbverbsQueuePair : public QueuePair {
     uint32_t length = 0;
   };
 
+  // Enters the error state if an asynchronous event failed this queue pair.
+  void CheckAsyncFault();
   absl::Status ValidateWorkRequest(const WorkRequest& wr) const;
   // Fills `w` and `sge` for `wr`, posted as sequence number `seq`.
   void FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled, ibv_sge* sge,
@@ -123,6 +132,9 @@ class IbverbsQueuePair : public QueuePair {
   const int max_rd_atomic_;
   const int max_send_wr_;
   const int max_recv_wr_;
+  // Set by the provider's asynchronous event thread; registered with
+  // device_->faults under the QP and CQ handles until destruction.
+  const std::shared_ptr<QpFault> fault_;
 
   // Datapath state (one thread at a time, per verbs.h).
   QpState state_ = QpState::kReady;

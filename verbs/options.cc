@@ -22,6 +22,7 @@ constexpr absl::Duration kMaxLinkDelay = absl::Seconds(10);
 constexpr double kMaxBandwidthGbps = 1000.0;
 constexpr int kMaxIbPort = 255;
 constexpr int kMaxGidIndex = 255;
+constexpr int kMaxTrafficClass = 255;  // an 8-bit field
 constexpr int kMaxQueueDepth = 1 << 16;
 // ibv_qp_attr::max_rd_atomic is a uint8_t.
 constexpr int kMaxRdAtomic = 255;
@@ -74,6 +75,11 @@ absl::Status ProviderOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("ProviderOptions.gid_index = ", gid_index,
                                                    " is out of range [-1 (automatic), ",
                                                    kMaxGidIndex, "]"));
+  }
+  if (traffic_class < 0 || traffic_class > kMaxTrafficClass) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProviderOptions.traffic_class = ", traffic_class, " is out of range [0, ",
+                     kMaxTrafficClass, "]"));
   }
   return absl::OkStatus();
 }

@@ -28,6 +28,11 @@ struct ProviderOptions {
   // -1: choose automatically (a RoCE v2 GID with an IPv4-mapped address,
   // else the first valid GID).
   int gid_index = -1;
+  // ibverbs only: the IP traffic class (ibv_ah_attr.grh.traffic_class) of
+  // every queue pair's packets on RoCE v2, [0, 255]: DSCP in the upper six
+  // bits, ECN in the lower two (e.g. 106 = DSCP 26 with ECT(0), for a
+  // lossy long link whose switches mark ECN). 0: unmarked.
+  int traffic_class = 0;
 
   absl::Status Validate() const;
 };
@@ -77,6 +82,12 @@ struct FaultOptions {
   absl::Status Validate() const;
 };
 
+// 6 retries of min_rnr_timer each, then kRnrRetryExceeded; 7 would be
+// infinite on hardware.
+inline constexpr int kDefaultRnrRetry = 6;
+inline constexpr int kInfiniteRnrRetry = 7;
+static_assert(kDefaultRnrRetry < kInfiniteRnrRetry, "the default must be finite");
+
 struct QueuePairOptions {
   int max_send_wr = 256;
   int max_recv_wr = 256;
@@ -90,7 +101,10 @@ struct QueuePairOptions {
   // ~100 us round trip; soft: unused.
   int ack_timeout = 14;
   int retry_cnt = 7;
-  int rnr_retry = 7;
+  // kDefaultRnrRetry: finite. 7 means "retry forever" to the hardware (IB
+  // spec), so a WRITE_WITH_IMM to a peer that posts no receive would hang
+  // instead of failing with kRnrRetryExceeded.
+  int rnr_retry = kDefaultRnrRetry;
   int min_rnr_timer = 12;  // 0.64 ms
 
   LinkModel link;       // soft only

@@ -30,6 +30,21 @@ TEST(ProviderOptionsTest, DefaultsAreValidAndBadValuesAreNamed) {
   EXPECT_THAT(options.Validate().message(), HasSubstr("gid_index = -2"));
 }
 
+TEST(ProviderOptionsTest, TrafficClassIsAnEightBitField) {
+  ProviderOptions options;
+  EXPECT_EQ(options.traffic_class, 0);
+  options.traffic_class = 255;
+  EXPECT_TRUE(options.Validate().ok());
+  options.traffic_class = 256;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("traffic_class = 256"));
+}
+
+TEST(QueuePairOptionsTest, DefaultRnrRetryIsFinite) {
+  // 7 is "retry forever" on hardware.
+  EXPECT_LT(QueuePairOptions().rnr_retry, kInfiniteRnrRetry);
+  EXPECT_EQ(QueuePairOptions().rnr_retry, kDefaultRnrRetry);
+}
+
 TEST(LinkModelTest, PresetsHaveTheirDelayAndBandwidth) {
   auto none = ParseLinkModel("none");
   ASSERT_TRUE(none.ok());

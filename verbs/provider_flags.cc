@@ -16,6 +16,7 @@ absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& fl
   options.ib_device = flags.ib_device;
   options.ib_port = flags.ib_port;
   options.gid_index = flags.gid_index;
+  options.traffic_class = flags.traffic_class;
   const absl::Status s = options.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
   return options;

@@ -1,11 +1,12 @@
 // Copyright dreplay authors.
 //
-// provider_flags.h: the provider flags every binary takes (--provider,
-// --ib_device, --ib_port, --gid_index), as plain values that main() copies
-// from its flags, turned into ProviderOptions in one place. Takes values,
-// never reads flags.
+// provider_flags.h: the provider flags (--provider, --ib_device, --ib_port,
+// --gid_index, --traffic_class), as plain values that main() copies from its
+// flags, turned into ProviderOptions in one place. Takes values, never reads
+// flags.
 //
-//   ProviderFlags flags{FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
+//   ProviderFlags flags{FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
+//                       FLAGS_traffic_class};
 //   ASSIGN_OR_RETURN(ProviderOptions options, ProviderOptionsFromFlags(flags));
 
 #ifndef DREPLAY_VERBS_PROVIDER_FLAGS_H_
@@ -24,6 +25,7 @@ struct ProviderFlags {
   std::string ib_device;          // --ib_device
   int ib_port = 1;                // --ib_port
   int gid_index = -1;             // --gid_index
+  int traffic_class = 0;          // --traffic_class: RoCE v2 DSCP << 2 | ECN
 };
 
 // InvalidArgument naming the bad flag and value ("--provider=x: ...", or

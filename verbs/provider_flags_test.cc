@@ -37,5 +37,24 @@ TEST(ProviderFlagsTest, NamesTheBadFlag) {
   EXPECT_THAT(port.message(), HasSubstr("ib_port = 0"));
 }
 
+TEST(ProviderFlagsTest, CopiesTheTrafficClass) {
+  ProviderFlags flags;
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->traffic_class, 0);
+  flags.traffic_class = 106;  // DSCP 26, ECT(0)
+  const absl::StatusOr<ProviderOptions> options = ProviderOptionsFromFlags(flags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->traffic_class, 106);
+}
+
+TEST(ProviderFlagsTest, RefusesATrafficClassWiderThanEightBits) {
+  ProviderFlags flags;
+  flags.traffic_class = 256;
+  const absl::Status s = ProviderOptionsFromFlags(flags).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), HasSubstr("traffic_class = 256"));
+  flags.traffic_class = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(ProviderOptionsFromFlags(flags).status()));
+}
+
 }  // namespace
 }  // namespace dreplay::verbs

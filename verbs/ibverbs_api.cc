@@ -1,0 +1,31 @@
+// Copyright dreplay authors.
+
+#include "verbs/ibverbs_api.h"
+
+namespace dreplay::verbs::ibverbs {
+namespace {
+
+class RealApi : public IbvApi {
+ public:
+  int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) override {
+    return ibv_modify_qp(qp, attr, mask);
+  }
+  int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) override {
+    return ibv_post_send(qp, wr, bad);
+  }
+  int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) override {
+    return ibv_post_recv(qp, wr, bad);
+  }
+  int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) override { return ibv_poll_cq(cq, entries, wc); }
+  int DestroyQp(ibv_qp* qp) override { return ibv_destroy_qp(qp); }
+  int DestroyCq(ibv_cq* cq) override { return ibv_destroy_cq(cq); }
+};
+
+}  // namespace
+
+IbvApi* RealIbvApi() {
+  static RealApi* const api = new RealApi();
+  return api;
+}
+
+}  // namespace dreplay::verbs::ibverbs
