@@ -40,6 +40,9 @@ DEFINE_string(provider, "auto",
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
+DEFINE_int32(traffic_class, 0,
+             "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
+             "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
 DEFINE_string(link, "none",
               "soft provider: the emulated long-haul link to the server (none, 10km-25g, "
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
@@ -151,7 +154,8 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
 absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
+  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
+                    FLAGS_traffic_class};
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;

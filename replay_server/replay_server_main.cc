@@ -52,6 +52,9 @@ DEFINE_string(provider, "auto",
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
+DEFINE_int32(traffic_class, 0,
+             "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
+             "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
 
 DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");
 DEFINE_int64(slot_size, 256, "bytes per slot including its 40-byte header (multiple of 8)");
@@ -255,9 +258,10 @@ int Run(const BinaryMain& binary) {
   ServerRunOptions run;
   absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
   absl::StatusOr<verbs::ProviderOptions> provider_options =
-      options.ok() ? verbs::ProviderOptionsFromFlags(
-                         {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index})
-                   : options.status();
+      options.ok()
+          ? verbs::ProviderOptionsFromFlags({FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port,
+                                             FLAGS_gid_index, FLAGS_traffic_class})
+          : options.status();
   if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
   absl::StatusOr<std::optional<MetricsHttpOptions>> metrics_options = MetricsOptionsFromFlags();
   if (!metrics_options.ok()) return binary.BadFlag(metrics_options.status());

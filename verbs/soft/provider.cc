@@ -22,6 +22,7 @@
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/access_rules.h"
 #include "verbs/soft/channel.h"
 #include "verbs/soft/link.h"
 #include "verbs/soft/link_table.h"
@@ -45,7 +46,6 @@ constexpr absl::Duration kRejectSendTimeout = absl::Seconds(1);
 constexpr uint64_t kAcceptorSeedSalt = 0x9e3779b97f4a7c15ULL;
 // ibv_qp_attr::max_rd_atomic is a uint8_t.
 constexpr uint32_t kMaxRdAtomicOnWire = 255;
-constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
 // What memory regions, listeners and queue pairs share with their provider.
 struct Shared {
@@ -453,14 +453,7 @@ class SoftProvider : public Provider {
       return absl::InvalidArgumentError(absl::StrFormat(
           "cannot register a null or empty buffer (addr %p, length %u)", addr, length));
     }
-    if ((access & ~kAllAccess) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown access flags 0x", absl::Hex(access & ~kAllAccess)));
-    }
-    if ((access & (kRemoteWrite | kRemoteAtomic)) != 0 && (access & kLocalWrite) == 0) {
-      // libibverbs refuses this combination too (EINVAL).
-      return absl::InvalidArgumentError("remote write or atomic access needs kLocalWrite as well");
-    }
+    RETURN_IF_ERROR(CheckAccessFlags(access));  // the rule of both providers
     const uint32_t key = shared_.regions->Add(static_cast<char*>(addr), length, access);
     return std::unique_ptr<MemoryRegion>(new SoftMemoryRegion(shared_, addr, length, access, key));
   }
