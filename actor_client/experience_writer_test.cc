@@ -177,12 +177,17 @@ TEST_F(ExperienceWriterTest, ABatchWhoseCommitLandedButWasNotConfirmedIsNotWritt
   auto writer = *ExperienceWriter::Create(session.get(), wo);
   constexpr uint64_t kCount = 3 * 4;
   for (uint64_t first = 0; first < kCount; first += 4) Insert(writer.get(), first, 4);
-  EXPECT_EQ(writer->stats().reconnects, 1u);
+  // Whether the second batch's commit was placed before the connection
+  // dropped is a race: when it was not, the lease resumes at the second
+  // batch and the new connection (with the same fault) drops once more.
+  EXPECT_GE(writer->stats().reconnects, 1u);
+  EXPECT_LE(writer->stats().reconnects, 2u);
   EXPECT_EQ(writer->stats().committed, kCount);
   EXPECT_EQ(writer->stats().abandoned, 0u);
   EXPECT_EQ(writer->next_sequence(), kCount);
   // Each transition was ingested exactly once: the server resumed the
-  // lease after the second batch, and the writer did not write it again.
+  // lease after the last placed commit, and the writer did not write what
+  // was below it again.
   ASSERT_TRUE(WaitFor([&] { return server->ReadStats().ingest_cursor == kCount; }))
       << server->ReadStats().ingest_cursor;
   const protocol::StatsBlock stats = server->ReadStats();
