@@ -54,7 +54,7 @@ class ChallengeTable {
   const size_t capacity_;
   const absl::Duration lifetime_;
   absl::flat_hash_map<std::string, absl::Time> expiry_;  // by nonce
-  std::deque<std::string> order_;  // issue order; may hold consumed nonces
+  std::deque<std::string> order_;                        // issue order; may hold consumed nonces
 };
 
 }  // namespace dreplay::server
