@@ -3,9 +3,9 @@
 // The handshake's challenge-response against a real server (soft provider):
 // per-role tokens, replayed hellos, and the bytes a client sends.
 
+#include <atomic>
 #include <memory>
 #include <string>
-#include <atomic>
 #include <thread>
 #include <vector>
 
