@@ -148,25 +148,50 @@ absl::StatusOr<verbs::RemoteRegion> ClientSession::Region(protocol::RegionKind k
   return r;
 }
 
+absl::StatusOr<protocol::Nonce> ClientSession::RequestChallenge() {
+  const std::string request = protocol::EncodeChallengeRequest(options_.role);
+  absl::StatusOr<verbs::Connection> answer =
+      provider_->Connect(options_.host, options_.port, request, options_.qp);
+  if (answer.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server at ", options_.host, ":", options_.port,
+                     " accepted a challenge request: not a dreplay replay server of layout "
+                     "version ",
+                     protocol::kLayoutVersion));
+  }
+  absl::StatusOr<protocol::Nonce> nonce = protocol::ParseChallenge(answer.status());
+  if (!nonce.ok()) return answer.status();  // the server's own refusal (version, ...)
+  handshake_bytes_ += request.size() + protocol::ChallengeReason(*nonce).size();
+  return nonce;
+}
+
 absl::Status ClientSession::ConnectOnce(bool first) {
   protocol::Hello hello;
   hello.role = options_.role;
   hello.actor_id = options_.actor_id;
-  hello.auth_token = options_.auth_token;
   hello.learner_cache = options_.learner_cache;
   if (heartbeat_ != nullptr) {
     const verbs::RemoteRegion r = heartbeat_->mr()->remote();
     hello.heartbeat = protocol::WireRegion{r.addr, r.length, r.rkey, 0};
   }
-  ASSIGN_OR_RETURN(const std::string payload, protocol::EncodeHello(hello));
+  ASSIGN_OR_RETURN(hello.server_nonce, RequestChallenge());
+  ASSIGN_OR_RETURN(hello.client_nonce, protocol::RandomNonce());
+  ASSIGN_OR_RETURN(const std::string payload, protocol::EncodeHello(hello, options_.auth_token));
   ASSIGN_OR_RETURN(verbs::Connection connection,
                    provider_->Connect(options_.host, options_.port, payload, options_.qp));
-  absl::StatusOr<protocol::RegionDirectory> directory = protocol::DecodeDirectory(connection.reply);
-  if (!directory.ok()) {
+  ASSIGN_OR_RETURN(hello, protocol::DecodeHello(payload));  // with its MAC, for the proof
+  absl::StatusOr<protocol::AcceptReply> reply = protocol::DecodeAccept(connection.reply);
+  if (!reply.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the server at ", options_.host, ":", options_.port,
-                     " replied with a bad region directory: ", directory.status().message()));
+                     " replied with a bad region directory: ", reply.status().message()));
   }
+  const absl::Status proof = protocol::CheckAcceptProof(*reply, hello, options_.auth_token);
+  if (!proof.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the server at ", options_.host, ":", options_.port, ": ", proof.message()));
+  }
+  const protocol::RegionDirectory* directory = &reply->directory;
   if (!directory->Has(protocol::RegionKind::kControl)) {
     return absl::FailedPreconditionError("the server's region directory has no control block");
   }

@@ -3,8 +3,10 @@
 // session.h: a client's connection to a replay server.
 //
 // Every client (actor, learner, monitor) starts here. A ClientSession
-// connects a queue pair to the server, sends the hello (role, actor id, auth
-// token; protocol/handshake.h), takes the RegionDirectory the server replies with,
+// asks the server for a challenge, connects a queue pair to the server with
+// the hello (role, actor id, both nonces and an HMAC keyed with the role's
+// token, which is never sent; protocol/handshake.h), checks the server's
+// proof that it holds the token too, takes the RegionDirectory it replies with,
 // READs the control block and checks its magic, layout version and config.
 // From then on the clients work from `config()` (the server's published
 // LayoutConfig), never from flags of their own.
@@ -77,8 +79,11 @@ struct ClientSessionOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // the server's port; must be set
   protocol::Role role = protocol::Role::kActor;
-  uint32_t actor_id = 0;   // actors: < the server's max_actors
-  std::string auth_token;  // the server's --auth_token, if it has one
+  uint32_t actor_id = 0;  // actors: < the server's max_actors
+  // The token of this client's role, if the server has one: used as an HMAC
+  // key to answer the server's challenge and to check the server's proof;
+  // never sent (protocol/handshake.h).
+  std::string auth_token;
   // Queue pair options; link (soft provider) emulates the link to the server.
   verbs::QueuePairOptions qp;
   // Connect() and Reconnect() retry transient failures for this long
@@ -216,7 +221,7 @@ class ClientSession {
   const LinkBytes& link_bytes() const;
   // The queue pairs' own counts, over all connections of the session.
   verbs::QueuePairTraffic traffic() const;
-  // Hello and directory payload bytes of the connections made (control).
+  // Challenge, hello and accept payload bytes of the handshakes (control).
   uint64_t handshake_bytes() const { return handshake_bytes_; }
 
  private:
@@ -224,6 +229,9 @@ class ClientSession {
   // One connection attempt: connect, handshake, READ and check the control
   // block. `first` sets config_, else it must equal config_.
   absl::Status ConnectOnce(bool first);
+  // The handshake's first exchange: the server's nonce (from its refusal);
+  // the server's own refusal when it sent no challenge.
+  absl::StatusOr<protocol::Nonce> RequestChallenge();
   // Retries ConnectOnce while the failure is transient.
   absl::Status ConnectWithRetry(bool first);
   // Moves everything the queue pair completed into the sinks.

@@ -475,13 +475,18 @@ class FakeStagingServer {
       absl::StatusOr<std::unique_ptr<verbs::PendingConnection>> pending =
           listener_->Accept(absl::Milliseconds(50));
       if (!pending.ok()) continue;
+      if (protocol::IsChallengeRequest((*pending)->payload())) {
+        (*pending)->Reject(protocol::ChallengeReason(*protocol::RandomNonce()));
+        continue;
+      }
+      // No token: the hello's MAC and the accept proof are not checked.
       absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello((*pending)->payload());
       if (!hello.ok()) {
         (*pending)->Reject(std::string(hello.status().message()));
         continue;
       }
       learner_cache_ = hello->learner_cache;
-      auto qp = (*pending)->Accept(protocol::EncodeDirectory(directory_), {});
+      auto qp = (*pending)->Accept(protocol::EncodeAccept(directory_, protocol::Mac{}), {});
       if (qp.ok()) qps_.push_back(std::move(*qp));
     }
   }

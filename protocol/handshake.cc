@@ -24,6 +24,37 @@ bool IsZero(const WireRegion& region) {
   return region.addr == 0 && region.length == 0 && region.rkey == 0 && region.reserved == 0;
 }
 
+// Marks a refusal that carries a challenge.
+constexpr absl::string_view kChallengeTag = "[challenge] ";
+
+// The wire form of `hello` with every reserved word zero: what both MACs
+// cover, so that a field the decoder does not keep cannot be changed either.
+HelloMessage CanonicalMessage(const Hello& hello) {
+  HelloMessage m{};
+  m.magic = kHelloMagic;
+  m.layout_version = kLayoutVersion;
+  m.hello_bytes = sizeof(HelloMessage);
+  m.role = static_cast<uint32_t>(hello.role);
+  m.actor_id = hello.actor_id;
+  m.flags = hello.learner_cache ? kHelloFlagLearnerCache : 0;
+  m.heartbeat = hello.heartbeat;
+  std::memcpy(m.server_nonce, hello.server_nonce.data(), kNonceBytes);
+  std::memcpy(m.client_nonce, hello.client_nonce.data(), kNonceBytes);
+  std::memcpy(m.mac, hello.mac.data(), kMacBytes);
+  return m;
+}
+
+std::string Serialize(const HelloMessage& m) {
+  return std::string(reinterpret_cast<const char*>(&m), sizeof(m));
+}
+
+// HMAC over the label and the canonical message with its MAC zeroed.
+Mac HelloMac(const Hello& hello, absl::string_view token) {
+  HelloMessage m = CanonicalMessage(hello);
+  std::memset(m.mac, 0, sizeof(m.mac));
+  return HmacSha256(token, absl::StrCat(kHelloMacLabel, Serialize(m)));
+}
+
 }  // namespace
 
 const char* RoleName(Role role) {
@@ -46,11 +77,44 @@ absl::StatusOr<Role> ParseRole(const std::string& name) {
       absl::StrCat("unknown role \"", name, "\" (expected actor, learner or monitor)"));
 }
 
-absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
-  if (hello.auth_token.size() > kMaxAuthTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("auth token of ", hello.auth_token.size(),
-                                                   " bytes is longer than the limit of ",
-                                                   kMaxAuthTokenBytes));
+std::string EncodeChallengeRequest(Role role) {
+  ChallengeRequestMessage m{};
+  m.magic = kHelloMagic;
+  m.layout_version = kLayoutVersion;
+  m.request_bytes = sizeof(ChallengeRequestMessage);
+  m.role = static_cast<uint32_t>(role);
+  return std::string(reinterpret_cast<const char*>(&m), sizeof(m));
+}
+
+bool IsChallengeRequest(absl::string_view payload) {
+  if (payload.size() != sizeof(ChallengeRequestMessage)) return false;
+  ChallengeRequestMessage m;
+  std::memcpy(&m, payload.data(), sizeof(m));
+  return m.magic == kHelloMagic && m.layout_version == kLayoutVersion &&
+         m.request_bytes == sizeof(ChallengeRequestMessage) && ValidRole(m.role) && m.reserved == 0;
+}
+
+std::string ChallengeReason(const Nonce& server_nonce) {
+  return absl::StrCat(kChallengeTag, NonceToHex(server_nonce));
+}
+
+absl::StatusOr<Nonce> ParseChallenge(const absl::Status& refusal) {
+  if (refusal.code() != absl::StatusCode::kPermissionDenied) {
+    return absl::NotFoundError("not a challenge");
+  }
+  const size_t at = refusal.message().find(kChallengeTag);
+  if (at == absl::string_view::npos) return absl::NotFoundError("not a challenge");
+  const absl::string_view hex =
+      refusal.message().substr(at + kChallengeTag.size(), 2 * kNonceBytes);
+  absl::StatusOr<Nonce> nonce = NonceFromHex(hex);
+  if (!nonce.ok()) return absl::NotFoundError("not a challenge");
+  return nonce;
+}
+
+absl::StatusOr<std::string> EncodeHello(const Hello& hello, absl::string_view token) {
+  if (token.size() > kMaxAuthTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "auth token of ", token.size(), " bytes is longer than the limit of ", kMaxAuthTokenBytes));
   }
   if (!ValidRole(static_cast<uint32_t>(hello.role))) {
     return absl::InvalidArgumentError(
@@ -64,17 +128,9 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello) {
     return absl::InvalidArgumentError(
         absl::StrCat("learner_cache given for a ", RoleName(hello.role), " (learners only)"));
   }
-  HelloMessage m{};
-  m.magic = kHelloMagic;
-  m.layout_version = kLayoutVersion;
-  m.hello_bytes = sizeof(HelloMessage);
-  m.role = static_cast<uint32_t>(hello.role);
-  m.actor_id = hello.actor_id;
-  m.token_length = static_cast<uint32_t>(hello.auth_token.size());
-  m.heartbeat = hello.heartbeat;
-  m.flags = hello.learner_cache ? kHelloFlagLearnerCache : 0;
-  std::memcpy(m.token, hello.auth_token.data(), hello.auth_token.size());
-  return std::string(reinterpret_cast<const char*>(&m), sizeof(m));
+  Hello signed_hello = hello;
+  signed_hello.mac = HelloMac(hello, token);
+  return Serialize(CanonicalMessage(signed_hello));
 }
 
 absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
@@ -107,9 +163,9 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
   if (!ValidRole(m.role)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed hello: unknown role ", m.role));
   }
-  if (m.token_length > kMaxAuthTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed hello: token length ", m.token_length,
-                                                   " exceeds ", kMaxAuthTokenBytes));
+  if (m.reserved0 != 0 || m.reserved[0] != 0 || m.reserved[1] != 0 || m.reserved[2] != 0) {
+    // The MAC covers the canonical message, so a reserved word must be zero.
+    return absl::InvalidArgumentError("malformed hello: a reserved word is not zero");
   }
   if (!IsZero(m.heartbeat) && (m.heartbeat.length < kHeartbeatBytes || m.heartbeat.addr % 8 != 0)) {
     return absl::InvalidArgumentError(
@@ -128,30 +184,49 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed hello: actor_id=", m.actor_id, " for a ", RoleName(hello.role)));
   }
-  hello.auth_token.assign(m.token, m.token_length);
   hello.heartbeat = m.heartbeat;
+  std::memcpy(hello.server_nonce.data(), m.server_nonce, kNonceBytes);
+  std::memcpy(hello.client_nonce.data(), m.client_nonce, kNonceBytes);
+  std::memcpy(hello.mac.data(), m.mac, kMacBytes);
   return hello;
 }
 
-bool TokensEqual(absl::string_view offered, absl::string_view expected) {
-  // Both sides are compared over the full fixed width, so neither the
-  // position of the first difference nor the offered length changes the
-  // work done.
-  unsigned char a[kMaxAuthTokenBytes] = {};
-  unsigned char b[kMaxAuthTokenBytes] = {};
-  const bool too_long = offered.size() > kMaxAuthTokenBytes || expected.size() > kMaxAuthTokenBytes;
-  std::memcpy(a, offered.data(), std::min(offered.size(), kMaxAuthTokenBytes));
-  std::memcpy(b, expected.data(), std::min(expected.size(), kMaxAuthTokenBytes));
-  volatile unsigned char diff = 0;
-  for (size_t i = 0; i < kMaxAuthTokenBytes; ++i) diff = diff | (a[i] ^ b[i]);
-  const uint64_t length_diff = static_cast<uint64_t>(offered.size()) ^ expected.size();
-  return diff == 0 && length_diff == 0 && !too_long;
+bool CheckHelloMac(const Hello& hello, absl::string_view token) {
+  return MacsEqual(hello.mac, HelloMac(hello, token));
 }
 
-absl::Status CheckToken(const Hello& hello, absl::string_view expected) {
-  if (expected.empty()) return absl::OkStatus();
-  if (!TokensEqual(hello.auth_token, expected)) {
-    return absl::PermissionDeniedError("authentication failed");
+Mac AcceptProof(absl::string_view token, const Hello& hello, const RegionDirectory& directory) {
+  const std::string data =
+      absl::StrCat(kAcceptMacLabel, Serialize(CanonicalMessage(hello)),
+                   absl::string_view(reinterpret_cast<const char*>(&directory), sizeof(directory)));
+  return HmacSha256(token, data);
+}
+
+std::string EncodeAccept(const RegionDirectory& directory, const Mac& proof) {
+  return absl::StrCat(
+      absl::string_view(reinterpret_cast<const char*>(&directory), sizeof(directory)),
+      absl::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()));
+}
+
+absl::StatusOr<AcceptReply> DecodeAccept(absl::string_view payload) {
+  if (payload.size() != sizeof(RegionDirectory) + kMacBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("accept reply of ", payload.size(),
+                                                   " bytes, expected ",
+                                                   sizeof(RegionDirectory) + kMacBytes));
+  }
+  AcceptReply reply;
+  std::memcpy(&reply.directory, payload.data(), sizeof(RegionDirectory));
+  std::memcpy(reply.proof.data(), payload.data() + sizeof(RegionDirectory), kMacBytes);
+  absl::Status status = reply.directory.Validate();
+  if (!status.ok()) return status;
+  return reply;
+}
+
+absl::Status CheckAcceptProof(const AcceptReply& reply, const Hello& hello,
+                              absl::string_view token) {
+  if (token.empty()) return absl::OkStatus();
+  if (!MacsEqual(reply.proof, AcceptProof(token, hello, reply.directory))) {
+    return absl::PermissionDeniedError("the server did not prove it holds the token");
   }
   return absl::OkStatus();
 }
@@ -204,22 +279,6 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
 bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config) {
   if (kind == RegionKind::kActors && config.max_actors == 0) return false;
   return RoleAccess(role, kind) != 0;
-}
-
-std::string EncodeDirectory(const RegionDirectory& directory) {
-  return std::string(reinterpret_cast<const char*>(&directory), sizeof(directory));
-}
-
-absl::StatusOr<RegionDirectory> DecodeDirectory(absl::string_view payload) {
-  if (payload.size() != sizeof(RegionDirectory)) {
-    return absl::InvalidArgumentError(absl::StrCat("region directory of ", payload.size(),
-                                                   " bytes, expected ", sizeof(RegionDirectory)));
-  }
-  RegionDirectory directory;
-  std::memcpy(&directory, payload.data(), sizeof(directory));
-  absl::Status status = directory.Validate();
-  if (!status.ok()) return status;
-  return directory;
 }
 
 absl::Status CheckDirectoryForRole(const RegionDirectory& directory, Role role,

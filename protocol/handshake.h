@@ -2,22 +2,37 @@
 //
 // handshake.h: the replay service's connection handshake.
 //
-// A client connects with verbs::Provider::Connect() and sends an encoded
-// Hello as the connection payload; the server decodes and checks it and
-// either rejects the connection (the client's Connect() fails with
-// kPermissionDenied and the reason) or accepts it with an encoded
-// RegionDirectory as the reply. The directory holds the keys of the regions
-// the client's role may use, and nothing else (see RoleAccess and the access
-// table in protocol/README.md): a key a role must not use is never sent to it.
+// A client authenticates with a challenge-response, so that its token never
+// crosses the wire. The providers' connection setup carries one payload each
+// way, so the challenge takes a first exchange that the server always
+// refuses (no queue pair, no region key is made for it): the refusal reason
+// carries a fresh server nonce. The client then connects for real with a
+// hello that names that nonce, a nonce of its own and an HMAC-SHA256, keyed
+// with its role's token, over the whole hello (layout version, role, actor
+// id, flags, heartbeat region and both nonces). The server consumes the
+// nonce (one use, short-lived), verifies the MAC in constant time and only
+// then checks role limits and allocates anything. Its accept reply carries
+// the region directory and a proof: an HMAC with the same token over the
+// hello and the directory, which the client checks (mutual authentication).
 //
 //   client                                  server
-//   EncodeHello({role, actor id, token})
+//   EncodeChallengeRequest(role)
+//     -- Connect(payload) -------------->    IsChallengeRequest
+//                                            RandomNonce, remember it
+//     <-- Reject(ChallengeReason(nonce)) -
+//   ParseChallenge, RandomNonce
+//   EncodeHello({role, actor id, nonces}, token)
 //     -- Connect(payload) -------------->    DecodeHello (magic, version, size,
-//                                              role, token length)
-//                                            CheckToken (constant time)
+//                                              role, flags)
+//                                            consume the server nonce
+//                                            CheckHelloMac (token of the role)
 //                                            role limits (one learner, ...)
-//     <-- Accept(EncodeDirectory(dir)) --    or Reject(reason)
-//   DecodeDirectory, CheckDirectoryForRole
+//     <-- Accept(EncodeAccept(dir, proof))   or Reject(reason)
+//   DecodeAccept, CheckAcceptProof, CheckDirectoryForRole
+//
+// The directory holds the keys of the regions the client's role may use,
+// and nothing else (see RoleAccess and the access table in
+// protocol/README.md): a key a role must not use is never sent to it.
 //
 // A reason whose rejection is temporary (e.g. another learner is still
 // connected) is made with RetryableReason(); IsRetryableRejection() tells a
@@ -35,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "protocol/auth.h"
 #include "protocol/layout.h"
 
 namespace dreplay::protocol {
@@ -53,12 +69,24 @@ absl::StatusOr<Role> ParseRole(const std::string& name);
 inline constexpr uint32_t kHelloFlagLearnerCache = 1u << 0;
 inline constexpr uint32_t kHelloKnownFlags = kHelloFlagLearnerCache;
 
-// ASCII "DRHELLO1" read as a little-endian u64.
+// ASCII "DRHELLO1" read as a little-endian u64 (hello and challenge request).
 inline constexpr uint64_t kHelloMagic = 0x314F4C4C45485244ULL;
 // Longest accepted authentication token, bytes.
 inline constexpr size_t kMaxAuthTokenBytes = 256;
 // Smallest region a heartbeat may name (the server WRITEs one u64).
 inline constexpr uint64_t kHeartbeatBytes = sizeof(uint64_t);
+
+// The wire form of the first exchange: "send me a challenge". It shares the
+// hello's first 16 bytes, so a server of another layout version answers with
+// the version mismatch.
+struct ChallengeRequestMessage {
+  uint64_t magic;           // kHelloMagic
+  uint32_t layout_version;  // kLayoutVersion of the client's build
+  uint32_t request_bytes;   // sizeof(ChallengeRequestMessage)
+  uint32_t role;            // Role (for the server's log only)
+  uint32_t reserved;
+};
+static_assert(sizeof(ChallengeRequestMessage) == 24, "ChallengeRequestMessage is a wire structure");
 
 // The wire form of the client's hello (the connection payload).
 struct HelloMessage {
@@ -67,56 +95,96 @@ struct HelloMessage {
   uint32_t hello_bytes;     // sizeof(HelloMessage)
   uint32_t role;            // Role
   uint32_t actor_id;        // actors: their id (< config.max_actors); else 0
-  uint32_t token_length;    // bytes of `token` used (<= kMaxAuthTokenBytes)
   uint32_t flags;           // kHelloFlag* bits
+  uint32_t reserved0;
   // Optional: a client region (>= kHeartbeatBytes, remote WRITE) where the
   // server WRITEs a heartbeat now and then, so that it notices a peer that
   // died (an RC queue pair that carries no traffic never fails). All zero:
   // none; the server then relies on the queue pair's own state.
   WireRegion heartbeat;
   uint64_t reserved[3];
-  char token[kMaxAuthTokenBytes];
+  uint8_t server_nonce[kNonceBytes];  // the challenge the server sent
+  uint8_t client_nonce[kNonceBytes];  // fresh per connection
+  // HMAC-SHA256(token of the role, kHelloMacLabel || this message with `mac`
+  // zeroed). The token itself is never sent.
+  uint8_t mac[kMacBytes];
 };
-static_assert(sizeof(HelloMessage) == 336, "HelloMessage is a wire structure");
+static_assert(sizeof(HelloMessage) == 176, "HelloMessage is a wire structure");
 static_assert(offsetof(HelloMessage, layout_version) == 8, "");
 static_assert(offsetof(HelloMessage, role) == 16, "");
 static_assert(offsetof(HelloMessage, heartbeat) == 32, "");
-static_assert(offsetof(HelloMessage, token) == 80, "");
+static_assert(offsetof(HelloMessage, server_nonce) == 80, "");
+static_assert(offsetof(HelloMessage, mac) == 144, "");
 // Bytes a server reads before it knows the client's layout version.
 inline constexpr size_t kHelloPrefixBytes = offsetof(HelloMessage, hello_bytes);
+static_assert(offsetof(ChallengeRequestMessage, request_bytes) == kHelloPrefixBytes, "");
+
+// Domain separation of the two MACs of a handshake.
+inline constexpr absl::string_view kHelloMacLabel = "dreplay hello v5";
+inline constexpr absl::string_view kAcceptMacLabel = "dreplay accept v5";
 
 // The decoded hello.
 struct Hello {
   Role role = Role::kActor;
   uint32_t actor_id = 0;
-  std::string auth_token;  // never logged
-  WireRegion heartbeat;    // length 0: none
+  WireRegion heartbeat;  // length 0: none
   // Learners: this learner keeps every transition it receives (transfer-once
   // cache), so the server may stage a transition it holds as a reference
   // only (protocol/staging.h, kEntryCachedBit).
   bool learner_cache = false;
+  Nonce server_nonce{};
+  Nonce client_nonce{};
+  Mac mac{};  // set by DecodeHello; EncodeHello computes its own
 };
 
-// InvalidArgument when the token is longer than kMaxAuthTokenBytes, the role
-// is unknown or a non-actor names an actor id.
-absl::StatusOr<std::string> EncodeHello(const Hello& hello);
+// The first exchange's payload.
+std::string EncodeChallengeRequest(Role role);
+// True when `payload` is a well-formed challenge request of this layout
+// version (anything else goes to DecodeHello, which says what is wrong).
+bool IsChallengeRequest(absl::string_view payload);
+
+// The refusal reason that carries a challenge, and its inverse on the
+// client: the nonce from Connect()'s refusal; NotFound when `refusal` does
+// not carry a challenge (the caller then reports `refusal` itself).
+std::string ChallengeReason(const Nonce& server_nonce);
+absl::StatusOr<Nonce> ParseChallenge(const absl::Status& refusal);
+
+// Encodes `hello` with its MAC keyed by `token` (empty: an unauthenticated
+// hello, which only a server without tokens accepts). InvalidArgument when
+// the token is longer than kMaxAuthTokenBytes, the role is unknown or a
+// non-actor names an actor id.
+absl::StatusOr<std::string> EncodeHello(const Hello& hello, absl::string_view token);
 
 // Decodes a connection payload. The messages are meant for the peer (they
-// become the rejection reason) and never quote the token:
+// become the rejection reason):
 //   InvalidArgument     too short, not a hello, wrong size, unknown role,
-//                       token too long, a heartbeat region too small
+//                       bad flags, a reserved word not zero, a heartbeat
+//                       region too small
 //   FailedPrecondition  another layout version, naming both versions
 absl::StatusOr<Hello> DecodeHello(absl::string_view payload);
 
-// True when `offered` equals `expected`. The time taken depends on neither
-// content nor the offered length (both are compared as kMaxAuthTokenBytes
-// buffers plus their lengths). Tokens longer than kMaxAuthTokenBytes never
-// match.
-bool TokensEqual(absl::string_view offered, absl::string_view expected);
+// True when the hello's MAC is the one `token` gives (constant-time
+// compare). Any change to a field of the hello changes the MAC.
+bool CheckHelloMac(const Hello& hello, absl::string_view token);
 
-// OK when `expected` is empty (no authentication) or equals the hello's
-// token; PermissionDenied "authentication failed" otherwise.
-absl::Status CheckToken(const Hello& hello, absl::string_view expected);
+// The server's proof that it holds `token`: HMAC over kAcceptMacLabel, the
+// authenticated hello (its MAC included) and the directory's bytes.
+Mac AcceptProof(absl::string_view token, const Hello& hello, const RegionDirectory& directory);
+
+// The accept reply: the directory, then the proof.
+struct AcceptReply {
+  RegionDirectory directory;
+  Mac proof{};
+};
+std::string EncodeAccept(const RegionDirectory& directory, const Mac& proof);
+// InvalidArgument for a payload of the wrong size; RegionDirectory::Validate()
+// errors otherwise.
+absl::StatusOr<AcceptReply> DecodeAccept(absl::string_view payload);
+// Client side: OK when `token` is empty (an open server: nothing to check)
+// or the reply's proof is AcceptProof(token, hello, directory);
+// PermissionDenied "the server did not prove it holds the token" otherwise.
+absl::Status CheckAcceptProof(const AcceptReply& reply, const Hello& hello,
+                              absl::string_view token);
 
 // Remote access rights, as bits of a mask. They have the values of
 // verbs::Access's remote bits (the server static_asserts it), copied so that
@@ -136,12 +204,6 @@ uint32_t RoleAccess(Role role, RegionKind kind);
 // The regions a role needs in its directory (RoleAccess != 0), except
 // kActors when config.max_actors == 0.
 bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config);
-
-// The reply payload.
-std::string EncodeDirectory(const RegionDirectory& directory);
-// InvalidArgument for a payload of the wrong size; RegionDirectory::Validate()
-// errors otherwise.
-absl::StatusOr<RegionDirectory> DecodeDirectory(absl::string_view payload);
 
 // Client side: OK when `directory` holds exactly the regions a role is
 // given: every region RoleAccess grants (kActors only when max_actors > 0)

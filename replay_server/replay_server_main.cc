@@ -6,6 +6,12 @@
 //       --batch_size=32 --staging_depth=8 --checkpoint_dir=/var/lib/dreplay
 //       --auth_token_file=/etc/dreplay/token
 //
+// Tokens: --actor_token_file, --learner_token_file and --monitor_token_file
+// give each role its own; --auth_token_file is the token of every role
+// without one. Clients prove they hold their role's token by an HMAC over a
+// server nonce (protocol/handshake.h); no token crosses the wire. Without any
+// token the server admits everyone, and warns at start.
+//
 // Prints "listening on HOST:PORT" once clients may connect (--port_file also
 // writes the port). With --metrics_listen=127.0.0.1:9464 it also serves its
 // metrics to Prometheus at http://127.0.0.1:9464/metrics (printed as
@@ -21,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -94,8 +101,15 @@ DEFINE_double(max_priority, 1e6,
               "negative ones count as no estimate (both counted)");
 DEFINE_int64(seed, 1, "seed of the sampler's random generator");
 
-DEFINE_string(auth_token, "", "clients must present this token (prefer --auth_token_file)");
-DEFINE_string(auth_token_file, "", "file holding the token (one line)");
+DEFINE_string(auth_token, "",
+              "token of every role without its own (prefer --auth_token_file); clients prove "
+              "they hold it by challenge-response, it never crosses the wire");
+DEFINE_string(auth_token_file, "", "file holding the token of every role without its own");
+DEFINE_string(actor_token_file, "", "file holding the actors' token (else --auth_token_file's)");
+DEFINE_string(learner_token_file, "",
+              "file holding the learner's token (else --auth_token_file's)");
+DEFINE_string(monitor_token_file, "",
+              "file holding the monitors' token (else --auth_token_file's)");
 DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start when present");
 DEFINE_double(checkpoint_interval_s, 0,
               "periodic checkpoint interval (0: only at shutdown and on SIGUSR1)");
@@ -221,10 +235,20 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
 
   ASSIGN_OR_RETURN(o.auth_token, ReadAuthToken(FLAGS_auth_token, FLAGS_auth_token_file,
                                                EmptyTokenFile::kRefused));
-  if (o.auth_token.size() > protocol::kMaxAuthTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the auth token is ", o.auth_token.size(),
-                                                   " bytes, more than ",
-                                                   protocol::kMaxAuthTokenBytes));
+  for (const auto& [flag, file, token] :
+       {std::tuple<const char*, const std::string*, std::string*>{
+            "auth_token_file", &FLAGS_auth_token_file, &o.auth_token},
+        {"actor_token_file", &FLAGS_actor_token_file, &o.actor_token},
+        {"learner_token_file", &FLAGS_learner_token_file, &o.learner_token},
+        {"monitor_token_file", &FLAGS_monitor_token_file, &o.monitor_token}}) {
+    if (token != &o.auth_token) {
+      ASSIGN_OR_RETURN(*token, ReadAuthToken("", *file, EmptyTokenFile::kRefused));
+    }
+    if (token->size() > protocol::kMaxAuthTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": the token is ", token->size(),
+                                                     " bytes, more than ",
+                                                     protocol::kMaxAuthTokenBytes));
+    }
   }
   RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
   o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);

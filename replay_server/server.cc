@@ -67,6 +67,27 @@ struct ReplayServer::Client {
   }
 };
 
+const std::string& ReplayServerOptions::TokenFor(protocol::Role role) const {
+  const std::string* own = nullptr;
+  switch (role) {
+    case protocol::Role::kActor:
+      own = &actor_token;
+      break;
+    case protocol::Role::kLearner:
+      own = &learner_token;
+      break;
+    case protocol::Role::kMonitor:
+      own = &monitor_token;
+      break;
+  }
+  return own != nullptr && !own->empty() ? *own : auth_token;
+}
+
+bool ReplayServerOptions::authenticated() const {
+  return !auth_token.empty() || !actor_token.empty() || !learner_token.empty() ||
+         !monitor_token.empty();
+}
+
 absl::Status ReplayServerOptions::Validate() const {
   if (host.empty()) return absl::InvalidArgumentError("ReplayServerOptions.host is empty");
   RETURN_IF_ERROR(layout.Validate());
@@ -76,10 +97,16 @@ absl::Status ReplayServerOptions::Validate() const {
         absl::StrCat("ReplayServerOptions.core.memory.capacity=", core.memory.capacity,
                      " differs from capacity=", layout.capacity));
   }
-  if (auth_token.size() > protocol::kMaxAuthTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.auth_token is ",
-                                                   auth_token.size(), " bytes, more than ",
-                                                   protocol::kMaxAuthTokenBytes));
+  for (const auto& [name, token] :
+       {std::pair<const char*, const std::string*>{"auth_token", &auth_token},
+        {"actor_token", &actor_token},
+        {"learner_token", &learner_token},
+        {"monitor_token", &monitor_token}}) {
+    if (token->size() > protocol::kMaxAuthTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.", name, " is ",
+                                                     token->size(), " bytes, more than ",
+                                                     protocol::kMaxAuthTokenBytes));
+    }
   }
   if (max_clients == 0)
     return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
@@ -158,7 +185,27 @@ absl::Status ReplayServer::Init() {
   LOG(INFO) << config().leases << " actor leases of " << protocol::LeaseSlots(config())
             << " slots each: an actor keeps at most that many transitions (set --leases "
                "to the number of actors to give each a larger share)";
+  LogCredentials();
   return absl::OkStatus();
+}
+
+void ReplayServer::LogCredentials() const {
+  if (!options_.authenticated()) {
+    LOG(WARNING) << "no token given: any client that reaches " << address()
+                 << " may take any role (set --auth_token_file or per-role token files)";
+    return;
+  }
+  for (protocol::Role role :
+       {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
+    const bool own = &options_.TokenFor(role) != &options_.auth_token;
+    if (options_.TokenFor(role).empty()) {
+      LOG(WARNING) << "no token for the " << protocol::RoleName(role)
+                   << " role: " << protocol::RoleName(role) << "s are refused";
+    } else {
+      LOG(INFO) << protocol::RoleName(role) << "s authenticate with "
+                << (own ? "their own role's token" : "the shared token");
+    }
+  }
 }
 
 absl::Status ReplayServer::RestoreNewestCheckpoint() {
@@ -366,13 +413,45 @@ void ReplayServer::Reject(verbs::PendingConnection* pending, const std::string& 
   pending->Reject(reason);
 }
 
+void ReplayServer::IssueChallenge(verbs::PendingConnection* pending) {
+  absl::StatusOr<protocol::Nonce> nonce = challenges_.Issue(absl::Now());
+  if (!nonce.ok()) {
+    LOG(ERROR) << "cannot issue a challenge: " << nonce.status();
+    Reject(pending, "internal server error (see the server's log)");
+    return;
+  }
+  pending->Reject(protocol::ChallengeReason(*nonce));
+}
+
+absl::Status ReplayServer::Authenticate(const protocol::Hello& hello) {
+  // The nonce goes first and in any case: a hello is good once.
+  if (!challenges_.Consume(hello.server_nonce, absl::Now())) {
+    return absl::PermissionDeniedError(
+        protocol::RetryableReason("authentication failed: unknown, used or expired challenge"));
+  }
+  if (!options_.authenticated()) return absl::OkStatus();
+  const std::string& token = options_.TokenFor(hello.role);
+  if (token.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat("authentication failed: this server admits no ",
+                                                    protocol::RoleName(hello.role)));
+  }
+  if (!protocol::CheckHelloMac(hello, token)) {
+    return absl::PermissionDeniedError("authentication failed");
+  }
+  return absl::OkStatus();
+}
+
 void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pending) {
+  if (protocol::IsChallengeRequest(pending->payload())) {
+    IssueChallenge(pending.get());
+    return;
+  }
   absl::StatusOr<protocol::Hello> hello = protocol::DecodeHello(pending->payload());
   if (!hello.ok()) {
     Reject(pending.get(), std::string(hello.status().message()));
     return;
   }
-  const absl::Status auth = protocol::CheckToken(*hello, options_.auth_token);
+  const absl::Status auth = Authenticate(*hello);
   if (!auth.ok()) {
     Reject(pending.get(), absl::StrCat(protocol::RoleName(hello->role), ": ", auth.message()));
     return;
@@ -431,8 +510,10 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Reject(pending.get(), "internal server error (see the server's log)");
     return;
   }
-  absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp =
-      pending->Accept(protocol::EncodeDirectory(*directory), options_.qp);
+  absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp = pending->Accept(
+      protocol::EncodeAccept(
+          *directory, protocol::AcceptProof(options_.TokenFor(hello->role), *hello, *directory)),
+      options_.qp);
   if (!qp.ok()) {
     LOG(WARNING) << "accepting " << protocol::RoleName(hello->role) << " from " << pending->peer()
                  << " failed: " << qp.status();

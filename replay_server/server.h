@@ -14,8 +14,10 @@
 //     access table; protocol/handshake.h's RoleAccess). Each actor line, and
 //     each lease's slots and commit words, is registered on its own, when
 //     first needed.
-//   * An accept thread answers handshakes: it checks the hello (version,
-//     token in constant time, role, actor id) and replies with a directory of
+//   * An accept thread answers handshakes: it answers a challenge request
+//     with a fresh nonce (challenge_table.h), checks the hello (version, the
+//     nonce, the HMAC of the role's token in constant time, role, actor id)
+//     before anything is allocated for the client, and replies with a directory of
 //     only the keys that role may use, or rejects with a reason the client
 //     sees. At most one learner at a time: a second one is refused with a
 //     retryable reason while the first is alive. Each actor is granted a
@@ -69,6 +71,7 @@
 #include "common/mutex.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
+#include "replay_server/challenge_table.h"
 #include "replay_server/checkpoint_store.h"
 #include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
@@ -78,6 +81,10 @@
 #include "verbs/verbs.h"
 
 namespace dreplay::server {
+
+// Challenges (server nonces) outstanding at most, and how long one is good.
+inline constexpr size_t kMaxOutstandingChallenges = 4096;
+inline constexpr absl::Duration kChallengeLifetime = absl::Seconds(30);
 
 struct ReplayServerOptions {
   // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
@@ -89,9 +96,20 @@ struct ReplayServerOptions {
   // The replay loop: memory (alpha, sampling mode, seed), ingest, sampler
   // (beta schedule), update timeout, idle back-off, stats refresh.
   ReplayCoreOptions core;
-  // Clients must present this token (compared in constant time, never
-  // logged). Empty: no authentication.
+  // Credentials (protocol/handshake.h's challenge-response: a client proves
+  // it holds its role's token with an HMAC over a server nonce; the token
+  // never crosses the wire). A role's token is its own one if set, else
+  // auth_token (one token for every role, as before). A role left without a
+  // token while another role has one is refused. All empty: no
+  // authentication (the server warns at start).
   std::string auth_token;
+  std::string actor_token;
+  std::string learner_token;
+  std::string monitor_token;
+  // The token `role` must prove ("" when it has none).
+  const std::string& TokenFor(protocol::Role role) const;
+  // True when any token is set.
+  bool authenticated() const;
   // Connections held at most; more are refused (retryably) until some go.
   uint32_t max_clients = 1024;
   // Where checkpoints go ("<dir>/replay.ckpt", older ones
@@ -191,9 +209,18 @@ class ReplayServer {
   absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello,
                                                          uint32_t lease, uint64_t resume);
 
+  // Says at start which roles authenticate with which token (never the
+  // token); a warning when there is none.
+  void LogCredentials() const;
+
   void AcceptLoop();
   void HandleConnection(std::unique_ptr<verbs::PendingConnection> pending);
   void Reject(verbs::PendingConnection* pending, const std::string& reason);
+  // Answers a challenge request with a fresh nonce (a refusal, by design).
+  void IssueChallenge(verbs::PendingConnection* pending);
+  // OK when the hello names a live challenge and carries the MAC of its
+  // role's token; the refusal reason otherwise.
+  absl::Status Authenticate(const protocol::Hello& hello);
   // Drops failed clients and writes due heartbeats.
   void Housekeeping(absl::Time now);
   void PublishConnections();
@@ -241,6 +268,7 @@ class ReplayServer {
   std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_slot_mrs_;
   std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_commit_mrs_;
   std::unique_ptr<LeaseTable> leases_;
+  ChallengeTable challenges_{kMaxOutstandingChallenges, kChallengeLifetime};
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t next_client_id_ = 1;
   absl::Time last_heartbeat_ = absl::InfinitePast();

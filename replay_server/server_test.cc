@@ -48,6 +48,16 @@ class ReplayServerTest : public ::testing::Test {
     return client_host_->Connect(server.host(), server.port(), payload, qp).status();
   }
 
+  // `hello` answering a fresh challenge of `server`, with the MAC of `token`.
+  std::string SignedHello(const ReplayServer& server, protocol::Hello hello,
+                          const std::string& token) {
+    const absl::Status refusal = ConnectRaw(server, protocol::EncodeChallengeRequest(hello.role));
+    absl::StatusOr<protocol::Nonce> nonce = protocol::ParseChallenge(refusal);
+    EXPECT_TRUE(nonce.ok()) << refusal;
+    if (nonce.ok()) hello.server_nonce = *nonce;
+    return protocol::EncodeHello(hello, token).value();
+  }
+
   // A READ of the session's lease line: proves an actor's queue pair still
   // works; returns the lease's ingest cursor.
   absl::StatusOr<uint64_t> PeekLease(client::ClientSession* session) {
@@ -143,8 +153,7 @@ TEST_F(ReplayServerTest, RefusedHandshakesDoNotDisturbAConnectedClient) {
   // Another layout version.
   protocol::Hello hello;
   hello.role = protocol::Role::kLearner;
-  hello.auth_token = "open-sesame";
-  std::string wire = *protocol::EncodeHello(hello);
+  std::string wire = SignedHello(*server, hello, "open-sesame");
   const uint32_t other_version = protocol::kLayoutVersion + 1;
   std::memcpy(&wire[offsetof(protocol::HelloMessage, layout_version)], &other_version, 4);
   s = ConnectRaw(*server, wire);
@@ -324,7 +333,7 @@ TEST_F(ReplayServerTest, PublishesThePolicyAndForgetsTheLearnerCacheOnEveryLearn
   hello.learner_cache = true;
   // The accept thread answers a learner only once the core has applied its
   // connection: the reset is counted by then (and published soon after).
-  const absl::Status s = ConnectRaw(*server, protocol::EncodeHello(hello).value());
+  const absl::Status s = ConnectRaw(*server, SignedHello(*server, hello, ""));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_TRUE(WaitFor([&] { return resets() == 1; }));
 }

@@ -343,5 +343,53 @@ TEST_F(SecurityTest, GarbageOnTheListenPortDoesNotDisturbTheServer) {
   EXPECT_EQ(*exit_status, 0) << server_->LogTail();
 }
 
+// The binary's per-role token files: a role's own token replaces the shared
+// one for that role only, and no token is written to the log.
+TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
+  const std::string dir = testing::MakeTestDir("security_roles");
+  const std::string shared = "shared-token-5d1c0a9e", learner = "learner-token-77e2b3f1";
+  std::ofstream(dir + "/shared") << shared << "\n";
+  std::ofstream(dir + "/learner") << learner << "\n";
+  testing::ServerProcessOptions options;
+  options.flags = {"--capacity=4096",
+                   "--slot_size=168",
+                   "--batch_size=8",
+                   "--staging_depth=4",
+                   "--max_actors=8",
+                   "--stats_interval_s=0",
+                   "--auth_token_file=" + dir + "/shared",
+                   "--learner_token_file=" + dir + "/learner"};
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<verbs::Provider> host = SoftProvider();
+  auto connect = [&](Role role, uint32_t actor_id, const std::string& token) {
+    client::ClientSessionOptions o = testing::ClientOptions(**server, role, actor_id, token);
+    o.connect_deadline = absl::ZeroDuration();
+    return ClientSession::Connect(host.get(), o).status();
+  };
+  EXPECT_TRUE(connect(Role::kActor, 1, shared).ok());
+  EXPECT_TRUE(connect(Role::kMonitor, 0, shared).ok());
+  const absl::Status s = connect(Role::kLearner, 0, shared);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("authentication failed"), std::string::npos) << s;
+  EXPECT_TRUE(connect(Role::kLearner, 0, learner).ok());
+  const std::string log = (*server)->LogTail(1 << 20);
+  EXPECT_NE(log.find("learners authenticate with their own role's token"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find(shared), std::string::npos);
+  EXPECT_EQ(log.find(learner), std::string::npos);
+}
+
+TEST(SecurityFlagsTest, AServerWithoutTokensWarnsAtStart) {
+  testing::ServerProcessOptions options;
+  options.flags = {"--capacity=4096",   "--slot_size=168", "--batch_size=8",
+                   "--staging_depth=4", "--max_actors=8",  "--stats_interval_s=0"};
+  absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
+      testing::ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_NE((*server)->LogTail().find("no token given"), std::string::npos) << (*server)->LogTail();
+}
+
 }  // namespace
 }  // namespace dreplay::tests

@@ -18,6 +18,9 @@ PACKAGES=(
   # Metrics: the HTTP server of the /metrics endpoints, and promtool, which
   # the tests run to check the exposition text.
   libmicrohttpd-dev prometheus
+  # Authentication: HMAC-SHA256, the CSPRNG and constant-time compare of the
+  # handshake's challenge-response (libcrypto).
+  libssl-dev
   # Experiments: plots
   python3 python3-matplotlib
   # Clusters: Slurm and its authentication (tools/slurm/, and the single-machine
