@@ -20,7 +20,6 @@ static_assert(uint32_t{protocol::kAccessWrite} == uint32_t{verbs::kRemoteWrite},
 static_assert(uint32_t{protocol::kAccessAtomic} == uint32_t{verbs::kRemoteAtomic}, "");
 namespace {
 
-constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
 // Steps the core takes at Stop to ingest what was committed, at most.
 constexpr int kMaxDrainSteps = 100000;
 constexpr int kPollBatch = 8;
@@ -29,14 +28,6 @@ constexpr int kPollBatch = 8;
 constexpr absl::Duration kLearnerNoteTimeout = absl::Seconds(5);
 // At most one warning about invalid priority records per this long.
 constexpr absl::Duration kInvalidPriorityWarningInterval = absl::Seconds(10);
-
-absl::Status PositiveDuration(const char* name, absl::Duration d) {
-  if (d <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReplayServerOptions.", name, "=", absl::FormatDuration(d), " must be > 0"));
-  }
-  return absl::OkStatus();
-}
 
 // Index of a role in per-role arrays: actor 0, learner 1, monitor 2.
 uint32_t RoleIndex(protocol::Role role) {
@@ -66,71 +57,6 @@ struct ReplayServer::Client {
                                           : absl::StrCat(protocol::RoleName(role), " (", peer, ")");
   }
 };
-
-const std::string& ReplayServerOptions::TokenFor(protocol::Role role) const {
-  const std::string* own = nullptr;
-  switch (role) {
-    case protocol::Role::kActor:
-      own = &actor_token;
-      break;
-    case protocol::Role::kLearner:
-      own = &learner_token;
-      break;
-    case protocol::Role::kMonitor:
-      own = &monitor_token;
-      break;
-  }
-  return own != nullptr && !own->empty() ? *own : auth_token;
-}
-
-bool ReplayServerOptions::authenticated() const {
-  return !auth_token.empty() || !actor_token.empty() || !learner_token.empty() ||
-         !monitor_token.empty();
-}
-
-absl::Status ReplayServerOptions::Validate() const {
-  if (host.empty()) return absl::InvalidArgumentError("ReplayServerOptions.host is empty");
-  RETURN_IF_ERROR(layout.Validate());
-  RETURN_IF_ERROR(core.Validate());
-  if (core.memory.capacity != 0 && core.memory.capacity != layout.capacity) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReplayServerOptions.core.memory.capacity=", core.memory.capacity,
-                     " differs from capacity=", layout.capacity));
-  }
-  for (const auto& [name, token] :
-       {std::pair<const char*, const std::string*>{"auth_token", &auth_token},
-        {"actor_token", &actor_token},
-        {"learner_token", &learner_token},
-        {"monitor_token", &monitor_token}}) {
-    if (token->size() > protocol::kMaxAuthTokenBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("ReplayServerOptions.", name, " is ",
-                                                     token->size(), " bytes, more than ",
-                                                     protocol::kMaxAuthTokenBytes));
-    }
-  }
-  if (max_clients == 0)
-    return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
-  RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
-  if (checkpoint_keep < 1 || checkpoint_keep > kMaxCheckpointKeep) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReplayServerOptions.checkpoint_keep=", checkpoint_keep, " must be in [1, ",
-                     kMaxCheckpointKeep, "]"));
-  }
-  if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReplayServerOptions.checkpoint_interval=", absl::FormatDuration(checkpoint_interval),
-        " needs a checkpoint_dir"));
-  }
-  RETURN_IF_ERROR(PositiveDuration("stats_log_interval", stats_log_interval));
-  RETURN_IF_ERROR(PositiveDuration("heartbeat_interval", heartbeat_interval));
-  RETURN_IF_ERROR(PositiveDuration("housekeeping_interval", housekeeping_interval));
-  if (housekeeping_interval > kMaxHousekeepingInterval) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReplayServerOptions.housekeeping_interval=", absl::FormatDuration(housekeeping_interval),
-        " must be at most ", absl::FormatDuration(kMaxHousekeepingInterval)));
-  }
-  return qp.Validate();
-}
 
 ReplayServer::ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options)
     : provider_(provider),

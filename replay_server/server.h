@@ -78,6 +78,7 @@
 #include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
+#include "replay_server/server_options.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::server {
@@ -85,55 +86,6 @@ namespace dreplay::server {
 // Challenges (server nonces) outstanding at most, and how long one is good.
 inline constexpr size_t kMaxOutstandingChallenges = 4096;
 inline constexpr absl::Duration kChallengeLifetime = absl::Seconds(30);
-
-struct ReplayServerOptions {
-  // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;
-  // Geometry of every region, published in the control block. max_actors
-  // bounds the actor ids the server accepts.
-  protocol::LayoutConfig layout;
-  // The replay loop: memory (alpha, sampling mode, seed), ingest, sampler
-  // (beta schedule), update timeout, idle back-off, stats refresh.
-  ReplayCoreOptions core;
-  // Credentials (protocol/handshake.h's challenge-response: a client proves
-  // it holds its role's token with an HMAC over a server nonce; the token
-  // never crosses the wire). A role's token is its own one if set, else
-  // auth_token (one token for every role, as before). A role left without a
-  // token while another role has one is refused. All empty: no
-  // authentication (the server warns at start).
-  std::string auth_token;
-  std::string actor_token;
-  std::string learner_token;
-  std::string monitor_token;
-  // The token `role` must prove ("" when it has none).
-  const std::string& TokenFor(protocol::Role role) const;
-  // True when any token is set.
-  bool authenticated() const;
-  // Connections held at most; more are refused (retryably) until some go.
-  uint32_t max_clients = 1024;
-  // Where checkpoints go ("<dir>/replay.ckpt", older ones
-  // "<dir>/replay.ckpt.1" ...); created if missing. Empty: no checkpoints.
-  std::string checkpoint_dir;
-  // Checkpoints kept, newest first, in [1, kMaxCheckpointKeep]: a restart
-  // falls back to an older one when a newer one is damaged.
-  uint32_t checkpoint_keep = 1;
-  // Periodic checkpoints (infinite: only at Stop). The core pauses while it
-  // writes one.
-  absl::Duration checkpoint_interval = absl::InfiniteDuration();
-  // One-line stats summary in the log (infinite: never).
-  absl::Duration stats_log_interval = absl::Seconds(10);
-  // How often each client's heartbeat word is written.
-  absl::Duration heartbeat_interval = absl::Seconds(1);
-  // The accept thread wakes up at least this often for its housekeeping.
-  absl::Duration housekeeping_interval = absl::Milliseconds(20);
-  // Options of the queue pairs the server accepts. (The soft provider applies
-  // the connecting side's link model; the server has none of its own.)
-  verbs::QueuePairOptions qp;
-
-  // OK, or InvalidArgument naming the bad field and value.
-  absl::Status Validate() const;
-};
 
 // Connection counts, as in the stats region's connection line.
 struct ConnectionCounts {

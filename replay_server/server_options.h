@@ -1,0 +1,79 @@
+// Copyright dreplay authors.
+//
+// server_options.h: what a ReplayServer (server.h) is started with: where it
+// listens, the geometry and replay loop, the credentials of each role,
+// checkpoints, and the intervals of its housekeeping.
+//
+// Plain values; Validate() names the first bad field and its value.
+
+#ifndef DREPLAY_REPLAY_SERVER_SERVER_OPTIONS_H_
+#define DREPLAY_REPLAY_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "protocol/handshake.h"
+#include "protocol/layout.h"
+#include "replay_server/replay_core.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::server {
+
+// The longest housekeeping_interval (heartbeats and dropped clients are
+// handled at least this often).
+inline constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
+
+struct ReplayServerOptions {
+  // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  // Geometry of every region, published in the control block. max_actors
+  // bounds the actor ids the server accepts.
+  protocol::LayoutConfig layout;
+  // The replay loop: memory (alpha, sampling mode, seed), ingest, sampler
+  // (beta schedule), update timeout, idle back-off, stats refresh.
+  ReplayCoreOptions core;
+  // Credentials (protocol/handshake.h's challenge-response: a client proves
+  // it holds its role's token with an HMAC over a server nonce; the token
+  // never crosses the wire). A role's token is its own one if set, else
+  // auth_token (one token for every role, as before). A role left without a
+  // token while another role has one is refused. All empty: no
+  // authentication (the server warns at start).
+  std::string auth_token;
+  std::string actor_token;
+  std::string learner_token;
+  std::string monitor_token;
+  // The token `role` must prove ("" when it has none).
+  const std::string& TokenFor(protocol::Role role) const;
+  // True when any token is set.
+  bool authenticated() const;
+  // Connections held at most; more are refused (retryably) until some go.
+  uint32_t max_clients = 1024;
+  // Where checkpoints go ("<dir>/replay.ckpt", older ones
+  // "<dir>/replay.ckpt.1" ...); created if missing. Empty: no checkpoints.
+  std::string checkpoint_dir;
+  // Checkpoints kept, newest first, in [1, kMaxCheckpointKeep]: a restart
+  // falls back to an older one when a newer one is damaged.
+  uint32_t checkpoint_keep = 1;
+  // Periodic checkpoints (infinite: only at Stop). The core pauses while it
+  // writes one.
+  absl::Duration checkpoint_interval = absl::InfiniteDuration();
+  // One-line stats summary in the log (infinite: never).
+  absl::Duration stats_log_interval = absl::Seconds(10);
+  // How often each client's heartbeat word is written.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // The accept thread wakes up at least this often for its housekeeping.
+  absl::Duration housekeeping_interval = absl::Milliseconds(20);
+  // Options of the queue pairs the server accepts. (The soft provider applies
+  // the connecting side's link model; the server has none of its own.)
+  verbs::QueuePairOptions qp;
+
+  // OK, or InvalidArgument naming the bad field and value.
+  absl::Status Validate() const;
+};
+
+}  // namespace dreplay::server
+
+#endif  // DREPLAY_REPLAY_SERVER_SERVER_OPTIONS_H_
