@@ -354,7 +354,9 @@ TEST_F(BatchReaderTest, LinkClassesAddUpToTheQueuePairsCount) {
     absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
     ASSERT_TRUE(batch.ok()) << batch.status();
     ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 1.0f)).ok());
-    if (n % 5 == 0) ASSERT_TRUE(params->Publish(weights).ok());
+    if (n % 5 == 0) {
+      ASSERT_TRUE(params->Publish(weights).ok());
+    }
   }
   ASSERT_TRUE(priorities->Flush().ok());
   ASSERT_TRUE(WaitFor([&] { return session->last_heartbeat() != 0; }));

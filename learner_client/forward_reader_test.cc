@@ -66,7 +66,9 @@ class ForwardReaderTest : public ::testing::Test {
       for (const ForwardedTransition& t : batch) {
         ASSERT_EQ(t.lease_sequence, expected);
         ASSERT_EQ(t.lease, 0u);
-        if (expected > first) ASSERT_GT(t.sequence, last_number_);
+        if (expected > first) {
+          ASSERT_GT(t.sequence, last_number_);
+        }
         last_number_ = t.sequence;
         ASSERT_EQ(t.payload.size(), kPayloadBytes);
         ASSERT_EQ(PayloadTag(t.payload.data(), kPayloadBytes), expected);
