@@ -44,12 +44,8 @@ class PyExperienceWriter {
   PyExperienceWriter(std::shared_ptr<Session> session, uint32_t max_batch) : session_(session) {
     actor::ExperienceWriterOptions options;
     options.max_batch = max_batch;
-    absl::StatusOr<std::unique_ptr<actor::ExperienceWriter>> writer;
-    {
-      SessionCall call(*session_);
-      writer = actor::ExperienceWriter::Create(&session_->client(), options);
-    }
-    writer_ = ValueOrThrow(std::move(writer));
+    writer_ = CreateUnderLock(
+        *session_, [&] { return actor::ExperienceWriter::Create(&session_->client(), options); });
   }
   ~PyExperienceWriter() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL
@@ -178,12 +174,8 @@ class PyExperienceWriter {
 class PyParamFetcher {
  public:
   explicit PyParamFetcher(std::shared_ptr<Session> session) : session_(session) {
-    absl::StatusOr<std::unique_ptr<actor::ParamFetcher>> fetcher;
-    {
-      SessionCall call(*session_);
-      fetcher = actor::ParamFetcher::Create(&session_->client(), {});
-    }
-    fetcher_ = ValueOrThrow(std::move(fetcher));
+    fetcher_ = CreateUnderLock(
+        *session_, [&] { return actor::ParamFetcher::Create(&session_->client(), {}); });
   }
   ~PyParamFetcher() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL

@@ -210,12 +210,8 @@ using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>
 class PyPriorityWriter {
  public:
   explicit PyPriorityWriter(std::shared_ptr<Session> session) : session_(session) {
-    absl::StatusOr<std::unique_ptr<learner::PriorityWriter>> writer;
-    {
-      SessionCall call(*session_);
-      writer = learner::PriorityWriter::Create(&session_->client());
-    }
-    writer_ = ValueOrThrow(std::move(writer));
+    writer_ = CreateUnderLock(*session_,
+                              [&] { return learner::PriorityWriter::Create(&session_->client()); });
   }
   ~PyPriorityWriter() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL
@@ -277,12 +273,8 @@ class PyPriorityWriter {
 class PyParamPublisher {
  public:
   explicit PyParamPublisher(std::shared_ptr<Session> session) : session_(session) {
-    absl::StatusOr<std::unique_ptr<learner::ParamPublisher>> publisher;
-    {
-      SessionCall call(*session_);
-      publisher = learner::ParamPublisher::Create(&session_->client());
-    }
-    publisher_ = ValueOrThrow(std::move(publisher));
+    publisher_ = CreateUnderLock(
+        *session_, [&] { return learner::ParamPublisher::Create(&session_->client()); });
   }
   ~PyParamPublisher() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL

@@ -72,12 +72,8 @@ py::dict ActorDict(const protocol::ActorLine& a) {
 class PyStatsReader {
  public:
   explicit PyStatsReader(std::shared_ptr<Session> session) : session_(session) {
-    absl::StatusOr<std::unique_ptr<client::StatsReader>> reader;
-    {
-      SessionCall call(*session_);
-      reader = client::StatsReader::Create(&session_->client());
-    }
-    reader_ = ValueOrThrow(std::move(reader));
+    reader_ = CreateUnderLock(*session_,
+                              [&] { return client::StatsReader::Create(&session_->client()); });
   }
   ~PyStatsReader() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL

@@ -25,9 +25,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "client/session.h"
 #include "pybind11/pybind11.h"
+#include "python/status_error.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::python {
@@ -71,6 +73,19 @@ class SessionCall {
   pybind11::gil_scoped_release release_;  // constructed first, released last
   std::lock_guard<std::mutex> lock_;
 };
+
+// Runs `create` (a client's Create, returning StatusOr) under the session's
+// lock without the GIL, as SessionCall does, and returns its value or throws
+// its status (status_error.h).
+template <typename Create>
+auto CreateUnderLock(Session& session, Create create) {
+  decltype(create()) made;
+  {
+    SessionCall call(session);
+    made = create();
+  }
+  return ValueOrThrow(std::move(made));
+}
 
 // Binds dreplay._dreplay.Session and connect().
 void RegisterSession(pybind11::module_& m);
