@@ -34,15 +34,32 @@
 // Insert latency (stats().latency) runs from sealing to the completion of
 // the last commit WRITE (room waits included).
 //
+// Pipelined use (many writers on one thread, tools/replay_bench_clients.h):
+// Submit() seals up to max_batch pending transitions and posts their WRITEs
+// (steps 1-3) without waiting; Poll() takes the completions that have come
+// and retires the batches they end. Up to max_in_flight batches of one
+// writer are in flight at once (each has its own registered staging area);
+// RC completes them in order. Room (step 2) is known from the last LeaseLine
+// READ: without room Submit posts one READ (backing off as Flush does) and
+// returns false; a later Poll takes its answer. A thread keeps hundreds of
+// leases busy this way:
+//
+//   for (auto& w : writers) {
+//     RETURN_IF_ERROR(w->Poll());
+//     if (w->pending() == 0) { ... w->Append(...) up to max_batch ... }
+//     ASSIGN_OR_RETURN(bool posted, w->Submit());
+//   }
+//
+// Flush() first waits for every batch in flight, so the two APIs mix.
+//
 // Failures: when the connection fails (server crash or restart, link down),
-// Flush reconnects through the session (with back-off; a restarted server
-// has a new epoch). The new handshake grants the same lease back and says
-// where to resume: the first sequence at or after the lease's ingest cursor
-// whose commit word is not set. Transitions of the batch below it were
-// committed (counted committed, not written again); the rest are written
-// again from there, so each transition is ingested exactly once. Only when
-// the lease went to another actor meanwhile is a batch whose commits were
-// posted but not confirmed abandoned (stats().abandoned). Flush fails only
+// Flush (or Poll, for batches in flight) reconnects through the session (with back-off; a restarted
+// server has a new epoch). The new handshake grants the same lease back and says where to resume:
+// the first sequence at or after the lease's ingest cursor whose commit word is not set.
+// Transitions of the batch below it were committed (counted committed, not written again); the rest
+// are written again from there (Poll puts them back in front of the pending ones), so each
+// transition is ingested exactly once. Only when the lease went to another actor meanwhile is a
+// batch whose commits were posted but not confirmed abandoned (stats().abandoned). Flush fails only
 // when the session cannot reconnect within its deadline or the server came
 // back with another configuration, or with ResourceExhausted when the
 // server makes no room within room_timeout (the transitions stay pending).
@@ -53,6 +70,7 @@
 #define DREPLAY_ACTOR_CLIENT_EXPERIENCE_WRITER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -72,6 +90,9 @@ struct ExperienceWriterOptions {
   // Larger batches amortise the two round trips of an insert. In [1,
   // ActorWindow(config)]; k * slot_size must stay below 1 GiB.
   uint32_t max_batch = 32;
+  // Batches one writer may have posted and not yet completed (Submit); each
+  // has its own registered staging area of max_batch slots. In [1, 64].
+  uint32_t max_in_flight = 1;
   // Waiting for room in the ring: READs of the ServerLine back off from
   // room_backoff_initial to room_backoff_max; ResourceExhausted after
   // room_timeout without room.
@@ -116,7 +137,26 @@ class ExperienceWriter {
   // abandoned after a failure, see the file comment). OK with nothing pending.
   absl::Status Flush();
 
+  // Non-blocking: posts the WRITEs of up to max_batch pending transitions
+  // (slots, then commit words; only the last signalled) and returns true;
+  // false when nothing is pending, max_in_flight batches are in flight, or
+  // the lease has no room as far as the last LeaseLine READ says (one READ
+  // is then posted, with back-off). ResourceExhausted after room_timeout
+  // without room; the errors of posting (the batch stays pending; call
+  // Poll, which recovers).
+  absl::StatusOr<bool> Submit();
+  // Non-blocking unless the connection failed: takes this writer's
+  // completions, retires the batches they end (counted committed, latency
+  // recorded) and the answer of a LeaseLine READ. On a connection failure it
+  // reconnects (blocking, as Flush does) and puts the batches not committed
+  // back in front of the pending transitions. Errors: those of Reconnect;
+  // DeadlineExceeded when the oldest batch is not complete within the
+  // session's op_timeout.
+  absl::Status Poll();
+
   size_t pending() const { return pending_lengths_.size(); }
+  // Batches posted by Submit and not yet retired by Poll.
+  size_t in_flight() const { return in_flight_.size(); }
   const ExperienceWriterStats& stats() const { return stats_; }
   const protocol::LayoutConfig& config() const { return session_->config(); }
   // The lease written to, and its next sequence.
@@ -133,7 +173,27 @@ class ExperienceWriter {
                    int sink);
   // One attempt at inserting the pending batch; `progress` tells how far it
   // got when it fails.
-  absl::Status TryFlush(Progress* progress);
+  absl::Status TryFlush(uint32_t count, Progress* progress);
+  // A batch posted by Submit: its sequences, staging area and signalled WR.
+  struct InFlight {
+    uint64_t wr_id;
+    uint64_t first;
+    uint32_t count;
+    uint32_t area;
+    absl::Time start;
+  };
+  // Blocks until no batch or READ is in flight (Poll until then).
+  absl::Status WaitInFlight();
+  // After a failure of batches in flight: reconnects, counts what the new
+  // grant says was committed and puts the rest back in front of pending.
+  absl::Status Recover(const absl::Status& why);
+  // Seals the first `count` pending transitions from `first` on into
+  // staging area `area`.
+  absl::Status Seal(uint32_t area, uint64_t first, uint32_t count);
+  // Posts a LeaseLine READ unless one is in flight.
+  absl::Status PostCursorRead();
+  uint8_t* AreaSlots(uint32_t area) const;
+  uint64_t* AreaCommits(uint32_t area) const;
   // Takes the lease and resume sequence of the session's directory.
   void TakeGrant();
   // Drops the first `count` pending transitions.
@@ -141,7 +201,7 @@ class ExperienceWriter {
   // READs the lease's LeaseLine; returns its ingest cursor.
   absl::StatusOr<uint64_t> ReadLeaseCursor();
   absl::Status WaitForRoom(uint64_t last_sequence);
-  absl::Status PostWrites(uint64_t first_sequence, uint32_t count, uint64_t* wr_id);
+  absl::Status PostWrites(uint32_t area, uint64_t first_sequence, uint32_t count, uint64_t* wr_id);
 
   client::ClientSession* const session_;
   const ExperienceWriterOptions options_;
@@ -149,11 +209,11 @@ class ExperienceWriter {
   const uint32_t slot_size_;
   const uint32_t actor_id_;
 
-  // Registered: max_batch slots, then max_batch commit words (to a cache
-  // line), then a LeaseLine READ back.
+  // Registered: max_in_flight staging areas (max_batch slots, then
+  // max_batch commit words, to a cache line), then a LeaseLine READ back.
   std::unique_ptr<client::RegisteredBuffer> buffer_;
-  uint8_t* slots_ = nullptr;
-  uint64_t* commits_ = nullptr;
+  uint64_t area_bytes_ = 0;
+  uint64_t area_slot_bytes_ = 0;
   protocol::LeaseLine* lease_line_ = nullptr;
 
   // Pending transitions: payload bytes back to back.
@@ -167,6 +227,14 @@ class ExperienceWriter {
   uint64_t attempted_first_ = 0;   // the first sequence of the last attempt
   uint64_t known_cursor_ = 0;      // the lease's ingest cursor as last READ
   uint64_t grant_generation_ = 0;  // the session generation of the grant
+
+  // Pipelined state (Submit / Poll), oldest batch first.
+  std::deque<InFlight> in_flight_;
+  uint32_t next_area_ = 0;
+  uint64_t cursor_read_wr_id_ = 0;  // the LeaseLine READ in flight (0: none)
+  absl::Time cursor_read_not_before_ = absl::InfinitePast();
+  absl::Duration room_backoff_;
+  absl::Time no_room_since_ = absl::InfiniteFuture();
   ExperienceWriterStats stats_;
 };
 

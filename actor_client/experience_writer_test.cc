@@ -28,6 +28,7 @@ using testing::TaggedPayload;
 using testing::WaitFor;
 
 constexpr uint32_t kPayloadBytes = 100;
+constexpr uint32_t kPipelinedBatch = 4;
 
 class ExperienceWriterTest : public ::testing::Test {
  protected:
@@ -50,6 +51,31 @@ class ExperienceWriterTest : public ::testing::Test {
       ASSERT_TRUE(writer->Append(TaggedPayload(t, kPayloadBytes), 1.0f + t % 7).ok());
     }
     ASSERT_TRUE(writer->Flush().ok());
+  }
+
+  // Drives `writers` (max_batch kPipelinedBatch) from this thread with
+  // Submit/Poll until each has
+  // committed `each` tagged transitions (writer w: tags w*each ..) or the
+  // deadline passes; false on an error or at the deadline.
+  static bool RunPipelined(const std::vector<ExperienceWriter*>& writers, uint64_t each) {
+    std::vector<uint64_t> appended(writers.size(), 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      bool done = true;
+      for (size_t w = 0; w < writers.size(); ++w) {
+        ExperienceWriter* writer = writers[w];
+        if (!writer->Poll().ok()) return false;
+        while (appended[w] < each && writer->pending() < kPipelinedBatch) {
+          const uint64_t tag = w * each + appended[w]++;
+          if (!writer->Append(TaggedPayload(tag, kPayloadBytes), 1.0f + tag % 7).ok()) return false;
+        }
+        absl::StatusOr<bool> posted = writer->Submit();
+        if (!posted.ok()) return false;
+        done = done && appended[w] == each && writer->pending() == 0 && writer->in_flight() == 0;
+      }
+      if (done) return true;
+    }
+    return false;
   }
 
   std::unique_ptr<verbs::Provider> server_host_;
@@ -208,6 +234,64 @@ TEST_F(ExperienceWriterTest, FailsCleanlyWhenTheServerStaysAway) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("connecting to the replay server"), std::string::npos) << s;
   EXPECT_EQ(writer->pending(), 1u);  // kept: nothing was written
+}
+
+TEST_F(ExperienceWriterTest, PipelinedWritersOnOneThreadLoseNothingAndWriteNothingTwice) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.layout.capacity = 64;
+  options.layout.leases = 4;  // 16 slots each: the writers wait for room often
+  auto server = StartServer(server_host_.get(), options);
+  constexpr int kWriters = 4;
+  constexpr uint64_t kEach = 500;
+  std::vector<std::unique_ptr<ClientSession>> sessions;
+  std::vector<std::unique_ptr<ExperienceWriter>> owned;
+  std::vector<ExperienceWriter*> writers;
+  ExperienceWriterOptions wo;
+  wo.max_batch = kPipelinedBatch;
+  wo.max_in_flight = 3;
+  for (int w = 0; w < kWriters; ++w) {
+    sessions.push_back(ConnectActor(*server, w));
+    ASSERT_NE(sessions.back(), nullptr);
+    owned.push_back(*ExperienceWriter::Create(sessions.back().get(), wo));
+    writers.push_back(owned.back().get());
+  }
+  ASSERT_TRUE(RunPipelined(writers, kEach));
+  for (ExperienceWriter* writer : writers) {
+    EXPECT_EQ(writer->stats().committed, kEach);
+    EXPECT_EQ(writer->next_sequence(), kEach);
+    EXPECT_EQ(writer->stats().latency.count(), writer->stats().flushes);
+  }
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == kWriters * kEach; }))
+      << server->ReadStats().inserted;
+  const protocol::StatsBlock stats = server->ReadStats();
+  EXPECT_EQ(stats.ingest_cursor, kWriters * kEach);
+  EXPECT_EQ(stats.torn_slots + stats.overrun_slots, 0u);
+}
+
+TEST_F(ExperienceWriterTest, PipelinedBatchesCutByADroppedConnectionAreIngestedExactlyOnce) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  // Every connection drops after the control block READ and a few more
+  // requests, with batches in flight: each reconnection resumes the lease
+  // after its last placed commit and writes the rest again.
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 1);
+  o.qp.faults.drop_after_ops = 1 + 7;
+  auto session = *ClientSession::Connect(actor_host_.get(), o);
+  ExperienceWriterOptions wo;
+  wo.max_batch = kPipelinedBatch;
+  wo.max_in_flight = 4;
+  wo.max_reconnects_per_flush = 1000;
+  auto writer = *ExperienceWriter::Create(session.get(), wo);
+  constexpr uint64_t kCount = 64;
+  ASSERT_TRUE(RunPipelined({writer.get()}, kCount));
+  EXPECT_GE(writer->stats().reconnects, 1u);
+  EXPECT_EQ(writer->stats().committed, kCount);
+  EXPECT_EQ(writer->stats().abandoned, 0u);
+  EXPECT_EQ(writer->next_sequence(), kCount);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().ingest_cursor == kCount; }))
+      << server->ReadStats().ingest_cursor;
+  const protocol::StatsBlock stats = server->ReadStats();
+  EXPECT_EQ(stats.inserted, kCount);
+  EXPECT_EQ(stats.torn_slots + stats.overrun_slots, 0u);
 }
 
 }  // namespace
