@@ -24,7 +24,10 @@
 //            --payload_bytes, Flush (slot and commit WRITEs into its own
 //            lease, wait for the commit), over and over. With
 //            --actor_threads=T, T threads (one provider each) drive all the
-//            writers round-robin instead of one thread per actor.
+//            writers round-robin instead of one thread per actor, each
+//            writer keeping --writer_in_flight batches posted without
+//            waiting (ExperienceWriter::Submit / Poll), at most
+//            --thread_in_flight per thread.
 //   stalled  --stalled_actors=K more actors WRITE one batch of slots and
 //            never commit it; their leases stall, nobody else's.
 //   learner  BatchReader (pipelined READs of staged batches, one per staging
@@ -115,6 +118,12 @@ DEFINE_int32(stalled_actors, 0,
 DEFINE_int32(actor_threads, 0,
              "threads driving the actors' writers round-robin, one provider each (0: one thread "
              "per actor up to 256 actors, 32 beyond)");
+DEFINE_int32(writer_in_flight, 4,
+             "with --actor_threads: batches each writer keeps in flight, posted without waiting "
+             "(0: each writer's Flush blocks in turn)");
+DEFINE_int32(thread_in_flight, 64,
+             "with --writer_in_flight: batches one actor thread's writers keep in flight "
+             "together (0: no bound; more only queue in the provider)");
 DEFINE_bool(shared_actor_provider, false,
             "actors share one provider (one queue pair each) instead of one provider each");
 DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)");
@@ -330,6 +339,15 @@ absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
   }
   // Beyond 256 actors, threads drive many writers each (no thread per connection).
   c.actor_threads = FLAGS_actor_threads != 0 ? FLAGS_actor_threads : (c.actors > 256 ? 32 : 0);
+  if (FLAGS_writer_in_flight < 0 || FLAGS_writer_in_flight > 64) {
+    return FlagError("writer_in_flight", std::to_string(FLAGS_writer_in_flight),
+                     "must be in [0, 64]");
+  }
+  c.writer_in_flight = static_cast<uint32_t>(FLAGS_writer_in_flight);
+  if (FLAGS_thread_in_flight < 0) {
+    return FlagError("thread_in_flight", std::to_string(FLAGS_thread_in_flight), "must be >= 0");
+  }
+  c.thread_in_flight = static_cast<uint32_t>(FLAGS_thread_in_flight);
   c.shared_actor_provider = FLAGS_shared_actor_provider;
   RETURN_IF_ERROR(LayoutFromFlags(&c));
   RETURN_IF_ERROR(PollingAndLinksFromFlags(&c));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -178,6 +179,48 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
   return absl::OkStatus();
 }
 
+namespace {
+
+// The writers of a group, pipelined: each keeps up to writer_in_flight
+// batches posted, and the group at most thread_in_flight (more would only
+// queue in the provider and add latency); a pass polls every writer,
+// refills an empty batch and submits it.
+absl::Status DriveWritersPipelined(
+    const ReplayBenchConfig& c, int first_id,
+    const std::vector<std::unique_ptr<actor::ExperienceWriter>>& writers, ReplayBenchState* state) {
+  const int count = static_cast<int>(writers.size());
+  std::vector<uint8_t> payload(c.transition_bytes(), static_cast<uint8_t>(first_id));
+  std::vector<uint64_t> tags(count);
+  for (int k = 0; k < count; ++k) tags[k] = uint64_t{static_cast<uint32_t>(first_id + k)} << 40;
+  const uint64_t cap = c.thread_in_flight == 0 ? UINT64_MAX : c.thread_in_flight;
+  uint64_t in_flight = 0;  // the group's batches in flight
+  while (!state->stop) {
+    bool progress = false;
+    for (int k = 0; k < count; ++k) {
+      actor::ExperienceWriter* writer = writers[k].get();
+      in_flight -= writer->in_flight();
+      RETURN_IF_ERROR(writer->Poll());
+      if (writer->pending() == 0) {
+        for (uint32_t i = 0; i < c.max_batch; ++i, ++tags[k]) {
+          FillPayload(tags[k], &payload);
+          RETURN_IF_ERROR(writer->Append(payload, InitialPriority(tags[k])));
+        }
+      }
+      if (in_flight + writer->in_flight() < cap) {
+        ASSIGN_OR_RETURN(const bool posted, writer->Submit());
+        progress = progress || posted;
+      }
+      in_flight += writer->in_flight();
+      Publish(writer->stats(), &state->actor(first_id + k));
+    }
+    // Every lease full or every batch in flight: let the server run.
+    if (!progress) std::this_thread::yield();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& server,
                                 int first_id, int count, ReplayBenchState* state) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
@@ -185,6 +228,7 @@ absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& 
   std::vector<std::unique_ptr<actor::ExperienceWriter>> writers;
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
+  wo.max_in_flight = std::max<uint32_t>(c.writer_in_flight, 1);
   for (int id = first_id; id < first_id + count; ++id) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<ClientSession> session,
@@ -196,11 +240,18 @@ absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& 
     sessions.push_back(std::move(session));
     writers.push_back(std::move(writer));
   }
+  state->ready += count;
+  if (c.writer_in_flight > 0) {
+    RETURN_IF_ERROR(DriveWritersPipelined(c, first_id, writers, state));
+    LatencyHistogram latencies;
+    for (const auto& writer : writers) latencies.Merge(writer->stats().latency);
+    state->AddInsertLatencies(latencies);
+    return absl::OkStatus();
+  }
   std::vector<uint8_t> payload(c.transition_bytes(), static_cast<uint8_t>(first_id));
   std::vector<uint64_t> tags(count);
   for (int k = 0; k < count; ++k) tags[k] = uint64_t{static_cast<uint32_t>(first_id + k)} << 40;
   LatencyHistogram latencies;
-  state->ready += count;
   while (!state->stop) {
     for (int k = 0; k < count && !state->stop; ++k) {
       actor::ExperienceWriter* writer = writers[k].get();

@@ -29,6 +29,11 @@ struct ReplayBenchConfig {
   // 0: one thread (and session) per actor; else this many threads, each
   // with one provider, driving its share of the actors' writers round-robin.
   int actor_threads = 0;
+  // With actor_threads: batches each writer keeps in flight (Submit/Poll);
+  // 0: each writer's Flush blocks, the writers taking turns.
+  uint32_t writer_in_flight = 0;
+  // ... and each thread's writers together at most this many (0: no bound).
+  uint32_t thread_in_flight = 0;
   uint32_t payload_bytes = 0;  // per transition
   // Extra bytes per transition payload, stored and transferred like the
   // rest (a larger observation at the same logic).
