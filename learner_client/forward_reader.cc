@@ -180,8 +180,21 @@ void ForwardReader::TakeJournal() {
       continue;
     }
     runs_.push_back(Run{e.lease, e.first_sequence, e.count});
+    queued_ += e.count;
   }
   journal_read_count_ = 0;
+  if (options_.policy == ForwardPolicy::kFreshest) {
+    // Keep the newest window_ sequences of what is queued.
+    while (queued_ > window_) {
+      Run& oldest = runs_.front();
+      const uint64_t drop = std::min<uint64_t>(oldest.count, queued_ - window_);
+      oldest.first += drop;
+      oldest.count -= drop;
+      queued_ -= drop;
+      stats_.skipped_sequences += drop;
+      if (oldest.count == 0) runs_.pop_front();
+    }
+  }
   ++stats_.journal_reads;
 }
 
@@ -225,6 +238,7 @@ absl::Status ForwardReader::PostChunks() {
     forward_post_ += count;
     run.first += count;
     run.count -= count;
+    queued_ -= count;
     if (run.count == 0) runs_.pop_front();
   }
   return absl::OkStatus();
@@ -305,6 +319,7 @@ absl::Status ForwardReader::Resync() {
   // the journal but not READ yet are dropped with the connection.
   if (journal_read_count_ > 0) journal_next_ = journal_read_first_;
   runs_.clear();
+  queued_ = 0;
   journal_read_count_ = 0;
   forward_post_ = forward_next_;
   cursor_read_pending_ = false;

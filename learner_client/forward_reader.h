@@ -41,7 +41,9 @@
 // their sequences are never handed over). kFreshest jumps, whenever it is
 // more than kJournalEntries / 2 entries behind, to the newest quarter of the
 // journal, and counts the entries it jumped over (stats().skipped_behind,
-// in entries).
+// in entries); and of the sequences it took from the journal and has not
+// READ yet it keeps the newest `window`, skipping the older ones
+// (stats().skipped_sequences).
 //
 // Starting point: the journal's end at Create (only what is ingested from
 // then on), or with from_oldest the oldest entry the journal still holds.
@@ -76,9 +78,8 @@ enum class ForwardPolicy : uint8_t {
 
 struct ForwardReaderOptions {
   ForwardPolicy policy = ForwardPolicy::kInOrder;
-  // Unused since the journal (layout 4): kFreshest's limit is in journal
-  // entries (see the file comment). Kept for callers; at most the server's
-  // capacity.
+  // kFreshest: sequences taken from the journal and not READ yet that are
+  // kept, the newest ones (0: capacity / 2). In [0, capacity].
   uint64_t window = 0;
   // Sequences per chunk (READ size: chunk_slots * slot_size bytes of slots).
   uint32_t chunk_slots = 256;
@@ -110,6 +111,7 @@ struct ForwardReaderStats {
   uint64_t skipped_uncommitted = 0;   // journalled but not committed (torn, overrun)
   uint64_t overwritten = 0;           // lapped or torn before they were READ
   uint64_t skipped_behind = 0;        // journal entries jumped over (kFreshest)
+  uint64_t skipped_sequences = 0;     // sequences beyond the window (kFreshest)
   uint64_t journal_entries_lost = 0;  // overwritten in the journal before READ
   uint64_t journal_reads = 0;         // READs of journal entries
   // Slots READ (they crossed the link), and the distinct (index, sequence)
@@ -186,6 +188,7 @@ class ForwardReader {
   std::deque<uint32_t> order_;        // chunks in flight, oldest first
   std::vector<uint32_t> handed_out_;  // chunks whose views the caller holds
   std::deque<Run> runs_;              // journalled, not READ yet
+  uint64_t queued_ = 0;               // sequences in runs_
   uint64_t journal_next_ = 0;         // first journal entry not READ
   uint64_t journal_target_ = 0;       // journal_end as last READ
   uint64_t journal_read_first_ = 0;   // the entry the pending journal READ starts at

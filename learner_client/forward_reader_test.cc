@@ -158,12 +158,13 @@ TEST_F(ForwardReaderTest, FreshestJumpsToTheNewestWindowAndCountsWhatItSkipped) 
   options.window = 64;
   options.chunk_slots = 32;
   auto reader = *ForwardReader::Create(learner_.get(), options);
-  // Fewer than half a journal behind: kFreshest jumps by journal entries
-  // only (kJournalEntries / 2), so it reads what the ring still holds.
+  // Fewer than half a journal behind: no journal entry is jumped over, but
+  // of the 300 sequences the journal names only the newest 64 are READ.
   Insert(0, 300);
-  ExpectForwarded(reader.get(), 300 - 256, 256);
+  ExpectForwarded(reader.get(), 300 - 64, 64);
   EXPECT_EQ(reader->stats().skipped_behind, 0u);
-  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 256u);
+  EXPECT_EQ(reader->stats().skipped_sequences, 300u - 64);
+  EXPECT_EQ(reader->stats().distinct_transitions_fetched, 64u);
   Insert(300, 40);
   ExpectForwarded(reader.get(), 300, 40);
 }
