@@ -15,8 +15,10 @@ absl::Status IngestOptions::Validate() const {
   if (max_per_step == 0) {
     return absl::InvalidArgumentError("ingest max_per_step=0 must be >= 1");
   }
-  if (max_per_lease == 0) {
-    return absl::InvalidArgumentError("ingest max_per_lease=0 must be >= 1");
+  if (max_per_lease == 0 || max_per_lease > max_per_step) {
+    return absl::InvalidArgumentError(absl::StrCat("ingest max_per_lease=", max_per_lease,
+                                                   " must be in [1, max_per_step=", max_per_step,
+                                                   "]"));
   }
   if (torn_recheck < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -420,6 +420,12 @@ TEST(IngestOptionsTest, RejectsBadValues) {
   options.max_priority = 1;
   options.max_per_lease = 0;
   EXPECT_FALSE(options.Validate().ok());
+  options.max_per_lease = options.max_per_step + 1;
+  const absl::Status s = options.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("max_per_lease="), std::string::npos) << s;
+  options.max_per_lease = options.max_per_step;
+  EXPECT_TRUE(options.Validate().ok());
 }
 
 }  // namespace

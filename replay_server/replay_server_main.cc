@@ -99,6 +99,9 @@ DEFINE_int64(leases, 0,
 DEFINE_double(max_priority, 1e6,
               "initial priorities from actors above this are clamped to it; NaN, infinite or "
               "negative ones count as no estimate (both counted)");
+DEFINE_int64(max_per_lease, 256,
+             "ingest: most sequences of one lease handled per step before the next lease's turn "
+             "(fairness between busy leases against per-visit overhead)");
 DEFINE_int64(seed, 1, "seed of the sampler's random generator");
 
 DEFINE_string(auth_token, "",
@@ -174,6 +177,8 @@ absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOpt
                      "must be > 0 and a finite float");
   }
   c.ingest.max_priority = static_cast<float>(FLAGS_max_priority);
+  RETURN_IF_ERROR(CheckRange("max_per_lease", FLAGS_max_per_lease, 1, c.ingest.max_per_step));
+  c.ingest.max_per_lease = static_cast<uint32_t>(FLAGS_max_per_lease);
   {
     const absl::Status s = c.Validate();
     if (!s.ok()) {
