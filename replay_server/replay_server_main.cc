@@ -71,7 +71,9 @@ DEFINE_int64(param_bytes, 1 << 20, "largest parameter blob the learner may publi
 DEFINE_string(transition_spec, "", "description of the payload encoding, published to clients");
 DEFINE_int64(observation_size, 0, "elements per observation (published, informational)");
 DEFINE_int64(num_actions, 0, "number of discrete actions (published, informational)");
-DEFINE_int64(max_actors, 256, "actor ids accepted are 0 .. max_actors-1 (one stats line each)");
+DEFINE_int64(max_actors, 16,
+             "actor ids accepted are 0 .. max_actors-1 (one stats line each); by default also the "
+             "number of leases the ring is split into: set it to the actors you run");
 DEFINE_int64(actor_window, 0,
              "how many sequences actors may run ahead of ingest (0: capacity); e.g. capacity/4 "
              "keeps most of the memory sampleable when actors outpace ingest");
