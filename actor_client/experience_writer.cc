@@ -417,7 +417,7 @@ absl::Status ExperienceWriter::Poll() {
       }
     }
   } while (n == kPollBatch);
-  if (total == 0 && !in_flight_.empty()) {
+  if (total == 0) {  // something is in flight: is it still coming?
     verbs::QueuePair* qp = session_->qp();
     if (qp == nullptr) return Recover(absl::UnavailableError("not connected"));
     if (qp->state() == verbs::QpState::kError) {
@@ -425,7 +425,8 @@ absl::Status ExperienceWriter::Poll() {
       const absl::Status error = qp->error();
       return Recover(error.ok() ? absl::UnavailableError("queue pair failed") : error);
     }
-    if (absl::Now() - in_flight_.front().start > session_->options().op_timeout) {
+    if (!in_flight_.empty() &&
+        absl::Now() - in_flight_.front().start > session_->options().op_timeout) {
       return absl::DeadlineExceededError(absl::StrCat(
           "a batch of lease ", lease_, " from sequence ", in_flight_.front().first,
           " was not complete within ", absl::FormatDuration(session_->options().op_timeout)));
