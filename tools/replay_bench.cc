@@ -118,10 +118,10 @@ DEFINE_int32(stalled_actors, 0,
 DEFINE_int32(actor_threads, 0,
              "threads driving the actors' writers round-robin, one provider each (0: one thread "
              "per actor up to 256 actors, 32 beyond)");
-DEFINE_int32(writer_in_flight, 4,
+DEFINE_int32(writer_in_flight, 1,
              "with --actor_threads: batches each writer keeps in flight, posted without waiting "
              "(0: each writer's Flush blocks in turn)");
-DEFINE_int32(thread_in_flight, 64,
+DEFINE_int32(thread_in_flight, 4,
              "with --writer_in_flight: batches one actor thread's writers keep in flight "
              "together (0: no bound; more only queue in the provider)");
 DEFINE_bool(shared_actor_provider, false,
