@@ -19,7 +19,15 @@
 //      checksum verified. A slot overwritten around the copy (an actor
 //      reusing it: FIFO eviction racing the sample) fails one of these; it is
 //      removed from the memory, counted as a copy reject, and the entry is
-//      drawn again (up to max_draws_per_entry times, then left out);
+//      drawn again (up to max_draws_per_entry times, then left out).
+//      How often: an actor may write up to ActorWindow sequences past its
+//      lease's ingest cursor, and each lands on a slot the memory still
+//      holds (its older sequence, evicted only when ingest reaches the new
+//      one). With the default window (the whole lease) and actors ahead
+//      of ingest, that can be any slot of the lease, and rejects are
+//      common (a 1,024-actor bench run with a learner: about 550 k; with
+//      --actor_window at half the lease, about 4 k). They cost a redraw,
+//      never a wrong transition;
 //   3. importance-sampling weights, BatchHeader (batch number, epoch, count,
 //      N, beta, payload_count, used_bytes) and the batch checksum are
 //      written, then the commit line (used_bytes, then BatchCommitValue(n),
