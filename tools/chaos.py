@@ -39,8 +39,9 @@ Invariants (tools/chaos_check.py reads the verification logs):
     its process with status 0 within --grace_s.
 
 Output: progress lines on stderr every --progress_interval_s; at the end a
-summary, or with --json exactly one JSON object on stdout: duration_s,
-kills (SIGKILL and SIGTERM events), server_restarts, learner_restarts,
+summary, or with --json exactly one JSON object on stdout: duration_s
+(seconds from the start to the final stop: --duration_s, then the time
+every process takes to be up again), kills (SIGKILL and SIGTERM events), server_restarts, learner_restarts,
 actor_restarts, reconnects (the clients' "reconnecting" log lines),
 transitions_committed (distinct transitions the server verified and
 ingested), torn_rejected (slots the server declared torn), and

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The chaos soak's checker: reads the verification logs of a run
 (common/verification_log.h: one file per server start, in start order, and
 one per learner start) and checks the invariants tools/chaos.py promises.
