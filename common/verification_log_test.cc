@@ -78,8 +78,7 @@ TEST(VerificationLogTest, RecordsOfConcurrentWritersNeverInterleave) {
     }
     for (auto& t : threads) t.join();
   }
-  const std::vector<std::string> lines =
-      absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), static_cast<size_t>(kThreads * kRecords));
   for (const std::string& line : lines) {
     const std::vector<std::string> fields = absl::StrSplit(line, ' ');
