@@ -116,6 +116,9 @@ DEFINE_string(snapshot_dir, "",
 DEFINE_double(snapshot_interval_s, 2, "seconds between snapshots with --snapshot_dir");
 DEFINE_int64(publish_every, 100, "train steps between parameter publications (0: never)");
 DEFINE_string(metrics_out, "", "write progress and summary records here as JSON lines");
+DEFINE_string(verification_log, "",
+              "if set, append a record of every batch entry handed to training to this file "
+              "(common/verification_log.h; buffer placement; for tools/chaos.py)");
 DEFINE_double(progress_interval_s, 5, "seconds between progress records");
 DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9465 "
@@ -237,6 +240,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   c.io.forward_reader.max_chunks_in_flight = static_cast<uint32_t>(FLAGS_forward_chunks_in_flight);
   c.expected = {FLAGS_n_step, FLAGS_gamma, !FlagIsDefault("n_step"), !FlagIsDefault("gamma")};
   c.metrics_out = FLAGS_metrics_out;
+  c.verification_log = FLAGS_verification_log;
   c.snapshot_dir = FLAGS_snapshot_dir;
   c.server = FLAGS_server;
   c.link = FLAGS_link;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "common/status_macros.h"
+#include "common/verification_log.h"
 #include "glog/logging.h"
 #include "learner_client/metrics.h"
 #include "learner_client/prometheus_metrics.h"
@@ -29,6 +30,11 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   std::unique_ptr<MetricsFile> metrics_file;
   if (!options.metrics_out.empty()) {
     ASSIGN_OR_RETURN(metrics_file, MetricsFile::Open(options.metrics_out));
+  }
+  std::unique_ptr<VerificationLog> verification_log;
+  if (!options.verification_log.empty()) {
+    ASSIGN_OR_RETURN(verification_log, VerificationLog::Open(options.verification_log));
+    options.io.verification_log = verification_log.get();
   }
   options.io.placement = options.loop.placement;
   options.io.retry = options.retry;

@@ -43,6 +43,7 @@ struct LearnerRunOptions {
   std::optional<MetricsHttpOptions> metrics;  // serve /metrics
   std::string metrics_out;                    // JSON lines; empty: none
   std::string snapshot_dir;                   // SnapshotWriter; empty: none
+  std::string verification_log;               // common/verification_log.h; empty: none
   // For the log line: the server's address and the link as given.
   std::string server;
   std::string link;

@@ -108,10 +108,19 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
                                               " does not decode: ", s.message()));
     }
     weights->push_back(staged->weight(i));
+    if (options_.verification_log) RecordAccepted(*staged, i);
     origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
   }
   last_batch_ = *std::move(staged);
   return true;
+}
+
+void LearnerServiceIo::RecordAccepted(const StagedBatch& batch, uint32_t i) {
+  const protocol::BatchEntry& entry = batch.entry(i);
+  const bool ok = protocol::VerifySlot(batch.slot(i), session_->config().slot_size,
+                                       entry.slot_sequence) == protocol::SlotCheck::kOk;
+  options_.verification_log->Accepted(protocol::EntryIndex(entry), entry.slot_sequence,
+                                      batch.slot_header(i).checksum, ok);
 }
 
 absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> priorities) {

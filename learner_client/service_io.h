@@ -46,6 +46,7 @@
 #include "client/retry.h"
 #include "client/session.h"
 #include "client/stats_reader.h"
+#include "common/verification_log.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/forward_reader.h"
 #include "learner_client/learner_loop.h"
@@ -69,6 +70,10 @@ struct LearnerServiceIoOptions {
   // How long operations are retried while the server is away, and the
   // stop request that ends the retries.
   client::RetryPolicy retry;
+  // Not owned; nullptr: off. Buffer placement: records every entry of a
+  // batch handed to the learner (common/verification_log.h), for the chaos
+  // soak's checker.
+  VerificationLog* verification_log = nullptr;
 };
 
 class LearnerServiceIo : public BatchSource,
@@ -112,6 +117,8 @@ class LearnerServiceIo : public BatchSource,
 
  private:
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
+  // Writes entry i's A record to options_.verification_log.
+  void RecordAccepted(const StagedBatch& batch, uint32_t i);
 
   const LearnerServiceIoOptions options_;
   client::ClientSession* session_ = nullptr;

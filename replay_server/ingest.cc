@@ -163,12 +163,15 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
         ++counters_->inserted;
         ++lease.inserted;
         RecordInsertDelay(header.insert_time_ns, wall_now_ns);
+        if (options_.verification_log)
+          options_.verification_log->Ingested(index, q, header.checksum);
       } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {
         memory_->Remove(index);
         ++counters_->torn_slots;
         ++lease.torn;
+        if (options_.verification_log) options_.verification_log->Torn(index, q);
       }
     } else if (commit > protocol::CommitValue(q)) {
       // A later sequence was committed into the slot (q was lapped), or the

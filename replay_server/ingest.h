@@ -72,6 +72,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/bucket_histogram.h"
+#include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
@@ -91,6 +92,9 @@ struct IngestOptions {
   absl::Duration torn_recheck = absl::Milliseconds(2);
   // Initial priorities above this are clamped to it (counted); > 0, finite.
   float max_priority = 1e6f;
+  // Not owned; nullptr: off. Records every slot inserted or declared torn
+  // (common/verification_log.h), for the chaos soak's checker.
+  VerificationLog* verification_log = nullptr;
 
   absl::Status Validate() const;
 };

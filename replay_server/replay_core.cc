@@ -10,6 +10,7 @@
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "replay_server/checkpoint.h"
+#include "replay_server/verification_log.h"
 
 namespace dreplay::server {
 namespace {
@@ -247,6 +248,7 @@ absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
   state.counters = counters_;
   RETURN_IF_ERROR(WriteCheckpoint(path, *regions_, *memory_, state));
   ++counters_.checkpoints_written;
+  if (options_.ingest.verification_log) options_.ingest.verification_log->CheckpointWritten();
   PublishStats();
   return absl::OkStatus();
 }
@@ -279,6 +281,7 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   // The limiter continues from the restored counts.
   sampler_->ResetLimiter(counters_.inserted, counters_.sampled);
   inserts_blocked_since_ = absl::InfinitePast();
+  LogRestoredSlots(*regions_, *memory_, options_.ingest.verification_log);
   PublishStats();
   return absl::OkStatus();
 }

@@ -53,6 +53,9 @@ DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9464 "
               "(empty: off). HOST is an IP address: 127.0.0.1 for a local Prometheus, 0.0.0.0 "
               "for any. Port 0: the OS picks one (printed as \"metrics on URL\").");
+DEFINE_string(verification_log, "",
+              "if set, append a record of every slot ingested, torn and restored, and of each "
+              "checkpoint, to this file (common/verification_log.h; for tools/chaos.py)");
 DEFINE_string(metrics_port_file, "", "if set, the metrics port is written to this file");
 DEFINE_string(provider, "auto",
               "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
@@ -305,6 +308,7 @@ int Run(const BinaryMain& binary) {
   run.metrics = *std::move(metrics_options);
   run.port_file = FLAGS_port_file;
   run.metrics_port_file = FLAGS_metrics_port_file;
+  run.verification_log = FLAGS_verification_log;
   // Before any thread starts: they all inherit the blocked signals.
   StopSignals signals(StopSignals::Mode::kBlockAndWait);
   const absl::Status status = RunServer(run, signals);

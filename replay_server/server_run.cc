@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "common/verification_log.h"
 #include "glog/logging.h"
 #include "replay_server/prometheus_metrics.h"
 
@@ -32,8 +33,15 @@ absl::Status WritePortFile(const std::string& path, uint16_t port) {
 absl::Status RunServer(const ServerRunOptions& options, StopSignals& signals) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider,
                    verbs::CreateProvider(options.provider));
+  std::unique_ptr<VerificationLog> verification_log;
+  ReplayServerOptions server_options = options.server;
+  if (!options.verification_log.empty()) {
+    ASSIGN_OR_RETURN(verification_log, VerificationLog::Open(options.verification_log));
+    server_options.core.ingest.verification_log = verification_log.get();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
-                   ReplayServer::Start(provider.get(), options.server));
+                   ReplayServer::Start(provider.get(), server_options));
+  if (verification_log) verification_log->Started(server->epoch());
   // The metrics endpoint first: once the port file appears, both serve.
   std::unique_ptr<MetricsHttpServer> metrics;
   if (options.metrics.has_value()) {

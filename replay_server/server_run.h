@@ -30,6 +30,7 @@ struct ServerRunOptions {
   std::optional<MetricsHttpOptions> metrics;  // serve /metrics
   std::string port_file;                      // the server's port; empty: none
   std::string metrics_port_file;              // the endpoint's port; needs `metrics`
+  std::string verification_log;               // common/verification_log.h; empty: none
 };
 
 // Serves until `signals` (kBlockAndWait, created before any thread) asks to

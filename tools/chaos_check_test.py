@@ -1,0 +1,171 @@
+"""tools/chaos_check.py on hand-made verification logs: a clean history
+passes, and each broken invariant is named (duplicated ingest, a restore
+missing a checkpointed transition, a torn or mismatched learner entry, a
+malformed record)."""
+
+import os
+import tempfile
+import unittest
+
+from tools import chaos_check
+
+
+def I(index, seq, checksum):
+    return ("I", index, seq, checksum)
+
+
+def R(index, seq, checksum, valid=1):
+    return ("R", index, seq, checksum, valid)
+
+
+def A(index, seq, checksum, ok=1):
+    return ("A", index, seq, checksum, ok)
+
+
+C = ("C",)
+
+
+class CheckRecordsTest(unittest.TestCase):
+
+    def test_a_clean_history_with_a_restart_holds_every_invariant(self):
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1), C, I(2, 2, 0xa2)]
+        # Killed after ingesting index 2: the restore brings back the
+        # checkpoint (indices 0 and 1); the actor rewrites sequence 2 anew.
+        second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 2, 0xb2), I(3, 3, 0xa3)]
+        learner = [A(0, 0, 0xa0), A(2, 2, 0xa2), A(2, 2, 0xb2)]
+        report = chaos_check.check_records([first, second], [learner])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.figures(), {
+            "transitions_committed": 5,
+            "torn_rejected": 0,
+            "lost_since_checkpoint": 1,
+            "unexpected_losses": 0,
+            "torn_accepted": 0,
+        })
+        self.assertEqual(report.sequences_reissued, 1)
+        self.assertEqual(report.restores, 1)
+
+    def test_a_duplicated_ingest_breaks_the_no_double_ingest_invariant(self):
+        server = [I(0, 0, 0xa0), I(1, 1, 0xa1), I(0, 0, 0xa0)]
+        report = chaos_check.check_records([server], [])
+        self.assertEqual(report.duplicates, 1)
+        self.assertEqual(len(report.failures), 1)
+        self.assertIn("no transition ingested twice", report.failures[0])
+
+    def test_an_ingest_at_a_restored_sequence_is_a_duplicate(self):
+        first = [I(0, 4, 0xa4), C]
+        second = [R(0, 4, 0xa4), I(0, 4, 0xb4)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.duplicates, 1)
+        self.assertIn("no transition ingested twice", report.failures[0])
+
+    def test_a_checkpointed_transition_missing_after_the_restore_is_an_unexpected_loss(self):
+        first = [I(0, 0, 0xa0), I(1, 1, 0xa1), C]
+        second = [R(0, 0, 0xa0)]  # index 1 did not come back
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+        self.assertIn("present after the restore", report.failures[0])
+
+    def test_a_restored_slot_that_fails_its_check_is_an_unexpected_loss(self):
+        first = [I(0, 0, 0xa0), C]
+        second = [R(0, 0, 0xa0, valid=0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+
+    def test_a_loss_explained_by_eviction_is_no_error(self):
+        # The actor had begun to write sequence 8 into index 0 (a later
+        # sequence of its lease) when the checkpoint was written.
+        first = [I(0, 0, 0xa0), C]
+        second = [R(0, 8, 0xc8, valid=0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.evicted_at_checkpoint, 1)
+
+    def test_a_slot_saved_while_its_actor_rewrote_it_is_explained_by_eviction(self):
+        # The checkpoint streamed index 0 while sequence 8 was being written
+        # over sequence 0: the saved slot fails its check, and sequence 8 was
+        # ingested there later.
+        first = [I(0, 0, 0xa0), C, I(0, 8, 0xa8)]
+        second = [R(0, 0, 0xa0, valid=0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.torn_at_checkpoint, 1)
+
+    def test_a_restart_before_any_checkpoint_expects_nothing_back(self):
+        first = [I(0, 0, 0xa0)]
+        second = [I(0, 0, 0xb0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.lost_since_checkpoint, 1)
+
+    def test_a_transition_ingested_again_from_the_restored_ring_is_not_lost(self):
+        first = [I(0, 0, 0xa0), C, I(1, 1, 0xa1)]
+        second = [R(0, 0, 0xa0), I(1, 1, 0xa1)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.lost_since_checkpoint, 0)
+        self.assertEqual(report.reingested_after_restore, 1)
+
+    def test_torn_slots_are_counted_and_empty_their_index(self):
+        first = [("T", 0, 0), I(1, 1, 0xa1), C]
+        second = [R(1, 1, 0xa1)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.torn_rejected, 1)
+
+    def test_a_learner_entry_that_fails_its_check_is_a_torn_accept(self):
+        report = chaos_check.check_records([[I(0, 0, 0xa0)]], [[A(0, 0, 0xa0, ok=0)]])
+        self.assertEqual(report.torn_accepted, 1)
+        self.assertIn("never accepted a torn or mismatched entry", report.failures[0])
+
+    def test_a_learner_entry_no_server_ingested_is_a_mismatch(self):
+        report = chaos_check.check_records([[I(0, 0, 0xa0)]], [[A(0, 0, 0xbad)]])
+        self.assertEqual(report.torn_accepted, 1)
+        self.assertIn("never ingested", report.examples["torn_accepted"][0])
+
+
+class CheckRunTest(unittest.TestCase):
+
+    def write(self, directory, name, text):
+        with open(os.path.join(directory, name), "w") as f:
+            f.write(text)
+
+    def test_reads_the_logs_of_a_run_directory_in_start_order(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.write(d, "server.0.vlog", "S 1\nI 0 0 00000000000000a0\nC\n")
+        self.write(d, "server.1.vlog", "R 0 0 00000000000000a0 1\nS 2\nI 1 1 00000000000000a1\n")
+        self.write(d, "learner.0.vlog", "A 1 1 00000000000000a1 1\n")
+        report = chaos_check.check_run(d)
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.transitions_committed, 2)
+        self.assertEqual(report.accepted, 1)
+        self.assertEqual(report.restores, 1)
+
+    def test_a_duplicated_ingest_in_a_log_fails_the_run(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.write(d, "server.0.vlog",
+                   "S 1\nI 0 0 00000000000000a0\nI 0 0 00000000000000a0\n")
+        report = chaos_check.check_run(d)
+        self.assertEqual(len(report.failures), 1)
+        self.assertIn("no transition ingested twice", report.failures[0])
+
+    def test_a_torn_last_line_is_skipped_and_a_malformed_one_counted(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.write(d, "server.0.vlog", "I 0 0 00000000000000a0\nI 1 1 000000")
+        self.assertEqual(chaos_check.check_run(d).failures, [])
+        self.write(d, "server.0.vlog", "I 0 0 zz\n")
+        report = chaos_check.check_run(d)
+        self.assertEqual(report.bad_records, 1)
+        self.assertIn("malformed", report.failures[0])
+
+    def test_the_command_line_exits_1_on_a_broken_invariant(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.write(d, "server.0.vlog", "I 0 0 00000000000000a0\n")
+        self.write(d, "learner.0.vlog", "A 0 0 00000000000000a0 0\n")
+        self.assertEqual(chaos_check.main([d, "--json"]), 1)
+        self.write(d, "learner.0.vlog", "A 0 0 00000000000000a0 1\n")
+        self.assertEqual(chaos_check.main([d, "--json"]), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
