@@ -170,12 +170,13 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   absl::StatusOr<StatsBlock> ingested = WaitForStats(
       "the transitions ingested", [&](const StatsBlock& s) { return s.inserted == kCheckpointed; });
   ASSERT_TRUE(ingested.ok()) << ingested.status();
-  // The core thread writes checkpoints and publishes the stats, so one
-  // completed after this snapshot holds every transition it counts.
+  // A checkpoint is counted when its write ends, and its cut is taken when
+  // the previous one has ended: the second counted after this snapshot was
+  // cut after it, and holds every transition it counts.
   const uint64_t checkpoints = ingested->checkpoints_written;
   absl::StatusOr<StatsBlock> saved =
-      WaitForStats("a checkpoint after the inserts",
-                   [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints; });
+      WaitForStats("a checkpoint cut after the inserts",
+                   [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints + 1; });
   ASSERT_TRUE(saved.ok()) << saved.status();
   // More inserts the next checkpoint may or may not catch.
   constexpr uint64_t kMaybe = 100;
