@@ -189,7 +189,8 @@ TEST_F(CutTest, ACheckpointUnderConcurrentInsertsRestoresExactlyTheIntactEntries
     Actors actors(*regions_, /*seed=*/100 + round);
     Fill(&actors);
     const std::string path = TempPath("concurrent.ckpt");
-    CheckpointWriter writer([&](CheckpointCut* cut) { return WriteCheckpoint(path, *regions_, cut); });
+    CheckpointWriter writer(
+        [&](CheckpointCut* cut) { return WriteCheckpoint(path, *regions_, cut); });
     CheckpointCut cut = core_->CutCheckpoint();
     const std::vector<uint64_t> cut_sequences = cut.sequences;
     const std::vector<double> cut_values = cut.values;
@@ -240,8 +241,7 @@ TEST_F(CutTest, ACheckpointUnderConcurrentInsertsRestoresExactlyTheIntactEntries
       }
     }
     EXPECT_GE(stats.slots_kept, intact);
-    RecordProperty("round" + std::to_string(round) + "_absent",
-                   std::to_string(stats.slots_absent));
+    RecordProperty("round" + std::to_string(round) + "_absent", std::to_string(stats.slots_absent));
     RecordProperty("round" + std::to_string(round) + "_inserted_during_write",
                    std::to_string(inserted.load()));
   }
