@@ -15,6 +15,7 @@
 
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
+#include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "testing/in_memory_peers.h"
@@ -296,6 +297,62 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
   ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
   EXPECT_NE(ReadFile(path_), before);
   EXPECT_EQ(ReadFile(path_).size(), before.size());
+}
+
+TEST(CheckpointLeasesAndParamsTest, AnActorGetsItsLeaseBackAndThePublishedParamsAreThere) {
+  const std::string path = TempDir() + "/leases_params.ckpt";
+  protocol::LayoutConfig config = SmallConfig();
+  config.leases = 4;
+  FakeClock clock;
+  auto regions = ReplayRegions::Create(config).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock).value();
+  {
+    LeaseTable table(regions.get());
+    for (uint32_t actor : {9u, 4u, 7u}) {  // leases 0, 1, 2
+      const LeaseTable::Grant grant = table.Acquire(actor).value();
+      table.Bind(grant.lease, actor, /*client_id=*/actor + 100);
+    }
+    table.Release(/*client_id=*/104);  // actor 4 left before the checkpoint
+  }
+  // The learner published version 3 (half 1), and half 0 holds version 2.
+  const std::vector<uint8_t> params = testing::PayloadFor(3, 200);
+  for (uint64_t version : {2u, 3u}) {
+    uint8_t* half =
+        regions->params() + protocol::ParamsHalfOffset(config, protocol::ParamsHalfOf(version));
+    ASSERT_TRUE(protocol::EncodeParamsHalf(config, version, testing::PayloadFor(version, 200),
+                                           absl::MakeSpan(half, protocol::ParamsHalfStride(config)))
+                    .ok());
+    protocol::ParamsHeader header{};
+    header.version = version;
+    header.active_half = protocol::ParamsHalfOf(version);
+    std::memcpy(regions->params(), &header, sizeof(header));
+  }
+  CheckpointWriteStats stats;
+  ASSERT_TRUE(core->SaveCheckpoint(path, &stats).ok());
+  EXPECT_EQ(stats.params_version, 3u);
+
+  auto restored_regions = ReplayRegions::Create(config).value();
+  auto restored = ReplayCore::Create(restored_regions.get(), Options(22), &clock).value();
+  ASSERT_TRUE(restored->RestoreCheckpoint(path).ok());
+  LeaseTable table(restored_regions.get());
+  EXPECT_EQ(table.held(), 0u) << "no connection holds a lease after a restart";
+  for (const auto& [actor, lease] : {std::pair<uint32_t, uint32_t>{9, 0}, {4, 1}, {7, 2}}) {
+    const LeaseTable::Grant grant = table.Acquire(actor).value();
+    EXPECT_EQ(grant.lease, lease) << "actor " << actor;
+    EXPECT_EQ(grant.displaced_client, 0u);
+  }
+  EXPECT_EQ(table.Acquire(/*actor_id=*/1).value().lease, 3u) << "a new actor: the free lease";
+  EXPECT_EQ(LoadAcquire(&restored_regions->lease_line(2)->grants), 1u);
+
+  protocol::ParamsHeader header;
+  std::memcpy(&header, restored_regions->params(), sizeof(header));
+  EXPECT_EQ(header.version, 3u);
+  EXPECT_EQ(header.active_half, 1u);
+  const uint8_t* half =
+      restored_regions->params() + protocol::ParamsHalfOffset(config, header.active_half);
+  ASSERT_TRUE(protocol::CheckParamsHalf(config, half, 3).ok());
+  EXPECT_EQ(std::memcmp(half + sizeof(protocol::ParamsHalfHeader), params.data(), params.size()),
+            0);
 }
 
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {

@@ -81,8 +81,8 @@ void ActorLoop(const ReplayRegions& r, uint32_t lease, const std::atomic<bool>& 
       continue;
     }
     std::fill(payload.begin(), payload.end(), static_cast<uint8_t>(q));
-    CHECK(protocol::SealSlot(image.data(), c.slot_size, q, lease, 0.5f + q % 7, 0,
-                             payload.data(), payload_bytes)
+    CHECK(protocol::SealSlot(image.data(), c.slot_size, q, lease, 0.5f + q % 7, 0, payload.data(),
+                             payload_bytes)
               .ok());
     const uint64_t index = protocol::LeaseSlotIndex(c, lease, q);
     CopyToShared(r.slot(index), image.data(), c.slot_size);
@@ -95,8 +95,8 @@ void ActorLoop(const ReplayRegions& r, uint32_t lease, const std::atomic<bool>& 
 // What the core thread measured; read by main once a phase has ended.
 struct CoreProbe {
   std::atomic<bool> stop{false};
-  std::atomic<int> requested{0};    // checkpoints asked for
-  std::atomic<int> started{0};      // checkpoints cut
+  std::atomic<int> requested{0};             // checkpoints asked for
+  std::atomic<int> started{0};               // checkpoints cut
   std::atomic<int64_t> max_iteration_ns{0};  // since the last reset by main
   std::atomic<bool> reset{false};
 };
