@@ -455,10 +455,10 @@ std::string CheckpointWriteStats::Summary() const {
 }
 
 CheckpointCut CutCheckpoint(const ReplayRegions& regions, const replay::ReplayMemory& memory,
-                            CheckpointState state) {
+                            CheckpointState state, CheckpointCut spare) {
   const absl::Time start = absl::Now();
   const protocol::LayoutConfig& c = regions.config();
-  CheckpointCut cut;
+  CheckpointCut cut = std::move(spare);
   cut.values.resize(memory.capacity());
   cut.sequences.resize(memory.capacity());
   for (uint64_t i = 0; i < memory.capacity(); ++i) {

@@ -168,9 +168,11 @@ static_assert(offsetof(CheckpointHeader, params_bytes) == 424, "");
 // The cut (see the file comment): copies `memory`'s values and sequences and
 // the lease lines' holders into a CheckpointCut with `state`'s scalars and
 // cursors. On the memory's owner thread; never blocks. `state.lease_holders`
-// is filled here.
+// is filled here. `spare`'s vectors are reused when they have the memory's
+// capacity (CheckpointWriter::TakeSpare: memory already touched, so the copy
+// takes no page faults while it holds the core).
 CheckpointCut CutCheckpoint(const ReplayRegions& regions, const replay::ReplayMemory& memory,
-                            CheckpointState state);
+                            CheckpointState state, CheckpointCut spare = CheckpointCut());
 
 // Writes a checkpoint of `cut` and the slots `regions` holds now to `path`.
 // `cut` is modified: entries found overwritten are made empty. Internal

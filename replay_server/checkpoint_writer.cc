@@ -8,8 +8,8 @@
 
 namespace dreplay::server {
 
-CheckpointWriter::CheckpointWriter(WriteFn write)
-    : write_(std::move(write)), thread_([this] { Loop(); }) {}
+CheckpointWriter::CheckpointWriter(WriteFn write, uint64_t capacity)
+    : write_(std::move(write)), capacity_(capacity), thread_([this] { Loop(); }) {}
 
 CheckpointWriter::~CheckpointWriter() {
   {
@@ -33,6 +33,13 @@ void CheckpointWriter::Start(CheckpointCut cut) {
   changed_.SignalAll();
 }
 
+CheckpointCut CheckpointWriter::TakeSpare() {
+  MutexLock lock(&mu_);
+  CheckpointCut spare = std::move(spare_);
+  spare_ = CheckpointCut();
+  return spare;
+}
+
 std::optional<CheckpointWriter::Result> CheckpointWriter::TakeResult() {
   MutexLock lock(&mu_);
   std::optional<Result> result = std::move(result_);
@@ -46,6 +53,14 @@ void CheckpointWriter::WaitIdle() {
 }
 
 void CheckpointWriter::Loop() {
+  if (capacity_ > 0) {
+    // Touched here, so the core's copy into them takes no page faults.
+    CheckpointCut spare;
+    spare.values.assign(capacity_, 0.0);
+    spare.sequences.assign(capacity_, 0);
+    MutexLock lock(&mu_);
+    if (spare_.values.empty()) spare_ = std::move(spare);
+  }
   while (true) {
     std::optional<CheckpointCut> cut;
     {
@@ -57,8 +72,11 @@ void CheckpointWriter::Loop() {
       job_.reset();
     }
     Result result = write_(&*cut);
-    cut.reset();  // frees the cut's copies before the result is seen
     MutexLock lock(&mu_);
+    if (capacity_ > 0 && cut->values.size() == capacity_) {
+      spare_.values = std::move(cut->values);  // the next cut's buffers
+      spare_.sequences = std::move(cut->sequences);
+    }
     result_ = std::move(result);
     busy_ = false;
     changed_.SignalAll();

@@ -7,7 +7,7 @@
 //     return WriteCheckpoint(path, regions, cut);
 //   });
 //   // core thread, between steps:
-//   if (!writer.busy()) writer.Start(core->CutCheckpoint());
+//   if (!writer.busy()) writer.Start(core->CutCheckpoint(writer.TakeSpare()));
 //   ...
 //   if (std::optional<CheckpointWriter::Result> r = writer.TakeResult()) {
 //     if (r->ok()) core->CheckpointWritten();
@@ -24,6 +24,7 @@
 #ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_WRITER_H_
 #define DREPLAY_REPLAY_SERVER_CHECKPOINT_WRITER_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -40,7 +41,10 @@ class CheckpointWriter {
   using WriteFn = std::function<Result(CheckpointCut* cut)>;
 
   // Starts the thread. `write` writes one cut (and may rotate files).
-  explicit CheckpointWriter(WriteFn write);
+  // `capacity`: the cut's entries; the thread prepares a spare cut of that
+  // size with its memory touched (0: none), and keeps each written cut's
+  // buffers as the next spare.
+  explicit CheckpointWriter(WriteFn write, uint64_t capacity = 0);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -49,6 +53,9 @@ class CheckpointWriter {
   bool busy() const;
   // Hands `cut` to the thread; returns at once. REQUIRES: !busy().
   void Start(CheckpointCut cut);
+  // The spare cut's buffers, for ReplayCore::CutCheckpoint (empty when none
+  // is ready yet).
+  CheckpointCut TakeSpare();
   // The finished write's result, once; nullopt while none is waiting.
   std::optional<Result> TakeResult();
   // Blocks until no write is in progress.
@@ -58,12 +65,14 @@ class CheckpointWriter {
   void Loop();
 
   const WriteFn write_;
+  const uint64_t capacity_;
   mutable Mutex mu_;
   CondVar changed_;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<CheckpointCut> job_ ABSL_GUARDED_BY(mu_);
   std::optional<Result> result_ ABSL_GUARDED_BY(mu_);
+  CheckpointCut spare_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: started once the rest is built
 };
 

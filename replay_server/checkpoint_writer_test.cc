@@ -120,6 +120,22 @@ TEST(CheckpointWriterTest, TheDestructorFinishesTheWriteInProgress) {
   EXPECT_TRUE(written.load());
 }
 
+TEST(CheckpointWriterTest, PreparesASpareCutAndReusesEachWrittenCutsBuffers) {
+  constexpr uint64_t kCapacity = 1024;
+  CheckpointWriter writer(
+      [](CheckpointCut*) -> CheckpointWriter::Result { return CheckpointWriteStats{}; }, kCapacity);
+  CheckpointCut spare;
+  const absl::Time deadline = absl::Now() + kWriteTimeout;
+  while (spare.values.empty() && absl::Now() < deadline) spare = writer.TakeSpare();
+  ASSERT_EQ(spare.values.size(), kCapacity) << "the thread prepares one";
+  EXPECT_EQ(spare.sequences.size(), kCapacity);
+  EXPECT_TRUE(writer.TakeSpare().values.empty()) << "taken once";
+  const double* buffer = spare.values.data();
+  writer.Start(std::move(spare));
+  writer.WaitIdle();
+  EXPECT_EQ(writer.TakeSpare().values.data(), buffer) << "the written cut's buffers come back";
+}
+
 class CutTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -234,7 +234,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
-CheckpointCut ReplayCore::CutCheckpoint() {
+CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
   CheckpointState state;
   state.epoch = epoch_;
   state.incarnation = incarnation_;
@@ -245,7 +245,7 @@ CheckpointCut ReplayCore::CutCheckpoint() {
     state.lease_cursors[l] = ingest_->lease_cursor(l);
   }
   state.counters = counters_;
-  return server::CutCheckpoint(*regions_, *memory_, std::move(state));
+  return server::CutCheckpoint(*regions_, *memory_, std::move(state), std::move(spare));
 }
 
 void ReplayCore::CheckpointWritten() {

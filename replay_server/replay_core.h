@@ -141,7 +141,8 @@ class ReplayCore {
   // the core (its duration is CheckpointCut::pause). Hand the cut to
   // WriteCheckpoint on another thread (CheckpointWriter), then call
   // CheckpointWritten() here when it succeeded.
-  CheckpointCut CutCheckpoint();
+  // `spare`: buffers to reuse (CheckpointWriter::TakeSpare).
+  CheckpointCut CutCheckpoint(CheckpointCut spare = CheckpointCut());
   // Counts a checkpoint written from a cut (checkpoints_written) and
   // publishes the stats.
   void CheckpointWritten();

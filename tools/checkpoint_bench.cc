@@ -111,7 +111,7 @@ void CoreLoop(ReplayCore* core, CheckpointWriter* writer, CoreProbe* probe) {
       core->CheckpointWritten();
     }
     if (probe->started.load() < probe->requested.load() && !writer->busy()) {
-      writer->Start(core->CutCheckpoint());
+      writer->Start(core->CutCheckpoint(writer->TakeSpare()));
       probe->started.fetch_add(1);
     }
     if (probe->reset.exchange(false)) max_ns = 0;
@@ -130,12 +130,14 @@ int Run() {
   const std::string path = FLAGS_dir + "/bench.ckpt";
   std::atomic<bool> have_stats{false};
   CheckpointWriteStats last;
-  CheckpointWriter writer([&](CheckpointCut* cut) {
-    CheckpointWriter::Result result = WriteCheckpoint(path, *regions, cut);
-    if (result.ok()) last = *result;
-    have_stats.store(true);
-    return result;
-  });
+  CheckpointWriter writer(
+      [&](CheckpointCut* cut) {
+        CheckpointWriter::Result result = WriteCheckpoint(path, *regions, cut);
+        if (result.ok()) last = *result;
+        have_stats.store(true);
+        return result;
+      },
+      config.capacity);
 
   std::atomic<bool> stop_actors{false};
   std::atomic<uint64_t> inserted{0};
