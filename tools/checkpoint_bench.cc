@@ -43,6 +43,9 @@ DEFINE_double(inserts_per_s, 250000, "inserts per second per actor (0: as fast a
 DEFINE_int32(checkpoints, 3, "checkpoints taken one after the other");
 DEFINE_double(baseline_s, 2.0, "seconds of the baseline window before the checkpoints");
 DEFINE_string(dir, "/tmp/checkpoint_bench", "directory the checkpoint file is written to");
+DEFINE_bool(cut_only, false,
+            "time only the cut of an idle core (no actors, no write), with fresh and with "
+            "reused buffers");
 
 namespace dreplay::server {
 namespace {
@@ -120,12 +123,24 @@ void CoreLoop(ReplayCore* core, CheckpointWriter* writer, CoreProbe* probe) {
   }
 }
 
+// The cut alone, on this thread: fresh buffers, then the same buffers again.
+int CutOnly(ReplayCore* core) {
+  CheckpointCut cut;
+  for (const char* buffers : {"fresh", "reused", "reused"}) {
+    cut = core->CutCheckpoint(std::move(cut));
+    std::printf("cut of %zu entries with %s buffers: %.3f ms\n", cut.values.size(), buffers,
+                absl::ToDoubleMilliseconds(cut.pause));
+  }
+  return 0;
+}
+
 int Run() {
   const protocol::LayoutConfig config = Config();
   std::unique_ptr<ReplayRegions> regions = ReplayRegions::Create(config).value();
   ReplayCoreOptions options;
   options.incarnation = 1;
   std::unique_ptr<ReplayCore> core = ReplayCore::Create(regions.get(), options).value();
+  if (FLAGS_cut_only) return CutOnly(core.get());
   std::filesystem::create_directories(FLAGS_dir);
   const std::string path = FLAGS_dir + "/bench.ckpt";
   std::atomic<bool> have_stats{false};
