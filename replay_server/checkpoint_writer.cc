@@ -2,11 +2,23 @@
 
 #include "replay_server/checkpoint_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "glog/logging.h"
 
 namespace dreplay::server {
+namespace {
+
+// The writer thread's nice value (Linux: per thread).
+constexpr int kWriterNice = 10;
+
+}  // namespace
 
 CheckpointWriter::CheckpointWriter(WriteFn write, uint64_t capacity)
     : write_(std::move(write)), capacity_(capacity), thread_([this] { Loop(); }) {}
@@ -53,6 +65,11 @@ void CheckpointWriter::WaitIdle() {
 }
 
 void CheckpointWriter::Loop() {
+  // Background work: where CPUs are scarce the core thread goes first. A
+  // failure (no permission) leaves the thread at the process's priority.
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice) != 0) {
+    VLOG(1) << "checkpoint writer keeps the process's priority: " << std::strerror(errno);
+  }
   if (capacity_ > 0) {
     // Touched here, so the core's copy into them takes no page faults.
     CheckpointCut spare;

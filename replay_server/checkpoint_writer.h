@@ -13,6 +13,9 @@
 //     if (r->ok()) core->CheckpointWritten();
 //   }
 //
+// The thread runs at nice 10 (Linux, per thread): on a machine short of
+// CPUs the core thread is scheduled first.
+//
 // One write at a time: Start() while busy() is a bug (CHECK). The result of
 // a write is kept until TakeResult() takes it.
 //

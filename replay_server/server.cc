@@ -576,7 +576,7 @@ absl::Status ReplayServer::RequestCheckpoint() {
 }
 
 absl::Status ReplayServer::SaveCheckpoint() {
-  CheckpointCut cut = core_->CutCheckpoint();
+  CheckpointCut cut = core_->CutCheckpoint(checkpoint_writer_->TakeSpare());
   const absl::StatusOr<CheckpointWriteStats> stats = WriteThroughStore(&cut);
   if (!stats.ok()) return stats.status();
   core_->CheckpointWritten();
