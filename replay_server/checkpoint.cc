@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -105,16 +107,21 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
+uint64_t ParamsSectionBytes(const protocol::LayoutConfig& c) {
+  return sizeof(protocol::ParamsHeader) + protocol::ParamsHalfStride(c);
+}
+
 CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
-                            const replay::ReplayMemory& memory, const CheckpointState& state) {
+                            const replay::ReplayMemoryOptions& memory,
+                            const CheckpointState& state) {
   CheckpointHeader h{};
   h.magic = kCheckpointMagic;
   h.format_version = kCheckpointVersion;
   h.header_bytes = sizeof(CheckpointHeader);
   h.config = config;
-  h.alpha = memory.options().alpha;
-  h.priority_epsilon = memory.options().priority_epsilon;
-  h.sampling_mode = static_cast<uint32_t>(memory.options().mode);
+  h.alpha = memory.alpha;
+  h.priority_epsilon = memory.priority_epsilon;
+  h.sampling_mode = static_cast<uint32_t>(memory.mode);
   h.epoch = state.epoch;
   h.incarnation = state.incarnation;
   h.journal_end = state.journal_end;
@@ -125,54 +132,139 @@ CheckpointHeader MakeHeader(const protocol::LayoutConfig& config,
   h.value_bytes = config.capacity * sizeof(double);
   h.sequence_bytes = config.capacity * sizeof(uint64_t);
   h.lease_cursor_bytes = uint64_t{config.leases} * sizeof(uint64_t);
+  h.lease_holder_bytes = uint64_t{config.leases} * sizeof(CheckpointLeaseHolder);
+  h.params_bytes = ParamsSectionBytes(config);
   return h;
+}
+
+// Streams the slot ring, keeping each slot only when it verifies as the
+// cut's entry or as its lease's pending (committed, not ingested) sequence
+// at that position; fills `commits` (the file's commit words) and empties
+// the cut's entries found overwritten.
+class SlotStreamer {
+ public:
+  SlotStreamer(const ReplayRegions& regions, CheckpointCut* cut, CheckpointWriteStats* stats)
+      : regions_(regions),
+        c_(regions.config()),
+        lease_slots_(protocol::LeaseSlots(c_)),
+        cut_(cut),
+        stats_(stats),
+        commits_(c_.capacity, protocol::kNeverCommitted) {}
+
+  // Copies slot `i` into `out` (slot_size bytes) as the file records it.
+  void Copy(uint64_t i, uint8_t* out) {
+    const uint64_t commit = LoadAcquire(&regions_.commits()[i]);
+    CopyFromShared(out, regions_.slot(i), c_.slot_size);
+    uint64_t& entry = cut_->sequences[i];
+    if (entry != replay::ReplayMemory::kNoSequence) {
+      if (Holds(commit, out, entry)) {
+        commits_[i] = protocol::CommitValue(entry);
+        ++stats_->slots_kept;
+        return;
+      }
+      entry = replay::ReplayMemory::kNoSequence;
+      cut_->values[i] = 0;
+      ++stats_->slots_absent;
+    }
+    const auto lease = static_cast<uint32_t>(i / lease_slots_);
+    if (lease < c_.leases) {
+      const uint64_t cursor = cut_->state.lease_cursors[lease];
+      const uint64_t position = i - protocol::LeaseBase(c_, lease);
+      const uint64_t pending =
+          cursor + (position + lease_slots_ - cursor % lease_slots_) % lease_slots_;
+      if (Holds(commit, out, pending)) {
+        commits_[i] = protocol::CommitValue(pending);
+        ++stats_->pending_kept;
+        return;
+      }
+    }
+    std::memset(out, 0, c_.slot_size);
+  }
+
+  const std::vector<uint64_t>& commits() const { return commits_; }
+
+ private:
+  bool Holds(uint64_t commit, const uint8_t* copy, uint64_t sequence) const {
+    return commit == protocol::CommitValue(sequence) &&
+           protocol::VerifySlot(copy, c_.slot_size, sequence) == protocol::SlotCheck::kOk;
+  }
+
+  const ReplayRegions& regions_;
+  const protocol::LayoutConfig& c_;
+  const uint64_t lease_slots_;
+  CheckpointCut* const cut_;
+  CheckpointWriteStats* const stats_;
+  std::vector<uint64_t> commits_;
+};
+
+// The params region's header and published half, when a copy catches them
+// whole (protocol/params.h's reader protocol); all zero when nothing was
+// published or no copy was whole. Returns the version copied (0: none).
+uint64_t CopyParams(const ReplayRegions& regions, std::vector<uint8_t>* out) {
+  const protocol::LayoutConfig& c = regions.config();
+  out->assign(ParamsSectionBytes(c), 0);
+  const uint8_t* region = regions.params();
+  constexpr int kAttempts = 100;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    protocol::ParamsHeader header;
+    CopyFromShared(&header, region, sizeof(header));
+    if (header.version == 0) break;
+    const uint32_t half = protocol::ParamsHalfOf(header.version);
+    uint8_t* image = out->data() + sizeof(header);
+    CopyFromShared(image, region + protocol::ParamsHalfOffset(c, half),
+                   protocol::ParamsHalfStride(c));
+    if (protocol::CheckParamsHalf(c, image, header.version).ok()) {
+      header.active_half = half;
+      std::memcpy(out->data(), &header, sizeof(header));
+      return header.version;
+    }
+  }
+  out->assign(out->size(), 0);
+  return 0;
 }
 
 // Writes everything but the fsyncs and the rename.
 absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions& regions,
-                           const replay::ReplayMemory& memory, const CheckpointState& state) {
+                           const replay::ReplayMemoryOptions& memory, CheckpointCut* cut,
+                           CheckpointWriteStats* stats) {
   const protocol::LayoutConfig& config = regions.config();
-  Hasher hasher;
-  std::vector<uint8_t> chunk(kChunkBytes);
-  auto emit = [&](const void* p, size_t n) -> absl::Status {
-    hasher.Update(p, n);
+  // The header's absent count is known only at the end: the header is
+  // written last, at offset 0, and the trailer is the hash of the header
+  // followed by the hash of the sections.
+  CheckpointHeader header = MakeHeader(config, memory, cut->state);
+  if (lseek(fd, sizeof(header), SEEK_SET) < 0) return ErrnoError("seek", path);
+  Hasher body;
+  auto emit_body = [&](const void* p, size_t n) -> absl::Status {
+    body.Update(p, n);
     return WriteAll(fd, p, n, path);
   };
-  const CheckpointHeader header = MakeHeader(config, memory, state);
-  RETURN_IF_ERROR(emit(&header, sizeof(header)));
-  // Shared regions: copy out with atomic loads, then hash and write the copy.
-  for (const auto& [base, bytes] :
-       {std::pair<const uint8_t*, uint64_t>{regions.slots(), header.slot_bytes},
-        {reinterpret_cast<const uint8_t*>(regions.commits()), header.commit_bytes}}) {
-    for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, bytes - offset));
-      CopyFromShared(chunk.data(), base + offset, n);
-      RETURN_IF_ERROR(emit(chunk.data(), n));
+  SlotStreamer streamer(regions, cut, stats);
+  const uint64_t per_chunk = std::max<uint64_t>(1, kChunkBytes / config.slot_size);
+  std::vector<uint8_t> chunk(per_chunk * config.slot_size);
+  for (uint64_t first = 0; first < config.capacity; first += per_chunk) {
+    const uint64_t count = std::min(per_chunk, config.capacity - first);
+    for (uint64_t k = 0; k < count; ++k) {
+      streamer.Copy(first + k, chunk.data() + k * config.slot_size);
     }
+    RETURN_IF_ERROR(emit_body(chunk.data(), count * config.slot_size));
   }
-  constexpr uint64_t kPerChunk = kChunkBytes / sizeof(uint64_t);
-  for (int section = 0; section < 2; ++section) {
-    for (uint64_t first = 0; first < config.capacity; first += kPerChunk) {
-      const uint64_t count = std::min(kPerChunk, config.capacity - first);
-      for (uint64_t k = 0; k < count; ++k) {
-        if (section == 0) {
-          const double v = memory.stored_priority(first + k);
-          std::memcpy(chunk.data() + k * 8, &v, 8);
-        } else {
-          const uint64_t s = memory.sequence(first + k);
-          std::memcpy(chunk.data() + k * 8, &s, 8);
-        }
-      }
-      RETURN_IF_ERROR(emit(chunk.data(), count * 8));
-    }
-  }
-  if (state.lease_cursors.size() != config.leases) {
-    return absl::InternalError(absl::StrCat("checkpoint state has ", state.lease_cursors.size(),
-                                            " lease cursors for ", config.leases, " leases"));
-  }
-  RETURN_IF_ERROR(emit(state.lease_cursors.data(), header.lease_cursor_bytes));
+  RETURN_IF_ERROR(emit_body(streamer.commits().data(), header.commit_bytes));
+  RETURN_IF_ERROR(emit_body(cut->values.data(), header.value_bytes));
+  RETURN_IF_ERROR(emit_body(cut->sequences.data(), header.sequence_bytes));
+  RETURN_IF_ERROR(emit_body(cut->state.lease_cursors.data(), header.lease_cursor_bytes));
+  RETURN_IF_ERROR(emit_body(cut->state.lease_holders.data(), header.lease_holder_bytes));
+  std::vector<uint8_t> params;
+  stats->params_version = CopyParams(regions, &params);
+  RETURN_IF_ERROR(emit_body(params.data(), params.size()));
+  header.slots_absent = stats->slots_absent;
+  Hasher hasher;
+  hasher.Update(&header, sizeof(header));
+  const uint64_t body_digest = body.Digest();
+  hasher.Update(&body_digest, sizeof(body_digest));
   const uint64_t trailer = hasher.Digest();
-  return WriteAll(fd, &trailer, sizeof(trailer), path);
+  RETURN_IF_ERROR(WriteAll(fd, &trailer, sizeof(trailer), path));
+  if (lseek(fd, 0, SEEK_SET) < 0) return ErrnoError("seek", path);
+  return WriteAll(fd, &header, sizeof(header), path);
 }
 
 absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
@@ -183,7 +275,8 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
   if (h.format_version != kCheckpointVersion || h.header_bytes != sizeof(h)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", path, " has format version ", h.format_version, " (header ", h.header_bytes,
-        " bytes); this build reads version ", kCheckpointVersion, " only"));
+        " bytes); this build reads version ", kCheckpointVersion,
+        " only (move the file away to start empty, or restore it with the build that wrote it)"));
   }
   if (h.config != config) {
     return absl::FailedPreconditionError(
@@ -202,7 +295,9 @@ absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
       h.commit_bytes != protocol::CommitWordsBytes(config) ||
       h.value_bytes != config.capacity * sizeof(double) ||
       h.sequence_bytes != config.capacity * sizeof(uint64_t) ||
-      h.lease_cursor_bytes != uint64_t{config.leases} * sizeof(uint64_t)) {
+      h.lease_cursor_bytes != uint64_t{config.leases} * sizeof(uint64_t) ||
+      h.lease_holder_bytes != uint64_t{config.leases} * sizeof(CheckpointLeaseHolder) ||
+      h.params_bytes != ParamsSectionBytes(config)) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " has section sizes that do not match its config"));
   }
@@ -242,47 +337,76 @@ void ClearUnverifiedCommits(const std::vector<uint64_t>& cursors, ReplayRegions*
   }
 }
 
+// Loads the params section into the params region (its header, and the
+// half it names at that half's place).
+void LoadParams(const std::vector<uint8_t>& section, ReplayRegions* regions) {
+  const protocol::LayoutConfig& c = regions->config();
+  protocol::ParamsHeader header;
+  std::memcpy(&header, section.data(), sizeof(header));
+  if (header.version == 0) return;
+  uint8_t* region = regions->params();
+  std::memcpy(region + protocol::ParamsHalfOffset(c, protocol::ParamsHalfOf(header.version)),
+              section.data() + sizeof(header), protocol::ParamsHalfStride(c));
+  std::memcpy(region, &header, sizeof(header));
+}
+
 absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* regions,
                           replay::ReplayMemory* memory, CheckpointState* state) {
   const protocol::LayoutConfig& config = regions->config();
   struct stat st;
   if (fstat(fd, &st) != 0) return ErrnoError("stat", path);
   CheckpointHeader header{};
-  if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
+  // Enough for the version fields of any format.
+  constexpr size_t kPrefix = offsetof(CheckpointHeader, config);
+  if (static_cast<uint64_t>(st.st_size) < kPrefix) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
   }
-  RETURN_IF_ERROR(ReadAll(fd, &header, sizeof(header), path));
-  const size_t header_bytes = sizeof(header);
+  RETURN_IF_ERROR(ReadAll(fd, &header, kPrefix, path));
+  if (header.magic == kCheckpointMagic && header.format_version == kCheckpointVersion) {
+    if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
+    }
+    RETURN_IF_ERROR(
+        ReadAll(fd, reinterpret_cast<uint8_t*>(&header) + kPrefix, sizeof(header) - kPrefix, path));
+  }
   RETURN_IF_ERROR(CheckHeader(header, path, config, *memory));
-  const uint64_t expected_size = header_bytes + header.slot_bytes + header.commit_bytes +
+  const uint64_t expected_size = sizeof(header) + header.slot_bytes + header.commit_bytes +
                                  header.value_bytes + header.sequence_bytes +
-                                 header.lease_cursor_bytes + sizeof(uint64_t);
+                                 header.lease_cursor_bytes + header.lease_holder_bytes +
+                                 header.params_bytes + sizeof(uint64_t);
   if (static_cast<uint64_t>(st.st_size) != expected_size) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " has ", st.st_size, " bytes, expected ", expected_size));
   }
-  Hasher hasher;
-  hasher.Update(&header, header_bytes);
+  Hasher body;
   // No peer uses the regions yet: read straight into them.
   auto load = [&](void* destination, uint64_t bytes) -> absl::Status {
     auto* p = static_cast<uint8_t*>(destination);
     for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, bytes - offset));
       RETURN_IF_ERROR(ReadAll(fd, p + offset, n, path));
-      hasher.Update(p + offset, n);
+      body.Update(p + offset, n);
     }
     return absl::OkStatus();
   };
   std::vector<double> values(config.capacity);
   std::vector<uint64_t> sequences(config.capacity);
+  std::vector<uint64_t> lease_cursors(config.leases);
+  std::vector<CheckpointLeaseHolder> lease_holders(config.leases);
+  std::vector<uint8_t> params(header.params_bytes);
   RETURN_IF_ERROR(load(regions->slots(), header.slot_bytes));
   RETURN_IF_ERROR(load(regions->commits(), header.commit_bytes));
   RETURN_IF_ERROR(load(values.data(), header.value_bytes));
   RETURN_IF_ERROR(load(sequences.data(), header.sequence_bytes));
-  std::vector<uint64_t> lease_cursors(config.leases);
   RETURN_IF_ERROR(load(lease_cursors.data(), header.lease_cursor_bytes));
+  RETURN_IF_ERROR(load(lease_holders.data(), header.lease_holder_bytes));
+  RETURN_IF_ERROR(load(params.data(), header.params_bytes));
   uint64_t trailer;
   RETURN_IF_ERROR(ReadAll(fd, &trailer, sizeof(trailer), path));
+  Hasher hasher;
+  hasher.Update(&header, sizeof(header));
+  const uint64_t body_digest = body.Digest();
+  hasher.Update(&body_digest, sizeof(body_digest));
   if (trailer != hasher.Digest()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " fails its checksum"));
   }
@@ -290,13 +414,16 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", s.message()));
   }
   state->epoch = header.epoch;
-  state->incarnation = header.incarnation;  // 0 in older files
+  state->incarnation = header.incarnation;
   state->journal_end = header.journal_end;
   state->ingest_cursor = header.ingest_cursor;
   state->lease_cursors = lease_cursors;
+  state->lease_holders = lease_holders;
   std::memcpy(&state->counters, header.counters, sizeof(header.counters));
+  LoadParams(params, regions);
   ClearUnverifiedCommits(lease_cursors, regions);
-  // Slots caught mid-write when the checkpoint was taken fail here.
+  // A file this build wrote holds only slots that verify: a failure here
+  // is a bug or a damaged file the checksum missed.
   for (uint64_t i = 0; i < config.capacity; ++i) {
     const uint64_t sequence = memory->sequence(i);
     if (sequence == replay::ReplayMemory::kNoSequence) continue;
@@ -312,17 +439,67 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regions,
-                             const replay::ReplayMemory& memory, const CheckpointState& state) {
-  if (memory.capacity() != regions.config().capacity) {
-    return absl::InvalidArgumentError(absl::StrCat("memory capacity ", memory.capacity(),
-                                                   " differs from the regions' ",
-                                                   regions.config().capacity));
+double CheckpointWriteStats::bytes_per_second() const {
+  const double seconds = absl::ToDoubleSeconds(write_time);
+  return seconds > 0 ? static_cast<double>(bytes) / seconds : 0.0;
+}
+
+std::string CheckpointWriteStats::Summary() const {
+  return absl::StrFormat(
+      "the cut paused the core %.3f ms (ingest cursor %d); %d bytes written in %.3f s "
+      "(%.1f MB/s); %d slots kept, %d overwritten during the write (recorded empty), %d "
+      "committed but not ingested kept; params version %d",
+      absl::ToDoubleMilliseconds(cut_pause), cut_ingest_cursor, bytes,
+      absl::ToDoubleSeconds(write_time), bytes_per_second() / 1e6, slots_kept, slots_absent,
+      pending_kept, params_version);
+}
+
+CheckpointCut CutCheckpoint(const ReplayRegions& regions, const replay::ReplayMemory& memory,
+                            CheckpointState state, CheckpointCut spare) {
+  const absl::Time start = absl::Now();
+  const protocol::LayoutConfig& c = regions.config();
+  CheckpointCut cut = std::move(spare);
+  cut.values.resize(memory.capacity());
+  cut.sequences.resize(memory.capacity());
+  for (uint64_t i = 0; i < memory.capacity(); ++i) {
+    cut.values[i] = memory.stored_priority(i);
+    cut.sequences[i] = memory.sequence(i);
   }
+  state.lease_holders.resize(c.leases);
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    const protocol::LeaseLine* line = regions.lease_line(l);
+    // state (low half) and holder (high half) share one word.
+    const uint64_t word = LoadAcquire(reinterpret_cast<const uint64_t*>(&line->state));
+    state.lease_holders[l].state = static_cast<uint32_t>(word);
+    state.lease_holders[l].actor_id = static_cast<uint32_t>(word >> 32);
+    state.lease_holders[l].grants = LoadAcquire(&line->grants);
+  }
+  cut.state = std::move(state);
+  cut.memory_options = memory.options();
+  cut.pause = absl::Now() - start;
+  return cut;
+}
+
+absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
+                                                     const ReplayRegions& regions,
+                                                     CheckpointCut* cut) {
+  const protocol::LayoutConfig& c = regions.config();
+  if (cut->values.size() != c.capacity || cut->sequences.size() != c.capacity ||
+      cut->state.lease_cursors.size() != c.leases || cut->state.lease_holders.size() != c.leases) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the checkpoint cut has ", cut->values.size(), " values, ",
+                     cut->sequences.size(), " sequences, ", cut->state.lease_cursors.size(),
+                     " lease cursors and ", cut->state.lease_holders.size(),
+                     " lease holders for capacity ", c.capacity, " and ", c.leases, " leases"));
+  }
+  const absl::Time start = absl::Now();
+  CheckpointWriteStats stats;
+  stats.cut_pause = cut->pause;
+  stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";
   Fd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoError("open", temp);
-  absl::Status status = WriteContents(fd.get(), temp, regions, memory, state);
+  absl::Status status = WriteContents(fd.get(), temp, regions, cut->memory_options, cut, &stats);
   if (status.ok() && fsync(fd.get()) != 0) status = ErrnoError("fsync", temp);
   if (status.ok() && close(fd.Release()) != 0) status = ErrnoError("close", temp);
   if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
@@ -336,7 +513,11 @@ absl::Status WriteCheckpoint(const std::string& path, const ReplayRegions& regio
   Fd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() < 0) return ErrnoError("open directory", dir);
   if (fsync(dir_fd.get()) != 0) return ErrnoError("fsync directory", dir);
-  return absl::OkStatus();
+  stats.write_time = absl::Now() - start;
+  stats.bytes = sizeof(CheckpointHeader) + protocol::SlotRingBytes(c) +
+                protocol::CommitWordsBytes(c) + c.capacity * 16 + uint64_t{c.leases} * 24 +
+                ParamsSectionBytes(c) + sizeof(uint64_t);
+  return stats;
 }
 
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
@@ -355,6 +536,7 @@ absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
   if (!status.ok()) {
     std::memset(regions->slots(), 0, protocol::SlotRingBytes(regions->config()));
     std::memset(regions->commits(), 0, protocol::CommitWordsBytes(regions->config()));
+    std::memset(regions->params(), 0, regions->region_bytes(protocol::RegionKind::kParams));
     memory->Clear();
   }
   return status;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
+#include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "testing/in_memory_peers.h"
@@ -110,7 +112,15 @@ TEST_F(CheckpointTest, RoundTripRestoresMemorySlotsCountersAndBumpsTheEpoch) {
     EXPECT_EQ(core->memory().sequence(i), core_->memory().sequence(i)) << i;
     EXPECT_EQ(core->memory().stored_priority(i), core_->memory().stored_priority(i)) << i;
   }
-  EXPECT_EQ(std::memcmp(regions->slots(), regions_->slots(), protocol::SlotRingBytes(config())), 0);
+  // Every slot the memory holds, and the committed one, is saved as it was.
+  for (uint64_t i = 0; i < config().capacity; ++i) {
+    if (!core_->memory().valid(i) && i != testing::SlotOf(config(), committed_)) continue;
+    EXPECT_EQ(std::memcmp(regions->slot(i), regions_->slot(i), config().slot_size), 0) << i;
+  }
+  // The one being written is not: its header was caught mid-write.
+  const uint8_t* pending_slot = regions->slot(testing::SlotOf(config(), pending_));
+  EXPECT_TRUE(std::all_of(pending_slot, pending_slot + config().slot_size,
+                          [](uint8_t b) { return b == 0; }));
   EXPECT_EQ(core->counters().inserted, core_->counters().inserted);
   EXPECT_EQ(core->counters().priority_updates_applied, 1u);
   EXPECT_EQ(core->counters().checkpoints_written, 0u);  // counted after the write
@@ -132,14 +142,15 @@ TEST_F(CheckpointTest, AnOlderFormatIsRefusedWithItsVersion) {
   std::vector<char> bytes = ReadFile(path_);
   CheckpointHeader header;
   std::memcpy(&header, bytes.data(), sizeof(header));
-  header.format_version = 3;
+  header.format_version = 4;
   std::memcpy(bytes.data(), &header, sizeof(header));
   WriteFile(path_, bytes);
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
   const absl::Status s = core->RestoreCheckpoint(path_);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  EXPECT_NE(s.message().find("format version 3"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("format version 4"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("reads version 5 only"), std::string::npos) << s;
 }
 
 TEST_F(CheckpointTest, TheLimiterAndCacheCountersSurviveARestart) {
@@ -154,15 +165,20 @@ TEST_F(CheckpointTest, TheLimiterAndCacheCountersSurviveARestart) {
   EXPECT_EQ(core->sampler().limiter().sampled(), core_->counters().sampled);
 }
 
-TEST_F(CheckpointTest, ASlotTornWhenSavedIsDroppedOnRestore) {
+TEST_F(CheckpointTest, ASlotTornWhenSavedIsRecordedEmpty) {
   RunForAWhile();
+  ASSERT_TRUE(core_->memory().valid(5));
   regions_->slot(5)[sizeof(protocol::SlotHeader) + 3] ^= 0xFF;  // an actor mid-write
-  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  CheckpointWriteStats stats;
+  ASSERT_TRUE(core_->SaveCheckpoint(path_, &stats).ok());
+  EXPECT_EQ(stats.slots_absent, 1u);
+  EXPECT_EQ(stats.slots_kept, core_->memory().size() - 1);
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
   ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
-  EXPECT_EQ(core->counters().restore_dropped, 1u);
+  EXPECT_EQ(core->counters().restore_dropped, 0u) << "the file holds no torn slot";
   EXPECT_FALSE(core->memory().valid(5));
+  EXPECT_EQ(regions->commits()[5], protocol::kNeverCommitted);
   EXPECT_EQ(core->memory().size(), core_->memory().size() - 1);
 }
 
@@ -171,17 +187,13 @@ TEST_F(CheckpointTest, CommitsAfterALeasesVerifiedPrefixAreClearedOnRestore) {
   core_->Step();
   // The ring is streamed while the actor keeps writing: `late` was caught
   // with its commit word but a half-written slot, `after` complete.
-  CheckpointState state;
-  state.epoch = core_->epoch();
-  state.ingest_cursor = core_->ingest_cursor();
-  state.lease_cursors = {core_->ingest_cursor()};
-  state.counters = core_->counters();
+  CheckpointCut cut = core_->CutCheckpoint();
   WriteSlot(*regions_, pending_, 4.f, 128);
   Commit(*regions_, pending_);
   const uint64_t late = Insert(*regions_, 5.f);
   const uint64_t after = Insert(*regions_, 6.f);
   regions_->slot(testing::SlotOf(config(), late))[sizeof(protocol::SlotHeader) + 1] ^= 0xFF;
-  ASSERT_TRUE(WriteCheckpoint(path_, *regions_, core_->memory(), state).ok());
+  ASSERT_TRUE(WriteCheckpoint(path_, *regions_, &cut).ok());
 
   auto regions = ReplayRegions::Create(SmallConfig()).value();
   auto core = ReplayCore::Create(regions.get(), Options(), &clock_).value();
@@ -287,9 +299,65 @@ TEST_F(CheckpointTest, AnUnwritableDirectoryFailsWithoutTouchingTheOldCheckpoint
   EXPECT_EQ(ReadFile(path_).size(), before.size());
 }
 
+TEST(CheckpointLeasesAndParamsTest, AnActorGetsItsLeaseBackAndThePublishedParamsAreThere) {
+  const std::string path = TempDir() + "/leases_params.ckpt";
+  protocol::LayoutConfig config = SmallConfig();
+  config.leases = 4;
+  FakeClock clock;
+  auto regions = ReplayRegions::Create(config).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock).value();
+  {
+    LeaseTable table(regions.get());
+    for (uint32_t actor : {9u, 4u, 7u}) {  // leases 0, 1, 2
+      const LeaseTable::Grant grant = table.Acquire(actor).value();
+      table.Bind(grant.lease, actor, /*client_id=*/actor + 100);
+    }
+    table.Release(/*client_id=*/104);  // actor 4 left before the checkpoint
+  }
+  // The learner published version 3 (half 1), and half 0 holds version 2.
+  const std::vector<uint8_t> params = testing::PayloadFor(3, 200);
+  for (uint64_t version : {2u, 3u}) {
+    uint8_t* half =
+        regions->params() + protocol::ParamsHalfOffset(config, protocol::ParamsHalfOf(version));
+    ASSERT_TRUE(protocol::EncodeParamsHalf(config, version, testing::PayloadFor(version, 200),
+                                           absl::MakeSpan(half, protocol::ParamsHalfStride(config)))
+                    .ok());
+    protocol::ParamsHeader header{};
+    header.version = version;
+    header.active_half = protocol::ParamsHalfOf(version);
+    std::memcpy(regions->params(), &header, sizeof(header));
+  }
+  CheckpointWriteStats stats;
+  ASSERT_TRUE(core->SaveCheckpoint(path, &stats).ok());
+  EXPECT_EQ(stats.params_version, 3u);
+
+  auto restored_regions = ReplayRegions::Create(config).value();
+  auto restored = ReplayCore::Create(restored_regions.get(), Options(22), &clock).value();
+  ASSERT_TRUE(restored->RestoreCheckpoint(path).ok());
+  LeaseTable table(restored_regions.get());
+  EXPECT_EQ(table.held(), 0u) << "no connection holds a lease after a restart";
+  for (const auto& [actor, lease] : {std::pair<uint32_t, uint32_t>{9, 0}, {4, 1}, {7, 2}}) {
+    const LeaseTable::Grant grant = table.Acquire(actor).value();
+    EXPECT_EQ(grant.lease, lease) << "actor " << actor;
+    EXPECT_EQ(grant.displaced_client, 0u);
+  }
+  EXPECT_EQ(table.Acquire(/*actor_id=*/1).value().lease, 3u) << "a new actor: the free lease";
+  EXPECT_EQ(LoadAcquire(&restored_regions->lease_line(2)->grants), 1u);
+
+  protocol::ParamsHeader header;
+  std::memcpy(&header, restored_regions->params(), sizeof(header));
+  EXPECT_EQ(header.version, 3u);
+  EXPECT_EQ(header.active_half, 1u);
+  const uint8_t* half =
+      restored_regions->params() + protocol::ParamsHalfOffset(config, header.active_half);
+  ASSERT_TRUE(protocol::CheckParamsHalf(config, half, 3).ok());
+  EXPECT_EQ(std::memcmp(half + sizeof(protocol::ParamsHalfHeader), params.data(), params.size()),
+            0);
+}
+
 TEST(CheckpointHeaderTest, HeaderLayoutIsFixed) {
-  EXPECT_EQ(sizeof(CheckpointHeader), 416u);
-  EXPECT_EQ(kCheckpointVersion, 4u);
+  EXPECT_EQ(sizeof(CheckpointHeader), 480u);
+  EXPECT_EQ(kCheckpointVersion, 5u);
 }
 
 }  // namespace

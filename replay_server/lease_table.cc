@@ -10,7 +10,20 @@ namespace dreplay::server {
 using protocol::LeaseState;
 
 LeaseTable::LeaseTable(ReplayRegions* regions)
-    : regions_(regions), entries_(regions->config().leases) {}
+    : regions_(regions), entries_(regions->config().leases) {
+  for (uint32_t l = 0; l < entries_.size(); ++l) {
+    const protocol::LeaseLine* line = regions_->lease_line(l);
+    // state (low half) and holder (high half) share one word.
+    const uint64_t word = LoadAcquire(reinterpret_cast<const uint64_t*>(&line->state));
+    const auto state = static_cast<LeaseState>(static_cast<uint32_t>(word));
+    if (state != LeaseState::kHeld && state != LeaseState::kReleased) continue;
+    Entry& e = entries_[l];
+    e.state = LeaseState::kReleased;  // no connection holds it yet
+    e.actor_id = static_cast<uint32_t>(word >> 32);
+    e.grants = LoadAcquire(&line->grants);
+    Publish(l);
+  }
+}
 
 absl::StatusOr<LeaseTable::Grant> LeaseTable::Acquire(uint32_t actor_id) const {
   const auto n = static_cast<uint32_t>(entries_.size());

@@ -41,7 +41,11 @@ namespace dreplay::server {
 class LeaseTable {
  public:
   // `regions` (not owned, outlives the table) holds the lease lines the
-  // table publishes to and the commit words ResumeSequence reads.
+  // table publishes to and the commit words ResumeSequence reads. The table
+  // starts from the holders the lease lines name (a restored checkpoint's,
+  // ReplayCore::RestoreCheckpoint): each such lease is released and kept for
+  // its actor id, so after a restart an actor gets its own lease back, with
+  // its own cursor and data. Fresh regions name none.
   explicit LeaseTable(ReplayRegions* regions);
 
   struct Grant {

@@ -235,7 +235,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
-absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
+CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
   CheckpointState state;
   state.epoch = epoch_;
   state.incarnation = incarnation_;
@@ -246,10 +246,20 @@ absl::Status ReplayCore::SaveCheckpoint(const std::string& path) {
     state.lease_cursors[l] = ingest_->lease_cursor(l);
   }
   state.counters = counters_;
-  RETURN_IF_ERROR(WriteCheckpoint(path, *regions_, *memory_, state));
+  return server::CutCheckpoint(*regions_, *memory_, std::move(state), std::move(spare));
+}
+
+void ReplayCore::CheckpointWritten() {
   ++counters_.checkpoints_written;
   if (options_.ingest.verification_log) options_.ingest.verification_log->CheckpointWritten();
   PublishStats();
+}
+
+absl::Status ReplayCore::SaveCheckpoint(const std::string& path, CheckpointWriteStats* stats) {
+  CheckpointCut cut = CutCheckpoint();
+  ASSIGN_OR_RETURN(const CheckpointWriteStats written, WriteCheckpoint(path, *regions_, &cut));
+  if (stats != nullptr) *stats = written;
+  CheckpointWritten();
   return absl::OkStatus();
 }
 
@@ -276,6 +286,17 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   epoch_ = state.epoch + 1;
   ingest_->Restart(state.lease_cursors, state.journal_end);
   restored_incarnation_ = state.incarnation;
+  for (uint32_t l = 0; l < config.leases; ++l) {
+    const CheckpointLeaseHolder& holder = state.lease_holders[l];
+    // A lease held then has no connection now: released, kept for its actor.
+    const uint32_t lease_state = holder.state == static_cast<uint32_t>(protocol::LeaseState::kHeld)
+                                     ? static_cast<uint32_t>(protocol::LeaseState::kReleased)
+                                     : holder.state;
+    protocol::LeaseLine* line = regions_->lease_line(l);
+    StoreRelease(reinterpret_cast<uint64_t*>(&line->state),
+                 (uint64_t{holder.actor_id} << 32) | lease_state);
+    StoreRelease(&line->grants, holder.grants);
+  }
   sampler_->Restart(epoch_, incarnation_);  // forgets the learner's holdings: a new epoch
   ++counters_.learner_cache_resets;
   // The limiter continues from the restored counts.

@@ -55,11 +55,15 @@
 // Delays (delays.h): ingest records each slot's insert-to-ingest delay, and
 // step 2 the staging delay of each batch whose update it consumed.
 //
+// Checkpoints (checkpoint.h) do not stop the core: CutCheckpoint() copies
+// the metadata between two steps, and another thread writes the slots while
+// the core goes on (the server's CheckpointWriter).
+//
 // Thread safety: not thread-safe, except NoteLearnerConnected(),
 // WaitLearnerNoted() and delays() (their snapshots), which any thread may
-// call. Step(), Run(), SaveCheckpoint() and RestoreCheckpoint() must not run
-// concurrently (to checkpoint a running core, stop Run(), save, run again).
-// Accessors are for the same thread.
+// call. Step(), Run(), CutCheckpoint(), SaveCheckpoint() and
+// RestoreCheckpoint() must not run concurrently. Accessors are for the same
+// thread.
 
 #ifndef DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
 #define DREPLAY_REPLAY_SERVER_REPLAY_CORE_H_
@@ -73,6 +77,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "replay/replay_memory.h"
+#include "replay_server/checkpoint.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
 #include "replay_server/delays.h"
@@ -130,11 +135,25 @@ class ReplayCore {
   // Steps until `stop` is true (checked between steps). Blocks.
   void Run(const std::atomic<bool>& stop);
 
-  // Writes a checkpoint (see checkpoint.h). Counts checkpoints_written.
-  absl::Status SaveCheckpoint(const std::string& path);
+  // The cut of a checkpoint (checkpoint.h): copies the memory's values and
+  // sequences, the lease cursors and holders, the counters, epoch,
+  // incarnation and journal end; the only part of a checkpoint that holds
+  // the core (its duration is CheckpointCut::pause). Hand the cut to
+  // WriteCheckpoint on another thread (CheckpointWriter), then call
+  // CheckpointWritten() here when it succeeded.
+  // `spare`: buffers to reuse (CheckpointWriter::TakeSpare).
+  CheckpointCut CutCheckpoint(CheckpointCut spare = CheckpointCut());
+  // Counts a checkpoint written from a cut (checkpoints_written) and
+  // publishes the stats.
+  void CheckpointWritten();
+  // Cut, write and count in one call, on this thread (tests, the final
+  // checkpoint of a stopped server). `stats` may be null.
+  absl::Status SaveCheckpoint(const std::string& path, CheckpointWriteStats* stats = nullptr);
   // Loads a checkpoint, then starts epoch saved + 1: every lease's ingest
-  // cursor and the journal's end are restored, staging ring and mailbox are cleared,
-  // counters are restored. REQUIRES: no peer uses the regions yet. On error
+  // cursor, holder (actor id, grants; a lease held then is published as
+  // released, for LeaseTable to adopt) and the journal's end are restored,
+  // the params region holds the saved parameters, staging ring and mailbox
+  // are cleared, counters are restored. REQUIRES: no peer uses the regions yet. On error
   // (see ReadCheckpoint) the memory is empty and the epoch unchanged.
   absl::Status RestoreCheckpoint(const std::string& path);
   // Makes the epoch at least `epoch` + 1: a server that started after the

@@ -84,6 +84,8 @@ absl::Status ReplayServer::Init() {
     checkpoint_path_ = checkpoints_->LatestPath();
     RETURN_IF_ERROR(RestoreNewestCheckpoint());
     RETURN_IF_ERROR(RecordStart());
+    checkpoint_writer_ = std::make_unique<CheckpointWriter>(
+        [this](CheckpointCut* cut) { return WriteThroughStore(cut); });
   }
   epoch_ = core_->epoch();
 
@@ -574,27 +576,47 @@ absl::Status ReplayServer::RequestCheckpoint() {
 }
 
 absl::Status ReplayServer::SaveCheckpoint() {
-  return checkpoints_->Save(
-      [this](const std::string& path) { return core_->SaveCheckpoint(path); });
+  CheckpointCut cut = core_->CutCheckpoint(checkpoint_writer_->TakeSpare());
+  const absl::StatusOr<CheckpointWriteStats> stats = WriteThroughStore(&cut);
+  if (!stats.ok()) return stats.status();
+  core_->CheckpointWritten();
+  LOG(INFO) << "checkpoint written to " << checkpoint_path_ << ": " << stats->Summary();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointWriteStats> ReplayServer::WriteThroughStore(CheckpointCut* cut) {
+  CheckpointWriteStats stats;
+  RETURN_IF_ERROR(checkpoints_->Save([&](const std::string& path) -> absl::Status {
+    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut));
+    return absl::OkStatus();
+  }));
+  return stats;
+}
+
+void ReplayServer::NoteCheckpointResult() {
+  std::optional<CheckpointWriter::Result> result = checkpoint_writer_->TakeResult();
+  if (!result.has_value()) return;
+  if (result->ok()) {
+    core_->CheckpointWritten();
+    LOG(INFO) << "checkpoint written to " << checkpoint_path_ << ": " << (*result)->Summary();
+  } else {
+    LOG(ERROR) << "checkpoint failed: " << result->status();
+  }
+  last_checkpoint_ = absl::Now();
 }
 
 void ReplayServer::MaybeCheckpoint(absl::Time now) {
   if (!checkpoints_.has_value()) return;
+  NoteCheckpointResult();
+  // One write at a time; a request waits for the one in progress.
+  if (checkpoint_writer_->busy()) return;
   // A plain load first: the loop passes here on every step.
   const bool requested = checkpoint_requested_.load(std::memory_order_relaxed) &&
                          checkpoint_requested_.exchange(false, std::memory_order_acq_rel);
   if (!requested && now - last_checkpoint_ < options_.checkpoint_interval) return;
-  const absl::Status status = SaveCheckpoint();
-  if (status.ok() && requested) {
-    LOG(INFO) << "requested checkpoint written to " << checkpoint_path_ << " in "
-              << absl::FormatDuration(absl::Now() - now);
-  } else if (status.ok()) {
-    VLOG(1) << "checkpoint written to " << checkpoint_path_ << " in "
-            << absl::FormatDuration(absl::Now() - now);
-  } else {
-    LOG(ERROR) << (requested ? "requested" : "periodic") << " checkpoint failed: " << status;
-  }
-  last_checkpoint_ = absl::Now();
+  if (requested) LOG(INFO) << "writing the requested checkpoint";
+  // The core pauses for the cut only; the writer thread streams the slots.
+  checkpoint_writer_->Start(core_->CutCheckpoint());
 }
 
 void ReplayServer::MaybeLogStats(absl::Time now) {
@@ -635,13 +657,16 @@ absl::Status ReplayServer::Stop() {
   if (regions_ != nullptr) PublishConnections();
   stop_core_.store(true, std::memory_order_release);
   if (core_thread_.joinable()) core_thread_.join();
+  if (checkpoint_writer_ != nullptr) {  // the write in progress finishes first
+    checkpoint_writer_->WaitIdle();
+    NoteCheckpointResult();
+  }
   // A server that never started must not overwrite the checkpoint it failed
   // to restore.
   if (started_ && checkpoints_.has_value()) {
     stop_status_ = SaveCheckpoint();
     if (stop_status_.ok()) {
-      LOG(INFO) << "final checkpoint written to " << checkpoint_path_ << ": "
-                << core_->memory().size() << " transitions, ingest cursor "
+      LOG(INFO) << "final checkpoint: " << core_->memory().size() << " transitions, ingest cursor "
                 << core_->ingest_cursor();
     } else {
       LOG(ERROR) << "final checkpoint failed: " << stop_status_;

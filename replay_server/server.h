@@ -34,9 +34,12 @@
 //     has applied it: it forgets the previous learner's holdings
 //     (transfer-once, learner_cache.h) first.
 //   * A core thread runs the replay loop (ingest, priority updates,
-//     sampling) with the core's idle back-off, writes a checkpoint every
+//     sampling) with the core's idle back-off, takes a checkpoint cut every
 //     checkpoint_interval and when one is requested (RequestCheckpoint, the
-//     binary's SIGUSR1), keeps the newest checkpoint_keep of them, logs a
+//     binary's SIGUSR1) and hands it to the checkpoint writer thread
+//     (checkpoint_writer.h), which streams the slots while the core goes on
+//     and keeps the newest checkpoint_keep files; each written checkpoint is
+//     logged with the core's pause for its cut (checkpoint.h). It logs a
 //     one-line summary every stats_log_interval, and warns (at most every
 //     10 s) when the learner's priority records are invalid
 //     (invalid_priorities.h).
@@ -73,6 +76,7 @@
 #include "protocol/layout.h"
 #include "replay_server/challenge_table.h"
 #include "replay_server/checkpoint_store.h"
+#include "replay_server/checkpoint_writer.h"
 #include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
 #include "replay_server/lease_table.h"
@@ -183,8 +187,13 @@ class ReplayServer {
   void CoreLoop();
   // Writes a checkpoint when one is due or requested.
   void MaybeCheckpoint(absl::Time now);
-  // Writes a checkpoint through the store (rotating the older ones).
+  // Cuts and writes a checkpoint on this thread (the final one, at Stop).
   absl::Status SaveCheckpoint();
+  // Writes `cut` through the store (rotating the older ones); on the
+  // checkpoint writer's thread, or at Stop.
+  absl::StatusOr<CheckpointWriteStats> WriteThroughStore(CheckpointCut* cut);
+  // Counts and logs the checkpoint writer's finished write, if any.
+  void NoteCheckpointResult();
   // Restores the newest checkpoint that loads; OK when there is none.
   absl::Status RestoreNewestCheckpoint();
   // Reads the last start record (checkpoint_store.h), skips the epoch it
@@ -235,6 +244,10 @@ class ReplayServer {
   absl::Time last_stats_log_;
   ReplayCounters last_logged_;
   InvalidPriorityWarnings invalid_priorities_;
+
+  // With checkpoint_dir: writes the core's cuts (its thread reads the
+  // regions and writes files only). Destroyed before the regions.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;
 
   bool started_ = false;  // both threads were started (Start succeeded)
   std::atomic<bool> checkpoint_requested_{false};

@@ -57,8 +57,8 @@ struct ReplayServerOptions {
   // Checkpoints kept, newest first, in [1, kMaxCheckpointKeep]: a restart
   // falls back to an older one when a newer one is damaged.
   uint32_t checkpoint_keep = 1;
-  // Periodic checkpoints (infinite: only at Stop). The core pauses while it
-  // writes one.
+  // Periodic checkpoints (infinite: only at Stop). The core pauses only for
+  // the cut (a copy of 16 bytes per slot); a thread writes the rest.
   absl::Duration checkpoint_interval = absl::InfiniteDuration();
   // One-line stats summary in the log (infinite: never).
   absl::Duration stats_log_interval = absl::Seconds(10);

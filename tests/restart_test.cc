@@ -10,12 +10,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actor_client/experience_writer.h"
+#include "actor_client/param_fetcher.h"
 #include "client/session.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
+#include "learner_client/param_publisher.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
 #include "testing/server_process.h"
@@ -170,12 +173,13 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
   absl::StatusOr<StatsBlock> ingested = WaitForStats(
       "the transitions ingested", [&](const StatsBlock& s) { return s.inserted == kCheckpointed; });
   ASSERT_TRUE(ingested.ok()) << ingested.status();
-  // The core thread writes checkpoints and publishes the stats, so one
-  // completed after this snapshot holds every transition it counts.
+  // A checkpoint is counted when its write ends, and its cut is taken when
+  // the previous one has ended: the second counted after this snapshot was
+  // cut after it, and holds every transition it counts.
   const uint64_t checkpoints = ingested->checkpoints_written;
   absl::StatusOr<StatsBlock> saved =
-      WaitForStats("a checkpoint after the inserts",
-                   [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints; });
+      WaitForStats("a checkpoint cut after the inserts",
+                   [&](const StatsBlock& s) { return s.checkpoints_written > checkpoints + 1; });
   ASSERT_TRUE(saved.ok()) << saved.status();
   // More inserts the next checkpoint may or may not catch.
   constexpr uint64_t kMaybe = 100;
@@ -204,6 +208,94 @@ TEST_F(RestartTest, AfterSigkillTheServerRestoresTheLastPeriodicCheckpoint) {
                    [&](const StatsBlock& s) { return s.inserted == expected; });
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->torn_slots, 0u);
+}
+
+// The server is killed after a periodic checkpoint that holds two actors'
+// leases and a parameter version: after the restart each actor id gets its
+// own lease back (whatever order they reconnect in) at the sequence after
+// its last one, and an actor READs the parameters before any learner is
+// back.
+TEST_F(RestartTest, AfterSigkillActorsGetTheirLeasesBackAndTheLastParamsAtOnce) {
+  const std::string dir = testing::MakeTestDir("leases");
+  std::vector<std::string> flags = ServerFlags(dir);
+  flags.push_back("--leases=2");
+  flags.push_back("--param_bytes=4096");
+  flags.push_back("--checkpoint_interval_s=0.2");
+  ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", flags));
+  const uint16_t port = server_->port();
+
+  constexpr uint32_t kFirst = 5, kSecond = 3;        // actor ids, in connection order
+  constexpr uint64_t kFirstN = 300, kSecondN = 200;  // transitions each writes
+  uint32_t lease_of_first = 0, lease_of_second = 0;
+  for (const auto& [actor_id, count, lease] :
+       {std::tuple<uint32_t, uint64_t, uint32_t*>{kFirst, kFirstN, &lease_of_first},
+        {kSecond, kSecondN, &lease_of_second}}) {
+    auto session = ClientSession::Connect(host_.get(),
+                                          testing::ClientOptions(*server_, Role::kActor, actor_id));
+    ASSERT_TRUE(session.ok()) << session.status();
+    *lease = (*session)->directory().lease;
+    auto writer = actor::ExperienceWriter::Create(session->get(), {});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), 0, count));
+  }
+  ASSERT_NE(lease_of_first, lease_of_second);
+  auto learner =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kLearner));
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto publisher = learner::ParamPublisher::Create(learner->get());
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  const std::vector<uint8_t> params = TaggedPayload(77, 1000);
+  absl::StatusOr<uint64_t> version = (*publisher)->Publish(params);
+  ASSERT_TRUE(version.ok()) << version.status();
+  absl::StatusOr<StatsBlock> ingested =
+      WaitForStats("both actors' transitions ingested",
+                   [&](const StatsBlock& s) { return s.inserted == kFirstN + kSecondN; });
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  const uint64_t checkpoints = ingested->checkpoints_written;
+  ASSERT_TRUE(WaitForStats("a checkpoint cut after them", [&](const StatsBlock& s) {
+                return s.checkpoints_written > checkpoints + 1;
+              }).ok());
+
+  absl::StatusOr<int> exit_status = server_->Stop(SIGKILL, testing::kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, kSigkillExitStatus);
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::StrCat("127.0.0.1:", port), flags));
+
+  // The other order this time: each id still gets its own lease.
+  std::vector<std::unique_ptr<ClientSession>> sessions;
+  for (const auto& [actor_id, count, lease] :
+       {std::tuple<uint32_t, uint64_t, uint32_t>{kSecond, kSecondN, lease_of_second},
+        {kFirst, kFirstN, lease_of_first}}) {
+    auto session = ClientSession::Connect(host_.get(),
+                                          testing::ClientOptions(*server_, Role::kActor, actor_id));
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_EQ((*session)->epoch(), 2u);
+    EXPECT_EQ((*session)->directory().lease, lease) << "actor " << actor_id;
+    EXPECT_EQ((*session)->directory().resume_sequence, count) << "actor " << actor_id;
+    sessions.push_back(std::move(*session));
+  }
+  auto fetcher = actor::ParamFetcher::Create(sessions[0].get(), {});
+  ASSERT_TRUE(fetcher.ok()) << fetcher.status();
+  std::vector<uint8_t> fetched;
+  absl::StatusOr<bool> fresh = (*fetcher)->FetchIfNewer(&fetched);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(*fresh) << "the restored server holds the published parameters";
+  EXPECT_EQ((*fetcher)->version(), *version);
+  EXPECT_EQ(fetched, params);
+
+  // Both go on from there; nothing is counted torn or overrun.
+  for (auto& session : sessions) {
+    auto writer = actor::ExperienceWriter::Create(session.get(), {});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), 1000, 50));
+  }
+  absl::StatusOr<StatsBlock> after =
+      WaitForStats("the new transitions ingested",
+                   [&](const StatsBlock& s) { return s.inserted == kFirstN + kSecondN + 100; });
+  ASSERT_TRUE(after.ok()) << after.status() << "\nserver log:\n" << server_->LogTail();
+  EXPECT_EQ(after->torn_slots, 0u);
+  EXPECT_EQ(after->overrun_slots, 0u);
+  EXPECT_EQ(after->restore_dropped, 0u);
 }
 
 }  // namespace

@@ -1,0 +1,229 @@
+// Copyright dreplay authors.
+//
+// checkpoint_bench: how long a checkpoint holds the replay core, and how
+// fast it is written, on plain memory (no network).
+//
+// --actors threads insert into their leases at --inserts_per_s each (each
+// respects its window) while the core runs its loop on its own thread, as the
+// server's core thread does. After the ring has been filled once and a
+// baseline window, --checkpoints checkpoints are taken one after the other:
+// the core thread cuts (checkpoint.h) and hands the cut to a
+// CheckpointWriter, which streams the ring to --dir while inserts, ingest
+// and sampling go on. For each checkpoint it prints the cut's pause, the
+// core's longest loop iteration during the write (against the longest in the
+// baseline window), the inserts per second during the write (against the
+// baseline) and the write's MB/s.
+//
+//   bazel run -c opt //tools:checkpoint_bench -- --capacity=4194304 \
+//       --slot_size=256 --dir=/tmp/ckpt_bench
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/shared_words.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint_writer.h"
+#include "replay_server/regions.h"
+#include "replay_server/replay_core.h"
+
+DEFINE_uint64(capacity, uint64_t{1} << 22, "slots in the ring (power of two)");
+DEFINE_uint32(slot_size, 256, "bytes per slot (header included; a multiple of 64)");
+DEFINE_int32(actors, 2, "actor threads, one lease each");
+DEFINE_uint64(actor_window, 0, "sequences an actor may run ahead of ingest (0: a 16th of a lease)");
+DEFINE_double(inserts_per_s, 250000, "inserts per second per actor (0: as fast as it can)");
+DEFINE_int32(checkpoints, 3, "checkpoints taken one after the other");
+DEFINE_double(baseline_s, 2.0, "seconds of the baseline window before the checkpoints");
+DEFINE_string(dir, "/tmp/checkpoint_bench", "directory the checkpoint file is written to");
+DEFINE_bool(cut_only, false,
+            "time only the cut of an idle core (no actors, no write), with fresh and with "
+            "reused buffers");
+
+namespace dreplay::server {
+namespace {
+
+protocol::LayoutConfig Config() {
+  protocol::LayoutConfig c;
+  c.capacity = FLAGS_capacity;
+  c.slot_size = FLAGS_slot_size;
+  c.batch_size = 32;
+  c.staging_depth = 4;
+  c.param_bytes = 4096;
+  c.leases = static_cast<uint32_t>(FLAGS_actors);
+  c.max_actors = c.leases;
+  c.actor_window = FLAGS_actor_window != 0 ? FLAGS_actor_window : c.capacity / c.leases / 16;
+  return c;
+}
+
+// One actor per lease: seals each transition privately, copies it into the
+// ring word by word, then release-stores the commit word.
+void ActorLoop(const ReplayRegions& r, uint32_t lease, const std::atomic<bool>& stop,
+               std::atomic<uint64_t>* inserted) {
+  const protocol::LayoutConfig& c = r.config();
+  const uint32_t payload_bytes = c.slot_size - sizeof(protocol::SlotHeader);
+  std::vector<uint8_t> payload(payload_bytes), image(c.slot_size);
+  uint64_t q = 0;
+  const absl::Time start = absl::Now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (FLAGS_inserts_per_s > 0 &&
+        q > FLAGS_inserts_per_s * absl::ToDoubleSeconds(absl::Now() - start)) {
+      absl::SleepFor(absl::Microseconds(50));
+      continue;
+    }
+    const uint64_t cursor = LoadAcquire(&r.lease_line(lease)->ingest_cursor);
+    if (!protocol::SequenceWritable(c, q, cursor)) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::fill(payload.begin(), payload.end(), static_cast<uint8_t>(q));
+    CHECK(protocol::SealSlot(image.data(), c.slot_size, q, lease, 0.5f + q % 7, 0, payload.data(),
+                             payload_bytes)
+              .ok());
+    const uint64_t index = protocol::LeaseSlotIndex(c, lease, q);
+    CopyToShared(r.slot(index), image.data(), c.slot_size);
+    StoreRelease(&r.commits()[index], protocol::CommitValue(q));
+    ++q;
+    inserted->fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// What the core thread measured; read by main once a phase has ended.
+struct CoreProbe {
+  std::atomic<bool> stop{false};
+  std::atomic<int> requested{0};             // checkpoints asked for
+  std::atomic<int> started{0};               // checkpoints cut
+  std::atomic<int64_t> max_iteration_ns{0};  // since the last reset by main
+  std::atomic<bool> reset{false};
+};
+
+void CoreLoop(ReplayCore* core, CheckpointWriter* writer, CoreProbe* probe) {
+  int64_t max_ns = 0;
+  while (!probe->stop.load(std::memory_order_relaxed)) {
+    const absl::Time start = absl::Now();
+    core->Step();
+    if (std::optional<CheckpointWriter::Result> result = writer->TakeResult()) {
+      CHECK(result->ok()) << result->status();
+      core->CheckpointWritten();
+    }
+    if (probe->started.load() < probe->requested.load() && !writer->busy()) {
+      writer->Start(core->CutCheckpoint(writer->TakeSpare()));
+      probe->started.fetch_add(1);
+    }
+    if (probe->reset.exchange(false)) max_ns = 0;
+    max_ns = std::max(max_ns, absl::ToInt64Nanoseconds(absl::Now() - start));
+    probe->max_iteration_ns.store(max_ns, std::memory_order_relaxed);
+  }
+}
+
+// The cut alone, on this thread: fresh buffers, then the same buffers again.
+int CutOnly(ReplayCore* core) {
+  CheckpointCut cut;
+  for (const char* buffers : {"fresh", "reused", "reused"}) {
+    cut = core->CutCheckpoint(std::move(cut));
+    std::printf("cut of %zu entries with %s buffers: %.3f ms\n", cut.values.size(), buffers,
+                absl::ToDoubleMilliseconds(cut.pause));
+  }
+  return 0;
+}
+
+int Run() {
+  const protocol::LayoutConfig config = Config();
+  std::unique_ptr<ReplayRegions> regions = ReplayRegions::Create(config).value();
+  ReplayCoreOptions options;
+  options.incarnation = 1;
+  std::unique_ptr<ReplayCore> core = ReplayCore::Create(regions.get(), options).value();
+  if (FLAGS_cut_only) return CutOnly(core.get());
+  std::filesystem::create_directories(FLAGS_dir);
+  const std::string path = FLAGS_dir + "/bench.ckpt";
+  std::atomic<bool> have_stats{false};
+  CheckpointWriteStats last;
+  CheckpointWriter writer(
+      [&](CheckpointCut* cut) {
+        CheckpointWriter::Result result = WriteCheckpoint(path, *regions, cut);
+        if (result.ok()) last = *result;
+        have_stats.store(true);
+        return result;
+      },
+      config.capacity);
+
+  std::atomic<bool> stop_actors{false};
+  std::atomic<uint64_t> inserted{0};
+  std::vector<std::thread> actors;
+  for (int a = 0; a < FLAGS_actors; ++a) {
+    actors.emplace_back(
+        [&, a] { ActorLoop(*regions, static_cast<uint32_t>(a), stop_actors, &inserted); });
+  }
+  CoreProbe probe;
+  std::thread core_thread([&] { CoreLoop(core.get(), &writer, &probe); });
+
+  const absl::Time fill_start = absl::Now();
+  // Filled once: every lease has handled a ring's worth of sequences.
+  while (LoadAcquire(&regions->control()->server.ingest_cursor) < config.capacity) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::printf("ring: %llu slots x %u B = %.1f MiB, filled in %.2f s by %d actors (%llu held)\n",
+              static_cast<unsigned long long>(config.capacity), config.slot_size,
+              protocol::SlotRingBytes(config) / 1048576.0,
+              absl::ToDoubleSeconds(absl::Now() - fill_start), FLAGS_actors,
+              static_cast<unsigned long long>(LoadAcquire(&regions->stats()->size)));
+
+  probe.reset.store(true);
+  absl::SleepFor(absl::Milliseconds(1));
+  uint64_t before = inserted.load();
+  absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::Seconds(FLAGS_baseline_s));
+  const double baseline_rate = (inserted.load() - before) / absl::ToDoubleSeconds(absl::Now() - t0);
+  const double baseline_max_ms = probe.max_iteration_ns.load() / 1e6;
+  std::printf("baseline: %.0f inserts/s, longest core iteration %.3f ms\n", baseline_rate,
+              baseline_max_ms);
+
+  double worst_pause_ms = 0, worst_iteration_ms = 0;
+  for (int k = 1; k <= FLAGS_checkpoints; ++k) {
+    have_stats.store(false);
+    probe.reset.store(true);
+    before = inserted.load();
+    t0 = absl::Now();
+    probe.requested.fetch_add(1);
+    while (!have_stats.load()) absl::SleepFor(absl::Milliseconds(1));
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+    const double rate = (inserted.load() - before) / seconds;
+    const double iteration_ms = probe.max_iteration_ns.load() / 1e6;
+    const double pause_ms = absl::ToDoubleMilliseconds(last.cut_pause);
+    worst_pause_ms = std::max(worst_pause_ms, pause_ms);
+    worst_iteration_ms = std::max(worst_iteration_ms, iteration_ms);
+    std::printf(
+        "checkpoint %d: cut pause %.3f ms, longest core iteration %.3f ms; %.1f MiB written in "
+        "%.2f s (%.0f MB/s); %.0f inserts/s during the write; %llu slots kept, %llu "
+        "overwritten during the write\n",
+        k, pause_ms, iteration_ms, last.bytes / 1048576.0, absl::ToDoubleSeconds(last.write_time),
+        last.bytes_per_second() / 1e6, rate, static_cast<unsigned long long>(last.slots_kept),
+        static_cast<unsigned long long>(last.slots_absent));
+  }
+  std::printf("worst: cut pause %.3f ms, core iteration %.3f ms (baseline %.3f ms)\n",
+              worst_pause_ms, worst_iteration_ms, baseline_max_ms);
+  probe.stop.store(true);
+  core_thread.join();
+  stop_actors.store(true);
+  for (std::thread& t : actors) t.join();
+  std::filesystem::remove(path);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dreplay::server
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("checkpoint pause and write speed of the replay core");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  google::InitGoogleLogging(argv[0]);
+  return dreplay::server::Run();
+}
