@@ -11,6 +11,7 @@
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "protocol/key_grant.h"
 
 namespace dreplay::client {
 namespace {
@@ -125,6 +126,9 @@ absl::StatusOr<std::unique_ptr<ClientSession>> ClientSession::Connect(
                      RegisteredBuffer::Create(provider, protocol::kCacheLine,
                                               verbs::kLocalWrite | verbs::kRemoteWrite));
   }
+  ASSIGN_OR_RETURN(session->grant_,
+                   RegisteredBuffer::Create(provider, protocol::kGrantRegionBytes,
+                                            verbs::kLocalWrite | verbs::kRemoteWrite));
   RETURN_IF_ERROR(session->ConnectWithRetry(/*first=*/true));
   return session;
 }
@@ -174,6 +178,11 @@ absl::Status ClientSession::ConnectOnce(bool first) {
     const verbs::RemoteRegion r = heartbeat_->mr()->remote();
     hello.heartbeat = protocol::WireRegion{r.addr, r.length, r.rkey, 0};
   }
+  {
+    const verbs::RemoteRegion r = grant_->mr()->remote();
+    hello.grant = protocol::WireRegion{r.addr, r.length, r.rkey, 0};
+    std::memset(grant_->data(), 0, grant_->size());  // no queue pair can write it now
+  }
   ASSIGN_OR_RETURN(hello.server_nonce, RequestChallenge());
   ASSIGN_OR_RETURN(hello.client_nonce, protocol::RandomNonce());
   ASSIGN_OR_RETURN(const std::string payload, protocol::EncodeHello(hello, options_.auth_token));
@@ -197,7 +206,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   }
   qp_ = std::move(connection.qp);
   handshake_bytes_ += payload.size() + connection.reply.size();
-  directory_ = *directory;
+  ASSIGN_OR_RETURN(directory_, AwaitKeyGrant(hello, *directory));
   for (auto& sink : sinks_) sink.clear();
   ++generation_;  // the session's own READ below already uses this connection
 
@@ -216,6 +225,31 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   RETURN_IF_ERROR(protocol::CheckDirectoryForRole(directory_, options_.role, block.header.config));
   server_line_ = block.server;
   return absl::OkStatus();
+}
+
+absl::StatusOr<protocol::RegionDirectory> ClientSession::AwaitKeyGrant(
+    const protocol::Hello& hello, const protocol::RegionDirectory& accepted) {
+  const uint64_t expected = protocol::GrantCommitValue(hello);
+  const auto* commit =
+      reinterpret_cast<const uint64_t*>(grant_->data() + protocol::kGrantCommitOffset);
+  const absl::Time deadline = absl::Now() + options_.op_timeout;
+  absl::Duration pause = absl::Microseconds(20);
+  while (LoadAcquire(commit) != expected) {
+    if (qp_->state() == verbs::QpState::kError) {
+      const absl::Status error = qp_->error();
+      return absl::UnavailableError(
+          absl::StrCat("the connection failed before its keys arrived: ", error.message()));
+    }
+    if (absl::Now() > deadline) {
+      return absl::UnavailableError(absl::StrCat("the server sent no keys within ",
+                                                 absl::FormatDuration(options_.op_timeout)));
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(5));
+  }
+  protocol::KeyGrantMessage grant;
+  CopyFromShared(&grant, grant_->data(), sizeof(grant));
+  return protocol::CheckKeyGrant(grant, accepted, hello, options_.auth_token);
 }
 
 absl::Status ClientSession::ConnectWithRetry(bool first) {

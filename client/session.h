@@ -7,6 +7,8 @@
 // the hello (role, actor id, both nonces and an HMAC keyed with the role's
 // token, which is never sent; protocol/handshake.h), checks the server's
 // proof that it holds the token too, takes the RegionDirectory it replies with,
+// waits for the keys the server then WRITEs over the queue pair (memory
+// windows valid on this connection only; protocol/key_grant.h),
 // READs the control block and checks its magic, layout version and config.
 // From then on the clients work from `config()` (the server's published
 // LayoutConfig), never from flags of their own.
@@ -234,6 +236,10 @@ class ClientSession {
   absl::StatusOr<protocol::Nonce> RequestChallenge();
   // Retries ConnectOnce while the failure is transient.
   absl::Status ConnectWithRetry(bool first);
+  // Waits (up to op_timeout) for the key grant of the connection just made
+  // and returns its directory (protocol/key_grant.h, CheckKeyGrant).
+  absl::StatusOr<protocol::RegionDirectory> AwaitKeyGrant(
+      const protocol::Hello& hello, const protocol::RegionDirectory& accepted);
   // Moves everything the queue pair completed into the sinks.
   void Drain();
   // Destroys the queue pair, keeping its traffic counts.
@@ -246,6 +252,8 @@ class ClientSession {
   std::unique_ptr<RegisteredBuffer> scratch_;
   // Heartbeat word the server WRITEs (registered remote-writable).
   std::unique_ptr<RegisteredBuffer> heartbeat_;
+  // Where the server WRITEs each connection's keys (protocol/key_grant.h).
+  std::unique_ptr<RegisteredBuffer> grant_;
 
   std::unique_ptr<verbs::QueuePair> qp_;
   protocol::RegionDirectory directory_;

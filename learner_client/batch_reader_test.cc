@@ -19,6 +19,7 @@
 #include "learner_client/param_publisher.h"
 #include "learner_client/priority_writer.h"
 #include "protocol/handshake.h"
+#include "protocol/key_grant.h"
 #include "replay_server/regions.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
@@ -488,12 +489,38 @@ class FakeStagingServer {
         continue;
       }
       learner_cache_ = hello->learner_cache;
-      auto qp = (*pending)->Accept(protocol::EncodeAccept(directory_, protocol::Mac{}), {});
-      if (qp.ok()) qps_.push_back(std::move(*qp));
+      auto qp = (*pending)->Accept(
+          protocol::EncodeAccept(protocol::WithoutKeys(directory_), protocol::Mac{}), {});
+      if (!qp.ok()) continue;
+      GrantKeys(qp->get(), *hello);
+      qps_.push_back(std::move(*qp));
     }
   }
 
+  // WRITEs the keys (protocol/key_grant.h): the grant, then its commit word.
+  void GrantKeys(verbs::QueuePair* qp, const protocol::Hello& hello) {
+    grants_.push_back(
+        std::make_unique<protocol::KeyGrantMessage>(protocol::MakeKeyGrant("", hello, directory_)));
+    protocol::KeyGrantMessage* grant = grants_.back().get();
+    mrs_.push_back(*provider_->RegisterMemory(grant, sizeof(*grant), verbs::kLocalWrite));
+    verbs::WorkRequest wrs[2];
+    for (verbs::WorkRequest& wr : wrs) {
+      wr.opcode = verbs::Opcode::kWrite;
+      wr.signaled = false;
+      wr.local = mrs_.back().get();
+      wr.rkey = hello.grant.rkey;
+    }
+    wrs[0].local_addr = grant;
+    wrs[0].length = protocol::kGrantCommitOffset;
+    wrs[0].remote_addr = hello.grant.addr;
+    wrs[1].local_addr = &grant->commit;
+    wrs[1].length = sizeof(uint64_t);
+    wrs[1].remote_addr = hello.grant.addr + protocol::kGrantCommitOffset;
+    EXPECT_TRUE(qp->PostSend(absl::MakeConstSpan(wrs)).ok());
+  }
+
   verbs::Provider* const provider_;
+  std::vector<std::unique_ptr<protocol::KeyGrantMessage>> grants_;
   std::unique_ptr<server::ReplayRegions> regions_;
   std::vector<std::unique_ptr<verbs::MemoryRegion>> mrs_;
   protocol::RegionDirectory directory_;

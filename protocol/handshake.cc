@@ -38,6 +38,7 @@ HelloMessage CanonicalMessage(const Hello& hello) {
   m.actor_id = hello.actor_id;
   m.flags = hello.learner_cache ? kHelloFlagLearnerCache : 0;
   m.heartbeat = hello.heartbeat;
+  m.grant = hello.grant;
   std::memcpy(m.server_nonce, hello.server_nonce.data(), kNonceBytes);
   std::memcpy(m.client_nonce, hello.client_nonce.data(), kNonceBytes);
   std::memcpy(m.mac, hello.mac.data(), kMacBytes);
@@ -163,7 +164,7 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
   if (!ValidRole(m.role)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed hello: unknown role ", m.role));
   }
-  if (m.reserved0 != 0 || m.reserved[0] != 0 || m.reserved[1] != 0 || m.reserved[2] != 0) {
+  if (m.reserved0 != 0 || m.grant.reserved != 0 || m.heartbeat.reserved != 0) {
     // The MAC covers the canonical message, so a reserved word must be zero.
     return absl::InvalidArgumentError("malformed hello: a reserved word is not zero");
   }
@@ -171,6 +172,11 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed hello: heartbeat region of ", m.heartbeat.length,
                      " bytes (need >= ", kHeartbeatBytes, ", 8-byte aligned)"));
+  }
+  if (m.grant.length < kGrantRegionBytes || m.grant.addr % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed hello: key grant region of ", m.grant.length,
+                     " bytes (need >= ", kGrantRegionBytes, ", 8-byte aligned)"));
   }
   if ((m.flags & ~kHelloKnownFlags) != 0 || ((m.flags & kHelloFlagLearnerCache) != 0 &&
                                              m.role != static_cast<uint32_t>(Role::kLearner))) {
@@ -185,11 +191,14 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
         absl::StrCat("malformed hello: actor_id=", m.actor_id, " for a ", RoleName(hello.role)));
   }
   hello.heartbeat = m.heartbeat;
+  hello.grant = m.grant;
   std::memcpy(hello.server_nonce.data(), m.server_nonce, kNonceBytes);
   std::memcpy(hello.client_nonce.data(), m.client_nonce, kNonceBytes);
   std::memcpy(hello.mac.data(), m.mac, kMacBytes);
   return hello;
 }
+
+std::string CanonicalHelloBytes(const Hello& hello) { return Serialize(CanonicalMessage(hello)); }
 
 bool CheckHelloMac(const Hello& hello, absl::string_view token) {
   return MacsEqual(hello.mac, HelloMac(hello, token));

@@ -28,11 +28,14 @@
 //                                            CheckHelloMac (token of the role)
 //                                            role limits (one learner, ...)
 //     <-- Accept(EncodeAccept(dir, proof))   or Reject(reason)
-//   DecodeAccept, CheckAcceptProof, CheckDirectoryForRole
+//   DecodeAccept, CheckAcceptProof           BindWindow per region
+//     <-- WRITE KeyGrantMessage ----------   (key_grant.h: the keys of
+//   CheckKeyGrant, CheckDirectoryForRole      this queue pair only)
 //
-// The directory holds the keys of the regions the client's role may use,
-// and nothing else (see RoleAccess and the access table in
-// protocol/README.md): a key a role must not use is never sent to it.
+// The accept reply's directory names the regions the client's role may use
+// without their keys (rkey 0); the keys, windows bound to the client's queue
+// pair, follow over the queue pair (key_grant.h). Nothing else is given (see RoleAccess and the
+// access table in protocol/README.md): a key a role must not use is never sent to it.
 //
 // A reason whose rejection is temporary (e.g. another learner is still
 // connected) is made with RetryableReason(); IsRetryableRejection() tells a
@@ -75,6 +78,8 @@ inline constexpr uint64_t kHelloMagic = 0x314F4C4C45485244ULL;
 inline constexpr size_t kMaxAuthTokenBytes = 256;
 // Smallest region a heartbeat may name (the server WRITEs one u64).
 inline constexpr uint64_t kHeartbeatBytes = sizeof(uint64_t);
+// Smallest region a key grant may name: sizeof(KeyGrantMessage) (key_grant.h).
+inline constexpr uint64_t kGrantRegionBytes = 304;
 
 // The wire form of the first exchange: "send me a challenge". It shares the
 // hello's first 16 bytes, so a server of another layout version answers with
@@ -102,7 +107,10 @@ struct HelloMessage {
   // died (an RC queue pair that carries no traffic never fails). All zero:
   // none; the server then relies on the queue pair's own state.
   WireRegion heartbeat;
-  uint64_t reserved[3];
+  // Required: a client region (>= kGrantRegionBytes, remote
+  // WRITE) where the server WRITEs this connection's keys once its queue
+  // pair is up (protocol/key_grant.h).
+  WireRegion grant;
   uint8_t server_nonce[kNonceBytes];  // the challenge the server sent
   uint8_t client_nonce[kNonceBytes];  // fresh per connection
   // HMAC-SHA256(token of the role, kHelloMacLabel || this message with `mac`
@@ -113,6 +121,7 @@ static_assert(sizeof(HelloMessage) == 176, "HelloMessage is a wire structure");
 static_assert(offsetof(HelloMessage, layout_version) == 8, "");
 static_assert(offsetof(HelloMessage, role) == 16, "");
 static_assert(offsetof(HelloMessage, heartbeat) == 32, "");
+static_assert(offsetof(HelloMessage, grant) == 56, "");
 static_assert(offsetof(HelloMessage, server_nonce) == 80, "");
 static_assert(offsetof(HelloMessage, mac) == 144, "");
 // Bytes a server reads before it knows the client's layout version.
@@ -120,14 +129,15 @@ inline constexpr size_t kHelloPrefixBytes = offsetof(HelloMessage, hello_bytes);
 static_assert(offsetof(ChallengeRequestMessage, request_bytes) == kHelloPrefixBytes, "");
 
 // Domain separation of the two MACs of a handshake.
-inline constexpr absl::string_view kHelloMacLabel = "dreplay hello v5";
-inline constexpr absl::string_view kAcceptMacLabel = "dreplay accept v5";
+inline constexpr absl::string_view kHelloMacLabel = "dreplay hello v6";
+inline constexpr absl::string_view kAcceptMacLabel = "dreplay accept v6";
 
 // The decoded hello.
 struct Hello {
   Role role = Role::kActor;
   uint32_t actor_id = 0;
   WireRegion heartbeat;  // length 0: none
+  WireRegion grant;      // where the server WRITEs the keys (key_grant.h)
   // Learners: this learner keeps every transition it receives (transfer-once
   // cache), so the server may stage a transition it holds as a reference
   // only (protocol/staging.h, kEntryCachedBit).
@@ -162,6 +172,9 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello, absl::string_view to
 //                       region too small
 //   FailedPrecondition  another layout version, naming both versions
 absl::StatusOr<Hello> DecodeHello(absl::string_view payload);
+
+// The hello's wire bytes with its MAC as it is (what the proofs cover).
+std::string CanonicalHelloBytes(const Hello& hello);
 
 // True when the hello's MAC is the one `token` gives (constant-time
 // compare). Any change to a field of the hello changes the MAC.

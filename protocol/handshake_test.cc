@@ -28,6 +28,7 @@ Hello ActorHello() {
   h.role = Role::kActor;
   h.actor_id = 7;
   h.heartbeat = WireRegion{0x1000, 64, 99, 0};
+  h.grant = WireRegion{0x2000, kGrantRegionBytes, 98, 0};
   return h;
 }
 
@@ -47,6 +48,7 @@ TEST(HandshakeTest, HelloRoundTripsThroughItsWireForm) {
 TEST(HandshakeTest, LearnerCacheFlagRoundTripsForLearnersOnly) {
   Hello learner;
   learner.role = Role::kLearner;
+  learner.grant = WireRegion{0x2000, kGrantRegionBytes, 98, 0};
   learner.learner_cache = true;
   absl::StatusOr<std::string> wire = EncodeHello(learner, kToken);
   ASSERT_TRUE(wire.ok()) << wire.status();
@@ -112,6 +114,16 @@ TEST(HandshakeTest, EncodeRefusesLongTokensAndActorIdsOfOtherRoles) {
             absl::StatusCode::kInvalidArgument);
   h.role = Role::kMonitor;
   EXPECT_EQ(EncodeHello(h, kToken).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HandshakeTest, AHelloWithoutAKeyGrantRegionIsRefused) {
+  Hello h = ActorHello();
+  h.grant = WireRegion{};
+  absl::StatusOr<Hello> back = DecodeHello(*EncodeHello(h, kToken));
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(back.status().message().find("key grant region"), std::string::npos);
+  h.grant = WireRegion{0x2000, kGrantRegionBytes - 8, 98, 0};
+  EXPECT_FALSE(DecodeHello(*EncodeHello(h, kToken)).ok());
 }
 
 TEST(HandshakeTest, TheHelloCarriesAMacAndNeverTheToken) {

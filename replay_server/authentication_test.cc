@@ -100,6 +100,8 @@ class AuthenticationTest : public ::testing::Test {
     absl::StatusOr<protocol::Nonce> nonce = protocol::ParseChallenge(refusal);
     EXPECT_TRUE(nonce.ok()) << refusal;
     if (nonce.ok()) hello.server_nonce = *nonce;
+    // A grant region the server WRITEs the keys to (never READ here).
+    if (hello.grant.length == 0) hello.grant = {0x1000, protocol::kGrantRegionBytes, 1, 0};
     hello.client_nonce = *protocol::RandomNonce();
     return protocol::EncodeHello(hello, token).value();
   }
@@ -163,6 +165,7 @@ TEST_F(AuthenticationTest, AReplayedHelloIsRefusedBecauseItsNonceIsSpent) {
       << server->connections().rejected;  // challenges are not counted as refusals
   // A hello naming a nonce the server never issued fails the same way.
   hello.server_nonce = *protocol::RandomNonce();
+  hello.grant = {0x1000, protocol::kGrantRegionBytes, 1, 0};
   EXPECT_EQ(ConnectRaw(*server, protocol::EncodeHello(hello, kActorToken).value()).code(),
             absl::StatusCode::kPermissionDenied);
 }

@@ -11,6 +11,7 @@
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "protocol/key_grant.h"
 
 namespace dreplay::server {
 
@@ -47,6 +48,10 @@ struct ReplayServer::Client {
   uint32_t actor_id = 0;
   uint32_t lease = protocol::kNoLease;  // actors: the lease it holds
   std::string peer;
+  // The keys WRITEn to the client (GrantKeys); declared before `qp`, so the
+  // queue pair goes first.
+  std::unique_ptr<protocol::KeyGrantMessage> grant;
+  std::unique_ptr<verbs::MemoryRegion> grant_mr;
   std::unique_ptr<verbs::QueuePair> qp;
   protocol::WireRegion heartbeat;  // length 0: none offered
   bool heartbeat_outstanding = false;
@@ -90,9 +95,6 @@ absl::Status ReplayServer::Init() {
   epoch_ = core_->epoch();
 
   RETURN_IF_ERROR(RegisterRegions());
-  actor_line_mrs_.resize(options_.layout.max_actors);
-  lease_slot_mrs_.resize(options_.layout.leases);
-  lease_commit_mrs_.resize(options_.layout.leases);
   leases_ = std::make_unique<LeaseTable>(regions_.get());
 
   ASSIGN_OR_RETURN(listener_, provider_->Listen(options_.host, options_.port));
@@ -193,123 +195,104 @@ absl::Status ReplayServer::RegisterRegions() {
     void* addr = regions_->region(kind);
     const uint64_t bytes = regions_->region_bytes(kind);
     if (addr == nullptr || bytes == 0) continue;
-    uint32_t needed = 0;  // bit 0: read, 1: write, 2: read + write
-    for (protocol::Role role :
-         {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
-      if (role == protocol::Role::kActor &&
-          (kind == protocol::RegionKind::kActors || kind == protocol::RegionKind::kSlots ||
-           kind == protocol::RegionKind::kCommits)) {
-        continue;  // per line, per lease
-      }
-      const uint32_t access = protocol::RoleAccess(role, kind);
-      if (access == verbs::kRemoteRead) needed |= 1;
-      if (access == verbs::kRemoteWrite) needed |= 2;
-      if (access == (verbs::kRemoteRead | verbs::kRemoteWrite)) needed |= 4;
-    }
-    if (needed & 1) {
-      ASSIGN_OR_RETURN(read_mrs_[k], provider_->RegisterMemory(addr, bytes, verbs::kRemoteRead));
-    }
-    if (needed & 2) {
-      ASSIGN_OR_RETURN(write_mrs_[k], provider_->RegisterMemory(
-                                          addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
-    }
-    if (needed & 4) {
-      ASSIGN_OR_RETURN(
-          read_write_mrs_[k],
-          provider_->RegisterMemory(addr, bytes,
-                                    verbs::kLocalWrite | verbs::kRemoteRead | verbs::kRemoteWrite));
-    }
+    // No remote access: a region key is never sent; windows carry it.
+    ASSIGN_OR_RETURN(
+        region_mrs_[k],
+        provider_->RegisterMemory(addr, bytes, verbs::kLocalWrite | verbs::kMemoryWindowBind));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<const verbs::MemoryRegion*> ReplayServer::LeaseRegion(protocol::RegionKind kind,
-                                                                     uint32_t lease) {
+absl::Status ReplayServer::RangeFor(protocol::Role role, protocol::RegionKind kind,
+                                    uint32_t actor_id, uint32_t lease, uint64_t* offset,
+                                    uint64_t* length) const {
   const protocol::LayoutConfig& c = config();
-  const bool slots = kind == protocol::RegionKind::kSlots;
-  std::unique_ptr<verbs::MemoryRegion>& mr =
-      slots ? lease_slot_mrs_[lease] : lease_commit_mrs_[lease];
-  if (mr == nullptr) {
-    // The lease's own range of the ring (and of the commit words): the
-    // provider refuses a WRITE through this key anywhere else.
-    const uint64_t base = protocol::LeaseBase(c, lease);
-    const uint64_t slots_in_lease = protocol::LeaseSlots(c);
-    void* addr = slots ? static_cast<void*>(regions_->slot(base))
-                       : static_cast<void*>(regions_->commits() + base);
-    const uint64_t bytes = slots ? slots_in_lease * c.slot_size : slots_in_lease * sizeof(uint64_t);
-    ASSIGN_OR_RETURN(
-        mr, provider_->RegisterMemory(addr, bytes, verbs::kLocalWrite | verbs::kRemoteWrite));
-  }
-  return mr.get();
-}
-
-absl::StatusOr<protocol::WireRegion> ReplayServer::RegionFor(protocol::Role role,
-                                                             protocol::RegionKind kind,
-                                                             uint32_t actor_id, uint32_t lease) {
-  const auto k = static_cast<uint32_t>(kind);
-  const verbs::MemoryRegion* mr = nullptr;
-  const uint32_t access = protocol::RoleAccess(role, kind);
-  if (role == protocol::Role::kActor &&
-      (kind == protocol::RegionKind::kSlots || kind == protocol::RegionKind::kCommits)) {
-    if (lease >= config().leases) {
+  *offset = 0;
+  *length = regions_->region_bytes(kind);
+  if (role != protocol::Role::kActor) return absl::OkStatus();
+  if (kind == protocol::RegionKind::kSlots || kind == protocol::RegionKind::kCommits) {
+    // The lease's own range: the provider refuses a WRITE anywhere else.
+    if (lease >= c.leases) {
       return absl::InternalError(absl::StrCat("lease ", lease, " out of range"));
     }
-    ASSIGN_OR_RETURN(mr, LeaseRegion(kind, lease));
-  } else if (kind == protocol::RegionKind::kActors && role == protocol::Role::kActor) {
-    if (actor_id >= actor_line_mrs_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("actor_id ", actor_id, " has no line"));
+    const uint64_t base = protocol::LeaseBase(c, lease);
+    const uint64_t unit = kind == protocol::RegionKind::kSlots ? c.slot_size : sizeof(uint64_t);
+    *offset = base * unit;
+    *length = protocol::LeaseSlots(c) * unit;
+  } else if (kind == protocol::RegionKind::kActors) {
+    if (actor_id >= c.max_actors) {
+      return absl::InternalError(absl::StrCat("actor_id ", actor_id, " has no line"));
     }
-    if (actor_line_mrs_[actor_id] == nullptr) {
-      ASSIGN_OR_RETURN(actor_line_mrs_[actor_id],
-                       provider_->RegisterMemory(
-                           regions_->actors() + protocol::ActorLineOffset(actor_id),
-                           sizeof(protocol::ActorLine), verbs::kLocalWrite | verbs::kRemoteWrite));
-    }
-    mr = actor_line_mrs_[actor_id].get();
-  } else if (access == verbs::kRemoteRead) {
-    mr = read_mrs_[k].get();
-  } else if (access == verbs::kRemoteWrite) {
-    mr = write_mrs_[k].get();
-  } else if (access == (verbs::kRemoteRead | verbs::kRemoteWrite)) {
-    mr = read_write_mrs_[k].get();
+    *offset = protocol::ActorLineOffset(actor_id);
+    *length = sizeof(protocol::ActorLine);
   }
-  if (mr == nullptr) {
-    return absl::InternalError(absl::StrCat("no registration of region ",
-                                            protocol::RegionKindName(kind), " for a ",
-                                            protocol::RoleName(role)));
-  }
-  const verbs::RemoteRegion r = mr->remote();
-  return protocol::WireRegion{r.addr, r.length, r.rkey, 0};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const protocol::Hello& hello,
                                                                      uint32_t lease,
-                                                                     uint64_t resume) {
+                                                                     uint64_t resume) const {
   protocol::RegionDirectory directory;
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
     if (!protocol::RoleNeedsRegion(hello.role, kind, config())) continue;
-    ASSIGN_OR_RETURN(const protocol::WireRegion region,
-                     RegionFor(hello.role, kind, hello.actor_id, lease));
-    directory.Set(kind, region);
+    if (region_mrs_[k] == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("region ", protocol::RegionKindName(kind), " is not registered"));
+    }
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    RETURN_IF_ERROR(RangeFor(hello.role, kind, hello.actor_id, lease, &offset, &length));
+    const uint64_t base = reinterpret_cast<uint64_t>(regions_->region(kind));
+    directory.Set(kind, protocol::WireRegion{base + offset, length, 0, 0});
   }
   directory.lease = lease;
   directory.resume_sequence = resume;
   return directory;
 }
 
+absl::Status ReplayServer::GrantKeys(Client* client, const protocol::Hello& hello,
+                                     const protocol::RegionDirectory& accepted) {
+  protocol::RegionDirectory granted = accepted;
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+    const auto kind = static_cast<protocol::RegionKind>(k);
+    if (!accepted.Has(kind)) continue;
+    const protocol::WireRegion& range = accepted.Get(kind);
+    const uint64_t base = reinterpret_cast<uint64_t>(regions_->region(kind));
+    ASSIGN_OR_RETURN(const verbs::RemoteRegion window,
+                     client->qp->BindWindow(*region_mrs_[k], range.addr - base, range.length,
+                                            protocol::RoleAccess(hello.role, kind)));
+    granted.regions[k].rkey = window.rkey;
+  }
+  client->grant = std::make_unique<protocol::KeyGrantMessage>(
+      protocol::MakeKeyGrant(options_.TokenFor(hello.role), hello, granted));
+  ASSIGN_OR_RETURN(client->grant_mr,
+                   provider_->RegisterMemory(client->grant.get(), sizeof(protocol::KeyGrantMessage),
+                                             verbs::kLocalWrite));
+  // The grant, after the binds (fence), then its commit word: RC places the
+  // commit after the grant, so a client that sees it can use every key.
+  verbs::WorkRequest wrs[2];
+  for (verbs::WorkRequest& wr : wrs) {
+    wr.opcode = verbs::Opcode::kWrite;
+    wr.signaled = false;  // a failure still completes (and drops the client)
+    wr.local = client->grant_mr.get();
+    wr.rkey = hello.grant.rkey;
+  }
+  wrs[0].fence = true;
+  wrs[0].local_addr = client->grant.get();
+  wrs[0].length = protocol::kGrantCommitOffset;
+  wrs[0].remote_addr = hello.grant.addr;
+  wrs[1].local_addr = &client->grant->commit;
+  wrs[1].length = sizeof(uint64_t);
+  wrs[1].remote_addr = hello.grant.addr + protocol::kGrantCommitOffset;
+  return client->qp->PostSend(absl::MakeConstSpan(wrs));
+}
+
 ReplayServer::~ReplayServer() {
   const absl::Status status = Stop();
   if (!status.ok()) LOG(ERROR) << "replay server stop: " << status;
   // Registrations go before the memory they cover.
-  actor_line_mrs_.clear();
-  lease_slot_mrs_.clear();
-  lease_commit_mrs_.clear();
-  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
-    read_mrs_[k].reset();
-    write_mrs_[k].reset();
-    read_write_mrs_[k].reset();
-  }
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) region_mrs_[k].reset();
   heartbeat_mr_.reset();
 }
 
@@ -453,6 +436,13 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   client->actor_id = hello->actor_id;
   client->peer = pending->peer();
   client->qp = std::move(*qp);
+  const absl::Status granted = GrantKeys(client.get(), *hello, *directory);
+  if (!granted.ok()) {
+    // The client waits for keys that never come and gives up; nothing was
+    // granted, so no lease is bound.
+    LOG(ERROR) << "granting keys to " << client->Name() << ": " << granted;
+    return;
+  }
   client->heartbeat = hello->heartbeat;
   client->lease = lease;
   if (lease != protocol::kNoLease) leases_->Bind(lease, hello->actor_id, client->id);

@@ -10,10 +10,13 @@
 //     any epoch the directory's start record says a crashed server ran;
 //     clients that reconnect are accepted as new), records its own start,
 //     and
-//     registers every region once per set of rights a role needs (protocol/README.md's
-//     access table; protocol/handshake.h's RoleAccess). Each actor line, and
-//     each lease's slots and commit words, is registered on its own, when
-//     first needed.
+//     registers every region once, without remote access. A client's keys
+//     are memory windows bound to its own queue pair (verbs.h BindWindow),
+//     with its role's rights (protocol/README.md's access table;
+//     protocol/handshake.h's RoleAccess) over its role's range (an actor:
+//     its lease's slots and commit words, its own line): refused on any
+//     other connection, fresh for each, gone with it. They reach the client
+//     over its queue pair (protocol/key_grant.h).
 //   * An accept thread answers handshakes: it answers a challenge request
 //     with a fresh nonce (challenge_table.h), checks the hello (version, the
 //     nonce, the HMAC of the role's token in constant time, role, actor id)
@@ -155,15 +158,20 @@ class ReplayServer {
   ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options);
   absl::Status Init();
   absl::Status RegisterRegions();
-  // The registration `role` uses for `kind` (or, for kActors and an actor,
-  // its own line, registered on first use).
-  absl::StatusOr<protocol::WireRegion> RegionFor(protocol::Role role, protocol::RegionKind kind,
-                                                 uint32_t actor_id, uint32_t lease);
-  // The registration of lease `lease`'s slots or commit words (kind kSlots
-  // or kCommits), made on first use.
-  absl::StatusOr<const verbs::MemoryRegion*> LeaseRegion(protocol::RegionKind kind, uint32_t lease);
+  // The part of region `kind` that `role` reaches: the whole region, or for
+  // an actor its lease's slots and commit words and its own line. Offset
+  // and length within the region; InternalError for a lease or actor id out
+  // of range.
+  absl::Status RangeFor(protocol::Role role, protocol::RegionKind kind, uint32_t actor_id,
+                        uint32_t lease, uint64_t* offset, uint64_t* length) const;
+  // The accept reply's directory: the ranges of the role, without keys.
   absl::StatusOr<protocol::RegionDirectory> DirectoryFor(const protocol::Hello& hello,
-                                                         uint32_t lease, uint64_t resume);
+                                                         uint32_t lease, uint64_t resume) const;
+  // Binds a window on the client's queue pair for every region of
+  // `accepted` with the role's rights, and WRITEs the keys into the
+  // client's grant region (protocol/key_grant.h).
+  absl::Status GrantKeys(Client* client, const protocol::Hello& hello,
+                         const protocol::RegionDirectory& accepted);
 
   // Says at start which roles authenticate with which token (never the
   // token); a warning when there is none.
@@ -215,19 +223,15 @@ class ReplayServer {
   std::string checkpoint_path_;
   std::optional<CheckpointStore> checkpoints_;  // with checkpoint_dir
   std::unique_ptr<verbs::Listener> listener_;
-  // One registration per region and set of rights; index: RegionKind.
-  std::unique_ptr<verbs::MemoryRegion> read_mrs_[protocol::kNumRegionKinds];
-  std::unique_ptr<verbs::MemoryRegion> write_mrs_[protocol::kNumRegionKinds];
-  std::unique_ptr<verbs::MemoryRegion> read_write_mrs_[protocol::kNumRegionKinds];
+  // One registration per region, without remote access: peers reach it only
+  // through windows bound to their own queue pair (GrantKeys); index:
+  // RegionKind.
+  std::unique_ptr<verbs::MemoryRegion> region_mrs_[protocol::kNumRegionKinds];
   // Source of the heartbeat WRITEs (its clock, refreshed before each round).
   std::unique_ptr<uint64_t[]> heartbeat_word_;
   std::unique_ptr<verbs::MemoryRegion> heartbeat_mr_;
 
   // Owned by the accept thread.
-  std::vector<std::unique_ptr<verbs::MemoryRegion>> actor_line_mrs_;  // by actor id
-  // Each lease's slots and commit words, registered on their own (by lease).
-  std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_slot_mrs_;
-  std::vector<std::unique_ptr<verbs::MemoryRegion>> lease_commit_mrs_;
   std::unique_ptr<LeaseTable> leases_;
   ChallengeTable challenges_{kMaxOutstandingChallenges, kChallengeLifetime};
   std::vector<std::unique_ptr<Client>> clients_;

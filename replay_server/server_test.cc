@@ -55,6 +55,8 @@ class ReplayServerTest : public ::testing::Test {
     absl::StatusOr<protocol::Nonce> nonce = protocol::ParseChallenge(refusal);
     EXPECT_TRUE(nonce.ok()) << refusal;
     if (nonce.ok()) hello.server_nonce = *nonce;
+    // A grant region the server WRITEs the keys to (never READ here).
+    if (hello.grant.length == 0) hello.grant = {0x1000, protocol::kGrantRegionBytes, 1, 0};
     return protocol::EncodeHello(hello, token).value();
   }
 

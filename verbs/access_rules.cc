@@ -7,7 +7,9 @@
 
 namespace dreplay::verbs {
 
-uint32_t AllAccessFlags() { return kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic; }
+uint32_t AllAccessFlags() {
+  return kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic | kMemoryWindowBind;
+}
 
 absl::Status CheckAccessFlags(uint32_t access) {
   const uint32_t unknown = access & ~AllAccessFlags();

@@ -6,7 +6,7 @@
 // the other.
 //
 // The rule is libibverbs' own (ibv_reg_mr fails with EINVAL otherwise):
-//  * only the four flags above are known;
+//  * only the four flags above and kMemoryWindowBind are known;
 //  * kRemoteWrite or kRemoteAtomic needs kLocalWrite as well. It is never
 //    added silently: a caller that asks for remote write access asks for
 //    local write access too, and access() reports exactly what was asked.

@@ -36,8 +36,9 @@ TEST(AccessRulesTest, RefusesUnknownBitsAndNamesThem) {
   EXPECT_THAT(s.message(), HasSubstr("unknown bits 0x80"));
 }
 
-TEST(AccessRulesTest, AllAccessFlagsAreTheFourFlagsOfVerbsH) {
-  EXPECT_EQ(AllAccessFlags(), kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic);
+TEST(AccessRulesTest, AllAccessFlagsAreTheFlagsOfVerbsH) {
+  EXPECT_EQ(AllAccessFlags(),
+            kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic | kMemoryWindowBind);
 }
 
 }  // namespace

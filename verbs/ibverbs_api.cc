@@ -19,6 +19,8 @@ class RealApi : public IbvApi {
   int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) override { return ibv_poll_cq(cq, entries, wc); }
   int DestroyQp(ibv_qp* qp) override { return ibv_destroy_qp(qp); }
   int DestroyCq(ibv_cq* cq) override { return ibv_destroy_cq(cq); }
+  ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) override { return ibv_alloc_mw(pd, type); }
+  int DeallocMw(ibv_mw* mw) override { return ibv_dealloc_mw(mw); }
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // ibverbs_api.h: the thin seam over the libibverbs calls of a queue pair's
-// life after creation (modify, post, poll, destroy), so the provider's
+// life after creation (modify, post, poll, destroy, its memory windows), so the provider's
 // datapath logic runs in unit tests against a strict fake device
 // (ibverbs_fake.h) as well as against the NIC.
 //
@@ -28,6 +28,9 @@ class IbvApi {
   virtual int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) = 0;
   virtual int DestroyQp(ibv_qp* qp) = 0;
   virtual int DestroyCq(ibv_cq* cq) = 0;
+  // ibv_alloc_mw: null with errno set on failure.
+  virtual ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) = 0;
+  virtual int DeallocMw(ibv_mw* mw) = 0;
 };
 
 // The libibverbs calls themselves. Never null; lives for the process.

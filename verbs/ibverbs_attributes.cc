@@ -15,6 +15,7 @@ int ToIbvAccess(uint32_t access) {
   if (access & kRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
   if (access & kRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE;
   if (access & kRemoteAtomic) flags |= IBV_ACCESS_REMOTE_ATOMIC;
+  if (access & kMemoryWindowBind) flags |= IBV_ACCESS_MW_BIND;
   return flags;
 }
 

@@ -32,6 +32,8 @@ ibv_wc_opcode WcOpcode(ibv_wr_opcode opcode) {
       return IBV_WC_FETCH_ADD;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
       return IBV_WC_COMP_SWAP;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
     default:
       return IBV_WC_RDMA_WRITE;
   }
@@ -177,6 +179,9 @@ int StrictFakeIbv::PostSend(ibv_qp* qp_handle, ibv_send_wr* wr, ibv_send_wr** ba
       Push(qp, MakeEntry(qp, wr->wr_id, qp.inject, opcode, true, seq));
       qp.inject = IBV_WC_SUCCESS;
       EnterError(qp);
+    } else if (wr->opcode == IBV_WR_BIND_MW && Bind(qp_handle, *wr) != IBV_WC_SUCCESS) {
+      Push(qp, MakeEntry(qp, wr->wr_id, IBV_WC_MW_BIND_ERR, opcode, true, seq));
+      EnterError(qp);
     } else if (IsAtomic(wr->opcode) && wr->wr.atomic.remote_addr % 8 != 0) {
       Push(qp, MakeEntry(qp, wr->wr_id, IBV_WC_REM_INV_REQ_ERR, opcode, true, seq));
       EnterError(qp);
@@ -221,7 +226,82 @@ int StrictFakeIbv::PollCq(ibv_cq* cq_handle, int entries, ibv_wc* wc) {
   return n;
 }
 
-int StrictFakeIbv::DestroyQp(ibv_qp* qp) { return qps_.erase(qp) == 1 ? 0 : EINVAL; }
+int StrictFakeIbv::DestroyQp(ibv_qp* qp) {
+  if (qps_.erase(qp) != 1) return EINVAL;
+  for (auto& [handle, mw] : mws_) {
+    if (mw.bound_qp == qp) mw.bound_qp = nullptr;  // type-2 windows die with their QP
+  }
+  return 0;
+}
+
+ibv_mw* StrictFakeIbv::AllocMw(ibv_pd* pd, ibv_mw_type type) {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto mw = std::make_unique<ibv_mw>();
+  mw->pd = pd;
+  mw->type = type;
+  mw->rkey = (next_mw_index_++ << 8) | 0x5a;
+  ibv_mw* handle = mw.get();
+  mws_[handle].mw = std::move(mw);
+  return handle;
+}
+
+int StrictFakeIbv::DeallocMw(ibv_mw* mw) { return mws_.erase(mw) == 1 ? 0 : EINVAL; }
+
+ibv_mr* StrictFakeIbv::RegisterMr(void* addr, size_t length, int access) {
+  auto mr = std::make_unique<ibv_mr>();
+  mr->addr = addr;
+  mr->length = length;
+  mr->lkey = mr->rkey = 0x4000 + static_cast<uint32_t>(mrs_.size());
+  ibv_mr* handle = mr.get();
+  mrs_[handle] = FakeMr{std::move(mr), access};
+  return handle;
+}
+
+ibv_wc_status StrictFakeIbv::Bind(const ibv_qp* qp, const ibv_send_wr& wr) {
+  auto mw = mws_.find(wr.bind_mw.mw);
+  if (mw == mws_.end() || mw->second.mw->type != IBV_MW_TYPE_2 || mw->second.bound_qp != nullptr) {
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const uint32_t rkey = wr.bind_mw.rkey;
+  const uint32_t old_key = mw->second.mw->rkey;
+  if ((rkey >> 8) != (old_key >> 8) || rkey == old_key) return IBV_WC_MW_BIND_ERR;
+  const ibv_mw_bind_info& info = wr.bind_mw.bind_info;
+  auto mr = mrs_.find(info.mr);
+  if (mr == mrs_.end() || (mr->second.access & IBV_ACCESS_MW_BIND) == 0) {
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const auto begin = reinterpret_cast<uint64_t>(info.mr->addr);
+  if (info.length == 0 || info.addr < begin || info.length > info.mr->length ||
+      info.addr - begin > info.mr->length - info.length) {
+    return IBV_WC_MW_BIND_ERR;
+  }
+  const int remote = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+  if ((info.mw_access_flags & ~remote) != 0 ||
+      ((info.mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0 &&
+       (mr->second.access & IBV_ACCESS_LOCAL_WRITE) == 0)) {
+    return IBV_WC_MW_BIND_ERR;
+  }
+  FakeMw& w = mw->second;
+  w.bound_qp = qp;
+  w.rkey = rkey;
+  w.addr = info.addr;
+  w.length = info.length;
+  w.access = static_cast<int>(info.mw_access_flags);
+  return IBV_WC_SUCCESS;
+}
+
+bool StrictFakeIbv::WindowAllows(const ibv_qp* qp, uint32_t rkey, uint64_t addr, uint64_t length,
+                                 int access) const {
+  for (const auto& [handle, w] : mws_) {
+    if (w.bound_qp != qp || w.rkey != rkey) continue;
+    return addr >= w.addr && length <= w.length && addr - w.addr <= w.length - length &&
+           (w.access & access) == access;
+  }
+  return false;
+}
 
 int StrictFakeIbv::DestroyCq(ibv_cq* cq) {
   for (const auto& [handle, qp] : qps_) {

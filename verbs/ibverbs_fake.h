@@ -24,6 +24,14 @@
 //  * InjectSendError makes the next send request posted to a QP complete
 //    with a given error status (a remote access error, say), as a peer or
 //    the link would, moving the QP to ERR.
+//  * Memory windows: AllocMw makes type-1 or type-2 windows (a key index in
+//    the upper 24 bits). An IBV_WR_BIND_MW request must name a type-2
+//    window not bound yet, a new key with the window's index and another
+//    low byte (ibv_inc_rkey), a region made by RegisterMr with
+//    IBV_ACCESS_MW_BIND, a range inside it and, for remote write, a region
+//    with local write; otherwise it completes with IBV_WC_MW_BIND_ERR and
+//    moves the QP to ERR. A bound window admits (WindowAllows) requests that
+//    arrive on its own QP only, and is unbound when that QP is destroyed.
 //  * The CQ holds `cqe` completions; one more is an overrun (recorded, the
 //    completion dropped), which the tests check never happens.
 //
@@ -69,6 +77,16 @@ class StrictFakeIbv : public IbvApi {
   int PollCq(ibv_cq* cq, int entries, ibv_wc* wc) override;
   int DestroyQp(ibv_qp* qp) override;
   int DestroyCq(ibv_cq* cq) override;
+  ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) override;
+  int DeallocMw(ibv_mw* mw) override;
+
+  // A memory region as ibv_reg_mr would make it, owned by the fake.
+  ibv_mr* RegisterMr(void* addr, size_t length, int access);
+  // True when a request arriving on `qp` with `rkey` for [addr, addr +
+  // length) and `access` (IBV_ACCESS_REMOTE_*) passes a bound window.
+  bool WindowAllows(const ibv_qp* qp, uint32_t rkey, uint64_t addr, uint64_t length,
+                    int access) const;
+  int windows_allocated() const { return static_cast<int>(mws_.size()); }
 
   // The next send request posted to `qp` completes with `status` (not
   // IBV_WC_SUCCESS), signalled or not, and the QP moves to ERR.
@@ -126,7 +144,25 @@ class StrictFakeIbv : public IbvApi {
   // Moves `qp` to ERR and queues flush completions for what is outstanding.
   void EnterError(FakeQp& qp);
 
+  struct FakeMw {
+    std::unique_ptr<ibv_mw> mw;
+    const ibv_qp* bound_qp = nullptr;  // null: not bound
+    uint32_t rkey = 0;                 // the bound key
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    int access = 0;
+  };
+  struct FakeMr {
+    std::unique_ptr<ibv_mr> mr;
+    int access = 0;
+  };
+  // The completion status of bind request `wr` on `qp` (success binds it).
+  ibv_wc_status Bind(const ibv_qp* qp, const ibv_send_wr& wr);
+
   uint32_t next_qpn_ = 0x100;
+  uint32_t next_mw_index_ = 1;
+  std::map<const ibv_mw*, FakeMw> mws_;
+  std::map<const ibv_mr*, FakeMr> mrs_;
   std::map<const ibv_qp*, FakeQp> qps_;
   std::map<const ibv_cq*, FakeCq> cqs_;
 };

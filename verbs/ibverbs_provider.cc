@@ -26,13 +26,14 @@
 #include "verbs/ibverbs_connection.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_errors.h"
+#include "verbs/ibverbs_queue_pair.h"
 
 namespace dreplay::verbs {
 namespace {
 
 using ibverbs::Device;
 
-class IbverbsMemoryRegion : public MemoryRegion {
+class IbverbsMemoryRegion : public MemoryRegion, public ibverbs::IbvRegionHandle {
  public:
   IbverbsMemoryRegion(std::shared_ptr<Device> device, ibv_mr* mr, uint32_t access)
       : device_(std::move(device)), mr_(mr), access_(access) {}
@@ -48,6 +49,7 @@ class IbverbsMemoryRegion : public MemoryRegion {
   uint32_t lkey() const override { return mr_->lkey; }
   uint32_t rkey() const override { return mr_->rkey; }
   uint32_t access() const override { return access_; }
+  ibv_mr* ibv_region() const override { return mr_; }
 
  private:
   const std::shared_ptr<Device> device_;

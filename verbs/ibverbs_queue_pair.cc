@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/ibverbs_attributes.h"
 #include "verbs/ibverbs_errors.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -66,6 +67,70 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
 IbverbsQueuePair::~IbverbsQueuePair() {
   device_->faults.Unregister(objects_.qp, objects_.cq);
   objects_.Destroy(Describe());
+  for (ibv_mw* mw : windows_) {
+    const absl::Status s = IbvResultToStatus(device_->api->DeallocMw(mw), "ibv_dealloc_mw");
+    LOG_IF(WARNING, !s.ok()) << device_->name << ": " << s;
+  }
+}
+
+absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr, uint64_t offset,
+                                                          uint64_t length, uint32_t remote_access) {
+  CheckAsyncFault();
+  const auto* handle = dynamic_cast<const IbvRegionHandle*>(&mr);
+  if (handle == nullptr) {
+    return absl::InvalidArgumentError("BindWindow: not a memory region of the ibverbs provider");
+  }
+  if (length == 0 || offset > mr.length() || length > mr.length() - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("BindWindow: [", offset, ", +", length,
+                                                   ") is not inside a region of ", mr.length(),
+                                                   " bytes"));
+  }
+  if ((mr.access() & kMemoryWindowBind) == 0) {
+    return absl::InvalidArgumentError(
+        "BindWindow: the memory region was not registered with kMemoryWindowBind");
+  }
+  if (remote_access == 0 || (remote_access & ~(kRemoteRead | kRemoteWrite | kRemoteAtomic)) != 0 ||
+      ((remote_access & (kRemoteWrite | kRemoteAtomic)) != 0 && (mr.access() & kLocalWrite) == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("BindWindow: rights 0x",
+                                                   absl::Hex(remote_access),
+                                                   " are not remote rights the region can back"));
+  }
+  if (state_ == QpState::kError) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BindWindow: queue pair in the error state: ", error_.message()));
+  }
+  RETURN_IF_ERROR(send_queue_.CheckRoom(1));
+  errno = 0;
+  ibv_mw* mw = device_->api->AllocMw(device_->pd, IBV_MW_TYPE_2);
+  if (mw == nullptr) {
+    return IbvResultToStatus(errno != 0 ? errno : ENOMEM,
+                             absl::StrCat("ibv_alloc_mw(TYPE_2) on ", device_->name));
+  }
+  windows_.push_back(mw);
+  const uint64_t seq = send_queue_.posted();
+  const bool signaled = send_queue_.PlanNext(/*user_signaled=*/false, /*last=*/true);
+  send_slots_[seq % max_send_wr_] = SendSlot{0, Opcode::kWrite, false, 0, /*bind=*/true};
+  ibv_send_wr w;
+  std::memset(&w, 0, sizeof(w));
+  w.wr_id = seq;
+  w.opcode = IBV_WR_BIND_MW;
+  w.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  w.bind_mw.mw = mw;
+  w.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  w.bind_mw.bind_info.mr = handle->ibv_region();
+  w.bind_mw.bind_info.addr = reinterpret_cast<uint64_t>(mr.addr()) + offset;
+  w.bind_mw.bind_info.length = length;
+  w.bind_mw.bind_info.mw_access_flags = ToIbvAccess(remote_access);
+  ibv_send_wr* bad = nullptr;
+  const int rc = device_->api->PostSend(objects_.qp, &w, &bad);
+  if (rc != 0) {
+    send_queue_.EndPost(0);
+    return IbvResultToStatus(rc, absl::StrCat("ibv_post_send(BIND_MW) on ", device_->name, " qpn ",
+                                              objects_.qp->qp_num));
+  }
+  send_queue_.EndPost(1);
+  mw->rkey = w.bind_mw.rkey;  // the key the next bind increments
+  return RemoteRegion{w.bind_mw.bind_info.addr, length, w.bind_mw.rkey, 0};
 }
 
 void IbverbsQueuePair::CheckAsyncFault() {
@@ -316,7 +381,11 @@ bool IbverbsQueuePair::Convert(const ibv_wc& wc, Completion* out) {
     out->detail.clear();
   }
   if (failed) {
-    out->detail = WcFailureDetail(WhatFailed(out->opcode, out->wr_id), wc.status, wc.vendor_err);
+    const bool bind = !(wc.wr_id & kRecvTag) && send_slots_[wc.wr_id % max_send_wr_].bind;
+    out->detail = WcFailureDetail(
+        bind ? absl::StrCat("memory window bind on ", device_->name, " qpn ", objects_.qp->qp_num)
+             : WhatFailed(out->opcode, out->wr_id),
+        wc.status, wc.vendor_err);
     EnterError(out->ToStatus());
   }
   return true;

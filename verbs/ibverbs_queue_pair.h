@@ -77,6 +77,14 @@ struct QpObjects {
   uint32_t max_inline_data = 0;  // what the created QP reports
 };
 
+// Implemented by the ibverbs provider's memory regions: the ibv_mr behind
+// one, for binding memory windows to it.
+class IbvRegionHandle {
+ public:
+  virtual ~IbvRegionHandle() = default;
+  virtual ibv_mr* ibv_region() const = 0;
+};
+
 class IbverbsQueuePair : public QueuePair {
  public:
   // Takes over `objects`, whose QP is in RTS, connected to `remote` with
@@ -91,6 +99,14 @@ class IbverbsQueuePair : public QueuePair {
   absl::Status PostSend(absl::Span<const WorkRequest> wrs) override;
   absl::Status PostRecv(absl::Span<const RecvRequest> rrs) override;
   int Poll(absl::Span<Completion> out) override;
+  // A type-2 window (ibv_alloc_mw) bound by an IBV_WR_BIND_MW request on
+  // this queue pair, with a fresh key (ibv_inc_rkey); the window is
+  // deallocated when the queue pair is destroyed. The bind takes a send
+  // queue slot and is unsignalled: a failed one completes as an error with
+  // wr_id 0 and fails the queue pair. `mr` must come from the ibverbs
+  // provider (kInvalidArgument otherwise).
+  absl::StatusOr<RemoteRegion> BindWindow(const MemoryRegion& mr, uint64_t offset, uint64_t length,
+                                          uint32_t remote_access) override;
   QpState state() const override { return state_; }
   absl::Status error() const override { return error_; }
   int max_send_wr() const override { return max_send_wr_; }
@@ -108,6 +124,7 @@ class IbverbsQueuePair : public QueuePair {
     Opcode opcode = Opcode::kWrite;
     bool user_signaled = true;
     uint32_t length = 0;
+    bool bind = false;  // a memory window bind (BindWindow)
   };
 
   // Enters the error state if an asynchronous event failed this queue pair.
@@ -149,6 +166,7 @@ class IbverbsQueuePair : public QueuePair {
   std::vector<ibv_recv_wr> recv_scratch_;
   std::deque<Completion> flushed_;  // synthesised kFlushed completions
   QueuePairTraffic traffic_;        // of the requests PostSend accepted
+  std::vector<ibv_mw*> windows_;    // deallocated after the QP is destroyed
 };
 
 }  // namespace dreplay::verbs::ibverbs

@@ -35,6 +35,26 @@ class FakeRegion : public MemoryRegion {
   std::vector<char> bytes_;
 };
 
+// A region the fake registered (ibv_reg_mr), as the provider's regions are.
+class FakeIbvRegion : public MemoryRegion, public IbvRegionHandle {
+ public:
+  FakeIbvRegion(StrictFakeIbv* fake, size_t length, uint32_t access)
+      : bytes_(length),
+        access_(access),
+        mr_(fake->RegisterMr(bytes_.data(), length, ToIbvAccess(access))) {}
+  void* addr() const override { return const_cast<char*>(bytes_.data()); }
+  size_t length() const override { return bytes_.size(); }
+  uint32_t lkey() const override { return mr_->lkey; }
+  uint32_t rkey() const override { return mr_->rkey; }
+  uint32_t access() const override { return access_; }
+  ibv_mr* ibv_region() const override { return mr_; }
+
+ private:
+  std::vector<char> bytes_;
+  const uint32_t access_;
+  ibv_mr* const mr_;
+};
+
 PeerInfo Peer(uint32_t qpn) {
   PeerInfo peer;
   peer.qpn = qpn;
@@ -270,6 +290,64 @@ TEST_F(IbverbsQueuePairTest, ADeviceFatalEventFailsEveryQueuePairAtItsNextPost) 
   Completion c;
   EXPECT_EQ(b->Poll({&c, 1}), 0);
   EXPECT_EQ(b->state(), QpState::kError);
+}
+
+TEST_F(IbverbsQueuePairTest, AWindowIsBoundWithAFreshKeyAndAdmitsItsQueuePairOnly) {
+  std::unique_ptr<IbverbsQueuePair> a = MakeQp(8, 64);
+  ibv_qp* qp_a = raw_qp_;
+  std::unique_ptr<IbverbsQueuePair> b = MakeQp(8, 64);
+  ibv_qp* qp_b = raw_qp_;
+  FakeIbvRegion memory(&fake_, 4096, kLocalWrite | kMemoryWindowBind);
+  absl::StatusOr<RemoteRegion> wa = a->BindWindow(memory, 512, 256, kRemoteRead | kRemoteWrite);
+  ASSERT_TRUE(wa.ok()) << wa.status();
+  absl::StatusOr<RemoteRegion> wb = b->BindWindow(memory, 512, 256, kRemoteRead);
+  ASSERT_TRUE(wb.ok()) << wb.status();
+  EXPECT_NE(wa->rkey, wb->rkey);
+  EXPECT_EQ(wa->addr, reinterpret_cast<uint64_t>(memory.addr()) + 512);
+  // The bind is an unsignalled send request with the window's next key.
+  const ibv_send_wr& bind = fake_.accepted_sends(qp_a).back();
+  EXPECT_EQ(bind.opcode, IBV_WR_BIND_MW);
+  EXPECT_EQ(bind.bind_mw.rkey, wa->rkey);
+  EXPECT_EQ(bind.bind_mw.bind_info.mw_access_flags,
+            static_cast<unsigned>(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_EQ(a->state(), QpState::kReady);
+  EXPECT_TRUE(PollAll(a.get()).empty());
+  // A's key on A, inside the window: admitted. On B, or outside: refused.
+  EXPECT_TRUE(fake_.WindowAllows(qp_a, wa->rkey, wa->addr, 256, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_FALSE(fake_.WindowAllows(qp_b, wa->rkey, wa->addr, 8, IBV_ACCESS_REMOTE_READ));
+  EXPECT_FALSE(fake_.WindowAllows(qp_a, wa->rkey, wa->addr + 255, 8, IBV_ACCESS_REMOTE_READ));
+  EXPECT_FALSE(fake_.WindowAllows(qp_b, wb->rkey, wb->addr, 8, IBV_ACCESS_REMOTE_WRITE));
+  // Destroying the queue pair unbinds and frees its windows.
+  EXPECT_EQ(fake_.windows_allocated(), 2);
+  a.reset();
+  EXPECT_FALSE(fake_.WindowAllows(qp_a, wa->rkey, wa->addr, 8, IBV_ACCESS_REMOTE_READ));
+  EXPECT_EQ(fake_.windows_allocated(), 1);
+}
+
+TEST_F(IbverbsQueuePairTest, BindWindowRefusesWhatTheRegionCannotBack) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
+  FakeIbvRegion no_bind(&fake_, 4096, kLocalWrite | kRemoteRead);
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->BindWindow(no_bind, 0, 64, kRemoteRead).status()));
+  FakeIbvRegion read_only(&fake_, 4096, kMemoryWindowBind);
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->BindWindow(read_only, 0, 64, kRemoteWrite).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->BindWindow(read_only, 4090, 64, kRemoteRead).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->BindWindow(region_, 0, 64, kRemoteRead).status()))
+      << "a region of no ibverbs provider";
+  EXPECT_EQ(fake_.windows_allocated(), 0);
+  EXPECT_EQ(qp->state(), QpState::kReady);
+}
+
+TEST_F(IbverbsQueuePairTest, AFailedBindFailsTheQueuePair) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
+  FakeIbvRegion memory(&fake_, 4096, kLocalWrite | kMemoryWindowBind);
+  fake_.InjectSendError(raw_qp_, IBV_WC_MW_BIND_ERR);
+  ASSERT_TRUE(qp->BindWindow(memory, 0, 64, kRemoteRead).ok());
+  const std::vector<Completion> done = PollAll(qp.get());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].ok());
+  EXPECT_THAT(done[0].detail, HasSubstr("memory window bind"));
+  EXPECT_EQ(qp->state(), QpState::kError);
+  EXPECT_TRUE(absl::IsFailedPrecondition(qp->BindWindow(memory, 0, 64, kRemoteRead).status()));
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ absl::Status Completion::ToStatus() const {
   return absl::Status(row != nullptr ? row->code : absl::StatusCode::kInternal, message);
 }
 
+absl::StatusOr<RemoteRegion> QueuePair::BindWindow(const MemoryRegion& /*mr*/, uint64_t /*offset*/,
+                                                   uint64_t /*length*/,
+                                                   uint32_t /*remote_access*/) {
+  return absl::UnimplementedError("this provider has no memory windows");
+}
+
 void CountInitiated(absl::Span<const WorkRequest> wrs, QueuePairTraffic* t) {
   for (const WorkRequest& wr : wrs) {
     switch (wr.opcode) {

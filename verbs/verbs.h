@@ -69,10 +69,11 @@ namespace dreplay::verbs {
 
 // Access rights of a memory region; combine with |.
 enum Access : uint32_t {
-  kLocalWrite = 1u << 0,    // the local NIC may write it (READ results, atomics)
-  kRemoteRead = 1u << 1,    // peers may RDMA READ it
-  kRemoteWrite = 1u << 2,   // peers may RDMA WRITE it
-  kRemoteAtomic = 1u << 3,  // peers may FETCH_ADD / COMPARE_SWAP it
+  kLocalWrite = 1u << 0,        // the local NIC may write it (READ results, atomics)
+  kRemoteRead = 1u << 1,        // peers may RDMA READ it
+  kRemoteWrite = 1u << 2,       // peers may RDMA WRITE it
+  kRemoteAtomic = 1u << 3,      // peers may FETCH_ADD / COMPARE_SWAP it
+  kMemoryWindowBind = 1u << 4,  // QueuePair::BindWindow may bind windows to it
 };
 
 // What a peer needs to address a region: fixed size, safe to copy into a
@@ -256,6 +257,23 @@ class QueuePair {
 
   // Human-readable "local <-> remote" description, for logs.
   virtual std::string Describe() const = 0;
+
+  // Binds a memory window (type 2, as IBV_MW_TYPE_2) over [offset, offset +
+  // length) of `mr` with `remote_access` (a mask of kRemoteRead,
+  // kRemoteWrite; remote write needs kLocalWrite on `mr`) and returns its
+  // address, length and fresh rkey. The key is unpredictable, is honoured
+  // only for requests that arrive on this queue pair (the same key on any
+  // other queue pair is a remote access error), and dies with the queue pair
+  // or with `mr`. `mr` must carry kMemoryWindowBind; it needs no remote
+  // access of its own, so a region registered without any is reachable only
+  // through windows. The peer may use the key once a request this side
+  // posts after BindWindow (with WorkRequest::fence) has reached it.
+  // Non-blocking. kInvalidArgument for an empty or out-of-bounds range,
+  // rights `mr` cannot back or a region without kMemoryWindowBind;
+  // kFailedPrecondition on a queue pair in the error state; kUnimplemented
+  // where the provider has no windows.
+  virtual absl::StatusOr<RemoteRegion> BindWindow(const MemoryRegion& mr, uint64_t offset,
+                                                  uint64_t length, uint32_t remote_access);
 
   // The data bytes this queue pair moved so far (see QueuePairTraffic).
   // Same thread rules as PostSend; the peer-initiated counts may grow at

@@ -89,6 +89,22 @@ int Channel::Poll(absl::Span<Completion> out) {
   return completions_.Poll(out);
 }
 
+absl::StatusOr<RemoteRegion> Channel::BindWindow(const MemoryRegion& mr, uint64_t offset,
+                                                 uint64_t length, uint32_t remote_access) {
+  if (length == 0 || offset > mr.length() || length > mr.length() - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window [", offset, ", +", length, ") is not inside a region of ", mr.length(), " bytes"));
+  }
+  MutexLock lock(&mu_);
+  if (state_ == QpState::kError || detached_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("binding a window: ", kErrorState, ": ", error_.message()));
+  }
+  char* addr = static_cast<char*>(mr.addr()) + offset;
+  ASSIGN_OR_RETURN(const uint32_t rkey, responder_.BindWindow(mr, addr, length, remote_access));
+  return RemoteRegion{reinterpret_cast<uint64_t>(addr), length, rkey, 0};
+}
+
 QpState Channel::state() const {
   return failed_.load(std::memory_order_acquire) ? QpState::kError : QpState::kReady;
 }
@@ -146,6 +162,7 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin, size_t len
   MutexLock lock(&mu_);
   WaitForPlacement();
   if (detached_) return;
+  responder_.RemoveWindowsOf(mr->lkey());
   writer_.MaterializeResponseRefs();
   if (state_ != QpState::kReady) return;
   if (reader_.PlacingInto(begin, begin + length)) {

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
 #include "verbs/options.h"
@@ -95,6 +96,9 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   QpState state() const;
   absl::Status error() const;
   const ChannelConfig& config() const { return config_; }
+  // QueuePair::BindWindow (verbs.h). Thread-safe.
+  absl::StatusOr<RemoteRegion> BindWindow(const MemoryRegion& mr, uint64_t offset, uint64_t length,
+                                          uint32_t remote_access);
   // The peer's operations executed here (Responder::traffic). Thread-safe.
   QueuePairTraffic peer_traffic() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return responder_.traffic();

@@ -115,6 +115,10 @@ class SoftQueuePair : public QueuePair {
     return channel_->PostRecv(rrs);
   }
   int Poll(absl::Span<Completion> out) override { return channel_->Poll(out); }
+  absl::StatusOr<RemoteRegion> BindWindow(const MemoryRegion& mr, uint64_t offset, uint64_t length,
+                                          uint32_t remote_access) override {
+    return channel_->BindWindow(mr, offset, length, remote_access);
+  }
   QpState state() const override { return channel_->state(); }
   absl::Status error() const override { return channel_->error(); }
   int max_send_wr() const override { return channel_->config().max_send_wr; }

@@ -2,8 +2,14 @@
 
 #include "verbs/soft/region_table.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace dreplay::verbs::soft {
@@ -85,6 +91,67 @@ WcStatus RegionTable::View::CheckLocal(uint32_t lkey, const void* addr, uint64_t
     *detail = "the local region lacks local write access";
     return WcStatus::kLocalProtectionError;
   }
+  return WcStatus::kSuccess;
+}
+
+namespace {
+
+const char* AccessName(uint32_t needed) {
+  return needed == kRemoteRead    ? "remote read"
+         : needed == kRemoteWrite ? "remote write"
+                                  : "remote atomic";
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> WindowTable::Bind(uint32_t region_key, char* addr, uint64_t length,
+                                           uint32_t access, RegionTable::View* regions) {
+  uint32_t key = 0;
+  // A collision is rare (2^-32 per key held); a few draws always suffice.
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    uint32_t drawn = 0;
+    const ssize_t n = getrandom(&drawn, sizeof(drawn), 0);
+    if (n != static_cast<ssize_t>(sizeof(drawn))) {
+      return absl::InternalError(
+          absl::StrCat("getrandom for a window key: ", n < 0 ? std::strerror(errno) : "short"));
+    }
+    if (drawn != 0 && !windows_.contains(drawn) && !regions->Contains(drawn)) {
+      key = drawn;
+      break;
+    }
+  }
+  if (key == 0) return absl::InternalError("no free window key was drawn");
+  windows_.emplace(key, Window{region_key, addr, length, access});
+  return key;
+}
+
+void WindowTable::RemoveRegion(uint32_t region_key) {
+  absl::erase_if(windows_,
+                 [region_key](const auto& entry) { return entry.second.region_key == region_key; });
+}
+
+WcStatus WindowTable::Check(uint32_t key, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                            RegionTable::View* regions, char** target, std::string* detail) const {
+  auto it = windows_.find(key);
+  if (it == windows_.end()) {
+    *detail = absl::StrFormat("rkey 0x%08x is not a window of this queue pair", key);
+    return WcStatus::kRemoteAccessError;
+  }
+  const Window& w = it->second;
+  if (!regions->Contains(w.region_key)) {
+    *detail = absl::StrFormat("the region of window 0x%08x is deregistered", key);
+    return WcStatus::kRemoteAccessError;
+  }
+  const auto begin = reinterpret_cast<uint64_t>(w.addr);
+  if (remote_addr < begin || length > w.length || remote_addr - begin > w.length - length) {
+    *detail = absl::StrFormat("[0x%x, +%u) is outside window 0x%08x", remote_addr, length, key);
+    return WcStatus::kRemoteAccessError;
+  }
+  if ((w.access & needed) == 0) {
+    *detail = absl::StrFormat("window 0x%08x does not grant %s", key, AccessName(needed));
+    return WcStatus::kRemoteAccessError;
+  }
+  *target = w.addr + (remote_addr - begin);
   return WcStatus::kSuccess;
 }
 

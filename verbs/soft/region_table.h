@@ -19,6 +19,15 @@
 // key gone.
 //
 // RegionTable is thread-safe; a View is used by one thread at a time.
+//
+// WindowTable is one connection's memory windows (verbs.h, BindWindow):
+// keys that only that connection's responder knows. A window names its
+// region's key and is honoured only while that key is still registered, and
+// only within its own range and rights. Window keys come from getrandom()
+// (the kernel's CSPRNG): unpredictable, never 0, unique in the window table
+// and, when drawn, not a registered region's key (the responder looks a key
+// up among its windows first). Not thread-safe: owned by a Responder and
+// used under its channel's lock.
 
 #ifndef DREPLAY_VERBS_SOFT_REGION_TABLE_H_
 #define DREPLAY_VERBS_SOFT_REGION_TABLE_H_
@@ -31,6 +40,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
+#include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "verbs/verbs.h"
 
@@ -72,6 +82,9 @@ class RegionTable {
     WcStatus CheckLocal(uint32_t lkey, const void* addr, uint64_t length, uint32_t needed,
                         std::string* detail);
 
+    // True while `key` is registered.
+    bool Contains(uint32_t key) { return Current().contains(key); }
+
    private:
     // The current snapshot, refreshed when the table's version moved.
     const Map& Current();
@@ -87,6 +100,35 @@ class RegionTable {
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   // Bumped (under mu_) after each new snapshot is published.
   std::atomic<uint64_t> version_{1};
+};
+
+class WindowTable {
+ public:
+  // Binds a window over [addr, addr + length) of the region registered as
+  // `region_key` with `access` (remote bits) and returns its new key.
+  // kInternal when no random key can be drawn. The caller has checked the
+  // range and the rights against the region.
+  absl::StatusOr<uint32_t> Bind(uint32_t region_key, char* addr, uint64_t length, uint32_t access,
+                                RegionTable::View* regions);
+  // Forgets every window of the region registered as `region_key`.
+  void RemoveRegion(uint32_t region_key);
+  bool Contains(uint32_t key) const { return windows_.contains(key); }
+  size_t size() const { return windows_.size(); }
+
+  // As RegionTable::View::Check, for a key of this table: kSuccess with the
+  // local address in *target, or kRemoteAccessError with the reason (also
+  // when the window's region is no longer registered).
+  WcStatus Check(uint32_t key, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                 RegionTable::View* regions, char** target, std::string* detail) const;
+
+ private:
+  struct Window {
+    uint32_t region_key;
+    char* addr;
+    uint64_t length;
+    uint32_t access;
+  };
+  absl::flat_hash_map<uint32_t, Window> windows_;
 };
 
 }  // namespace dreplay::verbs::soft

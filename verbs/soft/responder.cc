@@ -84,8 +84,7 @@ PayloadTarget Responder::StartWrite(const FrameHeader& h) {
   char* target = nullptr;
   if (len > 0) {
     std::string detail;
-    const WcStatus status =
-        regions_.Check(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
+    const WcStatus status = CheckRemote(h.rkey, h.remote_addr, len, kRemoteWrite, &target, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return PayloadTarget::None();
@@ -110,7 +109,7 @@ void Responder::ExecuteRead(const FrameHeader& h) {
   if (h.aux > 0) {
     std::string detail;
     const WcStatus status =
-        regions_.Check(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
+        CheckRemote(h.rkey, h.remote_addr, h.aux, kRemoteRead, &source, &detail);
     if (status != WcStatus::kSuccess) {
       Reject(h.seq, status, detail);
       return;
@@ -159,7 +158,7 @@ void Responder::ExecuteAtomic(const FrameHeader& h, const char* payload) {
   char* target = nullptr;
   std::string detail;
   const WcStatus status =
-      regions_.Check(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
+      CheckRemote(h.rkey, h.remote_addr, sizeof(uint64_t), kRemoteAtomic, &target, &detail);
   if (status != WcStatus::kSuccess) {
     Reject(h.seq, status, detail);
     return;
@@ -250,5 +249,33 @@ void Responder::FlushAll(const std::string& reason) {
 }
 
 void Responder::Clear() { rq_.clear(); }
+
+WcStatus Responder::CheckRemote(uint32_t rkey, uint64_t remote_addr, uint64_t length,
+                                uint32_t needed, char** target, std::string* detail) {
+  if (windows_.Contains(rkey)) {
+    return windows_.Check(rkey, remote_addr, length, needed, &regions_, target, detail);
+  }
+  return regions_.Check(rkey, remote_addr, length, needed, target, detail);
+}
+
+absl::StatusOr<uint32_t> Responder::BindWindow(const MemoryRegion& mr, char* addr, uint64_t length,
+                                               uint32_t remote_access) {
+  if ((mr.access() & kMemoryWindowBind) == 0) {
+    return absl::InvalidArgumentError(
+        "the memory region was not registered with kMemoryWindowBind");
+  }
+  if (remote_access == 0 || (remote_access & ~(kRemoteRead | kRemoteWrite | kRemoteAtomic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("window access 0x", absl::Hex(remote_access),
+                                                   " is not a set of remote rights"));
+  }
+  if ((remote_access & (kRemoteWrite | kRemoteAtomic)) != 0 && (mr.access() & kLocalWrite) == 0) {
+    return absl::InvalidArgumentError(
+        "a window with remote write or atomic access needs kLocalWrite on its region");
+  }
+  if (!regions_.Contains(mr.lkey())) {
+    return absl::InvalidArgumentError("the memory region is not registered with this provider");
+  }
+  return windows_.Bind(mr.lkey(), addr, length, remote_access, &regions_);
+}
 
 }  // namespace dreplay::verbs::soft

@@ -28,6 +28,9 @@
 //    with none posted it fails with kRnrRetryExceeded (no RNR retries).
 //  * A request that fails here gets a NAK with its status, and the queue
 //    pair fails; so does a peer that breaks the protocol.
+//  * Keys: a request's rkey is looked up among this queue pair's memory
+//    windows first (BindWindow), then among the provider's regions. A window
+//    bound on another queue pair is unknown here.
 //
 // Not thread-safe: owned by a Channel (channel.h) and used under its lock.
 
@@ -39,6 +42,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "verbs/soft/channel_control.h"
 #include "verbs/soft/completion_queue.h"
@@ -94,6 +98,14 @@ class Responder {
   // Drops every posted receive without a completion.
   void Clear();
 
+  // Binds a window over [addr, addr + length) of `mr` with `remote_access`
+  // for this queue pair's peer (verbs.h, QueuePair::BindWindow, whose
+  // status codes it returns) and returns its key.
+  absl::StatusOr<uint32_t> BindWindow(const MemoryRegion& mr, char* addr, uint64_t length,
+                                      uint32_t remote_access);
+  // The region registered as `region_key` is going: its windows go too.
+  void RemoveWindowsOf(uint32_t region_key) { windows_.RemoveRegion(region_key); }
+
   // Data bytes of the peer's operations executed here: peer_in (its WRITEs,
   // atomic operands) and peer_out (its READs, atomic results); the
   // initiated counts are 0. Thread-safe.
@@ -109,12 +121,16 @@ class Responder {
   // responses are already queued: the peer exceeded its credits.
   bool HasResponseCredit(const FrameHeader& h);
   void QueueNak(uint64_t seq, WcStatus status, const std::string& text);
+  // The remote-access check of a request: windows first, then regions.
+  WcStatus CheckRemote(uint32_t rkey, uint64_t remote_addr, uint64_t length, uint32_t needed,
+                       char** target, std::string* detail);
 
   // Constant after construction.
   const int max_recv_wr_;
   const int max_rd_atomic_;
   const std::string description_;
   RegionTable::View regions_;  // its cached snapshot changes
+  WindowTable windows_;        // this queue pair's memory windows
   FrameWriter* const writer_;
   CompletionQueue* const completions_;
   ChannelControl* const control_;
