@@ -113,7 +113,15 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, int cancel_fd,
 
 TcpConnection::TcpConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
-TcpConnection::~TcpConnection() { close(fd_); }
+TcpConnection::~TcpConnection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int TcpConnection::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
 
 absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(const std::string& host,
                                                                       uint16_t port,
