@@ -56,9 +56,9 @@ absl::Status ConnectionManagerOptions::Validate() const {
   RETURN_IF_ERROR(Positive("max_waiting", max_waiting));
   RETURN_IF_ERROR(Positive("max_hello_bytes", max_hello_bytes));
   if (max_half_open_per_source > max_half_open) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ConnectionManagerOptions.max_half_open_per_source ", max_half_open_per_source,
-        " exceeds max_half_open ", max_half_open));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConnectionManagerOptions.max_half_open_per_source ", max_half_open_per_source,
+                     " exceeds max_half_open ", max_half_open));
   }
   return absl::OkStatus();
 }
@@ -112,8 +112,7 @@ absl::StatusOr<CompletedHello> ConnectionManager::Accept(absl::Duration timeout)
   MutexLock lock(&mu_);
   for (;;) {
     if (shutdown_) {
-      return absl::CancelledError(
-          absl::StrCat("listener ", host(), ":", port(), " was shut down"));
+      return absl::CancelledError(absl::StrCat("listener ", host(), ":", port(), " was shut down"));
     }
     if (!waiting_.empty()) {
       CompletedHello hello = std::move(waiting_.front());
@@ -122,8 +121,8 @@ absl::StatusOr<CompletedHello> ConnectionManager::Accept(absl::Duration timeout)
     }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no connection on ", host(), ":", port(), " within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat("no connection on ", host(), ":", port(),
+                                                      " within ", absl::FormatDuration(timeout)));
     }
     ready_cv_.WaitWithTimeout(&mu_, left);
   }
@@ -155,9 +154,8 @@ void ConnectionManager::Run() {
       std::unique_ptr<HalfOpen>& h = half_open_[i];
       if (rc > 0 && fds[i + 2].revents != 0 && !ReadHello(h.get())) continue;
       if (h->deadline <= now) {
-        VLOG(1) << "listener " << host() << ":" << port() << ": closing "
-                << h->connection->peer() << ": no complete hello within "
-                << absl::FormatDuration(options_.hello_timeout);
+        VLOG(1) << "listener " << host() << ":" << port() << ": closing " << h->connection->peer()
+                << ": no complete hello within " << absl::FormatDuration(options_.hello_timeout);
         MutexLock lock(&mu_);
         ++counters_.timed_out;
         continue;
@@ -323,8 +321,8 @@ void ConnectionManager::Refuse(HalfOpen* h, const std::string& why) {
   p.body_length = static_cast<uint32_t>(reason.size());
   const std::string message = EncodePreamble(p) + reason;
   // A fresh socket's buffer takes this at once; never wait for a peer here.
-  const ssize_t sent = send(h->connection->fd(), message.data(), message.size(),
-                            MSG_DONTWAIT | MSG_NOSIGNAL);
+  const ssize_t sent =
+      send(h->connection->fd(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   (void)sent;
   shutdown(h->connection->fd(), SHUT_WR);
 }

@@ -78,14 +78,14 @@ struct CompletedHello {
 
 // What the manager did, for logs and tests.
 struct ConnectionManagerCounters {
-  uint64_t accepted = 0;          // TCP connections taken from the socket
-  uint64_t completed = 0;         // hellos queued for Accept()
-  uint64_t timed_out = 0;         // closed at their deadline
-  uint64_t evicted_source = 0;    // closed by the per-source bound
-  uint64_t evicted_total = 0;     // closed by the total bound
-  uint64_t refused = 0;           // bad preamble or body, other provider, busy
-  uint64_t closed_by_peer = 0;    // hung up or reset during their hello
-  int half_open = 0;              // now
+  uint64_t accepted = 0;        // TCP connections taken from the socket
+  uint64_t completed = 0;       // hellos queued for Accept()
+  uint64_t timed_out = 0;       // closed at their deadline
+  uint64_t evicted_source = 0;  // closed by the per-source bound
+  uint64_t evicted_total = 0;   // closed by the total bound
+  uint64_t refused = 0;         // bad preamble or body, other provider, busy
+  uint64_t closed_by_peer = 0;  // hung up or reset during their hello
+  int half_open = 0;            // now
 };
 
 class ConnectionManager {

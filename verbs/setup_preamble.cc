@@ -78,7 +78,8 @@ absl::StatusOr<Preamble> DecodePreamble(absl::string_view bytes, const std::stri
 std::string ProviderMismatchMessage(const std::string& listener, SetupProvider listener_provider,
                                     SetupProvider connector_provider) {
   return absl::StrCat("provider mismatch: the listener at ", listener, " uses the ",
-                      SetupProviderName(listener_provider), " provider and the connecting side the ",
+                      SetupProviderName(listener_provider),
+                      " provider and the connecting side the ",
                       SetupProviderName(connector_provider),
                       " provider; set --provider to the same value on both hosts (e.g. "
                       "--provider=",

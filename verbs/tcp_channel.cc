@@ -23,7 +23,7 @@
 namespace dreplay::verbs {
 namespace {
 
-constexpr int kListenBacklog = 64;
+constexpr int kListenBacklog = 1024;  // the kernel caps it at net.core.somaxconn
 
 absl::Status ErrnoStatus(int error_number, absl::string_view what) {
   return absl::Status(absl::ErrnoToStatusCode(error_number),
