@@ -54,8 +54,8 @@ class HalfOpenFloodTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::ServerProcessOptions options;
-    options.flags = {"--capacity=4096",     "--slot_size=168",  "--batch_size=8",
-                     "--staging_depth=4",   "--max_actors=8",   "--heartbeat_interval_s=0.1",
+    options.flags = {"--capacity=4096",     "--slot_size=168", "--batch_size=8",
+                     "--staging_depth=4",   "--max_actors=8",  "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0"};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);
@@ -71,8 +71,7 @@ class HalfOpenFloodTest : public ::testing::Test {
   void Flood(const char* source) {
     for (int i = 0; i < kSilentPeers; ++i) {
       const int fd = SilentPeer(source, server_->port());
-      ASSERT_GE(fd, 0) << "silent peer " << i << " from " << source << ": "
-                       << std::strerror(errno);
+      ASSERT_GE(fd, 0) << "silent peer " << i << " from " << source << ": " << std::strerror(errno);
       silent_.push_back(fd);
     }
   }
