@@ -24,6 +24,7 @@ absl::StatusOr<ConnectionOptions> ConnectionOptionsFromFlags(const ConnectionFla
     if (!link.ok()) return FlagError("link", flags.link, link.status().message());
     c.session.qp.link = *link;
   }
+  RETURN_IF_ERROR(verbs::ApplyQueuePairFlags(flags.provider, &c.session.qp));
   c.session.role = role;
   c.session.actor_id = actor_id;
   ASSIGN_OR_RETURN(c.session.auth_token,

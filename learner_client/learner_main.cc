@@ -43,6 +43,9 @@ DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferre
 DEFINE_int32(traffic_class, 0,
              "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
              "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
+DEFINE_int32(rnr_retry, 6,
+             "ibverbs: retries of a WRITE_WITH_IMM that finds no posted receive, 0..7 (7: "
+             "forever); then it fails with an RNR retry error");
 DEFINE_string(link, "none",
               "soft provider: the emulated long-haul link to the server (none, 10km-25g, "
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
@@ -157,8 +160,8 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
 absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
-                    FLAGS_traffic_class};
+  flags.provider = {FLAGS_provider,  FLAGS_ib_device,     FLAGS_ib_port,
+                    FLAGS_gid_index, FLAGS_traffic_class, FLAGS_rnr_retry};
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;

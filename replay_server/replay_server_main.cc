@@ -65,6 +65,9 @@ DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferre
 DEFINE_int32(traffic_class, 0,
              "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
              "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
+DEFINE_int32(rnr_retry, 6,
+             "ibverbs: retries of a WRITE_WITH_IMM that finds no posted receive, 0..7 (7: "
+             "forever); then it fails with an RNR retry error");
 
 DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");
 DEFINE_int64(slot_size, 256, "bytes per slot including its 40-byte header (multiple of 8)");
@@ -294,7 +297,7 @@ int Run(const BinaryMain& binary) {
   absl::StatusOr<verbs::ProviderOptions> provider_options =
       options.ok()
           ? verbs::ProviderOptionsFromFlags({FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port,
-                                             FLAGS_gid_index, FLAGS_traffic_class})
+                                             FLAGS_gid_index, FLAGS_traffic_class, FLAGS_rnr_retry})
           : options.status();
   if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
   absl::StatusOr<std::optional<MetricsHttpOptions>> metrics_options = MetricsOptionsFromFlags();
@@ -304,6 +307,7 @@ int Run(const BinaryMain& binary) {
         FlagError("metrics_port_file", FLAGS_metrics_port_file, "needs --metrics_listen"));
   }
   run.server = *std::move(options);
+  run.server.qp.rnr_retry = FLAGS_rnr_retry;  // checked by ProviderOptionsFromFlags
   run.provider = *std::move(provider_options);
   run.metrics = *std::move(metrics_options);
   run.port_file = FLAGS_port_file;

@@ -13,6 +13,10 @@
 //    PostRecv and Poll, and then enters its error state with that status:
 //    error() returns it and every outstanding request completes with
 //    kFlushed, its detail naming the event.
+//  * A port that comes back (IBV_EVENT_PORT_ACTIVE) is logged and revives
+//    nothing: a queue pair failed by its port going down stays in the
+//    error state (an RC queue pair cannot leave it), and the application
+//    reconnects, which creates a new one.
 //  * AsyncEventThread watches a non-blocking fd with poll() and an eventfd
 //    to stop it, calling a handler whenever the fd is readable; the
 //    provider runs DrainAsyncEvents on the context's async_fd there. The

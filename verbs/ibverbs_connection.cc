@@ -16,10 +16,12 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "verbs/connection_manager.h"
 #include "verbs/ibverbs_attributes.h"
 #include "verbs/ibverbs_errors.h"
 #include "verbs/ibverbs_queue_pair.h"
 #include "verbs/ibverbs_wire.h"
+#include "verbs/setup_preamble.h"
 #include "verbs/tcp_channel.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -29,9 +31,11 @@ namespace {
 constexpr ibv_mtu kMaxPathMtu = IBV_MTU_4096;
 // ibv_qp_attr::max_rd_atomic and max_dest_rd_atomic are uint8_t.
 constexpr int kMaxRdAtomicField = std::numeric_limits<uint8_t>::max();
-// How long Listener::Accept waits for a connected peer's hello before it
-// drops the peer and keeps listening.
+// How long a connected peer has to deliver its hello (the connection
+// manager's per-peer deadline).
 constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// How long a rejection waits to be sent.
+constexpr absl::Duration kRejectSendTimeout = absl::Seconds(1);
 // Ack timeouts (4.096 us x 2^t) suited to a ~100 us round trip: 12 is 16.8 ms,
 // 14 is 67 ms. Shorter ones retry spuriously under load on a long link.
 constexpr int kMinLongLinkAckTimeout = 12;
@@ -220,6 +224,26 @@ absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> AcceptQp(const std::shared_ptr
 // The listener.
 // ---------------------------------------------------------------------------
 
+// `body` behind the connection manager's preamble of `kind`.
+std::string WithPreamble(PreambleKind kind, const std::string& body) {
+  Preamble p;
+  p.kind = kind;
+  p.provider = SetupProvider::kIbverbs;
+  p.body_length = static_cast<uint32_t>(body.size());
+  return EncodePreamble(p) + body;
+}
+
+// A hello body, checked on the connection manager's thread before anything
+// is allocated for the peer.
+absl::Status CheckHello(absl::string_view body, bool ethernet) {
+  ASSIGN_OR_RETURN(SetupMessage hello, DecodeSetup(std::string(body), "the peer"));
+  if (hello.kind != SetupKind::kHello) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup kind ", static_cast<int>(hello.kind), " instead of a hello"));
+  }
+  return CheckPeerInfo(hello.info, ethernet, "the peer");
+}
+
 class IbverbsPendingConnection : public PendingConnection {
  public:
   IbverbsPendingConnection(std::shared_ptr<Device> device, std::unique_ptr<TcpConnection> channel,
@@ -262,7 +286,8 @@ class IbverbsPendingConnection : public PendingConnection {
     accept.kind = SetupKind::kAccept;
     accept.info = local;
     accept.payload = reply;
-    RETURN_IF_ERROR(channel_->SendFrame(EncodeSetup(accept), deadline));
+    const std::string message = WithPreamble(PreambleKind::kAccept, EncodeSetup(accept));
+    RETURN_IF_ERROR(channel_->WriteAll(message.data(), message.size(), deadline));
     // Wait for the peer's kReady: then its QP is in RTS too.
     auto frame = channel_->ReceiveFrame(kMaxSetupFrameBytes, deadline);
     if (!frame.ok()) {
@@ -287,10 +312,10 @@ class IbverbsPendingConnection : public PendingConnection {
 
  private:
   void SendReject(const std::string& reason) {
-    SetupMessage reject;
-    reject.kind = SetupKind::kReject;
-    reject.payload = reason.substr(0, kMaxPayloadBytes);
-    const absl::Status s = channel_->SendFrame(EncodeSetup(reject), absl::Now() + kHelloTimeout);
+    const std::string message =
+        WithPreamble(PreambleKind::kReject, reason.substr(0, kMaxRejectReasonBytes));
+    const absl::Status s =
+        channel_->WriteAll(message.data(), message.size(), absl::Now() + kRejectSendTimeout);
     LOG_IF(WARNING, !s.ok()) << "rejecting " << peer() << ": " << s;
   }
 
@@ -301,59 +326,106 @@ class IbverbsPendingConnection : public PendingConnection {
   bool answered_ = false;
 };
 
+// The ibverbs listener: the shared connection manager (connection_manager.h)
+// reads hellos on its own thread and checks them (CheckPeerInfo) before
+// Accept() hands one out; queue pairs are created in
+// PendingConnection::Accept only.
 class IbverbsListener : public Listener {
  public:
-  IbverbsListener(std::shared_ptr<Device> device, std::unique_ptr<TcpListenSocket> socket)
-      : device_(std::move(device)), socket_(std::move(socket)) {}
+  IbverbsListener(std::shared_ptr<Device> device, std::unique_ptr<ConnectionManager> manager)
+      : device_(std::move(device)), manager_(std::move(manager)) {}
+  ~IbverbsListener() override { Shutdown(); }
 
-  uint16_t port() const override { return socket_->port(); }
-  std::string host() const override { return socket_->host(); }
+  uint16_t port() const override { return manager_->port(); }
+  std::string host() const override { return manager_->host(); }
 
   absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) override {
-    const absl::Time deadline = absl::Now() + timeout;
-    for (;;) {
-      ASSIGN_OR_RETURN(std::unique_ptr<TcpConnection> channel, socket_->Accept(deadline));
-      // A peer that has connected gets kHelloTimeout to say hello, even if
-      // that runs past `deadline`: dropping a slow but honest peer would be
-      // worse than returning a little late.
-      auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes, absl::Now() + kHelloTimeout,
-                                         socket_->cancel_fd());
-      if (absl::IsCancelled(frame.status())) return frame.status();
-      absl::StatusOr<SetupMessage> hello =
-          frame.ok() ? DecodeSetup(*frame, channel->peer()) : frame.status();
-      if (hello.ok() && hello->kind != SetupKind::kHello) {
-        hello = absl::InvalidArgumentError(
-            absl::StrCat("peer ", channel->peer(), " opened with setup kind ",
-                         static_cast<int>(hello->kind), " instead of a hello"));
-      }
-      if (!hello.ok()) {
-        LOG(WARNING) << "listener " << host() << ":" << port() << ": ignoring peer "
-                     << channel->peer() << ": " << hello.status();
-        continue;
-      }
-      return std::unique_ptr<PendingConnection>(new IbverbsPendingConnection(
-          device_, std::move(channel), hello->info, std::move(hello->payload)));
-    }
+    ASSIGN_OR_RETURN(CompletedHello completed, manager_->Accept(timeout));
+    // Checked by the manager (CheckHello); decoding again cannot fail.
+    ASSIGN_OR_RETURN(SetupMessage hello, DecodeSetup(completed.body, completed.connection->peer()));
+    return std::unique_ptr<PendingConnection>(new IbverbsPendingConnection(
+        device_, std::move(completed.connection), hello.info, std::move(hello.payload)));
   }
 
-  void Shutdown() override { socket_->Shutdown(); }
+  void Shutdown() override { manager_->Shutdown(); }
 
  private:
   const std::shared_ptr<Device> device_;
-  const std::unique_ptr<TcpListenSocket> socket_;
+  const std::unique_ptr<ConnectionManager> manager_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<Device> device,
                                                  const std::string& host, uint16_t port) {
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpListenSocket> socket, TcpListenSocket::Listen(host, port));
-  return std::unique_ptr<Listener>(new IbverbsListener(std::move(device), std::move(socket)));
+  ConnectionManagerOptions options;
+  options.provider = SetupProvider::kIbverbs;
+  options.hello_timeout = kHelloTimeout;
+  options.max_hello_bytes = kMaxSetupFrameBytes;
+  const bool ethernet = device->is_ethernet();
+  options.check_hello = [ethernet](absl::string_view body) { return CheckHello(body, ethernet); };
+  ASSIGN_OR_RETURN(std::unique_ptr<ConnectionManager> manager,
+                   ConnectionManager::Start(host, port, std::move(options)));
+  return std::unique_ptr<Listener>(new IbverbsListener(std::move(device), std::move(manager)));
 }
 
 // ---------------------------------------------------------------------------
 // The connecting side.
 // ---------------------------------------------------------------------------
+
+namespace {
+
+// Reads the listener's answer to a hello: its preamble, then the accept.
+// kPermissionDenied with the reason for a reject, kFailedPrecondition for a
+// listener of another provider, kDeadlineExceeded, kUnavailable for
+// anything malformed or a listener that went away.
+absl::StatusOr<SetupMessage> ReceiveAnswer(TcpConnection* channel, absl::Time deadline,
+                                           absl::Duration timeout) {
+  const std::string& peer = channel->peer();
+  auto read = [&](std::string* bytes) -> absl::Status {
+    const absl::Status s = channel->ReadAll(bytes->data(), bytes->size(), deadline);
+    if (s.ok()) return s;
+    if (absl::IsDeadlineExceeded(s)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("connect to ", peer, ": no answer within ", absl::FormatDuration(timeout)));
+    }
+    return absl::UnavailableError(absl::StrCat("connect to ", peer, ": ", s.message()));
+  };
+  std::string bytes(kPreambleBytes, '\0');
+  RETURN_IF_ERROR(read(&bytes));
+  absl::StatusOr<Preamble> p = DecodePreamble(bytes, peer);
+  if (!p.ok())
+    return absl::UnavailableError(absl::StrCat("connect to ", peer, ": ", p.status().message()));
+  if (p->provider != SetupProvider::kIbverbs) {
+    return absl::FailedPreconditionError(
+        ProviderMismatchMessage(peer, p->provider, SetupProvider::kIbverbs));
+  }
+  const uint32_t limit =
+      p->kind == PreambleKind::kAccept ? kMaxSetupFrameBytes : kMaxRejectReasonBytes;
+  if (p->kind == PreambleKind::kHello || p->body_length > limit) {
+    return absl::UnavailableError(absl::StrCat("connect to ", peer, ": not a valid answer"));
+  }
+  std::string body(p->body_length, '\0');
+  RETURN_IF_ERROR(read(&body));
+  if (p->kind == PreambleKind::kReject) {
+    for (char& c : body) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    return absl::PermissionDeniedError(absl::StrCat("connection to ", peer, " rejected: ", body));
+  }
+  absl::StatusOr<SetupMessage> answer = DecodeSetup(body, peer);
+  if (answer.ok() && answer->kind != SetupKind::kAccept) {
+    answer = absl::InvalidArgumentError(
+        absl::StrCat("unexpected setup kind ", static_cast<int>(answer->kind)));
+  }
+  if (!answer.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("connect to ", peer, ": ", answer.status().message()));
+  }
+  return answer;
+}
+
+}  // namespace
 
 absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::string& host,
                                    uint16_t port, const std::string& payload,
@@ -369,40 +441,22 @@ absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::st
   hello.kind = SetupKind::kHello;
   hello.info = qp.local;
   hello.payload = payload;
-  RETURN_IF_ERROR(channel->SendFrame(EncodeSetup(hello), deadline));
-  auto frame = channel->ReceiveFrame(kMaxSetupFrameBytes, deadline);
-  if (!frame.ok()) {
-    if (absl::IsDeadlineExceeded(frame.status())) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("connect to ", channel->peer(), ": no answer within ",
-                       absl::FormatDuration(options.connect_timeout)));
-    }
-    return absl::UnavailableError(
-        absl::StrCat("connect to ", channel->peer(), ": ", frame.status().message()));
-  }
-  auto answer = DecodeSetup(*frame, channel->peer());
-  if (!answer.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("connect to ", channel->peer(), ": ", answer.status().message()));
-  }
-  if (answer->kind == SetupKind::kReject) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("connection to ", channel->peer(), " rejected: ", answer->payload));
-  }
-  if (answer->kind != SetupKind::kAccept) {
-    return absl::UnavailableError(absl::StrCat("connect to ", channel->peer(),
-                                               ": unexpected setup kind ",
-                                               static_cast<int>(answer->kind)));
-  }
+  const std::string message = WithPreamble(PreambleKind::kHello, EncodeSetup(hello));
+  RETURN_IF_ERROR(channel->WriteAll(message.data(), message.size(), deadline));
+  ASSIGN_OR_RETURN(SetupMessage answer,
+                   ReceiveAnswer(channel.get(), deadline, options.connect_timeout));
+  // The listener's queue pair must be sane before ours is modified against it.
+  const absl::Status sane = CheckPeerInfo(answer.info, device->is_ethernet(), channel->peer());
   absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> up =
-      ConnectQp(device, options, std::move(qp), answer->info);
+      sane.ok() ? ConnectQp(device, options, std::move(qp), answer.info)
+                : absl::StatusOr<std::unique_ptr<IbverbsQueuePair>>(sane);
   SetupMessage ready;
   ready.kind = up.ok() ? SetupKind::kReady : SetupKind::kReject;
   ready.payload = up.ok() ? "" : std::string(up.status().message());
   const absl::Status sent = channel->SendFrame(EncodeSetup(ready), deadline);
   RETURN_IF_ERROR(up.status());
   RETURN_IF_ERROR(sent);
-  return Connection{std::move(*up), std::move(answer->payload)};
+  return Connection{std::move(*up), std::move(answer.payload)};
 }
 
 }  // namespace dreplay::verbs::ibverbs

@@ -29,8 +29,10 @@
 namespace dreplay::verbs::ibverbs {
 
 // Provider::Listen for the provider of `device`: listens on host:port for
-// peers' hellos. The listener's Accept serialises its calls; Shutdown may
-// be called from any thread.
+// peers' hellos, which a connection manager (connection_manager.h) reads
+// and checks (CheckPeerInfo) on its own thread. Accept and Shutdown may be
+// called from any thread; the queue pair is created in
+// PendingConnection::Accept only.
 absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<Device> device,
                                                  const std::string& host, uint16_t port);
 

@@ -234,6 +234,21 @@ TEST_F(IbverbsQueuePairTest, OnlyWritesWithinTheInlineLimitAreSentInline) {
   EXPECT_EQ(PollAll(qp.get()).size(), 2u);
 }
 
+TEST_F(IbverbsQueuePairTest, OnlyAFencedRequestCarriesIbvSendFence) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, /*max_inline=*/64);
+  WorkRequest read = Write(1, 128, false);
+  read.opcode = Opcode::kRead;
+  WorkRequest fenced = Write(2, 128, true);
+  fenced.fence = true;  // must not overtake the READ at the responder
+  const WorkRequest wrs[2] = {read, fenced};
+  ASSERT_TRUE(qp->PostSend(wrs).ok());
+  const auto& sent = fake_.accepted_sends(raw_qp_);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].send_flags & IBV_SEND_FENCE, 0u);
+  EXPECT_NE(sent[1].send_flags & IBV_SEND_FENCE, 0u);
+  EXPECT_EQ(PollAll(qp.get()).size(), 1u);
+}
+
 TEST_F(IbverbsQueuePairTest, MisalignedAtomicFailsLocallyAndLeavesTheQueuePairUp) {
   std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
   WorkRequest add;

@@ -11,6 +11,12 @@
 #include "absl/strings/str_format.h"
 
 namespace dreplay::verbs::ibverbs {
+namespace {
+
+// InfiniBand unicast LIDs are 0x0001 to 0xBFFF.
+constexpr uint16_t kFirstMulticastLid = 0xc000;
+
+}  // namespace
 
 std::string EncodeSetup(const SetupMessage& m) {
   SetupHeader h;
@@ -66,7 +72,7 @@ absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::st
   }
   SetupMessage m;
   m.kind = static_cast<SetupKind>(h.kind);
-  m.info.qpn = ntohl(h.qpn) & kPsnMask;
+  m.info.qpn = ntohl(h.qpn);  // CheckPeerInfo checks its range
   m.info.psn = ntohl(h.psn) & kPsnMask;
   std::memcpy(m.info.gid.raw, h.gid, sizeof(h.gid));
   m.info.lid = ntohs(h.lid);
@@ -75,6 +81,26 @@ absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::st
   m.info.responder_resources = h.responder_resources;
   m.payload = frame.substr(sizeof(h));
   return m;
+}
+
+absl::Status CheckPeerInfo(const PeerInfo& info, bool ethernet, const std::string& peer) {
+  if (info.qpn < 2 || info.qpn > kPsnMask) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "peer %s sent QPN 0x%x, not a 24-bit number of an RC queue pair", peer, info.qpn));
+  }
+  if (ethernet || info.lid == 0) {
+    bool zero = true;
+    for (uint8_t b : info.gid.raw) zero = zero && b == 0;
+    if (zero) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer ", peer, " sent an all-zero GID, which cannot be routed",
+                       ethernet ? " on RoCE" : " (and no LID)"));
+    }
+  } else if (info.lid >= kFirstMulticastLid) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("peer %s sent LID 0x%x, not a unicast LID", peer, info.lid));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dreplay::verbs::ibverbs

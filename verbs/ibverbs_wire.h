@@ -3,24 +3,28 @@
 // ibverbs_wire.h: the ibverbs provider's connection setup messages, sent as
 // frames on the TCP control channel (tcp_channel.h).
 //
-// Connection setup (three frames on the control channel):
+// Connection setup (three messages on the control channel):
 //
 //   client                                   listener
 //   create CQ+QP, RESET->INIT
-//   kHello {qpn, psn, gid, lid, mtu, rd}  -->
+//   kHello {qpn, psn, gid, lid, mtu, rd}  -->  (the connection manager reads
+//                                            it, checks it with CheckPeerInfo)
 //                                            Listener::Accept returns it
 //                                            Accept(): create CQ+QP,
 //                                            INIT -> RTR -> RTS
 //                                       <--  kAccept {qpn, psn, gid, ...}
-//   INIT -> RTR -> RTS
+//   CheckPeerInfo, INIT -> RTR -> RTS
 //   kReady                                -->
 //   Connect() returns                        Accept() returns
-//                                     (or <-- kReject {reason})
+//                                     (or <-- a reject and its reason)
 //
 // So when either side's call returns, both queue pairs are in RTS.
 //
-// Each frame is a SetupHeader, all integers big-endian, followed by its
-// payload (the application payload, the reply or a reject reason).
+// The hello and the accept are the body of a connection-manager preamble
+// (setup_preamble.h: provider ibverbs; a reject is the preamble's kReject
+// and the reason); kReady is a frame of the control channel
+// (tcp_channel.h). Each is a SetupHeader, all integers big-endian, followed
+// by its payload (the application payload or the reply).
 
 #ifndef DREPLAY_VERBS_IBVERBS_WIRE_H_
 #define DREPLAY_VERBS_IBVERBS_WIRE_H_
@@ -42,7 +46,8 @@ inline constexpr uint32_t kPsnMask = 0xffffff;
 inline constexpr size_t kMaxPayloadBytes = 64 * 1024;
 
 inline constexpr uint32_t kSetupMagic = 0x44524942;  // "DRIB"
-inline constexpr uint16_t kSetupVersion = 1;
+// 2: hello and accept follow the connection manager's preamble.
+inline constexpr uint16_t kSetupVersion = 2;
 
 enum class SetupKind : uint8_t { kHello = 1, kAccept = 2, kReject = 3, kReady = 4 };
 
@@ -82,6 +87,13 @@ struct SetupMessage {
   PeerInfo info;
   std::string payload;
 };
+
+// Sanity of what a peer says about its queue pair, checked before any queue
+// pair is modified against it: the QPN is 24-bit and not 0 or 1 (the
+// management QPs); a peer reached by GID (RoCE, `ethernet`, or a LID of 0)
+// sent a GID that is not all zero; an InfiniBand LID is unicast
+// (below 0xC000). kInvalidArgument naming `peer` and the field otherwise.
+absl::Status CheckPeerInfo(const PeerInfo& info, bool ethernet, const std::string& peer);
 
 // The frame for `m`.
 std::string EncodeSetup(const SetupMessage& m);

@@ -5,10 +5,29 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/flag_values.h"
+#include "common/status_macros.h"
 
 namespace dreplay::verbs {
 
+namespace {
+
+absl::Status CheckRnrRetry(int rnr_retry) {
+  if (rnr_retry >= 0 && rnr_retry <= kInfiniteRnrRetry) return absl::OkStatus();
+  return FlagError("rnr_retry", absl::StrCat(rnr_retry),
+                   absl::StrCat("must be 0 to ", kInfiniteRnrRetry, " (", kInfiniteRnrRetry,
+                                ": retry forever)"));
+}
+
+}  // namespace
+
+absl::Status ApplyQueuePairFlags(const ProviderFlags& flags, QueuePairOptions* options) {
+  RETURN_IF_ERROR(CheckRnrRetry(flags.rnr_retry));
+  options->rnr_retry = flags.rnr_retry;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& flags) {
+  RETURN_IF_ERROR(CheckRnrRetry(flags.rnr_retry));
   ProviderOptions options;
   absl::StatusOr<ProviderKind> kind = ParseProviderKind(flags.provider);
   if (!kind.ok()) return FlagError("provider", flags.provider, kind.status().message());

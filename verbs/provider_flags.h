@@ -1,13 +1,14 @@
 // Copyright dreplay authors.
 //
 // provider_flags.h: the provider flags (--provider, --ib_device, --ib_port,
-// --gid_index, --traffic_class), as plain values that main() copies from its
-// flags, turned into ProviderOptions in one place. Takes values, never reads
-// flags.
+// --gid_index, --traffic_class, --rnr_retry), as plain values that main()
+// copies from its flags, turned into ProviderOptions (and the queue pairs'
+// rnr_retry) in one place. Takes values, never reads flags.
 //
 //   ProviderFlags flags{FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
-//                       FLAGS_traffic_class};
+//                       FLAGS_traffic_class, FLAGS_rnr_retry};
 //   ASSIGN_OR_RETURN(ProviderOptions options, ProviderOptionsFromFlags(flags));
+//   RETURN_IF_ERROR(ApplyQueuePairFlags(flags, &queue_pair_options));
 
 #ifndef DREPLAY_VERBS_PROVIDER_FLAGS_H_
 #define DREPLAY_VERBS_PROVIDER_FLAGS_H_
@@ -26,11 +27,19 @@ struct ProviderFlags {
   int ib_port = 1;                // --ib_port
   int gid_index = -1;             // --gid_index
   int traffic_class = 0;          // --traffic_class: RoCE v2 DSCP << 2 | ECN
+  // --rnr_retry: ibverbs: how often a WRITE_WITH_IMM that finds no posted
+  // receive is retried, 0..7 (7: forever, on hardware).
+  int rnr_retry = kDefaultRnrRetry;
 };
 
 // InvalidArgument naming the bad flag and value ("--provider=x: ...", or
 // "bad ibverbs flag: ..." with ProviderOptions::Validate()'s message).
+// Also refuses an --rnr_retry outside 0..7, so every main checks it early.
 absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& flags);
+
+// Sets the flags' per-queue-pair settings (rnr_retry) in `options`.
+// InvalidArgument naming --rnr_retry when it is outside 0..7.
+absl::Status ApplyQueuePairFlags(const ProviderFlags& flags, QueuePairOptions* options);
 
 }  // namespace dreplay::verbs
 

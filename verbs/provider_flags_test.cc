@@ -56,5 +56,26 @@ TEST(ProviderFlagsTest, RefusesATrafficClassWiderThanEightBits) {
   EXPECT_TRUE(absl::IsInvalidArgument(ProviderOptionsFromFlags(flags).status()));
 }
 
+TEST(ProviderFlagsTest, AppliesAnRnrRetryOfZeroToSevenAndNamesABadOne) {
+  ProviderFlags flags;
+  QueuePairOptions qp;
+  ASSERT_TRUE(ApplyQueuePairFlags(flags, &qp).ok());
+  EXPECT_EQ(qp.rnr_retry, kDefaultRnrRetry);
+  flags.rnr_retry = 0;
+  ASSERT_TRUE(ApplyQueuePairFlags(flags, &qp).ok());
+  EXPECT_EQ(qp.rnr_retry, 0);
+  flags.rnr_retry = 7;
+  ASSERT_TRUE(ApplyQueuePairFlags(flags, &qp).ok());
+  EXPECT_EQ(qp.rnr_retry, 7);
+  for (int bad : {-1, 8}) {
+    flags.rnr_retry = bad;
+    const absl::Status s = ApplyQueuePairFlags(flags, &qp);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--rnr_retry=")) << s;
+    EXPECT_TRUE(absl::IsInvalidArgument(ProviderOptionsFromFlags(flags).status())) << bad;
+  }
+  EXPECT_EQ(qp.rnr_retry, 7);  // a refused value changes nothing
+}
+
 }  // namespace
 }  // namespace dreplay::verbs

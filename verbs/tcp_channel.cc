@@ -23,7 +23,7 @@
 namespace dreplay::verbs {
 namespace {
 
-constexpr int kListenBacklog = 64;
+constexpr int kListenBacklog = 1024;  // the kernel caps it at net.core.somaxconn
 
 absl::Status ErrnoStatus(int error_number, absl::string_view what) {
   return absl::Status(absl::ErrnoToStatusCode(error_number),
@@ -113,7 +113,15 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, int cancel_fd,
 
 TcpConnection::TcpConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
-TcpConnection::~TcpConnection() { close(fd_); }
+TcpConnection::~TcpConnection() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int TcpConnection::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
 
 absl::StatusOr<std::unique_ptr<TcpConnection>> TcpConnection::Connect(const std::string& host,
                                                                       uint16_t port,

@@ -69,15 +69,21 @@ class TcpConnection {
   absl::StatusOr<std::string> ReceiveFrame(size_t max_bytes, absl::Time deadline,
                                            int cancel_fd = -1);
 
+  // Sends / receives exactly `n` raw bytes (no frame), with the same
+  // deadline and cancel rules as the frame calls.
+  absl::Status WriteAll(const char* data, size_t n, absl::Time deadline);
+  absl::Status ReadAll(char* data, size_t n, absl::Time deadline, int cancel_fd = -1);
+
+  // Hands the socket (non-blocking, TCP_NODELAY, close-on-exec) to the
+  // caller; this object then closes nothing and must not be used for I/O.
+  int Release();
+
   // "host:port" of the other end.
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_; }
 
  private:
-  absl::Status WriteAll(const char* data, size_t n, absl::Time deadline);
-  absl::Status ReadAll(char* data, size_t n, absl::Time deadline, int cancel_fd);
-
-  const int fd_;
+  int fd_;
   const std::string peer_;
 };
 
@@ -107,6 +113,9 @@ class TcpListenSocket {
 
   uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
+  // The listening socket (non-blocking), for a caller that polls it; an
+  // Accept() whose deadline has passed takes a pending peer without waiting.
+  int fd() const { return fd_; }
 
  private:
   TcpListenSocket(int fd, int event_fd, std::string host, uint16_t port);

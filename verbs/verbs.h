@@ -281,7 +281,10 @@ class QueuePair {
   virtual QueuePairTraffic traffic() const = 0;
 };
 
-// An incoming connection that has not been answered yet.
+// An incoming connection that has not been answered yet. It holds only the
+// peer's socket and hello: no queue pair, channel, key or registered memory
+// exists for it before Accept(), so an application may check the payload
+// (e.g. authenticate it) before anything is allocated.
 class PendingConnection {
  public:
   virtual ~PendingConnection() = default;
@@ -304,7 +307,8 @@ class Listener {
   virtual uint16_t port() const = 0;
   virtual std::string host() const = 0;
   // Blocks up to `timeout` for the next peer. kDeadlineExceeded when none
-  // came; kCancelled after Shutdown(). A peer that sends garbage or hangs up
+  // came; kCancelled after Shutdown(). A peer that sends garbage, speaks
+  // another provider (refused, naming this one) or hangs up
   // during setup is logged and skipped, never returned.
   virtual absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) = 0;
   // Wakes a blocked Accept() and makes later calls return kCancelled.

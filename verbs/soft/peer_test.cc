@@ -14,6 +14,8 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "verbs/connection_manager.h"
+#include "verbs/setup_preamble.h"
 #include "verbs/soft/provider.h"
 #include "verbs/soft/socket.h"
 #include "verbs/soft/test_util.h"
@@ -44,6 +46,18 @@ using ::dreplay::verbs::testing::Write;
 constexpr uint32_t kAllRemote = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
 std::string Bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
+
+// A hello as the connection manager expects it: its preamble, then the soft
+// HelloHeader and `payload`. `body_length` overrides the preamble's length.
+std::string HelloBytes(const HelloHeader& hello, const std::string& payload = "",
+                       int64_t body_length = -1) {
+  Preamble p;
+  p.kind = PreambleKind::kHello;
+  p.provider = SetupProvider::kSoft;
+  p.body_length =
+      static_cast<uint32_t>(body_length >= 0 ? body_length : sizeof(hello) + payload.size());
+  return EncodePreamble(p) + Bytes(&hello, sizeof(hello)) + payload;
+}
 
 HelloHeader ValidHello(uint32_t payload_length) {
   HelloHeader hello = {};
@@ -100,7 +114,7 @@ class SoftPeerTest : public ::testing::Test {
   Fd RawPeer(std::unique_ptr<QueuePair>* server_qp) {
     Fd fd = RawConnect(listener_->port());
     const HelloHeader hello = ValidHello(4);
-    RawSend(fd, Bytes(&hello, sizeof(hello)) + "evil");
+    RawSend(fd, HelloBytes(hello, "evil"));
     auto pending = listener_->Accept(kTestTimeout);
     EXPECT_TRUE(pending.ok()) << pending.status();
     if (!pending.ok()) return fd;
@@ -108,6 +122,11 @@ class SoftPeerTest : public ::testing::Test {
     auto qp = (*pending)->Accept("ok", QueuePairOptions{});
     EXPECT_TRUE(qp.ok()) << qp.status();
     if (qp.ok()) *server_qp = std::move(*qp);
+    char preamble[kPreambleBytes];
+    EXPECT_TRUE(
+        soft::RecvAll(fd.get(), preamble, sizeof(preamble), absl::Now() + kTestTimeout).ok());
+    auto decoded = DecodePreamble(Bytes(preamble, sizeof(preamble)), "listener");
+    EXPECT_TRUE(decoded.ok() && decoded->kind == PreambleKind::kAccept);
     ReplyHeader reply;
     EXPECT_TRUE(soft::RecvAll(fd.get(), &reply, sizeof(reply), absl::Now() + kTestTimeout).ok());
     EXPECT_EQ(reply.verdict, static_cast<uint8_t>(SetupVerdict::kAccept));
@@ -155,22 +174,22 @@ TEST_F(SoftPeerTest, ListenerSkipsGarbageAndAcceptsTheNextRealPeer) {
   RawSend(garbage.back(), std::string(64, '\xab'));
   HelloHeader huge = ValidHello(1u << 30);
   garbage.push_back(RawConnect(listener_->port()));
-  RawSend(garbage.back(), Bytes(&huge, sizeof(huge)));
+  RawSend(garbage.back(), HelloBytes(huge));
   HelloHeader old = ValidHello(0);
   old.version = soft::kWireVersion + 1;
   garbage.push_back(RawConnect(listener_->port()));
-  RawSend(garbage.back(), Bytes(&old, sizeof(old)));
+  RawSend(garbage.back(), HelloBytes(old));
   HelloHeader bad_link = ValidHello(0);
   bad_link.link_delay_ns = -5;
   garbage.push_back(RawConnect(listener_->port()));
-  RawSend(garbage.back(), Bytes(&bad_link, sizeof(bad_link)));
+  RawSend(garbage.back(), HelloBytes(bad_link));
   HelloHeader tiny_bandwidth = ValidHello(0);  // would overflow the emulator's clock
   tiny_bandwidth.link_bandwidth_gbps = 1e-12;
   garbage.push_back(RawConnect(listener_->port()));
-  RawSend(garbage.back(), Bytes(&tiny_bandwidth, sizeof(tiny_bandwidth)));
+  RawSend(garbage.back(), HelloBytes(tiny_bandwidth));
   HelloHeader cut = ValidHello(100);
   garbage.push_back(RawConnect(listener_->port()));
-  RawSend(garbage.back(), Bytes(&cut, sizeof(cut)) + "only part");
+  RawSend(garbage.back(), HelloBytes(cut, "only part", sizeof(cut) + 100));
   garbage.back().Reset();
   garbage.push_back(RawConnect(listener_->port()));  // says nothing at all
 
@@ -190,16 +209,34 @@ TEST_F(SoftPeerTest, ListenerSkipsGarbageAndAcceptsTheNextRealPeer) {
 TEST_F(SoftPeerTest, ARejectedPeerReadsTheReasonAndThenEndOfStream) {
   Fd fd = RawConnect(listener_->port());
   const HelloHeader hello = ValidHello(0);
-  RawSend(fd, Bytes(&hello, sizeof(hello)));
+  RawSend(fd, HelloBytes(hello));
   auto pending = listener_->Accept(kTestTimeout);
   ASSERT_TRUE(pending.ok());
   (*pending)->Reject("full");
   const std::string all = ReadToEnd(fd);
-  ASSERT_EQ(all.size(), sizeof(ReplyHeader) + 4);
-  ReplyHeader reply;
-  std::memcpy(&reply, all.data(), sizeof(reply));
-  EXPECT_EQ(reply.verdict, static_cast<uint8_t>(SetupVerdict::kReject));
-  EXPECT_EQ(all.substr(sizeof(reply)), "full");
+  ASSERT_EQ(all.size(), kPreambleBytes + 4);
+  auto preamble = DecodePreamble(all, "listener");
+  ASSERT_TRUE(preamble.ok()) << preamble.status();
+  EXPECT_EQ(preamble->kind, PreambleKind::kReject);
+  EXPECT_EQ(preamble->provider, SetupProvider::kSoft);
+  EXPECT_EQ(preamble->body_length, 4u);
+  EXPECT_EQ(all.substr(kPreambleBytes), "full");
+}
+
+TEST_F(SoftPeerTest, ASoftConnectToAListenerOfAnotherProviderFailsNamingBoth) {
+  // What `--provider=auto` choosing ibverbs on the server's host and soft on
+  // the client's looks like to the client; the listener logs the same.
+  ConnectionManagerOptions options;
+  options.provider = SetupProvider::kIbverbs;
+  auto manager = ConnectionManager::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto connection = client_->Connect("127.0.0.1", (*manager)->port(), "payload", {});
+  ASSERT_TRUE(absl::IsFailedPrecondition(connection.status())) << connection.status();
+  const std::string message(connection.status().message());
+  EXPECT_NE(message.find("uses the ibverbs provider"), std::string::npos) << message;
+  EXPECT_NE(message.find("the soft provider"), std::string::npos) << message;
+  EXPECT_NE(message.find("--provider"), std::string::npos) << message;
+  EXPECT_EQ((*manager)->counters().refused, 1u);
 }
 
 struct GarbageCase {

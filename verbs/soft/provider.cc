@@ -23,6 +23,8 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "verbs/access_rules.h"
+#include "verbs/connection_manager.h"
+#include "verbs/setup_preamble.h"
 #include "verbs/soft/channel.h"
 #include "verbs/soft/link.h"
 #include "verbs/soft/link_table.h"
@@ -37,8 +39,6 @@ namespace {
 
 // A connecting peer must deliver its whole hello within this time.
 constexpr absl::Duration kSetupTimeout = absl::Seconds(5);
-// Connections still in setup beyond this number push out the oldest.
-constexpr size_t kMaxHalfOpen = 64;
 // How long a rejection waits to be sent.
 constexpr absl::Duration kRejectSendTimeout = absl::Seconds(1);
 // The accepting side's jitter generator is seeded with the connector's seed
@@ -145,6 +145,15 @@ absl::StatusOr<std::unique_ptr<QueuePair>> MakeQueuePair(const Shared& shared, F
   return std::unique_ptr<QueuePair>(new SoftQueuePair(shared.nic, std::move(channel), id));
 }
 
+// The connection manager's preamble of a soft setup message.
+std::string SetupPreamble(PreambleKind kind, size_t body_length) {
+  Preamble p;
+  p.kind = kind;
+  p.provider = SetupProvider::kSoft;
+  p.body_length = static_cast<uint32_t>(body_length);
+  return EncodePreamble(p);
+}
+
 std::string Describe(int fd) {
   return absl::StrCat("soft ", LocalAddress(fd), " <-> ", PeerAddress(fd));
 }
@@ -185,7 +194,8 @@ class SoftPendingConnection : public PendingConnection {
     header.max_rd_atomic = static_cast<uint32_t>(options.max_rd_atomic);
     header.payload_length = static_cast<uint32_t>(reply.size());
     header.host_id = shared_.host_id;
-    std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
+    std::string message = SetupPreamble(PreambleKind::kAccept, sizeof(header) + reply.size());
+    message.append(reinterpret_cast<const char*>(&header), sizeof(header));
     message += reply;
     absl::Status sent =
         SendAll(fd_.get(), message.data(), message.size(), absl::Now() + options.connect_timeout);
@@ -209,13 +219,7 @@ class SoftPendingConnection : public PendingConnection {
     if (answered_) return;
     answered_ = true;
     const std::string text = reason.substr(0, kMaxRejectReason);
-    ReplyHeader header = {};
-    header.magic = kSetupMagic;
-    header.version = kWireVersion;
-    header.verdict = static_cast<uint8_t>(SetupVerdict::kReject);
-    header.payload_length = static_cast<uint32_t>(text.size());
-    std::string message(reinterpret_cast<const char*>(&header), sizeof(header));
-    message += text;
+    const std::string message = SetupPreamble(PreambleKind::kReject, text.size()) + text;
     absl::Status sent =
         SendAll(fd_.get(), message.data(), message.size(), absl::Now() + kRejectSendTimeout);
     if (!sent.ok()) {
@@ -235,214 +239,133 @@ class SoftPendingConnection : public PendingConnection {
   bool answered_ = false;
 };
 
+// Checks a hello body (HelloHeader, then the payload) on the connection
+// manager's thread.
+absl::Status CheckHello(absl::string_view body) {
+  if (body.size() < sizeof(HelloHeader)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a soft hello of ", body.size(), " bytes is shorter than its header"));
+  }
+  HelloHeader hello;
+  std::memcpy(&hello, body.data(), sizeof(hello));
+  if (hello.magic != kSetupMagic) {
+    return absl::InvalidArgumentError("not a dreplay soft peer (bad magic)");
+  }
+  if (hello.version != kWireVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft wire version ", hello.version, ", expected ", kWireVersion));
+  }
+  if (hello.payload_length > kMaxSetupPayload ||
+      hello.payload_length != body.size() - sizeof(HelloHeader)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup payload of ", hello.payload_length, " bytes (carried ",
+                     body.size() - sizeof(HelloHeader), ", limit ", kMaxSetupPayload, ")"));
+  }
+  if (hello.max_rd_atomic < 1 || hello.max_rd_atomic > kMaxRdAtomicOnWire) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_rd_atomic ", hello.max_rd_atomic, " is out of range"));
+  }
+  LinkModel link;
+  link.one_way_delay = absl::Nanoseconds(hello.link_delay_ns);
+  link.jitter = absl::Nanoseconds(hello.link_jitter_ns);
+  link.bandwidth_gbps = hello.link_bandwidth_gbps;
+  const absl::Status valid = CheckLinkModel(link);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad link model: ", valid.message()));
+  }
+  return absl::OkStatus();
+}
+
+// The soft listener: the shared connection manager (connection_manager.h)
+// reads hellos; Accept() turns a complete one into a pending connection.
 class SoftListener : public Listener {
  public:
   static absl::StatusOr<std::unique_ptr<Listener>> Create(const Shared& shared,
                                                           const std::string& host, uint16_t port) {
-    uint16_t bound = 0;
-    ASSIGN_OR_RETURN(Fd fd, ListenTcp(host, port, &bound));
-    Fd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!wake.valid()) {
-      return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
-    }
-    return std::unique_ptr<Listener>(
-        new SoftListener(shared, std::move(fd), std::move(wake), host, bound));
+    ConnectionManagerOptions options;
+    options.provider = SetupProvider::kSoft;
+    options.hello_timeout = kSetupTimeout;
+    options.max_hello_bytes = sizeof(HelloHeader) + kMaxSetupPayload;
+    options.check_hello = CheckHello;
+    ASSIGN_OR_RETURN(std::unique_ptr<ConnectionManager> manager,
+                     ConnectionManager::Start(host, port, std::move(options)));
+    return std::unique_ptr<Listener>(new SoftListener(shared, std::move(manager)));
   }
 
   ~SoftListener() override { Shutdown(); }
 
-  uint16_t port() const override { return port_; }
-  std::string host() const override { return host_; }
+  uint16_t port() const override { return manager_->port(); }
+  std::string host() const override { return manager_->host(); }
 
   absl::StatusOr<std::unique_ptr<PendingConnection>> Accept(absl::Duration timeout) override {
-    MutexLock lock(&accept_mu_);
-    const absl::Time deadline = absl::Now() + timeout;
-    for (;;) {
-      if (shutdown_.load(std::memory_order_acquire)) {
-        return absl::CancelledError(absl::StrCat("listener ", host_, ":", port_, " was shut down"));
-      }
-      const absl::Time now = absl::Now();
-      DropExpired(now);
-      if (now >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("no connection on ", host_, ":", port_,
-                                                        " within ", absl::FormatDuration(timeout)));
-      }
-      absl::Time wake_at = deadline;
-      std::vector<pollfd> fds = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-      for (const HalfOpen& h : half_open_) {
-        fds.push_back({h.fd.get(), POLLIN, 0});
-        wake_at = std::min(wake_at, h.deadline);
-      }
-      const int64_t wait_ms = std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(absl::Ceil(wake_at - now, absl::Milliseconds(1))), 0, INT_MAX);
-      const int rc = poll(fds.data(), fds.size(), static_cast<int>(wait_ms));
-      if (rc < 0) {
-        if (errno == EINTR) continue;
-        return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
-      }
-      if (fds[1].revents != 0) continue;  // Shutdown()
-      // Peers already in setup first, then new ones.
-      std::vector<size_t> finished;
-      std::unique_ptr<PendingConnection> ready;
-      for (size_t i = 0; i < half_open_.size() && ready == nullptr; ++i) {
-        if (fds[i + 2].revents == 0) continue;
-        std::string why;
-        switch (ReadHello(&half_open_[i], &why)) {
-          case HelloState::kNeedMore:
-            break;
-          case HelloState::kDrop:
-            LOG(WARNING) << "listener " << host_ << ":" << port_ << ": dropping "
-                         << half_open_[i].peer << ": " << why;
-            finished.push_back(i);
-            break;
-          case HelloState::kComplete: {
-            HalfOpen& h = half_open_[i];
-            ready = std::make_unique<SoftPendingConnection>(shared_, std::move(h.fd), h.hello,
-                                                            std::move(h.payload), h.peer);
-            finished.push_back(i);
-            break;
-          }
-        }
-      }
-      for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
-        half_open_.erase(half_open_.begin() + *it);
-      }
-      if (ready != nullptr) return ready;
-      if (fds[0].revents != 0) AcceptNew(absl::Now());
-    }
+    ASSIGN_OR_RETURN(CompletedHello hello, manager_->Accept(timeout));
+    HelloHeader header;
+    std::memcpy(&header, hello.body.data(), sizeof(header));  // checked by CheckHello
+    std::string peer = hello.connection->peer();
+    Fd fd(hello.connection->Release());
+    return std::unique_ptr<PendingConnection>(new SoftPendingConnection(
+        shared_, std::move(fd), header, hello.body.substr(sizeof(header)), std::move(peer)));
   }
 
-  void Shutdown() override {
-    shutdown_.store(true, std::memory_order_release);
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
-    (void)ignored;
-  }
+  void Shutdown() override { manager_->Shutdown(); }
 
  private:
-  struct HalfOpen {
-    Fd fd;
-    std::string peer;
-    absl::Time deadline;
-    HelloHeader hello = {};
-    size_t header_got = 0;
-    std::string payload;
-    size_t payload_got = 0;
-  };
-  enum class HelloState { kNeedMore, kComplete, kDrop };
-
-  SoftListener(const Shared& shared, Fd listen_fd, Fd wake_fd, const std::string& host,
-               uint16_t port)
-      : shared_(shared),
-        listen_fd_(std::move(listen_fd)),
-        wake_fd_(std::move(wake_fd)),
-        host_(host),
-        port_(port) {}
-
-  void DropExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(accept_mu_) {
-    for (size_t i = half_open_.size(); i-- > 0;) {
-      if (half_open_[i].deadline <= now) {
-        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": dropping " << half_open_[i].peer
-                     << ": no complete hello within " << absl::FormatDuration(kSetupTimeout);
-        half_open_.erase(half_open_.begin() + i);
-      }
-    }
-  }
-
-  void AcceptNew(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(accept_mu_) {
-    for (;;) {
-      Fd fd = AcceptTcp(listen_fd_.get());
-      if (!fd.valid()) return;
-      if (half_open_.size() >= kMaxHalfOpen) {
-        LOG(WARNING) << "listener " << host_ << ":" << port_ << ": " << kMaxHalfOpen
-                     << " connections in setup; dropping " << half_open_.front().peer;
-        half_open_.erase(half_open_.begin());
-      }
-      HalfOpen h;
-      h.peer = PeerAddress(fd.get());
-      h.fd = std::move(fd);
-      h.deadline = now + kSetupTimeout;
-      half_open_.push_back(std::move(h));
-    }
-  }
-
-  // Reads what has arrived of a hello. Never reads past its end: what follows
-  // belongs to the queue pair.
-  static HelloState ReadHello(HalfOpen* h, std::string* why) {
-    for (;;) {
-      char* dst;
-      size_t want;
-      if (h->header_got < sizeof(HelloHeader)) {
-        dst = reinterpret_cast<char*>(&h->hello) + h->header_got;
-        want = sizeof(HelloHeader) - h->header_got;
-      } else if (h->payload_got < h->payload.size()) {
-        dst = h->payload.data() + h->payload_got;
-        want = h->payload.size() - h->payload_got;
-      } else {
-        return HelloState::kComplete;
-      }
-      const ssize_t got = recv(h->fd.get(), dst, want, MSG_DONTWAIT);
-      if (got == 0) {
-        *why = "closed during setup";
-        return HelloState::kDrop;
-      }
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return HelloState::kNeedMore;
-        *why = absl::StrCat("recv: ", strerror(errno));
-        return HelloState::kDrop;
-      }
-      if (h->header_got < sizeof(HelloHeader)) {
-        h->header_got += got;
-        if (h->header_got == sizeof(HelloHeader)) {
-          if (!CheckHello(h->hello, why)) return HelloState::kDrop;
-          h->payload.resize(h->hello.payload_length);
-        }
-      } else {
-        h->payload_got += got;
-      }
-    }
-  }
-
-  static bool CheckHello(const HelloHeader& hello, std::string* why) {
-    if (hello.magic != kSetupMagic) {
-      *why = "not a dreplay soft peer (bad magic)";
-      return false;
-    }
-    if (hello.version != kWireVersion) {
-      *why = absl::StrCat("wire version ", hello.version, ", expected ", kWireVersion);
-      return false;
-    }
-    if (hello.payload_length > kMaxSetupPayload) {
-      *why = absl::StrCat("setup payload of ", hello.payload_length, " bytes exceeds ",
-                          kMaxSetupPayload);
-      return false;
-    }
-    if (hello.max_rd_atomic < 1 || hello.max_rd_atomic > kMaxRdAtomicOnWire) {
-      *why = absl::StrCat("max_rd_atomic ", hello.max_rd_atomic, " is out of range");
-      return false;
-    }
-    LinkModel link;
-    link.one_way_delay = absl::Nanoseconds(hello.link_delay_ns);
-    link.jitter = absl::Nanoseconds(hello.link_jitter_ns);
-    link.bandwidth_gbps = hello.link_bandwidth_gbps;
-    const absl::Status valid = CheckLinkModel(link);
-    if (!valid.ok()) {
-      *why = absl::StrCat("bad link model: ", valid.message());
-      return false;
-    }
-    return true;
-  }
+  SoftListener(const Shared& shared, std::unique_ptr<ConnectionManager> manager)
+      : shared_(shared), manager_(std::move(manager)) {}
 
   const Shared shared_;
-  const Fd listen_fd_;
-  const Fd wake_fd_;
-  const std::string host_;
-  const uint16_t port_;
-  std::atomic<bool> shutdown_{false};
-  Mutex accept_mu_;
-  std::vector<HalfOpen> half_open_ ABSL_GUARDED_BY(accept_mu_);
+  const std::unique_ptr<ConnectionManager> manager_;
 };
+
+// Reads the listener's answer to a hello: the preamble, then the
+// ReplyHeader and reply payload of an accept. kPermissionDenied with the
+// reason for a reject, kFailedPrecondition for a listener of another
+// provider, kUnavailable for anything malformed or a peer that went away.
+absl::Status ReceiveAnswer(int fd, const std::string& target, absl::Time deadline,
+                           ReplyHeader* reply, std::string* payload) {
+  std::string bytes(kPreambleBytes, '\0');
+  absl::Status status = RecvAll(fd, bytes.data(), bytes.size(), deadline);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("connecting to ", target, ": ", status.message()));
+  }
+  absl::StatusOr<Preamble> p = DecodePreamble(bytes, target);
+  if (!p.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("connecting to ", target, ": ", p.status().message()));
+  }
+  if (p->provider != SetupProvider::kSoft) {
+    return absl::FailedPreconditionError(
+        ProviderMismatchMessage(target, p->provider, SetupProvider::kSoft));
+  }
+  const bool accepted = p->kind == PreambleKind::kAccept;
+  const uint32_t limit = accepted ? sizeof(ReplyHeader) + kMaxSetupPayload : kMaxRejectReasonBytes;
+  if (p->kind == PreambleKind::kHello || p->body_length > limit ||
+      (accepted && p->body_length < sizeof(ReplyHeader))) {
+    return absl::UnavailableError(
+        absl::StrCat("connecting to ", target, ": not a valid dreplay soft answer"));
+  }
+  std::string body(p->body_length, '\0');
+  status = RecvAll(fd, body.data(), body.size(), deadline);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("connecting to ", target, ": ", status.message()));
+  }
+  if (!accepted) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("connection to ", target, " rejected: ", PrintablePeerText(body)));
+  }
+  std::memcpy(reply, body.data(), sizeof(*reply));
+  if (reply->magic != kSetupMagic || reply->version != kWireVersion ||
+      reply->verdict != static_cast<uint8_t>(SetupVerdict::kAccept) ||
+      reply->payload_length != body.size() - sizeof(*reply) || reply->max_rd_atomic < 1 ||
+      reply->max_rd_atomic > kMaxRdAtomicOnWire) {
+    return absl::UnavailableError(
+        absl::StrCat("connecting to ", target, ": not a valid dreplay soft reply"));
+  }
+  *payload = body.substr(sizeof(*reply));
+  return absl::OkStatus();
+}
 
 class SoftProvider : public Provider {
  public:
@@ -490,33 +413,17 @@ class SoftProvider : public Provider {
     hello.link_bandwidth_gbps = options.link.bandwidth_gbps;
     hello.link_seed = options.link.seed;
     hello.host_id = shared_.host_id;
-    std::string message(reinterpret_cast<const char*>(&hello), sizeof(hello));
+    std::string message = SetupPreamble(PreambleKind::kHello, sizeof(hello) + payload.size());
+    message.append(reinterpret_cast<const char*>(&hello), sizeof(hello));
     message += payload;
     absl::Status status = SendAll(fd.get(), message.data(), message.size(), deadline);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("connecting to ", target, ": ", status.message()));
+    }
     ReplyHeader reply = {};
-    if (status.ok()) status = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
-    if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("connecting to ", target, ": ", status.message()));
-    }
-    const bool accepted = reply.verdict == static_cast<uint8_t>(SetupVerdict::kAccept);
-    const bool rejected = reply.verdict == static_cast<uint8_t>(SetupVerdict::kReject);
-    if (reply.magic != kSetupMagic || reply.version != kWireVersion || !(accepted || rejected) ||
-        reply.payload_length > (accepted ? kMaxSetupPayload : kMaxRejectReason) ||
-        (accepted && (reply.max_rd_atomic < 1 || reply.max_rd_atomic > kMaxRdAtomicOnWire))) {
-      return absl::UnavailableError(
-          absl::StrCat("connecting to ", target, ": not a valid dreplay soft reply"));
-    }
-    std::string reply_payload(reply.payload_length, '\0');
-    status = RecvAll(fd.get(), reply_payload.data(), reply_payload.size(), deadline);
-    if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("connecting to ", target, ": ", status.message()));
-    }
-    if (rejected) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("connection to ", target, " rejected: ", PrintablePeerText(reply_payload)));
-    }
+    std::string reply_payload;
+    RETURN_IF_ERROR(ReceiveAnswer(fd.get(), target, deadline, &reply, &reply_payload));
     const int max_rd_atomic =
         std::min<int>(options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));
     const std::string description = Describe(fd.get());

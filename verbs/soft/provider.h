@@ -43,8 +43,11 @@
 //    WRITE completes normally. drop_after_bytes may cut a WRITE short: the
 //    peer then holds a partial placement, as after a link failure.
 //  * Setup: the connector sends a hello with its payload; the listener's
+//    connection manager (verbs/connection_manager.h) reads it, and the
 //    application accepts or rejects it. Payloads are limited to
-//    soft::kMaxSetupPayload; a peer must finish its hello within 5 s.
+//    soft::kMaxSetupPayload; a peer must finish its hello within 5 s. The
+//    channel, its link and the queue pair are made only in
+//    PendingConnection::Accept.
 //
 // Lifetimes: memory regions, listeners and queue pairs may outlive the
 // provider; destroying the provider joins the NIC thread, and the queue

@@ -4,10 +4,12 @@
 //
 // One TCP connection per queue pair carries, in order:
 //
-//   connector -> listener   HelloHeader, then `payload_length` bytes of the
-//                           application payload.
-//   listener -> connector   ReplyHeader, then `payload_length` bytes: the
-//                           reply payload (accepted) or the reason (rejected).
+//   connector -> listener   the connection manager's Preamble (kHello, soft;
+//                           verbs/setup_preamble.h), then HelloHeader and
+//                           `payload_length` bytes of the application payload.
+//   listener -> connector   Preamble kAccept, then ReplyHeader and
+//                           `payload_length` bytes of the reply payload; or
+//                           Preamble kReject, then the reason (text).
 //
 // After an accepted reply, both directions carry frames: a FrameHeader and
 // `payload_length` bytes. Each side is requester and responder at once, so
@@ -46,7 +48,9 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
 // 2: hello and reply carry the sender's host id (link_table.h).
-inline constexpr uint16_t kWireVersion = 2;
+// 3: hello and answer follow the connection manager's preamble, which
+//    carries the reject (ReplyHeader::verdict is always kAccept).
+inline constexpr uint16_t kWireVersion = 3;
 
 // Bounds on what a peer may send during setup.
 inline constexpr uint32_t kMaxSetupPayload = 64 * 1024;
