@@ -31,6 +31,17 @@ constexpr double kTolerance = 0.10;
 // best of a few attempts must come within kTolerance of the model.
 constexpr int kAttempts = 5;
 
+// Under a sanitizer the emulator's own code runs several times slower, so
+// whether it keeps up with the model (reaches the modelled bandwidth, adds
+// nothing beyond the model's delay) says nothing there; those checks run
+// only in uninstrumented builds. The physical bounds (never faster than the
+// link, never a shorter round trip) hold in every build.
+#ifdef DREPLAY_INSTRUMENTED_BUILD
+constexpr bool kChecksKeepingUp = false;
+#else
+constexpr bool kChecksKeepingUp = true;
+#endif
+
 class SoftLinkModelTest : public ::testing::Test {
  protected:
   void Start(const LinkModel& link, size_t bytes) {
@@ -139,8 +150,10 @@ TEST_F(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
       "%.1f us\n",
       absl::ToDoubleMicroseconds(rtt), absl::ToDoubleMicroseconds(host));
   EXPECT_GE(rtt, model * (1 - kTolerance));
-  EXPECT_LE(rtt, model * (1 + kTolerance) + host_extra);
-  EXPECT_GE(rtt - host_extra, model * (1 - kTolerance));
+  if (kChecksKeepingUp) {
+    EXPECT_LE(rtt, model * (1 + kTolerance) + host_extra);
+    EXPECT_GE(rtt - host_extra, model * (1 - kTolerance));
+  }
 }
 
 TEST_F(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
@@ -155,7 +168,7 @@ TEST_F(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
     best = std::max(best, gbps);
     if (best >= 1 - kTolerance) break;
   }
-  EXPECT_GE(best, 1 - kTolerance);
+  if (kChecksKeepingUp) EXPECT_GE(best, 1 - kTolerance);
 }
 
 TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
@@ -171,7 +184,7 @@ TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
     best = std::max(best, gbps);
     if (best >= 1 - kTolerance) break;
   }
-  EXPECT_GE(best, 1 - kTolerance);
+  if (kChecksKeepingUp) EXPECT_GE(best, 1 - kTolerance);
 }
 
 // 16 READs of 1 KiB per 0.8 ms round trip: about 0.16 Gb/s however fast the
@@ -199,7 +212,7 @@ TEST_F(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
     best = std::max(best, gbps / ceiling);
     if (best >= 1 - 2 * kTolerance) break;
   }
-  EXPECT_GE(best, 1 - 2 * kTolerance);
+  if (kChecksKeepingUp) EXPECT_GE(best, 1 - 2 * kTolerance);
 }
 
 // Queue pairs between the same two hosts share one link: four streams at
