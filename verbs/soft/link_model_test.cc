@@ -168,7 +168,9 @@ TEST_F(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
     best = std::max(best, gbps);
     if (best >= 1 - kTolerance) break;
   }
-  if (kChecksKeepingUp) EXPECT_GE(best, 1 - kTolerance);
+  if (kChecksKeepingUp) {
+    EXPECT_GE(best, 1 - kTolerance);
+  }
 }
 
 TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
@@ -184,7 +186,9 @@ TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
     best = std::max(best, gbps);
     if (best >= 1 - kTolerance) break;
   }
-  if (kChecksKeepingUp) EXPECT_GE(best, 1 - kTolerance);
+  if (kChecksKeepingUp) {
+    EXPECT_GE(best, 1 - kTolerance);
+  }
 }
 
 // 16 READs of 1 KiB per 0.8 ms round trip: about 0.16 Gb/s however fast the
@@ -212,7 +216,9 @@ TEST_F(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
     best = std::max(best, gbps / ceiling);
     if (best >= 1 - 2 * kTolerance) break;
   }
-  if (kChecksKeepingUp) EXPECT_GE(best, 1 - 2 * kTolerance);
+  if (kChecksKeepingUp) {
+    EXPECT_GE(best, 1 - 2 * kTolerance);
+  }
 }
 
 // Queue pairs between the same two hosts share one link: four streams at
