@@ -52,6 +52,16 @@ absl::Status ClientSessionOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("ClientSessionOptions.actor_id=", actor_id, " is for actors only"));
   }
+  if ((learner_cache || learner_placement) && role != protocol::Role::kLearner) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientSessionOptions.", learner_cache ? "learner_cache" : "learner_placement",
+                     "=true is for learners only"));
+  }
+  if (learner_cache && learner_placement) {
+    return absl::InvalidArgumentError(
+        "ClientSessionOptions.learner_cache=true is for the buffer placement, but "
+        "learner_placement=true");
+  }
   if (auth_token.size() > protocol::kMaxAuthTokenBytes) {
     return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.auth_token is ",
                                                    auth_token.size(), " bytes, more than ",
@@ -174,6 +184,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   hello.role = options_.role;
   hello.actor_id = options_.actor_id;
   hello.learner_cache = options_.learner_cache;
+  hello.learner_placement = options_.learner_placement;
   if (heartbeat_ != nullptr) {
     const verbs::RemoteRegion r = heartbeat_->mr()->remote();
     hello.heartbeat = protocol::WireRegion{r.addr, r.length, r.rkey, 0};
@@ -222,7 +233,8 @@ absl::Status ClientSession::ConnectOnce(bool first) {
         absl::StrCat("the server came back with another configuration (",
                      config_.FirstDifference(block.header.config), "); restart this client"));
   }
-  RETURN_IF_ERROR(protocol::CheckDirectoryForRole(directory_, options_.role, block.header.config));
+  RETURN_IF_ERROR(protocol::CheckDirectoryForRole(directory_, options_.role, block.header.config,
+                                                  options_.learner_placement));
   server_line_ = block.server;
   return absl::OkStatus();
 }

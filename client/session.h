@@ -102,6 +102,11 @@ struct ClientSessionOptions {
   // every transition it receives (BatchReaderOptions::learner_cache), so it
   // may stage references to transitions already sent. Set both or neither.
   bool learner_cache = false;
+  // Learners: tell the server (Hello::learner_placement) that this learner
+  // runs the learner placement, so that it is given READ keys to the slot
+  // ring, the commit words and the forward journal (a ForwardReader needs
+  // them). Without it the directory leaves those regions out.
+  bool learner_placement = false;
 
   // OK, or InvalidArgument naming the bad field and value.
   absl::Status Validate() const;

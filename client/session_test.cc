@@ -28,6 +28,14 @@ TEST(ClientSessionOptionsTest, ValidateNamesTheBadField) {
   o.actor_id = 3;
   EXPECT_NE(o.Validate().message().find("actor_id=3"), std::string::npos);
   o.actor_id = 0;
+  o.learner_placement = true;  // a monitor
+  EXPECT_NE(o.Validate().message().find("learner_placement=true"), std::string::npos);
+  o.role = protocol::Role::kLearner;
+  EXPECT_TRUE(o.Validate().ok());
+  o.learner_cache = true;  // the buffer placement's
+  EXPECT_NE(o.Validate().message().find("learner_cache=true"), std::string::npos);
+  o.learner_cache = false;
+  o.learner_placement = false;
   o.retry_initial = absl::ZeroDuration();
   EXPECT_NE(o.Validate().message().find("retry_initial"), std::string::npos);
 }

@@ -404,10 +404,10 @@ class FakeStagingServer {
     regions_->control()->server.epoch = 1;
     for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
       const auto kind = static_cast<protocol::RegionKind>(k);
-      if (!protocol::RoleNeedsRegion(Role::kLearner, kind, config)) continue;
+      if (!protocol::RoleNeedsRegion(Role::kLearner, kind, config, false)) continue;
       auto mr = *provider_->RegisterMemory(
           regions_->region(kind), regions_->region_bytes(kind),
-          verbs::kLocalWrite | protocol::RoleAccess(Role::kLearner, kind));
+          verbs::kLocalWrite | protocol::RoleAccess(Role::kLearner, kind, false));
       const verbs::RemoteRegion r = mr->remote();
       directory_.Set(kind, protocol::WireRegion{r.addr, r.length, r.rkey, 0});
       mrs_.push_back(std::move(mr));

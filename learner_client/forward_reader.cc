@@ -56,6 +56,12 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   if (session->options().role != protocol::Role::kLearner) {
     return absl::InvalidArgumentError("ForwardReader needs a learner session");
   }
+  if (!session->options().learner_placement) {
+    return absl::FailedPreconditionError(
+        "ForwardReader needs a session opened for the learner placement "
+        "(ClientSessionOptions::learner_placement): without it the server grants no key to the "
+        "slots, commit words or forward journal");
+  }
   RETURN_IF_ERROR(session->Region(RegionKind::kSlots).status());
   RETURN_IF_ERROR(session->Region(RegionKind::kCommits).status());
   const LayoutConfig& config = session->config();

@@ -127,7 +127,11 @@ struct ForwardReaderStats {
 
 class ForwardReader {
  public:
-  // `session` (a learner's) is not owned and must outlive the reader.
+  // `session` (a learner's, opened with
+  // ClientSessionOptions::learner_placement) is not owned and must outlive
+  // the reader. InvalidArgument for bad options or another role's session;
+  // FailedPrecondition for a session without learner_placement (the server
+  // gave it no key to the slots, commit words or journal).
   static absl::StatusOr<std::unique_ptr<ForwardReader>> Create(client::ClientSession* session,
                                                                const ForwardReaderOptions& options);
   ~ForwardReader();

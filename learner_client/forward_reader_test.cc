@@ -41,8 +41,9 @@ class ForwardReaderTest : public ::testing::Test {
     actor::ExperienceWriterOptions o;
     o.max_batch = 9;
     writer_ = *actor::ExperienceWriter::Create(actor_.get(), o);
-    learner_ =
-        *ClientSession::Connect(learner_host_.get(), SessionOptions(*server_, Role::kLearner));
+    client::ClientSessionOptions learner = SessionOptions(*server_, Role::kLearner);
+    learner.learner_placement = true;  // keys to the slots, commit words and journal
+    learner_ = *ClientSession::Connect(learner_host_.get(), learner);
   }
 
   // Inserts tags [first, first + count) and waits until they are ingested.

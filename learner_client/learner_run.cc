@@ -24,6 +24,10 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
                      }));
     std::cerr << "metrics on " << metrics_http->url() << std::endl;
   }
+  // Only a learner-placement learner is given keys to the slots, commit
+  // words and forward journal (protocol/handshake.h).
+  options.connection.session.learner_placement =
+      options.loop.placement == ReplayPlacement::kLearner;
   ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
                    client::ConnectWithRetry(provider, options.connection.session, options.retry));
   RETURN_IF_ERROR(ApplyServerConfig(session->config(), options.expected, &options.loop));

@@ -32,6 +32,7 @@
 namespace dreplay::learner {
 
 struct LearnerRunOptions {
+  // connection.session.learner_placement is set from loop.placement.
   client::ConnectionOptions connection;
   client::RetryPolicy retry;
   // Everything but what the server publishes (ApplyServerConfig fills that).

@@ -81,8 +81,10 @@ class LearnerServiceIo : public BatchSource,
                          public ParamsSink,
                          public ActorStatsSource {
  public:
-  // `session` (a learner's) is not owned and must outlive this object.
-  // Errors: the clients' Create().
+  // `session` (a learner's; for the learner placement opened with
+  // ClientSessionOptions::learner_placement) is not owned and must outlive
+  // this object. Errors: the clients' Create() (ForwardReader's
+  // FailedPrecondition for a session without learner_placement).
   static absl::StatusOr<std::unique_ptr<LearnerServiceIo>> Create(
       client::ClientSession* session, const LearnerServiceIoOptions& options);
   ~LearnerServiceIo() override;

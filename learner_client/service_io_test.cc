@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "actor_client/actor_stats_publisher.h"
 #include "actor_client/experience_writer.h"
 #include "client/session.h"
@@ -50,9 +51,11 @@ class LearnerServiceIoTest : public ::testing::Test {
  protected:
   void SetUp() override { server_ = StartServer(server_host_.get(), SmallServerOptions()); }
 
-  std::unique_ptr<ClientSession> Connect(Role role, uint32_t actor_id = 0) {
-    auto session =
-        ClientSession::Connect(client_host_.get(), SessionOptions(*server_, role, actor_id));
+  std::unique_ptr<ClientSession> Connect(Role role, uint32_t actor_id = 0,
+                                         bool learner_placement = false) {
+    client::ClientSessionOptions options = SessionOptions(*server_, role, actor_id);
+    options.learner_placement = learner_placement;
+    auto session = ClientSession::Connect(client_host_.get(), options);
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? std::move(*session) : nullptr;
   }
@@ -138,8 +141,20 @@ TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
   EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
 }
 
-TEST_F(LearnerServiceIoTest, TheStreamForwardsEveryTransitionInOrder) {
+TEST_F(LearnerServiceIoTest, TheLearnerPlacementNeedsASessionOpenedForIt) {
+  // A buffer-placement session has no key to the slots, commit words or
+  // journal, so the forward reader refuses it with a clear error.
   std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  EXPECT_FALSE(learner->Region(protocol::RegionKind::kSlots).ok());
+  LearnerServiceIoOptions options;
+  options.placement = ReplayPlacement::kLearner;
+  const absl::Status status = LearnerServiceIo::Create(learner.get(), options).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "learner_placement")) << status;
+}
+
+TEST_F(LearnerServiceIoTest, TheStreamForwardsEveryTransitionInOrder) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner, 0, /*learner_placement=*/true);
   std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kLearner);
   const LearnerIo loop_io = io->io();
   EXPECT_EQ(loop_io.batches, nullptr);

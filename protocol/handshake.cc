@@ -36,7 +36,8 @@ HelloMessage CanonicalMessage(const Hello& hello) {
   m.hello_bytes = sizeof(HelloMessage);
   m.role = static_cast<uint32_t>(hello.role);
   m.actor_id = hello.actor_id;
-  m.flags = hello.learner_cache ? kHelloFlagLearnerCache : 0;
+  m.flags = (hello.learner_cache ? kHelloFlagLearnerCache : 0) |
+            (hello.learner_placement ? kHelloFlagLearnerPlacement : 0);
   m.heartbeat = hello.heartbeat;
   m.grant = hello.grant;
   std::memcpy(m.server_nonce, hello.server_nonce.data(), kNonceBytes);
@@ -129,6 +130,14 @@ absl::StatusOr<std::string> EncodeHello(const Hello& hello, absl::string_view to
     return absl::InvalidArgumentError(
         absl::StrCat("learner_cache given for a ", RoleName(hello.role), " (learners only)"));
   }
+  if (hello.learner_placement && hello.role != Role::kLearner) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learner_placement given for a ", RoleName(hello.role), " (learners only)"));
+  }
+  if (hello.learner_cache && hello.learner_placement) {
+    return absl::InvalidArgumentError(
+        "learner_cache (buffer placement) and learner_placement given together");
+  }
   Hello signed_hello = hello;
   signed_hello.mac = HelloMac(hello, token);
   return Serialize(CanonicalMessage(signed_hello));
@@ -178,13 +187,16 @@ absl::StatusOr<Hello> DecodeHello(absl::string_view payload) {
         absl::StrCat("malformed hello: key grant region of ", m.grant.length,
                      " bytes (need >= ", kGrantRegionBytes, ", 8-byte aligned)"));
   }
-  if ((m.flags & ~kHelloKnownFlags) != 0 || ((m.flags & kHelloFlagLearnerCache) != 0 &&
-                                             m.role != static_cast<uint32_t>(Role::kLearner))) {
+  const bool learner_flags = (m.flags & kHelloKnownFlags) != 0;
+  if ((m.flags & ~kHelloKnownFlags) != 0 ||
+      (learner_flags && m.role != static_cast<uint32_t>(Role::kLearner)) ||
+      ((m.flags & kHelloFlagLearnerCache) != 0 && (m.flags & kHelloFlagLearnerPlacement) != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed hello: flags ", m.flags));
   }
   Hello hello;
   hello.role = static_cast<Role>(m.role);
   hello.learner_cache = (m.flags & kHelloFlagLearnerCache) != 0;
+  hello.learner_placement = (m.flags & kHelloFlagLearnerPlacement) != 0;
   hello.actor_id = m.actor_id;
   if (hello.role != Role::kActor && hello.actor_id != 0) {
     return absl::InvalidArgumentError(
@@ -240,7 +252,7 @@ absl::Status CheckAcceptProof(const AcceptReply& reply, const Hello& hello,
   return absl::OkStatus();
 }
 
-uint32_t RoleAccess(Role role, RegionKind kind) {
+uint32_t RoleAccess(Role role, RegionKind kind, bool learner_placement) {
   switch (role) {
     case Role::kActor:
       switch (kind) {
@@ -257,10 +269,11 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
       }
     case Role::kLearner:
       switch (kind) {
+        case RegionKind::kLeases:   // the forward journal
+        case RegionKind::kSlots:    // the forward reader's runs
+        case RegionKind::kCommits:  // and their commit words
+          return learner_placement ? uint32_t{kAccessRead} : 0u;
         case RegionKind::kControl:
-        case RegionKind::kLeases:   // baseline mode (journal)
-        case RegionKind::kSlots:    // baseline mode (forward reader)
-        case RegionKind::kCommits:  // baseline mode
         case RegionKind::kStaging:
         case RegionKind::kActors:
           return kAccessRead;
@@ -285,16 +298,17 @@ uint32_t RoleAccess(Role role, RegionKind kind) {
   return 0;
 }
 
-bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config) {
+bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config,
+                     bool learner_placement) {
   if (kind == RegionKind::kActors && config.max_actors == 0) return false;
-  return RoleAccess(role, kind) != 0;
+  return RoleAccess(role, kind, learner_placement) != 0;
 }
 
 absl::Status CheckDirectoryForRole(const RegionDirectory& directory, Role role,
-                                   const LayoutConfig& config) {
+                                   const LayoutConfig& config, bool learner_placement) {
   for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
     const auto kind = static_cast<RegionKind>(k);
-    const bool needed = RoleNeedsRegion(role, kind, config);
+    const bool needed = RoleNeedsRegion(role, kind, config, learner_placement);
     if (needed != directory.Has(kind)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the server's region directory for a ", RoleName(role),

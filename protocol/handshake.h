@@ -70,7 +70,11 @@ absl::StatusOr<Role> ParseRole(const std::string& name);
 
 // HelloMessage::flags bits.
 inline constexpr uint32_t kHelloFlagLearnerCache = 1u << 0;
-inline constexpr uint32_t kHelloKnownFlags = kHelloFlagLearnerCache;
+// The learner runs the learner placement (forward reader): only then is it
+// given the slot ring, the commit words and the leases region (forward
+// journal). Learners only; not with kHelloFlagLearnerCache.
+inline constexpr uint32_t kHelloFlagLearnerPlacement = 1u << 1;
+inline constexpr uint32_t kHelloKnownFlags = kHelloFlagLearnerCache | kHelloFlagLearnerPlacement;
 
 // ASCII "DRHELLO1" read as a little-endian u64 (hello and challenge request).
 inline constexpr uint64_t kHelloMagic = 0x314F4C4C45485244ULL;
@@ -142,6 +146,10 @@ struct Hello {
   // cache), so the server may stage a transition it holds as a reference
   // only (protocol/staging.h, kEntryCachedBit).
   bool learner_cache = false;
+  // Learners: this learner runs the learner placement (the forward reader
+  // READs slots, commit words and the forward journal). Without it a
+  // learner is given no key to those regions (RoleAccess).
+  bool learner_placement = false;
   Nonce server_nonce{};
   Nonce client_nonce{};
   Mac mac{};  // set by DecodeHello; EncodeHello computes its own
@@ -210,19 +218,23 @@ enum RemoteAccess : uint32_t {
 
 // The remote access (a mask of RemoteAccess bits) that `role` has to region
 // `kind`; 0 when the role gets no key for it. For kActors and an actor, the
-// right covers the actor's own line only. This is the access table of
-// protocol/README.md.
-uint32_t RoleAccess(Role role, RegionKind kind);
+// right covers the actor's own line only. A learner has READ on the slot
+// ring, the commit words and the leases region (forward journal) only when
+// `learner_placement` (its hello's flag); the flag means nothing for other
+// roles. This is the access table of protocol/README.md.
+uint32_t RoleAccess(Role role, RegionKind kind, bool learner_placement);
 
 // The regions a role needs in its directory (RoleAccess != 0), except
-// kActors when config.max_actors == 0.
-bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config);
+// kActors when config.max_actors == 0. A region the role has no access to is
+// left out of the directory (not listed with a zero key).
+bool RoleNeedsRegion(Role role, RegionKind kind, const LayoutConfig& config,
+                     bool learner_placement);
 
 // Client side: OK when `directory` holds exactly the regions a role is
 // given: every region RoleAccess grants (kActors only when max_actors > 0)
 // is present and no other. FailedPrecondition naming the first mismatch.
 absl::Status CheckDirectoryForRole(const RegionDirectory& directory, Role role,
-                                   const LayoutConfig& config);
+                                   const LayoutConfig& config, bool learner_placement);
 
 // A rejection reason for a temporary refusal; see IsRetryableRejection.
 std::string RetryableReason(absl::string_view reason);

@@ -75,6 +75,44 @@ TEST(HandshakeTest, LearnerCacheFlagRoundTripsForLearnersOnly) {
   }
 }
 
+TEST(HandshakeTest, LearnerPlacementFlagRoundTripsForLearnersOnly) {
+  Hello learner;
+  learner.role = Role::kLearner;
+  learner.grant = WireRegion{0x2000, kGrantRegionBytes, 98, 0};
+  learner.learner_placement = true;
+  absl::StatusOr<std::string> wire = EncodeHello(learner, kToken);
+  ASSERT_TRUE(wire.ok()) << wire.status();
+  absl::StatusOr<Hello> back = DecodeHello(*wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->learner_placement);
+  EXPECT_FALSE(back->learner_cache);
+  EXPECT_TRUE(CheckHelloMac(*back, kToken));
+  // The flag is under the MAC: cleared in transit, the MAC no longer holds.
+  Hello cleared = *back;
+  cleared.learner_placement = false;
+  EXPECT_FALSE(CheckHelloMac(cleared, kToken));
+  // Not with the transfer-once cache (buffer placement), not for others.
+  learner.learner_cache = true;
+  EXPECT_EQ(EncodeHello(learner, kToken).status().code(), absl::StatusCode::kInvalidArgument);
+  Hello monitor;
+  monitor.role = Role::kMonitor;
+  monitor.grant = learner.grant;
+  monitor.learner_placement = true;
+  EXPECT_EQ(EncodeHello(monitor, kToken).status().code(), absl::StatusCode::kInvalidArgument);
+  // Forged: a monitor with the flag, a learner with both flags.
+  learner.learner_cache = false;
+  std::string forged = *EncodeHello(learner, kToken);
+  HelloMessage m;
+  std::memcpy(&m, forged.data(), sizeof(m));
+  m.flags = kHelloFlagLearnerPlacement | kHelloFlagLearnerCache;
+  std::memcpy(forged.data(), &m, sizeof(m));
+  EXPECT_EQ(DecodeHello(forged).status().code(), absl::StatusCode::kInvalidArgument);
+  m.flags = kHelloFlagLearnerPlacement;
+  m.role = static_cast<uint32_t>(Role::kMonitor);
+  std::memcpy(forged.data(), &m, sizeof(m));
+  EXPECT_EQ(DecodeHello(forged).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HandshakeTest, RejectsAnotherLayoutVersionNamingBothVersions) {
   std::string wire = *EncodeHello(ActorHello(), kToken);
   const uint32_t other = kLayoutVersion + 41;
@@ -207,20 +245,26 @@ TEST(HandshakeTest, TheAcceptProofBindsTokenHelloAndDirectory) {
 }
 
 TEST(HandshakeTest, RoleAccessFollowsTheLayoutTable) {
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kLeases), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kSlots), kAccessWrite);
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStaging), 0u);
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kMailbox), 0u);
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kParams), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStats), 0u);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kSlots), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kLeases), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kStaging), kAccessRead);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kMailbox), kAccessWrite);
-  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kParams), kAccessRead | kAccessWrite);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kLeases, false), kAccessRead);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kSlots, false), kAccessWrite);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStaging, false), 0u);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kMailbox, false), 0u);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kParams, false), kAccessRead);
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kStats, false), 0u);
+  // The slots, commit words and journal: the learner placement only.
+  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits, RegionKind::kLeases}) {
+    EXPECT_EQ(RoleAccess(Role::kLearner, kind, true), kAccessRead) << RegionKindName(kind);
+    EXPECT_EQ(RoleAccess(Role::kLearner, kind, false), 0u) << RegionKindName(kind);
+  }
+  // The flag means nothing for the other roles.
+  EXPECT_EQ(RoleAccess(Role::kActor, RegionKind::kSlots, true), kAccessWrite);
+  EXPECT_EQ(RoleAccess(Role::kMonitor, RegionKind::kSlots, true), 0u);
+  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kStaging, false), kAccessRead);
+  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kMailbox, false), kAccessWrite);
+  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kParams, false), kAccessRead | kAccessWrite);
   for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
     const auto kind = static_cast<RegionKind>(k);
-    const uint32_t access = RoleAccess(Role::kMonitor, kind);
+    const uint32_t access = RoleAccess(Role::kMonitor, kind, false);
     EXPECT_EQ(access & (kAccessWrite | kAccessAtomic), 0u) << RegionKindName(kind);
     const bool readable = kind == RegionKind::kControl || kind == RegionKind::kStats ||
                           kind == RegionKind::kActors || kind == RegionKind::kLeases;
@@ -233,7 +277,7 @@ TEST(HandshakeTest, DirectoryRoundTripsAndIsCheckedAgainstTheRole) {
   uint64_t addr = 0x10000;
   for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
     const auto kind = static_cast<RegionKind>(k);
-    if (RoleNeedsRegion(Role::kMonitor, kind, Config(4))) {
+    if (RoleNeedsRegion(Role::kMonitor, kind, Config(4), false)) {
       d.Set(kind, WireRegion{addr, 64, k + 1, 0});
       addr += 0x1000;
     }
@@ -241,13 +285,31 @@ TEST(HandshakeTest, DirectoryRoundTripsAndIsCheckedAgainstTheRole) {
   absl::StatusOr<AcceptReply> reply = DecodeAccept(EncodeAccept(d, Mac{}));
   ASSERT_TRUE(reply.ok()) << reply.status();
   const RegionDirectory* back = &reply->directory;
-  EXPECT_TRUE(CheckDirectoryForRole(*back, Role::kMonitor, Config(4)).ok());
+  EXPECT_TRUE(CheckDirectoryForRole(*back, Role::kMonitor, Config(4), false).ok());
   // Without an actors region configured, the monitor must not get one.
-  EXPECT_EQ(CheckDirectoryForRole(*back, Role::kMonitor, Config(0)).code(),
+  EXPECT_EQ(CheckDirectoryForRole(*back, Role::kMonitor, Config(0), false).code(),
             absl::StatusCode::kFailedPrecondition);
-  const absl::Status s = CheckDirectoryForRole(*back, Role::kLearner, Config(4));
+  const absl::Status s = CheckDirectoryForRole(*back, Role::kLearner, Config(4), true);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("lacks region slots"), std::string::npos) << s;
+}
+
+TEST(HandshakeTest, OnlyALearnerPlacementLearnerIsGivenTheSlots) {
+  RegionDirectory buffer_placement;
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    const auto kind = static_cast<RegionKind>(k);
+    if (RoleNeedsRegion(Role::kLearner, kind, Config(4), false)) {
+      buffer_placement.Set(kind, WireRegion{0x10000 + k * 0x1000, 64, 0, 0});
+    }
+  }
+  EXPECT_FALSE(buffer_placement.Has(RegionKind::kSlots));
+  EXPECT_FALSE(buffer_placement.Has(RegionKind::kCommits));
+  EXPECT_FALSE(buffer_placement.Has(RegionKind::kLeases));
+  EXPECT_TRUE(buffer_placement.Has(RegionKind::kStaging));
+  EXPECT_TRUE(CheckDirectoryForRole(buffer_placement, Role::kLearner, Config(4), false).ok());
+  // A learner-placement learner expects them, so it does not take this one.
+  const absl::Status s = CheckDirectoryForRole(buffer_placement, Role::kLearner, Config(4), true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(HandshakeTest, RetryableRejectionsAreRecognisedByPredicate) {

@@ -235,7 +235,9 @@ absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const proto
   protocol::RegionDirectory directory;
   for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
     const auto kind = static_cast<protocol::RegionKind>(k);
-    if (!protocol::RoleNeedsRegion(hello.role, kind, config())) continue;
+    // A region the role may not use is left out (a buffer-placement
+    // learner gets no slot, commit-word or journal range).
+    if (!protocol::RoleNeedsRegion(hello.role, kind, config(), hello.learner_placement)) continue;
     if (region_mrs_[k] == nullptr) {
       return absl::InternalError(
           absl::StrCat("region ", protocol::RegionKindName(kind), " is not registered"));
@@ -259,9 +261,10 @@ absl::Status ReplayServer::GrantKeys(Client* client, const protocol::Hello& hell
     if (!accepted.Has(kind)) continue;
     const protocol::WireRegion& range = accepted.Get(kind);
     const uint64_t base = reinterpret_cast<uint64_t>(regions_->region(kind));
-    ASSIGN_OR_RETURN(const verbs::RemoteRegion window,
-                     client->qp->BindWindow(*region_mrs_[k], range.addr - base, range.length,
-                                            protocol::RoleAccess(hello.role, kind)));
+    ASSIGN_OR_RETURN(
+        const verbs::RemoteRegion window,
+        client->qp->BindWindow(*region_mrs_[k], range.addr - base, range.length,
+                               protocol::RoleAccess(hello.role, kind, hello.learner_placement)));
     granted.regions[k].rkey = window.rkey;
   }
   client->grant = std::make_unique<protocol::KeyGrantMessage>(

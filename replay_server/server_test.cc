@@ -122,7 +122,7 @@ TEST_F(ReplayServerTest, EachRoleGetsOnlyTheKeysItNeeds) {
     for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
       const auto kind = static_cast<protocol::RegionKind>(k);
       EXPECT_EQ(session->directory().Has(kind),
-                protocol::RoleNeedsRegion(role, kind, server->config()))
+                protocol::RoleNeedsRegion(role, kind, server->config(), false))
           << protocol::RoleName(role) << " " << protocol::RegionKindName(kind);
     }
     if (role == protocol::Role::kActor) {

@@ -3,7 +3,8 @@
 // The replay server process against clients that hold valid credentials and
 // misbehave: keys carried from one connection to another (each connection's
 // keys are memory windows bound to its own queue pair), a monitor that
-// forges, actors that use another lease's keys, and a learner that sends
+// forges, actors that use another lease's keys, a buffer-placement learner
+// that READs the slots with keys not its own, and a learner that sends
 // NaN and infinite priorities or oversized and malformed mailbox entries.
 // Each is refused by the provider or counted and contained; an honest actor
 // writing at the same time carries on without reconnecting.
@@ -86,6 +87,15 @@ class AdversarialTest : public ::testing::Test {
   absl::StatusOr<std::unique_ptr<ClientSession>> Connect(Role role, uint32_t actor_id = 0) {
     client::ClientSessionOptions o = testing::ClientOptions(*server_, role, actor_id, kToken);
     o.connect_deadline = absl::ZeroDuration();
+    return ClientSession::Connect(host_.get(), o);
+  }
+
+  // A learner, in the learner placement or not. It waits (retryable
+  // refusals) while the server has yet to notice an earlier learner gone.
+  absl::StatusOr<std::unique_ptr<ClientSession>> ConnectLearner(bool learner_placement) {
+    client::ClientSessionOptions o = testing::ClientOptions(*server_, Role::kLearner, 0, kToken);
+    o.connect_deadline = kCompletionTimeout;
+    o.learner_placement = learner_placement;
     return ClientSession::Connect(host_.get(), o);
   }
 
@@ -198,7 +208,7 @@ TEST_F(AdversarialTest, AnActorCannotUseAnotherLeasesKeys) {
 
 TEST_F(AdversarialTest, AForgingMonitorIsRefusedByTheProvider) {
   // A learner's slot key (READ) and the monitor's own stats key (READ only).
-  auto learner = Connect(Role::kLearner);
+  auto learner = ConnectLearner(/*learner_placement=*/true);
   ASSERT_TRUE(learner.ok()) << learner.status();
   const verbs::RemoteRegion slots = *(*learner)->Region(RegionKind::kSlots);
   {
@@ -221,6 +231,56 @@ TEST_F(AdversarialTest, AForgingMonitorIsRefusedByTheProvider) {
   absl::StatusOr<StatsBlock> s = monitor_->Stats();
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->capacity, 4096u) << "the stats region was overwritten";
+  EXPECT_TRUE(server_->Running());
+}
+
+TEST_F(AdversarialTest, OnlyALearnerPlacementLearnerReadsTheSlots) {
+  const uint32_t lease = honest_session_->directory().lease;
+  const protocol::LayoutConfig config = honest_session_->config();
+  const uint64_t slot = protocol::LeaseSlotIndex(config, lease, 0);
+  verbs::RemoteRegion placement_slots;
+  {
+    // The learner placement: READs the honest actor's first slot, its
+    // commit word and the journal.
+    auto learner = ConnectLearner(/*learner_placement=*/true);
+    ASSERT_TRUE(learner.ok()) << learner.status();
+    placement_slots = *(*learner)->Region(RegionKind::kSlots);
+    std::memset(buffer_->data(), 0, config.slot_size);
+    ASSERT_TRUE(PostOne(learner->get(), Request(verbs::Opcode::kRead, placement_slots,
+                                                slot * config.slot_size, config.slot_size))
+                    .ok());
+    EXPECT_EQ(protocol::VerifySlot(buffer_->data(), config.slot_size, 0), protocol::SlotCheck::kOk);
+    const verbs::RemoteRegion commits = *(*learner)->Region(RegionKind::kCommits);
+    ASSERT_TRUE(PostOne(learner->get(), Request(verbs::Opcode::kRead, commits, slot * 8, 8)).ok());
+    uint64_t commit = 0;
+    std::memcpy(&commit, buffer_->data(), sizeof(commit));
+    EXPECT_EQ(commit, protocol::CommitValue(0));
+    const verbs::RemoteRegion leases = *(*learner)->Region(RegionKind::kLeases);
+    ASSERT_GE(leases.length, 64u);  // the journal is at its end
+    EXPECT_TRUE(
+        PostOne(learner->get(), Request(verbs::Opcode::kRead, leases, leases.length - 64, 64))
+            .ok());
+  }
+  // The buffer placement (its successor): no slot, commit-word or journal
+  // range, nor a key to them.
+  auto learner = ConnectLearner(/*learner_placement=*/false);
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  for (RegionKind kind : {RegionKind::kSlots, RegionKind::kCommits, RegionKind::kLeases}) {
+    EXPECT_FALSE((*learner)->directory().Has(kind)) << protocol::RegionKindName(kind);
+    EXPECT_EQ((*learner)->Region(kind).status().code(), absl::StatusCode::kFailedPrecondition)
+        << protocol::RegionKindName(kind);
+  }
+  EXPECT_TRUE((*learner)->directory().Has(RegionKind::kStaging));
+  // Other connections' slot keys: the honest actor's (live, bound to its
+  // queue pair), then the previous learner's.
+  ExpectRefused(learner->get(),
+                Request(verbs::Opcode::kRead, *honest_session_->Region(RegionKind::kSlots), 0, 64),
+                "a buffer-placement learner READs slots with the actor's key");
+  ASSERT_TRUE((*learner)->Reconnect((*learner)->generation(), absl::UnavailableError("test")).ok());
+  ExpectRefused(learner->get(),
+                Request(verbs::Opcode::kRead, placement_slots, slot * config.slot_size, 64),
+                "a buffer-placement learner READs slots with the previous learner's key");
+  InsertAndWait(50);
   EXPECT_TRUE(server_->Running());
 }
 
