@@ -61,7 +61,27 @@ void VerificationLog::Torn(uint64_t index, uint64_t sequence) {
   Write(line, snprintf(line, sizeof(line), "T %" PRIu64 " %" PRIu64 "\n", index, sequence));
 }
 
-void VerificationLog::CheckpointWritten() { Write("C\n", 2); }
+void VerificationLog::CheckpointCut(uint64_t id, uint64_t epoch, uint64_t ingest_cursor) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "K %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", id, epoch,
+                       ingest_cursor));
+}
+
+void VerificationLog::SlotAbsent(uint64_t cut_id, uint64_t index, uint64_t sequence) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "D %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", cut_id, index,
+                       sequence));
+}
+
+void VerificationLog::CheckpointWritten(uint64_t cut_id) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "C %" PRIu64 "\n", cut_id));
+}
+
+void VerificationLog::CheckpointRestored(uint64_t epoch, uint64_t ingest_cursor) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "B %" PRIu64 " %" PRIu64 "\n", epoch, ingest_cursor));
+}
 
 void VerificationLog::Restored(uint64_t index, uint64_t sequence, uint64_t checksum, bool valid) {
   char line[kMaxRecord];

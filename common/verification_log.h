@@ -16,8 +16,23 @@
 //                                            (ingest may have begun)
 //   I <index> <sequence> <checksum>          the server ingested a slot
 //   T <index> <sequence>                     ... declared a slot torn
-//   C                                        ... wrote a checkpoint: every
-//                                            record above is in it
+//   K <id> <epoch> <ingest_cursor>           ... cut checkpoint <id> (ids count
+//                                            from 1 in each start): the cut
+//                                            holds the memory as every
+//                                            record above left it
+//   D <id> <index> <sequence>                ... while writing cut <id>, found
+//                                            the cut's entry at <index>
+//                                            overwritten; the file holds it
+//                                            absent (written by the writer's
+//                                            thread, before the file is
+//                                            renamed into place)
+//   C <id>                                   ... finished writing cut <id>
+//                                            (after the rename; a failed
+//                                            write writes no C)
+//   B <epoch> <ingest_cursor>                ... restored the checkpoint cut
+//                                            at that epoch and cursor (the
+//                                            K record naming them); its R
+//                                            records follow
 //   R <index> <sequence> <checksum> <valid>  after a restore, a slot's
 //                                            header; valid 1 when the memory
 //                                            holds it
@@ -56,7 +71,10 @@ class VerificationLog {
   void Started(uint64_t epoch);
   void Ingested(uint64_t index, uint64_t sequence, uint64_t checksum);
   void Torn(uint64_t index, uint64_t sequence);
-  void CheckpointWritten();
+  void CheckpointCut(uint64_t id, uint64_t epoch, uint64_t ingest_cursor);
+  void SlotAbsent(uint64_t cut_id, uint64_t index, uint64_t sequence);
+  void CheckpointWritten(uint64_t cut_id);
+  void CheckpointRestored(uint64_t epoch, uint64_t ingest_cursor);
   void Restored(uint64_t index, uint64_t sequence, uint64_t checksum, bool valid);
   void Accepted(uint64_t index, uint64_t sequence, uint64_t checksum, bool ok);
 

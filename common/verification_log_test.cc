@@ -37,7 +37,10 @@ TEST(VerificationLogTest, WritesOneLinePerRecordInTheDocumentedFormat) {
     (*log)->Started(2);
     (*log)->Ingested(3, 41, 0xabcdef);
     (*log)->Torn(4, 42);
-    (*log)->CheckpointWritten();
+    (*log)->CheckpointCut(1, 2, 40);
+    (*log)->SlotAbsent(1, 5, 17);
+    (*log)->CheckpointWritten(1);
+    (*log)->CheckpointRestored(2, 40);
     (*log)->Restored(3, 41, 0xabcdef, true);
     (*log)->Accepted(3, 41, 0xabcdef, false);
     EXPECT_EQ((*log)->failed_writes(), 0u);
@@ -46,7 +49,10 @@ TEST(VerificationLogTest, WritesOneLinePerRecordInTheDocumentedFormat) {
             "S 2\n"
             "I 3 41 0000000000abcdef\n"
             "T 4 42\n"
-            "C\n"
+            "K 1 2 40\n"
+            "D 1 5 17\n"
+            "C 1\n"
+            "B 2 40\n"
             "R 3 41 0000000000abcdef 1\n"
             "A 3 41 0000000000abcdef 0\n");
 }
@@ -57,9 +63,9 @@ TEST(VerificationLogTest, AppendsToAnExistingFile) {
   for (int i = 0; i < 2; ++i) {
     auto log = VerificationLog::Open(path);
     ASSERT_TRUE(log.ok()) << log.status();
-    (*log)->CheckpointWritten();
+    (*log)->CheckpointWritten(i + 1);
   }
-  EXPECT_EQ(ReadAll(path), "C\nC\n");
+  EXPECT_EQ(ReadAll(path), "C 1\nC 2\n");
 }
 
 TEST(VerificationLogTest, RecordsOfConcurrentWritersNeverInterleave) {

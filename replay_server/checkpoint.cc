@@ -162,6 +162,7 @@ class SlotStreamer {
         ++stats_->slots_kept;
         return;
       }
+      if (cut_->log != nullptr) cut_->log->SlotAbsent(cut_->cut_id, i, entry);
       entry = replay::ReplayMemory::kNoSequence;
       cut_->values[i] = 0;
       ++stats_->slots_absent;
@@ -495,6 +496,7 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   const absl::Time start = absl::Now();
   CheckpointWriteStats stats;
   stats.cut_pause = cut->pause;
+  stats.cut_id = cut->cut_id;
   stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";
   Fd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -517,6 +519,7 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   stats.bytes = sizeof(CheckpointHeader) + protocol::SlotRingBytes(c) +
                 protocol::CommitWordsBytes(c) + c.capacity * 16 + uint64_t{c.leases} * 24 +
                 ParamsSectionBytes(c) + sizeof(uint64_t);
+  if (cut->log != nullptr) cut->log->CheckpointWritten(cut->cut_id);
   return stats;
 }
 

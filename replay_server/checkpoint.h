@@ -58,7 +58,9 @@
 //
 // Thread safety: CutCheckpoint on the thread that owns `memory`; then
 // WriteCheckpoint on any one thread while peers and the core go on (it
-// reads the regions with word-wise atomic loads and touches only the cut).
+// reads the regions with word-wise atomic loads and touches only the cut);
+// it also writes the cut's verification log records, which may be written
+// from any thread).
 // ReadCheckpoint must run before any peer uses the regions, on the memory's
 // owner.
 
@@ -73,6 +75,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/counters.h"
@@ -114,11 +117,17 @@ struct CheckpointCut {
   std::vector<uint64_t> sequences;  // sequence per index (ReplayMemory::kNoSequence: none)
   replay::ReplayMemoryOptions memory_options;  // alpha, epsilon, mode: the file's header
   absl::Duration pause;                        // how long the copy held the core
+  // For the verification log (common/verification_log.h): the cut's id and
+  // the log, not owned; when `log` is set, WriteCheckpoint writes a D record
+  // per entry found overwritten and, once the file is in place, the C record.
+  uint64_t cut_id = 0;
+  VerificationLog* log = nullptr;
 };
 
 // What a write did.
 struct CheckpointWriteStats {
   absl::Duration cut_pause;  // CheckpointCut::pause
+  uint64_t cut_id = 0;       // CheckpointCut::cut_id
   uint64_t cut_ingest_cursor = 0;
   uint64_t bytes = 0;           // file size
   absl::Duration write_time;    // open to the directory fsync

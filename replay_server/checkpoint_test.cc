@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/shared_words.h"
+#include "common/verification_log.h"
 #include "gtest/gtest.h"
 #include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
@@ -180,6 +181,47 @@ TEST_F(CheckpointTest, ASlotTornWhenSavedIsRecordedEmpty) {
   EXPECT_FALSE(core->memory().valid(5));
   EXPECT_EQ(regions->commits()[5], protocol::kNeverCommitted);
   EXPECT_EQ(core->memory().size(), core_->memory().size() - 1);
+}
+
+TEST_F(CheckpointTest, TheVerificationLogNamesTheCutItsAbsentSlotsAndTheRestoredCut) {
+  RunForAWhile();
+  const std::string log_path = TempDir() + "/checkpoint.vlog";
+  std::remove(log_path.c_str());
+  auto log = VerificationLog::Open(log_path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  CheckpointCut cut = core_->CutCheckpoint();
+  cut.cut_id = 3;
+  cut.log = log->get();
+  const uint64_t sequence = cut.sequences[5];
+  ASSERT_NE(sequence, replay::ReplayMemory::kNoSequence);
+  regions_->slot(5)[sizeof(protocol::SlotHeader) + 3] ^= 0xFF;  // overwritten during the write
+  const auto stats = WriteCheckpoint(path_, *regions_, &cut);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->cut_id, 3u);
+  const std::string written(ReadFile(log_path).data(), ReadFile(log_path).size());
+  EXPECT_EQ(written, "D 3 5 " + std::to_string(sequence) + "\nC 3\n");
+
+  ReplayCoreOptions options = Options(12);
+  options.ingest.verification_log = log->get();
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  auto core = ReplayCore::Create(regions.get(), options, &clock_).value();
+  ASSERT_TRUE(core->RestoreCheckpoint(path_).ok());
+  const std::vector<char> after = ReadFile(log_path);
+  const std::string restored(after.begin() + written.size(), after.end());
+  EXPECT_EQ(restored.rfind("B " + std::to_string(cut.state.epoch) + " " +
+                               std::to_string(cut.state.ingest_cursor) + "\nR ",
+                           0),
+            0u)
+      << restored;
+  // A cut of a core with the log writes its K record with the next id.
+  CheckpointCut next = core->CutCheckpoint();
+  EXPECT_EQ(next.cut_id, 1u);
+  EXPECT_EQ(next.log, log->get());
+  const std::vector<char> all = ReadFile(log_path);
+  EXPECT_NE(std::string(all.begin(), all.end())
+                .find("K 1 " + std::to_string(core->epoch()) + " " +
+                      std::to_string(next.state.ingest_cursor) + "\n"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointTest, CommitsAfterALeasesVerifiedPrefixAreClearedOnRestore) {

@@ -246,12 +246,16 @@ CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
     state.lease_cursors[l] = ingest_->lease_cursor(l);
   }
   state.counters = counters_;
-  return server::CutCheckpoint(*regions_, *memory_, std::move(state), std::move(spare));
+  CheckpointCut cut =
+      server::CutCheckpoint(*regions_, *memory_, std::move(state), std::move(spare));
+  cut.cut_id = ++cuts_;
+  cut.log = options_.ingest.verification_log;
+  if (cut.log != nullptr) cut.log->CheckpointCut(cut.cut_id, epoch_, cut.state.ingest_cursor);
+  return cut;
 }
 
 void ReplayCore::CheckpointWritten() {
-  ++counters_.checkpoints_written;
-  if (options_.ingest.verification_log) options_.ingest.verification_log->CheckpointWritten();
+  ++counters_.checkpoints_written;  // the verification log's C record: WriteCheckpoint
   PublishStats();
 }
 
@@ -302,6 +306,9 @@ absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
   // The limiter continues from the restored counts.
   sampler_->ResetLimiter(counters_.inserted, counters_.sampled);
   inserts_blocked_since_ = absl::InfinitePast();
+  if (options_.ingest.verification_log != nullptr) {
+    options_.ingest.verification_log->CheckpointRestored(state.epoch, state.ingest_cursor);
+  }
   LogRestoredSlots(*regions_, *memory_, options_.ingest.verification_log);
   PublishStats();
   return absl::OkStatus();

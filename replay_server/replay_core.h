@@ -141,7 +141,9 @@ class ReplayCore {
   // the core (its duration is CheckpointCut::pause). Hand the cut to
   // WriteCheckpoint on another thread (CheckpointWriter), then call
   // CheckpointWritten() here when it succeeded.
-  // `spare`: buffers to reuse (CheckpointWriter::TakeSpare).
+  // `spare`: buffers to reuse (CheckpointWriter::TakeSpare). With a
+  // verification log, writes its K record and hands the log to the write
+  // (CheckpointCut::log: D and C records).
   CheckpointCut CutCheckpoint(CheckpointCut spare = CheckpointCut());
   // Counts a checkpoint written from a cut (checkpoints_written) and
   // publishes the stats.
@@ -212,6 +214,7 @@ class ReplayCore {
   std::unique_ptr<Sampler> sampler_;
   uint64_t epoch_ = 1;
   uint64_t restored_incarnation_ = 0;
+  uint64_t cuts_ = 0;  // cuts taken: the verification log's cut ids
   uint64_t stats_generation_ = 0;
   absl::Time last_stats_ = absl::InfinitePast();
   absl::Time inserts_blocked_since_ = absl::InfinitePast();  // accounted up to

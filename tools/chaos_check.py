@@ -5,26 +5,31 @@ one per learner start) and checks the invariants tools/chaos.py promises.
 
 The server's records build a model of its replay memory, slot index by slot
 index: I (ingested) puts (sequence, checksum) at an index, T (torn) counts a
-rejected slot and empties the index, C (checkpoint written) snapshots the
-model, and a restarted server's R records (what its restore brought back)
-are compared with the snapshot of the newest checkpoint. Then:
+rejected slot and empties the index. Checkpoints are cut on the core's
+thread and written while the core runs: K <id> snapshots the model (the
+cut), D <id> names an entry of the cut the writer found overwritten (saved
+absent: the actor was evicting it), C <id> says the write ended. A
+restarted server's B record names the cut it restored (by epoch and ingest
+cursor; without one, the newest cut a C names), and its R records (what
+the restore brought back) are compared with that cut. Then:
 
   * torn_accepted: learner entries (A records) whose copied slot fails its
     own check, or whose (index, sequence, checksum) no server ever ingested
     (a torn, stale or mismatched transition handed to training). Must be 0.
   * duplicates: an index ingested at a sequence it already held, or had
     passed, since the last restore (a transition ingested twice). Must be 0.
-  * unexpected_losses: an entry of the newest checkpoint's snapshot that the
-    restore did not bring back, unless its loss is explained by eviction:
-    the restored slot names a later sequence of its lease (the actor had
-    begun to overwrite it), or the restored slot fails its check and a
-    later sequence of its lease was written there (ingested or declared
-    torn by any server start: the actor was overwriting the slot while the
-    checkpoint streamed the ring, which saved a mixture; counted as
-    torn_at_checkpoint). Must be 0.
-  * lost_since_checkpoint: what a dead server had ingested after its last
-    checkpoint and nothing brought back (not restored, not ingested again).
-    Expected after a SIGKILL; reported, not an error.
+  * unexpected_losses: an entry of the restored cut that the restore did
+    not bring back valid with its sequence and checksum, and that no D
+    record names (a D-named entry counts as evicted_at_checkpoint). Must be
+    0: the writer keeps a slot only when it verifies as the cut's entry, so
+    a slot restored torn, or with another sequence, is a real failure.
+  * lost_since_checkpoint: what a dead server had ingested after the cut
+    the next start restored (including what it ingested between that cut
+    and the end of its write, which the file does not hold) and nothing
+    brought back (not restored, not ingested again). Expected after a
+    SIGKILL; reported, not an error.
+  * the records agree: every B names a cut of an earlier start, every D an
+    entry of its cut, every C a cut. Must hold.
 
 Importable (check_run, Report) and runnable on a directory:
 
@@ -52,7 +57,8 @@ class Report:
         self.torn_accepted = 0
         self.duplicates = 0
         self.evicted_at_checkpoint = 0
-        self.torn_at_checkpoint = 0  # of those: saved while their actor rewrote them
+        self.unknown_restores = 0  # B records that name no cut of an earlier start
+        self.bad_absences = 0  # D or C records that name no entry or cut
         self.reingested_after_restore = 0  # the same transition ingested by a later start
         self.sequences_reissued = 0  # an (index, sequence) ingested with another checksum
         self.restores = 0
@@ -80,6 +86,14 @@ class Report:
             self.failures.append(
                 "the learner never accepted a torn or mismatched entry: %d accepted (e.g. %s)" %
                 (self.torn_accepted, self.examples["torn_accepted"]))
+        if self.unknown_restores:
+            self.failures.append(
+                "every restore names a cut an earlier start took: %d do not (e.g. %s)" %
+                (self.unknown_restores, self.examples["unknown_restore"]))
+        if self.bad_absences:
+            self.failures.append(
+                "every D record names an entry of its cut, every C record a cut: %d do not "
+                "(e.g. %s)" % (self.bad_absences, self.examples["bad_absence"]))
         if self.bad_records:
             self.failures.append("verification logs are readable: %d malformed records (e.g. %s)"
                                  % (self.bad_records, self.examples["bad_record"]))
@@ -95,7 +109,7 @@ class Report:
         }
 
 
-_FIELDS = {"S": 1, "I": 3, "T": 2, "C": 0, "R": 4, "A": 4}
+_FIELDS = {"S": 1, "I": 3, "T": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4}
 
 
 def read_records(path, bad):
@@ -124,6 +138,59 @@ def read_records(path, bad):
     return records
 
 
+def _restores_and_cuts(server_runs, report):
+    """Replays the server records: returns (cuts, restored_cut, ingests_by).
+    cuts: {(start, cut id): cut}, a cut being a dict with the model at the
+    cut ("model": {index: (sequence, checksum)}), its "position" (how many
+    I records of its start came before it), "absent" ({index: sequence}
+    from D records) and "written" (a C record names it). restored_cut: per
+    start, the key of the cut its restore brought back (None: none)."""
+    cuts = {}
+    by_position = {}  # (epoch, ingest cursor) -> the newest cut there
+    newest_written = None
+    restored_cut = []
+    for start, records in enumerate(server_runs):
+        key = newest_written  # a restore without a B record: the newest written
+        for r in records:
+            if r[0] == "B":
+                key = by_position.get((r[1], r[2]))
+                if key is None:
+                    report.unknown_restores += 1
+                    report.note("unknown_restore", "server start %d: epoch %d ingest cursor %d"
+                                % (start, r[1], r[2]))
+        restored_cut.append(key if start > 0 else None)
+        restored = {r[1]: (r[2], r[3]) for r in records if r[0] == "R" and r[4] == 1}
+        model = dict(restored)  # the memory after the restore
+        ingests = 0
+        for r in records:
+            kind = r[0]
+            if kind == "I":
+                model[r[1]] = (r[2], r[3])
+                ingests += 1
+            elif kind == "T":
+                model.pop(r[1], None)
+            elif kind == "K":
+                cuts[(start, r[1])] = {"model": dict(model), "position": ingests, "absent": {},
+                                       "written": False}
+                by_position[(r[2], r[3])] = (start, r[1])
+            elif kind == "D":
+                cut = cuts.get((start, r[1]))
+                if cut is None or cut["model"].get(r[2], (None,))[0] != r[3]:
+                    report.bad_absences += 1
+                    report.note("bad_absence", "server start %d: cut %d index %d sequence %d: "
+                                "not an entry of the cut" % ((start,) + r[1:]))
+                else:
+                    cut["absent"][r[2]] = r[3]
+            elif kind == "C":
+                if (start, r[1]) in cuts:
+                    cuts[(start, r[1])]["written"] = True
+                    newest_written = (start, r[1])
+                else:
+                    report.bad_absences += 1
+                    report.note("bad_absence", "server start %d: C %d names no cut" % (start, r[1]))
+    return cuts, restored_cut
+
+
 def check_records(server_runs, learner_runs, bad_records=()):
     """server_runs: a list (one per server start, in start order) of record
     lists; learner_runs: a list of record lists; bad_records: malformed
@@ -132,45 +199,37 @@ def check_records(server_runs, learner_runs, bad_records=()):
     report.bad_records = len(bad_records)
     for b in bad_records:
         report.note("bad_record", b)
+    cuts, restored_cut = _restores_and_cuts(server_runs, report)
     ingested = {}     # (index, sequence) -> checksums ever ingested there
-    ingested_by = []  # per start: the (index, sequence, checksum) it ingested
+    ingested_by = []  # per start: the (index, sequence, checksum) in order
     back_by = []      # per start: what its restore brought back (valid)
-    after_by = []     # per start: what it ingested after its last checkpoint
-    snapshot = {}     # the model at the newest checkpoint: {index: (seq, sum)}
-    # The highest sequence any start ingested or declared torn at each index.
-    written = {}
-    for records in server_runs:
-        for r in records:
-            if r[0] in ("I", "T"):
-                written[r[1]] = max(r[2], written.get(r[1], r[2]))
     for run_number, records in enumerate(server_runs):
         restored = {r[1]: (r[2], r[3], r[4]) for r in records if r[0] == "R"}
         model = {}   # index -> (sequence, checksum) the memory holds
         passed = {}  # index -> highest sequence the memory held or rejected there
         if run_number > 0:
             report.restores += 1
-            for index, (seq, checksum) in snapshot.items():
+            key = restored_cut[run_number]
+            cut = cuts[key] if key is not None else {"model": {}, "absent": {}}
+            for index, (seq, checksum) in cut["model"].items():
+                if cut["absent"].get(index) == seq:
+                    report.evicted_at_checkpoint += 1  # overwritten during the write
+                    continue
                 r = restored.get(index)
                 if r is not None and r[2] == 1 and (r[0], r[1]) == (seq, checksum):
                     continue
-                if r is not None and r[0] > seq:
-                    report.evicted_at_checkpoint += 1
-                    continue
-                if r is not None and r[2] == 0 and r[0] == seq and written.get(index, seq) > seq:
-                    report.evicted_at_checkpoint += 1
-                    report.torn_at_checkpoint += 1
-                    continue
                 report.unexpected_losses += 1
                 report.note("unexpected_loss", "server start %d: index %d sequence %d "
-                            "checksum %016x restored as %s" % (run_number, index, seq, checksum,
-                            "nothing" if r is None else "sequence %d checksum %016x valid %d" % r))
+                            "checksum %016x of cut %s restored as %s" % (
+                                run_number, index, seq, checksum, key,
+                                "nothing" if r is None else
+                                "sequence %d checksum %016x valid %d" % r))
         for index, (seq, checksum, valid) in restored.items():
             if valid == 1:
                 model[index] = (seq, checksum)
                 passed[index] = seq
         back_by.append({(i, s, c) for i, (s, c) in model.items()})
-        mine = set()
-        after = []
+        mine = []
         for r in records:
             kind = r[0]
             if kind == "I":
@@ -187,26 +246,26 @@ def check_records(server_runs, learner_runs, bad_records=()):
                 sums.add(checksum)
                 passed[index] = max(seq, passed.get(index, seq))
                 model[index] = (seq, checksum)
-                mine.add((index, seq, checksum))
-                after.append((index, seq, checksum))
+                mine.append((index, seq, checksum))
             elif kind == "T":
                 _, index, seq = r
                 report.torn_rejected += 1
                 passed[index] = max(seq, passed.get(index, seq))
                 model.pop(index, None)
-            elif kind == "C":
-                snapshot = dict(model)
-                after = []
         ingested_by.append(mine)
-        after_by.append(after)
-    # A server followed by another start lost what it ingested after its
-    # last checkpoint, unless the next start restored it or a later one
-    # ingested it again (from the restored ring). The last server stopped
-    # at the end of the run (or is checked for a clean exit elsewhere).
+    # A server followed by another start lost what it ingested after the cut
+    # the next start restored (all it ingested when that cut is older than
+    # its start), unless the next start restored it or a later one ingested
+    # it again (from the restored ring). Ingests between a cut and the end
+    # of its write are not in the file: lost here, not unexpected. The last
+    # server stopped at the end of the run (or is checked for a clean exit
+    # elsewhere).
     for k in range(len(server_runs) - 1):
-        later = set().union(*ingested_by[k + 1:])
+        key = restored_cut[k + 1]
+        position = cuts[key]["position"] if key is not None and key[0] == k else 0
+        later = set().union(*(set(m) for m in ingested_by[k + 1:]))
         report.lost_since_checkpoint += sum(
-            1 for e in set(after_by[k]) if e not in back_by[k + 1] and e not in later)
+            1 for e in set(ingested_by[k][position:]) if e not in back_by[k + 1] and e not in later)
     report.transitions_committed = sum(len(sums) for sums in ingested.values())
 
     for records in learner_runs:

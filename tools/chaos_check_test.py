@@ -22,13 +22,30 @@ def A(index, seq, checksum, ok=1):
     return ("A", index, seq, checksum, ok)
 
 
-C = ("C",)
+def K(cut_id, epoch=1, cursor=0):
+    return ("K", cut_id, epoch, cursor)
+
+
+def D(cut_id, index, seq):
+    return ("D", cut_id, index, seq)
+
+
+def C(cut_id=1):
+    return ("C", cut_id)
+
+
+def B(epoch=1, cursor=0):
+    return ("B", epoch, cursor)
+
+
+# A checkpoint cut and written at once (cut 1 at epoch 1, cursor 0).
+KC = [K(1), C(1)]
 
 
 class CheckRecordsTest(unittest.TestCase):
 
     def test_a_clean_history_with_a_restart_holds_every_invariant(self):
-        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1), C, I(2, 2, 0xa2)]
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
         # Killed after ingesting index 2: the restore brings back the
         # checkpoint (indices 0 and 1); the actor rewrites sequence 2 anew.
         second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 2, 0xb2), I(3, 3, 0xa3)]
@@ -53,43 +70,98 @@ class CheckRecordsTest(unittest.TestCase):
         self.assertIn("no transition ingested twice", report.failures[0])
 
     def test_an_ingest_at_a_restored_sequence_is_a_duplicate(self):
-        first = [I(0, 4, 0xa4), C]
+        first = [I(0, 4, 0xa4)] + KC
         second = [R(0, 4, 0xa4), I(0, 4, 0xb4)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.duplicates, 1)
         self.assertIn("no transition ingested twice", report.failures[0])
 
     def test_a_checkpointed_transition_missing_after_the_restore_is_an_unexpected_loss(self):
-        first = [I(0, 0, 0xa0), I(1, 1, 0xa1), C]
+        first = [I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC
         second = [R(0, 0, 0xa0)]  # index 1 did not come back
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.unexpected_losses, 1)
         self.assertIn("present after the restore", report.failures[0])
 
     def test_a_restored_slot_that_fails_its_check_is_an_unexpected_loss(self):
-        first = [I(0, 0, 0xa0), C]
+        first = [I(0, 0, 0xa0)] + KC
         second = [R(0, 0, 0xa0, valid=0)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.unexpected_losses, 1)
 
-    def test_a_loss_explained_by_eviction_is_no_error(self):
-        # The actor had begun to write sequence 8 into index 0 (a later
-        # sequence of its lease) when the checkpoint was written.
-        first = [I(0, 0, 0xa0), C]
-        second = [R(0, 8, 0xc8, valid=0)]
+    def test_an_entry_the_writer_saved_absent_is_eviction_not_loss(self):
+        # The writer found index 0 overwritten by its actor (sequence 8)
+        # while it streamed the ring: the file holds it absent.
+        first = [I(0, 0, 0xa0), I(1, 1, 0xa1), K(1), D(1, 0, 0), C(1)]
+        second = [B(), R(0, 8, 0xc8, valid=0), R(1, 1, 0xa1)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.failures, [])
         self.assertEqual(report.evicted_at_checkpoint, 1)
 
-    def test_a_slot_saved_while_its_actor_rewrote_it_is_explained_by_eviction(self):
-        # The checkpoint streamed index 0 while sequence 8 was being written
-        # over sequence 0: the saved slot fails its check, and sequence 8 was
-        # ingested there later.
-        first = [I(0, 0, 0xa0), C, I(0, 8, 0xa8)]
-        second = [R(0, 0, 0xa0, valid=0)]
+    def test_a_slot_restored_with_a_later_sequence_and_not_saved_absent_is_a_loss(self):
+        # A consistent cut keeps a slot only as the cut's entry: a later
+        # sequence there, with no D record, is a real failure.
+        first = [I(0, 0, 0xa0), K(1), C(1)]
+        second = [B(), R(0, 8, 0xc8, valid=0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+
+    def test_a_slot_restored_torn_is_a_loss_even_when_rewritten_later(self):
+        # The relaxation for slots saved torn while their actor rewrote them
+        # is gone: the writer never saves a mixed slot.
+        first = [I(0, 0, 0xa0), K(1), C(1), I(0, 8, 0xa8)]
+        second = [B(), R(0, 0, 0xa0, valid=0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+        self.assertIn("present after the restore", report.failures[0])
+
+    def test_an_ingest_between_the_cut_and_the_write_end_is_not_expected_back(self):
+        # Index 1 was ingested after cut 1, while the writer streamed it:
+        # the file does not hold it. Missing after the restore, it is lost
+        # since the checkpoint, not an unexpected loss.
+        first = [I(0, 0, 0xa0), K(1, 1, 1), I(1, 1, 0xa1), C(1), I(2, 2, 0xa2)]
+        second = [B(1, 1), R(0, 0, 0xa0), ("S", 2)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.failures, [])
-        self.assertEqual(report.torn_at_checkpoint, 1)
+        self.assertEqual(report.lost_since_checkpoint, 2)
+
+    def test_a_cut_entry_missing_after_the_restore_and_not_saved_absent_is_a_loss(self):
+        first = [I(0, 0, 0xa0), I(1, 1, 0xa1), K(1, 1, 2), D(1, 0, 0), I(2, 2, 0xa2), C(1)]
+        second = [B(1, 2)]  # index 1 was in the cut, not recorded absent
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+        self.assertEqual(report.evicted_at_checkpoint, 1)
+        self.assertIn("index 1 sequence 1", report.examples["unexpected_loss"][0])
+
+    def test_the_restore_is_judged_against_the_cut_it_names(self):
+        # Cut 2's write was under way (no C) when the server died after
+        # renaming its file: the restore names cut 2, whose entries must
+        # come back; the older written cut 1 is not what was restored.
+        first = [I(0, 0, 0xa0), K(1, 1, 1), C(1), I(1, 1, 0xa1), K(2, 1, 2)]
+        second = [B(1, 2), R(0, 0, 0xa0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unexpected_losses, 1)
+        second = [B(1, 2), R(0, 0, 0xa0), R(1, 1, 0xa1)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.lost_since_checkpoint, 0)
+
+    def test_a_failed_write_is_not_what_a_restore_without_a_name_expects(self):
+        # Cut 2 never ended (no C): without a B record the checker expects
+        # the newest written cut, 1.
+        first = [I(0, 0, 0xa0), K(1), C(1), I(1, 1, 0xa1), K(2, 1, 1)]
+        second = [R(0, 0, 0xa0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.lost_since_checkpoint, 1)
+
+    def test_a_restore_naming_no_cut_and_a_stray_absence_fail(self):
+        first = [I(0, 0, 0xa0), K(1), D(1, 5, 3), C(1)]
+        second = [B(7, 7), R(0, 0, 0xa0)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.unknown_restores, 1)
+        self.assertEqual(report.bad_absences, 1)
+        self.assertEqual(len(report.failures), 2)
 
     def test_a_restart_before_any_checkpoint_expects_nothing_back(self):
         first = [I(0, 0, 0xa0)]
@@ -99,7 +171,7 @@ class CheckRecordsTest(unittest.TestCase):
         self.assertEqual(report.lost_since_checkpoint, 1)
 
     def test_a_transition_ingested_again_from_the_restored_ring_is_not_lost(self):
-        first = [I(0, 0, 0xa0), C, I(1, 1, 0xa1)]
+        first = [I(0, 0, 0xa0)] + KC + [I(1, 1, 0xa1)]
         second = [R(0, 0, 0xa0), I(1, 1, 0xa1)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.failures, [])
@@ -107,7 +179,7 @@ class CheckRecordsTest(unittest.TestCase):
         self.assertEqual(report.reingested_after_restore, 1)
 
     def test_torn_slots_are_counted_and_empty_their_index(self):
-        first = [("T", 0, 0), I(1, 1, 0xa1), C]
+        first = [("T", 0, 0), I(1, 1, 0xa1)] + KC
         second = [R(1, 1, 0xa1)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.failures, [])
@@ -132,14 +204,15 @@ class CheckRunTest(unittest.TestCase):
 
     def test_reads_the_logs_of_a_run_directory_in_start_order(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.write(d, "server.0.vlog", "S 1\nI 0 0 00000000000000a0\nC\n")
-        self.write(d, "server.1.vlog", "R 0 0 00000000000000a0 1\nS 2\nI 1 1 00000000000000a1\n")
+        self.write(d, "server.0.vlog", "S 1\nI 0 0 00000000000000a0\nK 1 1 1\nD 1 0 0\nC 1\n")
+        self.write(d, "server.1.vlog", "B 1 1\nS 2\nI 1 1 00000000000000a1\n")
         self.write(d, "learner.0.vlog", "A 1 1 00000000000000a1 1\n")
         report = chaos_check.check_run(d)
         self.assertEqual(report.failures, [])
         self.assertEqual(report.transitions_committed, 2)
         self.assertEqual(report.accepted, 1)
         self.assertEqual(report.restores, 1)
+        self.assertEqual(report.evicted_at_checkpoint, 1)
 
     def test_a_duplicated_ingest_in_a_log_fails_the_run(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
