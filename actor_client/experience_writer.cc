@@ -160,7 +160,7 @@ absl::Status ExperienceWriter::Flush() {
         // under the sequences it names.
         const uint64_t first = attempted_first_;
         const uint64_t done =
-            next_sequence_ > first ? std::min<uint64_t>(next_sequence_ - first, count) : 0;
+            received_end_ > first ? std::min<uint64_t>(received_end_ - first, count) : 0;
         DropFront(done);
         stats_.committed += done;
       } else {
@@ -179,6 +179,10 @@ void ExperienceWriter::TakeGrant() {
   const protocol::RegionDirectory& directory = session_->directory();
   lease_ = directory.lease;
   next_sequence_ = directory.resume_sequence;
+  // Below this the server received what was written; sequences from here to
+  // next_sequence_ were skipped after a restart and are written again.
+  received_end_ = directory.resume_sequence -
+                  uint64_t{directory.resume_skipped_laps} * protocol::LeaseSlots(config());
   grant_generation_ = session_->generation();
   known_cursor_ = 0;  // READ again before writing
 }
@@ -465,7 +469,7 @@ absl::Status ExperienceWriter::Recover(const absl::Status& why) {
   // The server resumes the lease after its last commit (commits land in
   // order): sequences below next_sequence_ are done, the rest goes back in
   // front of the pending transitions, in order.
-  const uint64_t done = next_sequence_ > first ? std::min(next_sequence_ - first, posted) : 0;
+  const uint64_t done = received_end_ > first ? std::min(received_end_ - first, posted) : 0;
   stats_.committed += done;
   std::vector<uint8_t> bytes;
   std::vector<uint32_t> lengths;

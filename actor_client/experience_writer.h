@@ -55,14 +55,15 @@
 // Failures: when the connection fails (server crash or restart, link down),
 // Flush (or Poll, for batches in flight) reconnects through the session (with back-off; a restarted
 // server has a new epoch). The new handshake grants the same lease back and says where to resume:
-// the first sequence at or after the lease's ingest cursor whose commit word is not set.
-// Transitions of the batch below it were committed (counted committed, not written again); the rest
-// are written again from there (Poll puts them back in front of the pending ones), so each
-// transition is ingested exactly once. Only when the lease went to another actor meanwhile is a
-// batch whose commits were posted but not confirmed abandoned (stats().abandoned). Flush fails only
-// when the session cannot reconnect within its deadline or the server came
-// back with another configuration, or with ResourceExhausted when the
-// server makes no room within room_timeout (the transitions stay pending).
+// the first sequence at or after the lease's ingest cursor whose commit word is not set (after a
+// restart moved up by whole laps, resume_skipped_laps, so no sequence is reused). Transitions of
+// the batch below that first uncommitted sequence were committed (counted committed, not written
+// again); the rest are written again from the resume sequence (Poll puts them back in front of the
+// pending ones), so each transition is ingested exactly once. Only when the lease went to another
+// actor meanwhile is a batch whose commits were posted but not confirmed abandoned
+// (stats().abandoned). Flush fails only when the session cannot reconnect within its deadline or
+// the server came back with another configuration, or with ResourceExhausted when the server makes
+// no room within room_timeout (the transitions stay pending).
 //
 // Thread safety: not thread-safe; one thread uses a writer (and its session).
 
@@ -225,6 +226,7 @@ class ExperienceWriter {
   uint32_t lease_ = protocol::kNoLease;
   uint64_t next_sequence_ = 0;     // the lease's next sequence to write
   uint64_t attempted_first_ = 0;   // the first sequence of the last attempt
+  uint64_t received_end_ = 0;      // the grant's resume, less its skipped laps
   uint64_t known_cursor_ = 0;      // the lease's ingest cursor as last READ
   uint64_t grant_generation_ = 0;  // the session generation of the grant
 

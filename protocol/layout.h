@@ -85,9 +85,16 @@ struct RegionDirectory {
   WireRegion regions[kNumRegionKinds] = {};
   // Actors: the lease granted (kSlots and kCommits cover it alone) and the
   // sequence to continue from (the first of the lease, at or after its
-  // ingest cursor, whose commit word is not set). kNoLease for other roles.
+  // ingest cursor, whose commit word is not set, moved up by
+  // resume_skipped_laps whole laps of the lease). kNoLease for other roles.
   uint32_t lease = kNoLease;
-  uint32_t reserved = 0;
+  // Laps of the lease (LeaseSlots each) skipped after a restart, so that no
+  // sequence the previous server may have handed out is used again: the
+  // sequences below resume_sequence - resume_skipped_laps * LeaseSlots are
+  // committed (done); those from there up to resume_sequence were never
+  // received and must be written again from resume_sequence. 0 but on an
+  // actor's first grant of its lease after a server restart.
+  uint32_t resume_skipped_laps = 0;
   uint64_t resume_sequence = 0;
 
   void Set(RegionKind kind, const WireRegion& region);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
+#include "glog/logging.h"
 
 namespace dreplay::server {
 
@@ -64,15 +65,63 @@ void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
   StoreRelease(&control_->server.journal_end, journal_end_);
 }
 
+absl::Status Ingest::UseReservations(SequenceReservations* reservations) {
+  skipped_laps_.assign(leases_.size(), 0);
+  int64_t wall_now_ns = 0;
+  for (uint32_t l = 0; l < leases_.size(); ++l) {
+    Lease& lease = leases_[l];
+    // The committed prefix a restore kept is its actor's done work: ingest
+    // it before the jump (no peer sees the regions yet).
+    handled_total_ += StepLease(l, lease_slots_, &wall_now_ns);
+    const uint64_t floor = reservations->floor(l);
+    if (lease.cursor >= floor) continue;
+    // Whole laps, so the lease's next write lands where it would have.
+    const uint64_t laps = (floor - lease.cursor + lease_slots_ - 1) / lease_slots_;
+    if (laps > UINT32_MAX) {
+      return absl::DataLossError(absl::StrCat("lease ", l, ": reservation mark ", floor,
+                                              " is implausibly far above its cursor ",
+                                              lease.cursor));
+    }
+    const uint64_t jump = laps * lease_slots_;
+    lease.cursor += jump;
+    lease.evicted_through = lease.cursor;
+    lease.rechecking = kNotWaiting;
+    handled_total_ += jump;
+    sequences_skipped_ += jump;
+    skipped_laps_[l] = static_cast<uint32_t>(laps);
+  }
+  reservations_ = reservations;
+  std::vector<uint64_t> needed(leases_.size());
+  for (uint32_t l = 0; l < leases_.size(); ++l) needed[l] = leases_[l].cursor + lease_slots_;
+  const absl::Status reserved = reservations_->ReserveAll(needed);
+  for (uint32_t l = 0; l < leases_.size(); ++l) PublishLease(l);
+  StoreRelease(&control_->server.ingest_cursor, handled_total_);
+  StoreRelease(&control_->server.journal_end, journal_end_);
+  return reserved;
+}
+
 void Ingest::PublishLease(uint32_t l) {
   const Lease& lease = leases_[l];
+  uint64_t published = lease.cursor;
+  if (reservations_ != nullptr) {
+    if (reservations_->reserved(l) < lease.cursor + lease_slots_) {
+      const absl::Status s = reservations_->Reserve(l, lease.cursor + lease_slots_);
+      if (!s.ok() && reserve_failures_++ % 1000 == 0) {
+        LOG(ERROR) << "lease " << l << ": cannot reserve sequences (" << s
+                   << "); its actor waits at the reserved mark";
+      }
+    }
+    // Below the persisted mark: an actor writes below cursor + L at most.
+    const uint64_t mark = reservations_->reserved(l);
+    published = std::min(published, mark >= lease_slots_ ? mark - lease_slots_ : 0);
+  }
   auto* line =
       reinterpret_cast<protocol::LeaseLine*>(leases_region_ + protocol::LeaseLineOffset(l));
   StoreRelease(&line->inserted, lease.inserted);
   StoreRelease(&line->torn, lease.torn);
   StoreRelease(&line->overrun, lease.overrun);
   StoreRelease(&line->priorities_bounded, lease.bounded);
-  StoreRelease(&line->ingest_cursor, lease.cursor);
+  StoreRelease(&line->ingest_cursor, published);
 }
 
 bool Ingest::Recheck(uint32_t l, uint64_t q) {

@@ -59,8 +59,17 @@
 // slot that carries an insert time records the seconds from it to the
 // step's wall clock (read once per step that inserts), negative ones as 0.
 //
+// Sequence reservations (sequence_reservations.h, with a checkpoint
+// directory): a lease's cursor c is published only while the persisted mark
+// is >= c + L (L = lease slots); a step whose cursor passes it first grows
+// the mark (one file sync, rare: the mark grows by many laps) and, if that
+// fails, publishes the cursor no further than the mark allows (actors wait;
+// logged). UseReservations resumes every lease at or above the file's floor
+// (whole laps past its committed prefix): sequences the previous server may
+// have handed out are skipped.
+//
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
-// never blocks and never allocates.
+// never allocates and blocks only to sync a reservation.
 
 #ifndef DREPLAY_REPLAY_SERVER_INGEST_H_
 #define DREPLAY_REPLAY_SERVER_INGEST_H_
@@ -77,6 +86,7 @@
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
+#include "replay_server/sequence_reservations.h"
 
 namespace dreplay::server {
 
@@ -127,6 +137,20 @@ class Ingest {
   // REQUIRES: cursors is empty or has config.leases entries.
   void Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end);
 
+  // From now on, publishes cursors only under `reservations`' marks (not
+  // owned, outlives the Ingest). Call once, after Restart and before any
+  // peer sees the regions: ingests each lease's committed prefix (what a
+  // restore kept), then moves its cursor up by whole laps of the lease to
+  // at least its floor (counted in sequences_skipped(), laps in
+  // skipped_laps()), reserves room for every lease (one sync) and
+  // publishes. Error: the reservation could not be persisted (nothing is
+  // published past it) or a mark is implausible (DataLoss).
+  absl::Status UseReservations(SequenceReservations* reservations);
+  // Sequences skipped, over all leases, by moving cursors up to the floors.
+  uint64_t sequences_skipped() const { return sequences_skipped_; }
+  // Laps lease l skipped in UseReservations (0 without it).
+  uint32_t skipped_laps(uint32_t l) const { return skipped_laps_.empty() ? 0 : skipped_laps_[l]; }
+
  private:
   static constexpr uint64_t kNotWaiting = ~uint64_t{0};
   struct Lease {
@@ -169,6 +193,10 @@ class Ingest {
   uint32_t next_lease_ = 0;  // where the next step starts
   uint64_t handled_total_ = 0;
   uint64_t journal_end_ = 0;
+  SequenceReservations* reservations_ = nullptr;
+  uint64_t sequences_skipped_ = 0;
+  std::vector<uint32_t> skipped_laps_;
+  uint64_t reserve_failures_ = 0;
 };
 
 }  // namespace dreplay::server

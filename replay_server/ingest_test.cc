@@ -3,14 +3,18 @@
 #include "replay_server/ingest.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
+#include "replay_server/sequence_reservations.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
@@ -426,6 +430,59 @@ TEST(IngestOptionsTest, RejectsBadValues) {
   EXPECT_NE(s.message().find("max_per_lease="), std::string::npos) << s;
   options.max_per_lease = options.max_per_step;
   EXPECT_TRUE(options.Validate().ok());
+}
+
+// With reservations, a restart ingests the committed prefix the restore kept,
+// then moves the lease up whole laps past the file's mark, and from then on a
+// cursor is published only while the persisted mark covers a lease beyond it.
+TEST_F(IngestTest, WithReservationsALeaseSkipsWholeLapsPastTheMarkAndStaysUnderIt) {
+  const protocol::LayoutConfig& c = regions_->config();
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  SequenceReservationsOptions ro;
+  ro.path = std::string(tmp != nullptr ? tmp : "/tmp") + "/ingest_reservations";
+  std::remove(ro.path.c_str());
+  ro.leases = c.leases;
+  ro.lease_slots = lease_slots;
+  ro.step_leases = 1;
+  {
+    // What a killed server left: lease 0 handed out up to 2 laps and 3.
+    auto previous = SequenceReservations::Open(ro);
+    ASSERT_TRUE(previous.ok()) << previous.status();
+    std::vector<uint64_t> marks(c.leases, 0);
+    marks[0] = 2 * lease_slots + 3;
+    ASSERT_TRUE((*previous)->WriteExact(marks).ok());
+  }
+  auto reservations = SequenceReservations::Open(ro);
+  ASSERT_TRUE(reservations.ok()) << reservations.status();
+
+  // The restore kept 5 committed, not yet ingested sequences.
+  for (int k = 0; k < 5; ++k) Insert(*regions_, 1.0f);
+  ASSERT_TRUE(ingest_->UseReservations(reservations->get()).ok());
+  EXPECT_EQ(counters_.inserted, 5u) << "the committed prefix is ingested first";
+  EXPECT_EQ(ingest_->skipped_laps(0), 2u);
+  EXPECT_EQ(ingest_->lease_cursor(0), 5 + 2 * lease_slots) << "same ring position, 2 laps on";
+  EXPECT_EQ(ingest_->sequences_skipped(), 2 * lease_slots);
+  const auto lease_cursor = [&] { return LoadAcquire(&regions_->lease_line(0)->ingest_cursor); };
+  EXPECT_EQ(lease_cursor(), 5 + 2 * lease_slots);
+  EXPECT_GE((*reservations)->reserved(0), lease_cursor() + lease_slots);
+
+  // New inserts go on above the mark; the persisted mark always covers a
+  // whole lease beyond the published cursor, growing a lap at a time.
+  const uint64_t syncs = (*reservations)->syncs();
+  for (uint64_t k = 0; k < 3 * lease_slots; ++k) {
+    EXPECT_GE(Insert(*regions_, 1.0f), 5 + 2 * lease_slots);
+    ingest_->Step();
+    ASSERT_GE((*reservations)->reserved(0), lease_cursor() + lease_slots) << k;
+  }
+  EXPECT_EQ(lease_cursor(), 5 + 5 * lease_slots);
+  EXPECT_GE((*reservations)->syncs(), syncs + 2);
+  EXPECT_EQ(counters_.torn_slots + counters_.overrun_slots, 0u);
+
+  // A reopened file gives the next restart a floor above all of it.
+  auto next = SequenceReservations::Open(ro);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GE((*next)->floor(0), lease_cursor() + lease_slots);
 }
 
 }  // namespace

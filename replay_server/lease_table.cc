@@ -50,6 +50,7 @@ void LeaseTable::Bind(uint32_t lease, uint32_t actor_id, uint64_t client_id) {
   e.state = LeaseState::kHeld;
   e.actor_id = actor_id;
   e.client_id = client_id;
+  e.skipped_laps = 0;  // told to this holder
   ++e.grants;
   Publish(lease);
 }

@@ -20,7 +20,10 @@
 // with ResourceExhausted naming the count.
 //
 // ResumeSequence() is where the holder continues: the first sequence at or
-// after the lease's ingest cursor whose commit word is not set.
+// after the lease's ingest cursor whose commit word is not set. After a
+// restart that cursor was moved up whole laps past what the previous server
+// may have handed out (no sequence is reused); the first holder is told how
+// many (SkippedLaps).
 //
 // Thread safety: none; the server's accept thread owns the table. The lease
 // lines it publishes (state, holder, grants) are written with release
@@ -64,8 +67,17 @@ class LeaseTable {
 
   // The first sequence of `lease` at or after its published ingest cursor
   // whose commit word is not CommitValue of it. REQUIRES: no connection can
-  // write the lease (its previous holder's queue pair is closed).
+  // write the lease (its previous holder's queue pair is closed). After a
+  // restart the published cursor is already above every sequence the
+  // previous server may have handed out (sequence_reservations.h).
   uint64_t ResumeSequence(uint32_t lease) const;
+
+  // Whole laps of `lease` the restart skipped (ReplayCore::
+  // resume_skipped_laps), told to the lease's next holder with its resume
+  // sequence (RegionDirectory::resume_skipped_laps) so that it knows which
+  // of its in-flight sequences were received; Bind clears it.
+  void NoteSkippedLaps(uint32_t lease, uint32_t laps) { entries_[lease].skipped_laps = laps; }
+  uint32_t SkippedLaps(uint32_t lease) const { return entries_[lease].skipped_laps; }
 
   uint32_t held() const;
 
@@ -75,6 +87,7 @@ class LeaseTable {
     uint32_t actor_id = 0;
     uint64_t client_id = 0;  // while held
     uint64_t grants = 0;
+    uint32_t skipped_laps = 0;  // until the next Bind
   };
   void Publish(uint32_t lease);
 

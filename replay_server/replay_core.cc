@@ -254,6 +254,20 @@ CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
   return cut;
 }
 
+absl::Status ReplayCore::UseSequenceReservations(SequenceReservations* reservations) {
+  const uint64_t inserted_before = counters_.inserted;
+  const absl::Status status = ingest_->UseReservations(reservations);
+  sampler_->Inserted(counters_.inserted - inserted_before);
+  PublishStats();
+  return status;
+}
+
+std::vector<uint64_t> ReplayCore::lease_cursors() const {
+  std::vector<uint64_t> cursors(regions_->config().leases);
+  for (uint32_t l = 0; l < cursors.size(); ++l) cursors[l] = ingest_->lease_cursor(l);
+  return cursors;
+}
+
 void ReplayCore::CheckpointWritten() {
   ++counters_.checkpoints_written;  // the verification log's C record: WriteCheckpoint
   PublishStats();

@@ -72,6 +72,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -162,6 +163,18 @@ class ReplayCore {
   // restored checkpoint (and crashed before the next) may have run `epoch`,
   // and no epoch runs twice. REQUIRES: no peer uses the regions yet.
   void StartEpochAfter(uint64_t epoch);
+
+  // With a checkpoint directory, after RestoreCheckpoint and before any peer
+  // sees the regions: publishes lease cursors only under `reservations`'
+  // marks (not owned, outlives the core; Ingest::UseReservations), moving
+  // each up to its floor first. Error: the marks could not be persisted.
+  absl::Status UseSequenceReservations(SequenceReservations* reservations);
+  // Sequences skipped by moving restored cursors up to the floors, and the
+  // laps lease l skipped (RegionDirectory::resume_skipped_laps).
+  uint64_t sequences_skipped_after_restart() const { return ingest_->sequences_skipped(); }
+  uint32_t resume_skipped_laps(uint32_t l) const { return ingest_->skipped_laps(l); }
+  // Every lease's ingest cursor (the exact marks of a clean stop).
+  std::vector<uint64_t> lease_cursors() const;
 
   // Writes the stats region now.
   void PublishStats();

@@ -3,6 +3,7 @@
 #include "replay_server/server.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -89,6 +90,7 @@ absl::Status ReplayServer::Init() {
     checkpoint_path_ = checkpoints_->LatestPath();
     RETURN_IF_ERROR(RestoreNewestCheckpoint());
     RETURN_IF_ERROR(RecordStart());
+    RETURN_IF_ERROR(ReserveSequences());
     checkpoint_writer_ = std::make_unique<CheckpointWriter>(
         [this](CheckpointCut* cut) { return WriteThroughStore(cut); });
   }
@@ -96,6 +98,9 @@ absl::Status ReplayServer::Init() {
 
   RETURN_IF_ERROR(RegisterRegions());
   leases_ = std::make_unique<LeaseTable>(regions_.get());
+  for (uint32_t l = 0; l < config().leases; ++l) {
+    leases_->NoteSkippedLaps(l, core_->resume_skipped_laps(l));
+  }
 
   ASSIGN_OR_RETURN(listener_, provider_->Listen(options_.host, options_.port));
   host_ = options_.host;
@@ -180,6 +185,25 @@ absl::Status ReplayServer::RecordStart() {
     core_->StartEpochAfter(previous.epoch);
   }
   return checkpoints_->WriteStartRecord({core_->incarnation(), core_->epoch()});
+}
+
+absl::Status ReplayServer::ReserveSequences() {
+  SequenceReservationsOptions options;
+  options.path =
+      (std::filesystem::path(options_.checkpoint_dir) / SequenceReservations::kFileName).string();
+  options.leases = config().leases;
+  options.lease_slots = protocol::LeaseSlots(config());
+  ASSIGN_OR_RETURN(reservations_, SequenceReservations::Open(options));
+  if (!reservations_->loaded() && restored_) {
+    LOG(WARNING) << options.path << " is missing: leases resume at the restored cursors, "
+                 << "which is safe only if the last server stopped cleanly";
+  }
+  RETURN_IF_ERROR(core_->UseSequenceReservations(reservations_.get()));
+  if (core_->sequences_skipped_after_restart() > 0) {
+    LOG(INFO) << "sequences_skipped_after_restart " << core_->sequences_skipped_after_restart()
+              << ": leases resume above every sequence the last server may have handed out";
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ReplayServer::RegisterRegions() {
@@ -424,6 +448,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Reject(pending.get(), "internal server error (see the server's log)");
     return;
   }
+  if (lease != protocol::kNoLease) directory->resume_skipped_laps = leases_->SkippedLaps(lease);
   absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp = pending->Accept(
       protocol::EncodeAccept(
           *directory, protocol::AcceptProof(options_.TokenFor(hello->role), *hello, *directory)),
@@ -661,6 +686,13 @@ absl::Status ReplayServer::Stop() {
     if (stop_status_.ok()) {
       LOG(INFO) << "final checkpoint: " << core_->memory().size() << " transitions, ingest cursor "
                 << core_->ingest_cursor();
+      // No client is left and the core has stopped: the exact cursors let
+      // the next start skip nothing.
+      if (reservations_ != nullptr) {
+        if (const absl::Status s = reservations_->WriteExact(core_->lease_cursors()); !s.ok()) {
+          LOG(WARNING) << "sequence reservations kept at their marks: " << s;
+        }
+      }
     } else {
       LOG(ERROR) << "final checkpoint failed: " << stop_status_;
     }

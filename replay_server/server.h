@@ -85,6 +85,7 @@
 #include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
+#include "replay_server/sequence_reservations.h"
 #include "replay_server/server_options.h"
 #include "verbs/verbs.h"
 
@@ -204,6 +205,9 @@ class ReplayServer {
   void NoteCheckpointResult();
   // Restores the newest checkpoint that loads; OK when there is none.
   absl::Status RestoreNewestCheckpoint();
+  // Opens the sequence reservations of checkpoint_dir and has the core
+  // publish under them (lease cursors move up to their floors).
+  absl::Status ReserveSequences();
   // Reads the last start record (checkpoint_store.h), skips the epoch it
   // names, and records this start.
   absl::Status RecordStart();
@@ -221,7 +225,8 @@ class ReplayServer {
   bool restored_ = false;
   std::string restored_path_;
   std::string checkpoint_path_;
-  std::optional<CheckpointStore> checkpoints_;  // with checkpoint_dir
+  std::optional<CheckpointStore> checkpoints_;          // with checkpoint_dir
+  std::unique_ptr<SequenceReservations> reservations_;  // with checkpoint_dir
   std::unique_ptr<verbs::Listener> listener_;
   // One registration per region, without remote access: peers reach it only
   // through windows bound to their own queue pair (GrantKeys); index:

@@ -3,9 +3,11 @@
 // The replay server process stopped (SIGTERM: final checkpoint) or killed
 // (SIGKILL: the last periodic checkpoint) and started again on the same port
 // from its checkpoint directory: nothing committed before the checkpoint is
-// lost, the epoch moves on, and clients reconnect and continue.
+// lost, the epoch moves on, and clients reconnect and continue; after a
+// SIGKILL no (lease, sequence) is handed out again.
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -271,7 +273,8 @@ TEST_F(RestartTest, AfterSigkillActorsGetTheirLeasesBackAndTheLastParamsAtOnce) 
     ASSERT_TRUE(session.ok()) << session.status();
     EXPECT_EQ((*session)->epoch(), 2u);
     EXPECT_EQ((*session)->directory().lease, lease) << "actor " << actor_id;
-    EXPECT_EQ((*session)->directory().resume_sequence, count) << "actor " << actor_id;
+    // Above every sequence written before (reservations: see the test below).
+    EXPECT_GE((*session)->directory().resume_sequence, count) << "actor " << actor_id;
     sessions.push_back(std::move(*session));
   }
   auto fetcher = actor::ParamFetcher::Create(sessions[0].get(), {});
@@ -296,6 +299,98 @@ TEST_F(RestartTest, AfterSigkillActorsGetTheirLeasesBackAndTheLastParamsAtOnce) 
   EXPECT_EQ(after->torn_slots, 0u);
   EXPECT_EQ(after->overrun_slots, 0u);
   EXPECT_EQ(after->restore_dropped, 0u);
+}
+
+// An actor writes past the last checkpoint (requested with SIGUSR1) and the
+// server is killed: the restarted server restores the checkpoint's cursor,
+// but the lease resumes above every sequence the killed server handed out
+// (its reservation mark), so the actor's new sequences are all greater than
+// any it wrote before, and what the checkpoint held is there exactly once.
+TEST_F(RestartTest, AfterSigkillNoSequenceWrittenBeforeTheKillIsHandedOutAgain) {
+  const std::string dir = testing::MakeTestDir("reservations");
+  const std::vector<std::string> flags = ServerFlags(dir);  // no periodic checkpoint
+  ASSERT_NO_FATAL_FAILURE(StartServer("127.0.0.1:0", flags));
+  const uint16_t port = server_->port();
+
+  auto session =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kActor, 4));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_EQ((*session)->directory().resume_sequence, 0u);
+  auto writer = actor::ExperienceWriter::Create(session->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr uint64_t kCheckpointed = 300;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), 0, kCheckpointed));
+  ASSERT_TRUE(WaitForStats("the first transitions ingested", [&](const StatsBlock& s) {
+                return s.inserted == kCheckpointed;
+              }).ok());
+  ASSERT_EQ(kill(server_->pid(), SIGUSR1), 0);
+  absl::StatusOr<StatsBlock> saved = WaitForStats(
+      "the requested checkpoint", [](const StatsBlock& s) { return s.checkpoints_written >= 1; });
+  ASSERT_TRUE(saved.ok()) << saved.status() << "\nserver log:\n" << server_->LogTail();
+  ASSERT_EQ(saved->checkpoints_written, 1u);
+
+  // Past the checkpoint: ingested by the server about to be killed.
+  constexpr uint64_t kLost = 200;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kCheckpointed, kLost));
+  ASSERT_TRUE(WaitForStats("the later transitions ingested", [&](const StatsBlock& s) {
+                return s.inserted == kCheckpointed + kLost;
+              }).ok());
+  const uint64_t last_written = kCheckpointed + kLost - 1;  // one writer: tag == sequence
+
+  absl::StatusOr<int> exit_status = server_->Stop(SIGKILL, testing::kServerStopTimeout);
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_EQ(*exit_status, kSigkillExitStatus);
+
+  ASSERT_NO_FATAL_FAILURE(StartServer(absl::StrCat("127.0.0.1:", port), flags));
+  absl::StatusOr<StatsBlock> restored = WaitForStats(
+      "the restored server published its stats", [](const StatsBlock& s) { return s.epoch == 2; });
+  ASSERT_TRUE(restored.ok()) << restored.status() << "\nserver log:\n" << server_->LogTail();
+  EXPECT_EQ(restored->inserted, kCheckpointed) << "the checkpoint's, not the killed server's";
+  EXPECT_EQ(restored->size, kCheckpointed);
+  EXPECT_EQ(restored->restore_dropped, 0u);
+  EXPECT_GT(restored->ingest_cursor, last_written) << "the cursor moved up to the mark";
+  EXPECT_NE(server_->LogTail(20000).find("sequences_skipped_after_restart"), std::string::npos)
+      << server_->LogTail();
+
+  // The writer reconnects: its lease resumes above everything it wrote.
+  constexpr uint64_t kAfter = 50, kFirstTagAfter = 1000;
+  ASSERT_NO_FATAL_FAILURE(Insert(writer->get(), kFirstTagAfter, kAfter));
+  EXPECT_EQ((*writer)->stats().reconnects, 1u);
+  EXPECT_EQ((*session)->epoch(), 2u);
+  const uint64_t resume = (*session)->directory().resume_sequence;
+  EXPECT_GT(resume, last_written) << "a sequence of the killed server handed out again";
+  absl::StatusOr<StatsBlock> after =
+      WaitForStats("the new transitions ingested",
+                   [&](const StatsBlock& s) { return s.inserted == kCheckpointed + kAfter; });
+  ASSERT_TRUE(after.ok()) << after.status() << "\nserver log:\n" << server_->LogTail();
+  EXPECT_EQ(after->size, kCheckpointed + kAfter) << "each transition held once";
+  EXPECT_EQ(after->torn_slots, 0u);
+  EXPECT_EQ(after->overrun_slots, 0u);
+
+  // Batches hold the checkpointed transitions under their own sequences and
+  // the new ones under sequences from `resume` on, never a mix.
+  auto learner =
+      ClientSession::Connect(host_.get(), testing::ClientOptions(*server_, Role::kLearner));
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto reader = learner::BatchReader::Create(learner->get(), {});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (int b = 0; b < 4; ++b) {  // staging_depth batches: no update needed
+    absl::StatusOr<learner::StagedBatch> batch = (*reader)->Next(kBatchTimeout);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    for (uint32_t i = 0; i < batch->size(); ++i) {
+      const absl::Span<const uint8_t> p = batch->payload(i);
+      ASSERT_EQ(p.size(), kPayloadBytes);
+      const uint64_t sequence = batch->entry(i).slot_sequence;
+      const uint64_t tag = PayloadTag(p.data(), kPayloadBytes);
+      if (sequence < kCheckpointed) {
+        EXPECT_EQ(tag, sequence);
+      } else {
+        ASSERT_GE(sequence, resume);
+        ASSERT_LT(sequence, resume + kAfter);
+        EXPECT_EQ(tag, kFirstTagAfter + (sequence - resume));
+      }
+    }
+  }
 }
 
 }  // namespace

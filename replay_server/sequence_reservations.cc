@@ -1,0 +1,192 @@
+// Copyright dreplay authors.
+
+#include "replay_server/sequence_reservations.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+
+namespace dreplay::server {
+namespace {
+
+constexpr char kMagicLine[] = "dreplay sequence reservations v1";
+
+absl::Status ErrnoError(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+uint64_t Fnv1a64(absl::string_view bytes) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const char c : bytes) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+absl::Status Damaged(const std::string& why) {
+  return absl::DataLossError(absl::StrCat("sequence reservations ", why));
+}
+
+absl::Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open directory", dir);
+  const bool synced = fsync(fd) == 0;
+  const int saved_errno = errno;
+  close(fd);
+  errno = saved_errno;
+  return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
+}
+
+}  // namespace
+
+std::string EncodeSequenceReservations(absl::Span<const uint64_t> marks) {
+  std::string text = absl::StrCat(kMagicLine, "\nleases ", marks.size(), "\n");
+  for (const uint64_t mark : marks) absl::StrAppend(&text, mark, "\n");
+  absl::StrAppend(&text, "checksum ", absl::Hex(Fnv1a64(text)), "\n");
+  return text;
+}
+
+absl::StatusOr<std::vector<uint64_t>> DecodeSequenceReservations(const std::string& text) {
+  const size_t checksum_at = text.rfind("checksum ");
+  if (checksum_at == std::string::npos || (checksum_at > 0 && text[checksum_at - 1] != '\n')) {
+    return Damaged("has no checksum line");
+  }
+  absl::string_view checksum_line = absl::string_view(text).substr(checksum_at + 9);
+  if (checksum_line.empty() || checksum_line.back() != '\n') {
+    return Damaged("checksum line is cut short");
+  }
+  checksum_line.remove_suffix(1);
+  uint64_t checksum = 0;
+  if (!absl::SimpleHexAtoi(checksum_line, &checksum)) {
+    return Damaged(absl::StrCat("checksum '", checksum_line, "' is not hex"));
+  }
+  const absl::string_view body = absl::string_view(text).substr(0, checksum_at);
+  if (Fnv1a64(body) != checksum) return Damaged("checksum does not match the contents");
+  std::vector<absl::string_view> lines = absl::StrSplit(body, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.size() < 2 || lines[0] != kMagicLine) {
+    return Damaged(absl::StrCat("file does not start with '", kMagicLine, "'"));
+  }
+  uint64_t leases = 0;
+  if (!absl::ConsumePrefix(&lines[1], "leases ") || !absl::SimpleAtoi(lines[1], &leases) ||
+      leases != lines.size() - 2) {
+    return Damaged("lease count line does not match its marks");
+  }
+  std::vector<uint64_t> marks(leases);
+  for (uint64_t l = 0; l < leases; ++l) {
+    if (!absl::SimpleAtoi(lines[l + 2], &marks[l])) {
+      return Damaged(absl::StrCat("mark of lease ", l, " is not a number"));
+    }
+  }
+  return marks;
+}
+
+absl::Status SequenceReservationsOptions::Validate() const {
+  if (path.empty()) return absl::InvalidArgumentError("SequenceReservationsOptions.path is empty");
+  if (leases == 0) return absl::InvalidArgumentError("SequenceReservationsOptions.leases=0");
+  if (lease_slots == 0) {
+    return absl::InvalidArgumentError("SequenceReservationsOptions.lease_slots=0");
+  }
+  if (step_leases == 0 || step_leases > (uint64_t{1} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SequenceReservationsOptions.step_leases=", step_leases, " must be in [1, 2^20]"));
+  }
+  return absl::OkStatus();
+}
+
+SequenceReservations::SequenceReservations(const SequenceReservationsOptions& options)
+    : options_(options), floors_(options.leases, 0), marks_(options.leases, 0) {}
+
+absl::StatusOr<std::unique_ptr<SequenceReservations>> SequenceReservations::Open(
+    const SequenceReservationsOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<SequenceReservations> table(new SequenceReservations(options));
+  std::ifstream in(options.path, std::ios::binary);
+  if (!in.is_open()) {
+    if (errno == ENOENT) return table;
+    return ErrnoError("open", options.path);
+  }
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  if (in.bad()) return ErrnoError("read", options.path);
+  absl::StatusOr<std::vector<uint64_t>> marks = DecodeSequenceReservations(text);
+  if (!marks.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        options.path, ": ", marks.status().message(),
+        ". Without it a restart could hand out sequences the last server already published; "
+        "move it away only if every actor's lease should start over"));
+  }
+  if (marks->size() != options.leases) {
+    return absl::FailedPreconditionError(absl::StrCat(options.path, " holds marks for ",
+                                                      marks->size(), " leases, the layout has ",
+                                                      options.leases));
+  }
+  table->loaded_ = true;
+  table->floors_ = *marks;
+  table->marks_ = *marks;
+  return table;
+}
+
+absl::Status SequenceReservations::ReserveAll(absl::Span<const uint64_t> needed) {
+  std::vector<uint64_t> next = marks_;
+  bool grew = false;
+  for (uint32_t l = 0; l < options_.leases; ++l) {
+    if (next[l] >= needed[l]) continue;
+    next[l] = needed[l] + options_.step_leases * options_.lease_slots;
+    grew = true;
+  }
+  if (!grew) return absl::OkStatus();
+  return Persist(next);
+}
+
+absl::Status SequenceReservations::Reserve(uint32_t l, uint64_t needed) {
+  if (marks_[l] >= needed) return absl::OkStatus();
+  std::vector<uint64_t> next = marks_;
+  next[l] = needed + options_.step_leases * options_.lease_slots;
+  return Persist(next);
+}
+
+absl::Status SequenceReservations::WriteExact(absl::Span<const uint64_t> cursors) {
+  return Persist(std::vector<uint64_t>(cursors.begin(), cursors.end()));
+}
+
+absl::Status SequenceReservations::Persist(const std::vector<uint64_t>& marks) {
+  const std::string& path = options_.path;
+  const std::string temp = path + ".tmp";
+  const std::string text = EncodeSequenceReservations(marks);
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("open", temp);
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ok && fdatasync(fd) == 0;
+  const int saved_errno = errno;
+  close(fd);
+  errno = saved_errno;
+  if (!ok) {
+    const absl::Status status = ErrnoError("write", temp);
+    unlink(temp.c_str());
+    return status;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return ErrnoError(absl::StrCat("rename to ", path, " of"), temp);
+  }
+  RETURN_IF_ERROR(SyncDirectoryOf(path));
+  marks_ = marks;
+  ++syncs_;
+  return absl::OkStatus();
+}
+
+}  // namespace dreplay::server

@@ -1,0 +1,119 @@
+// Copyright dreplay authors.
+//
+// sequence_reservations.h: per-lease sequence high-water marks kept in a
+// small durable file, so that no (lease, sequence) pair is reused after a
+// crash.
+//
+// The server publishes each lease's ingest cursor c; the lease's actor may
+// then write every sequence below c + ActorWindow <= c + L (L = lease
+// slots). A restart restores the last checkpoint's cursors, which lag what
+// the killed server had already handed out. So, with a checkpoint directory:
+//
+//   invariant: the server never publishes a cursor c for lease l unless the
+//              persisted mark H_l >= c + L;
+//   when a cursor would pass that, H_l grows to c + L + step * L and the file
+//   is replaced (temp file, fdatasync, rename, directory fsync) before the
+//   cursor is published; with step 64 that is one sync per 64 laps of a
+//   lease;
+//   on restart every lease resumes at max(restored cursor, floor(l)), the H_l
+//   the file held at Open: the sequences between were handed out or may have
+//   been, and are skipped, never reissued.
+//
+// A clean stop may write the exact cursors (WriteExact) once nothing can
+// write the leases any more, so nothing is skipped after it.
+//
+// File ("sequence_reservations" in the checkpoint directory), text:
+//   dreplay sequence reservations v1
+//   leases <N>
+//   <H_0>
+//   ...
+//   <H_{N-1}>
+//   checksum <FNV-1a 64 of every byte before this line, hex>
+// A missing file is an empty table (every floor 0: the first start on a
+// directory, or one written by an older server). A file that fails to parse
+// or to verify is refused (DataLoss): no floor derived from the checkpoint
+// alone is safe, so the server does not start until it is dealt with.
+//
+// Thread safety: none. The server's main thread opens it and writes the
+// exact cursors at stop; between the two, only the core thread (ingest)
+// calls Reserve.
+
+#ifndef DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_
+#define DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace dreplay::server {
+
+struct SequenceReservationsOptions {
+  // The file; its directory must exist.
+  std::string path;
+  // The layout's lease count and lease slots (L). Both >= 1.
+  uint32_t leases = 0;
+  uint64_t lease_slots = 0;
+  // How far a mark grows past what is needed, in lease capacities (>= 1):
+  // larger means rarer syncs and more sequences skipped after a crash.
+  uint64_t step_leases = 64;
+
+  absl::Status Validate() const;
+};
+
+class SequenceReservations {
+ public:
+  // The file name inside a checkpoint directory.
+  static constexpr char kFileName[] = "sequence_reservations";
+
+  // Reads options.path if it exists. InvalidArgument (options), DataLoss (a
+  // damaged file, naming it), FailedPrecondition (a file for another lease
+  // count), Internal (I/O).
+  static absl::StatusOr<std::unique_ptr<SequenceReservations>> Open(
+      const SequenceReservationsOptions& options);
+
+  // True when Open read a file.
+  bool loaded() const { return loaded_; }
+  // The mark lease l had in the file at Open (0: none): resume no lower.
+  uint64_t floor(uint32_t l) const { return floors_[l]; }
+  // The mark persisted now.
+  uint64_t reserved(uint32_t l) const { return marks_[l]; }
+
+  // Makes reserved(l) >= needed[l] for every lease: each one short grows to
+  // needed + step_leases * lease_slots, and the file is written once (only
+  // when one grows). Blocks on the sync. On error nothing is counted as
+  // reserved beyond the last good write. REQUIRES: needed.size() == leases.
+  absl::Status ReserveAll(absl::Span<const uint64_t> needed);
+  // The same for one lease.
+  absl::Status Reserve(uint32_t l, uint64_t needed);
+  // Writes `cursors` as the marks (a clean stop: nothing will write beyond
+  // them). REQUIRES: cursors.size() == leases and no lease is published
+  // any more.
+  absl::Status WriteExact(absl::Span<const uint64_t> cursors);
+
+  // File writes so far.
+  uint64_t syncs() const { return syncs_; }
+
+ private:
+  explicit SequenceReservations(const SequenceReservationsOptions& options);
+  absl::Status Persist(const std::vector<uint64_t>& marks);
+
+  const SequenceReservationsOptions options_;
+  bool loaded_ = false;
+  std::vector<uint64_t> floors_;
+  std::vector<uint64_t> marks_;
+  uint64_t syncs_ = 0;
+};
+
+// The text of a reservations file holding `marks` (exposed for tests).
+std::string EncodeSequenceReservations(absl::Span<const uint64_t> marks);
+// Parses that text. DataLoss naming what is wrong.
+absl::StatusOr<std::vector<uint64_t>> DecodeSequenceReservations(const std::string& text);
+
+}  // namespace dreplay::server
+
+#endif  // DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_

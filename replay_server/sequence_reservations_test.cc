@@ -1,0 +1,158 @@
+// Copyright dreplay authors.
+
+#include "replay_server/sequence_reservations.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace dreplay::server {
+namespace {
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+SequenceReservationsOptions Options(const std::string& dir) {
+  SequenceReservationsOptions o;
+  o.path = dir + "/" + SequenceReservations::kFileName;
+  o.leases = 3;
+  o.lease_slots = 100;
+  o.step_leases = 4;
+  return o;
+}
+
+TEST(SequenceReservationsTest, AMissingFileIsAnEmptyTable) {
+  auto table = SequenceReservations::Open(Options(TestDir("missing")));
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_FALSE((*table)->loaded());
+  for (uint32_t l = 0; l < 3; ++l) {
+    EXPECT_EQ((*table)->floor(l), 0u);
+    EXPECT_EQ((*table)->reserved(l), 0u);
+  }
+}
+
+TEST(SequenceReservationsTest, ReserveGrowsByTheStepAndSyncsOnlyWhenNeeded) {
+  const SequenceReservationsOptions o = Options(TestDir("grow"));
+  auto table = SequenceReservations::Open(o);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_TRUE((*table)->ReserveAll({100, 100, 100}).ok());
+  EXPECT_EQ((*table)->reserved(0), 500u);  // needed + 4 * 100
+  EXPECT_EQ((*table)->syncs(), 1u);
+  for (uint64_t needed = 101; needed <= 500; ++needed) {
+    ASSERT_TRUE((*table)->Reserve(1, needed).ok());
+  }
+  EXPECT_EQ((*table)->syncs(), 1u) << "within the mark: no write";
+  ASSERT_TRUE((*table)->Reserve(1, 501).ok());
+  EXPECT_EQ((*table)->reserved(1), 901u);
+  EXPECT_EQ((*table)->syncs(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(o.path + ".tmp")) << "the temp file is renamed";
+
+  // A new table reads the persisted marks as its floors.
+  auto reopened = SequenceReservations::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_TRUE((*reopened)->loaded());
+  EXPECT_EQ((*reopened)->floor(0), 500u);
+  EXPECT_EQ((*reopened)->floor(1), 901u);
+  EXPECT_EQ((*reopened)->floor(2), 500u);
+}
+
+TEST(SequenceReservationsTest, WriteExactLowersTheMarksForACleanStop) {
+  const SequenceReservationsOptions o = Options(TestDir("exact"));
+  auto table = SequenceReservations::Open(o);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_TRUE((*table)->ReserveAll({100, 100, 100}).ok());
+  ASSERT_TRUE((*table)->WriteExact({7, 0, 42}).ok());
+  auto reopened = SequenceReservations::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->floor(0), 7u);
+  EXPECT_EQ((*reopened)->floor(1), 0u);
+  EXPECT_EQ((*reopened)->floor(2), 42u);
+}
+
+TEST(SequenceReservationsTest, ADamagedFileIsRefusedNamingIt) {
+  const SequenceReservationsOptions o = Options(TestDir("damaged"));
+  {
+    auto table = SequenceReservations::Open(o);
+    ASSERT_TRUE(table.ok()) << table.status();
+    ASSERT_TRUE((*table)->ReserveAll({100, 200, 300}).ok());
+  }
+  const std::string good = ReadFile(o.path);
+  ASSERT_FALSE(good.empty());
+
+  std::string flipped = good;
+  flipped[flipped.find("leases 3") + 9] = '9';  // a mark's first digit
+  WriteFile(o.path, flipped);
+  auto bad = SequenceReservations::Open(o);
+  ASSERT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find(o.path), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("checksum does not match"), std::string::npos)
+      << bad.status();
+
+  WriteFile(o.path, good.substr(0, good.size() / 2));  // cut short
+  EXPECT_TRUE(absl::IsDataLoss(SequenceReservations::Open(o).status()));
+  WriteFile(o.path, "");
+  EXPECT_TRUE(absl::IsDataLoss(SequenceReservations::Open(o).status()));
+
+  // The good bytes load again.
+  WriteFile(o.path, good);
+  auto table = SequenceReservations::Open(o);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ((*table)->floor(2), 700u);
+}
+
+TEST(SequenceReservationsTest, AFileForAnotherLeaseCountIsRefused) {
+  const SequenceReservationsOptions o = Options(TestDir("count"));
+  WriteFile(o.path, EncodeSequenceReservations({1, 2}));
+  auto table = SequenceReservations::Open(o);
+  EXPECT_TRUE(absl::IsFailedPrecondition(table.status())) << table.status();
+}
+
+TEST(SequenceReservationsTest, AFailedWriteKeepsTheLastGoodMarks) {
+  SequenceReservationsOptions o = Options(TestDir("unwritable"));
+  o.path = o.path + "/no/such/dir/file";
+  auto table = SequenceReservations::Open(o);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_FALSE((*table)->Reserve(0, 10).ok());
+  EXPECT_EQ((*table)->reserved(0), 0u) << "nothing counts as reserved unless persisted";
+}
+
+TEST(SequenceReservationsTest, ValidateNamesTheBadField) {
+  SequenceReservationsOptions o = Options("/tmp");
+  o.step_leases = 0;
+  const absl::Status s = o.Validate();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("step_leases=0"), std::string::npos) << s;
+}
+
+TEST(SequenceReservationsTest, DecodeRoundTrips) {
+  const std::vector<uint64_t> marks = {0, 1, ~uint64_t{0}};
+  auto decoded = DecodeSequenceReservations(EncodeSequenceReservations(marks));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, marks);
+}
+
+}  // namespace
+}  // namespace dreplay::server
