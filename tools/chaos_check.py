@@ -77,6 +77,10 @@ class Report:
             self.failures.append(
                 "no transition ingested twice: %d ingests at a sequence the index already held "
                 "or had passed (e.g. %s)" % (self.duplicates, self.examples["duplicate"]))
+        if self.sequences_reissued:
+            self.failures.append(
+                "no sequence is reused after a crash: %d (index, sequence) pairs ingested with "
+                "two contents (e.g. %s)" % (self.sequences_reissued, self.examples["reissued"]))
         if self.unexpected_losses:
             self.failures.append(
                 "every transition of a restored checkpoint is present after the restore: %d "
@@ -243,6 +247,8 @@ def check_records(server_runs, learner_runs, bad_records=()):
                     report.reingested_after_restore += 1
                 elif sums:
                     report.sequences_reissued += 1
+                    report.note("reissued", "server start %d: index %d sequence %d" %
+                                (run_number, index, seq))
                 sums.add(checksum)
                 passed[index] = max(seq, passed.get(index, seq))
                 model[index] = (seq, checksum)

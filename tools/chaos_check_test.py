@@ -47,9 +47,10 @@ class CheckRecordsTest(unittest.TestCase):
     def test_a_clean_history_with_a_restart_holds_every_invariant(self):
         first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
         # Killed after ingesting index 2: the restore brings back the
-        # checkpoint (indices 0 and 1); the actor rewrites sequence 2 anew.
-        second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 2, 0xb2), I(3, 3, 0xa3)]
-        learner = [A(0, 0, 0xa0), A(2, 2, 0xa2), A(2, 2, 0xb2)]
+        # checkpoint (indices 0 and 1); the next start resumes a lap above
+        # what the killed one handed out, so sequence 2 is never written again.
+        second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 6, 0xb2), I(3, 7, 0xa3)]
+        learner = [A(0, 0, 0xa0), A(2, 2, 0xa2), A(2, 6, 0xb2)]
         report = chaos_check.check_records([first, second], [learner])
         self.assertEqual(report.failures, [])
         self.assertEqual(report.figures(), {
@@ -59,8 +60,18 @@ class CheckRecordsTest(unittest.TestCase):
             "unexpected_losses": 0,
             "torn_accepted": 0,
         })
-        self.assertEqual(report.sequences_reissued, 1)
+        self.assertEqual(report.sequences_reissued, 0)
         self.assertEqual(report.restores, 1)
+
+    def test_a_sequence_written_again_after_a_crash_breaks_the_no_reuse_invariant(self):
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
+        # The next start resumes at the checkpoint's cursor: sequence 2 names
+        # two transitions across the crash.
+        second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 2, 0xb2), I(3, 3, 0xa3)]
+        report = chaos_check.check_records([first, second], [])
+        self.assertEqual(report.sequences_reissued, 1)
+        self.assertEqual(len(report.failures), 1)
+        self.assertIn("no sequence is reused after a crash", report.failures[0])
 
     def test_a_duplicated_ingest_breaks_the_no_double_ingest_invariant(self):
         server = [I(0, 0, 0xa0), I(1, 1, 0xa1), I(0, 0, 0xa0)]
@@ -165,7 +176,8 @@ class CheckRecordsTest(unittest.TestCase):
 
     def test_a_restart_before_any_checkpoint_expects_nothing_back(self):
         first = [I(0, 0, 0xa0)]
-        second = [I(0, 0, 0xb0)]
+        # The next start resumes above the killed one's reservation mark.
+        second = [I(0, 4, 0xb0)]
         report = chaos_check.check_records([first, second], [])
         self.assertEqual(report.failures, [])
         self.assertEqual(report.lost_since_checkpoint, 1)
