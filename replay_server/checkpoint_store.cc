@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "replay_server/durable_file.h"
 
 namespace dreplay::server {
 namespace {
@@ -39,16 +40,6 @@ bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 absl::Status RenameIfPresent(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
   return ErrnoError(absl::StrCat("rename to ", to, " of"), from);
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open directory", dir);
-  const bool synced = fsync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
 }
 
 // A whole unsigned number in `base`; false for anything else.
@@ -166,26 +157,10 @@ absl::StatusOr<std::optional<StartRecord>> CheckpointStore::ReadStartRecord() co
 }
 
 absl::Status CheckpointStore::WriteStartRecord(const StartRecord& record) const {
-  const std::string path = StartRecordPath(options_.dir);
-  const std::string temp = path + ".tmp";
-  const std::string line = absl::StrCat("dreplay start incarnation=", absl::Hex(record.incarnation),
-                                        " epoch=", record.epoch, "\n");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", temp);
-  bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ok = ok && fsync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  if (!ok) {
-    const absl::Status status = ErrnoError("write", temp);
-    unlink(temp.c_str());
-    return status;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("rename to ", path, " of"), temp);
-  }
-  return SyncDirectory(options_.dir);
+  return ReplaceFileDurably(
+      StartRecordPath(options_.dir),
+      absl::StrCat("dreplay start incarnation=", absl::Hex(record.incarnation),
+                   " epoch=", record.epoch, "\n"));
 }
 
 }  // namespace dreplay::server

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "replay_server/durable_file.h"
 
 namespace dreplay::server {
 namespace {
@@ -38,18 +39,6 @@ uint64_t Fnv1a64(absl::string_view bytes) {
 
 absl::Status Damaged(const std::string& why) {
   return absl::DataLossError(absl::StrCat("sequence reservations ", why));
-}
-
-absl::Status SyncDirectoryOf(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open directory", dir);
-  const bool synced = fsync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
 }
 
 }  // namespace
@@ -165,25 +154,7 @@ absl::Status SequenceReservations::WriteExact(absl::Span<const uint64_t> cursors
 }
 
 absl::Status SequenceReservations::Persist(const std::vector<uint64_t>& marks) {
-  const std::string& path = options_.path;
-  const std::string temp = path + ".tmp";
-  const std::string text = EncodeSequenceReservations(marks);
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", temp);
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ok && fdatasync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  if (!ok) {
-    const absl::Status status = ErrnoError("write", temp);
-    unlink(temp.c_str());
-    return status;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("rename to ", path, " of"), temp);
-  }
-  RETURN_IF_ERROR(SyncDirectoryOf(path));
+  RETURN_IF_ERROR(ReplaceFileDurably(options_.path, EncodeSequenceReservations(marks)));
   marks_ = marks;
   ++syncs_;
   return absl::OkStatus();
