@@ -88,8 +88,9 @@ DEFINE_string(forward_policy, "in_order",
               "learner placement: in_order (every transition, in sequence order) or freshest "
               "(the newest first, skipping what fell behind)");
 DEFINE_int64(forward_window, 0,
-             "learner placement, --forward_policy=freshest: how many sequences behind the "
-             "server's cursor the reader may fall before it jumps to the newest (0: capacity/2)");
+             "learner placement, --forward_policy=freshest: of the sequences taken from the "
+             "journal and not READ yet, how many of the newest are kept; older ones are skipped "
+             "(counted as skipped_sequences). In [0, capacity]; 0: capacity/2");
 DEFINE_int32(forward_chunk_slots, 256, "learner placement: slots per forwarding READ");
 DEFINE_int32(forward_chunks_in_flight, 8,
              "learner placement: forwarding READs in flight (with --forward_chunk_slots, the "
