@@ -1,0 +1,70 @@
+// Copyright dreplay authors.
+//
+// checkpoint_pauses.h: how long checkpoints held the replay core's thread,
+// measured by that thread, for the log, the metrics and the benchmark.
+//
+// While a checkpoint is in progress (from the first step of its cut until
+// the core has taken the writer's result), the core thread records
+//   * every checkpoint step it ran, each timed alone (RecordStep): the
+//     cut's begin (the O(leases) part), each chunk of the cut
+//     (incremental_cut.h), the hand-over to the writer, taking the result;
+//   * the gap between the starts of two successive core loop iterations
+//     (RecordLoopGap): the longest time ingest and sampling waited, whatever
+//     held them (a checkpoint step, the core's own work, a slow scheduler).
+// Once a checkpoint is written it records its duration (the cut's begin to
+// the file in place) and its bytes (RecordWritten).
+//
+//   pauses->RecordStep(absl::Now() - step_start);   // core thread
+//   CheckpointPauses::Snapshot s = pauses.Take();   // any thread
+//
+// Thread safety: Record*() from one thread (the core's); Take() from any
+// thread at any time. The histograms for export are lock-free
+// (common/bucket_histogram.h); the percentiles' histograms are under a
+// mutex held only for a record or a copy.
+
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "common/bucket_histogram.h"
+#include "common/latency_histogram.h"
+#include "common/mutex.h"
+
+namespace dreplay::server {
+
+class CheckpointPauses {
+ public:
+  struct Snapshot {
+    HistogramSnapshot steps;     // seconds per checkpoint step (for export)
+    LatencyHistogram step_time;  // the same, for max and percentiles
+    LatencyHistogram loop_gaps;  // core loop gaps during checkpoints
+    uint64_t written = 0;        // checkpoints recorded by RecordWritten
+    absl::Duration last_duration;
+    uint64_t last_bytes = 0;
+  };
+
+  CheckpointPauses();
+  CheckpointPauses(const CheckpointPauses&) = delete;
+  CheckpointPauses& operator=(const CheckpointPauses&) = delete;
+
+  void RecordStep(absl::Duration step);
+  void RecordLoopGap(absl::Duration gap);
+  void RecordWritten(absl::Duration duration, uint64_t bytes);
+
+  Snapshot Take() const;
+
+ private:
+  BucketHistogram steps_;
+  mutable Mutex mu_;
+  LatencyHistogram step_time_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram loop_gaps_ ABSL_GUARDED_BY(mu_);
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration last_duration_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace dreplay::server
+
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
