@@ -37,15 +37,17 @@
 //     has applied it: it forgets the previous learner's holdings
 //     (transfer-once, learner_cache.h) first.
 //   * A core thread runs the replay loop (ingest, priority updates,
-//     sampling) with the core's idle back-off, takes a checkpoint cut every
-//     checkpoint_interval and when one is requested (RequestCheckpoint, the
-//     binary's SIGUSR1) and hands it to the checkpoint writer thread
-//     (checkpoint_writer.h), which streams the slots while the core goes on
-//     and keeps the newest checkpoint_keep files; each written checkpoint is
-//     logged with the core's pause for its cut (checkpoint.h). It logs a
-//     one-line summary every stats_log_interval, and warns (at most every
-//     10 s) when the learner's priority records are invalid
-//     (invalid_priorities.h).
+//     sampling) with the core's idle back-off. With checkpoint_dir its
+//     checkpoint flow is ServerCheckpoints (server_checkpoints.h): restore
+//     at start, a checkpoint every checkpoint_interval and when one is
+//     requested (RequestCheckpoint, the binary's SIGUSR1), its cut taken in
+//     chunks between the core's steps (incremental_cut.h) and streamed by
+//     the checkpoint writer thread (checkpoint_writer.h) while the core goes
+//     on, the newest checkpoint_keep files kept, the final one at Stop; the
+//     core's checkpoint steps and loop gaps are recorded
+//     (checkpoint_pauses()). It logs a one-line summary every
+//     stats_log_interval, and warns (at most every 10 s) when the learner's
+//     priority records are invalid (invalid_priorities.h).
 //
 //   ReplayServerOptions options;
 //   options.layout = ...;  // capacity, slot_size, batch_size, ...

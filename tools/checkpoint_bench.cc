@@ -17,7 +17,7 @@
 // checkpoint step on the core (max, p99, count) and the gaps between core
 // loop iterations during checkpoints (max, p99, count), against the longest
 // iteration of the baseline window. --json prints those figures as one JSON
-// object instead.
+// object on stdout instead (the per-checkpoint lines go to stderr).
 //
 //   bazel run -c opt //tools:checkpoint_bench -- --capacity=4194304 \
 //       --slot_size=256 --dir=/tmp/ckpt_bench
@@ -165,11 +165,12 @@ int Run() {
   while (LoadAcquire(&regions->control()->server.ingest_cursor) < config.capacity) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  std::printf("ring: %llu slots x %u B = %.1f MiB, filled in %.2f s by %d actors (%llu held)\n",
-              static_cast<unsigned long long>(config.capacity), config.slot_size,
-              protocol::SlotRingBytes(config) / 1048576.0,
-              absl::ToDoubleSeconds(absl::Now() - fill_start), FLAGS_actors,
-              static_cast<unsigned long long>(LoadAcquire(&regions->stats()->size)));
+  std::fprintf(FLAGS_json ? stderr : stdout,
+               "ring: %llu slots x %u B = %.1f MiB, filled in %.2f s by %d actors (%llu held)\n",
+               static_cast<unsigned long long>(config.capacity), config.slot_size,
+               protocol::SlotRingBytes(config) / 1048576.0,
+               absl::ToDoubleSeconds(absl::Now() - fill_start), FLAGS_actors,
+               static_cast<unsigned long long>(LoadAcquire(&regions->stats()->size)));
 
   probe.reset.store(true);
   absl::SleepFor(absl::Milliseconds(1));
@@ -178,8 +179,9 @@ int Run() {
   absl::SleepFor(absl::Seconds(FLAGS_baseline_s));
   const double baseline_rate = (inserted.load() - before) / absl::ToDoubleSeconds(absl::Now() - t0);
   const double baseline_max_ms = probe.max_iteration_ns.load() / 1e6;
-  std::printf("baseline: %.0f inserts/s, longest core iteration %.3f ms\n", baseline_rate,
-              baseline_max_ms);
+  std::fprintf(FLAGS_json ? stderr : stdout,
+               "baseline: %.0f inserts/s, longest core iteration %.3f ms\n", baseline_rate,
+               baseline_max_ms);
 
   const CheckpointPauses& pauses = core->checkpoint_pauses();
   for (int k = 1; k <= FLAGS_checkpoints; ++k) {
@@ -190,7 +192,8 @@ int Run() {
     while (pauses.Take().written == written_before) absl::SleepFor(absl::Milliseconds(1));
     const double rate = (inserted.load() - before) / absl::ToDoubleSeconds(absl::Now() - t0);
     const CheckpointWriteStats last = *checkpoints->last_written();
-    std::printf(
+    std::fprintf(
+        FLAGS_json ? stderr : stdout,
         "checkpoint %d: cut in %u steps over %.3f ms, longest step %.3f ms; %.1f MiB written in "
         "%.2f s (%.0f MB/s); %.0f inserts/s during it; %llu slots kept, %llu overwritten "
         "during the write\n",
