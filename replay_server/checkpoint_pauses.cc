@@ -4,12 +4,28 @@
 
 namespace dreplay::server {
 
+const char* CheckpointStepName(CheckpointStep step) {
+  switch (step) {
+    case CheckpointStep::kBegin:
+      return "begin";
+    case CheckpointStep::kChunk:
+      return "chunk";
+    case CheckpointStep::kHandOver:
+      return "hand_over";
+    case CheckpointStep::kResult:
+      return "result";
+  }
+  return "unknown";
+}
+
 CheckpointPauses::CheckpointPauses() : steps_(BucketHistogram::DelayBoundsSeconds()) {}
 
-void CheckpointPauses::RecordStep(absl::Duration step) {
+void CheckpointPauses::RecordStep(CheckpointStep kind, absl::Duration step) {
   steps_.Record(absl::ToDoubleSeconds(step));
   MutexLock lock(&mu_);
   step_time_.Record(step);
+  absl::Duration& max = max_by_step_[static_cast<int>(kind)];
+  if (step > max) max = step;
 }
 
 void CheckpointPauses::RecordLoopGap(absl::Duration gap) {
@@ -30,6 +46,7 @@ CheckpointPauses::Snapshot CheckpointPauses::Take() const {
   MutexLock lock(&mu_);
   s.step_time = step_time_;
   s.loop_gaps = loop_gaps_;
+  for (int k = 0; k < kNumCheckpointSteps; ++k) s.max_by_step[k] = max_by_step_[k];
   s.written = written_;
   s.last_duration = last_duration_;
   s.last_bytes = last_bytes_;

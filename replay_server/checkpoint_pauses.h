@@ -34,13 +34,25 @@
 
 namespace dreplay::server {
 
+// The kinds of checkpoint step on the core thread.
+enum class CheckpointStep : int {
+  kBegin = 0,  // the cut's O(leases) part
+  kChunk,      // one chunk of the cut's entries
+  kHandOver,   // the finished cut handed to the writer
+  kResult,     // the writer's result taken, counted and logged
+};
+inline constexpr int kNumCheckpointSteps = 4;
+// "begin", "chunk", "hand_over", "result".
+const char* CheckpointStepName(CheckpointStep step);
+
 class CheckpointPauses {
  public:
   struct Snapshot {
-    HistogramSnapshot steps;     // seconds per checkpoint step (for export)
-    LatencyHistogram step_time;  // the same, for max and percentiles
-    LatencyHistogram loop_gaps;  // core loop gaps during checkpoints
-    uint64_t written = 0;        // checkpoints recorded by RecordWritten
+    absl::Duration max_by_step[kNumCheckpointSteps];  // the longest of each kind
+    HistogramSnapshot steps;                          // seconds per checkpoint step (for export)
+    LatencyHistogram step_time;                       // the same, for max and percentiles
+    LatencyHistogram loop_gaps;                       // core loop gaps during checkpoints
+    uint64_t written = 0;                             // checkpoints recorded by RecordWritten
     absl::Duration last_duration;
     uint64_t last_bytes = 0;
   };
@@ -49,7 +61,7 @@ class CheckpointPauses {
   CheckpointPauses(const CheckpointPauses&) = delete;
   CheckpointPauses& operator=(const CheckpointPauses&) = delete;
 
-  void RecordStep(absl::Duration step);
+  void RecordStep(CheckpointStep kind, absl::Duration step);
   void RecordLoopGap(absl::Duration gap);
   void RecordWritten(absl::Duration duration, uint64_t bytes);
 
@@ -60,6 +72,7 @@ class CheckpointPauses {
   mutable Mutex mu_;
   LatencyHistogram step_time_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram loop_gaps_ ABSL_GUARDED_BY(mu_);
+  absl::Duration max_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration last_duration_ ABSL_GUARDED_BY(mu_);
   uint64_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -259,7 +259,7 @@ void ReplayCore::BeginCheckpoint(CheckpointCut spare) {
   const absl::Duration step = absl::Now() - start;
   cut_pause_ = step;
   cut_steps_ = 1;
-  pauses_.RecordStep(step);
+  pauses_.RecordStep(CheckpointStep::kBegin, step);
 }
 
 std::optional<CheckpointCut> ReplayCore::ContinueCheckpoint() {
@@ -274,7 +274,7 @@ std::optional<CheckpointCut> ReplayCore::ContinueCheckpoint() {
   const absl::Time end = absl::Now();
   cut_pause_ = std::max(cut_pause_, end - start);
   ++cut_steps_;
-  pauses_.RecordStep(end - start);
+  pauses_.RecordStep(CheckpointStep::kChunk, end - start);
   if (cut.has_value()) {
     cut->pause = cut_pause_;
     cut->steps = cut_steps_;

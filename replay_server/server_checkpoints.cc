@@ -153,13 +153,13 @@ void ServerCheckpoints::Tick(absl::Time now) {
     if (!cut.has_value()) return;
     const absl::Time start = absl::Now();
     writer_->Start(*std::move(cut));  // the writer streams the slots
-    pauses->RecordStep(absl::Now() - start);
+    pauses->RecordStep(CheckpointStep::kHandOver, absl::Now() - start);
     return;
   }
   if (in_progress_) {
     const absl::Time start = absl::Now();
     if (!TakeResult()) return;  // still writing
-    pauses->RecordStep(absl::Now() - start);
+    pauses->RecordStep(CheckpointStep::kResult, absl::Now() - start);
     in_progress_ = false;
     last_checkpoint_ = now;
   }

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/shared_words.h"
@@ -204,27 +205,39 @@ int Run() {
   }
   const CheckpointPauses::Snapshot s = pauses.Take();
   const SequenceReservations& reservations = checkpoints->reservations();
+  const unsigned long long steps = s.step_time.count(), gaps = s.loop_gaps.count();
+  std::string by_step;
+  for (int k = 0; k < kNumCheckpointSteps; ++k) {
+    absl::StrAppendFormat(&by_step, "%s\"%s\": %.3f", k > 0 ? ", " : "",
+                          CheckpointStepName(static_cast<CheckpointStep>(k)), Ms(s.max_by_step[k]));
+  }
   if (FLAGS_json) {
     std::printf(
-        "{\"capacity\": %llu, \"slot_size\": %u, \"checkpoints\": %d, "
+        "{\"capacity\": %llu, \"slot_size\": %u, \"chunk_slots\": %llu, \"checkpoints\": %d, "
         "\"baseline_inserts_per_s\": %.0f, \"baseline_max_iteration_ms\": %.3f, "
-        "\"step_max_ms\": %.3f, \"step_p99_ms\": %.3f, \"step_count\": %llu, "
-        "\"loop_gap_max_ms\": %.3f, \"loop_gap_p99_ms\": %.3f, \"loop_gap_count\": %llu, "
-        "\"reservation_syncs\": %llu}\n",
-        static_cast<unsigned long long>(config.capacity), config.slot_size, FLAGS_checkpoints,
-        baseline_rate, baseline_max_ms, Ms(s.step_time.max()), Ms(s.step_time.Percentile(0.99)),
-        static_cast<unsigned long long>(s.step_time.count()), Ms(s.loop_gaps.max()),
-        Ms(s.loop_gaps.Percentile(0.99)), static_cast<unsigned long long>(s.loop_gaps.count()),
-        static_cast<unsigned long long>(reservations.syncs()));
+        "\"step_max_ms\": %.3f, \"step_max_ms_by_kind\": {%s}, \"step_p99_ms\": %.4f, "
+        "\"step_count\": %llu, "
+        "\"loop_gap_max_ms\": %.3f, \"loop_gap_p99_ms\": %.4f, \"loop_gap_count\": %llu, "
+        "\"reservation_syncs\": %llu, \"reservation_stalls\": %llu, "
+        "\"reservation_max_background_sync_ms\": %.3f}\n",
+        static_cast<unsigned long long>(config.capacity), config.slot_size,
+        static_cast<unsigned long long>(FLAGS_chunk_slots), FLAGS_checkpoints, baseline_rate,
+        baseline_max_ms, Ms(s.step_time.max()), by_step.c_str(), Ms(s.step_time.Percentile(0.99)),
+        steps, Ms(s.loop_gaps.max()), Ms(s.loop_gaps.Percentile(0.99)), gaps,
+        static_cast<unsigned long long>(reservations.syncs()),
+        static_cast<unsigned long long>(reservations.stalls()),
+        Ms(reservations.max_background_sync()));
   } else {
     std::printf(
-        "core thread over %d checkpoints: checkpoint steps max %.3f ms, p99 %.3f ms, count %llu; "
-        "loop gaps max %.3f ms, p99 %.3f ms, count %llu (baseline longest iteration %.3f ms); "
-        "reservation syncs %llu\n",
-        FLAGS_checkpoints, Ms(s.step_time.max()), Ms(s.step_time.Percentile(0.99)),
-        static_cast<unsigned long long>(s.step_time.count()), Ms(s.loop_gaps.max()),
-        Ms(s.loop_gaps.Percentile(0.99)), static_cast<unsigned long long>(s.loop_gaps.count()),
-        baseline_max_ms, static_cast<unsigned long long>(reservations.syncs()));
+        "core thread over %d checkpoints: checkpoint steps max %.3f ms (by kind, ms: %s), p99 "
+        "%.4f ms, count %llu; "
+        "loop gaps max %.3f ms, p99 %.4f ms, count %llu (baseline longest iteration %.3f ms); "
+        "reservation syncs %llu, stalls %llu, longest background sync %.3f ms\n",
+        FLAGS_checkpoints, Ms(s.step_time.max()), by_step.c_str(), Ms(s.step_time.Percentile(0.99)),
+        steps, Ms(s.loop_gaps.max()), Ms(s.loop_gaps.Percentile(0.99)), gaps, baseline_max_ms,
+        static_cast<unsigned long long>(reservations.syncs()),
+        static_cast<unsigned long long>(reservations.stalls()),
+        Ms(reservations.max_background_sync()));
   }
   probe.stop.store(true);
   core_thread.join();
