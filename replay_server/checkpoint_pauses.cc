@@ -2,7 +2,28 @@
 
 #include "replay_server/checkpoint_pauses.h"
 
+#include <time.h>
+
+#include "absl/time/clock.h"
+
 namespace dreplay::server {
+namespace {
+
+absl::Duration ThreadCpuTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+}  // namespace
+
+CheckpointStepTimer::CheckpointStepTimer() : start_(absl::Now()), cpu_start_(ThreadCpuTime()) {}
+
+absl::Duration CheckpointStepTimer::Record(CheckpointPauses* pauses, CheckpointStep kind) const {
+  const absl::Duration wall = absl::Now() - start_;
+  pauses->RecordStep(kind, wall, ThreadCpuTime() - cpu_start_);
+  return wall;
+}
 
 const char* CheckpointStepName(CheckpointStep step) {
   switch (step) {
@@ -20,12 +41,14 @@ const char* CheckpointStepName(CheckpointStep step) {
 
 CheckpointPauses::CheckpointPauses() : steps_(BucketHistogram::DelayBoundsSeconds()) {}
 
-void CheckpointPauses::RecordStep(CheckpointStep kind, absl::Duration step) {
+void CheckpointPauses::RecordStep(CheckpointStep kind, absl::Duration step, absl::Duration cpu) {
   steps_.Record(absl::ToDoubleSeconds(step));
   MutexLock lock(&mu_);
   step_time_.Record(step);
   absl::Duration& max = max_by_step_[static_cast<int>(kind)];
   if (step > max) max = step;
+  absl::Duration& max_cpu = max_cpu_by_step_[static_cast<int>(kind)];
+  if (cpu > max_cpu) max_cpu = cpu;
 }
 
 void CheckpointPauses::RecordLoopGap(absl::Duration gap) {
@@ -46,7 +69,10 @@ CheckpointPauses::Snapshot CheckpointPauses::Take() const {
   MutexLock lock(&mu_);
   s.step_time = step_time_;
   s.loop_gaps = loop_gaps_;
-  for (int k = 0; k < kNumCheckpointSteps; ++k) s.max_by_step[k] = max_by_step_[k];
+  for (int k = 0; k < kNumCheckpointSteps; ++k) {
+    s.max_by_step[k] = max_by_step_[k];
+    s.max_cpu_by_step[k] = max_cpu_by_step_[k];
+  }
   s.written = written_;
   s.last_duration = last_duration_;
   s.last_bytes = last_bytes_;

@@ -49,10 +49,13 @@ class CheckpointPauses {
  public:
   struct Snapshot {
     absl::Duration max_by_step[kNumCheckpointSteps];  // the longest of each kind
-    HistogramSnapshot steps;                          // seconds per checkpoint step (for export)
-    LatencyHistogram step_time;                       // the same, for max and percentiles
-    LatencyHistogram loop_gaps;                       // core loop gaps during checkpoints
-    uint64_t written = 0;                             // checkpoints recorded by RecordWritten
+    // The most CPU time the core thread used in one step of each kind: a
+    // step much longer by the wall clock was descheduled (a busy machine).
+    absl::Duration max_cpu_by_step[kNumCheckpointSteps];
+    HistogramSnapshot steps;     // seconds per checkpoint step (for export)
+    LatencyHistogram step_time;  // the same, for max and percentiles
+    LatencyHistogram loop_gaps;  // core loop gaps during checkpoints
+    uint64_t written = 0;        // checkpoints recorded by RecordWritten
     absl::Duration last_duration;
     uint64_t last_bytes = 0;
   };
@@ -61,7 +64,8 @@ class CheckpointPauses {
   CheckpointPauses(const CheckpointPauses&) = delete;
   CheckpointPauses& operator=(const CheckpointPauses&) = delete;
 
-  void RecordStep(CheckpointStep kind, absl::Duration step);
+  // `step`: wall time; `cpu`: the thread's CPU time in it.
+  void RecordStep(CheckpointStep kind, absl::Duration step, absl::Duration cpu);
   void RecordLoopGap(absl::Duration gap);
   void RecordWritten(absl::Duration duration, uint64_t bytes);
 
@@ -73,9 +77,23 @@ class CheckpointPauses {
   LatencyHistogram step_time_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram loop_gaps_ ABSL_GUARDED_BY(mu_);
   absl::Duration max_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
+  absl::Duration max_cpu_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration last_duration_ ABSL_GUARDED_BY(mu_);
   uint64_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Times one checkpoint step from its construction, by the wall clock and
+// by the calling thread's CPU time.
+class CheckpointStepTimer {
+ public:
+  CheckpointStepTimer();
+  // Records the step so far into `pauses`; returns its wall time.
+  absl::Duration Record(CheckpointPauses* pauses, CheckpointStep kind) const;
+
+ private:
+  const absl::Time start_;
+  const absl::Duration cpu_start_;
 };
 
 }  // namespace dreplay::server

@@ -240,6 +240,7 @@ void ReplayCore::PublishStats() {
 }
 
 void ReplayCore::BeginCheckpoint(CheckpointCut spare) {
+  const CheckpointStepTimer timer;
   const absl::Time start = absl::Now();
   CheckpointState state;
   state.epoch = epoch_;
@@ -256,14 +257,12 @@ void ReplayCore::BeginCheckpoint(CheckpointCut spare) {
   if (log != nullptr) log->CheckpointCut(cuts_, epoch_, state.ingest_cursor);
   cut_.Begin(std::move(state), std::move(spare));
   cut_began_ = start;
-  const absl::Duration step = absl::Now() - start;
-  cut_pause_ = step;
+  cut_pause_ = timer.Record(&pauses_, CheckpointStep::kBegin);
   cut_steps_ = 1;
-  pauses_.RecordStep(CheckpointStep::kBegin, step);
 }
 
 std::optional<CheckpointCut> ReplayCore::ContinueCheckpoint() {
-  const absl::Time start = absl::Now();
+  const CheckpointStepTimer timer;
   const bool done = cut_.Step();
   std::optional<CheckpointCut> cut;
   if (done) {
@@ -271,14 +270,12 @@ std::optional<CheckpointCut> ReplayCore::ContinueCheckpoint() {
     cut->cut_id = cuts_;
     cut->log = options_.ingest.verification_log;
   }
-  const absl::Time end = absl::Now();
-  cut_pause_ = std::max(cut_pause_, end - start);
+  cut_pause_ = std::max(cut_pause_, timer.Record(&pauses_, CheckpointStep::kChunk));
   ++cut_steps_;
-  pauses_.RecordStep(CheckpointStep::kChunk, end - start);
   if (cut.has_value()) {
     cut->pause = cut_pause_;
     cut->steps = cut_steps_;
-    cut->cut_time = end - cut_began_;
+    cut->cut_time = absl::Now() - cut_began_;
   }
   return cut;
 }

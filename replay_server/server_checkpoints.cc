@@ -151,18 +151,22 @@ void ServerCheckpoints::Tick(absl::Time now) {
   if (core_->checkpoint_cut_in_progress()) {
     std::optional<CheckpointCut> cut = core_->ContinueCheckpoint();
     if (!cut.has_value()) return;
-    const absl::Time start = absl::Now();
+    const CheckpointStepTimer timer;
     writer_->Start(*std::move(cut));  // the writer streams the slots
-    pauses->RecordStep(CheckpointStep::kHandOver, absl::Now() - start);
+    timer.Record(pauses, CheckpointStep::kHandOver);
     return;
   }
   if (in_progress_) {
-    const absl::Time start = absl::Now();
+    const CheckpointStepTimer timer;
     if (!TakeResult()) return;  // still writing
-    pauses->RecordStep(CheckpointStep::kResult, absl::Now() - start);
+    timer.Record(pauses, CheckpointStep::kResult);
     in_progress_ = false;
     last_checkpoint_ = now;
   }
+  // The cut's buffers come prepared from the writer thread (at its start,
+  // then the last cut's): a cut that allocated its own would fault in 16
+  // bytes per entry in one step.
+  if (!writer_->spare_ready()) return;
   // A plain load first: the loop passes here on every iteration.
   const bool requested = requested_.load(std::memory_order_relaxed) &&
                          requested_.exchange(false, std::memory_order_acq_rel);

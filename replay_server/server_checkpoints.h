@@ -25,7 +25,8 @@
 // (ContinueCheckpoint) and, after the last, hands the cut to the writer,
 // which streams the ring to the file and rotates the older files; a later
 // Tick takes the result (counted in checkpoints_written, logged). One
-// checkpoint at a time: a request waits for the one in progress. While one
+// checkpoint at a time: a request waits for the one in progress (and, at
+// start, for the writer to prepare the cut's buffers). While one
 // is in progress every Tick records the gap since the previous Tick, and
 // the hand-over and the result's taking are timed as steps
 // (ReplayCore::checkpoint_pauses()).

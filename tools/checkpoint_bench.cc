@@ -208,14 +208,15 @@ int Run() {
   const unsigned long long steps = s.step_time.count(), gaps = s.loop_gaps.count();
   std::string by_step;
   for (int k = 0; k < kNumCheckpointSteps; ++k) {
-    absl::StrAppendFormat(&by_step, "%s\"%s\": %.3f", k > 0 ? ", " : "",
-                          CheckpointStepName(static_cast<CheckpointStep>(k)), Ms(s.max_by_step[k]));
+    absl::StrAppendFormat(&by_step, "%s\"%s\": [%.3f, %.3f]", k > 0 ? ", " : "",
+                          CheckpointStepName(static_cast<CheckpointStep>(k)), Ms(s.max_by_step[k]),
+                          Ms(s.max_cpu_by_step[k]));
   }
   if (FLAGS_json) {
     std::printf(
         "{\"capacity\": %llu, \"slot_size\": %u, \"chunk_slots\": %llu, \"checkpoints\": %d, "
         "\"baseline_inserts_per_s\": %.0f, \"baseline_max_iteration_ms\": %.3f, "
-        "\"step_max_ms\": %.3f, \"step_max_ms_by_kind\": {%s}, \"step_p99_ms\": %.4f, "
+        "\"step_max_ms\": %.3f, \"step_max_wall_cpu_ms_by_kind\": {%s}, \"step_p99_ms\": %.4f, "
         "\"step_count\": %llu, "
         "\"loop_gap_max_ms\": %.3f, \"loop_gap_p99_ms\": %.4f, \"loop_gap_count\": %llu, "
         "\"reservation_syncs\": %llu, \"reservation_stalls\": %llu, "
@@ -229,7 +230,8 @@ int Run() {
         Ms(reservations.max_background_sync()));
   } else {
     std::printf(
-        "core thread over %d checkpoints: checkpoint steps max %.3f ms (by kind, ms: %s), p99 "
+        "core thread over %d checkpoints: checkpoint steps max %.3f ms (by kind, [wall, cpu] ms: "
+        "%s), p99 "
         "%.4f ms, count %llu; "
         "loop gaps max %.3f ms, p99 %.4f ms, count %llu (baseline longest iteration %.3f ms); "
         "reservation syncs %llu, stalls %llu, longest background sync %.3f ms\n",
