@@ -7,15 +7,11 @@
 #include "absl/time/clock.h"
 
 namespace dreplay::server {
-namespace {
-
 absl::Duration ThreadCpuTime() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return absl::DurationFromTimespec(ts);
 }
-
-}  // namespace
 
 CheckpointStepTimer::CheckpointStepTimer() : start_(absl::Now()), cpu_start_(ThreadCpuTime()) {}
 
@@ -51,8 +47,10 @@ void CheckpointPauses::RecordStep(CheckpointStep kind, absl::Duration step, absl
   if (cpu > max_cpu) max_cpu = cpu;
 }
 
-void CheckpointPauses::RecordLoopGap(absl::Duration gap) {
+void CheckpointPauses::RecordLoopGap(absl::Duration gap, absl::Duration cpu) {
   MutexLock lock(&mu_);
+  if (gap > loop_gaps_.max()) longest_gap_cpu_ = cpu;
+  if (cpu > max_gap_cpu_) max_gap_cpu_ = cpu;
   loop_gaps_.Record(gap);
 }
 
@@ -69,6 +67,8 @@ CheckpointPauses::Snapshot CheckpointPauses::Take() const {
   MutexLock lock(&mu_);
   s.step_time = step_time_;
   s.loop_gaps = loop_gaps_;
+  s.longest_gap_cpu = longest_gap_cpu_;
+  s.max_gap_cpu = max_gap_cpu_;
   for (int k = 0; k < kNumCheckpointSteps; ++k) {
     s.max_by_step[k] = max_by_step_[k];
     s.max_cpu_by_step[k] = max_cpu_by_step_[k];

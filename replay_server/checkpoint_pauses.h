@@ -55,7 +55,11 @@ class CheckpointPauses {
     HistogramSnapshot steps;     // seconds per checkpoint step (for export)
     LatencyHistogram step_time;  // the same, for max and percentiles
     LatencyHistogram loop_gaps;  // core loop gaps during checkpoints
-    uint64_t written = 0;        // checkpoints recorded by RecordWritten
+    // The core thread's CPU time in the longest gap, and the most CPU time
+    // in any gap: a gap far longer than its CPU time was the scheduler's.
+    absl::Duration longest_gap_cpu;
+    absl::Duration max_gap_cpu;
+    uint64_t written = 0;  // checkpoints recorded by RecordWritten
     absl::Duration last_duration;
     uint64_t last_bytes = 0;
   };
@@ -66,7 +70,8 @@ class CheckpointPauses {
 
   // `step`: wall time; `cpu`: the thread's CPU time in it.
   void RecordStep(CheckpointStep kind, absl::Duration step, absl::Duration cpu);
-  void RecordLoopGap(absl::Duration gap);
+  // `gap`: wall time; `cpu`: the thread's CPU time in it.
+  void RecordLoopGap(absl::Duration gap, absl::Duration cpu);
   void RecordWritten(absl::Duration duration, uint64_t bytes);
 
   Snapshot Take() const;
@@ -78,10 +83,15 @@ class CheckpointPauses {
   LatencyHistogram loop_gaps_ ABSL_GUARDED_BY(mu_);
   absl::Duration max_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
   absl::Duration max_cpu_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
+  absl::Duration longest_gap_cpu_ ABSL_GUARDED_BY(mu_);
+  absl::Duration max_gap_cpu_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration last_duration_ ABSL_GUARDED_BY(mu_);
   uint64_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+absl::Duration ThreadCpuTime();
 
 // Times one checkpoint step from its construction, by the wall clock and
 // by the calling thread's CPU time.

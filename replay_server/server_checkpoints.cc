@@ -146,7 +146,11 @@ bool ServerCheckpoints::TakeResult() {
 
 void ServerCheckpoints::Tick(absl::Time now) {
   CheckpointPauses* pauses = core_->mutable_checkpoint_pauses();
-  if (in_progress_) pauses->RecordLoopGap(now - last_tick_);
+  if (in_progress_) {
+    const absl::Duration cpu = ThreadCpuTime();
+    pauses->RecordLoopGap(now - last_tick_, cpu - last_tick_cpu_);
+    last_tick_cpu_ = cpu;
+  }
   last_tick_ = now;
   if (core_->checkpoint_cut_in_progress()) {
     std::optional<CheckpointCut> cut = core_->ContinueCheckpoint();
@@ -174,6 +178,7 @@ void ServerCheckpoints::Tick(absl::Time now) {
   if (requested) LOG(INFO) << "writing the requested checkpoint";
   core_->BeginCheckpoint(writer_->TakeSpare());
   in_progress_ = true;
+  last_tick_cpu_ = ThreadCpuTime();
 }
 
 absl::Status ServerCheckpoints::Stop(bool final_checkpoint) {

@@ -137,6 +137,7 @@ class ServerCheckpoints {
   absl::Time last_checkpoint_;
   bool in_progress_ = false;  // from a cut's begin until its result is taken
   absl::Time last_tick_;
+  absl::Duration last_tick_cpu_;  // the core thread's CPU time then
 
   mutable Mutex mu_;
   std::optional<CheckpointWriteStats> last_written_ ABSL_GUARDED_BY(mu_);

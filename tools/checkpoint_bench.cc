@@ -218,13 +218,15 @@ int Run() {
         "\"baseline_inserts_per_s\": %.0f, \"baseline_max_iteration_ms\": %.3f, "
         "\"step_max_ms\": %.3f, \"step_max_wall_cpu_ms_by_kind\": {%s}, \"step_p99_ms\": %.4f, "
         "\"step_count\": %llu, "
-        "\"loop_gap_max_ms\": %.3f, \"loop_gap_p99_ms\": %.4f, \"loop_gap_count\": %llu, "
+        "\"loop_gap_max_ms\": %.3f, \"loop_gap_max_cpu_ms\": %.3f, \"loop_gap_most_cpu_ms\": "
+        "%.3f, \"loop_gap_p99_ms\": %.4f, \"loop_gap_count\": %llu, "
         "\"reservation_syncs\": %llu, \"reservation_stalls\": %llu, "
         "\"reservation_max_background_sync_ms\": %.3f}\n",
         static_cast<unsigned long long>(config.capacity), config.slot_size,
         static_cast<unsigned long long>(FLAGS_chunk_slots), FLAGS_checkpoints, baseline_rate,
         baseline_max_ms, Ms(s.step_time.max()), by_step.c_str(), Ms(s.step_time.Percentile(0.99)),
-        steps, Ms(s.loop_gaps.max()), Ms(s.loop_gaps.Percentile(0.99)), gaps,
+        steps, Ms(s.loop_gaps.max()), Ms(s.longest_gap_cpu), Ms(s.max_gap_cpu),
+        Ms(s.loop_gaps.Percentile(0.99)), gaps,
         static_cast<unsigned long long>(reservations.syncs()),
         static_cast<unsigned long long>(reservations.stalls()),
         Ms(reservations.max_background_sync()));
@@ -233,10 +235,12 @@ int Run() {
         "core thread over %d checkpoints: checkpoint steps max %.3f ms (by kind, [wall, cpu] ms: "
         "%s), p99 "
         "%.4f ms, count %llu; "
-        "loop gaps max %.3f ms, p99 %.4f ms, count %llu (baseline longest iteration %.3f ms); "
+        "loop gaps max %.3f ms (%.3f ms of it on the CPU; the most CPU in one gap %.3f ms), p99 "
+        "%.4f ms, count %llu (baseline longest iteration %.3f ms); "
         "reservation syncs %llu, stalls %llu, longest background sync %.3f ms\n",
         FLAGS_checkpoints, Ms(s.step_time.max()), by_step.c_str(), Ms(s.step_time.Percentile(0.99)),
-        steps, Ms(s.loop_gaps.max()), Ms(s.loop_gaps.Percentile(0.99)), gaps, baseline_max_ms,
+        steps, Ms(s.loop_gaps.max()), Ms(s.longest_gap_cpu), Ms(s.max_gap_cpu),
+        Ms(s.loop_gaps.Percentile(0.99)), gaps, baseline_max_ms,
         static_cast<unsigned long long>(reservations.syncs()),
         static_cast<unsigned long long>(reservations.stalls()),
         Ms(reservations.max_background_sync()));
