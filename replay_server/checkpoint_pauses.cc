@@ -39,43 +39,37 @@ CheckpointPauses::CheckpointPauses() : steps_(BucketHistogram::DelayBoundsSecond
 
 void CheckpointPauses::RecordStep(CheckpointStep kind, absl::Duration step, absl::Duration cpu) {
   steps_.Record(absl::ToDoubleSeconds(step));
-  MutexLock lock(&mu_);
-  step_time_.Record(step);
-  absl::Duration& max = max_by_step_[static_cast<int>(kind)];
+  local_.step_time.Record(step);
+  absl::Duration& max = local_.max_by_step[static_cast<int>(kind)];
   if (step > max) max = step;
-  absl::Duration& max_cpu = max_cpu_by_step_[static_cast<int>(kind)];
+  absl::Duration& max_cpu = local_.max_cpu_by_step[static_cast<int>(kind)];
   if (cpu > max_cpu) max_cpu = cpu;
 }
 
 void CheckpointPauses::RecordLoopGap(absl::Duration gap, absl::Duration cpu) {
-  MutexLock lock(&mu_);
-  if (gap > loop_gaps_.max()) longest_gap_cpu_ = cpu;
-  if (cpu > max_gap_cpu_) max_gap_cpu_ = cpu;
-  loop_gaps_.Record(gap);
+  if (gap > local_.loop_gaps.max()) local_.longest_gap_cpu = cpu;
+  if (cpu > local_.max_gap_cpu) local_.max_gap_cpu = cpu;
+  local_.loop_gaps.Record(gap);
 }
 
 void CheckpointPauses::RecordWritten(absl::Duration duration, uint64_t bytes) {
+  ++local_.written;
+  local_.last_duration = duration;
+  local_.last_bytes = bytes;
+}
+
+void CheckpointPauses::Publish() {
   MutexLock lock(&mu_);
-  ++written_;
-  last_duration_ = duration;
-  last_bytes_ = bytes;
+  published_ = local_;
 }
 
 CheckpointPauses::Snapshot CheckpointPauses::Take() const {
   Snapshot s;
-  s.steps = steps_.Snapshot();
-  MutexLock lock(&mu_);
-  s.step_time = step_time_;
-  s.loop_gaps = loop_gaps_;
-  s.longest_gap_cpu = longest_gap_cpu_;
-  s.max_gap_cpu = max_gap_cpu_;
-  for (int k = 0; k < kNumCheckpointSteps; ++k) {
-    s.max_by_step[k] = max_by_step_[k];
-    s.max_cpu_by_step[k] = max_cpu_by_step_[k];
+  {
+    MutexLock lock(&mu_);
+    s = published_;
   }
-  s.written = written_;
-  s.last_duration = last_duration_;
-  s.last_bytes = last_bytes_;
+  s.steps = steps_.Snapshot();
   return s;
 }
 

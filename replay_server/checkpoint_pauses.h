@@ -15,12 +15,16 @@
 // the file in place) and its bytes (RecordWritten).
 //
 //   pauses->RecordStep(absl::Now() - step_start);   // core thread
+//   pauses->Publish();                              // core thread, now and then
 //   CheckpointPauses::Snapshot s = pauses.Take();   // any thread
 //
-// Thread safety: Record*() from one thread (the core's); Take() from any
-// thread at any time. The histograms for export are lock-free
-// (common/bucket_histogram.h); the percentiles' histograms are under a
-// mutex held only for a record or a copy.
+// Thread safety: Record*() and Publish() from one thread (the core's);
+// Take() from any thread at any time. The core records into figures of its
+// own, without a lock; Publish() copies them, under a mutex, to what Take()
+// reads (the server publishes when a checkpoint's result is taken, so the
+// core takes that mutex once per checkpoint, never per loop iteration). The
+// steps' histogram for export is lock-free and always current
+// (common/bucket_histogram.h).
 
 #ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
 #define DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
@@ -48,12 +52,13 @@ const char* CheckpointStepName(CheckpointStep step);
 class CheckpointPauses {
  public:
   struct Snapshot {
+    HistogramSnapshot steps;  // seconds per checkpoint step (for export; current)
+    // The rest as of the last Publish():
+    LatencyHistogram step_time;                       // checkpoint steps, for max and percentiles
     absl::Duration max_by_step[kNumCheckpointSteps];  // the longest of each kind
     // The most CPU time the core thread used in one step of each kind: a
     // step much longer by the wall clock was descheduled (a busy machine).
     absl::Duration max_cpu_by_step[kNumCheckpointSteps];
-    HistogramSnapshot steps;     // seconds per checkpoint step (for export)
-    LatencyHistogram step_time;  // the same, for max and percentiles
     LatencyHistogram loop_gaps;  // core loop gaps during checkpoints
     // The core thread's CPU time in the longest gap, and the most CPU time
     // in any gap: a gap far longer than its CPU time was the scheduler's.
@@ -73,21 +78,16 @@ class CheckpointPauses {
   // `gap`: wall time; `cpu`: the thread's CPU time in it.
   void RecordLoopGap(absl::Duration gap, absl::Duration cpu);
   void RecordWritten(absl::Duration duration, uint64_t bytes);
+  // Makes what was recorded so far visible to Take().
+  void Publish();
 
   Snapshot Take() const;
 
  private:
   BucketHistogram steps_;
+  Snapshot local_;  // the core thread's; `steps` unused
   mutable Mutex mu_;
-  LatencyHistogram step_time_ ABSL_GUARDED_BY(mu_);
-  LatencyHistogram loop_gaps_ ABSL_GUARDED_BY(mu_);
-  absl::Duration max_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
-  absl::Duration max_cpu_by_step_[kNumCheckpointSteps] ABSL_GUARDED_BY(mu_);
-  absl::Duration longest_gap_cpu_ ABSL_GUARDED_BY(mu_);
-  absl::Duration max_gap_cpu_ ABSL_GUARDED_BY(mu_);
-  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration last_duration_ ABSL_GUARDED_BY(mu_);
-  uint64_t last_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  Snapshot published_ ABSL_GUARDED_BY(mu_);  // `steps` unused
 };
 
 // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).

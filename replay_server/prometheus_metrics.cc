@@ -133,10 +133,12 @@ void RenderCheckpoints(const ServerMetrics& m, PrometheusText* out) {
                  "of the cut, handing it to the writer, taking the result).",
                  m.checkpoint_core_pauses);
   out->Gauge("dreplay_server_checkpoint_core_pause_max_seconds",
-             "The longest checkpoint step on the core thread since the server started.",
+             "The longest checkpoint step on the core thread, over the checkpoints finished "
+             "since the server started.",
              m.checkpoint_core_pause_max_seconds);
   out->Gauge("dreplay_server_checkpoint_loop_gap_max_seconds",
-             "The longest gap between two core loop iterations during a checkpoint.",
+             "The longest gap between two core loop iterations during a checkpoint, over the "
+             "checkpoints finished since the server started.",
              m.checkpoint_loop_gap_max_seconds);
   out->Gauge("dreplay_server_last_checkpoint_duration_seconds",
              "The last checkpoint written: from its cut's begin to the file in place.",

@@ -289,7 +289,10 @@ CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
   }
   BeginCheckpoint(std::move(spare));
   while (true) {
-    if (std::optional<CheckpointCut> cut = ContinueCheckpoint()) return *std::move(cut);
+    if (std::optional<CheckpointCut> cut = ContinueCheckpoint()) {
+      pauses_.Publish();
+      return *std::move(cut);
+    }
   }
 }
 

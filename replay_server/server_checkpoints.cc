@@ -164,6 +164,7 @@ void ServerCheckpoints::Tick(absl::Time now) {
     const CheckpointStepTimer timer;
     if (!TakeResult()) return;  // still writing
     timer.Record(pauses, CheckpointStep::kResult);
+    pauses->Publish();  // once per checkpoint: the core never waits on a scrape per iteration
     in_progress_ = false;
     last_checkpoint_ = now;
   }
@@ -193,6 +194,7 @@ absl::Status ServerCheckpoints::Stop(bool final_checkpoint) {
     return stats.status();
   }
   NoteWritten(*stats);
+  core_->mutable_checkpoint_pauses()->Publish();
   LOG(INFO) << "final checkpoint: " << core_->memory().size() << " transitions, ingest cursor "
             << core_->ingest_cursor();
   // No client is left and the core has stopped: the exact cursors let the
