@@ -81,6 +81,7 @@ void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority)
   } else {
     value = size_ > 0 ? tree_.Max() : options_.initial_max_priority;
   }
+  if (observer_ != nullptr) observer_->BeforeEntryChange(index);
   if (sequences_[index] == kNoSequence) ++size_;
   sequences_[index] = sequence;
   tree_.Set(index, value);
@@ -89,6 +90,7 @@ void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority)
 void ReplayMemory::Remove(uint64_t index) {
   DCHECK_LT(index, capacity());
   if (sequences_[index] == kNoSequence) return;
+  if (observer_ != nullptr) observer_->BeforeEntryChange(index);
   sequences_[index] = kNoSequence;
   --size_;
   tree_.Set(index, 0);

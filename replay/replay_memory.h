@@ -90,6 +90,17 @@ struct SampledItem {
   float weight = 0;        // filled by ComputeWeights / SampleBatch
 };
 
+// Told before an index's entry (its sequence) changes: by Insert and by a
+// Remove of a valid index; not by priority updates, Clear or Restore. The
+// replay server's incremental checkpoint cut (replay_server/incremental_cut.h)
+// saves an entry there before it is replaced.
+class ReplayMemoryObserver {
+ public:
+  virtual ~ReplayMemoryObserver() = default;
+  // `index` still holds its old entry when this is called.
+  virtual void BeforeEntryChange(uint64_t index) = 0;
+};
+
 class ReplayMemory {
  public:
   enum class UpdateResult : uint8_t {
@@ -118,6 +129,9 @@ class ReplayMemory {
   void Remove(uint64_t index);
   // Removes everything.
   void Clear();
+  // Tells `observer` (not owned; nullptr: none) of every entry change from
+  // now on (see ReplayMemoryObserver). Same thread as the memory's.
+  void set_observer(ReplayMemoryObserver* observer) { observer_ = observer; }
 
   // Sets the raw priority of `index` if it still holds `sequence`.
   UpdateResult UpdatePriority(uint64_t index, uint64_t sequence, float raw_priority);
@@ -169,6 +183,7 @@ class ReplayMemory {
   std::vector<uint64_t> sequences_;
   uint64_t size_ = 0;
   std::mt19937_64 rng_;
+  ReplayMemoryObserver* observer_ = nullptr;
 };
 
 }  // namespace dreplay::replay

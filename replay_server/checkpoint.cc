@@ -447,38 +447,13 @@ double CheckpointWriteStats::bytes_per_second() const {
 
 std::string CheckpointWriteStats::Summary() const {
   return absl::StrFormat(
-      "the cut paused the core %.3f ms (ingest cursor %d); %d bytes written in %.3f s "
+      "the cut took %d steps over %.3f ms, the longest holding the core %.3f ms (ingest cursor "
+      "%d); %d bytes written in %.3f s "
       "(%.1f MB/s); %d slots kept, %d overwritten during the write (recorded empty), %d "
       "committed but not ingested kept; params version %d",
-      absl::ToDoubleMilliseconds(cut_pause), cut_ingest_cursor, bytes,
-      absl::ToDoubleSeconds(write_time), bytes_per_second() / 1e6, slots_kept, slots_absent,
-      pending_kept, params_version);
-}
-
-CheckpointCut CutCheckpoint(const ReplayRegions& regions, const replay::ReplayMemory& memory,
-                            CheckpointState state, CheckpointCut spare) {
-  const absl::Time start = absl::Now();
-  const protocol::LayoutConfig& c = regions.config();
-  CheckpointCut cut = std::move(spare);
-  cut.values.resize(memory.capacity());
-  cut.sequences.resize(memory.capacity());
-  for (uint64_t i = 0; i < memory.capacity(); ++i) {
-    cut.values[i] = memory.stored_priority(i);
-    cut.sequences[i] = memory.sequence(i);
-  }
-  state.lease_holders.resize(c.leases);
-  for (uint32_t l = 0; l < c.leases; ++l) {
-    const protocol::LeaseLine* line = regions.lease_line(l);
-    // state (low half) and holder (high half) share one word.
-    const uint64_t word = LoadAcquire(reinterpret_cast<const uint64_t*>(&line->state));
-    state.lease_holders[l].state = static_cast<uint32_t>(word);
-    state.lease_holders[l].actor_id = static_cast<uint32_t>(word >> 32);
-    state.lease_holders[l].grants = LoadAcquire(&line->grants);
-  }
-  cut.state = std::move(state);
-  cut.memory_options = memory.options();
-  cut.pause = absl::Now() - start;
-  return cut;
+      cut_steps, absl::ToDoubleMilliseconds(cut_time), absl::ToDoubleMilliseconds(cut_pause),
+      cut_ingest_cursor, bytes, absl::ToDoubleSeconds(write_time), bytes_per_second() / 1e6,
+      slots_kept, slots_absent, pending_kept, params_version);
 }
 
 absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
@@ -496,6 +471,8 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   const absl::Time start = absl::Now();
   CheckpointWriteStats stats;
   stats.cut_pause = cut->pause;
+  stats.cut_steps = cut->steps;
+  stats.cut_time = cut->cut_time;
   stats.cut_id = cut->cut_id;
   stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";

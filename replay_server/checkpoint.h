@@ -5,11 +5,16 @@
 //
 // A checkpoint is taken in two parts:
 //
-//   1. The cut (CutCheckpoint, on the core's thread, between two steps):
-//      a copy of the small metadata only: every index's stored priority and
-//      sequence, every lease's ingest cursor and holder (actor id, grants),
-//      the counters, epoch, incarnation and journal end. The core pauses for
-//      this copy alone (16 bytes per slot; measured in CheckpointCut::pause).
+//   1. The cut (ReplayCore::BeginCheckpoint / ContinueCheckpoint, on the
+//      core's thread, in bounded steps between its normal work:
+//      incremental_cut.h): a copy of the small metadata only. At once, the
+//      O(leases) part: every lease's ingest cursor and holder (actor id,
+//      grants), the counters, epoch, incarnation and journal end; then, a
+//      chunk per step, every index's stored priority and sequence (16 bytes
+//      per slot). The sequences are the memory's at the cut's begin (an
+//      entry about to change before its chunk is copied is saved first);
+//      the priorities are from the moment each entry was copied. The
+//      longest step is CheckpointCut::pause.
 //   2. The write (WriteCheckpoint, on any thread, e.g. CheckpointWriter's)
 //      streams the slot ring to the file while actors keep writing and the
 //      core keeps ingesting and sampling. Each slot is copied out word by
@@ -29,8 +34,8 @@
 // A checkpoint holds, under a header (magic, format version, LayoutConfig,
 // alpha, epsilon, sampling mode, the cut's scalars) and a trailer (XXH3-64
 // of the header followed by the XXH3-64 of the sections): the slot ring, the commit words, every
-// index's stored priority and sequence, every lease's cursor, every lease's holder, and the params
-// region's header and published half.
+// index's stored priority (as of its chunk's copy in the cut) and sequence (as of the cut's begin),
+// every lease's cursor, every lease's holder, and the params region's header and published half.
 //
 // WriteCheckpoint is atomic: it writes "<path>.tmp", fsyncs it, renames it to
 // `path` and fsyncs the directory, so `path` is always either the old
@@ -53,10 +58,11 @@
 // are left empty.
 //
 // The signal handling and periodic timing of checkpoints belong to the
-// server; ReplayCore::CutCheckpoint / SaveCheckpoint / RestoreCheckpoint
+// server (server_checkpoints.h); ReplayCore's BeginCheckpoint /
+// ContinueCheckpoint / CutCheckpoint / SaveCheckpoint / RestoreCheckpoint
 // wrap these.
 //
-// Thread safety: CutCheckpoint on the thread that owns `memory`; then
+// Thread safety: the cut on the thread that owns the memory; then
 // WriteCheckpoint on any one thread while peers and the core go on (it
 // reads the regions with word-wise atomic loads and touches only the cut);
 // it also writes the cut's verification log records, which may be written
@@ -116,7 +122,9 @@ struct CheckpointCut {
   std::vector<double> values;       // stored priority (p^alpha) per index
   std::vector<uint64_t> sequences;  // sequence per index (ReplayMemory::kNoSequence: none)
   replay::ReplayMemoryOptions memory_options;  // alpha, epsilon, mode: the file's header
-  absl::Duration pause;                        // how long the copy held the core
+  absl::Duration pause;                        // the longest step of the cut on the core's thread
+  uint32_t steps = 0;                          // the cut's steps (its begin and its chunks)
+  absl::Duration cut_time;                     // from the cut's begin to its last chunk
   // For the verification log (common/verification_log.h): the cut's id and
   // the log, not owned; when `log` is set, WriteCheckpoint writes a D record
   // per entry found overwritten and, once the file is in place, the C record.
@@ -127,6 +135,8 @@ struct CheckpointCut {
 // What a write did.
 struct CheckpointWriteStats {
   absl::Duration cut_pause;  // CheckpointCut::pause
+  uint32_t cut_steps = 0;    // CheckpointCut::steps
+  absl::Duration cut_time;   // CheckpointCut::cut_time
   uint64_t cut_id = 0;       // CheckpointCut::cut_id
   uint64_t cut_ingest_cursor = 0;
   uint64_t bytes = 0;           // file size
@@ -173,15 +183,6 @@ static_assert(offsetof(CheckpointHeader, counters) == 184, "");
 static_assert(offsetof(CheckpointHeader, slot_bytes) == 368, "");
 static_assert(offsetof(CheckpointHeader, lease_cursor_bytes) == 408, "");
 static_assert(offsetof(CheckpointHeader, params_bytes) == 424, "");
-
-// The cut (see the file comment): copies `memory`'s values and sequences and
-// the lease lines' holders into a CheckpointCut with `state`'s scalars and
-// cursors. On the memory's owner thread; never blocks. `state.lease_holders`
-// is filled here. `spare`'s vectors are reused when they have the memory's
-// capacity (CheckpointWriter::TakeSpare: memory already touched, so the copy
-// takes no page faults while it holds the core).
-CheckpointCut CutCheckpoint(const ReplayRegions& regions, const replay::ReplayMemory& memory,
-                            CheckpointState state, CheckpointCut spare = CheckpointCut());
 
 // Writes a checkpoint of `cut` and the slots `regions` holds now to `path`.
 // `cut` is modified: entries found overwritten are made empty. Internal

@@ -52,6 +52,11 @@ CheckpointCut CheckpointWriter::TakeSpare() {
   return spare;
 }
 
+bool CheckpointWriter::spare_ready() const {
+  MutexLock lock(&mu_);
+  return capacity_ == 0 || spare_.values.size() == capacity_;
+}
+
 std::optional<CheckpointWriter::Result> CheckpointWriter::TakeResult() {
   MutexLock lock(&mu_);
   std::optional<Result> result = std::move(result_);

@@ -56,9 +56,13 @@ class CheckpointWriter {
   bool busy() const;
   // Hands `cut` to the thread; returns at once. REQUIRES: !busy().
   void Start(CheckpointCut cut);
-  // The spare cut's buffers, for ReplayCore::CutCheckpoint (empty when none
-  // is ready yet).
+  // The spare cut's buffers, for ReplayCore::BeginCheckpoint (empty when
+  // none is ready yet).
   CheckpointCut TakeSpare();
+  // True when TakeSpare() would return buffers of `capacity` entries (always
+  // true for capacity 0). A cut begun without them allocates and touches
+  // 16 bytes per entry at its begin: wait for this first.
+  bool spare_ready() const;
   // The finished write's result, once; nullopt while none is waiting.
   std::optional<Result> TakeResult();
   // Blocks until no write is in progress.

@@ -103,18 +103,10 @@ absl::Status Ingest::UseReservations(SequenceReservations* reservations) {
 void Ingest::PublishLease(uint32_t l) {
   const Lease& lease = leases_[l];
   uint64_t published = lease.cursor;
-  if (reservations_ != nullptr) {
-    if (reservations_->reserved(l) < lease.cursor + lease_slots_) {
-      const absl::Status s = reservations_->Reserve(l, lease.cursor + lease_slots_);
-      if (!s.ok() && reserve_failures_++ % 1000 == 0) {
-        LOG(ERROR) << "lease " << l << ": cannot reserve sequences (" << s
-                   << "); its actor waits at the reserved mark";
-      }
-    }
-    // Below the persisted mark: an actor writes below cursor + L at most.
-    const uint64_t mark = reservations_->reserved(l);
-    published = std::min(published, mark >= lease_slots_ ? mark - lease_slots_ : 0);
-  }
+  // Below the persisted mark: an actor writes below cursor + L at most. The
+  // next mark is asked for ahead of need and synced by the reservations'
+  // thread.
+  if (reservations_ != nullptr) published = reservations_->Publishable(l, lease.cursor);
   auto* line =
       reinterpret_cast<protocol::LeaseLine*>(leases_region_ + protocol::LeaseLineOffset(l));
   StoreRelease(&line->inserted, lease.inserted);
@@ -244,6 +236,11 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
 
 uint64_t Ingest::Step() {
   const auto count = static_cast<uint32_t>(leases_.size());
+  if (reservations_ != nullptr && reservations_->sync_generation() != sync_generation_) {
+    // New marks are in place: leases that waited at the old ones move on.
+    sync_generation_ = reservations_->sync_generation();
+    for (uint32_t l = 0; l < count; ++l) PublishLease(l);
+  }
   uint64_t handled = 0;
   int64_t wall_now_ns = 0;  // read once, at the first insert
   uint32_t visited = 0;

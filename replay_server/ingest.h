@@ -61,15 +61,16 @@
 //
 // Sequence reservations (sequence_reservations.h, with a checkpoint
 // directory): a lease's cursor c is published only while the persisted mark
-// is >= c + L (L = lease slots); a step whose cursor passes it first grows
-// the mark (one file sync, rare: the mark grows by many laps) and, if that
-// fails, publishes the cursor no further than the mark allows (actors wait;
-// logged). UseReservations resumes every lease at or above the file's floor
-// (whole laps past its committed prefix): sequences the previous server may
+// is >= c + L (L = lease slots); the next mark is asked for ahead of need and
+// synced by the reservations' own thread (SequenceReservations::
+// Publishable): a lease that reaches its synced mark first is published no
+// further until the sync is in place (its actor waits; counted as a stall),
+// and every lease is published again when one completes. UseReservations resumes every lease at or
+// above the file's floor (whole laps past its committed prefix): sequences the previous server may
 // have handed out are skipped.
 //
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
-// never allocates and blocks only to sync a reservation.
+// never allocates and never blocks.
 
 #ifndef DREPLAY_REPLAY_SERVER_INGEST_H_
 #define DREPLAY_REPLAY_SERVER_INGEST_H_
@@ -196,7 +197,7 @@ class Ingest {
   SequenceReservations* reservations_ = nullptr;
   uint64_t sequences_skipped_ = 0;
   std::vector<uint32_t> skipped_laps_;
-  uint64_t reserve_failures_ = 0;
+  uint64_t sync_generation_ = 0;  // the reservations' last seen
 };
 
 }  // namespace dreplay::server

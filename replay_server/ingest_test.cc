@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
@@ -468,12 +470,19 @@ TEST_F(IngestTest, WithReservationsALeaseSkipsWholeLapsPastTheMarkAndStaysUnderI
   EXPECT_GE((*reservations)->reserved(0), lease_cursor() + lease_slots);
 
   // New inserts go on above the mark; the persisted mark always covers a
-  // whole lease beyond the published cursor, growing a lap at a time.
+  // whole lease beyond the published cursor, growing a lap at a time (by
+  // the reservations' thread: the published cursor waits for each sync).
   const uint64_t syncs = (*reservations)->syncs();
   for (uint64_t k = 0; k < 3 * lease_slots; ++k) {
     EXPECT_GE(Insert(*regions_, 1.0f), 5 + 2 * lease_slots);
-    ingest_->Step();
-    ASSERT_GE((*reservations)->reserved(0), lease_cursor() + lease_slots) << k;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    do {
+      ingest_->Step();
+      ASSERT_GE((*reservations)->reserved(0), lease_cursor() + lease_slots) << k;
+      if (lease_cursor() == 5 + 2 * lease_slots + k + 1) break;
+      absl::SleepFor(absl::Microseconds(100));
+    } while (absl::Now() < deadline);
+    ASSERT_EQ(lease_cursor(), 5 + 2 * lease_slots + k + 1) << "no sync in 30 s";
   }
   EXPECT_EQ(lease_cursor(), 5 + 5 * lease_slots);
   EXPECT_GE((*reservations)->syncs(), syncs + 2);

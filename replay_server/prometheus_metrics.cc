@@ -127,6 +127,32 @@ void RenderConnections(const ConnectionCounts& c, PrometheusText* out) {
                c.rejected);
 }
 
+void RenderCheckpoints(const ServerMetrics& m, PrometheusText* out) {
+  out->Histogram("dreplay_server_checkpoint_core_pause_seconds",
+                 "Time the core thread spent in one checkpoint step (the cut's begin, one chunk "
+                 "of the cut, handing it to the writer, taking the result).",
+                 m.checkpoint_core_pauses);
+  out->Gauge("dreplay_server_checkpoint_core_pause_max_seconds",
+             "The longest checkpoint step on the core thread, over the checkpoints finished "
+             "since the server started.",
+             m.checkpoint_core_pause_max_seconds);
+  out->Gauge("dreplay_server_checkpoint_loop_gap_max_seconds",
+             "The longest gap between two core loop iterations during a checkpoint, over the "
+             "checkpoints finished since the server started.",
+             m.checkpoint_loop_gap_max_seconds);
+  out->Gauge("dreplay_server_last_checkpoint_duration_seconds",
+             "The last checkpoint written: from its cut's begin to the file in place.",
+             m.last_checkpoint_duration_seconds);
+  out->Gauge("dreplay_server_last_checkpoint_bytes", "Size of the last checkpoint written.",
+             static_cast<double>(m.last_checkpoint_bytes));
+  out->Counter("dreplay_server_reservation_syncs_total",
+               "Writes of the sequence reservations file (write, fdatasync, rename).",
+               m.reservation_syncs);
+  out->Counter("dreplay_server_reservation_stalls_total",
+               "Times a lease's published cursor waited at its synced reservation mark.",
+               m.reservation_stalls);
+}
+
 }  // namespace
 
 ServerMetrics CollectServerMetrics(const ReplayServer& server) {
@@ -136,6 +162,16 @@ ServerMetrics CollectServerMetrics(const ReplayServer& server) {
   m.insert_to_ingest = server.delays().insert_to_ingest.Snapshot();
   m.staging = server.delays().staging.Snapshot();
   m.samples_per_insert_target = server.options().core.sampler.rate_limiter.samples_per_insert;
+  const CheckpointPauses::Snapshot pauses = server.checkpoint_pauses().Take();
+  m.checkpoint_core_pauses = pauses.steps;
+  m.checkpoint_core_pause_max_seconds = absl::ToDoubleSeconds(pauses.step_time.max());
+  m.checkpoint_loop_gap_max_seconds = absl::ToDoubleSeconds(pauses.loop_gaps.max());
+  m.last_checkpoint_duration_seconds = absl::ToDoubleSeconds(pauses.last_duration);
+  m.last_checkpoint_bytes = pauses.last_bytes;
+  if (const ServerCheckpoints* checkpoints = server.checkpoints()) {
+    m.reservation_syncs = checkpoints->reservations().syncs();
+    m.reservation_stalls = checkpoints->reservations().stalls();
+  }
   return m;
 }
 
@@ -152,6 +188,7 @@ std::string RenderServerMetrics(const ServerMetrics& metrics) {
                 "Time a staged batch held its staging slot: from staging to its priority update "
                 "being consumed.",
                 metrics.staging);
+  RenderCheckpoints(metrics, &out);
   return out.Take();
 }
 

@@ -29,6 +29,13 @@
 //              total_priority, max_priority, connections{role=...}
 //   histograms insert_to_ingest_delay_seconds, staging_delay_seconds
 //              (replay_server/delays.h says what they measure)
+//   checkpoints (replay_server/checkpoint_pauses.h; zeros without
+//              --checkpoint_dir): histogram checkpoint_core_pause_seconds
+//              (each checkpoint step on the core thread), gauges
+//              checkpoint_core_pause_max_seconds,
+//              checkpoint_loop_gap_max_seconds, last_checkpoint_duration_seconds,
+//              last_checkpoint_bytes; counters reservation_syncs_total,
+//              reservation_stalls_total (sequence_reservations.h)
 
 #ifndef DREPLAY_REPLAY_SERVER_PROMETHEUS_METRICS_H_
 #define DREPLAY_REPLAY_SERVER_PROMETHEUS_METRICS_H_
@@ -49,6 +56,18 @@ struct ServerMetrics {
   HistogramSnapshot staging;
   // The rate limiter's samples per insert (0: no limit).
   double samples_per_insert_target = 0;
+  // Checkpoints: each checkpoint step on the core thread (seconds), the
+  // longest step and the longest core loop gap during a checkpoint, the
+  // last checkpoint written (its cut's begin to the file in place).
+  HistogramSnapshot checkpoint_core_pauses;
+  double checkpoint_core_pause_max_seconds = 0;
+  double checkpoint_loop_gap_max_seconds = 0;
+  double last_checkpoint_duration_seconds = 0;
+  uint64_t last_checkpoint_bytes = 0;
+  // Sequence reservation file writes, and times a lease's published cursor
+  // waited at its synced mark.
+  uint64_t reservation_syncs = 0;
+  uint64_t reservation_stalls = 0;
 };
 
 // Thread-safe: any thread, while the server runs (the HTTP server's).

@@ -2,7 +2,9 @@
 
 #include "replay_server/prometheus_metrics.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/session.h"
 #include "common/metrics_http.h"
@@ -98,6 +101,16 @@ ServerMetrics SampleMetrics() {
   m.insert_to_ingest.count = 3;
   m.insert_to_ingest.sum = 0.0125;
   m.samples_per_insert_target = 0.5;
+  m.checkpoint_core_pauses.upper_bounds = {0.001, 0.05};
+  m.checkpoint_core_pauses.bucket_counts = {40, 1, 0};
+  m.checkpoint_core_pauses.count = 41;
+  m.checkpoint_core_pauses.sum = 0.03;
+  m.checkpoint_core_pause_max_seconds = 0.002;
+  m.checkpoint_loop_gap_max_seconds = 0.004;
+  m.last_checkpoint_duration_seconds = 2.5;
+  m.last_checkpoint_bytes = 1 << 20;
+  m.reservation_syncs = 3;
+  m.reservation_stalls = 1;
   return m;
 }
 
@@ -124,6 +137,16 @@ TEST(RenderServerMetricsTest, ExposesCountersGaugesAndHistogramsWithTheirTypes) 
   EXPECT_TRUE(HasLine(text, "dreplay_server_insert_to_ingest_delay_seconds_bucket{le=\"+Inf\"} 3"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_insert_to_ingest_delay_seconds_count 3"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_staging_delay_seconds_count 0"));
+  EXPECT_TRUE(HasLine(text, "# TYPE dreplay_server_checkpoint_core_pause_seconds histogram"));
+  EXPECT_TRUE(
+      HasLine(text, "dreplay_server_checkpoint_core_pause_seconds_bucket{le=\"0.001\"} 40"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_checkpoint_core_pause_seconds_count 41"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_checkpoint_core_pause_max_seconds 0.002"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_checkpoint_loop_gap_max_seconds 0.004"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_last_checkpoint_duration_seconds 2.5"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_last_checkpoint_bytes 1048576"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_reservation_syncs_total 3"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_reservation_stalls_total 1"));
   ExpectEverySampleTyped(text);
 }
 
@@ -139,11 +162,16 @@ TEST(RenderServerMetricsTest, PromtoolAcceptsTheText) {
 
 class ServerMetricsScrapeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(""); }
+
+  void Start(const std::string& checkpoint_dir) {
+    http_.reset();
+    server_.reset();
     server_host_ = SoftProvider();
     client_host_ = SoftProvider();
     ReplayServerOptions options = SmallServerOptions();
     options.auth_token = "scrape-token";
+    options.checkpoint_dir = checkpoint_dir;
     server_ = StartServer(server_host_.get(), options);
     MetricsHttpOptions http_options;
     http_options.host = kLoopback;
@@ -197,6 +225,31 @@ TEST_F(ServerMetricsScrapeTest, ALiveServerCountsConnectionsByRoleAndPassesPromt
   ExpectEverySampleTyped(text);
   ExpectPromtoolAccepts(text);
   EXPECT_EQ(http_->scrapes(), 1u);
+}
+
+TEST_F(ServerMetricsScrapeTest, ARequestedCheckpointShowsItsCorePausesDurationAndBytes) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/metrics_checkpoints";
+  std::filesystem::remove_all(dir);
+  Start(dir);
+  ASSERT_TRUE(server_->RequestCheckpoint().ok());
+  // The cut's begin, its one chunk, the hand-over and the result's taking.
+  ASSERT_TRUE(WaitFor([&] { return server_->checkpoint_pauses().Take().step_time.count() >= 4; }));
+  const std::string text = Scrape();
+  const CheckpointPauses::Snapshot pauses = server_->checkpoint_pauses().Take();
+  EXPECT_EQ(pauses.written, 1u);
+  EXPECT_EQ(pauses.step_time.count(), 4u);
+  EXPECT_TRUE(HasLine(text, absl::StrCat("dreplay_server_checkpoint_core_pause_seconds_count ",
+                                         pauses.steps.count)))
+      << text;
+  EXPECT_TRUE(
+      HasLine(text, absl::StrCat("dreplay_server_last_checkpoint_bytes ", pauses.last_bytes)));
+  EXPECT_GT(pauses.last_bytes, 0u);
+  EXPECT_GT(pauses.last_duration, absl::ZeroDuration());
+  EXPECT_FALSE(HasLine(text, "dreplay_server_reservation_syncs_total 0"))
+      << "the start reserves sequences";
+  ExpectEverySampleTyped(text);
+  ExpectPromtoolAccepts(text);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ absl::Status ReplayCoreOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("update_timeout=", absl::FormatDuration(update_timeout), " must be > 0"));
   }
+  if (checkpoint_chunk_slots == 0) {
+    return absl::InvalidArgumentError("checkpoint_chunk_slots=0 must be >= 1");
+  }
   if (max_batches_per_step == 0) {
     return absl::InvalidArgumentError("max_batches_per_step=0 must be >= 1");
   }
@@ -79,7 +82,8 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
       options_(options),
       clock_(clock),
       incarnation_(options.incarnation != 0 ? options.incarnation : DrawIncarnation()),
-      memory_(std::move(memory)) {
+      memory_(std::move(memory)),
+      cut_(regions, memory_.get(), options.checkpoint_chunk_slots) {
   const protocol::LayoutConfig& config = regions_->config();
   // The policy, published before any peer can READ the control block.
   const replay::RateLimiterOptions& limiter = options_.sampler.rate_limiter;
@@ -235,7 +239,9 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
-CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
+void ReplayCore::BeginCheckpoint(CheckpointCut spare) {
+  const CheckpointStepTimer timer;
+  const absl::Time start = absl::Now();
   CheckpointState state;
   state.epoch = epoch_;
   state.incarnation = incarnation_;
@@ -246,12 +252,48 @@ CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
     state.lease_cursors[l] = ingest_->lease_cursor(l);
   }
   state.counters = counters_;
-  CheckpointCut cut =
-      server::CutCheckpoint(*regions_, *memory_, std::move(state), std::move(spare));
-  cut.cut_id = ++cuts_;
-  cut.log = options_.ingest.verification_log;
-  if (cut.log != nullptr) cut.log->CheckpointCut(cut.cut_id, epoch_, cut.state.ingest_cursor);
+  ++cuts_;
+  VerificationLog* log = options_.ingest.verification_log;
+  if (log != nullptr) log->CheckpointCut(cuts_, epoch_, state.ingest_cursor);
+  cut_.Begin(std::move(state), std::move(spare));
+  cut_began_ = start;
+  cut_pause_ = timer.Record(&pauses_, CheckpointStep::kBegin);
+  cut_steps_ = 1;
+}
+
+std::optional<CheckpointCut> ReplayCore::ContinueCheckpoint() {
+  const CheckpointStepTimer timer;
+  const bool done = cut_.Step();
+  std::optional<CheckpointCut> cut;
+  if (done) {
+    cut = cut_.Finish();
+    cut->cut_id = cuts_;
+    cut->log = options_.ingest.verification_log;
+  }
+  cut_pause_ = std::max(cut_pause_, timer.Record(&pauses_, CheckpointStep::kChunk));
+  ++cut_steps_;
+  if (cut.has_value()) {
+    cut->pause = cut_pause_;
+    cut->steps = cut_steps_;
+    cut->cut_time = absl::Now() - cut_began_;
+  }
   return cut;
+}
+
+CheckpointCut ReplayCore::CutCheckpoint(CheckpointCut spare) {
+  if (cut_.active()) {  // a cut the loop left unfinished: its buffers serve this one
+    std::optional<CheckpointCut> left;
+    while (!(left = ContinueCheckpoint())) {
+    }
+    spare = *std::move(left);
+  }
+  BeginCheckpoint(std::move(spare));
+  while (true) {
+    if (std::optional<CheckpointCut> cut = ContinueCheckpoint()) {
+      pauses_.Publish();
+      return *std::move(cut);
+    }
+  }
 }
 
 absl::Status ReplayCore::UseSequenceReservations(SequenceReservations* reservations) {

@@ -55,13 +55,16 @@
 // Delays (delays.h): ingest records each slot's insert-to-ingest delay, and
 // step 2 the staging delay of each batch whose update it consumed.
 //
-// Checkpoints (checkpoint.h) do not stop the core: CutCheckpoint() copies
-// the metadata between two steps, and another thread writes the slots while
-// the core goes on (the server's CheckpointWriter).
+// Checkpoints (checkpoint.h) do not stop the core: BeginCheckpoint() records
+// the O(leases) part of a cut, each ContinueCheckpoint() copies a chunk of
+// checkpoint_chunk_slots entries between steps (incremental_cut.h), and
+// another thread writes the slots while the core goes on (the server's
+// CheckpointWriter). Each of these steps is timed into checkpoint_pauses().
 //
 // Thread safety: not thread-safe, except NoteLearnerConnected(),
 // WaitLearnerNoted() and delays() (their snapshots), which any thread may
-// call. Step(), Run(), CutCheckpoint(), SaveCheckpoint() and
+// call, and checkpoint_pauses()' Take(). Step(), Run(), the checkpoint
+// calls, SaveCheckpoint() and
 // RestoreCheckpoint() must not run concurrently. Accessors are for the same
 // thread.
 
@@ -71,6 +74,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,9 +83,11 @@
 #include "absl/time/time.h"
 #include "replay/replay_memory.h"
 #include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint_pauses.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
 #include "replay_server/delays.h"
+#include "replay_server/incremental_cut.h"
 #include "replay_server/ingest.h"
 #include "replay_server/learner_cache.h"
 #include "replay_server/priority_updates.h"
@@ -106,6 +112,9 @@ struct ReplayCoreOptions {
   // This server process's incarnation (protocol::ServerLine::incarnation);
   // 0: drawn at random (never 0) when the core is created.
   uint64_t incarnation = 0;
+  // Entries a checkpoint cut copies per ContinueCheckpoint() (>= 1): 64 Ki
+  // entries are 1 MiB of the cut, well under a millisecond of copying.
+  uint64_t checkpoint_chunk_slots = uint64_t{1} << 16;
   // Idle back-off of Run().
   uint32_t spin_steps = 64;
   absl::Duration min_sleep = absl::Microseconds(20);
@@ -136,15 +145,23 @@ class ReplayCore {
   // Steps until `stop` is true (checked between steps). Blocks.
   void Run(const std::atomic<bool>& stop);
 
-  // The cut of a checkpoint (checkpoint.h): copies the memory's values and
-  // sequences, the lease cursors and holders, the counters, epoch,
-  // incarnation and journal end; the only part of a checkpoint that holds
-  // the core (its duration is CheckpointCut::pause). Hand the cut to
-  // WriteCheckpoint on another thread (CheckpointWriter), then call
-  // CheckpointWritten() here when it succeeded.
-  // `spare`: buffers to reuse (CheckpointWriter::TakeSpare). With a
-  // verification log, writes its K record and hands the log to the write
-  // (CheckpointCut::log: D and C records).
+  // The cut of a checkpoint (checkpoint.h, incremental_cut.h), in steps
+  // between Step()s. BeginCheckpoint records the lease cursors and holders,
+  // the counters, epoch, incarnation and journal end; each
+  // ContinueCheckpoint copies the next checkpoint_chunk_slots entries and
+  // returns the cut after the last chunk (CheckpointCut::pause: its longest
+  // step). Hand the cut to WriteCheckpoint on another thread
+  // (CheckpointWriter), then call CheckpointWritten() here when it
+  // succeeded. `spare`: buffers to reuse (CheckpointWriter::TakeSpare).
+  // With a verification log, BeginCheckpoint writes its K record and the
+  // cut carries the log to the write (D and C records). Each call is timed
+  // into checkpoint_pauses() as one step.
+  // REQUIRES: BeginCheckpoint only when !checkpoint_cut_in_progress(),
+  // ContinueCheckpoint only when it is.
+  void BeginCheckpoint(CheckpointCut spare = CheckpointCut());
+  std::optional<CheckpointCut> ContinueCheckpoint();
+  bool checkpoint_cut_in_progress() const { return cut_.active(); }
+  // The whole cut at once (tests, the final checkpoint of a stopped server).
   CheckpointCut CutCheckpoint(CheckpointCut spare = CheckpointCut());
   // Counts a checkpoint written from a cut (checkpoints_written) and
   // publishes the stats.
@@ -196,6 +213,10 @@ class ReplayCore {
   const ReplayCounters& counters() const { return counters_; }
   // Any thread may take Snapshot()s of these while the core runs.
   const ReplayDelays& delays() const { return delays_; }
+  // Checkpoint steps and core loop gaps during checkpoints; the loop's owner
+  // records the gaps and its own checkpoint steps here.
+  const CheckpointPauses& checkpoint_pauses() const { return pauses_; }
+  CheckpointPauses* mutable_checkpoint_pauses() { return &pauses_; }
   replay::ReplayMemory& memory() { return *memory_; }
   const replay::ReplayMemory& memory() const { return *memory_; }
   uint64_t epoch() const { return epoch_; }
@@ -222,12 +243,17 @@ class ReplayCore {
   std::unique_ptr<replay::ReplayMemory> memory_;
   ReplayCounters counters_;
   ReplayDelays delays_;
+  CheckpointPauses pauses_;
   std::unique_ptr<Ingest> ingest_;
   std::unique_ptr<PriorityUpdates> updates_;
   std::unique_ptr<Sampler> sampler_;
   uint64_t epoch_ = 1;
   uint64_t restored_incarnation_ = 0;
-  uint64_t cuts_ = 0;  // cuts taken: the verification log's cut ids
+  uint64_t cuts_ = 0;   // cuts taken: the verification log's cut ids
+  IncrementalCut cut_;  // after memory_
+  absl::Time cut_began_;
+  absl::Duration cut_pause_;  // the longest step of the cut in progress
+  uint32_t cut_steps_ = 0;
   uint64_t stats_generation_ = 0;
   absl::Time last_stats_ = absl::InfinitePast();
   absl::Time inserts_blocked_since_ = absl::InfinitePast();  // accounted up to

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "replay_server/durable_file.h"
 
 namespace dreplay::server {
@@ -99,7 +101,22 @@ absl::Status SequenceReservationsOptions::Validate() const {
 }
 
 SequenceReservations::SequenceReservations(const SequenceReservationsOptions& options)
-    : options_(options), floors_(options.leases, 0), marks_(options.leases, 0) {}
+    : options_(options),
+      floors_(options.leases, 0),
+      marks_(new std::atomic<uint64_t>[options.leases]),
+      asked_(options.leases, 0),
+      stalled_(options.leases, false),
+      wanted_(options.leases, 0) {
+  for (uint32_t l = 0; l < options.leases; ++l) marks_[l].store(0, std::memory_order_relaxed);
+}
+
+SequenceReservations::~SequenceReservations() { StopSyncThread(); }
+
+std::vector<uint64_t> SequenceReservations::Marks() const {
+  std::vector<uint64_t> marks(options_.leases);
+  for (uint32_t l = 0; l < options_.leases; ++l) marks[l] = reserved(l);
+  return marks;
+}
 
 absl::StatusOr<std::unique_ptr<SequenceReservations>> SequenceReservations::Open(
     const SequenceReservationsOptions& options) {
@@ -126,12 +143,14 @@ absl::StatusOr<std::unique_ptr<SequenceReservations>> SequenceReservations::Open
   }
   table->loaded_ = true;
   table->floors_ = *marks;
-  table->marks_ = *marks;
+  for (uint32_t l = 0; l < options.leases; ++l) {
+    table->marks_[l].store((*marks)[l], std::memory_order_relaxed);
+  }
   return table;
 }
 
 absl::Status SequenceReservations::ReserveAll(absl::Span<const uint64_t> needed) {
-  std::vector<uint64_t> next = marks_;
+  std::vector<uint64_t> next = Marks();
   bool grew = false;
   for (uint32_t l = 0; l < options_.leases; ++l) {
     if (next[l] >= needed[l]) continue;
@@ -143,21 +162,93 @@ absl::Status SequenceReservations::ReserveAll(absl::Span<const uint64_t> needed)
 }
 
 absl::Status SequenceReservations::Reserve(uint32_t l, uint64_t needed) {
-  if (marks_[l] >= needed) return absl::OkStatus();
-  std::vector<uint64_t> next = marks_;
+  if (reserved(l) >= needed) return absl::OkStatus();
+  std::vector<uint64_t> next = Marks();
   next[l] = needed + options_.step_leases * options_.lease_slots;
   return Persist(next);
 }
 
 absl::Status SequenceReservations::WriteExact(absl::Span<const uint64_t> cursors) {
+  StopSyncThread();
   return Persist(std::vector<uint64_t>(cursors.begin(), cursors.end()));
 }
 
 absl::Status SequenceReservations::Persist(const std::vector<uint64_t>& marks) {
+  MutexLock lock(&file_mu_);
   RETURN_IF_ERROR(ReplaceFileDurably(options_.path, EncodeSequenceReservations(marks)));
-  marks_ = marks;
-  ++syncs_;
+  for (uint32_t l = 0; l < options_.leases; ++l) {
+    marks_[l].store(marks[l], std::memory_order_release);
+  }
+  syncs_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+uint64_t SequenceReservations::Publishable(uint32_t l, uint64_t cursor) {
+  const uint64_t lease_slots = options_.lease_slots;
+  const uint64_t step = options_.step_leases * lease_slots;
+  const uint64_t needed = cursor + lease_slots;
+  if (std::max(asked_[l], reserved(l)) < needed + step / 2) {
+    // Half the headroom is gone: the next mark, before it is needed.
+    asked_[l] = needed + step;
+    MutexLock lock(&mu_);
+    wanted_[l] = std::max(wanted_[l], asked_[l]);
+    if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { SyncLoop(); });
+    changed_.SignalAll();
+  }
+  const uint64_t mark = reserved(l);
+  const uint64_t published = std::min(cursor, mark >= lease_slots ? mark - lease_slots : 0);
+  const bool stalled = published < cursor;
+  if (stalled && !stalled_[l]) stalls_.fetch_add(1, std::memory_order_relaxed);
+  stalled_[l] = stalled;
+  return published;
+}
+
+void SequenceReservations::SyncLoop() {
+  while (true) {
+    std::vector<uint64_t> next;
+    {
+      MutexLock lock(&mu_);
+      while (true) {
+        if (stop_) return;
+        next = Marks();
+        bool grows = false;
+        for (uint32_t l = 0; l < options_.leases; ++l) {
+          if (wanted_[l] > next[l]) {
+            next[l] = wanted_[l];
+            grows = true;
+          }
+        }
+        if (grows) break;
+        changed_.Wait(&mu_);
+      }
+    }
+    const absl::Time start = absl::Now();
+    const absl::Status status = Persist(next);
+    const int64_t ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+    if (ns > max_background_sync_ns_.load(std::memory_order_relaxed)) {
+      max_background_sync_ns_.store(ns, std::memory_order_relaxed);
+    }
+    if (status.ok()) {
+      sync_generation_.fetch_add(1, std::memory_order_acq_rel);
+      continue;
+    }
+    MutexLock lock(&mu_);
+    if (failures_++ % 1000 == 0) {
+      LOG(ERROR) << "cannot reserve sequences (" << status
+                 << "); leases wait at their reserved marks";
+    }
+    // Retried at the next request, or after a short wait.
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
+  }
+}
+
+void SequenceReservations::StopSyncThread() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace dreplay::server

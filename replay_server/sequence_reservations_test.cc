@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace dreplay::server {
@@ -77,6 +80,62 @@ TEST(SequenceReservationsTest, ReserveGrowsByTheStepAndSyncsOnlyWhenNeeded) {
   EXPECT_EQ((*reopened)->floor(0), 500u);
   EXPECT_EQ((*reopened)->floor(1), 901u);
   EXPECT_EQ((*reopened)->floor(2), 500u);
+}
+
+// Waits for `condition`, at most kSyncTimeout.
+constexpr absl::Duration kSyncTimeout = absl::Seconds(30);
+bool WaitUntil(const std::function<bool()>& condition) {
+  const absl::Time deadline = absl::Now() + kSyncTimeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST(SequenceReservationsTest, PublishableAsksAheadAndItsThreadSyncsTheNextMark) {
+  const SequenceReservationsOptions o = Options(TestDir("ahead"));
+  auto opened = SequenceReservations::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  SequenceReservations& table = **opened;
+  ASSERT_TRUE(table.ReserveAll({100, 100, 100}).ok());  // marks 500: cursors up to 400
+  EXPECT_EQ(table.Publishable(0, 0), 0u);
+  EXPECT_EQ(table.Publishable(0, 100), 100u);
+  EXPECT_EQ(table.syncs(), 1u) << "headroom above half a step: nothing asked";
+  // Headroom 500 - (250 + 100) < 400 / 2: the next mark is asked for.
+  EXPECT_EQ(table.Publishable(0, 250), 250u) << "published at once, not after the sync";
+  ASSERT_TRUE(WaitUntil([&] { return table.reserved(0) == 750u; }));
+  EXPECT_EQ(table.syncs(), 2u);
+  EXPECT_EQ(table.sync_generation(), 1u);
+  EXPECT_EQ(table.stalls(), 0u);
+  auto reopened = SequenceReservations::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->floor(0), 750u) << "the mark counts once the file holds it";
+  EXPECT_EQ((*reopened)->floor(1), 500u);
+}
+
+TEST(SequenceReservationsTest, ALeaseWaitsAtItsSyncedMarkUntilTheSyncIsInPlace) {
+  const std::string dir = TestDir("stall");
+  const SequenceReservationsOptions o = Options(dir);
+  auto opened = SequenceReservations::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  SequenceReservations& table = **opened;
+  ASSERT_TRUE(table.ReserveAll({100, 100, 100}).ok());  // marks 500
+  // The syncs fail while the directory is gone (even for root).
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(table.Publishable(1, 450), 400u) << "held at the synced mark - L";
+  EXPECT_EQ(table.Publishable(1, 460), 400u);
+  EXPECT_EQ(table.stalls(), 1u) << "one stall, however many steps it lasts";
+  EXPECT_EQ(table.reserved(1), 500u);
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(WaitUntil([&] { return table.sync_generation() >= 1; }));
+  EXPECT_GE(table.reserved(1), 460u + 100u);
+  EXPECT_EQ(table.Publishable(1, 460), 460u);
+  EXPECT_EQ(table.stalls(), 1u);
+  ASSERT_TRUE(table.WriteExact({1, 2, 3}).ok()) << "stops the thread, then writes";
+  auto reopened = SequenceReservations::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->floor(1), 2u);
 }
 
 TEST(SequenceReservationsTest, WriteExactLowersTheMarksForACleanStop) {

@@ -83,16 +83,12 @@ absl::Status ReplayServer::Init() {
   ASSIGN_OR_RETURN(core_, ReplayCore::Create(regions_.get(), options_.core));
 
   if (!options_.checkpoint_dir.empty()) {
-    CheckpointStoreOptions store;
-    store.dir = options_.checkpoint_dir;
-    store.keep = options_.checkpoint_keep;
-    ASSIGN_OR_RETURN(checkpoints_, CheckpointStore::Open(store));
-    checkpoint_path_ = checkpoints_->LatestPath();
-    RETURN_IF_ERROR(RestoreNewestCheckpoint());
-    RETURN_IF_ERROR(RecordStart());
-    RETURN_IF_ERROR(ReserveSequences());
-    checkpoint_writer_ = std::make_unique<CheckpointWriter>(
-        [this](CheckpointCut* cut) { return WriteThroughStore(cut); });
+    ServerCheckpointsOptions checkpoints;
+    checkpoints.dir = options_.checkpoint_dir;
+    checkpoints.keep = options_.checkpoint_keep;
+    checkpoints.interval = options_.checkpoint_interval;
+    ASSIGN_OR_RETURN(checkpoints_,
+                     ServerCheckpoints::Open(checkpoints, regions_.get(), core_.get()));
   }
   epoch_ = core_->epoch();
 
@@ -107,7 +103,6 @@ absl::Status ReplayServer::Init() {
   port_ = listener_->port();
   PublishConnections();
 
-  last_checkpoint_ = absl::Now();
   last_stats_log_ = absl::Now();
   last_logged_ = core_->counters();
   invalid_priorities_.Baseline(core_->counters());
@@ -141,69 +136,6 @@ void ReplayServer::LogCredentials() const {
                 << (own ? "their own role's token" : "the shared token");
     }
   }
-}
-
-absl::Status ReplayServer::RestoreNewestCheckpoint() {
-  absl::Status newest_failure;
-  for (const std::string& path : checkpoints_->Candidates()) {
-    const absl::Status status = core_->RestoreCheckpoint(path);
-    if (status.ok()) {
-      restored_ = true;
-      restored_path_ = path;
-      LOG(INFO) << "restored checkpoint " << path << " (written by incarnation "
-                << core_->restored_incarnation() << "): " << core_->memory().size()
-                << " transitions, ingest cursor " << core_->ingest_cursor() << ", epoch "
-                << core_->epoch() << ", incarnation " << core_->incarnation();
-      return absl::OkStatus();
-    }
-    const absl::Status named = absl::Status(
-        status.code(), absl::StrCat("cannot restore checkpoint ", path, ": ", status.message(),
-                                    " (move the file away to start empty)"));
-    // A damaged file: an older one may load. Anything else (another layout,
-    // an I/O error) would fail the same way for every file.
-    if (!absl::IsDataLoss(status)) return named;
-    LOG(WARNING) << named.message() << "; trying the checkpoint before it";
-    if (newest_failure.ok()) newest_failure = named;
-  }
-  return newest_failure;  // OK when there was no checkpoint
-}
-
-absl::Status ReplayServer::RecordStart() {
-  const absl::StatusOr<std::optional<StartRecord>> last = checkpoints_->ReadStartRecord();
-  if (!last.ok()) {
-    LOG(WARNING) << last.status().message() << "; it is replaced";
-  } else if (last->has_value()) {
-    const StartRecord& previous = **last;
-    if (previous.incarnation != core_->restored_incarnation()) {
-      LOG(WARNING) << "the last server on " << options_.checkpoint_dir << " (incarnation "
-                   << previous.incarnation << ", epoch " << previous.epoch
-                   << ") wrote no checkpoint this server could restore: what it ingested after "
-                   << (restored_ ? absl::StrCat("checkpoint ", restored_path_)
-                                 : std::string("its start"))
-                   << " is lost";
-    }
-    core_->StartEpochAfter(previous.epoch);
-  }
-  return checkpoints_->WriteStartRecord({core_->incarnation(), core_->epoch()});
-}
-
-absl::Status ReplayServer::ReserveSequences() {
-  SequenceReservationsOptions options;
-  options.path =
-      (std::filesystem::path(options_.checkpoint_dir) / SequenceReservations::kFileName).string();
-  options.leases = config().leases;
-  options.lease_slots = protocol::LeaseSlots(config());
-  ASSIGN_OR_RETURN(reservations_, SequenceReservations::Open(options));
-  if (!reservations_->loaded() && restored_) {
-    LOG(WARNING) << options.path << " is missing: leases resume at the restored cursors, "
-                 << "which is safe only if the last server stopped cleanly";
-  }
-  RETURN_IF_ERROR(core_->UseSequenceReservations(reservations_.get()));
-  if (core_->sequences_skipped_after_restart() > 0) {
-    LOG(INFO) << "sequences_skipped_after_restart " << core_->sequences_skipped_after_restart()
-              << ": leases resume above every sequence the last server may have handed out";
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ReplayServer::RegisterRegions() {
@@ -565,7 +497,7 @@ void ReplayServer::CoreLoop() {
   while (!stop_core_.load(std::memory_order_acquire)) {
     const StepResult result = core_->Step();
     const absl::Time now = absl::Now();
-    MaybeCheckpoint(now);
+    if (checkpoints_ != nullptr) checkpoints_->Tick(now);
     MaybeLogStats(now);
     if (std::optional<std::string> warning = invalid_priorities_.Observe(core_->counters(), now)) {
       LOG(WARNING) << *warning;
@@ -586,55 +518,11 @@ void ReplayServer::CoreLoop() {
 }
 
 absl::Status ReplayServer::RequestCheckpoint() {
-  if (!checkpoints_.has_value()) {
+  if (checkpoints_ == nullptr) {
     return absl::FailedPreconditionError("checkpoint requested, but there is no checkpoint_dir");
   }
-  checkpoint_requested_.store(true, std::memory_order_release);
+  checkpoints_->Request();
   return absl::OkStatus();
-}
-
-absl::Status ReplayServer::SaveCheckpoint() {
-  CheckpointCut cut = core_->CutCheckpoint(checkpoint_writer_->TakeSpare());
-  const absl::StatusOr<CheckpointWriteStats> stats = WriteThroughStore(&cut);
-  if (!stats.ok()) return stats.status();
-  core_->CheckpointWritten();
-  LOG(INFO) << "checkpoint written to " << checkpoint_path_ << ": " << stats->Summary();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<CheckpointWriteStats> ReplayServer::WriteThroughStore(CheckpointCut* cut) {
-  CheckpointWriteStats stats;
-  RETURN_IF_ERROR(checkpoints_->Save([&](const std::string& path) -> absl::Status {
-    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut));
-    return absl::OkStatus();
-  }));
-  return stats;
-}
-
-void ReplayServer::NoteCheckpointResult() {
-  std::optional<CheckpointWriter::Result> result = checkpoint_writer_->TakeResult();
-  if (!result.has_value()) return;
-  if (result->ok()) {
-    core_->CheckpointWritten();
-    LOG(INFO) << "checkpoint written to " << checkpoint_path_ << ": " << (*result)->Summary();
-  } else {
-    LOG(ERROR) << "checkpoint failed: " << result->status();
-  }
-  last_checkpoint_ = absl::Now();
-}
-
-void ReplayServer::MaybeCheckpoint(absl::Time now) {
-  if (!checkpoints_.has_value()) return;
-  NoteCheckpointResult();
-  // One write at a time; a request waits for the one in progress.
-  if (checkpoint_writer_->busy()) return;
-  // A plain load first: the loop passes here on every step.
-  const bool requested = checkpoint_requested_.load(std::memory_order_relaxed) &&
-                         checkpoint_requested_.exchange(false, std::memory_order_acq_rel);
-  if (!requested && now - last_checkpoint_ < options_.checkpoint_interval) return;
-  if (requested) LOG(INFO) << "writing the requested checkpoint";
-  // The core pauses for the cut only; the writer thread streams the slots.
-  checkpoint_writer_->Start(core_->CutCheckpoint());
 }
 
 void ReplayServer::MaybeLogStats(absl::Time now) {
@@ -675,28 +563,9 @@ absl::Status ReplayServer::Stop() {
   if (regions_ != nullptr) PublishConnections();
   stop_core_.store(true, std::memory_order_release);
   if (core_thread_.joinable()) core_thread_.join();
-  if (checkpoint_writer_ != nullptr) {  // the write in progress finishes first
-    checkpoint_writer_->WaitIdle();
-    NoteCheckpointResult();
-  }
   // A server that never started must not overwrite the checkpoint it failed
   // to restore.
-  if (started_ && checkpoints_.has_value()) {
-    stop_status_ = SaveCheckpoint();
-    if (stop_status_.ok()) {
-      LOG(INFO) << "final checkpoint: " << core_->memory().size() << " transitions, ingest cursor "
-                << core_->ingest_cursor();
-      // No client is left and the core has stopped: the exact cursors let
-      // the next start skip nothing.
-      if (reservations_ != nullptr) {
-        if (const absl::Status s = reservations_->WriteExact(core_->lease_cursors()); !s.ok()) {
-          LOG(WARNING) << "sequence reservations kept at their marks: " << s;
-        }
-      }
-    } else {
-      LOG(ERROR) << "final checkpoint failed: " << stop_status_;
-    }
-  }
+  if (checkpoints_ != nullptr) stop_status_ = checkpoints_->Stop(/*final_checkpoint=*/started_);
   listener_.reset();
   return stop_status_;
 }

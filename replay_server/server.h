@@ -37,15 +37,17 @@
 //     has applied it: it forgets the previous learner's holdings
 //     (transfer-once, learner_cache.h) first.
 //   * A core thread runs the replay loop (ingest, priority updates,
-//     sampling) with the core's idle back-off, takes a checkpoint cut every
-//     checkpoint_interval and when one is requested (RequestCheckpoint, the
-//     binary's SIGUSR1) and hands it to the checkpoint writer thread
-//     (checkpoint_writer.h), which streams the slots while the core goes on
-//     and keeps the newest checkpoint_keep files; each written checkpoint is
-//     logged with the core's pause for its cut (checkpoint.h). It logs a
-//     one-line summary every stats_log_interval, and warns (at most every
-//     10 s) when the learner's priority records are invalid
-//     (invalid_priorities.h).
+//     sampling) with the core's idle back-off. With checkpoint_dir its
+//     checkpoint flow is ServerCheckpoints (server_checkpoints.h): restore
+//     at start, a checkpoint every checkpoint_interval and when one is
+//     requested (RequestCheckpoint, the binary's SIGUSR1), its cut taken in
+//     chunks between the core's steps (incremental_cut.h) and streamed by
+//     the checkpoint writer thread (checkpoint_writer.h) while the core goes
+//     on, the newest checkpoint_keep files kept, the final one at Stop; the
+//     core's checkpoint steps and loop gaps are recorded
+//     (checkpoint_pauses()). It logs a one-line summary every
+//     stats_log_interval, and warns (at most every 10 s) when the learner's
+//     priority records are invalid (invalid_priorities.h).
 //
 //   ReplayServerOptions options;
 //   options.layout = ...;  // capacity, slot_size, batch_size, ...
@@ -78,14 +80,12 @@
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "replay_server/challenge_table.h"
-#include "replay_server/checkpoint_store.h"
-#include "replay_server/checkpoint_writer.h"
 #include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
 #include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/sequence_reservations.h"
+#include "replay_server/server_checkpoints.h"
 #include "replay_server/server_options.h"
 #include "verbs/verbs.h"
 
@@ -134,11 +134,20 @@ class ReplayServer {
   // The epoch this server runs (1 fresh, saved + 1 after a restore).
   uint64_t epoch() const { return epoch_; }
   // True if Start restored a checkpoint.
-  bool restored() const { return restored_; }
+  bool restored() const { return checkpoints_ != nullptr && checkpoints_->restored(); }
   // The file Start restored ("" when none).
-  const std::string& restored_path() const { return restored_path_; }
+  const std::string& restored_path() const {
+    return checkpoints_ != nullptr ? checkpoints_->restored_path() : no_path_;
+  }
   // "<checkpoint_dir>/replay.ckpt", or "" without checkpoint_dir.
-  const std::string& checkpoint_path() const { return checkpoint_path_; }
+  const std::string& checkpoint_path() const {
+    return checkpoints_ != nullptr ? checkpoints_->checkpoint_path() : no_path_;
+  }
+  // The checkpoint flow (server_checkpoints.h); nullptr without
+  // checkpoint_dir. Its const accessors are thread-safe.
+  const ServerCheckpoints* checkpoints() const { return checkpoints_.get(); }
+  // How long checkpoints held the core thread (thread-safe: Take()).
+  const CheckpointPauses& checkpoint_pauses() const { return core_->checkpoint_pauses(); }
 
   // Thread-safe, does not block. Asks the core thread to write a checkpoint
   // at its next step (counted in checkpoints_written once written; a failure
@@ -194,23 +203,6 @@ class ReplayServer {
   void DropClient(uint64_t client_id, const std::string& why);
 
   void CoreLoop();
-  // Writes a checkpoint when one is due or requested.
-  void MaybeCheckpoint(absl::Time now);
-  // Cuts and writes a checkpoint on this thread (the final one, at Stop).
-  absl::Status SaveCheckpoint();
-  // Writes `cut` through the store (rotating the older ones); on the
-  // checkpoint writer's thread, or at Stop.
-  absl::StatusOr<CheckpointWriteStats> WriteThroughStore(CheckpointCut* cut);
-  // Counts and logs the checkpoint writer's finished write, if any.
-  void NoteCheckpointResult();
-  // Restores the newest checkpoint that loads; OK when there is none.
-  absl::Status RestoreNewestCheckpoint();
-  // Opens the sequence reservations of checkpoint_dir and has the core
-  // publish under them (lease cursors move up to their floors).
-  absl::Status ReserveSequences();
-  // Reads the last start record (checkpoint_store.h), skips the epoch it
-  // names, and records this start.
-  absl::Status RecordStart();
   void MaybeLogStats(absl::Time now);
 
   verbs::Provider* const provider_;
@@ -222,11 +214,7 @@ class ReplayServer {
   std::string host_;
   uint16_t port_ = 0;
   uint64_t epoch_ = 0;
-  bool restored_ = false;
-  std::string restored_path_;
-  std::string checkpoint_path_;
-  std::optional<CheckpointStore> checkpoints_;          // with checkpoint_dir
-  std::unique_ptr<SequenceReservations> reservations_;  // with checkpoint_dir
+  const std::string no_path_;
   std::unique_ptr<verbs::Listener> listener_;
   // One registration per region, without remote access: peers reach it only
   // through windows bound to their own queue pair (GrantKeys); index:
@@ -249,17 +237,16 @@ class ReplayServer {
   std::atomic<uint64_t> accepted_by_role_[3] = {};  // index: role - Role::kActor
 
   // Owned by the core thread.
-  absl::Time last_checkpoint_;
   absl::Time last_stats_log_;
   ReplayCounters last_logged_;
   InvalidPriorityWarnings invalid_priorities_;
 
-  // With checkpoint_dir: writes the core's cuts (its thread reads the
-  // regions and writes files only). Destroyed before the regions.
-  std::unique_ptr<CheckpointWriter> checkpoint_writer_;
+  // With checkpoint_dir: start, periodic, requested and final checkpoints
+  // (its writer thread reads the regions and writes files only). Destroyed
+  // before the core and the regions.
+  std::unique_ptr<ServerCheckpoints> checkpoints_;
 
   bool started_ = false;  // both threads were started (Start succeeded)
-  std::atomic<bool> checkpoint_requested_{false};
   std::atomic<bool> stop_accepting_{false};
   std::atomic<bool> stop_core_{false};
   std::thread accept_thread_;
