@@ -644,17 +644,16 @@ void ReplayServer::MaybeLogStats(absl::Time now) {
   LOG(INFO) << absl::StrFormat(
       "stats: epoch=%d size=%d/%d inserts/s=%.1f samples/s=%.1f batches/s=%.1f "
       "samples/insert=%.2f limiter_waits=%d staged: payloads=%d cached=%d "
-      "drops: abandoned=%d overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
+      "drops: overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
       "invalid_updates=%d mailbox_rejects=%d updates_timed_out=%d "
       "clients: actors=%d learners=%d monitors=%d rejected=%d",
       core_->epoch(), core_->memory().size(), core_->memory().capacity(),
       PerSecond(c.inserted - p.inserted, elapsed), PerSecond(c.sampled - p.sampled, elapsed),
       PerSecond(c.batches_staged - p.batches_staged, elapsed),
       c.inserted > 0 ? static_cast<double>(c.sampled) / c.inserted : 0.0, c.limiter_sample_waits,
-      c.staged_payloads, c.staged_cached, c.abandoned_slots, c.overrun_slots, c.torn_slots,
-      c.sample_copy_rejects, c.priority_updates_stale, c.priority_updates_invalid,
-      c.mailbox_rejects, c.updates_timed_out, conn.actors, conn.learners, conn.monitors,
-      conn.rejected);
+      c.staged_payloads, c.staged_cached, c.overrun_slots, c.torn_slots, c.sample_copy_rejects,
+      c.priority_updates_stale, c.priority_updates_invalid, c.mailbox_rejects, c.updates_timed_out,
+      conn.actors, conn.learners, conn.monitors, conn.rejected);
   last_logged_ = c;
   last_stats_log_ = now;
 }

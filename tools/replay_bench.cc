@@ -65,7 +65,7 @@
 //                      the next batch, with the READs pipelined)
 //   batch READ         p50 / p99 of one READ of a whole staging slot, posted
 //                      alone after the run (post to completion)
-//   server counters    torn, abandoned, overrun, copy rejects, staging stalls
+//   server counters    torn, overrun, copy rejects, staging stalls
 //
 // --samples_per_insert sets the server's rate limiter (slack: two batches,
 // or one actor insert's worth of samples if more); --learner_cache makes the
