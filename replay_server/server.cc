@@ -325,8 +325,11 @@ std::string ReplayServer::address() const { return absl::StrCat(host_, ":", port
 
 void ReplayServer::AcceptLoop() {
   while (!stop_accepting_.load(std::memory_order_acquire)) {
+    // Waits no longer than until the next housekeeping round is due.
+    const absl::Duration until_due = std::max(
+        absl::ZeroDuration(), last_housekeeping_ + options_.housekeeping_interval - absl::Now());
     absl::StatusOr<std::unique_ptr<verbs::PendingConnection>> pending =
-        listener_->Accept(options_.housekeeping_interval);
+        listener_->Accept(until_due);
     if (pending.ok()) {
       HandleConnection(std::move(*pending));
     } else if (absl::IsCancelled(pending.status())) {
