@@ -99,7 +99,6 @@ TEST_F(ExperienceWriterTest, EveryCommittedTransitionIsIngestedExactlyOnce) {
       << server->ReadStats().inserted;
   const protocol::StatsBlock stats = server->ReadStats();
   EXPECT_EQ(stats.torn_slots, 0u);
-  EXPECT_EQ(stats.abandoned_slots, 0u);
   EXPECT_EQ(stats.overrun_slots, 0u);
   // The writer's lease is full; the other leases are empty.
   EXPECT_EQ(stats.size, protocol::LeaseSlots(server->config()));

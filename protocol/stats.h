@@ -35,11 +35,10 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t tail_seen;  // layout 4: equals ingest_cursor (no shared tail)
   uint64_t size;       // valid transitions in memory
   uint64_t capacity;
-  uint64_t inserted;         // transitions accepted by ingest
-  uint64_t abandoned_slots;  // reserved, never committed in time
-  uint64_t overrun_slots;    // lapped before ingest
-  uint64_t torn_slots;       // committed but failed sequence/checksum
-  uint64_t sampled;          // transitions staged
+  uint64_t inserted;       // transitions accepted by ingest
+  uint64_t overrun_slots;  // lapped before ingest
+  uint64_t torn_slots;     // committed but failed sequence/checksum
+  uint64_t sampled;        // transitions staged
   uint64_t batches_staged;
   uint64_t batches_released;     // priority updates consumed
   uint64_t sample_copy_rejects;  // overwritten during the staging copy
@@ -63,7 +62,7 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t learner_cache_resets;  // the learner's holdings forgotten (reconnect)
   // Initial priorities ingest clamped or took as "no estimate" (layout 4).
   uint64_t priorities_bounded;
-  uint64_t reserved[15];
+  uint64_t reserved[16];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -76,8 +75,8 @@ struct alignas(kCacheLine) StatsBlock {
 static_assert(sizeof(StatsBlock) == 448, "StatsBlock is a wire structure");
 static_assert(offsetof(StatsBlock, generation_end) == 376, "");
 static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
-static_assert(offsetof(StatsBlock, priority_sum) == 160, "");
-static_assert(offsetof(StatsBlock, limiter_sample_waits) == 200, "");
+static_assert(offsetof(StatsBlock, priority_sum) == 152, "");
+static_assert(offsetof(StatsBlock, limiter_sample_waits) == 192, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

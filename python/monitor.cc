@@ -24,7 +24,6 @@ py::dict StatsDict(const protocol::StatsBlock& s) {
   DREPLAY_FIELD(size);
   DREPLAY_FIELD(capacity);
   DREPLAY_FIELD(inserted);
-  DREPLAY_FIELD(abandoned_slots);
   DREPLAY_FIELD(overrun_slots);
   DREPLAY_FIELD(torn_slots);
   DREPLAY_FIELD(sampled);

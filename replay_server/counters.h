@@ -17,9 +17,12 @@ namespace dreplay::server {
 struct ReplayCounters {
   // Ingest.
   uint64_t inserted = 0;
-  uint64_t abandoned_slots = 0;  // reserved, never committed in time
-  uint64_t overrun_slots = 0;    // lapped by a later sequence before ingest
-  uint64_t torn_slots = 0;       // committed but failed length/sequence/checksum
+  // Word 1 of the checkpoint format, once the slots abandoned by a shared
+  // tail; always 0 since actor leases. Kept so that checkpoints keep their
+  // format; nothing reads or publishes it.
+  uint64_t unused_word1 = 0;
+  uint64_t overrun_slots = 0;  // lapped by a later sequence before ingest
+  uint64_t torn_slots = 0;     // committed but failed length/sequence/checksum
   // Sampling.
   uint64_t sampled = 0;  // transitions staged
   uint64_t batches_staged = 0;

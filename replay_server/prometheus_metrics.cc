@@ -35,11 +35,10 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
                "learner that could not resolve them).",
                s.updates_timed_out);
   out->Family("dreplay_server_dropped_total", MetricType::kCounter,
-              "Transitions dropped, by cause: abandoned (always 0 since actor leases), "
+              "Transitions dropped, by cause: "
               "overrun (lapped before ingest), torn (committed but failed its checks), "
               "copy_reject (overwritten while being staged), restore (failed verification when "
               "a checkpoint was restored).");
-  out->Sample({{"cause", "abandoned"}}, s.abandoned_slots);
   out->Sample({{"cause", "overrun"}}, s.overrun_slots);
   out->Sample({{"cause", "torn"}}, s.torn_slots);
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);

@@ -212,7 +212,6 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->size, memory_->size());
   StoreRelease(&s->capacity, memory_->capacity());
   StoreRelease(&s->inserted, c.inserted);
-  StoreRelease(&s->abandoned_slots, c.abandoned_slots);
   StoreRelease(&s->overrun_slots, c.overrun_slots);
   StoreRelease(&s->torn_slots, c.torn_slots);
   StoreRelease(&s->sampled, c.sampled);

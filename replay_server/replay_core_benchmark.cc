@@ -214,12 +214,11 @@ void EndToEndPhase() {
   const ReplayCounters& k = core->counters();
   std::printf(
       "end_to_end: %d actors, %llu transitions in %.3f s = %.2f M inserts/s; "
-      "learner %.2f M sampled transitions/s (%llu batches); torn %llu abandoned %llu "
+      "learner %.2f M sampled transitions/s (%llu batches); torn %llu "
       "overrun %llu copy rejects %llu; %u hardware threads\n",
       FLAGS_actors, static_cast<unsigned long long>(reserved), s, reserved / s / 1e6,
       batches * FLAGS_batch / s / 1e6, static_cast<unsigned long long>(batches),
       static_cast<unsigned long long>(k.torn_slots),
-      static_cast<unsigned long long>(k.abandoned_slots),
       static_cast<unsigned long long>(k.overrun_slots),
       static_cast<unsigned long long>(k.sample_copy_rejects), std::thread::hardware_concurrency());
 }

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "protocol/key_grant.h"
+#include "replay_server/key_grant_sender.h"
 
 namespace dreplay::server {
 
@@ -28,6 +29,9 @@ constexpr int kPollBatch = 8;
 // How long the accept thread waits for the core to apply a learner connection
 // (one core step, or a periodic checkpoint) before refusing it retryably.
 constexpr absl::Duration kLearnerNoteTimeout = absl::Seconds(5);
+// How long binding a client's windows and posting its grant may wait for
+// room in a small send queue (key_grant_sender.h).
+constexpr absl::Duration kGrantPostTimeout = absl::Seconds(2);
 // At most one warning about invalid priority records per this long.
 constexpr absl::Duration kInvalidPriorityWarningInterval = absl::Seconds(10);
 
@@ -49,10 +53,9 @@ struct ReplayServer::Client {
   uint32_t actor_id = 0;
   uint32_t lease = protocol::kNoLease;  // actors: the lease it holds
   std::string peer;
-  // The keys WRITEn to the client (GrantKeys); declared before `qp`, so the
-  // queue pair goes first.
-  std::unique_ptr<protocol::KeyGrantMessage> grant;
-  std::unique_ptr<verbs::MemoryRegion> grant_mr;
+  // The slot of the grant WRITEn to the client (GrantKeys), released by
+  // ForgetClient once `qp` is gone.
+  std::optional<KeyGrantSender::Slot> grant_slot;
   std::unique_ptr<verbs::QueuePair> qp;
   protocol::WireRegion heartbeat;  // length 0: none offered
   bool heartbeat_outstanding = false;
@@ -93,6 +96,7 @@ absl::Status ReplayServer::Init() {
   epoch_ = core_->epoch();
 
   RETURN_IF_ERROR(RegisterRegions());
+  ASSIGN_OR_RETURN(grants_, KeyGrantSender::Create(provider_, options_.max_clients));
   leases_ = std::make_unique<LeaseTable>(regions_.get());
   for (uint32_t l = 0; l < config().leases; ++l) {
     leases_->NoteSkippedLaps(l, core_->resume_skipped_laps(l));
@@ -211,40 +215,31 @@ absl::StatusOr<protocol::RegionDirectory> ReplayServer::DirectoryFor(const proto
 
 absl::Status ReplayServer::GrantKeys(Client* client, const protocol::Hello& hello,
                                      const protocol::RegionDirectory& accepted) {
-  protocol::RegionDirectory granted = accepted;
-  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
-    const auto kind = static_cast<protocol::RegionKind>(k);
-    if (!accepted.Has(kind)) continue;
-    const protocol::WireRegion& range = accepted.Get(kind);
+  const absl::Time deadline = absl::Now() + kGrantPostTimeout;
+  ASSIGN_OR_RETURN(const KeyGrantSender::Slot slot, grants_->Take());
+  client->grant_slot = slot;  // released with the client
+  const KeyGrantSender::BindFor bind_for =
+      [&](protocol::RegionKind kind) -> absl::StatusOr<KeyGrantSender::Bind> {
+    const auto k = static_cast<uint32_t>(kind);
     const uint64_t base = reinterpret_cast<uint64_t>(regions_->region(kind));
-    ASSIGN_OR_RETURN(
-        const verbs::RemoteRegion window,
-        client->qp->BindWindow(*region_mrs_[k], range.addr - base, range.length,
-                               protocol::RoleAccess(hello.role, kind, hello.learner_placement)));
-    granted.regions[k].rkey = window.rkey;
-  }
-  client->grant = std::make_unique<protocol::KeyGrantMessage>(
-      protocol::MakeKeyGrant(options_.TokenFor(hello.role), hello, granted));
-  ASSIGN_OR_RETURN(client->grant_mr,
-                   provider_->RegisterMemory(client->grant.get(), sizeof(protocol::KeyGrantMessage),
-                                             verbs::kLocalWrite));
-  // The grant, after the binds (fence), then its commit word: RC places the
-  // commit after the grant, so a client that sees it can use every key.
-  verbs::WorkRequest wrs[2];
-  for (verbs::WorkRequest& wr : wrs) {
-    wr.opcode = verbs::Opcode::kWrite;
-    wr.signaled = false;  // a failure still completes (and drops the client)
-    wr.local = client->grant_mr.get();
-    wr.rkey = hello.grant.rkey;
-  }
-  wrs[0].fence = true;
-  wrs[0].local_addr = client->grant.get();
-  wrs[0].length = protocol::kGrantCommitOffset;
-  wrs[0].remote_addr = hello.grant.addr;
-  wrs[1].local_addr = &client->grant->commit;
-  wrs[1].length = sizeof(uint64_t);
-  wrs[1].remote_addr = hello.grant.addr + protocol::kGrantCommitOffset;
-  return client->qp->PostSend(absl::MakeConstSpan(wrs));
+    KeyGrantSender::Bind bind;
+    bind.mr = region_mrs_[k].get();
+    bind.offset = accepted.Get(kind).addr - base;
+    bind.access = protocol::RoleAccess(hello.role, kind, hello.learner_placement);
+    return bind;
+  };
+  ASSIGN_OR_RETURN(const protocol::RegionDirectory granted,
+                   grants_->BindWindows(client->qp.get(), accepted, bind_for, deadline));
+  *grants_->message(slot) = protocol::MakeKeyGrant(options_.TokenFor(hello.role), hello, granted);
+  return grants_->Send(client->qp.get(), slot, hello.grant, deadline);
+}
+
+void ReplayServer::ForgetClient(Client* client) {
+  const bool connected = client->qp != nullptr;
+  client->qp.reset();  // destroyed: nothing it sends is placed any more
+  if (client->grant_slot.has_value()) grants_->Release(*client->grant_slot);
+  client->grant_slot.reset();
+  if (connected && client->lease != protocol::kNoLease) leases_->Release(client->id);
 }
 
 ReplayServer::~ReplayServer() {
@@ -262,8 +257,11 @@ std::string ReplayServer::address() const { return absl::StrCat(host_, ":", port
 
 void ReplayServer::AcceptLoop() {
   while (!stop_accepting_.load(std::memory_order_acquire)) {
+    // Waits no longer than until the next housekeeping round is due.
+    const absl::Duration until_due = std::max(
+        absl::ZeroDuration(), last_housekeeping_ + options_.housekeeping_interval - absl::Now());
     absl::StatusOr<std::unique_ptr<verbs::PendingConnection>> pending =
-        listener_->Accept(options_.housekeeping_interval);
+        listener_->Accept(until_due);
     if (pending.ok()) {
       HandleConnection(std::move(*pending));
     } else if (absl::IsCancelled(pending.status())) {
@@ -272,7 +270,10 @@ void ReplayServer::AcceptLoop() {
       LOG(WARNING) << "accept: " << pending.status();
       absl::SleepFor(options_.housekeeping_interval);
     }
-    Housekeeping(absl::Now());
+    // Once per interval, not per accept: a round polls every client, and
+    // after each of 1,024 accepts that would be quadratic.
+    const absl::Time now = absl::Now();
+    if (now - last_housekeeping_ >= options_.housekeeping_interval) Housekeeping(now);
     PublishConnections();
   }
 }
@@ -401,6 +402,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     // The client waits for keys that never come and gives up; nothing was
     // granted, so no lease is bound.
     LOG(ERROR) << "granting keys to " << client->Name() << ": " << granted;
+    ForgetClient(client.get());
     return;
   }
   client->heartbeat = hello->heartbeat;
@@ -417,6 +419,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
 }
 
 void ReplayServer::Housekeeping(absl::Time now) {
+  last_housekeeping_ = now;
   const bool heartbeat_due = now - last_heartbeat_ >= options_.heartbeat_interval;
   if (heartbeat_due) last_heartbeat_ = now;
   verbs::Completion completions[kPollBatch];
@@ -452,8 +455,7 @@ void ReplayServer::Housekeeping(absl::Time now) {
     }
     if (!failure.ok()) {
       LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << failure;
-      client->qp.reset();
-      if (client->lease != protocol::kNoLease) leases_->Release(client->id);
+      ForgetClient(client.get());
     }
   }
   clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
@@ -465,8 +467,7 @@ void ReplayServer::DropClient(uint64_t client_id, const std::string& why) {
   for (auto& client : clients_) {
     if (client->id != client_id || client->qp == nullptr) continue;
     LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << why;
-    client->qp.reset();  // destroyed: nothing it sends is placed any more
-    if (client->lease != protocol::kNoLease) leases_->Release(client->id);
+    ForgetClient(client.get());
   }
   clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
                                 [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
@@ -534,17 +535,16 @@ void ReplayServer::MaybeLogStats(absl::Time now) {
   LOG(INFO) << absl::StrFormat(
       "stats: epoch=%d size=%d/%d inserts/s=%.1f samples/s=%.1f batches/s=%.1f "
       "samples/insert=%.2f limiter_waits=%d staged: payloads=%d cached=%d "
-      "drops: abandoned=%d overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
+      "drops: overrun=%d torn=%d copy_rejects=%d stale_updates=%d "
       "invalid_updates=%d mailbox_rejects=%d updates_timed_out=%d "
       "clients: actors=%d learners=%d monitors=%d rejected=%d",
       core_->epoch(), core_->memory().size(), core_->memory().capacity(),
       PerSecond(c.inserted - p.inserted, elapsed), PerSecond(c.sampled - p.sampled, elapsed),
       PerSecond(c.batches_staged - p.batches_staged, elapsed),
       c.inserted > 0 ? static_cast<double>(c.sampled) / c.inserted : 0.0, c.limiter_sample_waits,
-      c.staged_payloads, c.staged_cached, c.abandoned_slots, c.overrun_slots, c.torn_slots,
-      c.sample_copy_rejects, c.priority_updates_stale, c.priority_updates_invalid,
-      c.mailbox_rejects, c.updates_timed_out, conn.actors, conn.learners, conn.monitors,
-      conn.rejected);
+      c.staged_payloads, c.staged_cached, c.overrun_slots, c.torn_slots, c.sample_copy_rejects,
+      c.priority_updates_stale, c.priority_updates_invalid, c.mailbox_rejects, c.updates_timed_out,
+      conn.actors, conn.learners, conn.monitors, conn.rejected);
   last_logged_ = c;
   last_stats_log_ = now;
 }

@@ -82,6 +82,7 @@
 #include "replay_server/challenge_table.h"
 #include "replay_server/delays.h"
 #include "replay_server/invalid_priorities.h"
+#include "replay_server/key_grant_sender.h"
 #include "replay_server/lease_table.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
@@ -180,8 +181,13 @@ class ReplayServer {
   // Binds a window on the client's queue pair for every region of
   // `accepted` with the role's rights, and WRITEs the keys into the
   // client's grant region (protocol/key_grant.h).
+  // The grant's slot is the client's from the start (ForgetClient returns
+  // it), also when this fails.
   absl::Status GrantKeys(Client* client, const protocol::Hello& hello,
                          const protocol::RegionDirectory& accepted);
+  // Destroys the client's queue pair, then returns its grant slot and
+  // releases its lease. Idempotent.
+  void ForgetClient(Client* client);
 
   // Says at start which roles authenticate with which token (never the
   // token); a warning when there is none.
@@ -195,7 +201,8 @@ class ReplayServer {
   // OK when the hello names a live challenge and carries the MAC of its
   // role's token; the refusal reason otherwise.
   absl::Status Authenticate(const protocol::Hello& hello);
-  // Drops failed clients and writes due heartbeats.
+  // Drops failed clients and writes due heartbeats; the accept loop runs it
+  // once per housekeeping_interval.
   void Housekeeping(absl::Time now);
   void PublishConnections();
   // Closes client `client_id`'s queue pair and forgets it (its lease is
@@ -224,12 +231,14 @@ class ReplayServer {
   std::unique_ptr<uint64_t[]> heartbeat_word_;
   std::unique_ptr<verbs::MemoryRegion> heartbeat_mr_;
 
-  // Owned by the accept thread.
+  // Owned by the accept thread. The grant sender outlives the clients.
+  std::unique_ptr<KeyGrantSender> grants_;
   std::unique_ptr<LeaseTable> leases_;
   ChallengeTable challenges_{kMaxOutstandingChallenges, kChallengeLifetime};
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t next_client_id_ = 1;
   absl::Time last_heartbeat_ = absl::InfinitePast();
+  absl::Time last_housekeeping_ = absl::InfinitePast();
 
   // Written by the accept thread, read by anyone.
   std::atomic<uint64_t> connections_total_{0};

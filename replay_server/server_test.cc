@@ -399,6 +399,17 @@ TEST_F(ReplayServerTest, RestartFromACheckpointStartsANewEpoch) {
   EXPECT_NE(s.message().find("replay.ckpt"), std::string::npos) << s;
 }
 
+TEST_F(ReplayServerTest, GrantsKeysThroughASendQueueSmallerThanTheBindsAndWrites) {
+  ReplayServerOptions options = SmallServerOptions();
+  options.qp.max_send_wr = 1;  // binds and the grant's two WRITEs go one by one
+  auto server = StartServer(server_host_.get(), options);
+  auto actor = Connect(*server, protocol::Role::kActor, 1);
+  auto learner = Connect(*server, protocol::Role::kLearner);
+  ASSERT_TRUE(actor && learner);
+  EXPECT_TRUE(PeekLease(actor.get()).ok());
+  EXPECT_EQ(server->connections().actors, 1u);
+}
+
 TEST_F(ReplayServerTest, RefusesConnectionsBeyondMaxClientsUntilOneLeaves) {
   ReplayServerOptions options = SmallServerOptions();
   options.max_clients = 2;

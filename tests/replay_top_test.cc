@@ -111,7 +111,7 @@ TEST_F(ReplayTopTest, OnceJsonReportsTheServersFiguresAndTheActorsLine) {
            absl::StrCat("\"size\":", kInserted, ","),
            std::string("\"capacity\":4096,"),
            std::string("\"torn_slots\":0,"),
-           std::string("\"abandoned_slots\":0,"),
+           std::string("\"overrun_slots\":0,"),
            std::string("\"actors\":1,"),
            std::string("\"rates\":{\"window_s\":"),
            absl::StrCat("\"actor_id\":", kActorId, ","),

@@ -132,7 +132,6 @@ TEST_F(RestartTest, AfterSigtermTheRestartedServerHoldsEveryCommittedTransitionA
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->size, kBefore + kAfter);
   EXPECT_EQ(after->torn_slots, 0u);
-  EXPECT_EQ(after->abandoned_slots, 0u);
   EXPECT_EQ(after->overrun_slots, 0u);
 
   // A learner gets batches of the new epoch, holding valid transitions from

@@ -185,7 +185,6 @@ TEST(ServiceTest, EveryCommittedTransitionIsIngestedOnceAndSampledBatchesHoldOnl
   EXPECT_EQ(stats->inserted, committed);
   EXPECT_EQ(stats->size, committed);
   EXPECT_EQ(stats->torn_slots, 0u);
-  EXPECT_EQ(stats->abandoned_slots, 0u);
   EXPECT_EQ(stats->overrun_slots, 0u);
   EXPECT_EQ(stats->mailbox_rejects, 0u);
   EXPECT_EQ(stats->priority_updates_invalid, 0u);

@@ -27,9 +27,13 @@
 //            writers round-robin instead of one thread per actor, each
 //            writer keeping --writer_in_flight batches posted without
 //            waiting (ExperienceWriter::Submit / Poll), at most
-//            --thread_in_flight per thread.
+//            --thread_in_flight per thread; they set up their connections
+//            --connect_in_flight at a time (the report's "connect" line).
 //   stalled  --stalled_actors=K more actors WRITE one batch of slots and
-//            never commit it; their leases stall, nobody else's.
+//            never commit it; their leases stall, nobody else's. The live
+//            actors are --actors in any case; give the same --leases to a
+//            run with and one without stalled actors, so that both split
+//            the ring alike.
 //   learner  BatchReader (pipelined READs of staged batches, one per staging
 //            slot) and PriorityWriter (a new random priority per transition),
 //            so the mailbox flow control runs as in training. --link
@@ -61,7 +65,7 @@
 //                      the next batch, with the READs pipelined)
 //   batch READ         p50 / p99 of one READ of a whole staging slot, posted
 //                      alone after the run (post to completion)
-//   server counters    torn, abandoned, overrun, copy rejects, staging stalls
+//   server counters    torn, overrun, copy rejects, staging stalls
 //
 // --samples_per_insert sets the server's rate limiter (slack: two batches,
 // or one actor insert's worth of samples if more); --learner_cache makes the
@@ -124,6 +128,12 @@ DEFINE_int32(writer_in_flight, 1,
 DEFINE_int32(thread_in_flight, 4,
              "with --writer_in_flight: batches one actor thread's writers keep in flight "
              "together (0: no bound; more only queue in the provider)");
+DEFINE_int32(connect_in_flight, 8,
+             "with --actor_threads: connections set up at once during setup, by helper threads "
+             "of the actor threads (at least one per actor thread)");
+DEFINE_int32(leases, 0,
+             "leases the ring is split into (0: one per actor, live or stalled); at least "
+             "--actors + --stalled_actors");
 DEFINE_bool(shared_actor_provider, false,
             "actors share one provider (one queue pair each) instead of one provider each");
 DEFINE_int32(payload_bytes, 128, "bytes per transition (e.g. 128, 1024, 28672)");
@@ -225,8 +235,14 @@ absl::Status LayoutFromFlags(ReplayBenchConfig* c) {
   l.batch_size = static_cast<uint32_t>(FLAGS_batch_size);
   l.staging_depth = static_cast<uint32_t>(FLAGS_staging_depth);
   l.param_bytes = 4096;
-  l.max_actors = static_cast<uint32_t>(std::max(c->actors + c->stalled_actors, 1));
-  l.leases = l.max_actors;  // one lease per actor, live or stalled
+  const int actors = std::max(c->actors + c->stalled_actors, 1);
+  if (FLAGS_leases != 0 && FLAGS_leases < actors) {
+    return FlagError("leases", std::to_string(FLAGS_leases),
+                     absl::StrCat("must be 0 or at least --actors + --stalled_actors = ", actors));
+  }
+  // One lease per actor, live or stalled, unless --leases says more.
+  l.max_actors = static_cast<uint32_t>(std::max(actors, FLAGS_leases));
+  l.leases = l.max_actors;
   RETURN_IF_ERROR(l.set_spec(absl::StrCat("replay_bench ", c->transition_bytes(), "B")));
   if (const absl::Status s = l.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad geometry: ", s.message()));
@@ -348,6 +364,11 @@ absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
     return FlagError("thread_in_flight", std::to_string(FLAGS_thread_in_flight), "must be >= 0");
   }
   c.thread_in_flight = static_cast<uint32_t>(FLAGS_thread_in_flight);
+  if (FLAGS_connect_in_flight < 1 || FLAGS_connect_in_flight > 32) {
+    return FlagError("connect_in_flight", std::to_string(FLAGS_connect_in_flight),
+                     "must be in [1, 32] (the server's half-open bound per source address)");
+  }
+  c.connect_in_flight = FLAGS_connect_in_flight;
   c.shared_actor_provider = FLAGS_shared_actor_provider;
   RETURN_IF_ERROR(LayoutFromFlags(&c));
   RETURN_IF_ERROR(PollingAndLinksFromFlags(&c));

@@ -222,24 +222,41 @@ absl::Status DriveWritersPipelined(
 }  // namespace
 
 absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& server,
-                                int first_id, int count, ReplayBenchState* state) {
+                                int first_id, int count, int connectors, ReplayBenchState* state) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
-  std::vector<std::unique_ptr<ClientSession>> sessions;
-  std::vector<std::unique_ptr<actor::ExperienceWriter>> writers;
+  std::vector<std::unique_ptr<ClientSession>> sessions(count);
+  std::vector<std::unique_ptr<actor::ExperienceWriter>> writers(count);
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
   wo.max_in_flight = std::max<uint32_t>(c.writer_in_flight, 1);
-  for (int id = first_id; id < first_id + count; ++id) {
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<ClientSession> session,
-        ClientSession::Connect(
-            provider.get(),
-            SessionOptionsFor(server, Role::kActor, static_cast<uint32_t>(id), c.actor_link)));
-    ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
-                     actor::ExperienceWriter::Create(session.get(), wo));
-    sessions.push_back(std::move(session));
-    writers.push_back(std::move(writer));
+  // Helper k sets up actors k, k + connectors, ...: `connectors` handshakes
+  // in flight, each waiting for the server while the others go on.
+  std::vector<absl::Status> failures(std::max(connectors, 1));
+  std::vector<std::thread> helpers;
+  for (int k = 0; k < static_cast<int>(failures.size()); ++k) {
+    helpers.emplace_back([&, k] {
+      for (int i = k; i < count && !state->stop; i += static_cast<int>(failures.size())) {
+        absl::StatusOr<std::unique_ptr<ClientSession>> session = ClientSession::Connect(
+            provider.get(), SessionOptionsFor(server, Role::kActor,
+                                              static_cast<uint32_t>(first_id + i), c.actor_link));
+        if (!session.ok()) {
+          failures[k] = session.status();
+          return;
+        }
+        absl::StatusOr<std::unique_ptr<actor::ExperienceWriter>> writer =
+            actor::ExperienceWriter::Create(session->get(), wo);
+        if (!writer.ok()) {
+          failures[k] = writer.status();
+          return;
+        }
+        sessions[i] = std::move(*session);
+        writers[i] = std::move(*writer);
+      }
+    });
   }
+  for (std::thread& helper : helpers) helper.join();
+  for (const absl::Status& failure : failures) RETURN_IF_ERROR(failure);
+  if (state->stop) return absl::OkStatus();
   state->ready += count;
   if (c.writer_in_flight > 0) {
     RETURN_IF_ERROR(DriveWritersPipelined(c, first_id, writers, state));

@@ -89,9 +89,11 @@ absl::Status RunBenchActor(const ReplayBenchConfig& config, const server::Replay
 
 // Actors [first_id, first_id + count) on one provider and this thread:
 // each has its own session (queue pair) and writer; their Flushes take turns
-// until state->stop. The first failure of a session or a writer.
+// until state->stop. The sessions are set up `connectors` at a time, by as
+// many helper threads that are joined before the writers run. The first
+// failure of a session or a writer.
 absl::Status RunBenchActorGroup(const ReplayBenchConfig& config, const server::ReplayServer& server,
-                                int first_id, int count, ReplayBenchState* state);
+                                int first_id, int count, int connectors, ReplayBenchState* state);
 
 // Stalled actors [first_id, first_id + count) on one provider: each is
 // granted a lease, WRITEs one batch of sealed slots at its resume sequence

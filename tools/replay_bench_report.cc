@@ -68,20 +68,20 @@ std::string LatencyJson(const LatencyHistogram& h) {
 std::string ResultJson(const ReplayRunResult& r) {
   const protocol::StatsBlock& s = r.server;
   return absl::StrFormat(
-      "{\"seconds\":%.3f,\"inserted_per_s\":%.1f,\"committed_per_s\":%.1f,"
+      "{\"connect_s\":%.3f,\"seconds\":%.3f,\"inserted_per_s\":%.1f,\"committed_per_s\":%.1f,"
       "\"bytes_in_per_s\":%.1f,\"insert_gbps\":%.4f,\"sampled_per_s\":%.1f,"
       "\"batches_per_s\":%.1f,\"bytes_out_per_s\":%.1f,\"insert_latency\":%s,"
       "\"batch_wait\":%s,\"batch_read\":%s,\"server\":{\"inserted\":%d,\"torn_slots\":%d,"
-      "\"abandoned_slots\":%d,\"overrun_slots\":%d,\"sample_copy_rejects\":%d,"
+      "\"overrun_slots\":%d,\"sample_copy_rejects\":%d,"
       "\"staging_stalls\":%d,\"mailbox_rejects\":%d},\"writer_reconnects\":%d,"
       "\"reader_torn\":%d,\"reader_not_staged\":%d,\"samples_per_insert\":%.4f,"
       "\"link_bytes\":{\"experience\":%d,\"metadata\":%d,\"polling\":%d,\"priorities\":%d,"
       "\"params\":%d,\"control\":%d,\"total\":%d},\"transitions_fetched\":%d,"
       "\"distinct_transitions_fetched\":%d}",
-      r.seconds, r.inserted_per_s, r.committed_per_s, r.bytes_in_per_s, r.insert_gbps,
-      r.sampled_per_s, r.batches_per_s, r.bytes_out_per_s, LatencyJson(r.insert_latency),
-      LatencyJson(r.batch_wait), LatencyJson(r.batch_read), s.inserted, s.torn_slots,
-      s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects, s.staging_stalls,
+      r.connect_seconds, r.seconds, r.inserted_per_s, r.committed_per_s, r.bytes_in_per_s,
+      r.insert_gbps, r.sampled_per_s, r.batches_per_s, r.bytes_out_per_s,
+      LatencyJson(r.insert_latency), LatencyJson(r.batch_wait), LatencyJson(r.batch_read),
+      s.inserted, s.torn_slots, s.overrun_slots, s.sample_copy_rejects, s.staging_stalls,
       s.mailbox_rejects, r.writer_reconnects, r.reader_torn, r.reader_not_staged,
       r.samples_per_insert, r.link_bytes.experience, r.link_bytes.metadata, r.link_bytes.polling,
       r.link_bytes.priorities, r.link_bytes.params, r.link_bytes.control, r.link_bytes.total(),
@@ -160,6 +160,12 @@ std::string ResultText(const ReplayBenchConfig& c, const ReplayRunResult& r) {
                         "  sampled       %s transitions/s to the learner (%.0f batches/s)  "
                         "%.1f MB/s out\n",
                         Rate(r.sampled_per_s), r.batches_per_s, r.bytes_out_per_s / 1e6);
+  absl::StrAppendFormat(
+      &out,
+      "  connect       %.2f s  [%d clients: handshakes, keys, writers; "
+      "%d at once per actor thread]\n",
+      r.connect_seconds, c.actors + c.stalled_actors + (c.learner ? 1 : 0),
+      c.actor_threads > 0 ? std::max(1, c.connect_in_flight / c.actor_threads) : 1);
   absl::StrAppendFormat(&out, "  insert        %s  [reserve -> commit of %d transitions]\n",
                         LatencyText(r.insert_latency), c.max_batch);
   absl::StrAppendFormat(&out, "  batch wait    %s  [learner's Next(), READs pipelined]\n",
@@ -167,11 +173,11 @@ std::string ResultText(const ReplayBenchConfig& c, const ReplayRunResult& r) {
   absl::StrAppendFormat(&out, "  batch READ    %s  [one %d-byte staging slot, alone]\n",
                         LatencyText(r.batch_read), protocol::StagingSlotStride(c.layout));
   absl::StrAppendFormat(&out,
-                        "  server        torn %d  abandoned %d  overrun %d  copy_rejects %d  "
+                        "  server        torn %d  overrun %d  copy_rejects %d  "
                         "staging_stalls %d  (reader: %d torn READs, %d early READs; writers: %d "
                         "reconnects)\n",
-                        s.torn_slots, s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects,
-                        s.staging_stalls, r.reader_torn, r.reader_not_staged, r.writer_reconnects);
+                        s.torn_slots, s.overrun_slots, s.sample_copy_rejects, s.staging_stalls,
+                        r.reader_torn, r.reader_not_staged, r.writer_reconnects);
   return out;
 }
 

@@ -13,7 +13,7 @@
 // hardware_threads}, result (a run: seconds, inserted_per_s, committed_per_s, bytes_in_per_s,
 // insert_gbps, sampled_per_s, batches_per_s, bytes_out_per_s,
 // insert_latency / batch_wait / batch_read {count, p50_us, p99_us, mean_us,
-// max_us}, server {inserted, torn_slots, abandoned_slots, overrun_slots,
+// max_us}, server {inserted, torn_slots, overrun_slots,
 // sample_copy_rejects, staging_stalls, mailbox_rejects}, writer_reconnects,
 // reader_torn, reader_not_staged, samples_per_insert (achieved: sampled /
 // inserted), link_bytes {experience, metadata, polling, priorities, params,

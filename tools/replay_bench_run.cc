@@ -141,6 +141,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   ReplayBenchState state(c.actors);
   LearnerFigures learner;
   std::vector<std::thread> threads;
+  const absl::Time clients_start = absl::Now();
   if (c.actor_threads == 0) {
     for (int i = 0; i < c.actors; ++i) {
       threads.emplace_back([&, i] {
@@ -149,13 +150,15 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
       });
     }
   } else {
-    // Actors [first, first + count) per thread, as evenly as they go.
+    // Actors [first, first + count) per thread, as evenly as they go; each
+    // thread sets up its share of connect_in_flight connections at once.
+    const int connectors = std::max(1, c.connect_in_flight / c.actor_threads);
     for (int t = 0; t < c.actor_threads; ++t) {
       const int first = c.actors * t / c.actor_threads;
       const int count = c.actors * (t + 1) / c.actor_threads - first;
       if (count == 0) continue;
       threads.emplace_back([&, first, count] {
-        const absl::Status s = RunBenchActorGroup(c, server, first, count, &state);
+        const absl::Status s = RunBenchActorGroup(c, server, first, count, connectors, &state);
         if (!s.ok()) state.Fail(Named(s, absl::StrCat("actors ", first, "..")));
       });
     }
@@ -174,6 +177,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   }
   ReplayRunResult r;
   absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
+  r.connect_seconds = absl::ToDoubleSeconds(absl::Now() - clients_start);
   if (status.ok()) MeasureWindow(c, server, &state, &r);
   state.stop = true;
   for (std::thread& t : threads) t.join();

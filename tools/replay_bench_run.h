@@ -27,6 +27,8 @@ namespace dreplay::tools {
 
 // What one run measured over its window.
 struct ReplayRunResult {
+  // From the clients' start until every one is connected and running.
+  double connect_seconds = 0;
   double seconds = 0;
   double cpu_seconds = 0;      // this process's CPU time over the window
   double inserted_per_s = 0;   // server ingest

@@ -310,7 +310,6 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
   }
   const std::string drops = JsonObject()
                                 .Int("torn_slots", s.torn_slots)
-                                .Int("abandoned_slots", s.abandoned_slots)
                                 .Int("overrun_slots", s.overrun_slots)
                                 .Int("sample_copy_rejects", s.sample_copy_rejects)
                                 .Int("priority_updates_stale", s.priority_updates_stale)
@@ -438,11 +437,11 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         cached.has_value() ? absl::StrFormat("%.1f%%", 100 * *cached) : "-",
                         s.learner_cache_resets);
   absl::StrAppendFormat(&out,
-                        "drops     torn %d  abandoned %d  overrun %d  copy_rejects %d  "
+                        "drops     torn %d  overrun %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"
                         "          mailbox_rejects %d  update_timeouts %d  restore_dropped %d  "
                         "staging_stalls %d  priorities_bounded %d\n",
-                        s.torn_slots, s.abandoned_slots, s.overrun_slots, s.sample_copy_rejects,
+                        s.torn_slots, s.overrun_slots, s.sample_copy_rejects,
                         s.priority_updates_stale, s.priority_updates_invalid, s.mailbox_rejects,
                         s.updates_timed_out, s.restore_dropped, s.staging_stalls,
                         s.priorities_bounded);

@@ -145,13 +145,13 @@ TEST(ReplayMonitorTest, JsonHoldsEveryFigureAndNullForMissingOnes) {
 TEST(ReplayMonitorTest, TextShowsRatesDropsClientsAndActors) {
   MonitorSnapshot a = At(10, 1000, 800);
   MonitorSnapshot b = At(12, 2'001'000, 2400);
-  b.stats.abandoned_slots = 3;
+  b.stats.overrun_slots = 3;
   b.stats.learners_connected = 1;
   a.actors = {Line(5, 100, 100)};
   b.actors = {Line(5, 300, 102)};
   const std::string text = RenderMonitorText(Info(), b, &a);
   for (const char* expected :
-       {"inserts/s 1.00M", "abandoned 3", "learners 1", "epoch 1", "size 0 / 1024"}) {
+       {"inserts/s 1.00M", "overrun 3", "learners 1", "epoch 1", "size 0 / 1024"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << " in\n" << text;
   }
   EXPECT_EQ(text.find("\x1b"), std::string::npos) << "no terminal control codes";
