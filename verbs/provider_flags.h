@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // provider_flags.h: the provider flags (--provider, --ib_device, --ib_port,
-// --gid_index, --traffic_class, --rnr_retry), as plain values that main()
+// --gid_index, --traffic_class, --rnr_retry, --soft_transport), as plain values that main()
 // copies from its flags, turned into ProviderOptions (and the queue pairs'
 // rnr_retry) in one place. Takes values, never reads flags.
 //
@@ -30,6 +30,8 @@ struct ProviderFlags {
   // --rnr_retry: ibverbs: how often a WRITE_WITH_IMM that finds no posted
   // receive is retried, 0..7 (7: forever, on hardware).
   int rnr_retry = kDefaultRnrRetry;
+  // --soft_transport: auto (shared memory with a same-host peer) or tcp.
+  std::string soft_transport = "auto";
 };
 
 // InvalidArgument naming the bad flag and value ("--provider=x: ...", or
