@@ -20,6 +20,12 @@
 
 namespace dreplay::verbs {
 
+// The help text of --soft_transport, the same in every binary.
+inline constexpr char kSoftTransportHelp[] =
+    "soft provider: auto (a peer on the same host maps shared memory for WRITE and READ; "
+    "else TCP) or tcp (always TCP: for a fault-injecting proxy, or same-host peers of the same "
+    "user that are not trusted)";
+
 // The flags' values; the defaults are the flags' defaults.
 struct ProviderFlags {
   std::string provider = "auto";  // --provider: auto, ibverbs, soft

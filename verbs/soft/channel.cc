@@ -97,7 +97,10 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
 
 int Channel::Poll(absl::Span<Completion> out) {
   if (out.empty()) return 0;
-  if (completions_.ready() == 0 && mu_.TryLock()) {
+  const bool shared_pending = shared_ != nullptr && shared_->pending() > 0;
+  // Completions held for the link model need no input; TCP completions
+  // that go before them are already queued.
+  if (completions_.ready() == 0 && !shared_pending && mu_.TryLock()) {
     // Progress by the polling thread: read and execute what has arrived,
     // and send the held frames that are due, rather than wait for the NIC
     // thread to be woken for them. Never waits: a busy channel is left to
@@ -110,7 +113,7 @@ int Channel::Poll(absl::Span<Completion> out) {
     }
     mu_.Unlock();
   }
-  if (shared_ != nullptr && shared_->pending() > 0) return shared_->Poll(&completions_, out);
+  if (shared_pending) return shared_->Poll(&completions_, out);
   return completions_.Poll(out);
 }
 

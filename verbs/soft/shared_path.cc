@@ -237,8 +237,8 @@ int SharedPath::Poll(CompletionQueue* tcp, absl::Span<Completion> out) {
     const uint64_t popped = tcp->popped();
     if (popped < front.barrier) {
       // TCP-path completions posted before it leave first.
-      const size_t k = tcp->Poll(out.subspan(n, std::min<uint64_t>(out.size() - n,
-                                                                   front.barrier - popped)));
+      const size_t k =
+          tcp->Poll(out.subspan(n, std::min<uint64_t>(out.size() - n, front.barrier - popped)));
       if (k == 0) break;
       n += k;
       continue;

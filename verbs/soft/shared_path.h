@@ -125,12 +125,12 @@ class SharedPath {
 
   const std::unique_ptr<ShmLink> link_;
   const std::shared_ptr<SharedLink> link_out_;  // null: no link model
-  const int64_t host_path_ns_;  // what the emulator subtracted from the delay
-  LinkEmulator reverse_;        // the answer's direction, for timing only
+  const int64_t host_path_ns_;                  // what the emulator subtracted from the delay
+  LinkEmulator reverse_;                        // the answer's direction, for timing only
   FrameWriter* const writer_;
 
   absl::flat_hash_map<uint32_t, Mapping> mappings_;
-  absl::flat_hash_set<uint32_t> asked_;  // asked, denied or revoked
+  absl::flat_hash_set<uint32_t> asked_;              // asked, denied or revoked
   absl::flat_hash_map<uint32_t, uint32_t> granted_;  // key -> its region's key
   std::deque<Pending> pending_;
 };

@@ -29,9 +29,7 @@ absl::Status Errno(const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-bool FillRandom(void* p, size_t n) {
-  return getrandom(p, n, 0) == static_cast<ssize_t>(n);
-}
+bool FillRandom(void* p, size_t n) { return getrandom(p, n, 0) == static_cast<ssize_t>(n); }
 
 // The abstract address of `name`: a 0 byte, "dreplay-", the name in hex.
 socklen_t AbstractAddress(const uint8_t* name, sockaddr_un* addr) {
@@ -151,8 +149,8 @@ absl::StatusOr<std::vector<Fd>> ShmLink::ReceiveFds(uint32_t tag, size_t count,
                                                     absl::Time deadline) {
   std::vector<Fd> fds;
   uint32_t got_tag = 0;
-  absl::StatusOr<size_t> got = ReceiveMessage(socket_.get(), &got_tag, sizeof(got_tag), &fds,
-                                              deadline);
+  absl::StatusOr<size_t> got =
+      ReceiveMessage(socket_.get(), &got_tag, sizeof(got_tag), &fds, deadline);
   if (!got.ok()) return got.status();
   if (*got != sizeof(got_tag) || got_tag != tag || fds.size() != count) {
     return absl::DataLossError(absl::StrCat("same-host link: expected ", count, " fds for key ",
@@ -214,8 +212,7 @@ absl::StatusOr<std::unique_ptr<ShmLink>> ShmOffer::Complete(absl::Time deadline)
   std::vector<Fd> fds;
   absl::StatusOr<size_t> got = ReceiveMessage(conn.get(), nonce, sizeof(nonce), &fds, deadline);
   if (!got.ok()) return got.status();
-  if (*got != sizeof(nonce) || std::memcmp(nonce, nonce_, sizeof(nonce)) != 0 ||
-      fds.size() != 1) {
+  if (*got != sizeof(nonce) || std::memcmp(nonce, nonce_, sizeof(nonce)) != 0 || fds.size() != 1) {
     return absl::PermissionDeniedError("same-host link: the listener did not prove the nonce");
   }
   void* page =
