@@ -37,9 +37,10 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
                  regions_.get(), &writer_, &completions_, this),
       responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
                  &writer_, &completions_, this),
-      shared_(shm == nullptr ? nullptr
-                             : std::make_unique<SharedPath>(std::move(shm), config.link,
-                                                            config.link_out, &writer_)) {}
+      shared_(shm == nullptr
+                  ? nullptr
+                  : std::make_unique<SharedPath>(std::move(shm), config.link, config.link_out,
+                                                 config.max_rd_atomic, &writer_)) {}
 
 Channel::~Channel() = default;
 

@@ -38,11 +38,12 @@ bool SafeSegment(int fd, uint64_t bytes, bool writable) {
 }  // namespace
 
 SharedPath::SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
-                       std::shared_ptr<SharedLink> link_out, FrameWriter* writer)
+                       std::shared_ptr<SharedLink> link_out, int max_rd_atomic, FrameWriter* writer)
     : link_(std::move(link)),
       link_out_(std::move(link_out)),
       host_path_ns_(std::min(absl::ToInt64Nanoseconds(model.one_way_delay), kHostPathNs)),
       reverse_(model, model.seed ^ kReverseSeedSalt),
+      max_rd_atomic_(static_cast<size_t>(std::max(max_rd_atomic, 1))),
       writer_(writer) {}
 
 SharedPath::~SharedPath() { DropMappings(); }
@@ -83,10 +84,21 @@ int64_t SharedPath::DueTime(const WorkRequest& wr, int64_t now) {
   const bool is_write = wr.opcode == Opcode::kWrite;
   const size_t request = sizeof(FrameHeader) + (is_write ? wr.length : 0);
   const size_t answer = sizeof(FrameHeader) + (is_write ? 0 : wr.length);
+  int64_t leave = now;
+  if (!is_write) {
+    // Credits: with max_rd_atomic READs in flight, this one leaves when
+    // the oldest of them is answered.
+    while (!reads_due_.empty() && reads_due_.front() <= now) reads_due_.pop_front();
+    if (reads_due_.size() >= max_rd_atomic_) {
+      leave = reads_due_[reads_due_.size() - max_rd_atomic_];
+    }
+  }
   // The emulator holds frames for the delay less the loopback path's own
   // time, which this path does not take: add it back each way.
-  const int64_t arrival = link_out_->Schedule(now, request).arrival_ns + host_path_ns_;
-  return reverse_.Schedule(arrival, answer).arrival_ns + host_path_ns_;
+  const int64_t arrival = link_out_->Schedule(leave, request).arrival_ns + host_path_ns_;
+  const int64_t due = reverse_.Schedule(arrival, answer).arrival_ns + host_path_ns_;
+  if (!is_write) reads_due_.push_back(due);
+  return due;
 }
 
 void SharedPath::NoteKey(const WorkRequest& wr) {

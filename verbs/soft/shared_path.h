@@ -55,9 +55,12 @@ namespace dreplay::verbs::soft {
 class SharedPath {
  public:
   // `link_out`: this side's direction of the emulated link (null: none),
-  // `model` its model. The pointers must outlive the object.
+  // `model` its model; `max_rd_atomic`: the READs that may be in flight on
+  // the modelled link at once (a READ beyond them leaves when the oldest
+  // answer is back, as with the TCP path's credits). The pointers must
+  // outlive the object.
   SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
-             std::shared_ptr<SharedLink> link_out, FrameWriter* writer);
+             std::shared_ptr<SharedLink> link_out, int max_rd_atomic, FrameWriter* writer);
   ~SharedPath();
   SharedPath(const SharedPath&) = delete;
   SharedPath& operator=(const SharedPath&) = delete;
@@ -127,7 +130,11 @@ class SharedPath {
   const std::shared_ptr<SharedLink> link_out_;  // null: no link model
   const int64_t host_path_ns_;                  // what the emulator subtracted from the delay
   LinkEmulator reverse_;                        // the answer's direction, for timing only
+  const size_t max_rd_atomic_;
   FrameWriter* const writer_;
+  // When the READs still in flight on the modelled link complete, oldest
+  // first (non-decreasing).
+  std::deque<int64_t> reads_due_;
 
   absl::flat_hash_map<uint32_t, Mapping> mappings_;
   absl::flat_hash_set<uint32_t> asked_;              // asked, denied or revoked

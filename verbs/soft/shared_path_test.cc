@@ -46,7 +46,7 @@ int SegmentMappings() {
 
 class SharedPathTest : public ::testing::Test {
  protected:
-  void Start(SoftTransport transport, const LinkModel& link = {}) {
+  void Start(SoftTransport transport, const LinkModel& link = {}, int max_rd_atomic = 16) {
     ProviderOptions options;
     options.soft_transport = transport;
     auto client = CreateSoftProvider(options);
@@ -67,6 +67,7 @@ class SharedPathTest : public ::testing::Test {
     local_ = std::move(*local);
     QueuePairOptions client_options;
     client_options.link = link;
+    client_options.max_rd_atomic = max_rd_atomic;
     auto pair = ConnectPair(client_.get(), server_.get(), client_options);
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = std::move(*pair);
@@ -255,6 +256,26 @@ TEST_F(SharedPathTest, CompletionWaitsForTheLinkModel) {
   ASSERT_TRUE(read.ok()) << read.detail;
   EXPECT_GE(took, absl::Milliseconds(2) + absl::Nanoseconds((kLength + 64) * 8));
   EXPECT_EQ(SegmentMappings(), baseline_ + 2);  // it went on the mapping
+}
+
+TEST_F(SharedPathTest, ReadsBeyondTheCreditsWaitForAnAnswer) {
+  LinkModel link;
+  link.one_way_delay = absl::Milliseconds(1);
+  Start(SoftTransport::kAuto, link, /*max_rd_atomic=*/2);
+  ASSERT_TRUE(WaitForMapping(Request(1, Opcode::kRead, mr_->rkey(), 0, 0, 64), 2));
+  // Four READs, two credits: the last two leave when the first two are
+  // answered, so all four take two round trips.
+  std::vector<WorkRequest> reads;
+  for (int i = 0; i < 4; ++i)
+    reads.push_back(Request(10 + i, Opcode::kRead, mr_->rkey(), 0, 0, 64));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(pair_.client->PostSend(reads).ok());
+  std::vector<Completion> c = PollCompletions(pair_.client.get(), 4);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(c.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c[i].wr_id, 10u + i);
+  EXPECT_GE(took, absl::Milliseconds(4));
+  EXPECT_EQ(SegmentMappings(), baseline_ + 2);
 }
 
 }  // namespace
