@@ -24,6 +24,8 @@ namespace {
 // Page words: [0] connector's shared-path bytes out, [1] in; [2], [3] the
 // listener's.
 constexpr int kWordsPerSide = 2;
+// How long an accepted connection may take to prove the nonce.
+constexpr absl::Duration kProofWait = absl::Milliseconds(100);
 
 absl::Status Errno(const char* what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -185,7 +187,7 @@ absl::StatusOr<std::unique_ptr<ShmOffer>> ShmOffer::Create() {
   sockaddr_un addr;
   const socklen_t len = AbstractAddress(offer->name_, &addr);
   if (bind(offer->listen_.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      listen(offer->listen_.get(), 1) != 0) {
+      listen(offer->listen_.get(), 8) != 0) {
     return Errno("same-host link: bind");
   }
   return offer;
@@ -197,22 +199,35 @@ void ShmOffer::Fill(HelloHeader* hello) const {
 }
 
 absl::StatusOr<std::unique_ptr<ShmLink>> ShmOffer::Complete(absl::Time deadline) {
-  Fd conn;
+  // Anybody on the host can connect to an abstract name; only the one that
+  // proves the nonce is the listener. The others are closed and waited past.
+  absl::Status refused;
   for (;;) {
-    conn = Fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (conn.valid()) break;
-    if (errno != EAGAIN && errno != EINTR) return Errno("same-host link: accept");
-    absl::Status ready = WaitFor(listen_.get(), POLLIN, deadline);
-    if (!ready.ok()) return ready;
+    Fd conn(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn.valid()) {
+      if (errno != EAGAIN && errno != EINTR) return Errno("same-host link: accept");
+      absl::Status ready = WaitFor(listen_.get(), POLLIN, deadline);
+      if (!ready.ok()) return refused.ok() ? ready : refused;
+      continue;
+    }
+    // The listener sent its nonce before its TCP reply, so it is already
+    // here; an impostor that sends nothing costs at most kProofWait.
+    absl::StatusOr<std::unique_ptr<ShmLink>> link =
+        Verify(std::move(conn), std::min(deadline, absl::Now() + kProofWait));
+    if (link.ok() || !absl::IsPermissionDenied(link.status())) return link;
+    refused = link.status();
   }
+}
+
+absl::StatusOr<std::unique_ptr<ShmLink>> ShmOffer::Verify(Fd conn, absl::Time deadline) const {
   if (!TrustedPeer(conn.get())) {
     return absl::PermissionDeniedError("same-host link: the listener runs as another user");
   }
   uint8_t nonce[kShmNonceBytes];
   std::vector<Fd> fds;
   absl::StatusOr<size_t> got = ReceiveMessage(conn.get(), nonce, sizeof(nonce), &fds, deadline);
-  if (!got.ok()) return got.status();
-  if (*got != sizeof(nonce) || std::memcmp(nonce, nonce_, sizeof(nonce)) != 0 || fds.size() != 1) {
+  if (!got.ok() || *got != sizeof(nonce) || std::memcmp(nonce, nonce_, sizeof(nonce)) != 0 ||
+      fds.size() != 1) {
     return absl::PermissionDeniedError("same-host link: the listener did not prove the nonce");
   }
   void* page =

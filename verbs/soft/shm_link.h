@@ -15,8 +15,9 @@
 //     owner (SO_PEERCRED: our uid or root, else TCP), sends the nonce and
 //     the usage page's fd, and answers shm = 1 in its reply.
 //  3. The connector accepts, checks the nonce and the listener's uid the
-//     same way (ShmOffer::Complete). A failure there fails the connection:
-//     either a bug or somebody else answering in the listener's name.
+//     same way (ShmOffer::Complete), closing any other local process that
+//     connected to the name first. No proof by the setup deadline fails the
+//     connection: a bug, or somebody else answering in the listener's name.
 //
 // Thread safety: ShmOffer is used by one thread. ShmLink's methods may be
 // called from any thread, but SendFds and ReceiveFds each by one at a time
@@ -87,13 +88,17 @@ class ShmOffer {
 
   // Puts the offer into a hello.
   void Fill(HelloHeader* hello) const;
-  // The listener answered shm = 1: accepts its connection before
-  // `deadline`, checks its nonce and uid, and maps the usage page.
-  // kUnavailable / kDeadlineExceeded / kPermissionDenied on failure.
+  // The listener answered shm = 1: accepts connections before `deadline`
+  // until one comes from our uid or root and proves the nonce (another
+  // local process may connect to the name first: it is closed), and maps
+  // the usage page. kPermissionDenied when only impostors came by the
+  // deadline, kDeadlineExceeded when nobody did, kUnavailable otherwise.
   absl::StatusOr<std::unique_ptr<ShmLink>> Complete(absl::Time deadline);
 
  private:
   ShmOffer() = default;
+  // Checks one accepted connection (kPermissionDenied: not the listener).
+  absl::StatusOr<std::unique_ptr<ShmLink>> Verify(Fd conn, absl::Time deadline) const;
 
   Fd listen_;
   uint8_t name_[kShmNameBytes] = {};

@@ -69,8 +69,25 @@ TEST(ShmLinkTest, AWrongNonceFailsTheConnector) {
   (*offer)->Fill(&hello);
   hello.shm_nonce[0] ^= 1;
   ASSERT_NE(AnswerShmOffer(hello), nullptr);
-  auto connector = (*offer)->Complete(absl::Now() + kWait);
+  auto connector = (*offer)->Complete(absl::Now() + absl::Milliseconds(200));
   EXPECT_TRUE(absl::IsPermissionDenied(connector.status())) << connector.status();
+}
+
+TEST(ShmLinkTest, AnImpostorConnectingFirstIsSkipped) {
+  auto offer = ShmOffer::Create();
+  ASSERT_TRUE(offer.ok()) << offer.status();
+  HelloHeader hello = {};
+  (*offer)->Fill(&hello);
+  HelloHeader forged = hello;
+  forged.shm_nonce[3] ^= 0x80;
+  std::unique_ptr<ShmLink> impostor = AnswerShmOffer(forged);
+  ASSERT_NE(impostor, nullptr);
+  std::unique_ptr<ShmLink> listener = AnswerShmOffer(hello);
+  ASSERT_NE(listener, nullptr);
+  auto connector = (*offer)->Complete(absl::Now() + kWait);
+  ASSERT_TRUE(connector.ok()) << connector.status();
+  listener->CountShared(1, 2);
+  EXPECT_EQ((*connector)->PeerShared().peer_in, 1u);
 }
 
 TEST(ShmLinkTest, AnOfferFromAnotherNetworkNamespaceIsNotReached) {
