@@ -10,9 +10,14 @@
 // memfd segment shows once for its owner and once more for each mapping a
 // peer made of it.
 
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -276,6 +281,61 @@ TEST_F(SharedPathTest, ReadsBeyondTheCreditsWaitForAnAnswer) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(c[i].wr_id, 10u + i);
   EXPECT_GE(took, absl::Milliseconds(4));
   EXPECT_EQ(SegmentMappings(), baseline_ + 2);
+}
+
+// The listener answers from another network namespace, as a peer in a
+// container or on another host would: its abstract socket cannot reach the
+// offer, and the queue pair works over TCP without mapping anything.
+TEST(SharedPathNamespaceTest, APeerInAnotherNetworkNamespaceKeepsTcp) {
+  auto client = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto server = CreateSoftProvider(ProviderOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const size_t page = ShareableMemory::PageBytes();
+  auto memory = ShareableMemory::Allocate(page, 0, false);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  auto mr = (*server)->RegisterMemory(memory->data(), memory->size(),
+                                      kLocalWrite | kRemoteRead | kRemoteWrite);
+  ASSERT_TRUE(mr.ok()) << mr.status();
+  auto local = MakeBuffer(client->get(), page, kLocalWrite);
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto listener = (*server)->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int baseline = SegmentMappings();
+
+  // The TCP sockets stay in this namespace; only the accepting thread moves.
+  int unshare_errno = 0;
+  std::unique_ptr<QueuePair> server_qp;
+  std::thread acceptor([&] {
+    if (unshare(CLONE_NEWNET) != 0) unshare_errno = errno;
+    auto pending = (*listener)->Accept(kTestTimeout);
+    if (!pending.ok()) return;
+    auto qp = (*pending)->Accept("", QueuePairOptions{});
+    if (qp.ok()) server_qp = std::move(*qp);
+  });
+  auto connection = (*client)->Connect("127.0.0.1", (*listener)->port(), "", QueuePairOptions{});
+  acceptor.join();
+  if (unshare_errno != 0) {
+    GTEST_SKIP() << "unshare(CLONE_NEWNET) needs root: " << std::strerror(unshare_errno);
+  }
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  ASSERT_NE(server_qp, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    (*local)->data()[0] = static_cast<uint8_t>(i);
+    WorkRequest wr;
+    wr.wr_id = i;
+    wr.local = (*local)->mr.get();
+    wr.local_addr = (*local)->data();
+    wr.length = 8;
+    wr.remote_addr = reinterpret_cast<uint64_t>(memory->data());
+    wr.rkey = (*mr)->rkey();
+    ASSERT_TRUE(connection->qp->PostSend({&wr, 1}).ok());
+    std::vector<Completion> c = PollCompletions(connection->qp.get(), 1);
+    ASSERT_EQ(c.size(), 1u);
+    ASSERT_TRUE(c[0].ok()) << c[0].detail;
+    EXPECT_EQ(memory->data()[0], static_cast<char>(i));
+  }
+  EXPECT_EQ(SegmentMappings(), baseline);
 }
 
 }  // namespace
