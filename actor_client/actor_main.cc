@@ -55,6 +55,7 @@
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
 DEFINE_string(provider, "auto",
               "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -159,8 +160,8 @@ struct Connection {
 absl::StatusOr<Connection> ConnectionFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider,  FLAGS_ib_device,     FLAGS_ib_port,
-                    FLAGS_gid_index, FLAGS_traffic_class, FLAGS_rnr_retry};
+  flags.provider = {FLAGS_provider,      FLAGS_ib_device, FLAGS_ib_port,       FLAGS_gid_index,
+                    FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport};
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;

@@ -2,49 +2,57 @@
 
 #include "replay_server/regions.h"
 
-#include <sys/mman.h>
-
-#include <cerrno>
-#include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "protocol/leases.h"
 
 namespace dreplay::server {
 
-absl::Status ReplayRegions::Map(uint64_t bytes, const char* what, Buffer* out) {
-  const uint64_t mapped = protocol::RoundUp(bytes, protocol::kRegionAlignment);
-  // Anonymous private mappings are page-aligned and zero-filled.
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("mmap of ", mapped, " bytes for the ", what,
-                                                     " region failed: ", std::strerror(errno)));
+absl::Status ReplayRegions::Map(uint64_t bytes, uint64_t segment_bytes, bool remote_read_only,
+                                const char* what, Buffer* out) {
+  absl::StatusOr<verbs::ShareableMemory> memory =
+      verbs::ShareableMemory::Allocate(bytes, segment_bytes, remote_read_only);
+  if (!memory.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("allocating ", bytes, " bytes for the ", what,
+                                                     " region: ", memory.status().message()));
   }
-  out->data = static_cast<uint8_t*>(p);
+  out->memory = std::move(*memory);
+  out->data = reinterpret_cast<uint8_t*>(out->memory.data());
   out->bytes = bytes;
-  out->mapped = mapped;
   return absl::OkStatus();
 }
 
-void ReplayRegions::Unmap(Buffer* buffer) {
-  if (buffer->data != nullptr) munmap(buffer->data, buffer->mapped);
-  buffer->data = nullptr;
+namespace {
+
+// `bytes` when it is a whole number of pages, else 0 (one segment).
+uint64_t SegmentOrWhole(uint64_t bytes) {
+  const uint64_t page = verbs::ShareableMemory::PageBytes();
+  return bytes > 0 && bytes % page == 0 ? bytes : 0;
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
     const protocol::LayoutConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ReplayRegions> r(new ReplayRegions(config));
-  RETURN_IF_ERROR(Map(protocol::ControlRegionBytes(config), "control", &r->control_));
-  RETURN_IF_ERROR(Map(protocol::LeasesRegionBytes(config), "leases", &r->leases_));
-  RETURN_IF_ERROR(Map(protocol::SlotRingBytes(config), "slot ring", &r->slots_));
-  RETURN_IF_ERROR(Map(protocol::CommitWordsBytes(config), "commit words", &r->commits_));
-  RETURN_IF_ERROR(Map(protocol::StagingRingBytes(config), "staging ring", &r->staging_));
-  RETURN_IF_ERROR(Map(protocol::MailboxBytes(config), "priority mailbox", &r->mailbox_));
-  RETURN_IF_ERROR(Map(protocol::ParamsRegionBytes(config), "params", &r->params_));
-  RETURN_IF_ERROR(Map(protocol::StatsRegionBytes(config), "stats", &r->stats_));
+  const uint64_t lease_slots = protocol::LeaseSlots(config);
+  RETURN_IF_ERROR(Map(protocol::ControlRegionBytes(config), 0, true, "control", &r->control_));
+  RETURN_IF_ERROR(Map(protocol::LeasesRegionBytes(config), 0, true, "leases", &r->leases_));
+  RETURN_IF_ERROR(Map(protocol::SlotRingBytes(config),
+                      SegmentOrWhole(lease_slots * config.slot_size), false, "slot ring",
+                      &r->slots_));
+  RETURN_IF_ERROR(Map(protocol::CommitWordsBytes(config),
+                      SegmentOrWhole(lease_slots * sizeof(uint64_t)), false, "commit words",
+                      &r->commits_));
+  RETURN_IF_ERROR(Map(protocol::StagingRingBytes(config), 0, true, "staging ring", &r->staging_));
+  RETURN_IF_ERROR(Map(protocol::MailboxBytes(config), 0, false, "priority mailbox", &r->mailbox_));
+  RETURN_IF_ERROR(Map(protocol::ParamsRegionBytes(config), 0, false, "params", &r->params_));
+  RETURN_IF_ERROR(Map(protocol::StatsRegionBytes(config), 0, true, "stats", &r->stats_));
   if (protocol::ActorsRegionBytes(config) > 0) {
-    RETURN_IF_ERROR(Map(protocol::ActorsRegionBytes(config), "actors", &r->actors_));
+    RETURN_IF_ERROR(Map(protocol::ActorsRegionBytes(config), 0, false, "actors", &r->actors_));
   }
   protocol::ControlHeader& header = r->control()->header;
   header.magic = protocol::kMagic;
@@ -55,12 +63,7 @@ absl::StatusOr<std::unique_ptr<ReplayRegions>> ReplayRegions::Create(
   return r;
 }
 
-ReplayRegions::~ReplayRegions() {
-  for (Buffer* b : {&control_, &leases_, &slots_, &commits_, &staging_, &mailbox_, &params_,
-                    &stats_, &actors_}) {
-    Unmap(b);
-  }
-}
+ReplayRegions::~ReplayRegions() = default;
 
 const ReplayRegions::Buffer* ReplayRegions::BufferOf(protocol::RegionKind kind) const {
   switch (kind) {

@@ -9,6 +9,15 @@
 // verbs (region(kind) / region_bytes(kind)); the learner's baseline mode can
 // use a ReplayRegions as its local mirror of the slot ring.
 //
+// The buffers are shareable memory (verbs/shareable_memory.h), cut where a
+// client's window ends, so that the soft provider's same-host transport can
+// hand a client on this host exactly its windows: the slot ring in one
+// segment per lease, the commit words likewise when a lease's words fill
+// whole pages (else one segment: those windows stay on TCP); the control
+// block, the leases region, the staging ring and the stats region, which
+// every role only READs (protocol::RoleAccess), sealed read-only for peers;
+// every other region one segment.
+//
 // Thread safety: the accessors are const and thread-safe; what is done with
 // the memory is governed by the protocols of protocol/README.md.
 
@@ -21,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "protocol/layout.h"
+#include "verbs/shareable_memory.h"
 
 namespace dreplay::server {
 
@@ -30,8 +40,8 @@ class ReplayRegions {
   // (ResourceExhausted when the memory cannot be mapped).
   static absl::StatusOr<std::unique_ptr<ReplayRegions>> Create(
       const protocol::LayoutConfig& config);
-  // Unmaps the buffers. REQUIRES: nothing (no NIC registration, no thread)
-  // uses them any more.
+  // Unmaps the buffers (a same-host peer that mapped some keeps its pages).
+  // REQUIRES: nothing (no NIC registration, no thread) uses them any more.
   ~ReplayRegions();
   ReplayRegions(const ReplayRegions&) = delete;
   ReplayRegions& operator=(const ReplayRegions&) = delete;
@@ -76,12 +86,13 @@ class ReplayRegions {
 
  private:
   struct Buffer {
+    verbs::ShareableMemory memory;
     uint8_t* data = nullptr;
-    uint64_t bytes = 0;   // the region's length
-    uint64_t mapped = 0;  // bytes mapped (rounded to pages)
+    uint64_t bytes = 0;  // the region's length
   };
-  static absl::Status Map(uint64_t bytes, const char* what, Buffer* out);
-  static void Unmap(Buffer* buffer);
+  // `segment_bytes`: 0 for one segment, else a multiple of the page.
+  static absl::Status Map(uint64_t bytes, uint64_t segment_bytes, bool remote_read_only,
+                          const char* what, Buffer* out);
   // The buffer a region kind lives in; null for a value outside the enum.
   const Buffer* BufferOf(protocol::RegionKind kind) const;
 

@@ -59,6 +59,7 @@ DEFINE_string(verification_log, "",
 DEFINE_string(metrics_port_file, "", "if set, the metrics port is written to this file");
 DEFINE_string(provider, "auto",
               "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
+DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -295,10 +296,10 @@ int Run(const BinaryMain& binary) {
   ServerRunOptions run;
   absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
   absl::StatusOr<verbs::ProviderOptions> provider_options =
-      options.ok()
-          ? verbs::ProviderOptionsFromFlags({FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port,
-                                             FLAGS_gid_index, FLAGS_traffic_class, FLAGS_rnr_retry})
-          : options.status();
+      options.ok() ? verbs::ProviderOptionsFromFlags(
+                         {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
+                          FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport})
+                   : options.status();
   if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
   absl::StatusOr<std::optional<MetricsHttpOptions>> metrics_options = MetricsOptionsFromFlags();
   if (!metrics_options.ok()) return binary.BadFlag(metrics_options.status());

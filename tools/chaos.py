@@ -9,7 +9,8 @@ that nothing was lost, duplicated or corrupted.
 What it does. The server runs with --checkpoint_dir (a periodic checkpoint
 every --checkpoint_interval_s) and --verification_log; every client
 reaches it through a loopback TCP proxy of its own (tools/chaos_proxy.py),
-over the soft RDMA provider. Every --event_interval_s on average (an
+over the soft RDMA provider with --soft_transport=tcp (a proxy cannot see
+or cut what the same-host transport moves through shared memory). Every --event_interval_s on average (an
 exponential gap) one event hits one process, chosen uniformly among the
 server, the learner and the actors:
 
@@ -173,6 +174,8 @@ class Chaos:
             "--listen=127.0.0.1:0",
             "--port_file=" + self.port_file(n),
             "--provider=soft",
+            # The proxies see TCP only: no same-host shared memory.
+            "--soft_transport=tcp",
             "--capacity=%d" % a.capacity,
             "--slot_size=%d" % layout["slot_size"],
             "--batch_size=%d" % a.batch_size,
@@ -199,6 +202,8 @@ class Chaos:
             run_local.binary(a, "learner"),
             "--server=127.0.0.1:%d" % self.learner_port,
             "--provider=soft",
+            # The proxies see TCP only: no same-host shared memory.
+            "--soft_transport=tcp",
             "--replay_placement=buffer",
             "--env=" + a.env,
             "--seed=%d" % a.seed,
@@ -215,6 +220,8 @@ class Chaos:
             run_local.binary(a, "actor"),
             "--server=127.0.0.1:%d" % self.actor_ports[index],
             "--provider=soft",
+            # The proxies see TCP only: no same-host shared memory.
+            "--soft_transport=tcp",
             "--actor_index=%d" % index,
             "--num_actors=%d" % a.actors,
             "--env=" + a.env,

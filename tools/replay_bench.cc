@@ -109,9 +109,11 @@
 #include "tools/replay_bench_config.h"
 #include "tools/replay_bench_report.h"
 #include "tools/replay_bench_run.h"
+#include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(provider, "soft", "RDMA provider of every participant: soft, ibverbs or auto");
+DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -194,6 +196,11 @@ absl::Status ProviderFromFlags(verbs::ProviderOptions* provider) {
   provider->ib_device = FLAGS_ib_device;
   provider->ib_port = FLAGS_ib_port;
   provider->gid_index = FLAGS_gid_index;
+  absl::StatusOr<verbs::SoftTransport> transport = verbs::ParseSoftTransport(FLAGS_soft_transport);
+  if (!transport.ok()) {
+    return FlagError("soft_transport", FLAGS_soft_transport, transport.status().message());
+  }
+  provider->soft_transport = *transport;
   return provider->Validate();
 }
 

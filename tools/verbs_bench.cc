@@ -47,6 +47,7 @@
 #include "tools/verbs_bench_report.h"
 #include "tools/verbs_bench_runner.h"
 #include "tools/verbs_bench_session.h"
+#include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(op, "write", "write, read, fetch_add or compare_swap");
@@ -56,6 +57,7 @@ DEFINE_int32(batch, 1, "requests per PostSend (one doorbell)");
 DEFINE_double(duration_s, 5, "measured seconds");
 DEFINE_double(warmup_s, 0.5, "seconds run before measuring");
 DEFINE_string(provider, "auto", "auto, soft or ibverbs");
+DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
 DEFINE_string(link, "none",
               "emulated link (soft provider): none, 10km-25g, 100km-10g, "
               "1000km-1g or DELAY_US:GBPS");
@@ -107,6 +109,12 @@ absl::StatusOr<VerbsBenchConfig> ConfigFromFlags() {
   config.provider.ib_device = FLAGS_ib_device;
   config.provider.ib_port = FLAGS_ib_port;
   config.provider.gid_index = FLAGS_gid_index;
+  absl::StatusOr<verbs::SoftTransport> transport = verbs::ParseSoftTransport(FLAGS_soft_transport);
+  if (!transport.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--soft_transport: ", transport.status().message()));
+  }
+  config.provider.soft_transport = *transport;
   if (FLAGS_baseline == "tcp") {
     config.tcp_baseline = true;
   } else if (FLAGS_baseline != "none") {

@@ -45,7 +45,13 @@ absl::StatusOr<std::unique_ptr<BenchServerSession>> ServeOneBenchClient(
         absl::StrCat("client ", pending->peer(), " sent a bad request"));
   }
   auto session = std::make_unique<BenchServerSession>();
-  session->memory.assign((bytes + 7) / 8, 0);
+  absl::StatusOr<verbs::ShareableMemory> memory =
+      verbs::ShareableMemory::Allocate(bytes, 0, /*remote_read_only=*/false);
+  if (!memory.ok()) {
+    pending->Reject(absl::StrCat("verbs_bench server: ", memory.status().message()));
+    return memory.status();
+  }
+  session->memory = std::move(*memory);
   auto mr = provider->RegisterMemory(
       session->memory.data(), bytes,
       verbs::kLocalWrite | verbs::kRemoteRead | verbs::kRemoteWrite | verbs::kRemoteAtomic);

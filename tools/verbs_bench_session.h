@@ -24,14 +24,17 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tools/verbs_bench_config.h"
+#include "verbs/shareable_memory.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::tools {
 
 // The server's side of one connection. Members are destroyed in reverse
-// order: the queue pair, then the registration, then the memory.
+// order: the queue pair, then the registration, then the memory. The
+// memory is shareable (one segment), so a soft client on the same host
+// WRITEs and READs it through a mapping unless --soft_transport=tcp.
 struct BenchServerSession {
-  std::vector<uint64_t> memory;
+  verbs::ShareableMemory memory;
   std::unique_ptr<verbs::MemoryRegion> mr;
   std::unique_ptr<verbs::QueuePair> qp;
 };

@@ -61,7 +61,23 @@ const char* ProviderKindName(ProviderKind kind) {
   return "unknown";
 }
 
+absl::StatusOr<SoftTransport> ParseSoftTransport(const std::string& name) {
+  if (name == "auto") return SoftTransport::kAuto;
+  if (name == "tcp") return SoftTransport::kTcp;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown soft transport \"", name, "\" (expected auto or tcp)"));
+}
+
+const char* SoftTransportName(SoftTransport transport) {
+  return transport == SoftTransport::kTcp ? "tcp" : "auto";
+}
+
 absl::Status ProviderOptions::Validate() const {
+  if (soft_transport != SoftTransport::kAuto && soft_transport != SoftTransport::kTcp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProviderOptions.soft_transport = ", static_cast<int>(soft_transport),
+                     " is not a transport"));
+  }
   if (kind != ProviderKind::kAuto && kind != ProviderKind::kIbverbs &&
       kind != ProviderKind::kSoft) {
     return absl::InvalidArgumentError(

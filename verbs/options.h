@@ -19,8 +19,19 @@ enum class ProviderKind { kAuto, kIbverbs, kSoft };
 absl::StatusOr<ProviderKind> ParseProviderKind(const std::string& name);
 const char* ProviderKindName(ProviderKind kind);
 
+// How the soft provider reaches a peer on the same host (provider.h,
+// "Same-host transport"): kAuto shares memory when both ends are on one
+// host and trust each other's uid, else TCP; kTcp always TCP (for fault
+// injection through a TCP proxy, or same-host peers that are not trusted).
+enum class SoftTransport { kAuto, kTcp };
+// "auto", "tcp".
+absl::StatusOr<SoftTransport> ParseSoftTransport(const std::string& name);
+const char* SoftTransportName(SoftTransport transport);
+
 struct ProviderOptions {
   ProviderKind kind = ProviderKind::kAuto;
+  // soft only; see SoftTransport.
+  SoftTransport soft_transport = SoftTransport::kAuto;
 
   // ibverbs only. Empty device: the first device with an active port.
   std::string ib_device;

@@ -36,6 +36,11 @@ absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& fl
   options.ib_port = flags.ib_port;
   options.gid_index = flags.gid_index;
   options.traffic_class = flags.traffic_class;
+  absl::StatusOr<SoftTransport> transport = ParseSoftTransport(flags.soft_transport);
+  if (!transport.ok()) {
+    return FlagError("soft_transport", flags.soft_transport, transport.status().message());
+  }
+  options.soft_transport = *transport;
   const absl::Status s = options.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
   return options;

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // provider_flags.h: the provider flags (--provider, --ib_device, --ib_port,
-// --gid_index, --traffic_class, --rnr_retry), as plain values that main()
+// --gid_index, --traffic_class, --rnr_retry, --soft_transport), as plain values that main()
 // copies from its flags, turned into ProviderOptions (and the queue pairs'
 // rnr_retry) in one place. Takes values, never reads flags.
 //
@@ -20,6 +20,12 @@
 
 namespace dreplay::verbs {
 
+// The help text of --soft_transport, the same in every binary.
+inline constexpr char kSoftTransportHelp[] =
+    "soft provider: auto (a peer on the same host maps shared memory for WRITE and READ; "
+    "else TCP) or tcp (always TCP: for a fault-injecting proxy, or same-host peers of the same "
+    "user that are not trusted)";
+
 // The flags' values; the defaults are the flags' defaults.
 struct ProviderFlags {
   std::string provider = "auto";  // --provider: auto, ibverbs, soft
@@ -30,6 +36,8 @@ struct ProviderFlags {
   // --rnr_retry: ibverbs: how often a WRITE_WITH_IMM that finds no posted
   // receive is retried, 0..7 (7: forever, on hardware).
   int rnr_retry = kDefaultRnrRetry;
+  // --soft_transport: auto (shared memory with a same-host peer) or tcp.
+  std::string soft_transport = "auto";
 };
 
 // InvalidArgument naming the bad flag and value ("--provider=x: ...", or

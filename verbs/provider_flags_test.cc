@@ -37,6 +37,17 @@ TEST(ProviderFlagsTest, NamesTheBadFlag) {
   EXPECT_THAT(port.message(), HasSubstr("ib_port = 0"));
 }
 
+TEST(ProviderFlagsTest, CopiesTheSoftTransportAndNamesABadOne) {
+  ProviderFlags flags;
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->soft_transport, SoftTransport::kAuto);
+  flags.soft_transport = "tcp";
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->soft_transport, SoftTransport::kTcp);
+  flags.soft_transport = "shm";
+  const absl::Status bad = ProviderOptionsFromFlags(flags).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_THAT(bad.message(), HasSubstr("--soft_transport=shm: "));
+}
+
 TEST(ProviderFlagsTest, CopiesTheTrafficClass) {
   ProviderFlags flags;
   EXPECT_EQ(ProviderOptionsFromFlags(flags)->traffic_class, 0);

@@ -26,7 +26,8 @@ constexpr char kErrorState[] = "queue pair is in the error state";
 
 }  // namespace
 
-Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions)
+Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions,
+                 std::unique_ptr<ShmLink> shm)
     : fd_(std::move(fd)),
       config_(config),
       regions_(std::move(regions)),
@@ -35,7 +36,11 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
       requester_(config.max_send_wr, config.max_rd_atomic, config.max_inline_data, config.faults,
                  regions_.get(), &writer_, &completions_, this),
       responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
-                 &writer_, &completions_, this) {}
+                 &writer_, &completions_, this),
+      shared_(shm == nullptr
+                  ? nullptr
+                  : std::make_unique<SharedPath>(std::move(shm), config.link, config.link_out,
+                                                 config.max_rd_atomic, &writer_)) {}
 
 Channel::~Channel() = default;
 
@@ -52,9 +57,29 @@ absl::Status Channel::PostSend(absl::Span<const WorkRequest> wrs) {
     }
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(requester_.Post(wrs));
   const int64_t now = MonotonicNowNs();
-  requester_.Transmit(now);
+  size_t shared = 0;
+  if (shared_ != nullptr) {
+    if (requester_.queued() + shared_->pending() + wrs.size() >
+        static_cast<size_t>(config_.max_send_wr)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "send queue full: ", requester_.queued() + shared_->pending(), " outstanding + ",
+          wrs.size(), " posted > max_send_wr ", config_.max_send_wr));
+    }
+    // RC order: the shared path only while nothing is outstanding on TCP.
+    if (requester_.idle()) {
+      const uint64_t barrier = completions_.pushed();
+      while (shared < wrs.size() &&
+             shared_->TryExecute(wrs[shared], requester_.LocalOk(wrs[shared]), now, barrier)) {
+        ++shared;
+      }
+    }
+    for (size_t i = shared; i < wrs.size(); ++i) shared_->NoteKey(wrs[i]);
+  }
+  if (shared < wrs.size()) {
+    RETURN_IF_ERROR(requester_.Post(wrs.subspan(shared)));
+    requester_.Transmit(now);
+  }
   Flush(now);
   SyncInterest();
   return absl::OkStatus();
@@ -73,7 +98,10 @@ absl::Status Channel::PostRecv(absl::Span<const RecvRequest> rrs) {
 
 int Channel::Poll(absl::Span<Completion> out) {
   if (out.empty()) return 0;
-  if (completions_.ready() == 0 && mu_.TryLock()) {
+  const bool shared_pending = shared_ != nullptr && shared_->pending() > 0;
+  // Completions held for the link model need no input; TCP completions
+  // that go before them are already queued.
+  if (completions_.ready() == 0 && !shared_pending && mu_.TryLock()) {
     // Progress by the polling thread: read and execute what has arrived,
     // and send the held frames that are due, rather than wait for the NIC
     // thread to be woken for them. Never waits: a busy channel is left to
@@ -86,6 +114,7 @@ int Channel::Poll(absl::Span<Completion> out) {
     }
     mu_.Unlock();
   }
+  if (shared_pending) return shared_->Poll(&completions_, out);
   return completions_.Poll(out);
 }
 
@@ -147,6 +176,10 @@ void Channel::Detach() {
   writer_.Discard();
   requester_.Clear();
   responder_.Clear();
+  if (shared_ != nullptr) {
+    shared_->DropMappings();
+    shared_->ClearPending();
+  }
   next_due_ns_.store(0, std::memory_order_release);
   completions_.Clear();
 }
@@ -165,6 +198,10 @@ void Channel::OnDeregister(const MemoryRegion* mr, const char* begin, size_t len
   responder_.RemoveWindowsOf(mr->lkey());
   writer_.MaterializeResponseRefs();
   if (state_ != QpState::kReady) return;
+  if (shared_ != nullptr) {
+    shared_->RevokeRegion(mr->lkey());
+    Flush(MonotonicNowNs());
+  }
   if (reader_.PlacingInto(begin, begin + length)) {
     const FrameHeader& h = reader_.header();
     if (IsRequest(static_cast<FrameType>(h.type))) {
@@ -245,14 +282,32 @@ PayloadTarget Channel::OnFrameHeader(const FrameHeader& header) {
   const auto type = static_cast<FrameType>(header.type);
   if (IsRequest(type)) return responder_.StartRequest(header);
   if (IsResponse(type)) return requester_.StartResponse(header);
+  if (IsShare(type)) {
+    const uint32_t expected =
+        type == FrameType::kShareGrant ? static_cast<uint32_t>(sizeof(ShareGrant)) : 0u;
+    if (shared_ == nullptr || header.payload_length != expected) {
+      ProtocolError(absl::StrCat("unexpected same-host frame ", static_cast<int>(type), " with ",
+                                 header.payload_length, " bytes"));
+      return PayloadTarget::None();
+    }
+    return PayloadTarget::Small();
+  }
   ProtocolError(absl::StrCat("unknown frame type ", static_cast<int>(type)));
   return PayloadTarget::None();
 }
 
 void Channel::OnFrameComplete(const FrameHeader& header, const char* small) {
   mu_.AssertHeld();
-  if (IsRequest(static_cast<FrameType>(header.type))) {
+  const auto type = static_cast<FrameType>(header.type);
+  if (IsRequest(type)) {
     responder_.CompleteRequest(header, small);
+  } else if (type == FrameType::kShareAsk) {
+    SharedPath::KeyRange range;
+    range.found = responder_.FindKey(header.rkey, &range.addr, &range.length, &range.access,
+                                     &range.region_key);
+    shared_->OnAsk(header.rkey, range);
+  } else if (IsShare(type)) {
+    shared_->OnFrame(header, small);
   } else {
     requester_.CompleteResponse(header, small);
   }
@@ -327,6 +382,8 @@ void Channel::Fail(WcStatus first, const std::string& reason, Teardown teardown)
     VLOG(1) << config_.description << ": queue pair failed: " << reason;
     requester_.FlushAll(first, reason);
     responder_.FlushAll(reason);
+    // The peer's windows die with the queue pair.
+    if (shared_ != nullptr) shared_->DropMappings();
     reader_.Drain();
     // Published last: whoever sees the error state finds the completions.
     failed_.store(true, std::memory_order_release);

@@ -60,6 +60,8 @@
 #include "verbs/soft/region_table.h"
 #include "verbs/soft/requester.h"
 #include "verbs/soft/responder.h"
+#include "verbs/soft/shared_path.h"
+#include "verbs/soft/shm_link.h"
 #include "verbs/soft/socket.h"
 #include "verbs/soft/wire.h"
 #include "verbs/verbs.h"
@@ -84,7 +86,9 @@ struct ChannelConfig {
 
 class Channel final : private ChannelControl, private FrameReader::Handler {
  public:
-  Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions);
+  // `shm`: the link to a same-host peer (shm_link.h), or null: TCP only.
+  Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable> regions,
+          std::unique_ptr<ShmLink> shm = nullptr);
   ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
@@ -101,8 +105,12 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
                                           uint32_t remote_access);
   // The peer's operations executed here (Responder::traffic). Thread-safe.
   QueuePairTraffic peer_traffic() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return responder_.traffic();
+    QueuePairTraffic t = responder_.traffic();
+    if (shared_ != nullptr) t += shared_->PeerShared();
+    return t;
   }
+  // True when the queue pair has a same-host link to its peer.
+  bool same_host() const { return shared_ != nullptr; }
 
   // ---- Lifetime (called by Nic and SoftQueuePair). ----
   // Starts serving the socket through `nic` under the epoll id `id`.
@@ -187,6 +195,10 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   FrameReader reader_ ABSL_GUARDED_BY(mu_);
   Requester requester_ ABSL_GUARDED_BY(mu_);
   Responder responder_ ABSL_GUARDED_BY(mu_);
+  // The same-host transport (null: TCP only). Its requester and responder
+  // halves are used under mu_, its completions by the application thread
+  // (shared_path.h).
+  const std::unique_ptr<SharedPath> shared_;
 
   // The writer's next frame, for the NIC thread (which reads it unlocked).
   std::atomic<int64_t> next_due_ns_{0};

@@ -12,6 +12,7 @@ namespace dreplay::verbs::soft {
 void CompletionQueue::Push(Completion c) {
   MutexLock lock(&mu_);
   ring_.push_back(std::move(c));
+  pushed_.fetch_add(1, std::memory_order_release);
   size_.store(ring_.size(), std::memory_order_release);
 }
 
@@ -29,6 +30,7 @@ int CompletionQueue::Poll(absl::Span<Completion> out) {
     out[i] = std::move(ring_.front());
     ring_.pop_front();
   }
+  popped_.fetch_add(n, std::memory_order_release);
   size_.store(ring_.size(), std::memory_order_release);
   return static_cast<int>(n);
 }
@@ -36,6 +38,7 @@ int CompletionQueue::Poll(absl::Span<Completion> out) {
 void CompletionQueue::Clear() {
   MutexLock lock(&mu_);
   ring_.clear();
+  popped_.store(pushed_.load(std::memory_order_relaxed), std::memory_order_release);
   size_.store(0, std::memory_order_release);
 }
 

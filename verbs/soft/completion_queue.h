@@ -32,11 +32,18 @@ class CompletionQueue {
   void Clear();
   // How many completions are waiting; no lock taken.
   size_t ready() const { return size_.load(std::memory_order_acquire); }
+  // How many were ever pushed, and polled or cleared: the position of a
+  // completion in the queue's history (the same-host path orders its own
+  // completions by it, shared_path.h). No lock taken.
+  uint64_t pushed() const { return pushed_.load(std::memory_order_acquire); }
+  uint64_t popped() const { return popped_.load(std::memory_order_acquire); }
 
  private:
   Mutex mu_;
   Ring<Completion> ring_ ABSL_GUARDED_BY(mu_);
   std::atomic<size_t> size_{0};
+  std::atomic<uint64_t> pushed_{0};
+  std::atomic<uint64_t> popped_{0};
 };
 
 }  // namespace dreplay::verbs::soft

@@ -30,6 +30,7 @@
 #include "verbs/soft/link_table.h"
 #include "verbs/soft/nic.h"
 #include "verbs/soft/region_table.h"
+#include "verbs/soft/shm_link.h"
 #include "verbs/soft/socket.h"
 #include "verbs/soft/wire.h"
 
@@ -53,7 +54,14 @@ struct Shared {
   std::shared_ptr<Nic> nic;
   std::shared_ptr<LinkTable> links;
   uint64_t host_id = 0;  // random, not 0
+  SoftTransport transport = SoftTransport::kAuto;
 };
+
+// Whether a queue pair with `options` may use the same-host transport:
+// not when TCP is forced, nor with injected faults (they act on frames).
+bool MayShareMemory(const Shared& shared, const QueuePairOptions& options) {
+  return shared.transport == SoftTransport::kAuto && !options.faults.enabled();
+}
 
 ChannelConfig MakeConfig(const Shared& shared, const QueuePairOptions& options, int max_rd_atomic,
                          const LinkModel& link, uint64_t peer_host, uint64_t link_seed,
@@ -139,8 +147,9 @@ class SoftQueuePair : public QueuePair {
 };
 
 absl::StatusOr<std::unique_ptr<QueuePair>> MakeQueuePair(const Shared& shared, Fd fd,
-                                                         const ChannelConfig& config) {
-  auto channel = std::make_shared<Channel>(std::move(fd), config, shared.regions);
+                                                         const ChannelConfig& config,
+                                                         std::unique_ptr<ShmLink> shm) {
+  auto channel = std::make_shared<Channel>(std::move(fd), config, shared.regions, std::move(shm));
   ASSIGN_OR_RETURN(const uint64_t id, shared.nic->Add(channel));
   return std::unique_ptr<QueuePair>(new SoftQueuePair(shared.nic, std::move(channel), id));
 }
@@ -187,10 +196,13 @@ class SoftPendingConnection : public PendingConnection {
           absl::StrCat("reply payload of ", reply.size(), " bytes exceeds ", kMaxSetupPayload));
     }
     answered_ = true;
+    std::unique_ptr<ShmLink> shm;
+    if (MayShareMemory(shared_, options)) shm = AnswerShmOffer(hello_);
     ReplyHeader header = {};
     header.magic = kSetupMagic;
     header.version = kWireVersion;
     header.verdict = static_cast<uint8_t>(SetupVerdict::kAccept);
+    header.shm = shm != nullptr ? 1 : 0;
     header.max_rd_atomic = static_cast<uint32_t>(options.max_rd_atomic);
     header.payload_length = static_cast<uint32_t>(reply.size());
     header.host_id = shared_.host_id;
@@ -212,7 +224,8 @@ class SoftPendingConnection : public PendingConnection {
     const std::string description = Describe(fd_.get());
     return MakeQueuePair(shared_, std::move(fd_),
                          MakeConfig(shared_, options, max_rd_atomic, link, hello_.host_id,
-                                    hello_.link_seed ^ kAcceptorSeedSalt, description));
+                                    hello_.link_seed ^ kAcceptorSeedSalt, description),
+                         std::move(shm));
   }
 
   void Reject(const std::string& reason) override {
@@ -357,7 +370,7 @@ absl::Status ReceiveAnswer(int fd, const std::string& target, absl::Time deadlin
   }
   std::memcpy(reply, body.data(), sizeof(*reply));
   if (reply->magic != kSetupMagic || reply->version != kWireVersion ||
-      reply->verdict != static_cast<uint8_t>(SetupVerdict::kAccept) ||
+      reply->verdict != static_cast<uint8_t>(SetupVerdict::kAccept) || reply->shm > 1 ||
       reply->payload_length != body.size() - sizeof(*reply) || reply->max_rd_atomic < 1 ||
       reply->max_rd_atomic > kMaxRdAtomicOnWire) {
     return absl::UnavailableError(
@@ -413,6 +426,16 @@ class SoftProvider : public Provider {
     hello.link_bandwidth_gbps = options.link.bandwidth_gbps;
     hello.link_seed = options.link.seed;
     hello.host_id = shared_.host_id;
+    std::unique_ptr<ShmOffer> offer;
+    if (MayShareMemory(shared_, options)) {
+      absl::StatusOr<std::unique_ptr<ShmOffer>> made = ShmOffer::Create();
+      if (made.ok()) {
+        offer = std::move(*made);
+        offer->Fill(&hello);
+      } else {
+        VLOG(1) << "no same-host offer: " << made.status();
+      }
+    }
     std::string message = SetupPreamble(PreambleKind::kHello, sizeof(hello) + payload.size());
     message.append(reinterpret_cast<const char*>(&hello), sizeof(hello));
     message += payload;
@@ -424,13 +447,27 @@ class SoftProvider : public Provider {
     ReplyHeader reply = {};
     std::string reply_payload;
     RETURN_IF_ERROR(ReceiveAnswer(fd.get(), target, deadline, &reply, &reply_payload));
+    std::unique_ptr<ShmLink> shm;
+    if (reply.shm == 1) {
+      if (offer == nullptr) {
+        return absl::UnavailableError(
+            absl::StrCat("connecting to ", target, ": a same-host answer to no offer"));
+      }
+      absl::StatusOr<std::unique_ptr<ShmLink>> linked = offer->Complete(deadline);
+      if (!linked.ok()) {
+        return absl::Status(linked.status().code(), absl::StrCat("connecting to ", target, ": ",
+                                                                 linked.status().message()));
+      }
+      shm = std::move(*linked);
+    }
     const int max_rd_atomic =
         std::min<int>(options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));
     const std::string description = Describe(fd.get());
     ASSIGN_OR_RETURN(std::unique_ptr<QueuePair> qp,
                      MakeQueuePair(shared_, std::move(fd),
                                    MakeConfig(shared_, options, max_rd_atomic, options.link,
-                                              reply.host_id, options.link.seed, description)));
+                                              reply.host_id, options.link.seed, description),
+                                   std::move(shm)));
     return Connection{std::move(qp), std::move(reply_payload)};
   }
 
@@ -447,6 +484,7 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(const ProviderOptio
   soft::Shared shared;
   shared.regions = std::make_shared<soft::RegionTable>();
   shared.links = std::make_shared<soft::LinkTable>();
+  shared.transport = options.soft_transport;
   absl::BitGen rng;
   shared.host_id = absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
   shared.nic = std::shared_ptr<soft::Nic>(std::move(nic));

@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
-// provider.h: the software provider: verbs.h's RC semantics over TCP,
-// for hosts without an RDMA device, with a link emulator and fault injection.
+// provider.h: the software provider: verbs.h's RC semantics over TCP (or
+// shared memory with a peer on the same host), for hosts without an RDMA
+// device, with a link emulator and fault injection.
 //
 //   auto provider = CreateSoftProvider(ProviderOptions{});
 //   auto mr = (*provider)->RegisterMemory(buf, n, kLocalWrite | kRemoteRead);
@@ -42,6 +43,39 @@
 //    half, then the first half `stall_for` later (10 ms when zero), and the
 //    WRITE completes normally. drop_after_bytes may cut a WRITE short: the
 //    peer then holds a partial placement, as after a link failure.
+//  * Same-host transport (ProviderOptions::soft_transport = kAuto, the
+//    default): when both ends run on one host (and network namespace) as
+//    the same user (or root), setup links them by a Unix socket
+//    (shm_link.h), and a WRITE or READ on memory that the target allocated
+//    as verbs::ShareableMemory is executed by the requester itself on a
+//    mapping of the target's memfd segments: no responder CPU, no socket
+//    I/O (shared_path.h). The peer hands a mapping only for a key the
+//    requester uses (a window of that queue pair or a region key), only
+//    when the key's range is made of whole segments, writable only under a
+//    key that grants WRITE, READ-only only over segments sealed
+//    (F_SEAL_FUTURE_WRITE) against writable mappings. Everything else
+//    (atomics, WRITE_WITH_IMM, plain memory, partial segments, requests
+//    outside a mapped range, queue pairs with `faults`) goes over TCP,
+//    which stays the authority: what it refuses is refused as before. RC
+//    order holds: a request takes the mapping only when none of its queue
+//    pair is outstanding on TCP, and completions leave in posting order.
+//    With a link model a mapped request's completion is released no
+//    earlier than the model says (the request on this side's shared link
+//    direction, the answer on a per-queue-pair emulator of the other
+//    direction), though its data lands (or is read) when it is posted. The
+//    bytes count in traffic() on both sides as over TCP (the target reads
+//    the requester's counts from a shared page). A deregistered region's
+//    mappings are revoked by a frame, so a request posted before the
+//    revocation arrives may still land in that (unregistered) memory; a
+//    queue pair that fails drops every mapping of its peer.
+//    Security: a passed memfd cannot be taken back. A same-host process of
+//    the same user that completes setup keeps write access to the segments
+//    behind every writable key it was granted for as long as it lives, even
+//    after its queue pair is gone, and nothing stops it from writing
+//    anywhere in them. Where same-host peers of the same user are not
+//    trusted, run with --soft_transport=tcp (SoftTransport::kTcp). A fault-
+//    injecting TCP proxy cannot see mapped operations either: runs through
+//    one need kTcp too.
 //  * Setup: the connector sends a hello with its payload; the listener's
 //    connection manager (verbs/connection_manager.h) reads it, and the
 //    application accepts or rejects it. Payloads are limited to

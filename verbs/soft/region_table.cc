@@ -46,6 +46,16 @@ const RegionTable::Map& RegionTable::View::Current() {
   return *snapshot_;
 }
 
+bool RegionTable::View::Find(uint32_t key, char** addr, uint64_t* length, uint32_t* access) {
+  const Map& regions = Current();
+  auto it = regions.find(key);
+  if (it == regions.end()) return false;
+  *addr = it->second.addr;
+  *length = it->second.length;
+  *access = it->second.access;
+  return true;
+}
+
 WcStatus RegionTable::View::Check(uint32_t rkey, uint64_t remote_addr, uint64_t length,
                                   uint32_t needed, char** target, std::string* detail) {
   const Map& regions = Current();
@@ -128,6 +138,17 @@ absl::StatusOr<uint32_t> WindowTable::Bind(uint32_t region_key, char* addr, uint
 void WindowTable::RemoveRegion(uint32_t region_key) {
   absl::erase_if(windows_,
                  [region_key](const auto& entry) { return entry.second.region_key == region_key; });
+}
+
+bool WindowTable::Find(uint32_t key, char** addr, uint64_t* length, uint32_t* access,
+                       uint32_t* region_key) const {
+  auto it = windows_.find(key);
+  if (it == windows_.end()) return false;
+  *addr = it->second.addr;
+  *length = it->second.length;
+  *access = it->second.access;
+  *region_key = it->second.region_key;
+  return true;
 }
 
 WcStatus WindowTable::Check(uint32_t key, uint64_t remote_addr, uint64_t length, uint32_t needed,

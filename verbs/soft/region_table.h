@@ -85,6 +85,10 @@ class RegionTable {
     // True while `key` is registered.
     bool Contains(uint32_t key) { return Current().contains(key); }
 
+    // The range and remote access bits of the region registered as `key`;
+    // false when there is none.
+    bool Find(uint32_t key, char** addr, uint64_t* length, uint32_t* access);
+
    private:
     // The current snapshot, refreshed when the table's version moved.
     const Map& Current();
@@ -113,6 +117,9 @@ class WindowTable {
   // Forgets every window of the region registered as `region_key`.
   void RemoveRegion(uint32_t region_key);
   bool Contains(uint32_t key) const { return windows_.contains(key); }
+  // The range, access and region of window `key`; false when there is none.
+  bool Find(uint32_t key, char** addr, uint64_t* length, uint32_t* access,
+            uint32_t* region_key) const;
   size_t size() const { return windows_.size(); }
 
   // As RegionTable::View::Check, for a key of this table: kSuccess with the

@@ -338,6 +338,14 @@ void Requester::FlushAll(WcStatus first, const std::string& reason) {
   rd_in_flight_ = 0;
 }
 
+bool Requester::LocalOk(const WorkRequest& wr) {
+  if (wr.length > kMaxMessageBytes || wr.local == nullptr) return false;
+  const uint32_t needed = IsReadOrAtomic(wr.opcode) ? uint32_t{kLocalWrite} : 0u;
+  std::string detail;
+  return regions_.CheckLocal(wr.local->lkey(), wr.local_addr, wr.length, needed, &detail) ==
+         WcStatus::kSuccess;
+}
+
 bool Requester::Uses(const MemoryRegion* mr) const {
   for (size_t i = 0; i < sq_.size(); ++i) {
     if (sq_[i].wr.local == mr) return true;

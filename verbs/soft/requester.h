@@ -78,6 +78,12 @@ class Requester {
   // The queue pair failed: completes every outstanding request, the first
   // with `first` unless that is kFlushed, the rest with kFlushed.
   void FlushAll(WcStatus first, const std::string& reason);
+  // No request is outstanding (nothing posted and not yet completed).
+  bool idle() const { return sq_.empty(); }
+  // Requests posted and not yet completed.
+  size_t queued() const { return sq_.size(); }
+  // The check Post() applies to `wr`'s local buffer passes.
+  bool LocalOk(const WorkRequest& wr);
   // True if an outstanding request uses `mr` as its local buffer.
   bool Uses(const MemoryRegion* mr) const;
   // Drops every request without a completion.

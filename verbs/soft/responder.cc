@@ -278,4 +278,13 @@ absl::StatusOr<uint32_t> Responder::BindWindow(const MemoryRegion& mr, char* add
   return windows_.Bind(mr.lkey(), addr, length, remote_access, &regions_);
 }
 
+bool Responder::FindKey(uint32_t rkey, char** addr, uint64_t* length, uint32_t* access,
+                        uint32_t* region_key) {
+  if (windows_.Find(rkey, addr, length, access, region_key)) {
+    return regions_.Contains(*region_key);
+  }
+  *region_key = rkey;
+  return regions_.Find(rkey, addr, length, access);
+}
+
 }  // namespace dreplay::verbs::soft

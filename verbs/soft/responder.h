@@ -103,6 +103,11 @@ class Responder {
   // status codes it returns) and returns its key.
   absl::StatusOr<uint32_t> BindWindow(const MemoryRegion& mr, char* addr, uint64_t length,
                                       uint32_t remote_access);
+  // The range, access and region of `rkey` as this queue pair's peer may
+  // use it: a live window of this queue pair, else a registered region
+  // (region_key == rkey). False when it names neither.
+  bool FindKey(uint32_t rkey, char** addr, uint64_t* length, uint32_t* access,
+               uint32_t* region_key);
   // The region registered as `region_key` is going: its windows go too.
   void RemoveWindowsOf(uint32_t region_key) { windows_.RemoveRegion(region_key); }
 

@@ -32,5 +32,8 @@ extern "C" const char* __tsan_default_suppressions() {
       "race:dreplay::verbs::soft::FrameWriter::MaterializeResponseRefs\n"
       "race:dreplay::verbs::soft::Channel::OnDeregister\n"
       // The 8-byte result of an atomic, placed into the requester's buffer.
-      "race:dreplay::verbs::soft::Requester::CompleteResponse\n";
+      "race:dreplay::verbs::soft::Requester::CompleteResponse\n"
+      // The same-host transport: the requester copies WRITE data into, and
+      // READ data out of, a mapping of the peer's registered memory.
+      "race:dreplay::verbs::soft::SharedPath::TryExecute\n";
 }

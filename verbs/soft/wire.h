@@ -29,6 +29,18 @@
 //   kNak                    payload: a short text; seq: the failed request;
 //                           status: its WcStatus. The connection ends after it.
 //
+// Same-host transport (provider.h): when the setup linked the two ends by a
+// Unix socket (HelloHeader::shm_name, ReplyHeader::shm), three more frames,
+// outside the request numbering, hand the peer mappings of whole memfd
+// segments under a key it holds:
+//   kShareAsk               requester -> responder; rkey: a key it uses.
+//   kShareGrant             rkey; remote_addr: the start of the range;
+//                           aux: its remote access bits; payload:
+//                           ShareGrant. The segments' fds went ahead on the
+//                           Unix socket, tagged with the rkey.
+//   kShareDeny              rkey: not shareable (stays on TCP).
+//   kShareRevoke            rkey: its range is gone; unmap it.
+//
 // Every field is little-endian (both ends run this code on the same kind of
 // host; see the static_assert below). Each receiver checks every length
 // against its bounds before it trusts it.
@@ -50,7 +62,14 @@ inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
 // 2: hello and reply carry the sender's host id (link_table.h).
 // 3: hello and answer follow the connection manager's preamble, which
 //    carries the reject (ReplyHeader::verdict is always kAccept).
-inline constexpr uint16_t kWireVersion = 3;
+// 4: hello and reply offer and answer the same-host transport (shm_*
+//    fields, ReplyHeader::shm); the kShare* frames.
+inline constexpr uint16_t kWireVersion = 4;
+
+// Bytes of the random abstract Unix socket name and of the nonce a hello
+// offers for the same-host transport.
+inline constexpr size_t kShmNameBytes = 16;
+inline constexpr size_t kShmNonceBytes = 16;
 
 // Bounds on what a peer may send during setup.
 inline constexpr uint32_t kMaxSetupPayload = 64 * 1024;
@@ -75,8 +94,13 @@ struct HelloHeader {
   // The connecting provider's random id: queue pairs between the same two
   // providers share one emulated link.
   uint64_t host_id;
+  // The same-host transport offer: an abstract Unix socket name the
+  // connector listens on (all zero: no offer) and the nonce the listener
+  // must send there.
+  uint8_t shm_name[kShmNameBytes];
+  uint8_t shm_nonce[kShmNonceBytes];
 };
-static_assert(sizeof(HelloHeader) == 56, "HelloHeader is a wire structure");
+static_assert(sizeof(HelloHeader) == 88, "HelloHeader is a wire structure");
 static_assert(alignof(HelloHeader) == 8, "HelloHeader is a wire structure");
 
 enum class SetupVerdict : uint8_t { kAccept = 1, kReject = 2 };
@@ -85,7 +109,7 @@ struct ReplyHeader {
   uint32_t magic;
   uint16_t version;
   uint8_t verdict;  // SetupVerdict
-  uint8_t reserved;
+  uint8_t shm;      // 1: the listener connected to the offer's socket
   uint32_t max_rd_atomic;
   uint32_t payload_length;
   uint64_t host_id;  // the listening provider's id (see HelloHeader)
@@ -104,12 +128,20 @@ enum class FrameType : uint8_t {
   kReadResponse = 7,
   kAtomicResponse = 8,
   kNak = 9,
+  // Same-host transport.
+  kShareAsk = 10,
+  kShareGrant = 11,
+  kShareDeny = 12,
+  kShareRevoke = 13,
 };
 
 inline bool IsRequest(FrameType t) {
   return t >= FrameType::kWrite && t <= FrameType::kCompareSwap;
 }
 inline bool IsResponse(FrameType t) { return t >= FrameType::kAck && t <= FrameType::kNak; }
+inline bool IsShare(FrameType t) {
+  return t >= FrameType::kShareAsk && t <= FrameType::kShareRevoke;
+}
 
 struct FrameHeader {
   uint8_t type;    // FrameType
@@ -129,6 +161,17 @@ struct AtomicPayload {
   uint64_t swap;         // COMPARE_SWAP: new value
 };
 static_assert(sizeof(AtomicPayload) == 16, "AtomicPayload is a wire structure");
+
+// The payload of kShareGrant: `segments` segments of `segment_bytes`
+// each, mapped one after another from remote_addr; `length` bytes of them
+// may be used.
+struct ShareGrant {
+  uint64_t length;
+  uint64_t segment_bytes;
+  uint32_t segments;
+  uint32_t reserved;
+};
+static_assert(sizeof(ShareGrant) == 24, "ShareGrant is a wire structure");
 
 inline constexpr uint32_t kAtomicResponseBytes = sizeof(uint64_t);
 

@@ -1,0 +1,266 @@
+// Copyright dreplay authors.
+
+#include "verbs/soft/shared_path.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "glog/logging.h"
+#include "verbs/shareable_memory.h"
+
+namespace dreplay::verbs::soft {
+namespace {
+
+// How long a grant's fds may take to follow it (they were sent first).
+constexpr absl::Duration kFdWait = absl::Seconds(1);
+// The seed salt of the answer direction's jitter.
+constexpr uint64_t kReverseSeedSalt = 0x5bd1e9955bd1e995ULL;
+
+constexpr uint32_t kRemoteBits = kRemoteRead | kRemoteWrite;
+
+// A segment fd a peer passed is a memfd that cannot shrink and holds at
+// least `bytes`: mapping it can never fault.
+bool SafeSegment(int fd, uint64_t bytes, bool writable) {
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return false;
+  if (writable && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) return false;
+  struct stat st = {};
+  return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes;
+}
+
+}  // namespace
+
+SharedPath::SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
+                       std::shared_ptr<SharedLink> link_out, int max_rd_atomic, FrameWriter* writer)
+    : link_(std::move(link)),
+      link_out_(std::move(link_out)),
+      host_path_ns_(std::min(absl::ToInt64Nanoseconds(model.one_way_delay), kHostPathNs)),
+      reverse_(model, model.seed ^ kReverseSeedSalt),
+      max_rd_atomic_(static_cast<size_t>(std::max(max_rd_atomic, 1))),
+      writer_(writer) {}
+
+SharedPath::~SharedPath() { DropMappings(); }
+
+bool SharedPath::TryExecute(const WorkRequest& wr, bool local_ok, int64_t now, uint64_t barrier) {
+  const bool is_write = wr.opcode == Opcode::kWrite;
+  if ((!is_write && wr.opcode != Opcode::kRead) || !local_ok || wr.length == 0) return false;
+  auto it = mappings_.find(wr.rkey);
+  if (it == mappings_.end()) return false;
+  const Mapping& m = it->second;
+  if ((m.access & (is_write ? kRemoteWrite : kRemoteRead)) == 0) return false;
+  if (wr.remote_addr < m.remote_addr || wr.length > m.length ||
+      wr.remote_addr - m.remote_addr > m.length - wr.length) {
+    return false;  // over TCP, where the responder refuses it
+  }
+  char* remote = m.base + (wr.remote_addr - m.remote_addr);
+  if (is_write) {
+    std::memcpy(remote, wr.local_addr, wr.length);
+    // What this queue pair writes later is seen after it, on any host.
+    std::atomic_thread_fence(std::memory_order_release);
+    link_->CountShared(wr.length, 0);
+  } else {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(wr.local_addr, remote, wr.length);
+    link_->CountShared(0, wr.length);
+  }
+  const int64_t due = DueTime(wr, now);  // also books the link for unsignalled ones
+  if (wr.signaled) {
+    pending_.push_back(Pending{
+        Completion{wr.wr_id, wr.opcode, WcStatus::kSuccess, is_write ? 0u : wr.length, 0, {}},
+        barrier, due});
+  }
+  return true;
+}
+
+int64_t SharedPath::DueTime(const WorkRequest& wr, int64_t now) {
+  if (link_out_ == nullptr) return now;
+  const bool is_write = wr.opcode == Opcode::kWrite;
+  const size_t request = sizeof(FrameHeader) + (is_write ? wr.length : 0);
+  const size_t answer = sizeof(FrameHeader) + (is_write ? 0 : wr.length);
+  int64_t leave = now;
+  if (!is_write) {
+    // Credits: with max_rd_atomic READs in flight, this one leaves when
+    // the oldest of them is answered.
+    while (!reads_due_.empty() && reads_due_.front() <= now) reads_due_.pop_front();
+    if (reads_due_.size() >= max_rd_atomic_) {
+      leave = reads_due_[reads_due_.size() - max_rd_atomic_];
+    }
+  }
+  // The emulator holds frames for the delay less the loopback path's own
+  // time, which this path does not take: add it back each way.
+  const int64_t arrival = link_out_->Schedule(leave, request).arrival_ns + host_path_ns_;
+  const int64_t due = reverse_.Schedule(arrival, answer).arrival_ns + host_path_ns_;
+  if (!is_write) reads_due_.push_back(due);
+  return due;
+}
+
+void SharedPath::NoteKey(const WorkRequest& wr) {
+  if (wr.opcode != Opcode::kWrite && wr.opcode != Opcode::kRead) return;
+  if (mappings_.contains(wr.rkey) || !asked_.insert(wr.rkey).second) return;
+  QueueControl(FrameType::kShareAsk, wr.rkey);
+}
+
+void SharedPath::QueueControl(FrameType type, uint32_t rkey) {
+  FrameHeader h = {};
+  h.type = static_cast<uint8_t>(type);
+  h.rkey = rkey;
+  writer_->QueueResponse(h, nullptr, 0);
+}
+
+void SharedPath::OnFrame(const FrameHeader& header, const char* payload) {
+  switch (static_cast<FrameType>(header.type)) {
+    case FrameType::kShareGrant: {
+      ShareGrant grant;
+      std::memcpy(&grant, payload, sizeof(grant));
+      OnGrant(header, grant);
+      return;
+    }
+    case FrameType::kShareRevoke:
+      Unmap(header.rkey);
+      asked_.insert(header.rkey);
+      return;
+    default:  // kShareDeny: stays asked, so never asked again
+      return;
+  }
+}
+
+void SharedPath::OnGrant(const FrameHeader& h, const ShareGrant& grant) {
+  const uint32_t rkey = h.rkey;
+  const size_t page = ShareableMemory::PageBytes();
+  const bool writable = (h.aux & kRemoteWrite) != 0;
+  // Bounds first: a grant's numbers come from the peer.
+  if (grant.segments == 0 || grant.segments > kMaxSharedSegments || grant.segment_bytes == 0 ||
+      grant.segment_bytes % page != 0 || grant.segment_bytes > (uint64_t{1} << 40) ||
+      grant.length == 0 || grant.length > grant.segment_bytes * grant.segments ||
+      (h.aux & ~kRemoteBits) != 0 || (h.aux & kRemoteBits) == 0) {
+    LOG(WARNING) << "ignoring a malformed same-host grant for key " << rkey;
+    return;
+  }
+  absl::StatusOr<std::vector<Fd>> fds =
+      link_->ReceiveFds(rkey, grant.segments, absl::Now() + kFdWait);
+  if (!fds.ok()) {
+    LOG(WARNING) << "same-host grant for key " << rkey << ": " << fds.status();
+    return;
+  }
+  for (const Fd& fd : *fds) {
+    if (!SafeSegment(fd.get(), grant.segment_bytes, writable)) {
+      LOG(WARNING) << "same-host grant for key " << rkey << ": not a sealed segment";
+      return;
+    }
+  }
+  const size_t total = grant.segment_bytes * grant.segments;
+  void* base = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return;
+  const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  for (size_t i = 0; i < fds->size(); ++i) {
+    void* at = mmap(static_cast<char*>(base) + i * grant.segment_bytes, grant.segment_bytes, prot,
+                    MAP_SHARED | MAP_FIXED, (*fds)[i].get(), 0);
+    if (at == MAP_FAILED) {
+      munmap(base, total);
+      return;
+    }
+  }
+  Unmap(rkey);
+  mappings_[rkey] =
+      Mapping{h.remote_addr, grant.length, h.aux & kRemoteBits, static_cast<char*>(base), total};
+  VLOG(1) << "same-host mapping for key " << rkey << ": " << grant.length << " bytes";
+}
+
+void SharedPath::Unmap(uint32_t rkey) {
+  auto it = mappings_.find(rkey);
+  if (it == mappings_.end()) return;
+  munmap(it->second.base, it->second.mapped);
+  mappings_.erase(it);
+}
+
+void SharedPath::DropMappings() {
+  for (const auto& [key, m] : mappings_) munmap(m.base, m.mapped);
+  mappings_.clear();
+}
+
+void SharedPath::OnAsk(uint32_t rkey, const KeyRange& range) {
+  const uint32_t rights = range.access & kRemoteBits;
+  bool exact = false;
+  std::vector<SharedSegment> segments;
+  if (range.found && rights != 0) {
+    segments = ShareableMemory::FindSegments(range.addr, range.length, &exact);
+  }
+  bool ok = exact && segments.size() <= kMaxSharedSegments;
+  for (const SharedSegment& s : segments) {
+    if (!ok) break;
+    // One segment size; writable rights over unsealed segments only, and
+    // READ-only rights over sealed ones only (the peer could otherwise
+    // write through its mapping what the key does not let it write).
+    ok = s.length == segments[0].length &&
+         ((rights & kRemoteWrite) != 0 ? !s.read_only : s.read_only);
+  }
+  std::vector<int> fds;
+  for (const SharedSegment& s : segments) fds.push_back(s.fd);
+  if (ok) {
+    const absl::Status sent = link_->SendFds(rkey, fds);
+    if (!sent.ok()) {
+      VLOG(1) << "same-host grant for key " << rkey << ": " << sent;
+      ok = false;
+    }
+  }
+  if (!ok) {
+    QueueControl(FrameType::kShareDeny, rkey);
+    return;
+  }
+  granted_[rkey] = range.region_key;
+  FrameHeader h = {};
+  h.type = static_cast<uint8_t>(FrameType::kShareGrant);
+  h.rkey = rkey;
+  h.remote_addr = reinterpret_cast<uint64_t>(range.addr);
+  h.aux = rights;
+  h.payload_length = sizeof(ShareGrant);
+  const ShareGrant grant{range.length, segments[0].length, static_cast<uint32_t>(segments.size()),
+                         0};
+  writer_->QueueResponse(h, reinterpret_cast<const char*>(&grant), sizeof(grant));
+}
+
+void SharedPath::RevokeRegion(uint32_t region_key) {
+  for (auto it = granted_.begin(); it != granted_.end();) {
+    if (it->second == region_key) {
+      QueueControl(FrameType::kShareRevoke, it->first);
+      granted_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+int SharedPath::Poll(CompletionQueue* tcp, absl::Span<Completion> out) {
+  size_t n = 0;
+  int64_t now = 0;
+  while (n < out.size()) {
+    if (pending_.empty()) {
+      n += tcp->Poll(out.subspan(n));
+      break;
+    }
+    Pending& front = pending_.front();
+    const uint64_t popped = tcp->popped();
+    if (popped < front.barrier) {
+      // TCP-path completions posted before it leave first.
+      const size_t k =
+          tcp->Poll(out.subspan(n, std::min<uint64_t>(out.size() - n, front.barrier - popped)));
+      if (k == 0) break;
+      n += k;
+      continue;
+    }
+    if (now == 0) now = MonotonicNowNs();
+    if (front.due_ns > now) break;
+    out[n++] = std::move(front.completion);
+    pending_.pop_front();
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace dreplay::verbs::soft
