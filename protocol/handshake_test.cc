@@ -191,7 +191,9 @@ TEST(HandshakeTest, TheMacCoversEveryFieldOfTheHello) {
     std::string forged = wire;
     forged[i] = static_cast<char>(forged[i] ^ 0x01);
     absl::StatusOr<Hello> back = DecodeHello(forged);
-    if (back.ok()) EXPECT_FALSE(CheckHelloMac(*back, kToken)) << "byte " << i;
+    if (back.ok()) {
+      EXPECT_FALSE(CheckHelloMac(*back, kToken)) << "byte " << i;
+    }
   }
   // The same hello claiming another role fails (a role's MAC is not
   // another role's).

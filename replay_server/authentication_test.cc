@@ -130,7 +130,7 @@ TEST_F(AuthenticationTest, EachRoleNeedsItsOwnTokenAndAnotherRolesTokenFails) {
   s = ConnectAs(*server, Role::kActor, kLearnerToken, 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   // Monitors have no token on this server: refused whatever they present.
-  for (const std::string token : {std::string(), std::string(kActorToken)}) {
+  for (const std::string& token : {std::string(), std::string(kActorToken)}) {
     s = ConnectAs(*server, Role::kMonitor, token);
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
     EXPECT_NE(s.message().find("admits no monitor"), std::string::npos) << s;

@@ -266,6 +266,7 @@ def learner_argv(args, address):
         "--server=" + address,
         "--provider=" + args.provider,
         "--link=" + args.link,
+        "--soft_transport=" + args.learner_soft_transport,
         "--replay_placement=" + args.mode,
         "--env=" + args.env,
         "--n_step=%d" % args.n_step,
@@ -398,6 +399,12 @@ def parse_args(argv):
     p.add_argument("--link", default="10km-25g",
                    help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
     p.add_argument("--provider", default="soft", help="RDMA provider (default soft)")
+    p.add_argument("--learner_soft_transport", choices=("tcp", "auto"), default="tcp",
+                   help="soft provider: the learner's transport across the emulated link. tcp "
+                   "(default) carries both placements' long-link traffic the same way: the "
+                   "same-host shared mapping (auto) serves the buffer placement's staging READs "
+                   "but never the learner placement's slot READs (slots stay writable by "
+                   "actors), so auto would compare unlike transports")
     p.add_argument("--env", default="CartPole-v1", choices=ENVIRONMENTS)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--actors", type=int, default=4)
