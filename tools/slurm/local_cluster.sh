@@ -130,13 +130,30 @@ munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
   --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/munged.seed" \
   --log-file="$dir/munge/munged.log" || fail_start "munged did not start"
 
-# Free TCP ports for slurmctld and each slurmd (the OS picks them).
+# Free TCP ports for slurmctld and each slurmd, outside the kernel's
+# ephemeral range: a port the OS hands out for "any port" (an outgoing
+# connection, a bind to port 0) could be taken by another process between
+# this check and the daemon's bind, but the OS never hands out these.
 read -r -a ports < <(python3 -c '
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))' $((NODES + 1))) ||
+import random, socket, sys
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    eph_low, eph_high = (int(x) for x in f.read().split())
+outside = [p for p in range(10000, 65536) if not eph_low <= p <= eph_high]
+picked, socks = [], []
+for port in random.sample(outside, min(2000, len(outside))):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        continue
+    socks.append(s)
+    picked.append(port)
+    if len(picked) == int(sys.argv[1]):
+        break
+if len(picked) < int(sys.argv[1]):
+    sys.exit(1)
+print(" ".join(str(p) for p in picked))' $((NODES + 1))) ||
   fail_start "no free ports"
 host=$(hostname -s)
 {
