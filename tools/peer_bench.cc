@@ -84,7 +84,8 @@
 #include "tools/peer_bench_report.h"
 
 DEFINE_string(systems, "redis,grpc,dreplay",
-              "comma-separated systems to run, in this order: redis, grpc, dreplay");
+              "comma-separated systems to run, in this order: redis, grpc, dreplay, dreplay-tcp "
+              "(dreplay with --soft_transport=tcp: no same-host shared mapping)");
 DEFINE_string(payload_bytes, "128,28672", "comma-separated transition sizes in bytes (>= 8)");
 DEFINE_int32(writers, 4, "inserting threads in every arm");
 DEFINE_int32(batch_size, 256, "transitions per sampled batch");
@@ -171,7 +172,9 @@ absl::StatusOr<PeerCaseResult> RunArm(const PeerBenchOptions& o, PeerSystem syst
     case PeerSystem::kGrpc:
       return RunGrpcArm(c);
     case PeerSystem::kDreplay:
-      return RunDreplayArm(c);
+      return RunDreplayArm(c, verbs::SoftTransport::kAuto);
+    case PeerSystem::kDreplayTcp:
+      return RunDreplayArm(c, verbs::SoftTransport::kTcp);
   }
   return absl::InternalError("unknown system");
 }

@@ -36,6 +36,8 @@ const char* PeerSystemName(PeerSystem system) {
       return "grpc";
     case PeerSystem::kDreplay:
       return "dreplay";
+    case PeerSystem::kDreplayTcp:
+      return "dreplay-tcp";
   }
   return "?";
 }
@@ -50,9 +52,11 @@ absl::StatusOr<std::vector<PeerSystem>> ParsePeerSystems(absl::string_view text)
       s = PeerSystem::kGrpc;
     } else if (name == "dreplay") {
       s = PeerSystem::kDreplay;
+    } else if (name == "dreplay-tcp") {
+      s = PeerSystem::kDreplayTcp;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown system \"", name, "\" (expected redis, grpc, dreplay)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown system \"", name, "\" (expected redis, grpc, dreplay, dreplay-tcp)"));
     }
     if (std::find(out.begin(), out.end(), s) != out.end()) {
       return absl::InvalidArgumentError(absl::StrCat("system \"", name, "\" given twice"));

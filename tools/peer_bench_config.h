@@ -27,9 +27,12 @@
 
 namespace dreplay::tools {
 
-enum class PeerSystem { kRedis, kGrpc, kDreplay };
+// kDreplayTcp: dreplay with --soft_transport=tcp (every operation over
+// loopback TCP and the peer's NIC thread), for a side-by-side comparison
+// with the same-host transport kDreplay uses.
+enum class PeerSystem { kRedis, kGrpc, kDreplay, kDreplayTcp };
 
-// "redis", "grpc", "dreplay".
+// "redis", "grpc", "dreplay", "dreplay-tcp".
 const char* PeerSystemName(PeerSystem system);
 // A comma-separated list of system names, in order, without repeats.
 // InvalidArgument naming the bad entry.

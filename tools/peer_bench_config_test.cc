@@ -25,6 +25,10 @@ TEST(PeerBenchConfigTest, ParsesSystemsInOrder) {
   EXPECT_EQ(*s, (std::vector<PeerSystem>{PeerSystem::kDreplay, PeerSystem::kRedis}));
   EXPECT_TRUE(absl::StrContains(ParsePeerSystems("redis,kafka").status().message(), "kafka"));
   EXPECT_TRUE(absl::StrContains(ParsePeerSystems("grpc,grpc").status().message(), "twice"));
+  s = ParsePeerSystems("dreplay,dreplay-tcp");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, (std::vector<PeerSystem>{PeerSystem::kDreplay, PeerSystem::kDreplayTcp}));
+  EXPECT_STREQ(PeerSystemName(PeerSystem::kDreplayTcp), "dreplay-tcp");
 }
 
 TEST(PeerBenchConfigTest, ValidateNamesTheBadField) {

@@ -17,9 +17,11 @@ constexpr uint64_t kParamBytes = 4096;
 
 }  // namespace
 
-absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c) {
+absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c,
+                                                   verbs::SoftTransport transport) {
   ReplayBenchConfig r;
   r.provider.kind = verbs::ProviderKind::kSoft;
+  r.provider.soft_transport = transport;
   r.actors = c.writers;
   r.payload_bytes = c.payload_bytes;
   r.max_batch = c.insert_batch;
@@ -57,12 +59,13 @@ absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c) {
   return r;
 }
 
-absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c) {
-  ASSIGN_OR_RETURN(ReplayBenchConfig config, DreplayConfigFor(c));
+absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c, verbs::SoftTransport transport) {
+  ASSIGN_OR_RETURN(ReplayBenchConfig config, DreplayConfigFor(c, transport));
   ASSIGN_OR_RETURN(ReplayRunResult run, RunReplayBenchOnce(config));
   PeerCaseResult r;
   r.payload_bytes = c.payload_bytes;
-  r.system = PeerSystem::kDreplay;
+  r.system =
+      transport == verbs::SoftTransport::kTcp ? PeerSystem::kDreplayTcp : PeerSystem::kDreplay;
   r.seconds = run.seconds;
   r.cpu_seconds = run.cpu_seconds;
   r.inserted_per_s = run.inserted_per_s;

@@ -4,11 +4,15 @@
 // tools/replay_bench run (replay_bench_run.h): a ReplayServer in this
 // process on the soft provider over loopback; c.writers actor threads, each
 // with its own provider (its own NIC thread) and queue pair, inserting with
-// an ExperienceWriter (c.insert_batch transitions per Flush: one FETCH_ADD
-// reservation, slot and commit WRITEs); one learner thread with a
+// an ExperienceWriter into its own lease (c.insert_batch transitions per
+// Flush: slot and commit WRITEs, no atomics); one learner thread with a
 // BatchReader (pipelined READs of the batches the server staged by
 // priority, 8 staging slots) and a PriorityWriter (a new random priority per
 // transition, written to the server's mailbox).
+//
+// The transport is the soft provider's same-host shared mapping
+// (SoftTransport::kAuto; PeerSystem::kDreplay) or loopback TCP
+// (SoftTransport::kTcp; PeerSystem::kDreplayTcp).
 //
 // "Inserted" is the server's ingest (transitions put into its memory),
 // "sampled" the transitions in the batches the learner received. The
@@ -23,16 +27,18 @@
 #include "absl/status/statusor.h"
 #include "tools/peer_bench_config.h"
 #include "tools/replay_bench_config.h"
+#include "verbs/options.h"
 
 namespace dreplay::tools {
 
 // The replay_bench configuration of case `c`. InvalidArgument when the
 // geometry does not fit the wire layout.
-absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c);
+absl::StatusOr<ReplayBenchConfig> DreplayConfigFor(const PeerCase& c,
+                                                   verbs::SoftTransport transport);
 
 // One run of the dreplay arm. The first failure of the server or of a
 // client (named).
-absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c);
+absl::StatusOr<PeerCaseResult> RunDreplayArm(const PeerCase& c, verbs::SoftTransport transport);
 
 }  // namespace dreplay::tools
 
