@@ -153,6 +153,18 @@ class CutTest : public ::testing::Test {
 
   const protocol::LayoutConfig& config() const { return regions_->config(); }
 
+  // Steps the core while `writer` writes (bounded), then stops the actor
+  // thread and returns the write's result.
+  std::optional<CheckpointWriter::Result> FinishWrite(CheckpointWriter* writer,
+                                                      std::atomic<bool>* stop, std::thread* actor) {
+    const absl::Time deadline = absl::Now() + kWriteTimeout;
+    while (writer->busy() && absl::Now() < deadline) core_->Step();
+    writer->WaitIdle();
+    *stop = true;
+    actor->join();
+    return writer->TakeResult();
+  }
+
   std::unique_ptr<ReplayRegions> regions_;
   std::unique_ptr<ReplayCore> core_;
 };
@@ -220,12 +232,7 @@ TEST_F(CutTest, ACheckpointUnderConcurrentInsertsRestoresExactlyTheIntactEntries
       }
     });
     writer.Start(std::move(cut));
-    const absl::Time deadline = absl::Now() + kWriteTimeout;
-    while (writer.busy() && absl::Now() < deadline) core_->Step();
-    writer.WaitIdle();
-    stop = true;
-    actor.join();
-    std::optional<CheckpointWriter::Result> result = writer.TakeResult();
+    std::optional<CheckpointWriter::Result> result = FinishWrite(&writer, &stop, &actor);
     ASSERT_TRUE(result.has_value());
     ASSERT_TRUE(result->ok()) << result->status();
     const CheckpointWriteStats& stats = **result;
@@ -315,12 +322,7 @@ TEST_F(CutTest, AnIncrementalCutUnderConcurrentInsertsHoldsTheMemoryAtItsBegin) 
     const std::string path = TempPath("incremental.ckpt");
     CheckpointWriter writer([&](CheckpointCut* c) { return WriteCheckpoint(path, *regions_, c); });
     writer.Start(*std::move(cut));
-    const absl::Time deadline = absl::Now() + kWriteTimeout;
-    while (writer.busy() && absl::Now() < deadline) core_->Step();
-    writer.WaitIdle();
-    stop = true;
-    actor.join();
-    std::optional<CheckpointWriter::Result> result = writer.TakeResult();
+    std::optional<CheckpointWriter::Result> result = FinishWrite(&writer, &stop, &actor);
     ASSERT_TRUE(result.has_value());
     ASSERT_TRUE(result->ok()) << result->status();
 
