@@ -70,21 +70,56 @@ double ReplayMemory::StoredValue(float raw_priority) const {
                   std::numeric_limits<double>::max() / static_cast<double>(capacity()));
 }
 
+double ReplayMemory::InsertValue(float raw_priority) const {
+  if (raw_priority > 0 && std::isfinite(raw_priority)) return StoredValue(raw_priority);
+  if (options_.mode == SamplingMode::kUniform) return 1.0;
+  return size_ > 0 ? tree_.Max() : options_.initial_max_priority;
+}
+
 void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority) {
   DCHECK_LT(index, capacity());
   DCHECK_NE(sequence, kNoSequence);
-  double value;
-  if (raw_priority > 0 && std::isfinite(raw_priority)) {
-    value = StoredValue(raw_priority);
-  } else if (options_.mode == SamplingMode::kUniform) {
-    value = 1.0;
-  } else {
-    value = size_ > 0 ? tree_.Max() : options_.initial_max_priority;
-  }
+  const double value = InsertValue(raw_priority);
   if (observer_ != nullptr) observer_->BeforeEntryChange(index);
   if (sequences_[index] == kNoSequence) ++size_;
   sequences_[index] = sequence;
   tree_.Set(index, value);
+}
+
+void ReplayMemory::InsertRun(uint64_t first_index, uint64_t first_sequence,
+                             absl::Span<const float> raw_priorities) {
+  const size_t n = raw_priorities.size();
+  DCHECK_LE(first_index + n, capacity());
+  run_values_.resize(n);
+  size_t applied = 0;  // run_values_[0, applied) are in the tree
+  for (size_t k = 0; k < n; ++k) {
+    const float raw = raw_priorities[k];
+    if (!(raw > 0 && std::isfinite(raw)) && options_.mode != SamplingMode::kUniform) {
+      // Insert would read the tree's max with the earlier entries in place.
+      tree_.SetRange(first_index + applied,
+                     absl::MakeConstSpan(run_values_).subspan(applied, k - applied));
+      applied = k;
+    }
+    run_values_[k] = InsertValue(raw);
+    const uint64_t index = first_index + k;
+    DCHECK_NE(first_sequence + k, kNoSequence);
+    if (observer_ != nullptr) observer_->BeforeEntryChange(index);
+    if (sequences_[index] == kNoSequence) ++size_;
+    sequences_[index] = first_sequence + k;
+  }
+  tree_.SetRange(first_index + applied, absl::MakeConstSpan(run_values_).subspan(applied));
+}
+
+void ReplayMemory::RemoveRun(uint64_t first_index, uint64_t count) {
+  DCHECK_LE(first_index + count, capacity());
+  for (uint64_t index = first_index; index < first_index + count; ++index) {
+    if (sequences_[index] == kNoSequence) continue;  // its leaf is already 0
+    if (observer_ != nullptr) observer_->BeforeEntryChange(index);
+    sequences_[index] = kNoSequence;
+    --size_;
+  }
+  run_values_.assign(count, 0.0);
+  tree_.SetRange(first_index, run_values_);
 }
 
 void ReplayMemory::Remove(uint64_t index) {

@@ -127,6 +127,16 @@ class ReplayMemory {
   void Insert(uint64_t index, uint64_t sequence, float raw_priority);
   // Index `index` holds nothing any more (its data was overwritten).
   void Remove(uint64_t index);
+  // Insert(first_index + k, first_sequence + k, raw_priorities[k]) for every
+  // k in order, with the same result (observer calls, size, stored values
+  // and the tree bit for bit), but the tree's ancestors are recomputed once
+  // per level for the whole run (SumTree::SetRange). REQUIRES: first_index +
+  // raw_priorities.size() <= capacity; no sequence is kNoSequence.
+  void InsertRun(uint64_t first_index, uint64_t first_sequence,
+                 absl::Span<const float> raw_priorities);
+  // Remove(first_index + k) for k < count, the tree updated once per level.
+  // REQUIRES: first_index + count <= capacity.
+  void RemoveRun(uint64_t first_index, uint64_t count);
   // Removes everything.
   void Clear();
   // Tells `observer` (not owned; nullptr: none) of every entry change from
@@ -177,6 +187,9 @@ class ReplayMemory {
 
  private:
   explicit ReplayMemory(const ReplayMemoryOptions& options);
+  // The stored value Insert gives `raw_priority` (the tree's current max for
+  // a missing priority).
+  double InsertValue(float raw_priority) const;
 
   const ReplayMemoryOptions options_;
   SumTree tree_;
@@ -184,6 +197,7 @@ class ReplayMemory {
   uint64_t size_ = 0;
   std::mt19937_64 rng_;
   ReplayMemoryObserver* observer_ = nullptr;
+  std::vector<double> run_values_;  // InsertRun's and RemoveRun's scratch
 };
 
 }  // namespace dreplay::replay

@@ -3,6 +3,7 @@
 #include "replay/replay_memory.h"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -67,6 +68,71 @@ TEST(ReplayMemoryTest, InsertWithoutAnEstimateGetsTheCurrentMaximum) {
   m->Insert(3, 3, std::nanf(""));
   EXPECT_DOUBLE_EQ(m->stored_priority(3), 7.0);
   EXPECT_DOUBLE_EQ(m->max_priority(), 7.0);
+}
+
+// Records the observer calls with the entry the index held at the time.
+class EntryLog : public ReplayMemoryObserver {
+ public:
+  explicit EntryLog(const ReplayMemory* memory) : memory_(memory) {}
+  void BeforeEntryChange(uint64_t index) override {
+    calls.push_back({index, memory_->sequence(index), memory_->stored_priority(index)});
+  }
+  struct Call {
+    uint64_t index, sequence;
+    double value;
+    bool operator==(const Call& o) const {
+      return index == o.index && sequence == o.sequence && value == o.value;
+    }
+  };
+  std::vector<Call> calls;
+
+ private:
+  const ReplayMemory* memory_;
+};
+
+TEST(ReplayMemoryTest, RunsGiveExactlyWhatSingleInsertsAndRemovesGive) {
+  constexpr uint64_t kCapacity = 256;
+  auto single = MakeMemory(kCapacity, 0.6, 1e-6);
+  auto run = MakeMemory(kCapacity, 0.6, 1e-6);
+  EntryLog single_log(single.get()), run_log(run.get());
+  single->set_observer(&single_log);
+  run->set_observer(&run_log);
+  std::mt19937_64 rng(3);
+  uint64_t sequence = 0;
+  for (int round = 0; round < 400; ++round) {
+    const uint64_t first = rng() % kCapacity;
+    const uint64_t count = rng() % (kCapacity - first + 1);
+    if (rng() % 4 == 0) {
+      for (uint64_t k = 0; k < count; ++k) single->Remove(first + k);
+      run->RemoveRun(first, count);
+    } else {
+      // Missing estimates (0, negative, NaN) read the max mid-run.
+      std::vector<float> priorities(count);
+      for (float& p : priorities) {
+        const uint64_t kind = rng() % 8;
+        p = kind == 0   ? 0.0f
+            : kind == 1 ? -1.0f
+            : kind == 2 ? std::nanf("")
+                        : static_cast<float>(rng() % 1000) / 7;
+      }
+      for (uint64_t k = 0; k < count; ++k) single->Insert(first + k, sequence + k, priorities[k]);
+      run->InsertRun(first, sequence, priorities);
+      sequence += count;
+    }
+    ASSERT_EQ(run->size(), single->size()) << round;
+    ASSERT_EQ(run->total_priority(), single->total_priority()) << round;
+    ASSERT_EQ(run->max_priority(), single->max_priority()) << round;
+  }
+  for (uint64_t i = 0; i < kCapacity; ++i) {
+    ASSERT_EQ(run->sequence(i), single->sequence(i)) << i;
+    ASSERT_EQ(run->stored_priority(i), single->stored_priority(i)) << i;
+  }
+  EXPECT_TRUE(run_log.calls == single_log.calls);
+  EXPECT_GT(run_log.calls.size(), 1000u);
+  std::vector<SampledItem> a(64), b(64);
+  ASSERT_EQ(single->SampleBatch(64, 0.4, absl::MakeSpan(a)), 64);
+  ASSERT_EQ(run->SampleBatch(64, 0.4, absl::MakeSpan(b)), 64);
+  for (int k = 0; k < 64; ++k) EXPECT_EQ(a[k].index, b[k].index) << k;
 }
 
 TEST(ReplayMemoryTest, StaleAndInvalidPriorityUpdatesAreNotApplied) {

@@ -30,6 +30,21 @@ void SumTree::Set(uint64_t index, double value) {
   for (node >>= 1; node >= 1; node >>= 1) Recompute(node);
 }
 
+void SumTree::SetRange(uint64_t first, absl::Span<const double> values) {
+  if (values.empty()) return;
+  DCHECK_LE(first + values.size(), capacity_);
+  uint64_t lo = capacity_ + first;
+  uint64_t hi = lo + values.size() - 1;  // inclusive
+  for (const double value : values) {
+    DCHECK(value >= 0 && std::isfinite(value)) << value;
+    nodes_[lo++] = Node{value, value};
+  }
+  lo = capacity_ + first;
+  for (lo >>= 1, hi >>= 1; lo >= 1; lo >>= 1, hi >>= 1) {
+    for (uint64_t node = lo; node <= hi; ++node) Recompute(node);
+  }
+}
+
 inline uint64_t SumTree::Descend(uint64_t node, double* prefix) const {
   const uint64_t left = 2 * node;
   const double left_sum = nodes_[left].sum;

@@ -41,6 +41,13 @@ class SumTree {
   // REQUIRES: index < capacity, value >= 0 and finite. O(log capacity).
   void Set(uint64_t index, double value);
   double Get(uint64_t index) const { return nodes_[capacity_ + index].sum; }
+  // Sets leaves first .. first + values.size() - 1 to `values`, then
+  // recomputes their ancestors level by level, each once: O(n + log
+  // capacity) instead of n Set() calls' O(n log capacity). The tree ends
+  // exactly as after those calls (every node is recomputed from its
+  // children). REQUIRES: first + values.size() <= capacity, every value >= 0
+  // and finite.
+  void SetRange(uint64_t first, absl::Span<const double> values);
 
   double Total() const { return nodes_[1].sum; }
   // The largest leaf value (0 when all are 0).

@@ -2,9 +2,11 @@
 
 #include "replay/sum_tree.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -112,6 +114,37 @@ TEST(SumTreeTest, SumsDoNotDriftOverMillionsOfRandomUpdates) {
   }
   EXPECT_NEAR(tree.Total(), static_cast<double>(exact), 1e-13 * static_cast<double>(exact));
   EXPECT_EQ(tree.Max(), max);
+}
+
+TEST(SumTreeTest, SetRangeLeavesTheTreeExactlyAsSetDoes) {
+  constexpr uint64_t kCapacity = 1 << 10;
+  SumTree by_set(kCapacity);
+  SumTree by_range(kCapacity);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> value(0.0, 3.0);
+  // Ranges of every shape: one leaf, the last leaf, odd starts and ends,
+  // the whole tree, and zeros among them.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges = {{0, 1},   {kCapacity - 1, 1}, {3, 6},
+                                                       {511, 2}, {0, kCapacity},     {100, 0}};
+  std::uniform_int_distribution<uint64_t> start(0, kCapacity - 1);
+  for (int k = 0; k < 500; ++k) {
+    const uint64_t first = start(rng);
+    ranges.push_back({first, 1 + rng() % (kCapacity - first)});
+  }
+  for (const auto& [first, count] : ranges) {
+    std::vector<double> values(count);
+    for (double& v : values) v = (rng() % 5 == 0) ? 0.0 : value(rng);
+    for (uint64_t k = 0; k < count; ++k) by_set.Set(first + k, values[k]);
+    by_range.SetRange(first, values);
+    ASSERT_EQ(by_range.Total(), by_set.Total()) << first << "+" << count;
+    ASSERT_EQ(by_range.Max(), by_set.Max()) << first << "+" << count;
+  }
+  for (uint64_t i = 0; i < kCapacity; ++i) ASSERT_EQ(by_range.Get(i), by_set.Get(i)) << i;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int k = 0; k < 10'000; ++k) {
+    const double prefix = unit(rng) * by_set.Total();
+    ASSERT_EQ(by_range.Find(prefix), by_set.Find(prefix)) << prefix;
+  }
 }
 
 TEST(SumTreeTest, FindDrawsLeavesInProportionToTheirValues) {

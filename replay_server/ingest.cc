@@ -47,7 +47,9 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
       counters_(counters),
       clock_(clock),
       insert_delays_(insert_delays),
-      leases_(config.leases) {}
+      leases_(config.leases) {
+  run_priorities_.reserve(options.max_per_lease);
+}
 
 void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
   handled_total_ = 0;
@@ -177,14 +179,40 @@ void Ingest::AppendJournal(uint32_t l, uint64_t first, uint64_t count) {
 void Ingest::EvictAhead(uint32_t l) {
   Lease& lease = leases_[l];
   const uint64_t end = lease.cursor + protocol::ActorWindow(config_);
+  // Runs of consecutive indices leave the memory in one RemoveRun each.
+  uint64_t run_first = 0, run_count = 0;
   for (uint64_t s = std::max(lease.evicted_through, lease.cursor); s < end; ++s) {
     const uint64_t index = protocol::LeaseSlotIndex(config_, l, s);
     const auto* header =
         reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
     if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
-    memory_->Remove(index);
+    if (run_count > 0 && index != run_first + run_count) {
+      memory_->RemoveRun(run_first, run_count);
+      run_count = 0;
+    }
+    if (run_count == 0) run_first = index;
+    ++run_count;
     lease.evicted_through = s + 1;
   }
+  if (run_count > 0) memory_->RemoveRun(run_first, run_count);
+}
+
+void Ingest::FlushRun() {
+  if (run_priorities_.empty()) return;
+  memory_->InsertRun(run_first_index_, run_first_sequence_, run_priorities_);
+  run_priorities_.clear();
+}
+
+void Ingest::AddToRun(uint64_t index, uint64_t sequence, float priority) {
+  if (!run_priorities_.empty() && (index != run_first_index_ + run_priorities_.size() ||
+                                   sequence != run_first_sequence_ + run_priorities_.size())) {
+    FlushRun();
+  }
+  if (run_priorities_.empty()) {
+    run_first_index_ = index;
+    run_first_sequence_ = sequence;
+  }
+  run_priorities_.push_back(priority);
 }
 
 uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
@@ -200,7 +228,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
       if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
         protocol::SlotHeader header;
         std::memcpy(&header, slot, sizeof(header));
-        memory_->Insert(index, q, BoundPriority(header.initial_priority, &lease));
+        AddToRun(index, q, BoundPriority(header.initial_priority, &lease));
         ++counters_->inserted;
         ++lease.inserted;
         RecordInsertDelay(header.insert_time_ns, wall_now_ns);
@@ -209,6 +237,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
       } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {
+        FlushRun();
         memory_->Remove(index);
         ++counters_->torn_slots;
         ++lease.torn;
@@ -217,6 +246,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     } else if (commit > protocol::CommitValue(q)) {
       // A later sequence was committed into the slot (q was lapped), or the
       // actor forged the word: either way q is skipped.
+      FlushRun();
       memory_->Remove(index);
       ++counters_->overrun_slots;
       ++lease.overrun;
@@ -225,6 +255,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     }
     ++lease.cursor;
   }
+  FlushRun();
   const uint64_t handled = lease.cursor - first;
   if (handled > 0) {
     lease.evicted_through = std::max(lease.evicted_through, lease.cursor);

@@ -170,6 +170,11 @@ class Ingest {
   // Walks lease `l`; returns the sequences handled (at most `budget`).
   uint64_t StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns);
   void EvictAhead(uint32_t l);
+  // Verified inserts gather in a run of consecutive indices and sequences,
+  // which enters the memory in one InsertRun (the priority tree updated
+  // once per level, not once per insert) when it ends or the step does.
+  void AddToRun(uint64_t index, uint64_t sequence, float priority);
+  void FlushRun();
   // True while committed sequence q, which failed its check, should be read
   // again rather than counted torn.
   bool Recheck(uint32_t l, uint64_t q);
@@ -198,6 +203,9 @@ class Ingest {
   uint64_t sequences_skipped_ = 0;
   std::vector<uint32_t> skipped_laps_;
   uint64_t sync_generation_ = 0;  // the reservations' last seen
+  uint64_t run_first_index_ = 0;
+  uint64_t run_first_sequence_ = 0;
+  std::vector<float> run_priorities_;
 };
 
 }  // namespace dreplay::server

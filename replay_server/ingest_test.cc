@@ -183,6 +183,36 @@ TEST_F(IngestTest, WithoutARecheckABadSlotIsTornAtOnce) {
   EXPECT_EQ(counters_.torn_slots, 1u);
 }
 
+TEST_F(IngestTest, RunsAroundATornSlotAMissingPriorityAndTheWrapKeepEveryEntry) {
+  IngestOptions options;
+  options.torn_recheck = absl::ZeroDuration();
+  options.max_per_step = 1000;
+  MakeIngest(options);
+  for (uint64_t k = 0; k + 4 < capacity(); ++k) Insert(*regions_, 1.f);
+  ASSERT_EQ(ingest_->Step(), capacity() - 4);
+  // Eight more: they wrap from index capacity - 4 to index 3; the third is
+  // torn, the fourth has no estimate (the memory's max at its turn: 3.5).
+  const float priorities[8] = {2, 3, 0, std::numeric_limits<float>::quiet_NaN(), 5, 6, 7, 8};
+  const uint64_t first = Reserve(*regions_, 8);
+  for (uint64_t k = 0; k < 8; ++k) {
+    if (k != 2) WriteSlot(*regions_, first + k, priorities[k], 64);
+    Commit(*regions_, first + k);
+  }
+  EXPECT_EQ(ingest_->Step(), 8u);
+  EXPECT_EQ(counters_.torn_slots, 1u);
+  EXPECT_EQ(counters_.priorities_bounded, 1u);
+  const double expected[8] = {2.5, 3.5, 0, 3.5, 5.5, 6.5, 7.5, 8.5};
+  for (uint64_t k = 0; k < 8; ++k) {
+    const uint64_t index = (first + k) % capacity();
+    EXPECT_EQ(memory_->valid(index), k != 2) << k;
+    if (k != 2) EXPECT_EQ(memory_->sequence(index), first + k) << k;
+    EXPECT_DOUBLE_EQ(memory_->stored_priority(index), expected[k]) << k;
+  }
+  EXPECT_EQ(memory_->size(), capacity() - 1);
+  EXPECT_DOUBLE_EQ(memory_->total_priority(),
+                   (capacity() - 8) * 1.5 + 2.5 + 3.5 + 3.5 + 5.5 + 6.5 + 7.5 + 8.5);
+}
+
 TEST_F(IngestTest, RejectsALengthThatDoesNotFitTheSlot) {
   const uint64_t q = Reserve(*regions_, 1);
   WriteSlot(*regions_, q, 1.f, 128);

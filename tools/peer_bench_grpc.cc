@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -44,20 +45,31 @@ class PeerReplayService final : public pb::PeerReplay::Service {
     pb::InsertRequest request;
     pb::InsertResponse response;
     std::vector<std::shared_ptr<const std::string>> payloads;
+    std::vector<float> priorities;
     while (stream->Read(&request)) {
       const int n = request.transitions_size();
       payloads.clear();
+      priorities.clear();
       for (int i = 0; i < n; ++i) {
         payloads.push_back(std::make_shared<const std::string>(
             std::move(*request.mutable_transitions(i)->mutable_payload())));
+        priorities.push_back(request.transitions(i).priority());
       }
       {
         MutexLock lock(&mu_);
-        for (int i = 0; i < n; ++i) {
-          const uint64_t sequence = next_sequence_++;
-          const uint64_t index = sequence & (memory_->capacity() - 1);
-          memory_->Insert(index, sequence, request.transitions(i).priority());
-          payloads_[index] = std::move(payloads[static_cast<size_t>(i)]);
+        const uint64_t capacity = memory_->capacity();
+        // Consecutive sequences fill consecutive indices up to the wrap:
+        // at most two runs, each in one InsertRun, as dreplay's ingest does.
+        for (size_t done = 0; done < priorities.size();) {
+          const uint64_t index = next_sequence_ & (capacity - 1);
+          const size_t count = std::min<size_t>(priorities.size() - done, capacity - index);
+          memory_->InsertRun(index, next_sequence_,
+                             absl::MakeConstSpan(priorities).subspan(done, count));
+          for (size_t k = 0; k < count; ++k) {
+            payloads_[index + k] = std::move(payloads[done + k]);
+          }
+          next_sequence_ += count;
+          done += count;
         }
       }
       state_->inserted += static_cast<uint64_t>(n);

@@ -268,14 +268,29 @@ class RedisLearner {
       return absl::InternalError("redis: unexpected EXEC reply");
     }
     const redisReply* records = exec->element[0];
+    // A writer's records arrive in runs of consecutive slots and sequences:
+    // each run enters the memory in one InsertRun, as dreplay's ingest does.
+    uint64_t run_index = 0, run_sequence = 0;
+    run_.clear();
     for (size_t i = 0; i < records->elements; ++i) {
       const redisReply* e = records->element[i];
       if (e->type != REDIS_REPLY_STRING || e->len != kRecordBytes) {
         return absl::InternalError("redis: malformed record");
       }
       const Record r = Decode(e->str);
-      memory_->Insert(ring_.index(r.writer, r.slot), r.sequence, r.priority);
+      const uint64_t index = ring_.index(r.writer, r.slot);
+      if (!run_.empty() &&
+          (index != run_index + run_.size() || r.sequence != run_sequence + run_.size())) {
+        memory_->InsertRun(run_index, run_sequence, run_);
+        run_.clear();
+      }
+      if (run_.empty()) {
+        run_index = index;
+        run_sequence = r.sequence;
+      }
+      run_.push_back(r.priority);
     }
+    if (!run_.empty()) memory_->InsertRun(run_index, run_sequence, run_);
     state->inserted += records->elements;
     return absl::OkStatus();
   }
@@ -307,6 +322,7 @@ class RedisLearner {
   std::uniform_real_distribution<float> new_priority_{0.05f, 2.0f};
   std::vector<char> batch_;
   std::deque<std::vector<replay::SampledItem>> in_flight_;
+  std::vector<float> run_;  // ReadPull's run of priorities
 };
 
 absl::Status RunLearner(const PeerCase& c, const ChunkRing& ring, int port, PeerArmState* state) {
