@@ -26,13 +26,14 @@ BucketHistogram::BucketHistogram(std::vector<double> upper_bounds)
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
 }
 
-void BucketHistogram::Record(double value) {
-  if (std::isnan(value)) return;
+void BucketHistogram::Record(double value, uint64_t count) {
+  if (std::isnan(value) || count == 0) return;
   const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   // One writer: a load and a store, no read-modify-write.
   std::atomic<uint64_t>& bucket = buckets_[i];
-  bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  sum_.store(sum_.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+  bucket.store(bucket.load(std::memory_order_relaxed) + count, std::memory_order_relaxed);
+  sum_.store(sum_.load(std::memory_order_relaxed) + value * static_cast<double>(count),
+             std::memory_order_relaxed);
 }
 
 HistogramSnapshot BucketHistogram::Snapshot() const {

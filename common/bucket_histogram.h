@@ -56,7 +56,9 @@ class BucketHistogram {
 
   // Counts `value` in the first bucket whose bound is >= value (or the last
   // bucket). NaN is ignored. One writer thread (see the file comment).
-  void Record(double value);
+  void Record(double value) { Record(value, 1); }
+  // Counts `count` samples of `value` at once (a batch stamped alike).
+  void Record(double value, uint64_t count);
 
   // Thread-safe.
   HistogramSnapshot Snapshot() const;

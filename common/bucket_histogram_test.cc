@@ -27,6 +27,17 @@ TEST(BucketHistogramTest, CountsEachValueInTheFirstBucketWhoseBoundHoldsIt) {
   EXPECT_DOUBLE_EQ(s.sum, 0.5 + 1 + 1.5 + 5 + 7 - 3);
 }
 
+TEST(BucketHistogramTest, ACountedRecordIsThatManySamples) {
+  BucketHistogram h({1, 2});
+  h.Record(1.5, 4);
+  h.Record(0.5, 0);  // nothing
+  h.Record(3, 1);
+  const HistogramSnapshot s = h.Snapshot();
+  EXPECT_EQ(s.bucket_counts, (std::vector<uint64_t>{0, 4, 1}));
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_DOUBLE_EQ(s.sum, 1.5 * 4 + 3);
+}
+
 TEST(BucketHistogramTest, CumulativeCountsAddTheBucketsUpToTheBound) {
   BucketHistogram h({1, 2});
   for (double v : {0.1, 0.2, 1.5, 9.0}) h.Record(v);

@@ -11,6 +11,13 @@
 #include "glog/logging.h"
 
 namespace dreplay::server {
+namespace {
+
+// How far ahead the slot walks prefetch (a prefetch past the region's end
+// is harmless: it never faults).
+constexpr uint64_t kPrefetchSlots = 8;
+
+}  // namespace
 
 absl::Status IngestOptions::Validate() const {
   if (max_per_step == 0) {
@@ -39,6 +46,7 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
     : config_(config),
       options_(options),
       lease_slots_(protocol::LeaseSlots(config)),
+      actor_window_(protocol::ActorWindow(config)),
       control_(control),
       leases_region_(leases),
       slots_(slots),
@@ -75,6 +83,7 @@ absl::Status Ingest::UseReservations(SequenceReservations* reservations) {
     // The committed prefix a restore kept is its actor's done work: ingest
     // it before the jump (no peer sees the regions yet).
     handled_total_ += StepLease(l, lease_slots_, &wall_now_ns);
+    FlushInsertDelays(wall_now_ns);
     const uint64_t floor = reservations->floor(l);
     if (lease.cursor >= floor) continue;
     // Whole laps, so the lease's next write lands where it would have.
@@ -153,9 +162,24 @@ float Ingest::BoundPriority(float raw, Lease* lease) {
 
 void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
   if (insert_delays_ == nullptr || insert_time_ns == 0) return;
+  // A writer stamps its whole batch alike, and the wall clock is read once
+  // per step: a batch's delays are one value, recorded once.
+  if (insert_time_ns == delay_stamp_ns_) {
+    ++delay_count_;
+    return;
+  }
+  FlushInsertDelays(*wall_now_ns);
   if (*wall_now_ns == 0) *wall_now_ns = absl::ToUnixNanos(clock_->WallNow());
-  const int64_t delay_ns = *wall_now_ns - static_cast<int64_t>(insert_time_ns);
-  insert_delays_->Record(delay_ns > 0 ? static_cast<double>(delay_ns) * 1e-9 : 0.0);
+  delay_stamp_ns_ = insert_time_ns;
+  delay_count_ = 1;
+}
+
+void Ingest::FlushInsertDelays(int64_t wall_now_ns) {
+  if (delay_count_ == 0) return;
+  const int64_t delay_ns = wall_now_ns - static_cast<int64_t>(delay_stamp_ns_);
+  insert_delays_->Record(delay_ns > 0 ? static_cast<double>(delay_ns) * 1e-9 : 0.0, delay_count_);
+  delay_count_ = 0;
+  delay_stamp_ns_ = 0;
 }
 
 void Ingest::AppendJournal(uint32_t l, uint64_t first, uint64_t count) {
@@ -178,13 +202,16 @@ void Ingest::AppendJournal(uint32_t l, uint64_t first, uint64_t count) {
 
 void Ingest::EvictAhead(uint32_t l) {
   Lease& lease = leases_[l];
-  const uint64_t end = lease.cursor + protocol::ActorWindow(config_);
+  const uint64_t end = lease.cursor + actor_window_;
   // Runs of consecutive indices leave the memory in one RemoveRun each.
   uint64_t run_first = 0, run_count = 0;
-  for (uint64_t s = std::max(lease.evicted_through, lease.cursor); s < end; ++s) {
-    const uint64_t index = protocol::LeaseSlotIndex(config_, l, s);
-    const auto* header =
-        reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
+  const uint64_t start = std::max(lease.evicted_through, lease.cursor);
+  uint64_t index = protocol::LeaseSlotIndex(config_, l, start);
+  for (uint64_t s = start; s < end; ++s, index = NextIndex(l, index)) {
+    const uint8_t* slot = slots_ + index * config_.slot_size;
+    // The headers were just written by another core: overlap their misses.
+    __builtin_prefetch(slot + kPrefetchSlots * config_.slot_size);
+    const auto* header = reinterpret_cast<const protocol::SlotHeader*>(slot);
     if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
     if (run_count > 0 && index != run_first + run_count) {
       memory_->RemoveRun(run_first, run_count);
@@ -219,10 +246,13 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
   Lease& lease = leases_[l];
   EvictAhead(l);
   const uint64_t first = lease.cursor;
+  uint64_t next_index = protocol::LeaseSlotIndex(config_, l, first);
   while (lease.cursor - first < budget) {
     const uint64_t q = lease.cursor;
-    const uint64_t index = protocol::LeaseSlotIndex(config_, l, q);
+    const uint64_t index = next_index;
+    next_index = NextIndex(l, index);
     const uint8_t* slot = slots_ + index * config_.slot_size;
+    __builtin_prefetch(slot + kPrefetchSlots * config_.slot_size);
     const uint64_t commit = LoadAcquire(&commits_[index]);
     if (commit == protocol::CommitValue(q)) {
       if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
@@ -283,6 +313,7 @@ uint64_t Ingest::Step() {
     l = l + 1 == count ? 0 : l + 1;
   }
   next_lease_ = l;
+  FlushInsertDelays(wall_now_ns);
   if (handled > 0) {
     handled_total_ += handled;
     StoreRelease(&control_->server.ingest_cursor, handled_total_);

@@ -170,6 +170,12 @@ class Ingest {
   // Walks lease `l`; returns the sequences handled (at most `budget`).
   uint64_t StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns);
   void EvictAhead(uint32_t l);
+  // The ring index of the sequence after the one at `index` in lease `l`
+  // (LeaseSlotIndex without its divisions, which cost more than the rest of
+  // a slot's walk).
+  uint64_t NextIndex(uint32_t l, uint64_t index) const {
+    return index + 1 == (uint64_t{l} + 1) * lease_slots_ ? index + 1 - lease_slots_ : index + 1;
+  }
   // Verified inserts gather in a run of consecutive indices and sequences,
   // which enters the memory in one InsertRun (the priority tree updated
   // once per level, not once per insert) when it ends or the step does.
@@ -182,10 +188,13 @@ class Ingest {
   void AppendJournal(uint32_t l, uint64_t first, uint64_t count);
   void PublishLease(uint32_t l);
   void RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns);
+  // Records the delays gathered by RecordInsertDelay (one step's wall time).
+  void FlushInsertDelays(int64_t wall_now_ns);
 
   const protocol::LayoutConfig config_;
   const IngestOptions options_;
   const uint64_t lease_slots_;
+  const uint64_t actor_window_;
   protocol::ControlBlock* const control_;
   uint8_t* const leases_region_;
   const uint8_t* const slots_;
@@ -206,6 +215,9 @@ class Ingest {
   uint64_t run_first_index_ = 0;
   uint64_t run_first_sequence_ = 0;
   std::vector<float> run_priorities_;
+  // Inserts of this step stamped delay_stamp_ns_, not yet recorded.
+  uint64_t delay_stamp_ns_ = 0;
+  uint64_t delay_count_ = 0;
 };
 
 }  // namespace dreplay::server

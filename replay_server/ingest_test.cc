@@ -325,6 +325,32 @@ TEST_F(IngestTest, RecordsTheInsertToIngestDelayOfStampedSlots) {
   EXPECT_EQ(bucket_of(0.25), 1u);  // 200 ms in (100 ms, 250 ms]
 }
 
+TEST_F(IngestTest, CountsEveryInsertOfABatchStampedAlike) {
+  const int64_t now_ns = absl::ToUnixNanos(clock_.WallNow());
+  auto insert_stamped = [&](int64_t stamp_ns, int n) {
+    for (int k = 0; k < n; ++k) {
+      const uint64_t q = Reserve(*regions_, 1);
+      WriteSlot(*regions_, q, 1.f, 128, /*actor_id=*/0, static_cast<uint64_t>(stamp_ns));
+      Commit(*regions_, q);
+    }
+  };
+  insert_stamped(now_ns - 2000000, 5);    // a batch 2 ms ago
+  insert_stamped(now_ns - 200000000, 1);  // 200 ms ago
+  insert_stamped(now_ns - 2000000, 2);    // the first stamp again
+  EXPECT_EQ(ingest_->Step(), 8u);
+  insert_stamped(now_ns - 2000000, 3);  // and in the next step
+  EXPECT_EQ(ingest_->Step(), 3u);
+  const HistogramSnapshot s = insert_delays_.Snapshot();
+  EXPECT_EQ(s.count, 11u);
+  EXPECT_NEAR(s.sum, 10 * 0.002 + 0.2, 1e-9);
+  const std::vector<double>& bounds = s.upper_bounds;
+  const auto at = [&](double bound) {
+    return s.bucket_counts[std::find(bounds.begin(), bounds.end(), bound) - bounds.begin()];
+  };
+  EXPECT_EQ(at(2.5e-3), 10u);
+  EXPECT_EQ(at(0.25), 1u);
+}
+
 // Four leases of 16 slots each.
 class LeasedIngestTest : public IngestTest {
  protected:
