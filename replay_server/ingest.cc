@@ -11,13 +11,6 @@
 #include "glog/logging.h"
 
 namespace dreplay::server {
-namespace {
-
-// How far ahead the slot walks prefetch (a prefetch past the region's end
-// is harmless: it never faults).
-constexpr uint64_t kPrefetchSlots = 8;
-
-}  // namespace
 
 absl::Status IngestOptions::Validate() const {
   if (max_per_step == 0) {
@@ -208,10 +201,8 @@ void Ingest::EvictAhead(uint32_t l) {
   const uint64_t start = std::max(lease.evicted_through, lease.cursor);
   uint64_t index = protocol::LeaseSlotIndex(config_, l, start);
   for (uint64_t s = start; s < end; ++s, index = NextIndex(l, index)) {
-    const uint8_t* slot = slots_ + index * config_.slot_size;
-    // The headers were just written by another core: overlap their misses.
-    __builtin_prefetch(slot + kPrefetchSlots * config_.slot_size);
-    const auto* header = reinterpret_cast<const protocol::SlotHeader*>(slot);
+    const auto* header =
+        reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
     if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
     if (run_count > 0 && index != run_first + run_count) {
       memory_->RemoveRun(run_first, run_count);
@@ -252,7 +243,6 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     const uint64_t index = next_index;
     next_index = NextIndex(l, index);
     const uint8_t* slot = slots_ + index * config_.slot_size;
-    __builtin_prefetch(slot + kPrefetchSlots * config_.slot_size);
     const uint64_t commit = LoadAcquire(&commits_[index]);
     if (commit == protocol::CommitValue(q)) {
       if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
