@@ -78,6 +78,7 @@
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
 #include "tools/peer_bench_config.h"
+#include "tools/peer_bench_copy.h"
 #include "tools/peer_bench_dreplay.h"
 #include "tools/peer_bench_grpc.h"
 #include "tools/peer_bench_redis.h"
@@ -107,9 +108,15 @@ DEFINE_string(cpus, "",
               "the tool was started with)");
 DEFINE_string(redis_server, "redis-server", "the redis-server binary (a path or a name in PATH)");
 DEFINE_bool(json, false, "print one JSON object instead of the table");
+DEFINE_bool(copy_reference, true,
+            "per size, also measure one thread copying payload-sized blocks through the ring "
+            "(1 s, on the same CPUs): the most transitions per second one core moves once, "
+            "against which the table gives each arm's share");
 
 namespace dreplay::tools {
 namespace {
+
+constexpr absl::Duration kCopyDuration = absl::Seconds(1);
 
 constexpr char kUsage[] =
     "the same actor-to-buffer-to-learner workload (writers inserting, a reader sampling by "
@@ -189,8 +196,15 @@ int Run(const BinaryMain& binary) {
   }
   const std::vector<int> cpus = AllowedCpus();
   std::vector<std::vector<PeerCaseResult>> rounds(static_cast<size_t>(FLAGS_rounds));
+  std::vector<PeerCopyReference> copies;
   for (uint32_t payload : options->payload_bytes) {
     const PeerCase c = CaseFor(*options, payload);
+    if (FLAGS_copy_reference) {
+      absl::StatusOr<PeerCopyReference> copy =
+          MeasurePeerCopy(payload, c.capacity * payload, kCopyDuration);
+      if (!copy.ok()) return binary.Failure(absl::StrCat("copy at ", payload, " B"), copy.status());
+      copies.push_back(*copy);
+    }
     for (std::vector<PeerCaseResult>& round : rounds) {
       for (PeerSystem system : options->systems) {
         absl::StatusOr<PeerCaseResult> r = RunArm(*options, system, c);
@@ -202,7 +216,7 @@ int Run(const BinaryMain& binary) {
       }
     }
   }
-  std::cout << FormatPeerBenchReport(*options, cpus, rounds, FLAGS_json) << std::flush;
+  std::cout << FormatPeerBenchReport(*options, cpus, rounds, FLAGS_json, copies) << std::flush;
   return kExitSuccess;
 }
 

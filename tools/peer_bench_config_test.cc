@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tools/peer_bench_copy.h"
 #include "tools/peer_bench_report.h"
 
 namespace dreplay::tools {
@@ -100,6 +101,37 @@ TEST(PeerBenchReportTest, RatiosDivideTotalsPerSize) {
   EXPECT_FALSE(absl::StrContains(json, "\"rounds\":["));
   const std::string text = FormatPeerBenchReport(Valid(), {0, 1}, {cases}, false);
   EXPECT_TRUE(absl::StrContains(text, "dreplay / redis 10.00x, dreplay / grpc 5.00x"));
+}
+
+TEST(PeerBenchReportTest, CopyReferencesGiveEachArmsShare) {
+  const std::vector<PeerCaseResult> cases = {Case(128, PeerSystem::kRedis, 1, 100, 100),
+                                             Case(128, PeerSystem::kDreplay, 1, 600, 200)};
+  PeerCopyReference copy;
+  copy.payload_bytes = 128;
+  copy.blocks_per_s = 1000;
+  copy.bytes_per_s = 128000;
+  const std::string text = FormatPeerBenchReport(Valid(), {0}, {cases}, false, {copy});
+  EXPECT_TRUE(absl::StrContains(text, "redis 0.20 dreplay 0.80")) << text;
+  const std::string json = FormatPeerBenchReport(Valid(), {0}, {cases}, true, {copy});
+  EXPECT_TRUE(absl::StrContains(json,
+                                "\"copy\":{\"128\":{\"bytes_per_s\":128000.0,"
+                                "\"blocks_per_s\":1000.0}}"))
+      << json;
+  EXPECT_FALSE(absl::StrContains(FormatPeerBenchReport(Valid(), {0}, {cases}, true), "copy"));
+}
+
+TEST(PeerBenchCopyTest, MeasuresARateAndRefusesImpossibleBlocks) {
+  absl::StatusOr<PeerCopyReference> r = MeasurePeerCopy(4096, 1 << 20, absl::Milliseconds(20));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->payload_bytes, 4096u);
+  EXPECT_GT(r->blocks_per_s, 0);
+  EXPECT_DOUBLE_EQ(r->bytes_per_s, r->blocks_per_s * 4096);
+  EXPECT_EQ(MeasurePeerCopy(0, 1 << 20, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasurePeerCopy(4096, 1024, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasurePeerCopy(4096, 1 << 20, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PeerBenchReportTest, EachCaseIsItsMedianRound) {

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
 #include "replay/replay_memory.h"
@@ -27,6 +29,9 @@ namespace pb = peerbench;
 constexpr int kWriterDepth = 2;  // insert messages in flight per writer
 constexpr int kReaderDepth = 4;  // sample requests in flight
 constexpr double kBeta = 0.4;
+// Beyond the warmup and the window, how long a stream may last: the
+// window's setup bound (60 s, prefill included) and as much again.
+constexpr absl::Duration kStreamSlack = absl::Seconds(120);
 
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -133,9 +138,19 @@ std::unique_ptr<pb::PeerReplay::Stub> NewStub(int port) {
       absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
 }
 
+// A stream waits for its connection instead of failing at a transient
+// connect error (seen once under load), within a bound that covers the
+// setup, the warmup and the window.
+void PrepareStream(const PeerCase& c, grpc::ClientContext* context) {
+  context->set_wait_for_ready(true);
+  context->set_deadline(std::chrono::system_clock::now() +
+                        absl::ToChronoSeconds(kStreamSlack + c.warmup + c.duration));
+}
+
 absl::Status RunWriter(const PeerCase& c, int port, int id, PeerArmState* state) {
   std::unique_ptr<pb::PeerReplay::Stub> stub = NewStub(port);
   grpc::ClientContext context;
+  PrepareStream(c, &context);
   auto stream = stub->Insert(&context);
   pb::InsertRequest request;
   for (uint32_t i = 0; i < c.insert_batch; ++i) {
@@ -173,6 +188,7 @@ absl::Status RunWriter(const PeerCase& c, int port, int id, PeerArmState* state)
 absl::Status RunReader(const PeerCase& c, int port, PeerArmState* state) {
   std::unique_ptr<pb::PeerReplay::Stub> stub = NewStub(port);
   grpc::ClientContext context;
+  PrepareStream(c, &context);
   auto stream = stub->Sample(&context);
   std::mt19937_64 rng(c.seed);
   std::uniform_real_distribution<float> new_priority(0.05f, 2.0f);

@@ -81,12 +81,23 @@ std::string RatiosJson(const std::vector<PeerCaseResult>& cases) {
   return absl::StrCat("{", absl::StrJoin(ratios, ","), "}");
 }
 
+std::string CopiesJson(const std::vector<PeerCopyReference>& copies) {
+  std::vector<std::string> rows;
+  for (const PeerCopyReference& c : copies) {
+    rows.push_back(absl::StrFormat("\"%d\":{\"bytes_per_s\":%.1f,\"blocks_per_s\":%.1f}",
+                                   c.payload_bytes, c.bytes_per_s, c.blocks_per_s));
+  }
+  return absl::StrCat("{", absl::StrJoin(rows, ","), "}");
+}
+
 std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
-                 const std::vector<std::vector<PeerCaseResult>>& rounds) {
+                 const std::vector<std::vector<PeerCaseResult>>& rounds,
+                 const std::vector<PeerCopyReference>& copies) {
   const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
   std::string out =
       absl::StrCat("{\"config\":", ConfigJson(o, cpus, rounds.size()),
                    ",\"cases\":", CasesJson(cases), ",\"ratios\":", RatiosJson(cases));
+  if (!copies.empty()) absl::StrAppend(&out, ",\"copy\":", CopiesJson(copies));
   if (rounds.size() > 1) {
     std::vector<std::string> each;
     for (const std::vector<PeerCaseResult>& r : rounds) each.push_back(CasesJson(r));
@@ -95,8 +106,29 @@ std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
   return absl::StrCat(out, "}\n");
 }
 
+// Per copy reference: its rate, and each arm's counted transitions as a
+// share of what one thread moves once.
+std::string CopiesText(const std::vector<PeerCaseResult>& cases,
+                       const std::vector<PeerCopyReference>& copies) {
+  std::string out;
+  for (const PeerCopyReference& c : copies) {
+    absl::StrAppendFormat(&out,
+                          "%10d  one thread copies these blocks through the ring at %.1f GB/s "
+                          "(%.0f per s); each arm's total/s as a share of that:",
+                          c.payload_bytes, c.bytes_per_s / 1e9, c.blocks_per_s);
+    for (const PeerCaseResult& r : cases) {
+      if (r.payload_bytes != c.payload_bytes || !(c.blocks_per_s > 0)) continue;
+      absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system),
+                            r.total_per_s() / c.blocks_per_s);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 std::string Text(const PeerBenchOptions& o, const std::vector<int>& cpus,
-                 const std::vector<std::vector<PeerCaseResult>>& rounds) {
+                 const std::vector<std::vector<PeerCaseResult>>& rounds,
+                 const std::vector<PeerCopyReference>& copies) {
   const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
   std::string out = absl::StrFormat(
       "peer_bench: %d writers, batches of %d, %.1f s window after %.1f s warmup, every arm on "
@@ -117,7 +149,7 @@ std::string Text(const PeerBenchOptions& o, const std::vector<int>& cpus,
                           r.payload_bytes, RatioText(r.over_redis), RatioText(r.over_grpc),
                           RatioText(r.over_redis_per_cpu), RatioText(r.over_grpc_per_cpu));
   }
-  return out;
+  return absl::StrCat(out, CopiesText(cases, copies));
 }
 
 }  // namespace
@@ -162,9 +194,9 @@ std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases) {
 }
 
 std::string FormatPeerBenchReport(const PeerBenchOptions& options, const std::vector<int>& cpus,
-                                  const std::vector<std::vector<PeerCaseResult>>& rounds,
-                                  bool json) {
-  return json ? Json(options, cpus, rounds) : Text(options, cpus, rounds);
+                                  const std::vector<std::vector<PeerCaseResult>>& rounds, bool json,
+                                  const std::vector<PeerCopyReference>& copies) {
+  return json ? Json(options, cpus, rounds, copies) : Text(options, cpus, rounds, copies);
 }
 
 }  // namespace dreplay::tools

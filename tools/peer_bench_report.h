@@ -11,6 +11,8 @@
 //               "total_per_cpu_s"}],
 //    "ratios": {"<payload_bytes>": {"dreplay_over_redis", "dreplay_over_grpc",
 //               "dreplay_over_redis_per_cpu", "dreplay_over_grpc_per_cpu"}},
+//    "copy": {"<payload_bytes>": {"bytes_per_s", "blocks_per_s"}},
+//                                               (with copy references)
 //    "rounds": [[case, ...], ...]}            (only with more than one round)
 //
 // With several rounds a case is the round of median total (the lower
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "tools/peer_bench_config.h"
+#include "tools/peer_bench_copy.h"
 
 namespace dreplay::tools {
 
@@ -51,9 +54,12 @@ std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases);
 
 // The table (or with `json` the object) of `rounds` (each: the results of
 // one round), newline-terminated. `cpus`: the CPUs every arm ran on.
+// `copies`: the memory reference per payload size (peer_bench_copy.h), if
+// measured; the table then also says what share of it each arm's counted
+// transitions were.
 std::string FormatPeerBenchReport(const PeerBenchOptions& options, const std::vector<int>& cpus,
-                                  const std::vector<std::vector<PeerCaseResult>>& rounds,
-                                  bool json);
+                                  const std::vector<std::vector<PeerCaseResult>>& rounds, bool json,
+                                  const std::vector<PeerCopyReference>& copies = {});
 
 }  // namespace dreplay::tools
 

@@ -1,7 +1,7 @@
 """tools/peer_bench end to end at small sizes: every arm (Redis with the
 redis-server the tool starts, gRPC, dreplay) runs about a second per size,
-the JSON holds every case with rates above zero and the ratios of every
-size; a bad flag exits 2 and names it.
+the JSON holds every case with rates above zero, the ratios and the copy
+reference of every size; a bad flag exits 2 and names it.
 """
 
 import json
@@ -49,6 +49,11 @@ class PeerBenchTest(unittest.TestCase):
                             (o["inserted_per_s"] + o["sampled_per_s"]))
                 self.assertAlmostEqual(ratios["dreplay_over_" + other], expected,
                                        delta=max(1e-3 * expected, 1e-4))
+        for size in SIZES:
+            copy = report["copy"][str(size)]
+            self.assertGreater(copy["blocks_per_s"], 0, size)
+            self.assertAlmostEqual(copy["bytes_per_s"], copy["blocks_per_s"] * size,
+                                   delta=1e-6 * copy["bytes_per_s"] + 1)
         self.assertEqual(report["config"]["writers"], 4)
 
     def test_a_bad_flag_is_named(self):
