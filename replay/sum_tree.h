@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// sum_tree.h: a complete binary tree over `capacity` (a power of two)
+// sum_tree.h: a complete tree of fanout 8 over `capacity` (a power of two)
 // non-negative leaf values, keeping the sum and the maximum of every subtree.
 //
 //   SumTree tree(1024);
@@ -11,13 +11,20 @@
 // which draws leaf i with probability value(i) / Total() when prefix is
 // uniform in [0, Total()): proportional sampling in O(log capacity).
 //
-// No drift: Set() recomputes every ancestor as fl(left + right) from its two
-// children instead of adding a delta, so each internal node is always exactly
-// the value a full rebuild from the leaves would give, whatever the history
-// of updates (sum_tree_test checks this bit for bit after millions of random
-// updates). The root differs from the exact real sum of the leaves only by
-// the rounding of log2(capacity) additions per level, relative error below
-// log2(capacity) * 2^-53.
+// Layout: level 0 holds the leaf values; level l + 1 holds, for every group
+// of 8 consecutive nodes of level l, their sum and their maximum, in two
+// arrays. The 8 values a descent or an update reads at each level are one
+// aligned cache line, so a descent through a tree too large for the cache
+// takes log8(capacity) misses (6 for 2^18 leaves, against 18 for a binary
+// tree), and the tree takes about 10.3 bytes per leaf instead of 32.
+//
+// No drift: Set() recomputes every ancestor as the sum, left to right, of
+// its 8 children instead of adding a delta, so each internal node is always
+// exactly the value a full rebuild from the leaves would give, whatever the
+// history of updates (sum_tree_test checks this bit for bit after millions
+// of random updates). The root differs from the exact real sum of the leaves
+// by at most 7 roundings per level, relative error below
+// 7 * levels * 2^-53.
 //
 // Thread safety: none; one thread owns a tree (the replay core).
 
@@ -25,6 +32,7 @@
 #define DREPLAY_REPLAY_SUM_TREE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -40,7 +48,7 @@ class SumTree {
 
   // REQUIRES: index < capacity, value >= 0 and finite. O(log capacity).
   void Set(uint64_t index, double value);
-  double Get(uint64_t index) const { return nodes_[capacity_ + index].sum; }
+  double Get(uint64_t index) const { return sums_[0][index]; }
   // Sets leaves first .. first + values.size() - 1 to `values`, then
   // recomputes their ancestors level by level, each once: O(n + log
   // capacity) instead of n Set() calls' O(n log capacity). The tree ends
@@ -49,9 +57,9 @@ class SumTree {
   // and finite.
   void SetRange(uint64_t first, absl::Span<const double> values);
 
-  double Total() const { return nodes_[1].sum; }
+  double Total() const { return sums_[top_][0]; }
   // The largest leaf value (0 when all are 0).
-  double Max() const { return nodes_[1].max; }
+  double Max() const { return MaxOf(top_, 0); }
 
   // The leaf i with value(i) > 0 whose cumulative range [S(i), S(i) +
   // value(i)) contains `prefix`, where S(i) is the sum of the leaves before
@@ -81,18 +89,32 @@ class SumTree {
   void SetLeafNoUpdate(uint64_t index, double value);
 
  private:
-  struct Node {
-    double sum = 0;
-    double max = 0;
+  static constexpr uint64_t kFanout = 8;
+  // A 64-byte aligned array of doubles (8 per cache line), zero-filled.
+  struct AlignedFree {
+    void operator()(double* p) const;
   };
-  void Recompute(uint64_t node);
-  // One step of Find's descent from `node` (an internal node).
-  uint64_t Descend(uint64_t node, double* prefix) const;
+  using Doubles = std::unique_ptr<double[], AlignedFree>;
+  static Doubles AllocateZeroed(uint64_t count);
+
+  // Recomputes node j of level l (l >= 1) from its 8 children.
+  void Recompute(size_t level, uint64_t j);
+  // The maximum of node j of level l (level 0: the leaf value).
+  double MaxOf(size_t level, uint64_t j) const {
+    return level == 0 ? sums_[0][j] : maxes_[level][j];
+  }
+  // One step of Find's descent: from node j of level l (l >= 1, its sum
+  // > 0) to the child of level l - 1 the prefix falls in.
+  uint64_t Descend(size_t level, uint64_t j, double* prefix) const;
 
   const uint64_t capacity_;
-  // Heap order: node 1 is the root, node k has children 2k and 2k+1, leaves
-  // are nodes [capacity, 2 * capacity). Node 0 is unused.
-  std::vector<Node> nodes_;
+  // Per level: its node count, rounded up to a whole group of 8; the last
+  // level has one node (the root). maxes_[0] is unused (a leaf's max is its
+  // value).
+  std::vector<uint64_t> sizes_;
+  std::vector<Doubles> sums_;
+  std::vector<Doubles> maxes_;
+  size_t top_ = 0;  // the root's level
 };
 
 }  // namespace dreplay::replay
