@@ -105,9 +105,12 @@ int Channel::Poll(absl::Span<Completion> out) {
     // Progress by the polling thread: read and execute what has arrived,
     // and send the held frames that are due, rather than wait for the NIC
     // thread to be woken for them. Never waits: a busy channel is left to
-    // the NIC thread.
+    // the NIC thread. Only while this side's own requests wait for answers:
+    // the peer's requests are the NIC thread's to serve, and a poller
+    // waiting for nothing on TCP (its work is on the same-host path, or it
+    // waits for memory to change) would spend a receive call per poll.
     if (!detached_ && nic_ != nullptr) {
-      if (!reader_.closed() && !reader_.paused()) ReadInput();
+      if (!requester_.idle() && !reader_.closed() && !reader_.paused()) ReadInput();
       Flush(MonotonicNowNs());
       ResumeInput();
       SyncInterest();
