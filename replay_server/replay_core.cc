@@ -52,6 +52,11 @@ absl::Status ReplayCoreOptions::Validate() const {
                                                    " max_sleep=", absl::FormatDuration(max_sleep),
                                                    " need 0 < min_sleep <= max_sleep"));
   }
+  if (max_sleep_awaiting_updates < min_sleep) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_sleep_awaiting_updates=", absl::FormatDuration(max_sleep_awaiting_updates),
+        " is below min_sleep=", absl::FormatDuration(min_sleep)));
+  }
   return absl::OkStatus();
 }
 
@@ -191,7 +196,9 @@ void ReplayCore::Run(const std::atomic<bool>& stop) {
       continue;
     }
     if (++idle_steps <= options_.spin_steps) continue;
-    clock_->SleepFor(sleep);
+    const bool awaiting_updates = sampler_->next_batch() > sampler_->released();
+    clock_->SleepFor(awaiting_updates ? std::min(sleep, options_.max_sleep_awaiting_updates)
+                                      : sleep);
     sleep = std::min(sleep * 2, options_.max_sleep);
   }
   PublishStats();

@@ -2,12 +2,15 @@
 
 #include "replay_server/replay_core.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
+#include "common/mutex.h"
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/regions.h"
@@ -184,6 +187,58 @@ TEST_F(ReplayCoreTest, RunReturnsWhenStoppedAndBacksOffWhenIdle) {
   EXPECT_GE(clock_.Now() - start, absl::Milliseconds(50));
 }
 
+// A fake clock that records the longest sleep asked of it.
+class SleepRecordingClock : public FakeClock {
+ public:
+  void SleepFor(absl::Duration d) override {
+    {
+      MutexLock lock(&mu_);
+      longest_ = std::max(longest_, d);
+    }
+    FakeClock::SleepFor(d);
+  }
+  absl::Duration longest() {
+    MutexLock lock(&mu_);
+    return longest_;
+  }
+
+ private:
+  Mutex mu_;
+  absl::Duration longest_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs `core` until `clock` has advanced `span`; returns the longest sleep.
+absl::Duration LongestIdleSleep(ReplayCore* core, SleepRecordingClock* clock, absl::Duration span) {
+  std::atomic<bool> stop{false};
+  const absl::Time start = clock->Now();
+  std::thread loop([&] { core->Run(stop); });
+  const absl::Time deadline = absl::Now() + kWaitTimeout;
+  while (clock->Now() - start < span && absl::Now() < deadline) std::this_thread::yield();
+  stop.store(true);
+  loop.join();
+  EXPECT_GE(clock->Now() - start, span);
+  return clock->longest();
+}
+
+TEST(ReplayCoreSleepTest, SleepsShortWhileStagedBatchesAwaitTheirUpdates) {
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  ReplayCoreOptions options = TestOptions();
+  SleepRecordingClock clock;
+  auto core = ReplayCore::Create(regions.get(), options, &clock).value();
+  for (int k = 0; k < 16; ++k) Insert(*regions, 1.f);
+  ASSERT_GT(core->Step().batches_staged, 0u);  // no update will come
+  EXPECT_EQ(LongestIdleSleep(core.get(), &clock, absl::Milliseconds(20)),
+            options.max_sleep_awaiting_updates);
+}
+
+TEST(ReplayCoreSleepTest, AnIdleCoreWithNothingStagedSleepsUpToMaxSleep) {
+  auto regions = ReplayRegions::Create(SmallConfig()).value();
+  ReplayCoreOptions options = TestOptions();
+  SleepRecordingClock clock;
+  auto core = ReplayCore::Create(regions.get(), options, &clock).value();
+  EXPECT_EQ(LongestIdleSleep(core.get(), &clock, absl::Milliseconds(20)), options.max_sleep);
+}
+
 TEST(ReplayCoreOptionsTest, RejectsBadValuesByName) {
   ReplayCoreOptions options;
   EXPECT_TRUE(options.Validate().ok());
@@ -193,6 +248,9 @@ TEST(ReplayCoreOptionsTest, RejectsBadValuesByName) {
   options.min_sleep = absl::Milliseconds(2);
   options.max_sleep = absl::Milliseconds(1);
   EXPECT_NE(options.Validate().message().find("min_sleep"), std::string::npos);
+  options = ReplayCoreOptions{};
+  options.max_sleep_awaiting_updates = absl::Microseconds(5);
+  EXPECT_NE(options.Validate().message().find("max_sleep_awaiting_updates=5us"), std::string::npos);
   options = ReplayCoreOptions{};
   options.memory.alpha = -1;
   EXPECT_NE(options.Validate().message().find("alpha"), std::string::npos);
