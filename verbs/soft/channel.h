@@ -17,9 +17,10 @@
 // Two kinds of threads use a Channel:
 //  * the application, through SoftQueuePair (PostSend, PostRecv, Poll; one
 //    thread at a time, as verbs.h says of a QueuePair). A Poll that finds no
-//    completion reads and executes the socket's input itself when the lock
-//    is free (progress by the polling thread, as UCX and libfabric do with
-//    manual progress), so a busy poller needs no wake-up of the NIC thread;
+//    completion while requests of its own are outstanding on TCP reads and
+//    executes the socket's input itself when the lock is free (progress by
+//    the polling thread, as UCX and libfabric do with manual progress), so
+//    a busy poller needs no wake-up of the NIC thread;
 //  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
