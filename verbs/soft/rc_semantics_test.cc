@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "verbs/soft/provider.h"
+#include "verbs/soft/provider_fixture.h"
 #include "verbs/soft/test_util.h"
 
 namespace dreplay::verbs {
@@ -21,23 +22,18 @@ using ::dreplay::verbs::testing::Buffer;
 using ::dreplay::verbs::testing::CompareSwap;
 using ::dreplay::verbs::testing::ConnectPair;
 using ::dreplay::verbs::testing::FetchAdd;
+using ::dreplay::verbs::testing::kAllRemote;
 using ::dreplay::verbs::testing::MakeBuffer;
 using ::dreplay::verbs::testing::PollCompletions;
 using ::dreplay::verbs::testing::QpPair;
 using ::dreplay::verbs::testing::Read;
+using ::dreplay::verbs::testing::SoftProviderTest;
 using ::dreplay::verbs::testing::Write;
 
-constexpr uint32_t kAllRemote = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
-
-class SoftRcSemanticsTest : public ::testing::Test {
+class SoftRcSemanticsTest : public SoftProviderTest {
  protected:
   void SetUp() override {
-    auto client = CreateSoftProvider(ProviderOptions{});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
-    auto server = CreateSoftProvider(ProviderOptions{});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    SoftProviderTest::SetUp();
     auto pair = ConnectPair(client_.get(), server_.get());
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = std::move(*pair);
@@ -49,8 +45,6 @@ class SoftRcSemanticsTest : public ::testing::Test {
     remote_ = std::move(*remote);
   }
 
-  std::unique_ptr<Provider> client_;
-  std::unique_ptr<Provider> server_;
   QpPair pair_;
   std::unique_ptr<Buffer> local_;
   std::unique_ptr<Buffer> remote_;

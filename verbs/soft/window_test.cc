@@ -13,32 +13,27 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verbs/soft/provider.h"
+#include "verbs/soft/provider_fixture.h"
 #include "verbs/soft/test_util.h"
 
 namespace dreplay::verbs {
 namespace {
 
 using ::dreplay::verbs::testing::Buffer;
-using ::dreplay::verbs::testing::ConnectPair;
 using ::dreplay::verbs::testing::MakeBuffer;
-using ::dreplay::verbs::testing::PollCompletions;
 using ::dreplay::verbs::testing::PollUntilError;
 using ::dreplay::verbs::testing::QpPair;
+using ::dreplay::verbs::testing::SoftProviderTest;
 using ::testing::HasSubstr;
 
 constexpr size_t kBytes = 4096;
 // The server's memory: no remote access of its own.
 constexpr uint32_t kWindowOnly = kLocalWrite | kMemoryWindowBind;
 
-class WindowTest : public ::testing::Test {
+class WindowTest : public SoftProviderTest {
  protected:
   void SetUp() override {
-    auto client = CreateSoftProvider(ProviderOptions{});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
-    auto server = CreateSoftProvider(ProviderOptions{});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    SoftProviderTest::SetUp();
     auto memory = MakeBuffer(server_.get(), kBytes, kWindowOnly);
     ASSERT_TRUE(memory.ok()) << memory.status();
     memory_ = std::move(*memory);
@@ -46,12 +41,6 @@ class WindowTest : public ::testing::Test {
     auto local = MakeBuffer(client_.get(), kBytes, kLocalWrite);
     ASSERT_TRUE(local.ok()) << local.status();
     local_ = std::move(*local);
-  }
-
-  QpPair Connect() {
-    auto pair = ConnectPair(client_.get(), server_.get());
-    EXPECT_TRUE(pair.ok()) << pair.status();
-    return pair.ok() ? std::move(*pair) : QpPair{};
   }
 
   WorkRequest Request(Opcode op, const RemoteRegion& window, uint64_t offset, uint32_t length) {
@@ -67,14 +56,6 @@ class WindowTest : public ::testing::Test {
   }
 
   // Posts one request on `qp` and returns its completion.
-  Completion Run(QueuePair* qp, const WorkRequest& wr) {
-    EXPECT_TRUE(qp->PostSend(absl::MakeConstSpan(&wr, 1)).ok());
-    std::vector<Completion> done = PollCompletions(qp, 1);
-    EXPECT_EQ(done.size(), 1u);
-    return done.empty() ? Completion{} : done[0];
-  }
-
-  std::unique_ptr<Provider> client_, server_;
   std::unique_ptr<Buffer> memory_, local_;
 };
 
@@ -87,12 +68,12 @@ TEST_F(WindowTest, WindowReadsAndWritesItsRangeOnItsQueuePair) {
   EXPECT_NE(window->rkey, 0u);
   EXPECT_NE(window->rkey, memory_->rkey());
 
-  Completion read = Run(pair.client.get(), Request(Opcode::kRead, *window, 0, 512));
+  Completion read = RunOne(pair.client.get(), Request(Opcode::kRead, *window, 0, 512));
   ASSERT_TRUE(read.ok()) << read.ToStatus();
   EXPECT_EQ(std::memcmp(local_->data(), memory_->data() + 1024, 512), 0);
 
   std::memset(local_->data(), 0xab, 64);
-  Completion write = Run(pair.client.get(), Request(Opcode::kWrite, *window, 448, 64));
+  Completion write = RunOne(pair.client.get(), Request(Opcode::kWrite, *window, 448, 64));
   ASSERT_TRUE(write.ok()) << write.ToStatus();
   EXPECT_EQ(memory_->data()[1024 + 448], 0xab);
   EXPECT_EQ(memory_->data()[1024 + 511], 0xab);
@@ -101,7 +82,7 @@ TEST_F(WindowTest, WindowReadsAndWritesItsRangeOnItsQueuePair) {
 TEST_F(WindowTest, RegionWithoutRemoteAccessIsRefusedByItsOwnKey) {
   QpPair pair = Connect();
   RemoteRegion whole = memory_->mr->remote();
-  Completion read = Run(pair.client.get(), Request(Opcode::kRead, whole, 0, 8));
+  Completion read = RunOne(pair.client.get(), Request(Opcode::kRead, whole, 0, 8));
   EXPECT_EQ(read.status, WcStatus::kRemoteAccessError);
 }
 
@@ -110,13 +91,13 @@ TEST_F(WindowTest, KeyOfOneQueuePairIsRefusedOnAnother) {
   QpPair b = Connect();
   auto window_a = a.server->BindWindow(*memory_->mr, 0, kBytes, kRemoteRead | kRemoteWrite);
   ASSERT_TRUE(window_a.ok()) << window_a.status();
-  Completion stolen = Run(b.client.get(), Request(Opcode::kWrite, *window_a, 0, 8));
+  Completion stolen = RunOne(b.client.get(), Request(Opcode::kWrite, *window_a, 0, 8));
   EXPECT_EQ(stolen.status, WcStatus::kRemoteAccessError);
   EXPECT_THAT(stolen.detail, HasSubstr("rkey"));
   PollUntilError(b.server.get());
   EXPECT_EQ(b.server->state(), QpState::kError);
   // A's own use of the key is unaffected.
-  Completion own = Run(a.client.get(), Request(Opcode::kRead, *window_a, 0, 8));
+  Completion own = RunOne(a.client.get(), Request(Opcode::kRead, *window_a, 0, 8));
   EXPECT_TRUE(own.ok()) << own.ToStatus();
 }
 
@@ -136,14 +117,14 @@ TEST_F(WindowTest, OutsideTheWindowOrBeyondItsRightsIsRefused) {
   QpPair pair = Connect();
   auto read_only = pair.server->BindWindow(*memory_->mr, 0, 256, kRemoteRead);
   ASSERT_TRUE(read_only.ok()) << read_only.status();
-  Completion write = Run(pair.client.get(), Request(Opcode::kWrite, *read_only, 0, 8));
+  Completion write = RunOne(pair.client.get(), Request(Opcode::kWrite, *read_only, 0, 8));
   EXPECT_EQ(write.status, WcStatus::kRemoteAccessError);
   EXPECT_THAT(write.detail, HasSubstr("does not grant remote write"));
 
   QpPair second = Connect();
   auto small = second.server->BindWindow(*memory_->mr, 0, 256, kRemoteRead);
   ASSERT_TRUE(small.ok()) << small.status();
-  Completion beyond = Run(second.client.get(), Request(Opcode::kRead, *small, 192, 128));
+  Completion beyond = RunOne(second.client.get(), Request(Opcode::kRead, *small, 192, 128));
   EXPECT_EQ(beyond.status, WcStatus::kRemoteAccessError);
   EXPECT_THAT(beyond.detail, HasSubstr("outside window"));
 }
@@ -155,7 +136,7 @@ TEST_F(WindowTest, WindowDiesWithItsRegion) {
   auto window = pair.server->BindWindow(*(*other)->mr, 0, 256, kRemoteRead);
   ASSERT_TRUE(window.ok()) << window.status();
   (*other)->mr.reset();
-  Completion read = Run(pair.client.get(), Request(Opcode::kRead, *window, 0, 8));
+  Completion read = RunOne(pair.client.get(), Request(Opcode::kRead, *window, 0, 8));
   EXPECT_EQ(read.status, WcStatus::kRemoteAccessError);
 }
 
