@@ -23,15 +23,15 @@ namespace dreplay::verbs {
 namespace {
 
 using ::dreplay::verbs::testing::FetchAdd;
+using ::dreplay::verbs::testing::kAllRemote;
 using ::dreplay::verbs::testing::kTestTimeout;
 using ::dreplay::verbs::testing::PollCompletions;
 using ::dreplay::verbs::testing::PollUntilError;
 using ::dreplay::verbs::testing::QpPair;
 using ::dreplay::verbs::testing::Read;
+using ::dreplay::verbs::testing::SoftProviderTest;
 using ::dreplay::verbs::testing::Write;
 using ::testing::HasSubstr;
-using ::dreplay::verbs::testing::kAllRemote;
-using ::dreplay::verbs::testing::SoftProviderTest;
 
 struct AccessCase {
   const char* name;
