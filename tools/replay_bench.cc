@@ -27,8 +27,9 @@
 //            writers round-robin instead of one thread per actor, each
 //            writer keeping --writer_in_flight batches posted without
 //            waiting (ExperienceWriter::Submit / Poll), at most
-//            --thread_in_flight per thread; they set up their connections
-//            --connect_in_flight at a time (the report's "connect" line).
+//            --thread_in_flight per thread. Either way the actors set up
+//            their connections --connect_in_flight at a time (the report's
+//            "connect" line).
 //   stalled  --stalled_actors=K more actors WRITE one batch of slots and
 //            never commit it; their leases stall, nobody else's. The live
 //            actors are --actors in any case; give the same --leases to a
@@ -131,8 +132,9 @@ DEFINE_int32(thread_in_flight, 4,
              "with --writer_in_flight: batches one actor thread's writers keep in flight "
              "together (0: no bound; more only queue in the provider)");
 DEFINE_int32(connect_in_flight, 8,
-             "with --actor_threads: connections set up at once during setup, by helper threads "
-             "of the actor threads (at least one per actor thread)");
+             "connections set up at once during setup: by the actor threads' helper threads "
+             "with --actor_threads (at least one per actor thread), by the actors themselves "
+             "otherwise");
 DEFINE_int32(leases, 0,
              "leases the ring is split into (0: one per actor, live or stalled); at least "
              "--actors + --stalled_actors");

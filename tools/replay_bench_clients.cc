@@ -116,6 +116,18 @@ LatencyHistogram ReplayBenchState::insert_latencies() const {
   return insert_latencies_;
 }
 
+void ReplayBenchState::BeginConnect(int limit) {
+  MutexLock lock(&mu_);
+  while (connecting_ >= std::max(limit, 1)) connect_done_.Wait(&mu_);
+  ++connecting_;
+}
+
+void ReplayBenchState::EndConnect() {
+  MutexLock lock(&mu_);
+  --connecting_;
+  connect_done_.Signal();
+}
+
 absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
   if (c.prefill == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
@@ -153,10 +165,11 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
     ASSIGN_OR_RETURN(own, verbs::CreateProvider(c.provider));
     provider = own.get();
   }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ClientSession> session,
-      ClientSession::Connect(provider, SessionOptionsFor(server, Role::kActor,
-                                                         static_cast<uint32_t>(id), c.actor_link)));
+  state->BeginConnect(c.connect_in_flight);
+  absl::StatusOr<std::unique_ptr<ClientSession>> connected = ClientSession::Connect(
+      provider, SessionOptionsFor(server, Role::kActor, static_cast<uint32_t>(id), c.actor_link));
+  state->EndConnect();
+  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session, std::move(connected));
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,

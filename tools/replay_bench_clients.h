@@ -61,6 +61,13 @@ class ReplayBenchState {
   // The actors' insert latencies, merged.
   void AddInsertLatencies(const LatencyHistogram& latencies);
   LatencyHistogram insert_latencies() const;
+  // Thread-per-actor setup: at most `limit` actors connect at once (the
+  // server keeps at most 32 half-open peers per source address, and a
+  // connect beyond them would push out another's). BeginConnect blocks
+  // while `limit` connects are under way; every BeginConnect is followed
+  // by one EndConnect.
+  void BeginConnect(int limit);
+  void EndConnect();
 
  private:
   std::vector<ClientCounters> actors_;
@@ -68,6 +75,8 @@ class ReplayBenchState {
   mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram insert_latencies_ ABSL_GUARDED_BY(mu_);
+  int connecting_ ABSL_GUARDED_BY(mu_) = 0;
+  CondVar connect_done_;
 };
 
 // What the learner measured besides its counters.

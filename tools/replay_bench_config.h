@@ -34,8 +34,9 @@ struct ReplayBenchConfig {
   uint32_t writer_in_flight = 0;
   // ... and each thread's writers together at most this many (0: no bound).
   uint32_t thread_in_flight = 0;
-  // With actor_threads: connections set up at once, by helper threads of
-  // the actor threads during setup (at least one per actor thread).
+  // Connections set up at once during setup: with actor_threads by helper
+  // threads of the actor threads (at least one per actor thread), otherwise
+  // by the actors' own threads.
   int connect_in_flight = 1;
   uint32_t payload_bytes = 0;  // per transition
   // Extra bytes per transition payload, stored and transferred like the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -160,12 +161,13 @@ std::string ResultText(const ReplayBenchConfig& c, const ReplayRunResult& r) {
                         "  sampled       %s transitions/s to the learner (%.0f batches/s)  "
                         "%.1f MB/s out\n",
                         Rate(r.sampled_per_s), r.batches_per_s, r.bytes_out_per_s / 1e6);
+  const std::string at_once =
+      c.actor_threads > 0 ? absl::StrCat(std::max(1, c.connect_in_flight / c.actor_threads),
+                                         " at once per actor thread")
+                          : absl::StrCat("actors ", std::max(1, c.connect_in_flight), " at once");
   absl::StrAppendFormat(
-      &out,
-      "  connect       %.2f s  [%d clients: handshakes, keys, writers; "
-      "%d at once per actor thread]\n",
-      r.connect_seconds, c.actors + c.stalled_actors + (c.learner ? 1 : 0),
-      c.actor_threads > 0 ? std::max(1, c.connect_in_flight / c.actor_threads) : 1);
+      &out, "  connect       %.2f s  [%d clients: handshakes, keys, writers; %s]\n",
+      r.connect_seconds, c.actors + c.stalled_actors + (c.learner ? 1 : 0), at_once);
   absl::StrAppendFormat(&out, "  insert        %s  [reserve -> commit of %d transitions]\n",
                         LatencyText(r.insert_latency), c.max_batch);
   absl::StrAppendFormat(&out, "  batch wait    %s  [learner's Next(), READs pipelined]\n",
