@@ -70,10 +70,14 @@ double ReplayMemory::StoredValue(float raw_priority) const {
                   std::numeric_limits<double>::max() / static_cast<double>(capacity()));
 }
 
+bool ReplayMemory::InsertReadsMax(float raw_priority) const {
+  return !(raw_priority > 0 && std::isfinite(raw_priority)) &&
+         options_.mode != SamplingMode::kUniform;
+}
+
 double ReplayMemory::InsertValue(float raw_priority) const {
-  if (raw_priority > 0 && std::isfinite(raw_priority)) return StoredValue(raw_priority);
-  if (options_.mode == SamplingMode::kUniform) return 1.0;
-  return size_ > 0 ? tree_.Max() : options_.initial_max_priority;
+  if (InsertReadsMax(raw_priority)) return size_ > 0 ? tree_.Max() : options_.initial_max_priority;
+  return StoredValue(raw_priority);  // 1 in uniform mode, whatever the priority
 }
 
 void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority) {
@@ -94,7 +98,7 @@ void ReplayMemory::InsertRun(uint64_t first_index, uint64_t first_sequence,
   size_t applied = 0;  // run_values_[0, applied) are in the tree
   for (size_t k = 0; k < n; ++k) {
     const float raw = raw_priorities[k];
-    if (!(raw > 0 && std::isfinite(raw)) && options_.mode != SamplingMode::kUniform) {
+    if (InsertReadsMax(raw)) {
       // Insert would read the tree's max with the earlier entries in place.
       tree_.SetRange(first_index + applied,
                      absl::MakeConstSpan(run_values_).subspan(applied, k - applied));
@@ -236,6 +240,28 @@ absl::Status ReplayMemory::Restore(absl::Span<const double> stored_values,
   }
   tree_.Rebuild();
   return absl::OkStatus();
+}
+
+InsertRunBuffer::InsertRunBuffer(ReplayMemory* memory, size_t expected_run) : memory_(memory) {
+  priorities_.reserve(expected_run);
+}
+
+void InsertRunBuffer::Add(uint64_t index, uint64_t sequence, float raw_priority) {
+  if (!priorities_.empty() && (index != first_index_ + priorities_.size() ||
+                               sequence != first_sequence_ + priorities_.size())) {
+    Flush();
+  }
+  if (priorities_.empty()) {
+    first_index_ = index;
+    first_sequence_ = sequence;
+  }
+  priorities_.push_back(raw_priority);
+}
+
+void InsertRunBuffer::Flush() {
+  if (priorities_.empty()) return;
+  memory_->InsertRun(first_index_, first_sequence_, priorities_);
+  priorities_.clear();
 }
 
 }  // namespace dreplay::replay

@@ -187,8 +187,10 @@ class ReplayMemory {
 
  private:
   explicit ReplayMemory(const ReplayMemoryOptions& options);
-  // The stored value Insert gives `raw_priority` (the tree's current max for
-  // a missing priority).
+  // True when Insert stores the tree's current max for `raw_priority` (a
+  // missing estimate: not a finite value > 0; prioritized mode).
+  bool InsertReadsMax(float raw_priority) const;
+  // The stored value Insert gives `raw_priority`.
   double InsertValue(float raw_priority) const;
 
   const ReplayMemoryOptions options_;
@@ -198,6 +200,26 @@ class ReplayMemory {
   std::mt19937_64 rng_;
   ReplayMemoryObserver* observer_ = nullptr;
   std::vector<double> run_values_;  // InsertRun's and RemoveRun's scratch
+};
+
+// Gathers inserts into runs of consecutive indices and sequences for
+// ReplayMemory::InsertRun: Add() appends to the current run, or flushes it
+// first when the insert does not continue it; Flush() inserts what is
+// gathered. Until then the memory does not hold the gathered inserts.
+// Same thread as the memory's.
+class InsertRunBuffer {
+ public:
+  // `memory` is not owned. `expected_run`: inserts reserved for up front.
+  InsertRunBuffer(ReplayMemory* memory, size_t expected_run);
+
+  void Add(uint64_t index, uint64_t sequence, float raw_priority);
+  void Flush();
+
+ private:
+  ReplayMemory* const memory_;
+  uint64_t first_index_ = 0;
+  uint64_t first_sequence_ = 0;
+  std::vector<float> priorities_;
 };
 
 }  // namespace dreplay::replay

@@ -96,6 +96,8 @@ class SumTree {
   };
   using Doubles = std::unique_ptr<double[], AlignedFree>;
   static Doubles AllocateZeroed(uint64_t count);
+  // `nodes` rounded up to whole groups of 8.
+  static uint64_t Padded(uint64_t nodes) { return (nodes + kFanout - 1) / kFanout * kFanout; }
 
   // Recomputes node j of level l (l >= 1) from its 8 children.
   void Recompute(size_t level, uint64_t j);

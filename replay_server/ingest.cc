@@ -48,9 +48,8 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
       counters_(counters),
       clock_(clock),
       insert_delays_(insert_delays),
-      leases_(config.leases) {
-  run_priorities_.reserve(options.max_per_lease);
-}
+      leases_(config.leases),
+      run_(memory, options.max_per_lease) {}
 
 void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
   handled_total_ = 0;
@@ -215,24 +214,6 @@ void Ingest::EvictAhead(uint32_t l) {
   if (run_count > 0) memory_->RemoveRun(run_first, run_count);
 }
 
-void Ingest::FlushRun() {
-  if (run_priorities_.empty()) return;
-  memory_->InsertRun(run_first_index_, run_first_sequence_, run_priorities_);
-  run_priorities_.clear();
-}
-
-void Ingest::AddToRun(uint64_t index, uint64_t sequence, float priority) {
-  if (!run_priorities_.empty() && (index != run_first_index_ + run_priorities_.size() ||
-                                   sequence != run_first_sequence_ + run_priorities_.size())) {
-    FlushRun();
-  }
-  if (run_priorities_.empty()) {
-    run_first_index_ = index;
-    run_first_sequence_ = sequence;
-  }
-  run_priorities_.push_back(priority);
-}
-
 uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
   Lease& lease = leases_[l];
   EvictAhead(l);
@@ -248,7 +229,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
       if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
         protocol::SlotHeader header;
         std::memcpy(&header, slot, sizeof(header));
-        AddToRun(index, q, BoundPriority(header.initial_priority, &lease));
+        run_.Add(index, q, BoundPriority(header.initial_priority, &lease));
         ++counters_->inserted;
         ++lease.inserted;
         RecordInsertDelay(header.insert_time_ns, wall_now_ns);
@@ -257,7 +238,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
       } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {
-        FlushRun();
+        run_.Flush();
         memory_->Remove(index);
         ++counters_->torn_slots;
         ++lease.torn;
@@ -266,7 +247,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     } else if (commit > protocol::CommitValue(q)) {
       // A later sequence was committed into the slot (q was lapped), or the
       // actor forged the word: either way q is skipped.
-      FlushRun();
+      run_.Flush();
       memory_->Remove(index);
       ++counters_->overrun_slots;
       ++lease.overrun;
@@ -275,7 +256,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     }
     ++lease.cursor;
   }
-  FlushRun();
+  run_.Flush();
   const uint64_t handled = lease.cursor - first;
   if (handled > 0) {
     lease.evicted_through = std::max(lease.evicted_through, lease.cursor);

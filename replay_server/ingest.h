@@ -176,11 +176,6 @@ class Ingest {
   uint64_t NextIndex(uint32_t l, uint64_t index) const {
     return index + 1 == (uint64_t{l} + 1) * lease_slots_ ? index + 1 - lease_slots_ : index + 1;
   }
-  // Verified inserts gather in a run of consecutive indices and sequences,
-  // which enters the memory in one InsertRun (the priority tree updated
-  // once per level, not once per insert) when it ends or the step does.
-  void AddToRun(uint64_t index, uint64_t sequence, float priority);
-  void FlushRun();
   // True while committed sequence q, which failed its check, should be read
   // again rather than counted torn.
   bool Recheck(uint32_t l, uint64_t q);
@@ -212,9 +207,11 @@ class Ingest {
   uint64_t sequences_skipped_ = 0;
   std::vector<uint32_t> skipped_laps_;
   uint64_t sync_generation_ = 0;  // the reservations' last seen
-  uint64_t run_first_index_ = 0;
-  uint64_t run_first_sequence_ = 0;
-  std::vector<float> run_priorities_;
+  // Verified inserts gather in runs of consecutive indices and sequences,
+  // each entering the memory in one InsertRun (the priority tree updated
+  // once per level, not once per insert) when it ends or the lease's walk
+  // does.
+  replay::InsertRunBuffer run_;
   // Inserts of this step stamped delay_stamp_ns_, not yet recorded.
   uint64_t delay_stamp_ns_ = 0;
   uint64_t delay_count_ = 0;

@@ -205,7 +205,9 @@ TEST_F(IngestTest, RunsAroundATornSlotAMissingPriorityAndTheWrapKeepEveryEntry) 
   for (uint64_t k = 0; k < 8; ++k) {
     const uint64_t index = (first + k) % capacity();
     EXPECT_EQ(memory_->valid(index), k != 2) << k;
-    if (k != 2) EXPECT_EQ(memory_->sequence(index), first + k) << k;
+    if (k != 2) {
+      EXPECT_EQ(memory_->sequence(index), first + k) << k;
+    }
     EXPECT_DOUBLE_EQ(memory_->stored_priority(index), expected[k]) << k;
   }
   EXPECT_EQ(memory_->size(), capacity() - 1);

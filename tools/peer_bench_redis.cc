@@ -206,7 +206,8 @@ class RedisLearner {
         ctx_(ctx),
         memory_(std::move(memory)),
         rng_(c.seed),
-        batch_(uint64_t{c.batch_size} * c.payload_bytes) {}
+        batch_(uint64_t{c.batch_size} * c.payload_bytes),
+        run_(memory_.get(), kMaxPullRecords) {}
 
   // Pulls (no sampling) until the memory holds `n` transitions.
   absl::Status PullUntil(uint64_t n, PeerArmState* state) {
@@ -268,29 +269,15 @@ class RedisLearner {
       return absl::InternalError("redis: unexpected EXEC reply");
     }
     const redisReply* records = exec->element[0];
-    // A writer's records arrive in runs of consecutive slots and sequences:
-    // each run enters the memory in one InsertRun, as dreplay's ingest does.
-    uint64_t run_index = 0, run_sequence = 0;
-    run_.clear();
     for (size_t i = 0; i < records->elements; ++i) {
       const redisReply* e = records->element[i];
       if (e->type != REDIS_REPLY_STRING || e->len != kRecordBytes) {
         return absl::InternalError("redis: malformed record");
       }
       const Record r = Decode(e->str);
-      const uint64_t index = ring_.index(r.writer, r.slot);
-      if (!run_.empty() &&
-          (index != run_index + run_.size() || r.sequence != run_sequence + run_.size())) {
-        memory_->InsertRun(run_index, run_sequence, run_);
-        run_.clear();
-      }
-      if (run_.empty()) {
-        run_index = index;
-        run_sequence = r.sequence;
-      }
-      run_.push_back(r.priority);
+      run_.Add(ring_.index(r.writer, r.slot), r.sequence, r.priority);
     }
-    if (!run_.empty()) memory_->InsertRun(run_index, run_sequence, run_);
+    run_.Flush();
     state->inserted += records->elements;
     return absl::OkStatus();
   }
@@ -322,7 +309,9 @@ class RedisLearner {
   std::uniform_real_distribution<float> new_priority_{0.05f, 2.0f};
   std::vector<char> batch_;
   std::deque<std::vector<replay::SampledItem>> in_flight_;
-  std::vector<float> run_;  // ReadPull's run of priorities
+  // A writer's records arrive in runs of consecutive slots and sequences:
+  // each run enters the memory in one InsertRun, as dreplay's ingest does.
+  replay::InsertRunBuffer run_;
 };
 
 absl::Status RunLearner(const PeerCase& c, const ChunkRing& ring, int port, PeerArmState* state) {
