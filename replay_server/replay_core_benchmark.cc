@@ -6,9 +6,13 @@
 //   ingest      the core alone ingests a ring pre-filled with committed slots
 //   sample      the core alone stages batches; each batch is answered with a
 //               priority update as soon as it is staged (an instant learner)
-//   end_to_end  --actors threads insert (fetch-add on tail, write, commit,
-//               respect ingest_cursor) while the core runs on its own thread
-//               and a learner thread reads every batch and answers it
+//   end_to_end  --actors threads insert, one lease each with its own sequence
+//               numbers (write the slots, then their commit words, never
+//               past the lease's ingest cursor plus the actor window) while
+//               the core runs on its own thread and a learner thread reads
+//               every batch and answers it; the threads take the
+//               --transitions budget from a shared counter, --reserve_chunk
+//               at a time
 //
 //   bazel run -c opt //replay_server:replay_core_benchmark -- --actors=4
 
@@ -33,7 +37,7 @@ DEFINE_uint32(batch, 256, "batch size");
 DEFINE_uint32(depth, 8, "staging depth");
 DEFINE_int32(actors, 4, "actor threads in the end-to-end phase");
 DEFINE_uint64(transitions, 4'000'000, "transitions inserted in the end-to-end phase");
-DEFINE_uint32(reserve_chunk, 32, "sequences an actor reserves per fetch-add");
+DEFINE_uint32(reserve_chunk, 32, "sequences an actor writes per share of the budget it takes");
 DEFINE_int32(seconds, 2, "length of the sample phase");
 
 namespace dreplay::server {
