@@ -20,9 +20,15 @@ CLEAN = {
     "//learner_client:learner": {"//learner_client:batch_reader", "//rl:dqn", "@system//:torch"},
     "//client:session_test": {"//replay_server:server", "//testing:in_process_service"},
     "//testing:in_process_service": {"//replay_server:server", "//client:session"},
+    "//common:mutex": {"@system//:absl"},
+    "//common:status_macros": set(),
+    "//python:bindings": {"//actor_client:experience_writer", "//learner_client:batch_reader",
+                          "//rl:environments"},
+    "//rl:environments": {"//common:status_macros"},
+    "//tools:replay_top": {"//client:session", "//replay_server:server"},
 }
 EXEMPT = {"//client:session_test", "//testing:in_process_service"}
-BINARIES = {"//learner_client:learner"}
+BINARIES = {"//learner_client:learner", "//tools:replay_top"}
 
 
 def broken(extra_edges):
@@ -58,6 +64,19 @@ class DependencyRulesTest(unittest.TestCase):
             ("//rl:dqn", "//replay_server:server"),
             ("//actor_client:experience_writer", "//learner_client:batch_reader"),
             ("//learner_client:batch_reader", "//actor_client:experience_writer"),
+            ("//common:mutex", "//verbs:verbs"),
+            ("//common:status_macros", "//protocol:layout"),
+            ("//replay:sum_tree", "//protocol:layout"),
+            ("//replay:sum_tree", "//rl:dqn"),
+            ("//rl:environments", "//replay:sum_tree"),
+            ("//client:session", "//replay:sum_tree"),
+            ("//client:session", "//replay_server:server"),
+            ("//client:session", "//rl:environments"),
+            ("//actor_client:experience_writer", "//replay_server:server"),
+            ("//learner_client:batch_reader", "//replay_server:server"),
+            ("//python:bindings", "//replay_server:server"),
+            ("//python:bindings", "//testing:in_process_service"),
+            ("//verbs:verbs", "//client:session"),
         ]
         for src, dep in cases:
             with self.subTest(src=src, dep=dep):
@@ -75,6 +94,28 @@ class DependencyRulesTest(unittest.TestCase):
         self.assertIn(("//learner_client:batch_reader", "@system//:torch"),
                       [(t, d) for t, d, _ in found])
         self.assertEqual(broken([("//learner_client:learner", "@system//:torch")]), [])
+
+    def test_only_rl_the_roles_and_tools_reach_torch(self):
+        # The bindings use rl/'s torch-free parts; reaching torch through rl/ fails.
+        found = broken([("//python:bindings", "//rl:dqn")])
+        self.assertIn(("//python:bindings", "@system//:torch"), [(t, d) for t, d, _ in found])
+        self.assertEqual(broken([("//actor_client:actor_loop", "//rl:dqn"),
+                                 ("//tools:replay_top", "//rl:dqn")]), [])
+
+    def test_a_folder_without_a_rule_is_reported(self):
+        found = broken([("//newfolder:thing", "//common:mutex")])
+        self.assertEqual([t for t, _, _ in found], ["//newfolder:thing"])
+        self.assertIn("has no rule", found[0][2])
+
+    def test_every_folder_of_the_tree_has_a_rule(self):
+        import os
+        root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        folders = {d for d in os.listdir(root)
+                   if os.path.isfile(os.path.join(root, d, "BUILD"))}
+        self.assertEqual(sorted(folders - set(rules.ALLOWED)), [])
+
+    def test_tools_may_depend_on_anything(self):
+        self.assertEqual(broken([("//tools:replay_top", "//learner_client:batch_reader")]), [])
 
     def test_tests_and_test_helpers_may_depend_on_anything(self):
         self.assertEqual(broken([("//client:session_test", "//rl:dqn"),

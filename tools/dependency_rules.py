@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Checks dreplay's dependency rules on the Bazel target graph.
 
-The folders are layers; these rules keep them so (docs/architecture.md):
+The folders are layers. Each folder has an allow-list: the folders of ours
+its targets may depend on, directly or transitively (docs/architecture.md,
+the "may depend on" column). A folder with no entry fails, so a new folder
+gets a rule when it gets targets:
 
-  verbs/           depends on nothing of ours but common/
-  protocol/        depends on nothing of ours but common/ (and never on torch)
-  replay/          not on verbs/, client/, replay_server/, the role clients,
-                   rl/ or torch: transport-free
-  replay_server/   not on client/, actor_client/, learner_client/ or rl/
-  rl/              not on verbs/, protocol/, client/ or replay_server/
-  actor_client/ and learner_client/ not on each other
-  python/          not on replay_server/: the bindings are clients
-  torch            only rl/ and binaries name it directly
+  common/          nothing of ours
+  verbs/           common/
+  protocol/        common/
+  replay/          common/: transport-free, no protocol, no learning code
+  rl/              common/: learning code knows no transport
+  replay_server/   common/, verbs/, protocol/, replay/
+  client/          common/, verbs/, protocol/
+  actor_client/    client/ and what it may use, rl/
+  learner_client/  client/ and what it may use, replay/, rl/
+  python/          the clients and what they may use, rl/ (no server)
+  third_party/     nothing of ours
+  testing/, tests/, tools/, examples/   anything
 
-Dependencies are followed transitively. Tests and test-only libraries
-(testing/) may depend on anything and are not checked as sources.
+torch: only rl/ and binaries name it directly, and only rl/, the role
+clients and the anything-folders may reach it at all (the Python bindings
+use rl/'s torch-free parts).
+
+Tests and test-only libraries (testing/) may depend on anything and are
+not checked as sources.
 
     tools/dependency_rules.py            # queries Bazel, prints violations
     tools/dependency_rules.py --help
@@ -29,25 +39,33 @@ import subprocess
 import sys
 
 TORCH = "@system//:torch"
+ANY = "*"
 
-# (source folder, forbidden folders, why). "*" forbids every folder of ours
-# except those listed in ALLOWED.
-RULES = [
-    ("verbs", "*", "the RDMA layer stands alone"),
-    ("protocol", "*", "the wire contract stands alone"),
-    ("protocol", TORCH, "the wire contract stands alone"),
-    ("replay", ("verbs", "client", "replay_server", "actor_client", "learner_client", "rl"),
-     "the replay memory is transport-free"),
-    ("replay", TORCH, "the replay memory is transport-free"),
-    ("replay_server", ("client", "actor_client", "learner_client", "rl"),
-     "the buffer node knows no client and no learning code"),
-    ("rl", ("verbs", "protocol", "client", "replay_server"),
-     "learning code knows no transport"),
-    ("actor_client", ("learner_client",), "roles do not depend on each other"),
-    ("learner_client", ("actor_client",), "roles do not depend on each other"),
-    ("python", ("replay_server",), "the Python bindings are clients, not a server"),
-]
-ALLOWED = {"verbs": ("verbs", "common"), "protocol": ("protocol", "common")}
+_CLIENT = ("common", "verbs", "protocol", "client")
+# folder -> (folders of ours it may depend on besides itself, or ANY; why).
+ALLOWED = {
+    "common": ((), "common/ is the bottom layer"),
+    "verbs": (("common",), "the RDMA layer stands alone"),
+    "protocol": (("common",), "the wire contract stands alone"),
+    "replay": (("common",), "the replay memory is transport-free"),
+    "rl": (("common",), "learning code knows no transport"),
+    "replay_server": (("common", "verbs", "protocol", "replay"),
+                      "the buffer node knows no client and no learning code"),
+    "client": (("common", "verbs", "protocol"), "the client session knows no role"),
+    "actor_client": (_CLIENT + ("rl",), "the actor knows no other role and no server"),
+    "learner_client": (_CLIENT + ("replay", "rl"),
+                       "the learner knows no other role and no server"),
+    "python": (_CLIENT + ("actor_client", "learner_client", "rl"),
+               "the Python bindings are clients, not a server"),
+    "third_party": ((), "third_party/ describes system libraries only"),
+    "testing": (ANY, "test helpers may use anything"),
+    "tests": (ANY, "tests may use anything"),
+    "tools": (ANY, "tools may use anything"),
+    "examples": (ANY, "examples may use anything"),
+}
+# Folders whose targets may reach torch (through rl/ or as binaries).
+TORCH_REACHABLE = ("rl", "actor_client", "learner_client", "testing", "tests", "tools",
+                   "examples")
 
 
 def folder(label):
@@ -68,19 +86,18 @@ def closure(edges, start):
 
 def forbidden(src_folder, dep):
     """The rule `dep` breaks for a target in `src_folder`, or None."""
+    if dep == TORCH:
+        if src_folder not in TORCH_REACHABLE:
+            return "torch stays out of %s/ (only rl/, the role clients and tools reach it)" % (
+                src_folder)
+        return None
     dep_folder = folder(dep)
-    for src, banned, why in RULES:
-        if src != src_folder:
-            continue
-        if banned == TORCH:
-            if dep == TORCH:
-                return why
-        elif banned == "*":
-            if dep_folder is not None and dep_folder not in ALLOWED[src]:
-                return why
-        elif dep_folder in banned:
-            return why
-    return None
+    if dep_folder is None or dep_folder == src_folder:
+        return None
+    allowed, why = ALLOWED[src_folder]
+    if allowed == ANY or dep_folder in allowed:
+        return None
+    return why
 
 
 def violations(edges, rules_exempt, binaries=()):
@@ -95,12 +112,17 @@ def violations(edges, rules_exempt, binaries=()):
         if target in rules_exempt or folder(target) is None:
             continue
         src = folder(target)
+        if src not in ALLOWED:
+            found.append((target, "//%s" % src,
+                          "folder %s/ has no rule: give it an allow-list in "
+                          "tools/dependency_rules.py and docs/architecture.md" % src))
+            continue
         for dep in sorted(closure(edges, target)):
             why = forbidden(src, dep)
             if why:
                 found.append((target, dep, why))
         if (src != "rl" and target not in binaries and TORCH in edges.get(target, ())):
-            found.append((target, TORCH, "torch stays inside rl/ and the binaries"))
+            found.append((target, TORCH, "torch is named directly only by rl/ and binaries"))
     return found
 
 
