@@ -1,8 +1,8 @@
 // Copyright dreplay authors.
 //
 // module.cc: the `dreplay._dreplay` extension. The `dreplay` package
-// (python/dreplay/) is its public face; the README's "Python" section says
-// how to build and import it.
+// (python/dreplay/) is its public face; docs/python.md says how to build and
+// import it.
 
 #include "pybind11/pybind11.h"
 #include "python/actor_clients.h"
