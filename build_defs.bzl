@@ -36,11 +36,20 @@ def dreplay_cc_binary(name, copts = [], strict_fp = False, **kwargs):
     )
 
 def dreplay_cc_test(name, copts = [], deps = [], strict_fp = False, size = "small", **kwargs):
-    """A GoogleTest test. Links gtest_main unless the test brings its own main."""
+    """A GoogleTest test. Links gtest_main unless the test brings its own main.
+
+    Tests link statically, as the binaries do. Linked dynamically, each
+    library's shared object would be linked without the system libraries'
+    link options, so its references to libibverbs would carry no symbol
+    version and bind to the IBVERBS_1.0 compatibility verbs, whose contexts
+    crash the current ones (ibv_query_gid_ex): the tests would not run the
+    code the binaries run.
+    """
     native.cc_test(
         name = name,
         copts = _copts(copts, strict_fp),
         size = size,
+        linkstatic = kwargs.pop("linkstatic", True),
         deps = deps + ["@system//:gtest_main"],
         **kwargs
     )

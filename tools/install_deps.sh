@@ -36,6 +36,10 @@ PACKAGES=(
   # proto goes through.
   redis-server libhiredis-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
   protobuf-compiler-grpc
+  # tools/rxe_vm.sh: a QEMU VM (software emulation, no KVM) running Debian's
+  # own kernel with the rdma_rxe module, so the ibverbs path runs on a real
+  # kernel verbs stack; a busybox initramfs boots it.
+  qemu-system-x86 busybox-static cpio kmod
 )
 
 missing=()

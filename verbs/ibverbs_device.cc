@@ -3,6 +3,7 @@
 #include "verbs/ibverbs_device.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -34,6 +35,22 @@ bool GidIsIpv4Mapped(const ibv_gid& gid) {
 // fe80::/10
 bool GidIsLinkLocal(const ibv_gid& gid) {
   return gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80;
+}
+
+// libibverbs keeps the verbs of its first ABI (IBVERBS_1.0) for old
+// binaries; their contexts are not the current ones, and current verbs such
+// as ibv_query_gid_ex crash on them. A reference without a symbol version
+// binds to that oldest version: it is what a shared object linked without
+// -libverbs gets. Refuses to go on in that case instead of crashing later.
+absl::Status CheckVerbsAbi() {
+  void* const compat = dlvsym(RTLD_DEFAULT, "ibv_open_device", "IBVERBS_1.0");
+  void* const ours = reinterpret_cast<void*>(&ibv_open_device);
+  if (compat != nullptr && ours == compat) {
+    return absl::InternalError(
+        "this program is linked against libibverbs' IBVERBS_1.0 compatibility verbs (a shared "
+        "object linked without -libverbs); relink it with -libverbs");
+  }
+  return absl::OkStatus();
 }
 
 // RAII for ibv_get_device_list.
@@ -238,6 +255,7 @@ std::string Device::Describe() const {
 }
 
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& options) {
+  RETURN_IF_ERROR(CheckVerbsAbi());
   DeviceList devices;
   RETURN_IF_ERROR(devices.status());
   std::vector<std::string> names;
