@@ -112,7 +112,8 @@ class Tree:
                     text.append(body)
                     self._read_flags(name, body)
                     if name == "BUILD":
-                        self.targets[os.path.normpath(rel_dir)] = set(
+                        package = "" if rel_dir == "." else os.path.normpath(rel_dir)
+                        self.targets[package] = set(
                             re.findall(r'\bname\s*=\s*"([^"]+)"', body))
         self.text = "\n".join(text)
 
@@ -182,6 +183,34 @@ def spans(markdown):
             continue
         for m in SPAN.finditer(line):
             yield number, m.group(1).strip()
+
+
+def shell_commands(markdown):
+    """(line number, command) of the commands in fenced sh/bash blocks (and
+    blocks without a language): continuation lines joined, comments dropped,
+    split at |, && and ;."""
+    in_shell = in_fence = False
+    pending, start = "", 0
+    for number, line in enumerate(markdown.splitlines(), 1):
+        m = FENCE.match(line)
+        if m:
+            language = line.strip()[3:].strip()
+            in_fence = not in_fence
+            in_shell = in_fence and language in ("", "sh", "bash", "console")
+            continue
+        if not in_shell:
+            continue
+        if not pending:
+            start = number
+        pending += " " + line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        text = re.sub(r"(^|\s)#.*$", "", pending)
+        pending = ""
+        for command in re.split(r"\|\||&&|[|;]", text):
+            if command.strip():
+                yield start, " ".join(command.split())
 
 
 class Checker:
@@ -348,6 +377,18 @@ class DocsDriftTest(unittest.TestCase):
                     found.append("%s:%d: %s" % (rel, line, problem))
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
+    def test_every_flag_of_a_documented_command_exists(self):
+        found = []
+        for rel in doc_files(self.root):
+            for line, command in shell_commands(self.read(rel)):
+                tokens = command.split()
+                if re.match(r"^\w+=", tokens[0]):      # B=bazel-out/...
+                    continue
+                if self.checker.is_command(tokens):
+                    for problem in self.checker.check_command(tokens):
+                        found.append("%s:%d: %s" % (rel, line, problem))
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
     def test_stated_layout_version_is_the_code_s(self):
         version = layout_version(self.root)
         found = []
@@ -402,6 +443,19 @@ class CheckerTest(unittest.TestCase):
                      "//tools:nothing", "//nowhere:x", "--no_such_flag",
                      "tools/chaos.py --duration_s 1 --bogus", "gone.h"]:
             self.assertNotEqual(self.c.problems(span), [], span)
+
+    def test_reads_commands_from_shell_blocks(self):
+        text = ("```sh\n"
+                "tools/chaos.py --duration_s 120 \\\n"
+                "    --seed 7   # --not_a_flag in a comment\n"
+                "x --a | tools/chaos.py --json && echo\n"
+                "```\n"
+                "```json\n"
+                "{\"--no\": 1}\n"
+                "```\n")
+        self.assertEqual(list(shell_commands(text)),
+                         [(2, "tools/chaos.py --duration_s 120 --seed 7"), (4, "x --a"),
+                          (4, "tools/chaos.py --json"), (4, "echo")])
 
     def test_leaves_prose_alone(self):
         for span in ["auto", "soft", "buffer", "HOST:PORT", "tests: N passed", "DELAY_US:GBPS", "H >= c + L",
