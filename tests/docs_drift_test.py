@@ -343,6 +343,36 @@ class Checker:
                 % name]
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def heading_anchors(markdown):
+    """The anchors GitHub makes of a page's headings."""
+    out = set()
+    in_fence = False
+    for line in markdown.splitlines():
+        if FENCE.match(line):
+            in_fence = not in_fence
+        m = None if in_fence else re.match(r"^#{1,6}\s+(.*?)\s*#*$", line)
+        if m:
+            text = re.sub(r"[`*]", "", m.group(1)).strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return out
+
+
+def links(markdown):
+    """(line number, target) of the relative links of a page."""
+    in_fence = False
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            for m in LINK.finditer(line):
+                if not re.match(r"^[a-z]+:", m.group(1)):
+                    yield number, m.group(1)
+
+
 def doc_files(root):
     out = ["README.md", "protocol/README.md"]
     out += sorted(os.path.join("docs", f) for f in os.listdir(os.path.join(root, "docs"))
@@ -387,6 +417,19 @@ class DocsDriftTest(unittest.TestCase):
                 if self.checker.is_command(tokens):
                     for problem in self.checker.check_command(tokens):
                         found.append("%s:%d: %s" % (rel, line, problem))
+        self.assertEqual(found, [], "\n" + "\n".join(found))
+
+    def test_every_relative_link_and_anchor_resolves(self):
+        found = []
+        for rel in doc_files(self.root):
+            for line, target in links(self.read(rel)):
+                path, _, anchor = target.partition("#")
+                full = os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel
+                if not os.path.exists(os.path.join(self.root, full)):
+                    found.append("%s:%d: link to %s: no such file" % (rel, line, target))
+                elif anchor and full.endswith(".md") and anchor not in heading_anchors(
+                        self.read(full)):
+                    found.append("%s:%d: link to %s: no such heading" % (rel, line, target))
         self.assertEqual(found, [], "\n" + "\n".join(found))
 
     def test_stated_layout_version_is_the_code_s(self):
@@ -456,6 +499,13 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(list(shell_commands(text)),
                          [(2, "tools/chaos.py --duration_s 120 --seed 7"), (4, "x --a"),
                           (4, "tools/chaos.py --json"), (4, "echo")])
+
+    def test_makes_github_anchors(self):
+        self.assertEqual(heading_anchors("## Verbs, software provider over loopback\n"
+                                         "### Same-host transport (soft provider)\n"
+                                         "## `replay_server`\n```\n# not a heading\n```\n"),
+                         {"verbs-software-provider-over-loopback",
+                          "same-host-transport-soft-provider", "replay_server"})
 
     def test_leaves_prose_alone(self):
         for span in ["auto", "soft", "buffer", "HOST:PORT", "tests: N passed", "DELAY_US:GBPS", "H >= c + L",
