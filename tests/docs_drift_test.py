@@ -57,9 +57,10 @@ SOURCE_EXTENSIONS = (".cc", ".h", ".py", ".sh", ".sbatch", ".proto", ".bzl", ".B
 SOURCE_NAMES = ("BUILD", "WORKSPACE", ".bazelrc", ".clang-format")
 # A bare file name with one of these extensions is checked as a path.
 PATH_EXTENSIONS = (".h", ".cc", ".py", ".sh", ".md", ".png", ".bzl", ".proto", ".sbatch")
-SKIPPED_DIRS = {".git", "runs"}  # runs: the experiment's raw per-run files
+# Not read: git's own files, bazel's output links, the experiment's raw runs.
+SKIPPED_DIRS = {".git", os.path.join("docs", "experiment", "runs")}
 
-SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 FENCE = re.compile(r"^\s*```")
 FLAG = re.compile(r"^--([a-z][a-z0-9_]*)(?:=.*)?$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -95,8 +96,10 @@ class Tree:
         me = os.path.realpath(__file__)
         for dirpath, dirnames, filenames in os.walk(root):
             rel_dir = os.path.relpath(dirpath, root)
-            dirnames[:] = sorted(d for d in dirnames
-                                 if d not in SKIPPED_DIRS and not d.startswith("bazel-"))
+            dirnames[:] = sorted(
+                d for d in dirnames
+                if os.path.normpath(os.path.join(rel_dir, d)) not in SKIPPED_DIRS
+                and not d.startswith("bazel-"))
             if rel_dir != ".":
                 self.paths.add(rel_dir + "/")
             for name in filenames:
@@ -144,7 +147,7 @@ class Tree:
                 or os.path.join(package, name) in self.paths)
 
     def has_path(self, path):
-        """A file, a folder, a Bazel target or a script's name without .py."""
+        """A file, a folder, a Bazel target, or the end of a file's path."""
         path = path.rstrip("/")
         if path in self.paths or path + "/" in self.paths:
             return True
@@ -169,20 +172,24 @@ def looks_like_identifier(part):
 def spans(markdown):
     """(line number, span text) of the inline code spans outside fenced blocks
     and outside a version history (a paragraph that opens with "Version
-    history:", whose entries name what earlier versions had)."""
+    history:", whose entries name what earlier versions had). A span may
+    run across a line break; its whitespace is collapsed."""
+    kept = []
     in_fence = in_history = False
-    for number, line in enumerate(markdown.splitlines(), 1):
+    for line in markdown.splitlines():
         if FENCE.match(line):
             in_fence = not in_fence
+            kept.append("")
             continue
         if line.startswith("Version history:"):
             in_history = True
         elif not line.strip():
             in_history = False
-        if in_fence or in_history:
-            continue
-        for m in SPAN.finditer(line):
-            yield number, m.group(1).strip()
+        kept.append("" if in_fence or in_history else line)
+    text = "\n".join(kept)
+    for m in SPAN.finditer(text):
+        if "\n\n" not in m.group(1):
+            yield text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split())
 
 
 def shell_commands(markdown):
@@ -480,8 +487,8 @@ class CheckerTest(unittest.TestCase):
             self.assertEqual(self.c.problems(span), [], span)
 
     def test_reports_names_that_do_not(self):
-        for span in ["TailLine", "tail_seen", "kNoSuchThing", "ReplayMemory::Gone", "n % kNoSuchThing",
-                     "Gone()", "q < ingest_cursor + NoSuchWindow(config)",
+        for span in ["TailLine", "tail_seen", "kNoSuchThing", "ReplayMemory::Gone",
+                     "n % kNoSuchThing", "Gone()", "q < ingest_cursor + NoSuchWindow(config)",
                      "tools/chaos2.py", "verbs/hard/", "bazel-bin/tools/nothing",
                      "//tools:nothing", "//nowhere:x", "--no_such_flag",
                      "tools/chaos.py --duration_s 1 --bogus", "gone.h"]:
@@ -500,6 +507,11 @@ class CheckerTest(unittest.TestCase):
                          [(2, "tools/chaos.py --duration_s 120 --seed 7"), (4, "x --a"),
                           (4, "tools/chaos.py --json"), (4, "echo")])
 
+    def test_finds_spans_across_line_breaks_but_not_in_code_blocks(self):
+        text = ("a `Foo` and `bar\nbaz` here\n\n```\n`not_a_span`\n```\n"
+                "Version history:\n- 1: `OldName`\n\n`x` ``y``\n")
+        self.assertEqual(list(spans(text)), [(1, "Foo"), (1, "bar baz"), (10, "x")])
+
     def test_makes_github_anchors(self):
         self.assertEqual(heading_anchors("## Verbs, software provider over loopback\n"
                                          "### Same-host transport (soft provider)\n"
@@ -508,7 +520,8 @@ class CheckerTest(unittest.TestCase):
                           "same-host-transport-soft-provider", "replay_server"})
 
     def test_leaves_prose_alone(self):
-        for span in ["auto", "soft", "buffer", "HOST:PORT", "tests: N passed", "DELAY_US:GBPS", "H >= c + L",
+        for span in ["auto", "soft", "buffer", "HOST:PORT", "tests: N passed", "DELAY_US:GBPS",
+                     "H >= c + L",
                      "10km-25g", "env=CartPole-v1 obs=4", "/sys/class/infiniband/<dev>/ports",
                      "10.77.0.0/24", "dreplay-JOBID/", "actor-<i>.log", "PORT_ACTIVE",
                      "e.code", "[challenge] ", "bazel test --config=rdma", "Resources",
