@@ -19,6 +19,19 @@
 // %.9g: exact), "reward", "terminated" and "truncated". The trace stops at
 // the end of the episode (terminated or truncated); actions left over are
 // reported on stderr.
+//
+// MinAtar games follow the reference's trace contract instead (see
+// rl/minatar/trace.h): NumPy's seeding, exactly, and the state as hex.
+//
+//   bazel run //tools:env_trace -- --env=MinAtar/Breakout --seed=3
+//       --sticky_action_prob=0.1 --actions=1,0,3 --continue_after_terminal
+//
+// is Environment('breakout', sticky_action_prob=0.1,
+// difficulty_ramping=True), seed(3), reset(), then act(a) per action, and
+// reset() after each terminal frame with --continue_after_terminal (else
+// the trace stops there). Lines: {"reset":true,"obs_hex":...} first and
+// after each reset, and {"t","action","reward","terminated","obs_hex"} per
+// action, "obs_hex" being the 10x10xC uint8 state in C order.
 
 #include <cstdio>
 #include <memory>
@@ -27,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,10 +52,11 @@
 #include "glog/logging.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
+#include "rl/minatar/trace.h"
 
 DEFINE_string(env, "CartPole-v1",
               "Environment name, e.g. CartPole-v1, "
-              "Acrobot-v1, MountainCar-v0.");
+              "Acrobot-v1, MountainCar-v0, MinAtar/Breakout.");
 DEFINE_string(initial_state, "",
               "Comma-separated full state to start from (CartPole: x, x_dot, "
               "theta, theta_dot; Acrobot: theta1, theta2, dtheta1, dtheta2; "
@@ -50,6 +65,10 @@ DEFINE_int64(seed, -1,
              "Start from a reset with this seed (>= 0) instead of "
              "--initial_state.");
 DEFINE_string(actions, "", "Comma-separated actions to take, e.g. 1,0,0,1.");
+DEFINE_double(sticky_action_prob, 0.1,
+              "MinAtar only: the probability that an action repeats the previous one.");
+DEFINE_bool(continue_after_terminal, false,
+            "MinAtar only: reset after a terminal frame and go on with the actions.");
 
 namespace dreplay {
 namespace {
@@ -112,7 +131,38 @@ std::string JsonFloats(absl::Span<const float> values) {
 
 const char* JsonBool(bool b) { return b ? "true" : "false"; }
 
+// The MinAtar trace contract (rl/minatar/trace.h).
+absl::Status RunMinAtar() {
+  if (!FLAGS_initial_state.empty()) {
+    return absl::InvalidArgumentError("--initial_state: MinAtar games start from --seed");
+  }
+  std::vector<int> actions;
+  for (const std::string& item : SplitList(FLAGS_actions)) {
+    int a;
+    if (!absl::SimpleAtoi(item, &a)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--actions: item ", actions.size(), " (\"", item, "\") is not an integer"));
+    }
+    actions.push_back(a);
+  }
+  rl::minatar::TraceOptions options;
+  options.env = FLAGS_env;
+  options.seed = FLAGS_seed;
+  options.sticky_action_prob = FLAGS_sticky_action_prob;
+  options.continue_after_terminal = FLAGS_continue_after_terminal;
+  ASSIGN_OR_RETURN(const int taken,
+                   rl::minatar::WriteTrace(options, actions, [](absl::string_view line) {
+                     absl::PrintF("%s\n", line);
+                   }));
+  if (taken < static_cast<int>(actions.size())) {
+    absl::FPrintF(stderr, "env_trace: the episode ended at step %d; %d actions not taken\n", taken,
+                  actions.size() - taken);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
+  if (absl::StartsWith(FLAGS_env, "MinAtar/")) return RunMinAtar();
   ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(FLAGS_env));
   const rl::EnvironmentSpec& spec = env->spec();
   const bool has_state = !FLAGS_initial_state.empty();
