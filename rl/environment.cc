@@ -25,6 +25,7 @@ Environment::Environment(EnvironmentSpec spec) : spec_(std::move(spec)), random_
 
 std::vector<float> Environment::Reset(uint64_t seed) {
   random_.Seed(seed);
+  SeedOwnGenerator(seed);
   return Reset();
 }
 
@@ -64,6 +65,10 @@ absl::StatusOr<StepResult> Environment::Step(int action) {
 }
 
 absl::Status Environment::SetState(absl::Span<const double> state) {
+  if (!accepts_set_state()) {
+    return absl::UnimplementedError(
+        absl::StrCat(spec_.name, ": the state is not all in state(); SetState() cannot set it"));
+  }
   if (static_cast<int>(state.size()) != spec_.state_size) {
     return absl::InvalidArgumentError(absl::StrCat(spec_.name, ": a state has ", spec_.state_size,
                                                    " values, got ", state.size()));

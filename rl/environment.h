@@ -19,9 +19,14 @@
 //     if (step.done()) break;
 //   }
 //
+// MinAtar's games (rl/minatar_games.h) also fit this interface: they
+// keep their own state and NumPy generator, reached through the two hooks
+// below (SeedOwnGenerator, accepts_set_state).
+//
 // Differences from the reference, on purpose:
-//  - Seeded resets draw from the same distributions with dreplay's own
-//    generator (rl/random.h), not NumPy's bit stream.
+//  - Seeded resets of the classic-control environments draw from the same
+//    distributions with dreplay's own generator (rl/random.h), not NumPy's
+//    bit stream.
 //  - Step() after the end of an episode (terminated or truncated) is an error
 //    (FAILED_PRECONDITION) instead of "undefined behaviour" with a warning.
 //
@@ -84,7 +89,8 @@ class Environment {
 
   // Starts an episode from the given full-precision state (for tracing and
   // tests): the elapsed step count restarts at 0. INVALID_ARGUMENT if the size
-  // is not spec().state_size or a value is not finite.
+  // is not spec().state_size or a value is not finite; UNIMPLEMENTED for an
+  // environment whose state is not all in state() (MinAtar).
   absl::Status SetState(absl::Span<const double> state);
 
   // The full-precision state. Empty before the first Reset() or SetState().
@@ -117,6 +123,14 @@ class Environment {
 
   // Writes the observation of `state` (spec().observation_size values).
   virtual void Observe(absl::Span<const double> state, absl::Span<float> observation) const = 0;
+
+  // Called by Reset(seed) after the shared generator is seeded, for an
+  // environment with a generator of its own to seed. Default: nothing.
+  virtual void SeedOwnGenerator(uint64_t seed) {}
+
+  // False for an environment with state outside state(): SetState() then
+  // fails. Default: true.
+  virtual bool accepts_set_state() const { return true; }
 
  private:
   const EnvironmentSpec spec_;

@@ -19,8 +19,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(MakeEnvironmentTest, KnowsTheThreeClassicControlTasks) {
-  EXPECT_THAT(EnvironmentNames(), ElementsAre("Acrobot-v1", "CartPole-v1", "MountainCar-v0"));
+// The environments whose whole state is in state(), so SetState() works.
+const std::vector<std::string> kClassicControl = {"Acrobot-v1", "CartPole-v1", "MountainCar-v0"};
+
+TEST(MakeEnvironmentTest, KnowsTheClassicControlTasksAndMinAtarsGames) {
+  EXPECT_THAT(EnvironmentNames(),
+              ElementsAre("Acrobot-v1", "CartPole-v1", "MinAtar/Asterix", "MinAtar/Breakout",
+                          "MinAtar/Freeway", "MinAtar/Seaquest", "MinAtar/SpaceInvaders",
+                          "MountainCar-v0"));
   for (const std::string& name : EnvironmentNames()) {
     absl::StatusOr<std::unique_ptr<Environment>> env = MakeEnvironment(name);
     ASSERT_TRUE(env.ok()) << env.status();
@@ -63,7 +69,10 @@ TEST_P(EveryEnvironmentTest, RejectsActionsOutsideTheActionSpace) {
   EXPECT_EQ(env->elapsed_steps(), 1);
 }
 
-TEST_P(EveryEnvironmentTest, RejectsAStateOfTheWrongSizeOrNotFinite) {
+// The tests of SetState(), for the environments that support it.
+class SettableEnvironmentTest : public EveryEnvironmentTest {};
+
+TEST_P(SettableEnvironmentTest, RejectsAStateOfTheWrongSizeOrNotFinite) {
   std::unique_ptr<Environment> env = Make();
   std::vector<double> state(env->spec().state_size + 1, 0.0);
   EXPECT_EQ(env->SetState(state).code(), absl::StatusCode::kInvalidArgument);
@@ -75,7 +84,7 @@ TEST_P(EveryEnvironmentTest, RejectsAStateOfTheWrongSizeOrNotFinite) {
   EXPECT_TRUE(env->state().empty());
 }
 
-TEST_P(EveryEnvironmentTest, SetStateRestartsTheEpisodeClock) {
+TEST_P(SettableEnvironmentTest, SetStateRestartsTheEpisodeClock) {
   std::unique_ptr<Environment> env = Make();
   env->Reset(3);
   ASSERT_TRUE(env->Step(1).ok());
@@ -122,6 +131,8 @@ TEST_P(EveryEnvironmentTest, EpisodesEndWithinTheTimeLimit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllNames, EveryEnvironmentTest, ::testing::ValuesIn(EnvironmentNames()));
+INSTANTIATE_TEST_SUITE_P(ClassicControl, SettableEnvironmentTest,
+                         ::testing::ValuesIn(kClassicControl));
 
 }  // namespace
 }  // namespace dreplay::rl

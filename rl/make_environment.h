@@ -1,6 +1,7 @@
 // Copyright dreplay authors.
 //
-// make_environment.h: creates an environment by its Gymnasium name.
+// make_environment.h: creates an environment by its name: the Gymnasium name
+// of a classic-control task, or "MinAtar/<Game>" (rl/minatar_games.h).
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Environment> env,
 //                    MakeEnvironment("Acrobot-v1"));

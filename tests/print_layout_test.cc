@@ -62,7 +62,7 @@ size_t EncodedSize(int observation_size) {
   rl::Transition t;
   t.observation.assign(observation_size, 0.5f);
   t.next_observation.assign(observation_size, -0.5f);
-  std::vector<uint8_t> out(4096);
+  std::vector<uint8_t> out(4096 + 8 * observation_size);  // room for both observations
   const absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(out));
   EXPECT_TRUE(n.ok()) << n.status();
   return n.ok() ? *n : 0;
