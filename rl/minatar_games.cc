@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<MinAtar>> MinAtar::Create(absl::string_view name,
   const int size = (*game)->state_size();
   EnvironmentSpec spec{std::string(name), /*observation_size=*/size,
                        /*action_count=*/(*game)->num_actions(), /*state_size=*/size,
-                       /*max_episode_steps=*/kNoTimeLimit};
+                       /*max_episode_steps=*/kMaxEpisodeSteps};
   return std::unique_ptr<MinAtar>(new MinAtar(std::move(spec), *std::move(game)));
 }
 

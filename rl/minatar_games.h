@@ -24,16 +24,17 @@
 //  - Step(a) is `act(a)`: sticky actions with probability 0.1 and
 //    difficulty ramping, MinAtar's defaults, drawn from the game's one
 //    generator.
-//  - No time limit, as in the reference (spec().max_episode_steps is
-//    kNoTimeLimit and nothing is ever truncated); Freeway ends itself, as
-//    terminated, on the 2,501st frame of an episode.
+//  - Freeway ends itself, as terminated, on the 2,501st frame of an episode.
+//    The reference has no other time limit; we truncate an episode at
+//    kMaxEpisodeSteps frames (spec().max_episode_steps), a safety cap so
+//    that a greedy evaluation of a near-perfect player still ends. Nothing
+//    short of 100,000 frames of play is truncated.
 //
 // Thread safety: none; one environment per thread.
 
 #ifndef DREPLAY_RL_MINATAR_GAMES_H_
 #define DREPLAY_RL_MINATAR_GAMES_H_
 
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,7 @@ namespace dreplay::rl {
 
 class MinAtar final : public Environment {
  public:
-  static constexpr int kNoTimeLimit = std::numeric_limits<int>::max();
+  static constexpr int kMaxEpisodeSteps = 100000;
 
   // The names Create() accepts, sorted.
   static std::vector<std::string> Names() { return minatar::Environment::Names(); }

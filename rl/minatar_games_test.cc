@@ -82,9 +82,9 @@ TEST(MinAtarGamesTest, SeedsAboveNumPysRangeUseTheirLow32Bits) {
   }
 }
 
-TEST(MinAtarGamesTest, FreewayEndsAsTerminatedOnItsFrame2501AndNothingIsTruncated) {
+TEST(MinAtarGamesTest, FreewayEndsAsTerminatedOnItsFrame2501) {
   std::unique_ptr<Environment> env = Make("MinAtar/Freeway");
-  EXPECT_EQ(env->spec().max_episode_steps, MinAtar::kNoTimeLimit);
+  EXPECT_EQ(env->spec().max_episode_steps, MinAtar::kMaxEpisodeSteps);
   env->Reset(2);
   for (int t = 1; t <= 2501; ++t) {
     absl::StatusOr<StepResult> step = env->Step(/*up=*/2);
