@@ -46,9 +46,12 @@ AsyncEventEffect ClassifyAsyncEvent(ibv_event_type type, const std::string& devi
     case IBV_EVENT_CQ_ERR:
       return Fatal(AsyncScope::kQueuePair, what, "the queue pair is in the error state");
     case IBV_EVENT_PORT_ERR:
-      return Fatal(AsyncScope::kPort, what,
-                   "the port went down; its queue pairs are in the error state (reconnect once "
-                   "it is ACTIVE again)");
+      // Queue pairs are left alone: they fail by themselves (retries
+      // exceeded) only if the link stays down longer than their retries.
+      return Info(absl::StrCat(what,
+                               ": the port went down; queue pairs are kept, and fail only "
+                               "if the link stays down past their retries"),
+                  /*warning=*/true);
     case IBV_EVENT_DEVICE_FATAL:
       return Fatal(AsyncScope::kDevice, what,
                    "the device failed; every queue pair is in the error state (the provider must "
@@ -134,7 +137,6 @@ void DrainAsyncEvents(ibv_context* context, const std::string& device_name, int 
     }
     const void* handle = nullptr;
     std::string element;
-    int event_port = 0;
     switch (event.event_type) {
       case IBV_EVENT_CQ_ERR:
         handle = event.element.cq;
@@ -158,8 +160,7 @@ void DrainAsyncEvents(ibv_context* context, const std::string& device_name, int 
       case IBV_EVENT_SM_CHANGE:
       case IBV_EVENT_CLIENT_REREGISTER:
       case IBV_EVENT_GID_CHANGE:
-        event_port = event.element.port_num;
-        element = absl::StrCat("port ", event_port);
+        element = absl::StrCat("port ", event.element.port_num);
         break;
       default:
         break;
@@ -168,9 +169,6 @@ void DrainAsyncEvents(ibv_context* context, const std::string& device_name, int 
     switch (effect.scope) {
       case AsyncScope::kQueuePair:
         registry->FailHandle(handle, effect.error);
-        break;
-      case AsyncScope::kPort:
-        if (event_port == port) registry->FailAll(effect.error);
         break;
       case AsyncScope::kDevice:
         registry->FailAll(effect.error);

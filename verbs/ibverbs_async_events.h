@@ -5,18 +5,18 @@
 // fatal) turned into queue-pair errors and log lines.
 //
 //  * ClassifyAsyncEvent (pure) says what an event means: which queue pairs
-//    it kills (one, those on the port, all of the device's) and the status
-//    they fail with.
+//    it kills (one, or all of the device's) and the status they fail with.
 //  * FaultRegistry (thread-safe) holds one QpFault per live queue pair,
 //    found by its ibv_qp and ibv_cq handles. The event thread fails them;
 //    each queue pair checks its own (one atomic load) in PostSend,
 //    PostRecv and Poll, and then enters its error state with that status:
 //    error() returns it and every outstanding request completes with
 //    kFlushed, its detail naming the event.
-//  * A port that comes back (IBV_EVENT_PORT_ACTIVE) is logged and revives
-//    nothing: a queue pair failed by its port going down stays in the
-//    error state (an RC queue pair cannot leave it), and the application
-//    reconnects, which creates a new one.
+//  * A port going down (IBV_EVENT_PORT_ERR) is logged and fails nothing: a
+//    link flap shorter than the queue pairs' retries costs nothing, a
+//    longer one fails each queue pair through its own retry-exceeded
+//    completion, and once the port is ACTIVE again new connections work
+//    without a restart (the provider keeps no port-wide failure).
 //  * AsyncEventThread watches a non-blocking fd with poll() and an eventfd
 //    to stop it, calling a handler whenever the fd is readable; the
 //    provider runs DrainAsyncEvents on the context's async_fd there. The
@@ -46,13 +46,12 @@ namespace dreplay::verbs::ibverbs {
 enum class AsyncScope {
   kNone,       // informational: logged only
   kQueuePair,  // the queue pair (or its completion queue) named by the event
-  kPort,       // every queue pair on the event's port
   kDevice,     // every queue pair of the device
 };
 
 struct AsyncEventEffect {
   AsyncScope scope = AsyncScope::kNone;
-  // Set for kQueuePair, kPort and kDevice: what the queue pairs fail with
+  // Set for kQueuePair and kDevice: what the queue pairs fail with
   // (kUnavailable), naming the event, the device and the element.
   absl::Status error;
   // The log line; `warning` says whether it is logged as a warning.
@@ -107,8 +106,8 @@ class FaultRegistry {
 
 // Reads every pending event of `context` (whose async_fd is non-blocking),
 // acknowledges each, logs it and applies its effect to `registry`:
-// kQueuePair fails the QP or CQ named, kPort fails all when the port is
-// `port`, kDevice fails all. Returns when no event is pending.
+// kQueuePair fails the QP or CQ named, kDevice fails all. Returns when no
+// event is pending. `port` is the provider's port, named in log lines.
 void DrainAsyncEvents(ibv_context* context, const std::string& device_name, int port,
                       FaultRegistry* registry);
 

@@ -33,12 +33,15 @@ TEST(ClassifyAsyncEventTest, QueuePairFatalEventsFailThatQueuePair) {
   }
 }
 
-TEST(ClassifyAsyncEventTest, PortDownFailsThePortsQueuePairs) {
+TEST(ClassifyAsyncEventTest, PortDownIsAWarningThatFailsNothing) {
+  // A link flap must not need a restart: no queue pair is failed, and
+  // nothing is remembered that would fail the ones made later.
   const AsyncEventEffect effect = ClassifyAsyncEvent(IBV_EVENT_PORT_ERR, "rxe0", "port 1");
-  EXPECT_EQ(effect.scope, AsyncScope::kPort);
-  EXPECT_TRUE(absl::IsUnavailable(effect.error));
-  EXPECT_THAT(effect.error.message(), HasSubstr("port went down"));
+  EXPECT_EQ(effect.scope, AsyncScope::kNone);
+  EXPECT_TRUE(effect.error.ok());
+  EXPECT_TRUE(effect.warning);
   EXPECT_THAT(effect.log_line, HasSubstr("rxe0 port 1"));
+  EXPECT_THAT(effect.log_line, HasSubstr("port went down"));
 }
 
 TEST(ClassifyAsyncEventTest, DeviceFatalFailsEveryQueuePair) {
