@@ -21,6 +21,7 @@ class RealApi : public IbvApi {
   int DestroyCq(ibv_cq* cq) override { return ibv_destroy_cq(cq); }
   ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) override { return ibv_alloc_mw(pd, type); }
   int DeallocMw(ibv_mw* mw) override { return ibv_dealloc_mw(mw); }
+  int DeregMr(ibv_mr* mr) override { return ibv_dereg_mr(mr); }
 };
 
 }  // namespace

@@ -31,6 +31,7 @@ class IbvApi {
   // ibv_alloc_mw: null with errno set on failure.
   virtual ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) = 0;
   virtual int DeallocMw(ibv_mw* mw) = 0;
+  virtual int DeregMr(ibv_mr* mr) = 0;
 };
 
 // The libibverbs calls themselves. Never null; lives for the process.

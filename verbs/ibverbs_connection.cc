@@ -249,6 +249,7 @@ class IbverbsPendingConnection : public PendingConnection {
   IbverbsPendingConnection(std::shared_ptr<Device> device, std::unique_ptr<TcpConnection> channel,
                            PeerInfo remote, std::string payload)
       : device_(std::move(device)),
+        peer_(channel->peer()),
         channel_(std::move(channel)),
         remote_(remote),
         payload_(std::move(payload)) {}
@@ -258,7 +259,7 @@ class IbverbsPendingConnection : public PendingConnection {
   }
 
   const std::string& payload() const override { return payload_; }
-  std::string peer() const override { return channel_->peer(); }
+  std::string peer() const override { return peer_; }
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Accept(const std::string& reply,
                                                     const QueuePairOptions& options) override {
@@ -301,6 +302,7 @@ class IbverbsPendingConnection : public PendingConnection {
       return absl::UnavailableError(
           absl::StrCat("peer ", peer(), " could not bring up its queue pair: ", ready.payload));
     }
+    (*qp)->AttachControl(std::move(channel_));
     return std::unique_ptr<QueuePair>(std::move(*qp));
   }
 
@@ -320,7 +322,8 @@ class IbverbsPendingConnection : public PendingConnection {
   }
 
   const std::shared_ptr<Device> device_;
-  const std::unique_ptr<TcpConnection> channel_;
+  const std::string peer_;
+  std::unique_ptr<TcpConnection> channel_;  // to the queue pair once accepted
   const PeerInfo remote_;
   const std::string payload_;
   bool answered_ = false;
@@ -456,6 +459,7 @@ absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::st
   const absl::Status sent = channel->SendFrame(EncodeSetup(ready), deadline);
   RETURN_IF_ERROR(up.status());
   RETURN_IF_ERROR(sent);
+  (*up)->AttachControl(std::move(channel));
   return Connection{std::move(*up), std::move(answer.payload)};
 }
 

@@ -37,6 +37,22 @@ bool GidIsLinkLocal(const ibv_gid& gid) {
   return gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80;
 }
 
+const char* TransportName(ibv_transport_type transport) {
+  switch (transport) {
+    case IBV_TRANSPORT_IB:
+      return "InfiniBand";
+    case IBV_TRANSPORT_IWARP:
+      return "iWARP";
+    case IBV_TRANSPORT_USNIC:
+    case IBV_TRANSPORT_USNIC_UDP:
+      return "usNIC";
+    case IBV_TRANSPORT_UNSPECIFIED:
+    case IBV_TRANSPORT_UNKNOWN:
+      break;
+  }
+  return "unknown";
+}
+
 // libibverbs keeps the verbs of its first ABI (IBVERBS_1.0) for old
 // binaries; their contexts are not the current ones, and current verbs such
 // as ibv_query_gid_ex crash on them. A reference without a symbol version
@@ -218,6 +234,12 @@ absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev, const ProviderO
   ASSIGN_OR_RETURN(device->context, IbvCheckPointer(ibv_open_device(dev), open_verb));
   RETURN_IF_ERROR(IbvResultToStatus(ibv_query_device(device->context, &device->attr),
                                     absl::StrCat("ibv_query_device(", device->name, ")")));
+  const std::vector<std::string> missing = MissingCapabilities(device->attr, dev->transport_type);
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device->name, " cannot serve dreplay's protocol: ", absl::StrJoin(missing, ", "),
+        " (use --provider=soft)"));
+  }
   if (options.ib_port > device->attr.phys_port_cnt) {
     return absl::InvalidArgumentError(
         absl::StrCat("ib_port ", options.ib_port, " does not exist: ", device->name, " has ",
@@ -279,6 +301,19 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& option
   }
   return absl::NotFoundError(absl::StrCat("no usable RDMA device with port ", options.ib_port,
                                           " active: ", absl::StrJoin(skipped, "; ")));
+}
+
+std::vector<std::string> MissingCapabilities(const ibv_device_attr& attr,
+                                             ibv_transport_type transport) {
+  std::vector<std::string> missing;
+  if (transport != IBV_TRANSPORT_IB) {
+    missing.push_back(
+        absl::StrCat("transport ", TransportName(transport), " (not InfiniBand/RoCE)"));
+  }
+  if ((attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) == 0 || attr.max_mw <= 0) {
+    missing.push_back(absl::StrCat("type-2 memory windows (max_mw ", attr.max_mw, ")"));
+  }
+  return missing;
 }
 
 std::string GidToString(const ibv_gid& gid) {

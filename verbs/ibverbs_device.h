@@ -22,10 +22,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_async_events.h"
+#include "verbs/ibverbs_windows.h"
 #include "verbs/options.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -48,6 +50,9 @@ struct Device {
   // The queue pairs' asynchronous faults (thread-safe; the one member that
   // changes after OpenDevice).
   FaultRegistry faults;
+  // The memory windows bound on the device, owned by their queue pair and
+  // their region alike (thread-safe; ibverbs_windows.h).
+  WindowTable windows;
   // The libibverbs calls of queue pairs on this device (a fake in tests).
   IbvApi* api = RealIbvApi();
 
@@ -66,6 +71,16 @@ struct Device {
 // (options must pass Validate()). Errors as CreateIbverbsProvider's
 // (ibverbs_provider.h). Blocking (device queries).
 absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& options);
+
+// What `attr` (ibv_query_device) and `transport` lack of what dreplay's
+// protocol needs, one phrase each; empty when the device can serve it:
+// the InfiniBand or RoCE transport (iWARP's siw has no windows), and type-2
+// memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2B and max_mw > 0; rxe before
+// 5.14 has none), which carry every key the server grants. The protocol
+// uses neither atomics nor WRITE_WITH_IMM; those are checked where a caller
+// asks for them (RegisterMemory, PostSend).
+std::vector<std::string> MissingCapabilities(const ibv_device_attr& attr,
+                                             ibv_transport_type transport);
 
 // The GID in IPv6 text form ("?" if it cannot be printed).
 std::string GidToString(const ibv_gid& gid);

@@ -229,7 +229,11 @@ int StrictFakeIbv::PollCq(ibv_cq* cq_handle, int entries, ibv_wc* wc) {
 int StrictFakeIbv::DestroyQp(ibv_qp* qp) {
   if (qps_.erase(qp) != 1) return EINVAL;
   for (auto& [handle, mw] : mws_) {
-    if (mw.bound_qp == qp) mw.bound_qp = nullptr;  // type-2 windows die with their QP
+    if (mw.bound_qp != qp) continue;
+    violations_.push_back(
+        "ibv_destroy_qp with a window still bound through it (rxe waits on it, and the "
+        "window's dealloc afterwards touches freed memory)");
+    mw.bound_qp = nullptr;
   }
   return 0;
 }
@@ -249,6 +253,18 @@ ibv_mw* StrictFakeIbv::AllocMw(ibv_pd* pd, ibv_mw_type type) {
 }
 
 int StrictFakeIbv::DeallocMw(ibv_mw* mw) { return mws_.erase(mw) == 1 ? 0 : EINVAL; }
+
+int StrictFakeIbv::DeregMr(ibv_mr* mr) {
+  if (mrs_.count(mr) != 1) return EINVAL;
+  for (const auto& [handle, mw] : mws_) {
+    if (mw.bound_qp != nullptr && mw.region == mr) {
+      violations_.push_back("ibv_dereg_mr with a window still bound to the region");
+      return EBUSY;
+    }
+  }
+  mrs_.erase(mr);
+  return 0;
+}
 
 ibv_mr* StrictFakeIbv::RegisterMr(void* addr, size_t length, int access) {
   auto mr = std::make_unique<ibv_mr>();
@@ -286,6 +302,7 @@ ibv_wc_status StrictFakeIbv::Bind(const ibv_qp* qp, const ibv_send_wr& wr) {
   }
   FakeMw& w = mw->second;
   w.bound_qp = qp;
+  w.region = info.mr;
   w.rkey = rkey;
   w.addr = info.addr;
   w.length = info.length;

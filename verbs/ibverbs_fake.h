@@ -31,7 +31,11 @@
 //    IBV_ACCESS_MW_BIND, a range inside it and, for remote write, a region
 //    with local write; otherwise it completes with IBV_WC_MW_BIND_ERR and
 //    moves the QP to ERR. A bound window admits (WindowAllows) requests that
-//    arrive on its own QP only, and is unbound when that QP is destroyed.
+//    arrive on its own QP only. Destroying a QP with windows still bound
+//    through it, or deregistering (DeregMr) a region with a window bound to
+//    it, is a lifetime violation: recorded (violations()), as rxe makes the
+//    first a use-after-free and every device refuses the second (EBUSY
+//    here).
 //  * The CQ holds `cqe` completions; one more is an overrun (recorded, the
 //    completion dropped), which the tests check never happens.
 //
@@ -46,6 +50,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "verbs/ibverbs_api.h"
 
@@ -79,6 +85,7 @@ class StrictFakeIbv : public IbvApi {
   int DestroyCq(ibv_cq* cq) override;
   ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) override;
   int DeallocMw(ibv_mw* mw) override;
+  int DeregMr(ibv_mr* mr) override;
 
   // A memory region as ibv_reg_mr would make it, owned by the fake.
   ibv_mr* RegisterMr(void* addr, size_t length, int access);
@@ -87,6 +94,8 @@ class StrictFakeIbv : public IbvApi {
   bool WindowAllows(const ibv_qp* qp, uint32_t rkey, uint64_t addr, uint64_t length,
                     int access) const;
   int windows_allocated() const { return static_cast<int>(mws_.size()); }
+  // The lifetime rules broken so far, one line each (empty: none).
+  const std::vector<std::string>& violations() const { return violations_; }
 
   // The next send request posted to `qp` completes with `status` (not
   // IBV_WC_SUCCESS), signalled or not, and the QP moves to ERR.
@@ -147,6 +156,7 @@ class StrictFakeIbv : public IbvApi {
   struct FakeMw {
     std::unique_ptr<ibv_mw> mw;
     const ibv_qp* bound_qp = nullptr;  // null: not bound
+    const ibv_mr* region = nullptr;    // what it is bound over
     uint32_t rkey = 0;                 // the bound key
     uint64_t addr = 0;
     uint64_t length = 0;
@@ -165,6 +175,7 @@ class StrictFakeIbv : public IbvApi {
   std::map<const ibv_mr*, FakeMr> mrs_;
   std::map<const ibv_qp*, FakeQp> qps_;
   std::map<const ibv_cq*, FakeCq> cqs_;
+  std::vector<std::string> violations_;
 };
 
 }  // namespace dreplay::verbs::ibverbs

@@ -11,9 +11,12 @@
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include <utility>
 
@@ -33,12 +36,51 @@ namespace {
 
 using ibverbs::Device;
 
+// True when this process may lock memory beyond RLIMIT_MEMLOCK
+// (CAP_IPC_LOCK, bit 14 of the effective capabilities).
+bool CanLockWithoutLimit() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caps >> 14) & 1;
+  }
+  return false;
+}
+
+// What to raise when a registration does not fit RLIMIT_MEMLOCK.
+std::string MemlockAdvice(size_t length, const rlimit& limit) {
+  return absl::StrCat("registering ", length,
+                      " bytes pins them, which counts against "
+                      "RLIMIT_MEMLOCK (",
+                      limit.rlim_cur,
+                      " bytes now): raise it, e.g. `ulimit -l "
+                      "unlimited`, LimitMEMLOCK=infinity for a systemd unit, or a memlock line in "
+                      "/etc/security/limits.conf");
+}
+
+// Refuses a registration larger than RLIMIT_MEMLOCK before the device does
+// (it would fail with a bare ENOMEM). Pages this process pinned before also
+// count, so a smaller one can still fail: RegisterMemory then says the same.
+absl::Status CheckMemlock(size_t length) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return absl::OkStatus();
+  }
+  if (length <= limit.rlim_cur || CanLockWithoutLimit()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("RegisterMemory: ", MemlockAdvice(length, limit)));
+}
+
 class IbverbsMemoryRegion : public MemoryRegion, public ibverbs::IbvRegionHandle {
  public:
   IbverbsMemoryRegion(std::shared_ptr<Device> device, ibv_mr* mr, uint32_t access)
       : device_(std::move(device)), mr_(mr), access_(access) {}
   ~IbverbsMemoryRegion() override {
-    const absl::Status s = IbvResultToStatus(ibv_dereg_mr(mr_), "ibv_dereg_mr");
+    // Devices refuse to deregister a region with a window bound to it.
+    device_->windows.ReleaseRegion(device_->api, mr_);
+    const absl::Status s = IbvResultToStatus(device_->api->DeregMr(mr_), "ibv_dereg_mr");
     LOG_IF(ERROR, !s.ok()) << device_->name << ": " << s;
   }
   IbverbsMemoryRegion(const IbverbsMemoryRegion&) = delete;
@@ -85,10 +127,19 @@ class IbverbsProvider : public Provider {
                                                      device_->name, "'s max_mr_size ",
                                                      device_->attr.max_mr_size));
     }
-    const std::string verb = absl::StrCat("ibv_reg_mr(", length, " bytes)");
-    ASSIGN_OR_RETURN(
-        ibv_mr * mr,
-        IbvCheckPointer(ibv_reg_mr(device_->pd, addr, length, ibverbs::ToIbvAccess(access)), verb));
+    RETURN_IF_ERROR(CheckMemlock(length));
+    errno = 0;
+    ibv_mr* mr = ibv_reg_mr(device_->pd, addr, length, ibverbs::ToIbvAccess(access));
+    if (mr == nullptr) {
+      const int error_number = errno;
+      rlimit limit;
+      if (error_number == ENOMEM && getrlimit(RLIMIT_MEMLOCK, &limit) == 0 &&
+          limit.rlim_cur != RLIM_INFINITY) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("ibv_reg_mr: out of memory; ", MemlockAdvice(length, limit)));
+      }
+      return IbvNullResultToStatus(error_number, absl::StrCat("ibv_reg_mr(", length, " bytes)"));
+    }
     return std::unique_ptr<MemoryRegion>(new IbverbsMemoryRegion(device_, mr, access));
   }
 

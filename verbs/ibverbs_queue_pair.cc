@@ -3,6 +3,7 @@
 #include "verbs/ibverbs_queue_pair.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -66,11 +67,10 @@ IbverbsQueuePair::IbverbsQueuePair(std::shared_ptr<Device> device, const QueuePa
 
 IbverbsQueuePair::~IbverbsQueuePair() {
   device_->faults.Unregister(objects_.qp, objects_.cq);
+  // Windows first: rxe's ibv_destroy_qp waits on the windows bound through
+  // the queue pair, and a dealloc after it touches freed memory.
+  device_->windows.ReleaseQueuePair(device_->api, this);
   objects_.Destroy(Describe());
-  for (ibv_mw* mw : windows_) {
-    const absl::Status s = IbvResultToStatus(device_->api->DeallocMw(mw), "ibv_dealloc_mw");
-    LOG_IF(WARNING, !s.ok()) << device_->name << ": " << s;
-  }
 }
 
 absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr, uint64_t offset,
@@ -103,10 +103,17 @@ absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr
   errno = 0;
   ibv_mw* mw = device_->api->AllocMw(device_->pd, IBV_MW_TYPE_2);
   if (mw == nullptr) {
-    return IbvResultToStatus(errno != 0 ? errno : ENOMEM,
-                             absl::StrCat("ibv_alloc_mw(TYPE_2) on ", device_->name));
+    const int error_number = errno != 0 ? errno : ENOMEM;
+    const std::string verb = absl::StrCat("ibv_alloc_mw(TYPE_2) on ", device_->name);
+    // Not kResourceExhausted, which means a full send queue (retry later):
+    // the device's windows do not come back by waiting.
+    if (error_number == ENOMEM) {
+      return absl::UnavailableError(absl::StrCat(
+          verb, ": the device's memory windows are exhausted (max_mw ", device_->attr.max_mw, ")"));
+    }
+    return IbvResultToStatus(error_number, verb);
   }
-  windows_.push_back(mw);
+  device_->windows.Add(mw, this, handle->ibv_region());
   const uint64_t seq = send_queue_.posted();
   const bool signaled = send_queue_.PlanNext(/*user_signaled=*/false, /*last=*/true);
   send_slots_[seq % max_send_wr_] = SendSlot{0, Opcode::kWrite, false, 0, /*bind=*/true};
@@ -133,8 +140,26 @@ absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr
   return RemoteRegion{w.bind_mw.bind_info.addr, length, w.bind_mw.rkey, 0};
 }
 
+void IbverbsQueuePair::AttachControl(std::unique_ptr<TcpConnection> control) {
+  control_ = std::move(control);
+}
+
 void IbverbsQueuePair::CheckAsyncFault() {
   if (state_ != QpState::kError && fault_->failed()) EnterError(fault_->status());
+  if (control_ != nullptr && state_ != QpState::kError) CheckPeer();
+}
+
+void IbverbsQueuePair::CheckPeer() {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  if (now < next_peer_check_ns_) return;
+  next_peer_check_ns_ = now + absl::ToInt64Nanoseconds(kPeerCheckInterval);
+  char byte;
+  const ssize_t n = recv(control_->fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;
+  const std::string why = n == 0 ? "closed its connection" : std::strerror(errno);
+  EnterError(absl::UnavailableError(absl::StrCat("the peer ", control_->peer(), " ", why,
+                                                 " (its queue pair or process is gone)")));
+  control_.reset();
 }
 
 std::string IbverbsQueuePair::Describe() const {

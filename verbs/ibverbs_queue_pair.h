@@ -40,12 +40,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_device.h"
 #include "verbs/ibverbs_wire.h"
 #include "verbs/options.h"
 #include "verbs/send_queue_accounting.h"
+#include "verbs/tcp_channel.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -96,12 +98,24 @@ class IbverbsQueuePair : public QueuePair {
   IbverbsQueuePair(const IbverbsQueuePair&) = delete;
   IbverbsQueuePair& operator=(const IbverbsQueuePair&) = delete;
 
+  // Keeps the TCP connection that set the queue pair up, open for its
+  // lifetime, as rdma_cm keeps its connection: the peer's end closes when
+  // its queue pair is destroyed or its process ends, and this side then
+  // enters the error state (kUnavailable, "the peer closed ...") at its next
+  // PostSend, PostRecv or Poll, checked at most every kPeerCheckInterval.
+  // Without it, a peer that went away is noticed only when a request of
+  // this side runs out of retries, and never by a side that sends nothing.
+  void AttachControl(std::unique_ptr<TcpConnection> control);
+  static constexpr absl::Duration kPeerCheckInterval = absl::Milliseconds(10);
+
   absl::Status PostSend(absl::Span<const WorkRequest> wrs) override;
   absl::Status PostRecv(absl::Span<const RecvRequest> rrs) override;
   int Poll(absl::Span<Completion> out) override;
   // A type-2 window (ibv_alloc_mw) bound by an IBV_WR_BIND_MW request on
   // this queue pair, with a fresh key (ibv_inc_rkey); the window is
-  // deallocated when the queue pair is destroyed. The bind takes a send
+  // deallocated before the queue pair is destroyed, or with its region,
+  // whichever comes first (ibverbs_windows.h). kUnavailable when the
+  // device has no window left (max_mw). The bind takes a send
   // queue slot and is unsignalled: a failed one completes as an error with
   // wr_id 0 and fails the queue pair. `mr` must come from the ibverbs
   // provider (kInvalidArgument otherwise).
@@ -127,8 +141,10 @@ class IbverbsQueuePair : public QueuePair {
     bool bind = false;  // a memory window bind (BindWindow)
   };
 
-  // Enters the error state if an asynchronous event failed this queue pair.
+  // Enters the error state if an asynchronous event failed this queue pair,
+  // or (CheckPeer) its peer closed the control connection.
   void CheckAsyncFault();
+  void CheckPeer();
   absl::Status ValidateWorkRequest(const WorkRequest& wr) const;
   // Fills `w` and `sge` for `wr`, posted as sequence number `seq`.
   void FillSendWr(const WorkRequest& wr, uint64_t seq, bool signaled, ibv_sge* sge,
@@ -164,9 +180,10 @@ class IbverbsQueuePair : public QueuePair {
   std::vector<ibv_send_wr> send_scratch_;  // pre-allocated WR chain
   std::vector<ibv_sge> sge_scratch_;
   std::vector<ibv_recv_wr> recv_scratch_;
-  std::deque<Completion> flushed_;  // synthesised kFlushed completions
-  QueuePairTraffic traffic_;        // of the requests PostSend accepted
-  std::vector<ibv_mw*> windows_;    // deallocated after the QP is destroyed
+  std::deque<Completion> flushed_;          // synthesised kFlushed completions
+  QueuePairTraffic traffic_;                // of the requests PostSend accepted
+  std::unique_ptr<TcpConnection> control_;  // null: none attached
+  int64_t next_peer_check_ns_ = 0;
 };
 
 }  // namespace dreplay::verbs::ibverbs

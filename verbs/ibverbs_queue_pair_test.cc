@@ -337,6 +337,20 @@ TEST_F(IbverbsQueuePairTest, AWindowIsBoundWithAFreshKeyAndAdmitsItsQueuePairOnl
   a.reset();
   EXPECT_FALSE(fake_.WindowAllows(qp_a, wa->rkey, wa->addr, 8, IBV_ACCESS_REMOTE_READ));
   EXPECT_EQ(fake_.windows_allocated(), 1);
+  // Windows were deallocated before their queue pair was destroyed.
+  EXPECT_TRUE(fake_.violations().empty()) << fake_.violations().front();
+}
+
+TEST_F(IbverbsQueuePairTest, TheStrictFakeRecordsAQueuePairDestroyedUnderItsWindows) {
+  std::unique_ptr<IbverbsQueuePair> qp = MakeQp(8, 64);
+  FakeIbvRegion memory(&fake_, 4096, kLocalWrite | kMemoryWindowBind);
+  ASSERT_TRUE(qp->BindWindow(memory, 0, 64, kRemoteRead).ok());
+  // What the provider must never do: the raw QP destroyed first, and the
+  // region deregistered under a bound window.
+  EXPECT_EQ(fake_.DeregMr(memory.ibv_region()), EBUSY);
+  EXPECT_EQ(fake_.DestroyQp(raw_qp_), 0);
+  EXPECT_EQ(fake_.violations().size(), 2u);
+  qp.reset();  // its second ibv_destroy_qp is refused (EINVAL) and logged
 }
 
 TEST_F(IbverbsQueuePairTest, BindWindowRefusesWhatTheRegionCannotBack) {

@@ -83,8 +83,9 @@ if ! command -v qemu-system-x86_64 >/dev/null || ! command -v busybox >/dev/null
   "$top/tools/install_deps.sh" >&2 || cannot_run "tools/install_deps.sh failed"
 fi
 command -v qemu-system-x86_64 >/dev/null || cannot_run "qemu-system-x86_64 is missing"
-[ -x /bin/busybox ] && busybox --list 2>/dev/null | grep -qx switch_root ||
-  cannot_run "/bin/busybox (busybox-static) is missing"
+# (The list is read whole: grep -q stopping early would fail the pipe.)
+[ -x /bin/busybox ] && [[ $'\n'"$(busybox --list 2>/dev/null)"$'\n' == *$'\n'switch_root$'\n'* ]] ||
+  cannot_run "/bin/busybox (busybox-static) with switch_root is missing"
 [ "$(uname -m)" = x86_64 ] || cannot_run "the VM is for x86_64 hosts, this is $(uname -m)"
 
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/dreplay/rxe_vm"
