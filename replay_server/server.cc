@@ -159,6 +159,29 @@ absl::Status ReplayServer::RegisterRegions() {
     ASSIGN_OR_RETURN(
         region_mrs_[k],
         provider_->RegisterMemory(addr, bytes, verbs::kLocalWrite | verbs::kMemoryWindowBind));
+    RETURN_IF_ERROR(RegisterActorRanges(kind));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplayServer::RegisterActorRanges(protocol::RegionKind kind) {
+  const protocol::LayoutConfig& c = config();
+  uint32_t count = 0;
+  if (kind == protocol::RegionKind::kSlots || kind == protocol::RegionKind::kCommits) {
+    count = c.leases;
+  } else if (kind == protocol::RegionKind::kActors) {
+    count = c.max_actors;
+  }
+  auto* base = static_cast<char*>(regions_->region(kind));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    RETURN_IF_ERROR(
+        RangeFor(protocol::Role::kActor, kind, /*actor_id=*/i, /*lease=*/i, &offset, &length));
+    ASSIGN_OR_RETURN(std::unique_ptr<verbs::MemoryRegion> mr,
+                     provider_->RegisterMemory(base + offset, length,
+                                               verbs::kLocalWrite | verbs::kMemoryWindowBind));
+    actor_range_mrs_[static_cast<uint32_t>(kind)].push_back(std::move(mr));
   }
   return absl::OkStatus();
 }
@@ -225,6 +248,17 @@ absl::Status ReplayServer::GrantKeys(Client* client, const protocol::Hello& hell
     KeyGrantSender::Bind bind;
     bind.mr = region_mrs_[k].get();
     bind.offset = accepted.Get(kind).addr - base;
+    const std::vector<std::unique_ptr<verbs::MemoryRegion>>& ranges = actor_range_mrs_[k];
+    if (hello.role == protocol::Role::kActor && !ranges.empty()) {
+      const uint32_t index =
+          kind == protocol::RegionKind::kActors ? hello.actor_id : accepted.lease;
+      if (index >= ranges.size()) {
+        return absl::InternalError(absl::StrCat("no registered range ", index, " of region ",
+                                                protocol::RegionKindName(kind)));
+      }
+      bind.mr = ranges[index].get();
+      bind.offset = accepted.Get(kind).addr - reinterpret_cast<uint64_t>(bind.mr->addr());
+    }
     bind.access = protocol::RoleAccess(hello.role, kind, hello.learner_placement);
     return bind;
   };
@@ -246,7 +280,10 @@ ReplayServer::~ReplayServer() {
   const absl::Status status = Stop();
   if (!status.ok()) LOG(ERROR) << "replay server stop: " << status;
   // Registrations go before the memory they cover.
-  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) region_mrs_[k].reset();
+  for (uint32_t k = 0; k < protocol::kNumRegionKinds; ++k) {
+    actor_range_mrs_[k].clear();
+    region_mrs_[k].reset();
+  }
   heartbeat_mr_.reset();
 }
 

@@ -169,6 +169,8 @@ class ReplayServer {
   ReplayServer(verbs::Provider* provider, const ReplayServerOptions& options);
   absl::Status Init();
   absl::Status RegisterRegions();
+  // Registers each actor's range of `kind` on its own (actor_range_mrs_).
+  absl::Status RegisterActorRanges(protocol::RegionKind kind);
   // The part of region `kind` that `role` reaches: the whole region, or for
   // an actor its lease's slots and commit words and its own line. Offset
   // and length within the region; InternalError for a lease or actor id out
@@ -227,6 +229,13 @@ class ReplayServer {
   // through windows bound to their own queue pair (GrantKeys); index:
   // RegionKind.
   std::unique_ptr<verbs::MemoryRegion> region_mrs_[protocol::kNumRegionKinds];
+  // The ranges an actor is granted (its lease's slots and commit words, its
+  // actors line), each registered again on its own, without remote access:
+  // an actor's windows are bound over these, so the device refuses what lies
+  // outside them even where it checks a window key against the region under
+  // the window rather than the window (rxe: docs/roce.md). Index: the lease
+  // (slots, commit words) or the actor id (actors line).
+  std::vector<std::unique_ptr<verbs::MemoryRegion>> actor_range_mrs_[protocol::kNumRegionKinds];
   // Source of the heartbeat WRITEs (its clock, refreshed before each round).
   std::unique_ptr<uint64_t[]> heartbeat_word_;
   std::unique_ptr<verbs::MemoryRegion> heartbeat_mr_;
