@@ -2,7 +2,9 @@
 
 #include "testing/in_process_service.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "glog/logging.h"
 #include "testing/session_options.h"
@@ -12,6 +14,23 @@ namespace dreplay::testing {
 std::unique_ptr<verbs::Provider> SoftProvider() {
   verbs::ProviderOptions options;
   options.kind = verbs::ProviderKind::kSoft;
+  absl::StatusOr<std::unique_ptr<verbs::Provider>> provider = verbs::CreateProvider(options);
+  CHECK(provider.ok()) << provider.status();
+  return std::move(*provider);
+}
+
+std::string TestProviderName() {
+  const char* value = std::getenv("DREPLAY_TEST_PROVIDER");
+  const std::string name = value == nullptr || *value == '\0' ? "soft" : value;
+  CHECK(name == "soft" || name == "ibverbs")
+      << "DREPLAY_TEST_PROVIDER must be soft or ibverbs, not \"" << name << "\"";
+  return name;
+}
+
+std::unique_ptr<verbs::Provider> TestProvider() {
+  verbs::ProviderOptions options;
+  options.kind =
+      TestProviderName() == "ibverbs" ? verbs::ProviderKind::kIbverbs : verbs::ProviderKind::kSoft;
   absl::StatusOr<std::unique_ptr<verbs::Provider>> provider = verbs::CreateProvider(options);
   CHECK(provider.ok()) << provider.status();
   return std::move(*provider);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -30,6 +31,14 @@ inline constexpr absl::Duration kTestTimeout = absl::Seconds(20);
 
 // A soft provider (one per emulated host); CHECK-fails if it cannot start.
 std::unique_ptr<verbs::Provider> SoftProvider();
+
+// The provider the tests that run against a real device use:
+// $DREPLAY_TEST_PROVIDER ("soft", the default, or "ibverbs"; tools/rxe_vm
+// sets ibverbs). CHECK-fails on another value.
+std::string TestProviderName();
+
+// A provider of TestProviderName()'s kind; CHECK-fails if it cannot start.
+std::unique_ptr<verbs::Provider> TestProvider();
 
 // capacity 256, slot_size 168 (128-byte payloads), batch 8, depth 4,
 // param_bytes 4096, max_actors 8; short timeouts and quick idle back-off;

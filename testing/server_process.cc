@@ -154,8 +154,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   p->dir_ = MakeTestDir("replay_server");
   const std::string port_file = p->dir_ + "/port";
-  std::vector<std::string> argv = {options.binary, "--listen=" + options.listen, "--provider=soft",
-                                   "--port_file=" + port_file};
+  std::vector<std::string> argv = {options.binary, "--listen=" + options.listen,
+                                   "--provider=" + options.provider, "--port_file=" + port_file};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   const absl::StatusOr<pid_t> pid = Spawn(argv, p->dir_ + "/stdout", p->dir_ + "/stderr");
   if (!pid.ok()) return pid.status();

@@ -57,6 +57,8 @@ struct ServerProcessOptions {
   std::string binary = "replay_server/replay_server";
   // "HOST:PORT" for --listen; port 0: the OS picks one.
   std::string listen = "127.0.0.1:0";
+  // --provider: "soft", or "ibverbs" for a real device (TestProviderName()).
+  std::string provider = "soft";
   // More flags (e.g. "--capacity=4096").
   std::vector<std::string> flags;
   absl::Duration start_timeout = kServerStartTimeout;

@@ -8,6 +8,10 @@
 // NaN and infinite priorities or oversized and malformed mailbox entries.
 // Each is refused by the provider or counted and contained; an honest actor
 // writing at the same time carries on without reconnecting.
+//
+// It runs on the soft provider, or with DREPLAY_TEST_PROVIDER=ibverbs on a
+// real device (tools/rxe_vm/suite.sh runs it so on rxe), where the keys are
+// type-2 memory windows and the device itself refuses the misuse.
 
 #include <cmath>
 #include <cstdint>
@@ -39,8 +43,8 @@ using client::ClientSession;
 using protocol::RegionKind;
 using protocol::Role;
 using protocol::StatsBlock;
-using testing::SoftProvider;
 using testing::TaggedPayload;
+using testing::TestProvider;
 
 constexpr char kToken[] = "adversarial test token";
 constexpr uint32_t kPayloadBytes = 128;
@@ -55,6 +59,7 @@ class AdversarialTest : public ::testing::Test {
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
+    options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",
                      "--slot_size=168",
                      absl::StrCat("--batch_size=", kBatchSize),
@@ -67,7 +72,7 @@ class AdversarialTest : public ::testing::Test {
         testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    host_ = SoftProvider();
+    host_ = TestProvider();
     auto monitor = testing::StatsMonitor::Connect(host_.get(), *server_, kToken);
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     monitor_ = std::move(*monitor);
@@ -361,9 +366,9 @@ TEST_F(AdversarialTest, AMaliciousLearnerIsCountedAndTheCoreCarriesOn) {
   EXPECT_TRUE(testing::WaitFor([&] {
     return absl::StrContains(server_->LogTail(100000), "invalid (NaN, infinite or negative)");
   })) << server_->LogTail();
-  absl::StatusOr<testing::CommandResult> top =
-      testing::RunCommand({kReplayTop, "--provider=soft", "--server=" + server_->address(),
-                           absl::StrCat("--auth_token=", kToken), "--once", "--interval_s=0.2"});
+  absl::StatusOr<testing::CommandResult> top = testing::RunCommand(
+      {kReplayTop, "--provider=" + testing::TestProviderName(), "--server=" + server_->address(),
+       absl::StrCat("--auth_token=", kToken), "--once", "--interval_s=0.2"});
   ASSERT_TRUE(top.ok()) << top.status();
   EXPECT_EQ(top->exit_status, 0) << top->err;
   EXPECT_TRUE(absl::StrContains(top->out, "invalid (NaN, infinite or negative)")) << top->out;

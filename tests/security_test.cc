@@ -4,6 +4,9 @@
 // should not be able to write: wrong tokens, a monitor forging WRITEs, and
 // garbage on the listen port. Each is refused or fails alone; well-behaved
 // clients connected at the same time carry on.
+//
+// It runs on the soft provider, or with DREPLAY_TEST_PROVIDER=ibverbs on a
+// real device (tools/rxe_vm/suite.sh runs it so on rxe).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -34,8 +37,8 @@ using client::ClientSession;
 using protocol::RegionKind;
 using protocol::Role;
 using protocol::StatsBlock;
-using testing::SoftProvider;
 using testing::TaggedPayload;
+using testing::TestProvider;
 
 constexpr char kToken[] = "correct horse battery staple";
 constexpr uint32_t kPayloadBytes = 128;
@@ -48,6 +51,7 @@ class SecurityTest : public ::testing::Test {
     const std::string token_file = dir + "/token";
     std::ofstream(token_file) << kToken << "\n";
     testing::ServerProcessOptions options;
+    options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",      "--slot_size=168",
                      "--batch_size=8",       "--staging_depth=4",
                      "--max_actors=8",       "--heartbeat_interval_s=0.1",
@@ -56,7 +60,7 @@ class SecurityTest : public ::testing::Test {
         testing::ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    host_ = SoftProvider();
+    host_ = TestProvider();
     auto monitor = testing::StatsMonitor::Connect(host_.get(), *server_, kToken);
     ASSERT_TRUE(monitor.ok()) << monitor.status();
     monitor_ = std::move(*monitor);
@@ -351,6 +355,7 @@ TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
   std::ofstream(dir + "/shared") << shared << "\n";
   std::ofstream(dir + "/learner") << learner << "\n";
   testing::ServerProcessOptions options;
+  options.provider = testing::TestProviderName();
   options.flags = {"--capacity=4096",
                    "--slot_size=168",
                    "--batch_size=8",
@@ -362,7 +367,7 @@ TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
       testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<verbs::Provider> host = SoftProvider();
+  std::unique_ptr<verbs::Provider> host = TestProvider();
   auto connect = [&](Role role, uint32_t actor_id, const std::string& token) {
     client::ClientSessionOptions o = testing::ClientOptions(**server, role, actor_id, token);
     o.connect_deadline = absl::ZeroDuration();
@@ -383,6 +388,7 @@ TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
 
 TEST(SecurityFlagsTest, AServerWithoutTokensWarnsAtStart) {
   testing::ServerProcessOptions options;
+  options.provider = testing::TestProviderName();
   options.flags = {"--capacity=4096",   "--slot_size=168", "--batch_size=8",
                    "--staging_depth=4", "--max_actors=8",  "--stats_interval_s=0"};
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
