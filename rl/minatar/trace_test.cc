@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct TraceCase {
   std::string file;  // the unzipped trace, in kTestdata
   TraceOptions options;
 };
+
+// Names a case by its file in failure messages.
+void PrintTo(const TraceCase& c, std::ostream* os) { *os << c.file; }
 
 std::vector<std::string> ReadLines(const std::string& path) {
   std::ifstream in(path);
