@@ -31,6 +31,40 @@ for check in "python3 tools/dependency_rules.py" "tools/format.sh --check"; do
     [ "$rc" -ne 0 ] || rc=1
   fi
 done
+# The ibverbs path on a real kernel Soft-RoCE device (rdma_rxe), in a VM
+# under software emulation (tools/rxe_vm/): the rdma-tagged tests, the
+# adversarial tests on real memory windows, an end-to-end run, verbs_bench
+# and replay_bench, each counted as one test. Where the VM cannot run, that
+# is a skip with its reason, not a pass.
+skipped=0
+if [ "$rc" -ne 0 ]; then
+  echo "rxe: not run: the build or the tests above failed"
+  skipped=$((skipped + 1))
+else
+  rdma_tests=$(bazel query 'attr(tags, "\brdma\b", tests(//...))' 2>/dev/null |
+    sed -e 's#^//##' -e 's#:#/#')
+  vm_out=$(mktemp -d)
+  vm_log="$vm_out/console.log"
+  echo "rxe: running the ibverbs suite on kernel Soft-RoCE in a VM (logs: $vm_out)"
+  # shellcheck disable=SC2086
+  tools/rxe_vm/rxe_vm.sh --timeout=900 --out="$vm_out" -- tools/rxe_vm/suite.sh $rdma_tests \
+    2>&1 | tee "$vm_log"
+  vm_rc=${PIPESTATUS[0]}
+  counts=$(grep -E '^rxe: [0-9]+ passed, [0-9]+ failed$' "$vm_log" | tail -n 1)
+  if [ "$vm_rc" -eq 77 ]; then
+    echo "rxe: skipped: $(grep '^rxe_vm: cannot run:' "$vm_log" | tail -n 1 | cut -d: -f3-)"
+    skipped=$((skipped + 1))
+  elif [ -n "$counts" ]; then
+    passed=$((passed + $(echo "$counts" | awk '{print $2}')))
+    failed=$((failed + $(echo "$counts" | awk '{print $4}')))
+    [ "$vm_rc" -eq 0 ] || rc=1
+  else
+    echo "rxe: FAIL: the VM gave no result (exit status $vm_rc)"
+    failed=$((failed + 1))
+    rc=1
+  fi
+fi
+
 echo
-echo "tests: ${passed} passed, ${failed} failed"
+echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The test command's part on a real kernel Soft-RoCE device. tools/test.sh
+# runs it inside the VM (tools/rxe_vm/rxe_vm.sh) after `bazel test` has built
+# everything; it runs the built binaries directly:
+#   - the rdma-tagged tests (a test that skips here counts as failed: the
+#     device is there);
+#   - the adversarial and security tests on --provider=ibverbs, where keys are real type-2
+#     memory windows and the device refuses the misuse;
+#   - an end-to-end run on --provider=ibverbs: a server, two actors and a
+#     learner, in both placements and with the learner cache
+#     (tools/rxe_vm/e2e_check.py);
+#   - verbs_bench WRITE, READ and atomics, on ibverbs and on the soft
+#     provider side by side (figures in $OUT/verbs_bench.jsonl);
+#   - a short replay_bench on ibverbs.
+# Each step is one test: "rxe: PASS name (Ns)" or "rxe: FAIL name (Ns)" with
+# the end of its log; the last line is "rxe: N passed, N failed". Logs go to
+# $OUT. Arguments: the rdma-tagged test binaries, relative to bazel-bin.
+set -uo pipefail
+
+bin=bazel-bin
+out="${OUT:-/tmp/rxe_suite}"
+mkdir -p "$out"
+passed=0
+failed=0
+
+# step NAME COMMAND...: runs COMMAND with its output in $out/NAME.log.
+step() {
+  local name="$1"
+  shift
+  local log="$out/$name.log" start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  if [ "$rc" -eq 0 ] && grep -q '^\[  SKIPPED \]' "$log"; then
+    echo "rxe: $name skipped a test on a host that has the device" >>"$log"
+    rc=1
+  fi
+  if [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "rxe: PASS $name ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "rxe: FAIL $name ($((SECONDS - start)) s, exit status $rc); the end of $log:"
+    tail -n 30 "$log" | sed 's/^/    /'
+  fi
+}
+
+# gtest binaries that find their data files relative to their runfiles.
+in_runfiles() {
+  local binary="$1"
+  shift
+  (cd "$bin/$binary.runfiles/dreplay" && TEST_TMPDIR=$(mktemp -d) "./$binary" "$@")
+}
+
+for test in "$@"; do
+  step "$(basename "$test")" in_runfiles "$test"
+done
+
+# The tests that attack the server, on the device's memory windows.
+on_ibverbs() {
+  (export DREPLAY_TEST_PROVIDER=ibverbs && in_runfiles "$1")
+}
+step adversarial_test_ibverbs on_ibverbs tests/adversarial_test
+step security_test_ibverbs on_ibverbs tests/security_test
+
+step e2e_ibverbs python3 tools/rxe_vm/e2e_check.py --bin_dir "$bin" --out_dir "$out/e2e"
+
+bench() {  # NAME PROVIDER verbs_bench flags...
+  local provider="$2"
+  shift 2
+  "$bin/tools/verbs_bench" --provider="$provider" --duration_s=2 --warmup_s=0.5 --json "$@" |
+    tee -a "$out/verbs_bench.jsonl" | grep -q '"ops_per_s"'
+}
+for provider in ibverbs soft; do
+  step "verbs_bench_write_$provider" bench write "$provider" --op=write --size=64 --batch=16 --depth=64
+  step "verbs_bench_read_$provider" bench read "$provider" --op=read --size=32768 --depth=16
+  step "verbs_bench_fetch_add_$provider" bench fetch_add "$provider" --op=fetch_add --depth=16
+  step "verbs_bench_compare_swap_$provider" bench compare_swap "$provider" --op=compare_swap --depth=16
+done
+
+step replay_bench_ibverbs "$bin/tools/replay_bench" --provider=ibverbs --duration_s=3 --json
+
+echo "rxe: ${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
