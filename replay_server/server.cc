@@ -155,6 +155,15 @@ absl::Status ReplayServer::RegisterRegions() {
     void* addr = regions_->region(kind);
     const uint64_t bytes = regions_->region_bytes(kind);
     if (addr == nullptr || bytes == 0) continue;
+    // Roles other than actors get windows over whole regions, and devices
+    // bind no window longer than kMaxDeviceWindowBytes (mlx5).
+    if (provider_->name() == "ibverbs" && bytes > verbs::kMaxDeviceWindowBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region ", protocol::RegionKindName(kind), " is ", bytes, " bytes, longer than the ",
+          verbs::kMaxDeviceWindowBytes,
+          " a device can grant in one memory window: lower --capacity (or --slot_size, "
+          "--param_bytes)"));
+    }
     // No remote access: a region key is never sent; windows carry it.
     ASSIGN_OR_RETURN(
         region_mrs_[k],

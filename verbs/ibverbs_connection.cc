@@ -102,10 +102,18 @@ absl::Status CheckQueuePairOptions(const Device& device, const QueuePairOptions&
   return absl::OkStatus();
 }
 
-// Creates the RC QP on objects->cq. Asks for the inline size the options
-// name; a device that cannot give it fails with EINVAL, so halve it until it
-// fits (0 always does).
+// Creates the RC QP on objects->cq. Queue depths beyond the device's
+// max_qp_wr are refused first, by name: ibv_create_qp says only EINVAL for
+// them (mlx5) as for an inline size the device cannot give. Then the inline
+// size the options name is asked for, and halved on EINVAL until it fits (0
+// always does).
 absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options, QpObjects* objects) {
+  const int max_recv_wr = std::max(options.max_recv_wr, 1);
+  if (options.max_send_wr > device.attr.max_qp_wr || max_recv_wr > device.attr.max_qp_wr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue depths max_send_wr ", options.max_send_wr, " and max_recv_wr ", max_recv_wr,
+        " must not exceed ", device.name, "'s max_qp_wr ", device.attr.max_qp_wr));
+  }
   uint32_t inline_wanted = options.max_inline_data;
   for (;;) {
     ibv_qp_init_attr init;
@@ -115,7 +123,7 @@ absl::Status CreateRcQp(const Device& device, const QueuePairOptions& options, Q
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0;
     init.cap.max_send_wr = options.max_send_wr;
-    init.cap.max_recv_wr = std::max(options.max_recv_wr, 1);
+    init.cap.max_recv_wr = max_recv_wr;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = inline_wanted;

@@ -85,6 +85,11 @@ absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr
                                                    ") is not inside a region of ", mr.length(),
                                                    " bytes"));
   }
+  if (length > kMaxWindowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("BindWindow: ", length, " bytes is longer than ",
+                                                   kMaxWindowBytes,
+                                                   ", the longest window mlx5 can bind"));
+  }
   if ((mr.access() & kMemoryWindowBind) == 0) {
     return absl::InvalidArgumentError(
         "BindWindow: the memory region was not registered with kMemoryWindowBind");

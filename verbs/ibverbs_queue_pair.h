@@ -107,6 +107,9 @@ class IbverbsQueuePair : public QueuePair {
   // this side runs out of retries, and never by a side that sends nothing.
   void AttachControl(std::unique_ptr<TcpConnection> control);
   static constexpr absl::Duration kPeerCheckInterval = absl::Milliseconds(10);
+  // The longest window BindWindow binds (verbs.h): refused by name on
+  // every device, as mlx5 refuses it.
+  static constexpr uint64_t kMaxWindowBytes = kMaxDeviceWindowBytes;
 
   absl::Status PostSend(absl::Span<const WorkRequest> wrs) override;
   absl::Status PostRecv(absl::Span<const RecvRequest> rrs) override;

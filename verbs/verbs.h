@@ -226,6 +226,11 @@ inline constexpr uint64_t kAtomicAlignment = sizeof(uint64_t);
 // request instead); OK for anything else.
 absl::Status CheckAtomicAlignment(const WorkRequest& wr);
 
+// The longest memory window the ibverbs provider binds: mlx5 refuses longer
+// ones (EOPNOTSUPP). The ibverbs provider's BindWindow refuses them by name,
+// and a server on it refuses at start a region it would grant whole.
+inline constexpr uint64_t kMaxDeviceWindowBytes = uint64_t{1} << 31;
+
 // A connected RC queue pair with its own completion queue.
 class QueuePair {
  public:
