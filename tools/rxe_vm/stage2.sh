@@ -18,7 +18,7 @@ finish() {
   echo "$1" > "$job/rc"
   sync
   echo o > /proc/sysrq-trigger
-  sleep 5
+  read -r -t 5 _ </dev/console  # a builtin: the shared root may be gone
   exit "$1"   # PID 1 exiting panics the kernel, and QEMU (-no-reboot) stops
 }
 mkdir -p /dev/shm /dev/pts /tmp/home
@@ -48,6 +48,10 @@ for _ in $(seq 100); do
   [ -n "$gid" ] && [ "$gid" != "0000:0000:0000:0000:0000:0000:0000:0000" ] && break
   sleep 0.1
 done
+if [ -z "$gid" ] || [ "$gid" = "0000:0000:0000:0000:0000:0000:0000:0000" ]; then
+  echo "rxe_vm: rxe0 has no GID after 10 s"
+  finish 125
+fi
 echo "rxe_vm: $VM_NAME: kernel $(uname -r), rxe0 on d0, gid[0] $gid"
 ulimit -l unlimited
 export HOME=/tmp/home

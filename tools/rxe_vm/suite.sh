@@ -4,6 +4,7 @@
 # everything; it runs the built binaries directly:
 #   - the rdma-tagged tests (a test that skips here counts as failed: the
 #     device is there);
+#   - a registration over RLIMIT_MEMLOCK refused with what to raise;
 #   - the adversarial and security tests on --provider=ibverbs, where keys are real type-2
 #     memory windows and the device refuses the misuse;
 #   - an end-to-end run on --provider=ibverbs: a server, two actors and a
@@ -61,6 +62,17 @@ on_ibverbs() {
 }
 step adversarial_test_ibverbs on_ibverbs tests/adversarial_test
 step security_test_ibverbs on_ibverbs tests/security_test
+
+# Without CAP_IPC_LOCK and with a small RLIMIT_MEMLOCK, a registration is
+# refused with what to raise, not with a bare "Cannot allocate memory".
+memlock_refusal() {
+  local output
+  output=$(setpriv --bounding-set=-ipc_lock -- bash -c \
+    "ulimit -l 64 && exec $bin/tools/verbs_bench --provider=ibverbs --duration_s=0.2" 2>&1)
+  echo "$output"
+  [[ "$output" == *RLIMIT_MEMLOCK*"ulimit -l unlimited"* ]]
+}
+step memlock_refusal memlock_refusal
 
 step e2e_ibverbs python3 tools/rxe_vm/e2e_check.py --bin_dir "$bin" --out_dir "$out/e2e"
 
