@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
 // The ibverbs queue pair's datapath and setup attributes against the strict
-// fake device (ibverbs_fake.h): no hardware needed.
+// fake device (ibverbs_fake.h), in its default mlx5 profile: no hardware
+// needed.
 
 #include "verbs/ibverbs_queue_pair.h"
 
@@ -73,10 +74,8 @@ class IbverbsQueuePairTest : public ::testing::Test {
     device_ = std::make_shared<Device>();
     device_->name = "fake0";
     device_->api = &fake_;
-    device_->port = 1;
-    device_->port_attr.link_layer = IBV_LINK_LAYER_ETHERNET;
-    device_->port_attr.max_msg_sz = 1u << 30;
-    device_->attr.atomic_cap = IBV_ATOMIC_HCA;
+    // The device as OpenDevice would see the one the fake plays.
+    fake_.profile().Describe(device_.get());
   }
 
   // A queue pair taken RESET -> INIT -> RTR -> RTS by the attribute
@@ -88,7 +87,7 @@ class IbverbsQueuePairTest : public ::testing::Test {
     config.max_inline_data = max_inline;
     config.cqe = max_send_wr + 8;
     QpObjects objects(device_->name, &fake_);
-    fake_.CreateQp(config, &objects.qp, &objects.cq);
+    EXPECT_EQ(fake_.CreateQp(config, &objects.qp, &objects.cq), 0);
     objects.max_inline_data = max_inline;
     raw_qp_ = objects.qp;
     raw_cq_ = objects.cq;
@@ -142,7 +141,7 @@ class IbverbsQueuePairTest : public ::testing::Test {
 
 TEST_F(IbverbsQueuePairTest, TheStrictFakeRefusesAMissingMaskOrASkippedState) {
   QpObjects objects(device_->name, &fake_);
-  fake_.CreateQp(StrictFakeIbv::QpConfig(), &objects.qp, &objects.cq);
+  ASSERT_EQ(fake_.CreateQp(StrictFakeIbv::QpConfig(), &objects.qp, &objects.cq), 0);
   QpTransition init = BuildInitTransition(*device_);
   QpTransition early = init;
   early.attr.qp_state = IBV_QPS_RTR;  // RESET -> RTR skips INIT
