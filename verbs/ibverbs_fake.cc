@@ -85,6 +85,8 @@ StrictFakeIbv::DeviceProfile StrictFakeIbv::DeviceProfile::Mlx5() {
   p.max_qp_init_rd_atom = 16;
   // 1 << MLX5_CAP_GEN(log_max_mkey), 24 on ConnectX-5 (unsure per model).
   p.max_mw = 1 << 24;
+  // What mlx5 gives when the mkeys run out: believed ENOMEM, unsure.
+  p.mw_exhausted_errno = ENOMEM;
   p.active_mtu = kRoceMtuOn1500;
   // mlx5_query_port_roce: 1 << MLX5_CAP_GEN(log_max_msg), 30: 1 GiB.
   p.max_msg_sz = 1u << 30;
@@ -116,6 +118,8 @@ StrictFakeIbv::DeviceProfile StrictFakeIbv::DeviceProfile::Rxe() {
   // RXE_MIN_MW_INDEX = 2^19 - 1 once the indices were spread over
   // DEFAULT_MAX_VALUE (unsure which 6.x first has it; 0x1000 before).
   p.max_mw = (1 << 19) - 1;
+  // __rxe_add_to_pool returns -EINVAL when the pool is full, not ENOMEM.
+  p.mw_exhausted_errno = EINVAL;
   // rxe_init_port_param: active_mtu from eth_mtu_int_to_enum(netdev MTU).
   // rxe_qp_chk_attr itself only refuses a path MTU above the port's max_mtu
   // (RXE_PORT_MAX_MTU, 4096); one above the active MTU makes packets the
@@ -458,6 +462,10 @@ ibv_mw* StrictFakeIbv::AllocMw(ibv_pd* pd, ibv_mw_type type) {
     // A provider without alloc_mw (libibverbs), or a kernel driver without
     // it (ib_uverbs_alloc_mw): EOPNOTSUPP either way.
     errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (static_cast<int>(mws_.size()) >= profile_.max_mw) {
+    errno = profile_.mw_exhausted_errno;
     return nullptr;
   }
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {

@@ -49,18 +49,18 @@
 //    with a given error status (a remote access error, say), as a peer or
 //    the link would, moving the QP to ERR.
 //  * Memory windows: AllocMw makes type-1 or type-2 windows (a key index in
-//    the upper 24 bits), or fails with EOPNOTSUPP on a profile without
-//    windows. An IBV_WR_BIND_MW request must name a type-2
-//    window not bound yet, a new key with the window's index and another
-//    low byte (ibv_inc_rkey), a region made by RegisterMr with
-//    IBV_ACCESS_MW_BIND, a range inside it and, for remote write, a region
-//    with local write; otherwise it completes with IBV_WC_MW_BIND_ERR and
-//    moves the QP to ERR. A bound window admits (WindowAllows) requests that
-//    arrive on its own QP only. Destroying a QP with windows still bound
-//    through it, or deregistering (DeregMr) a region with a window bound to
-//    it, is a lifetime violation: recorded (violations()), as rxe makes the
-//    first a use-after-free and every device refuses the second (EBUSY
-//    here).
+//    the upper 24 bits); it fails with EOPNOTSUPP on a profile without
+//    windows, and with the profile's errno past its max_mw windows (EINVAL
+//    on rxe). An IBV_WR_BIND_MW request must name a type-2 window not bound
+//    yet, a new key with the window's index and another low byte
+//    (ibv_inc_rkey), a region made by RegisterMr with IBV_ACCESS_MW_BIND, a
+//    range inside it and, for remote write, a region with local write;
+//    otherwise it completes with IBV_WC_MW_BIND_ERR and moves the QP to ERR.
+//    A bound window admits (WindowAllows) requests that arrive on its own
+//    QP only. Destroying a QP with windows still bound through it, or
+//    deregistering (DeregMr) a region with a window bound to it, is a
+//    lifetime violation: recorded (violations()), as rxe makes the first a
+//    use-after-free and every device refuses the second (EBUSY here).
 //  * The CQ holds `cqe` completions; one more is an overrun (recorded, the
 //    completion dropped), which the tests check never happens.
 //
@@ -71,6 +71,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -98,9 +99,10 @@ class StrictFakeIbv : public IbvApi {
     int max_qp_wr = 0;
     int max_send_sge = 0;
     uint32_t max_inline_data = 0;
-    int max_qp_rd_atom = 0;       // responder depth: the limit of max_dest_rd_atomic
-    int max_qp_init_rd_atom = 0;  // initiator depth: the limit of max_rd_atomic
-    int max_mw = 0;               // 0: no memory windows at all
+    int max_qp_rd_atom = 0;           // responder depth: the limit of max_dest_rd_atomic
+    int max_qp_init_rd_atom = 0;      // initiator depth: the limit of max_rd_atomic
+    int max_mw = 0;                   // 0: no memory windows at all
+    int mw_exhausted_errno = ENOMEM;  // AllocMw's errno past max_mw windows
     ibv_mtu active_mtu = IBV_MTU_1024;
     uint32_t max_msg_sz = 0;            // the port's largest message, bytes
     uint64_t max_window_length = 0;     // 0: no limit but the region's

@@ -202,6 +202,19 @@ TEST(StrictFakeIbvTest, TheRxeBefore514ProfileRefusesAWindow) {
   EXPECT_EQ(bad, &bind);
 }
 
+TEST(StrictFakeIbvTest, ExhaustedWindowsAreAnEinvalOnRxeNotAnEnomem) {
+  for (Profile profile : {Profile::Mlx5(), Profile::Rxe()}) {
+    profile.max_mw = 2;
+    StrictFakeIbv fake(profile);
+    ASSERT_NE(fake.AllocMw(nullptr, IBV_MW_TYPE_2), nullptr);
+    ASSERT_NE(fake.AllocMw(nullptr, IBV_MW_TYPE_2), nullptr);
+    errno = 0;
+    EXPECT_EQ(fake.AllocMw(nullptr, IBV_MW_TYPE_2), nullptr);
+    EXPECT_EQ(errno, profile.name == "rxe" ? EINVAL : ENOMEM) << profile.name;
+    EXPECT_EQ(fake.windows_allocated(), 2);
+  }
+}
+
 TEST(StrictFakeIbvTest, TheSiwProfileRefusesAtomicsAndWriteWithImmWithANegativeErrno) {
   FakeDevice d(Profile::Siw());
   ibv_qp* qp = d.Ready();
