@@ -111,10 +111,12 @@ absl::StatusOr<RemoteRegion> IbverbsQueuePair::BindWindow(const MemoryRegion& mr
     const int error_number = errno != 0 ? errno : ENOMEM;
     const std::string verb = absl::StrCat("ibv_alloc_mw(TYPE_2) on ", device_->name);
     // Not kResourceExhausted, which means a full send queue (retry later):
-    // the device's windows do not come back by waiting.
-    if (error_number == ENOMEM) {
+    // the device's windows do not come back by waiting. mlx5 says ENOMEM
+    // when none is left, rxe EINVAL (its object pool is full).
+    if (error_number == ENOMEM || error_number == EINVAL) {
       return absl::UnavailableError(absl::StrCat(
-          verb, ": the device's memory windows are exhausted (max_mw ", device_->attr.max_mw, ")"));
+          verb, ": no memory window left (", std::strerror(error_number), "; this process holds ",
+          device_->windows.size(), " of the device's max_mw ", device_->attr.max_mw, ")"));
     }
     return IbvResultToStatus(error_number, verb);
   }

@@ -187,7 +187,7 @@ timeout -k 10 "$timeout_s" qemu-system-x86_64 \
   -display none -monitor none -serial stdio -no-reboot -net none \
   -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
-  "${shares[@]}" </dev/null | tr -d '\r'
+  "${shares[@]}" </dev/null | sed -u 's/\r$//'
 qemu_rc=${PIPESTATUS[0]}
 if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then
   echo "rxe_vm: the VM ran past --timeout=$timeout_s s and was stopped" >&2
