@@ -157,6 +157,7 @@ PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options, const 
   info.qpn = qp->qp_num;
   info.psn = psn;
   info.gid = device.gid;
+  info.gid_kind = device.gid_kind;
   info.lid = device.port_attr.lid;
   info.mtu = device.port_attr.active_mtu;
   const int wanted = std::min(options.max_rd_atomic, kMaxRdAtomicField);
@@ -281,6 +282,12 @@ class IbverbsPendingConnection : public PendingConnection {
     if (!status.ok()) {
       Reject(absl::StrCat("listener error: ", status.message()));
       return status;
+    }
+    const absl::Status reachable =
+        CheckGidCompatible(device_->gid_kind, device_->gid, remote_, peer());
+    if (!reachable.ok()) {
+      Reject(std::string(reachable.message()));
+      return reachable;
     }
     answered_ = true;
     const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -457,7 +464,10 @@ absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::st
   ASSIGN_OR_RETURN(SetupMessage answer,
                    ReceiveAnswer(channel.get(), deadline, options.connect_timeout));
   // The listener's queue pair must be sane before ours is modified against it.
-  const absl::Status sane = CheckPeerInfo(answer.info, device->is_ethernet(), channel->peer());
+  absl::Status sane = CheckPeerInfo(answer.info, device->is_ethernet(), channel->peer());
+  if (sane.ok()) {
+    sane = CheckGidCompatible(device->gid_kind, device->gid, answer.info, channel->peer());
+  }
   absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> up =
       sane.ok() ? ConnectQp(device, options, std::move(qp), answer.info)
                 : absl::StatusOr<std::unique_ptr<IbverbsQueuePair>>(sane);

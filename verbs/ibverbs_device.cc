@@ -158,6 +158,21 @@ const char* GidTypeName(ibv_gid_type type, bool ethernet) {
   return "unknown";
 }
 
+// Records GID table entry `index` as the one the device's queue pairs use.
+void SetGid(Device* device, int index, const ibv_gid& gid, ibv_gid_type type) {
+  const bool ethernet = device->is_ethernet();
+  device->gid_index = index;
+  device->gid = gid;
+  device->gid_type = GidTypeName(type, ethernet);
+  if (type == IBV_GID_TYPE_ROCE_V2) {
+    device->gid_kind = GidKind::kRoceV2;
+  } else if (type == IBV_GID_TYPE_ROCE_V1 || ethernet) {
+    device->gid_kind = GidKind::kRoceV1;
+  } else {
+    device->gid_kind = GidKind::kInfiniBand;
+  }
+}
+
 // Chooses the GID of device->port: the requested index, or automatically a
 // RoCE v2 GID with an IPv4-mapped address, else a RoCE v2 global GID, else
 // any RoCE v2 GID, else the first valid GID.
@@ -176,9 +191,7 @@ absl::Status ChooseGid(Device* device, const char* ibdev_path, int requested_ind
                                               " port ", device->port, ": ",
                                               gid.status().message()));
     }
-    device->gid_index = requested_index;
-    device->gid = gid->first;
-    device->gid_type = GidTypeName(gid->second, ethernet);
+    SetGid(device, requested_index, gid->first, gid->second);
     return absl::OkStatus();
   }
   // Lower rank is better.
@@ -203,9 +216,7 @@ absl::Status ChooseGid(Device* device, const char* ibdev_path, int requested_ind
     }
     if (rank < best_rank) {
       best_rank = rank;
-      device->gid_index = i;
-      device->gid = gid->first;
-      device->gid_type = GidTypeName(gid->second, ethernet);
+      SetGid(device, i, gid->first, gid->second);
     }
     if (rank == 0) break;
   }

@@ -28,6 +28,7 @@
 #include "verbs/ibverbs_api.h"
 #include "verbs/ibverbs_async_events.h"
 #include "verbs/ibverbs_windows.h"
+#include "verbs/ibverbs_wire.h"
 #include "verbs/options.h"
 
 namespace dreplay::verbs::ibverbs {
@@ -45,8 +46,9 @@ struct Device {
   ibv_port_attr port_attr = {};
   int gid_index = 0;
   ibv_gid gid = {};
-  std::string gid_type;       // "RoCE v2", "RoCE v1", "IB"
-  uint8_t traffic_class = 0;  // ProviderOptions::traffic_class, for every GRH
+  std::string gid_type;                     // "RoCE v2", "RoCE v1", "IB"
+  GidKind gid_kind = GidKind::kInfiniBand;  // the same, as sent to peers
+  uint8_t traffic_class = 0;                // ProviderOptions::traffic_class, for every GRH
   // The queue pairs' asynchronous faults (thread-safe; the one member that
   // changes after OpenDevice).
   FaultRegistry faults;

@@ -32,6 +32,7 @@ std::string EncodeSetup(const SetupMessage& m) {
   h.initiator_depth = static_cast<uint8_t>(m.info.initiator_depth);
   h.responder_resources = static_cast<uint8_t>(m.info.responder_resources);
   h.payload_length = htonl(static_cast<uint32_t>(m.payload.size()));
+  h.gid_kind = static_cast<uint8_t>(m.info.gid_kind);
   std::string out(sizeof(h) + m.payload.size(), '\0');
   std::memcpy(out.data(), &h, sizeof(h));
   std::memcpy(out.data() + sizeof(h), m.payload.data(), m.payload.size());
@@ -70,8 +71,13 @@ absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::st
     return absl::InvalidArgumentError(
         absl::StrCat("setup frame from ", peer, " has invalid MTU code ", h.mtu));
   }
+  if (h.gid_kind > static_cast<uint8_t>(GidKind::kRoceV2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("setup frame from ", peer, " has unknown GID kind ", h.gid_kind));
+  }
   SetupMessage m;
   m.kind = static_cast<SetupKind>(h.kind);
+  m.info.gid_kind = static_cast<GidKind>(h.gid_kind);
   m.info.qpn = ntohl(h.qpn);  // CheckPeerInfo checks its range
   m.info.psn = ntohl(h.psn) & kPsnMask;
   std::memcpy(m.info.gid.raw, h.gid, sizeof(h.gid));
@@ -81,6 +87,59 @@ absl::StatusOr<SetupMessage> DecodeSetup(const std::string& frame, const std::st
   m.info.responder_resources = h.responder_resources;
   m.payload = frame.substr(sizeof(h));
   return m;
+}
+
+const char* GidKindName(GidKind kind) {
+  switch (kind) {
+    case GidKind::kInfiniBand:
+      return "InfiniBand";
+    case GidKind::kRoceV1:
+      return "RoCE v1";
+    case GidKind::kRoceV2:
+      return "RoCE v2";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// ::ffff:a.b.c.d
+bool Ipv4Mapped(const ibv_gid& gid) {
+  for (int i = 0; i < 10; ++i) {
+    if (gid.raw[i] != 0) return false;
+  }
+  return gid.raw[10] == 0xff && gid.raw[11] == 0xff;
+}
+
+std::string GidText(const ibv_gid& gid) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET6, gid.raw, text, sizeof(text));
+  return text;
+}
+
+}  // namespace
+
+absl::Status CheckGidCompatible(GidKind local_kind, const ibv_gid& local_gid, const PeerInfo& peer,
+                                const std::string& peer_name) {
+  const auto describe = [](GidKind kind, const ibv_gid& gid) {
+    return absl::StrCat(GidKindName(kind), " GID ", GidText(gid));
+  };
+  const std::string both =
+      absl::StrCat("peer ", peer_name, " has a ", describe(peer.gid_kind, peer.gid),
+                   ", this side a ", describe(local_kind, local_gid));
+  if (local_kind != peer.gid_kind) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(both,
+                     ": the two cannot reach each other; choose GIDs of one kind on both "
+                     "sides (--gid_index)"));
+  }
+  if (local_kind == GidKind::kRoceV2 && Ipv4Mapped(local_gid) != Ipv4Mapped(peer.gid)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(both,
+                     ": RoCE v2 packets of one IP family do not reach the other; choose "
+                     "GIDs of one family on both sides (--gid_index)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckPeerInfo(const PeerInfo& info, bool ethernet, const std::string& peer) {

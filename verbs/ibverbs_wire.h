@@ -47,7 +47,14 @@ inline constexpr size_t kMaxPayloadBytes = 64 * 1024;
 
 inline constexpr uint32_t kSetupMagic = 0x44524942;  // "DRIB"
 // 2: hello and accept follow the connection manager's preamble.
-inline constexpr uint16_t kSetupVersion = 2;
+// 3: the GID's kind (InfiniBand, RoCE v1, RoCE v2).
+inline constexpr uint16_t kSetupVersion = 3;
+
+// What kind of GID a side addresses its queue pair with. Two RoCE sides must
+// use one RoCE version, and for RoCE v2 one IP family (IPv4-mapped or
+// IPv6): the packets of one are not routed to the other.
+enum class GidKind : uint8_t { kInfiniBand = 0, kRoceV1 = 1, kRoceV2 = 2 };
+const char* GidKindName(GidKind kind);
 
 enum class SetupKind : uint8_t { kHello = 1, kAccept = 2, kReject = 3, kReady = 4 };
 
@@ -65,8 +72,10 @@ struct SetupHeader {
   uint8_t initiator_depth;      // READs/atomics this side may have in flight
   uint8_t responder_resources;  // ... and may serve for the peer
   uint32_t payload_length;
+  uint8_t gid_kind;  // GidKind
+  uint8_t reserved[3];
 };
-static_assert(sizeof(SetupHeader) == 40, "SetupHeader is a wire structure");
+static_assert(sizeof(SetupHeader) == 44, "SetupHeader is a wire structure");
 static_assert(std::is_trivially_copyable<SetupHeader>::value, "SetupHeader is copied with memcpy");
 static_assert(sizeof(ibv_gid) == sizeof(SetupHeader::gid), "GID is 16 bytes");
 inline constexpr size_t kMaxSetupFrameBytes = sizeof(SetupHeader) + kMaxPayloadBytes;
@@ -80,6 +89,7 @@ struct PeerInfo {
   ibv_mtu mtu = IBV_MTU_1024;
   int initiator_depth = 0;
   int responder_resources = 0;
+  GidKind gid_kind = GidKind::kRoceV2;
 };
 
 struct SetupMessage {
@@ -94,6 +104,13 @@ struct SetupMessage {
 // sent a GID that is not all zero; an InfiniBand LID is unicast
 // (below 0xC000). kInvalidArgument naming `peer` and the field otherwise.
 absl::Status CheckPeerInfo(const PeerInfo& info, bool ethernet, const std::string& peer);
+
+// Whether this side (its GID `local_gid` of kind `local_kind`) and the peer
+// can reach each other: on RoCE one version and, for RoCE v2, one IP family.
+// kFailedPrecondition naming both GIDs and what to change (--gid_index)
+// otherwise.
+absl::Status CheckGidCompatible(GidKind local_kind, const ibv_gid& local_gid, const PeerInfo& peer,
+                                const std::string& peer_name);
 
 // The frame for `m`.
 std::string EncodeSetup(const SetupMessage& m);

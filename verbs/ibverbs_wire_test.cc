@@ -6,6 +6,7 @@
 
 #include "verbs/ibverbs_wire.h"
 
+#include <cstddef>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -74,6 +75,38 @@ TEST(IbverbsWireTest, CheckPeerInfoRefusesAMulticastLidOnInfiniBand) {
   info.lid = 0xc000;
   EXPECT_FALSE(CheckPeerInfo(info, /*ethernet=*/false, "peer").ok());
   EXPECT_TRUE(CheckPeerInfo(info, /*ethernet=*/true, "peer").ok());  // RoCE ignores the LID
+}
+
+TEST(IbverbsWireTest, TheGidKindRoundTripsAndAnUnknownOneIsRefused) {
+  SetupMessage m;
+  m.kind = SetupKind::kAccept;
+  m.info = Sane();
+  m.info.gid_kind = GidKind::kRoceV1;
+  absl::StatusOr<SetupMessage> back = DecodeSetup(EncodeSetup(m), "peer");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->info.gid_kind, GidKind::kRoceV1);
+  std::string frame = EncodeSetup(m);
+  frame[offsetof(SetupHeader, gid_kind)] = 9;
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeSetup(frame, "peer").status()));
+}
+
+TEST(IbverbsWireTest, GidsOfAnotherRoceVersionOrIpFamilyAreRefusedByName) {
+  const PeerInfo v4 = Sane();  // RoCE v2, ::ffff:0.0.0.7
+  ibv_gid v6 = {};
+  v6.raw[0] = 0xfe;
+  v6.raw[1] = 0x80;
+  v6.raw[15] = 9;
+  EXPECT_TRUE(CheckGidCompatible(GidKind::kRoceV2, v4.gid, v4, "peer").ok());
+  const absl::Status family = CheckGidCompatible(GidKind::kRoceV2, v6, v4, "10.0.0.2:7000");
+  EXPECT_TRUE(absl::IsFailedPrecondition(family)) << family;
+  EXPECT_NE(family.message().find("IP family"), absl::string_view::npos) << family;
+  EXPECT_NE(family.message().find("--gid_index"), absl::string_view::npos) << family;
+  const absl::Status version = CheckGidCompatible(GidKind::kRoceV1, v4.gid, v4, "peer");
+  EXPECT_TRUE(absl::IsFailedPrecondition(version)) << version;
+  EXPECT_NE(version.message().find("RoCE v1"), absl::string_view::npos) << version;
+  PeerInfo v6_peer = v4;
+  v6_peer.gid = v6;
+  EXPECT_TRUE(CheckGidCompatible(GidKind::kRoceV2, v6, v6_peer, "peer").ok());
 }
 
 }  // namespace
