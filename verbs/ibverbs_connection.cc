@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -150,14 +151,13 @@ absl::Status ModifyToInit(ibv_qp* qp, const Device& device) {
                            "ibv_modify_qp(RESET->INIT)");
 }
 
-// What this side sends in its setup frame.
-PeerInfo LocalInfo(const Device& device, const QueuePairOptions& options, const ibv_qp* qp,
-                   uint32_t psn) {
+// What this side sends in its setup frame, with the GID its entry holds now.
+absl::StatusOr<PeerInfo> LocalInfo(const Device& device, const QueuePairOptions& options,
+                                   const ibv_qp* qp, uint32_t psn) {
   PeerInfo info;
   info.qpn = qp->qp_num;
   info.psn = psn;
-  info.gid = device.gid;
-  info.gid_kind = device.gid_kind;
+  ASSIGN_OR_RETURN(std::tie(info.gid, info.gid_kind), CurrentGid(device));
   info.lid = device.port_attr.lid;
   info.mtu = device.port_attr.active_mtu;
   const int wanted = std::min(options.max_rd_atomic, kMaxRdAtomicField);
@@ -180,7 +180,7 @@ absl::StatusOr<NewQp> CreateQp(const std::shared_ptr<Device>& device,
   absl::BitGen gen;
   const uint32_t psn = absl::Uniform<uint32_t>(gen, 0, kPsnMask + 1);
   RETURN_IF_ERROR(ModifyToInit(qp.objects.qp, *device));
-  qp.local = LocalInfo(*device, options, qp.objects.qp, psn);
+  ASSIGN_OR_RETURN(qp.local, LocalInfo(*device, options, qp.objects.qp, psn));
   return qp;
 }
 
@@ -283,8 +283,9 @@ class IbverbsPendingConnection : public PendingConnection {
       Reject(absl::StrCat("listener error: ", status.message()));
       return status;
     }
+    absl::StatusOr<std::pair<ibv_gid, GidKind>> gid = CurrentGid(*device_);
     const absl::Status reachable =
-        CheckGidCompatible(device_->gid_kind, device_->gid, remote_, peer());
+        gid.ok() ? CheckGidCompatible(gid->second, gid->first, remote_, peer()) : gid.status();
     if (!reachable.ok()) {
       Reject(std::string(reachable.message()));
       return reachable;
@@ -466,7 +467,7 @@ absl::StatusOr<Connection> Connect(std::shared_ptr<Device> device, const std::st
   // The listener's queue pair must be sane before ours is modified against it.
   absl::Status sane = CheckPeerInfo(answer.info, device->is_ethernet(), channel->peer());
   if (sane.ok()) {
-    sane = CheckGidCompatible(device->gid_kind, device->gid, answer.info, channel->peer());
+    sane = CheckGidCompatible(qp.local.gid_kind, qp.local.gid, answer.info, channel->peer());
   }
   absl::StatusOr<std::unique_ptr<IbverbsQueuePair>> up =
       sane.ok() ? ConnectQp(device, options, std::move(qp), answer.info)

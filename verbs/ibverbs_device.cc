@@ -158,19 +158,19 @@ const char* GidTypeName(ibv_gid_type type, bool ethernet) {
   return "unknown";
 }
 
+GidKind KindOf(ibv_gid_type type, bool ethernet) {
+  if (type == IBV_GID_TYPE_ROCE_V2) return GidKind::kRoceV2;
+  if (type == IBV_GID_TYPE_ROCE_V1 || ethernet) return GidKind::kRoceV1;
+  return GidKind::kInfiniBand;
+}
+
 // Records GID table entry `index` as the one the device's queue pairs use.
 void SetGid(Device* device, int index, const ibv_gid& gid, ibv_gid_type type) {
   const bool ethernet = device->is_ethernet();
   device->gid_index = index;
   device->gid = gid;
   device->gid_type = GidTypeName(type, ethernet);
-  if (type == IBV_GID_TYPE_ROCE_V2) {
-    device->gid_kind = GidKind::kRoceV2;
-  } else if (type == IBV_GID_TYPE_ROCE_V1 || ethernet) {
-    device->gid_kind = GidKind::kRoceV1;
-  } else {
-    device->gid_kind = GidKind::kInfiniBand;
-  }
+  device->gid_kind = KindOf(type, ethernet);
 }
 
 // Chooses the GID of device->port: the requested index, or automatically a
@@ -264,6 +264,7 @@ absl::StatusOr<std::shared_ptr<Device>> OpenOne(ibv_device* dev, const ProviderO
                                                ibv_port_state_str(device->port_attr.state),
                                                ", not ACTIVE"));
   }
+  device->ibdev_path = dev->ibdev_path;
   RETURN_IF_ERROR(ChooseGid(device.get(), dev->ibdev_path, options.gid_index));
   ASSIGN_OR_RETURN(device->pd, IbvCheckPointer(ibv_alloc_pd(device->context), pd_verb));
   return device;
@@ -325,6 +326,23 @@ std::vector<std::string> MissingCapabilities(const ibv_device_attr& attr,
     missing.push_back(absl::StrCat("type-2 memory windows (max_mw ", attr.max_mw, ")"));
   }
   return missing;
+}
+
+absl::StatusOr<std::pair<ibv_gid, GidKind>> CurrentGid(const Device& device) {
+  auto gid = QueryGid(device.context, device.ibdev_path.c_str(), device.port, device.gid_index);
+  if (!gid.ok() || GidIsZero(gid->first)) {
+    return absl::UnavailableError(absl::StrCat(
+        device.name, " port ", device.port, " gid[", device.gid_index, "] (",
+        GidToString(device.gid), " at start) is ",
+        gid.ok() ? "empty" : std::string(gid.status().message()),
+        " now: its address was removed; restore it, or restart with another --gid_index"));
+  }
+  if (std::memcmp(gid->first.raw, device.gid.raw, sizeof(device.gid.raw)) != 0) {
+    LOG_FIRST_N(WARNING, 1) << device.name << " gid[" << device.gid_index << "] changed from "
+                            << GidToString(device.gid) << " to " << GidToString(gid->first)
+                            << "; new connections use the new one";
+  }
+  return std::make_pair(gid->first, KindOf(gid->second, device.is_ethernet()));
 }
 
 std::string GidToString(const ibv_gid& gid) {

@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,7 +45,10 @@ struct Device {
   ibv_device_attr attr = {};
   int port = 1;
   ibv_port_attr port_attr = {};
+  std::string ibdev_path;  // sysfs, for the GID type on old kernels
   int gid_index = 0;
+  // The GID at gid_index when the device was opened; a connection uses what
+  // the entry holds at its setup (CurrentGid).
   ibv_gid gid = {};
   std::string gid_type;                     // "RoCE v2", "RoCE v1", "IB"
   GidKind gid_kind = GidKind::kInfiniBand;  // the same, as sent to peers
@@ -83,6 +87,13 @@ absl::StatusOr<std::shared_ptr<Device>> OpenDevice(const ProviderOptions& option
 // asks for them (RegisterMemory, PostSend).
 std::vector<std::string> MissingCapabilities(const ibv_device_attr& attr,
                                              ibv_transport_type transport);
+
+// What GID table entry gid_index holds now, and its kind: what the device
+// puts in the packets of a queue pair set up now. A GID changes with its
+// interface's address (IBV_EVENT_GID_CHANGE), so each connection's setup
+// reads it again. kUnavailable when the entry is empty (its address was
+// removed), naming the device and index. Blocking (one query).
+absl::StatusOr<std::pair<ibv_gid, GidKind>> CurrentGid(const Device& device);
 
 // The GID in IPv6 text form ("?" if it cannot be printed).
 std::string GidToString(const ibv_gid& gid);
