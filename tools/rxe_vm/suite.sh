@@ -5,6 +5,8 @@
 #   - the rdma-tagged tests (a test that skips here counts as failed: the
 #     device is there);
 #   - a registration over RLIMIT_MEMLOCK refused with what to raise;
+#   - a link flap (d0 down and up) that replay_server survives without a
+#     restart;
 #   - the adversarial and security tests on --provider=ibverbs, where keys are real type-2
 #     memory windows and the device refuses the misuse;
 #   - an end-to-end run on --provider=ibverbs: a server, two actors and a
@@ -73,6 +75,43 @@ memlock_refusal() {
   [[ "$output" == *RLIMIT_MEMLOCK*"ulimit -l unlimited"* ]]
 }
 step memlock_refusal memlock_refusal
+
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, at most SECONDS.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+port_is() { grep -q "$1" /sys/class/infiniband/rxe0/ports/1/state; }
+has_gid() { [ "$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)" != "$zero_gid" ]; }
+zero_gid=0000:0000:0000:0000:0000:0000:0000:0000
+
+# A link flap: a replay_server sees the port go down and come back, and a
+# monitor that connects afterwards is served (the server WRITEs heartbeats to
+# it) without a restart.
+link_flap() {
+  local dir
+  dir=$(mktemp -d)
+  "$bin/replay_server/replay_server" --provider=ibverbs --listen=127.0.0.1:0 \
+    --port_file="$dir/port" --capacity=4096 --heartbeat_interval_s=0.1 >"$dir/log" 2>&1 &
+  local server=$!
+  local ok=1
+  wait_for 30 test -s "$dir/port" || ok=0
+  local top=("$bin/tools/replay_top" --provider=ibverbs --server="127.0.0.1:$(cat "$dir/port")"
+    --once --interval_s=1)
+  [ "$ok" = 1 ] && "${top[@]}" || ok=0
+  ip link set d0 down && wait_for 10 port_is DOWN || ok=0
+  ip link set d0 up && wait_for 20 port_is ACTIVE && wait_for 20 has_gid || ok=0
+  [ "$ok" = 1 ] && "${top[@]}" || ok=0
+  kill "$server" && wait "$server"
+  cat "$dir/log"
+  grep -q "port went down" "$dir/log" || { echo "the server saw no PORT_ERR"; ok=0; }
+  [ "$ok" = 1 ]
+}
+step link_flap link_flap
 
 step e2e_ibverbs python3 tools/rxe_vm/e2e_check.py --bin_dir "$bin" --out_dir "$out/e2e"
 
