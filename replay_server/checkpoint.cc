@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/errno_status.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -27,10 +28,6 @@ namespace {
 // Sections are streamed through a buffer of this size.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 static_assert(kChunkBytes % sizeof(uint64_t) == 0, "chunks keep word alignment");
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
 
 // Closes a descriptor on scope exit unless released.
 class Fd {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "replay_server/durable_file.h"
 
@@ -29,10 +30,6 @@ namespace {
 constexpr char kLatestName[] = "replay.ckpt";
 constexpr char kNewSuffix[] = ".new";
 constexpr char kStartRecordName[] = "last_start";
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 

@@ -11,16 +11,10 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
 #include "common/status_macros.h"
 
 namespace dreplay::server {
-namespace {
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-}  // namespace
 
 absl::Status SyncDirectory(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

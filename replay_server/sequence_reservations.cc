@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "replay_server/durable_file.h"
@@ -25,10 +26,6 @@ namespace dreplay::server {
 namespace {
 
 constexpr char kMagicLine[] = "dreplay sequence reservations v1";
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
 
 uint64_t Fnv1a64(absl::string_view bytes) {
   uint64_t hash = 0xcbf29ce484222325ull;
