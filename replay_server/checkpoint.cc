@@ -19,6 +19,7 @@
 #include "common/errno_status.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
+#include "common/unique_fd.h"
 #include "glog/logging.h"
 #include "xxhash.h"
 
@@ -28,26 +29,6 @@ namespace {
 // Sections are streamed through a buffer of this size.
 constexpr size_t kChunkBytes = size_t{1} << 20;
 static_assert(kChunkBytes % sizeof(uint64_t) == 0, "chunks keep word alignment");
-
-// Closes a descriptor on scope exit unless released.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int Release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // XXH3 streaming state on the heap (its size is not part of the stable API).
 class Hasher {
@@ -473,7 +454,7 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   stats.cut_id = cut->cut_id;
   stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";
-  Fd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return ErrnoError("open", temp);
   absl::Status status = WriteContents(fd.get(), temp, regions, cut->memory_options, cut, &stats);
   if (status.ok() && fsync(fd.get()) != 0) status = ErrnoError("fsync", temp);
@@ -486,7 +467,7 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
     return status;
   }
   const std::string dir = DirectoryOf(path);
-  Fd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() < 0) return ErrnoError("open directory", dir);
   if (fsync(dir_fd.get()) != 0) return ErrnoError("fsync directory", dir);
   stats.write_time = absl::Now() - start;
@@ -504,7 +485,7 @@ absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
                                                    " differs from the regions' ",
                                                    regions->config().capacity));
   }
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
     return ErrnoError("open", path);

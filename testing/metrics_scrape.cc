@@ -22,24 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/unique_fd.h"
 
 namespace dreplay::testing {
 namespace {
-
-// Closes a file descriptor when it goes out of scope.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  const int fd_;
-};
 
 absl::StatusOr<HttpResponse> ParseResponse(const std::string& raw) {
   const size_t end_of_headers = raw.find("\r\n\r\n");
@@ -88,7 +74,7 @@ absl::StatusOr<HttpResponse> HttpGet(const std::string& host, uint16_t port,
   if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
     return absl::InvalidArgumentError("not an IPv4 address: " + host);
   }
-  ScopedFd fd(socket(AF_INET, SOCK_STREAM, 0));
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
   if (fd.get() < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   const timeval tv = absl::ToTimeval(timeout);
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/unique_fd.h"
 
 namespace dreplay::tools {
 namespace {
@@ -24,21 +25,6 @@ constexpr size_t kReceiveChunk = size_t{1} << 20;
 absl::Status SocketError(const char* call) {
   return absl::ErrnoToStatus(errno, absl::StrCat("TCP baseline: ", call));
 }
-
-// A socket descriptor closed on destruction.
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  const int fd_;
-};
 
 }  // namespace
 
@@ -51,18 +37,18 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
     return absl::InvalidArgumentError(
         absl::StrCat("TCP baseline: duration=", absl::FormatDuration(duration), " must be > 0"));
   }
-  Socket listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (listener.fd() < 0) return SocketError("socket");
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (listener.get() < 0) return SocketError("socket");
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t addr_len = sizeof(addr);
-  if (bind(listener.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     return SocketError("bind");
   }
-  if (listen(listener.fd(), 1) != 0) return SocketError("listen");
-  if (getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) {
+  if (listen(listener.get(), 1) != 0) return SocketError("listen");
+  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) {
     return SocketError("getsockname");
   }
 
@@ -71,14 +57,14 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
   absl::Time last_byte;
   absl::Status receiver_status;
   std::thread receiver([&] {
-    Socket conn(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (conn.fd() < 0) {
+    UniqueFd conn(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (conn.get() < 0) {
       receiver_status = SocketError("accept");
       return;
     }
     std::vector<char> chunk(kReceiveChunk);
     for (;;) {
-      const ssize_t n = recv(conn.fd(), chunk.data(), chunk.size(), 0);
+      const ssize_t n = recv(conn.get(), chunk.data(), chunk.size(), 0);
       if (n > 0) {
         received += static_cast<uint64_t>(n);
       } else if (n < 0 && errno == EINTR) {
@@ -94,10 +80,10 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
   absl::Status sender_status;
   absl::Time start;
   {
-    Socket conn(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (conn.fd() < 0) {
+    UniqueFd conn(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (conn.get() < 0) {
       sender_status = SocketError("socket");
-    } else if (connect(conn.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    } else if (connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
       sender_status = SocketError("connect");
     } else {
       const std::vector<char> message(message_bytes, 'm');
@@ -106,7 +92,7 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
       while (sender_status.ok() && absl::Now() < end) {
         for (size_t sent = 0; sent < message_bytes;) {
           const ssize_t n =
-              send(conn.fd(), message.data() + sent, message_bytes - sent, MSG_NOSIGNAL);
+              send(conn.get(), message.data() + sent, message_bytes - sent, MSG_NOSIGNAL);
           if (n < 0 && errno == EINTR) continue;
           if (n < 0) {
             sender_status = SocketError("send");
@@ -115,10 +101,10 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
           sent += static_cast<size_t>(n);
         }
       }
-      shutdown(conn.fd(), SHUT_WR);
+      shutdown(conn.get(), SHUT_WR);
     }
     // Without a connection the receiver is still in accept(): wake it.
-    if (!sender_status.ok()) shutdown(listener.fd(), SHUT_RDWR);
+    if (!sender_status.ok()) shutdown(listener.get(), SHUT_RDWR);
     receiver.join();  // EOF arrives when `conn` is half-closed or closed
   }
   if (!sender_status.ok()) return sender_status;

@@ -85,11 +85,6 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline, const char* what
 
 }  // namespace
 
-void Fd::Reset() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
-
 absl::StatusOr<Fd> ListenTcp(const std::string& host, uint16_t port, uint16_t* bound_port) {
   auto resolved = Resolve(host, port, /*passive=*/true);
   if (!resolved.ok()) return resolved.status();
