@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/json_writer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "rl/make_environment.h"
@@ -13,14 +14,6 @@
 #include "rl/transition.h"
 
 namespace dreplay::actor {
-namespace {
-
-// A JSON string literal (the values here are names and the spec's text).
-std::string JsonString(const std::string& text) {
-  return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
-}
-
-}  // namespace
 
 absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step, double gamma,
                                                  const std::vector<int>& hidden_sizes,

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_writer.h"
 
 namespace dreplay::learner {
 namespace {
@@ -23,68 +24,6 @@ std::string Format(const char* format, Args... args) {
   out.resize(static_cast<size_t>(size));
   return out;
 }
-
-// Builds one JSON object, keys in the order added.
-class JsonObject {
- public:
-  JsonObject& Add(const char* key, const std::string& value) {
-    Key(key);
-    out_ += '"';
-    for (char c : value) {
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        out_ += Format("\\u%04x", static_cast<unsigned>(c));
-      } else {
-        out_ += c;
-      }
-    }
-    out_ += '"';
-    return *this;
-  }
-  JsonObject& Add(const char* key, const char* value) { return Add(key, std::string(value)); }
-  JsonObject& Add(const char* key, uint64_t value) {
-    Key(key);
-    absl::StrAppend(&out_, value);
-    return *this;
-  }
-  JsonObject& Add(const char* key, bool value) {
-    Key(key);
-    out_ += value ? "true" : "false";
-    return *this;
-  }
-  JsonObject& Add(const char* key, double value) {
-    Key(key);
-    if (std::isfinite(value)) {
-      out_ += Format("%.10g", value);
-    } else {
-      out_ += "null";
-    }
-    return *this;
-  }
-  JsonObject& Add(const char* key, const std::optional<double>& value) {
-    if (value.has_value()) return Add(key, *value);
-    Key(key);
-    out_ += "null";
-    return *this;
-  }
-  JsonObject& Add(const char* key, const std::optional<uint64_t>& value) {
-    if (value.has_value()) return Add(key, *value);
-    Key(key);
-    out_ += "null";
-    return *this;
-  }
-  std::string Done() { return out_ + "}"; }
-
- private:
-  void Key(const char* key) {
-    out_ += out_.size() == 1 ? "\"" : ",\"";
-    out_ += key;
-    out_ += "\":";
-  }
-  std::string out_ = "{";
-};
 
 // The fields both records have, first in either: what the record is, and
 // where the run stands at wall_s.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_writer.h"
 
 namespace dreplay::tools {
 
@@ -17,76 +18,8 @@ namespace {
 
 constexpr double kNanosPerSecond = 1e9;
 
-// `s` as a JSON string, quotes included.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// Builds one JSON object, field by field.
-class JsonObject {
- public:
-  JsonObject& Int(const char* key, uint64_t value) {
-    Key(key);
-    absl::StrAppend(&out_, value);
-    return *this;
-  }
-  JsonObject& Num(const char* key, double value) {
-    Key(key);
-    AppendNumber(value);
-    return *this;
-  }
-  JsonObject& OptNum(const char* key, const std::optional<double>& value) {
-    Key(key);
-    if (value.has_value()) {
-      AppendNumber(*value);
-    } else {
-      out_ += "null";
-    }
-    return *this;
-  }
-  JsonObject& Str(const char* key, const std::string& value) {
-    Key(key);
-    AppendString(value);
-    return *this;
-  }
-  // `json` is already a JSON value.
-  JsonObject& Raw(const char* key, const std::string& json) {
-    Key(key);
-    out_ += json;
-    return *this;
-  }
-  std::string Done() const { return out_ + "}"; }
-
- private:
-  void Key(const char* key) {
-    out_ += first_ ? "" : ",";
-    first_ = false;
-    AppendString(key);
-    out_ += ":";
-  }
-  void AppendNumber(double value) {
-    if (std::isfinite(value)) {
-      absl::StrAppendFormat(&out_, "%.6g", value);
-    } else {
-      out_ += "null";
-    }
-  }
-  void AppendString(const std::string& s) { out_ += JsonString(s); }
-
-  std::string out_ = "{";
-  bool first_ = true;
-};
+// replay_top --json writes doubles with %.6g.
+constexpr int kDoubleDigits = 6;
 
 double Rate(uint64_t before, uint64_t now, double seconds) {
   return now >= before ? static_cast<double>(now - before) / seconds : 0;
@@ -252,80 +185,80 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
   const StatsBlock& s = now.stats;
   const protocol::LayoutConfig& c = info.config;
 
-  const std::string config = JsonObject()
-                                 .Int("capacity", c.capacity)
-                                 .Int("slot_size", c.slot_size)
-                                 .Int("batch_size", c.batch_size)
-                                 .Int("staging_depth", c.staging_depth)
-                                 .Int("max_actors", c.max_actors)
-                                 .Int("actor_window", protocol::ActorWindow(c))
-                                 .Str("transition_spec", c.spec())
+  const std::string config = JsonObject(kDoubleDigits)
+                                 .Add("capacity", c.capacity)
+                                 .Add("slot_size", c.slot_size)
+                                 .Add("batch_size", c.batch_size)
+                                 .Add("staging_depth", c.staging_depth)
+                                 .Add("max_actors", c.max_actors)
+                                 .Add("actor_window", protocol::ActorWindow(c))
+                                 .Add("transition_spec", c.spec())
                                  .Done();
-  const std::string memory = JsonObject()
-                                 .Int("size", s.size)
-                                 .Int("capacity", s.capacity)
-                                 .Int("ingest_cursor", s.ingest_cursor)
-                                 .Int("tail", s.tail_seen)
-                                 .OptNum("priority_mean", PriorityMean(s))
-                                 .Num("priority_max", s.priority_max)
+  const std::string memory = JsonObject(kDoubleDigits)
+                                 .Add("size", s.size)
+                                 .Add("capacity", s.capacity)
+                                 .Add("ingest_cursor", s.ingest_cursor)
+                                 .Add("tail", s.tail_seen)
+                                 .Add("priority_mean", PriorityMean(s))
+                                 .Add("priority_max", s.priority_max)
                                  .Done();
-  const std::string totals = JsonObject()
-                                 .Int("inserted", s.inserted)
-                                 .Int("sampled", s.sampled)
-                                 .Int("batches_staged", s.batches_staged)
-                                 .Int("batches_released", s.batches_released)
-                                 .Int("priority_updates_applied", s.priority_updates_applied)
-                                 .Int("checkpoints_written", s.checkpoints_written)
+  const std::string totals = JsonObject(kDoubleDigits)
+                                 .Add("inserted", s.inserted)
+                                 .Add("sampled", s.sampled)
+                                 .Add("batches_staged", s.batches_staged)
+                                 .Add("batches_released", s.batches_released)
+                                 .Add("priority_updates_applied", s.priority_updates_applied)
+                                 .Add("checkpoints_written", s.checkpoints_written)
                                  .Done();
   const protocol::PolicyLine& p = info.policy;
-  const std::string policy = JsonObject()
-                                 .Num("samples_per_insert", p.samples_per_insert)
-                                 .Num("spi_error_buffer", p.spi_error_buffer)
-                                 .Int("min_size_to_sample", p.min_size_to_sample)
-                                 .Int("spi_block_actors", p.spi_block_actors)
+  const std::string policy = JsonObject(kDoubleDigits)
+                                 .Add("samples_per_insert", p.samples_per_insert)
+                                 .Add("spi_error_buffer", p.spi_error_buffer)
+                                 .Add("min_size_to_sample", p.min_size_to_sample)
+                                 .Add("spi_block_actors", p.spi_block_actors)
                                  .Done();
   const std::string ratio =
-      JsonObject()
-          .OptNum("achieved_samples_per_insert", AchievedSamplesPerInsert(s))
-          .Int("limiter_sample_waits", s.limiter_sample_waits)
-          .Num("limiter_sample_wait_s", s.limiter_sample_wait_ns / kNanosPerSecond)
-          .Num("limiter_insert_wait_s", s.limiter_insert_wait_ns / kNanosPerSecond)
+      JsonObject(kDoubleDigits)
+          .Add("achieved_samples_per_insert", AchievedSamplesPerInsert(s))
+          .Add("limiter_sample_waits", s.limiter_sample_waits)
+          .Add("limiter_sample_wait_s", s.limiter_sample_wait_ns / kNanosPerSecond)
+          .Add("limiter_insert_wait_s", s.limiter_insert_wait_ns / kNanosPerSecond)
           .Done();
-  const std::string transfer = JsonObject()
-                                   .Int("staged_payloads", s.staged_payloads)
-                                   .Int("staged_cached", s.staged_cached)
-                                   .OptNum("cached_fraction", CachedFraction(s))
-                                   .Int("learner_cache_resets", s.learner_cache_resets)
+  const std::string transfer = JsonObject(kDoubleDigits)
+                                   .Add("staged_payloads", s.staged_payloads)
+                                   .Add("staged_cached", s.staged_cached)
+                                   .Add("cached_fraction", CachedFraction(s))
+                                   .Add("learner_cache_resets", s.learner_cache_resets)
                                    .Done();
   std::string rates = "null";
   if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
-    rates = JsonObject()
-                .Num("window_s", r->window_s)
-                .Num("inserts_per_s", r->inserts_per_s)
-                .Num("samples_per_s", r->samples_per_s)
-                .Num("batches_per_s", r->batches_per_s)
-                .Num("updates_per_s", r->updates_per_s)
-                .Num("priorities_per_s", r->priorities_per_s)
+    rates = JsonObject(kDoubleDigits)
+                .Add("window_s", r->window_s)
+                .Add("inserts_per_s", r->inserts_per_s)
+                .Add("samples_per_s", r->samples_per_s)
+                .Add("batches_per_s", r->batches_per_s)
+                .Add("updates_per_s", r->updates_per_s)
+                .Add("priorities_per_s", r->priorities_per_s)
                 .Done();
   }
-  const std::string drops = JsonObject()
-                                .Int("torn_slots", s.torn_slots)
-                                .Int("overrun_slots", s.overrun_slots)
-                                .Int("sample_copy_rejects", s.sample_copy_rejects)
-                                .Int("priority_updates_stale", s.priority_updates_stale)
-                                .Int("priority_updates_invalid", s.priority_updates_invalid)
-                                .Int("mailbox_rejects", s.mailbox_rejects)
-                                .Int("updates_timed_out", s.updates_timed_out)
-                                .Int("restore_dropped", s.restore_dropped)
-                                .Int("staging_stalls", s.staging_stalls)
-                                .Int("priorities_bounded", s.priorities_bounded)
+  const std::string drops = JsonObject(kDoubleDigits)
+                                .Add("torn_slots", s.torn_slots)
+                                .Add("overrun_slots", s.overrun_slots)
+                                .Add("sample_copy_rejects", s.sample_copy_rejects)
+                                .Add("priority_updates_stale", s.priority_updates_stale)
+                                .Add("priority_updates_invalid", s.priority_updates_invalid)
+                                .Add("mailbox_rejects", s.mailbox_rejects)
+                                .Add("updates_timed_out", s.updates_timed_out)
+                                .Add("restore_dropped", s.restore_dropped)
+                                .Add("staging_stalls", s.staging_stalls)
+                                .Add("priorities_bounded", s.priorities_bounded)
                                 .Done();
-  const std::string clients = JsonObject()
-                                  .Int("actors", s.actors_connected)
-                                  .Int("learners", s.learners_connected)
-                                  .Int("monitors", s.monitors_connected)
-                                  .Int("connections_total", s.connections_total)
-                                  .Int("connections_rejected", s.connections_rejected)
+  const std::string clients = JsonObject(kDoubleDigits)
+                                  .Add("actors", s.actors_connected)
+                                  .Add("learners", s.learners_connected)
+                                  .Add("monitors", s.monitors_connected)
+                                  .Add("connections_total", s.connections_total)
+                                  .Add("connections_rejected", s.connections_rejected)
                                   .Done();
   std::string warnings = "[";
   for (const std::string& warning : MonitorWarnings(before, now)) {
@@ -338,53 +271,53 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
     const protocol::LeaseLine& line = now.leases[l];
     if (line.state == static_cast<uint32_t>(protocol::LeaseState::kNeverHeld)) continue;
     if (leases.size() > 1) leases += ",";
-    leases += JsonObject()
-                  .Int("lease", l)
-                  .Str("state", LeaseStateName(line.state))
-                  .Int("holder_actor_id", line.holder_actor_id)
-                  .Int("ingest_cursor", line.ingest_cursor)
-                  .Int("inserted", line.inserted)
-                  .Int("torn", line.torn)
-                  .Int("overrun", line.overrun)
-                  .Int("priorities_bounded", line.priorities_bounded)
-                  .Int("grants", line.grants)
+    leases += JsonObject(kDoubleDigits)
+                  .Add("lease", l)
+                  .Add("state", LeaseStateName(line.state))
+                  .Add("holder_actor_id", line.holder_actor_id)
+                  .Add("ingest_cursor", line.ingest_cursor)
+                  .Add("inserted", line.inserted)
+                  .Add("torn", line.torn)
+                  .Add("overrun", line.overrun)
+                  .Add("priorities_bounded", line.priorities_bounded)
+                  .Add("grants", line.grants)
                   .Done();
   }
   leases += "]";
   std::string actors = "[";
   for (const ActorLine& line : now.actors) {
     if (actors.size() > 1) actors += ",";
-    actors += JsonObject()
-                  .Int("actor_id", line.actor_id)
-                  .Int("env_steps", line.env_steps)
-                  .Int("episodes", line.episodes)
-                  .Int("transitions", line.transitions)
-                  .OptNum("mean_return", MeanReturn(line))
-                  .Int("returns_count", line.returns_count)
-                  .OptNum("last_return", line.episodes > 0 ? std::optional<double>(line.last_return)
-                                                           : std::nullopt)
-                  .Num("age_s", AgeSeconds(line, now.taken))
-                  .OptNum("env_steps_per_s", ActorStepRate(before, line))
+    actors += JsonObject(kDoubleDigits)
+                  .Add("actor_id", line.actor_id)
+                  .Add("env_steps", line.env_steps)
+                  .Add("episodes", line.episodes)
+                  .Add("transitions", line.transitions)
+                  .Add("mean_return", MeanReturn(line))
+                  .Add("returns_count", line.returns_count)
+                  .Add("last_return",
+                       line.episodes > 0 ? std::optional<double>(line.last_return) : std::nullopt)
+                  .Add("age_s", AgeSeconds(line, now.taken))
+                  .Add("env_steps_per_s", ActorStepRate(before, line))
                   .Done();
   }
   actors += "]";
 
-  return JsonObject()
-      .Str("server", info.server)
-      .Int("epoch", s.epoch)
-      .Int("server_time_ns", s.server_time_ns)
-      .Raw("warnings", warnings)
-      .Raw("config", config)
-      .Raw("policy", policy)
-      .Raw("memory", memory)
-      .Raw("totals", totals)
-      .Raw("rates", rates)
-      .Raw("replay_ratio", ratio)
-      .Raw("transfer", transfer)
-      .Raw("drops", drops)
-      .Raw("clients", clients)
-      .Raw("actors", actors)
-      .Raw("leases", leases)
+  return JsonObject(kDoubleDigits)
+      .Add("server", info.server)
+      .Add("epoch", s.epoch)
+      .Add("server_time_ns", s.server_time_ns)
+      .AddRaw("warnings", warnings)
+      .AddRaw("config", config)
+      .AddRaw("policy", policy)
+      .AddRaw("memory", memory)
+      .AddRaw("totals", totals)
+      .AddRaw("rates", rates)
+      .AddRaw("replay_ratio", ratio)
+      .AddRaw("transfer", transfer)
+      .AddRaw("drops", drops)
+      .AddRaw("clients", clients)
+      .AddRaw("actors", actors)
+      .AddRaw("leases", leases)
       .Done();
 }
 
