@@ -114,13 +114,14 @@ kernel_version=${kernel_package#linux-image-}
 kernel_version=${kernel_version%-unsigned}
 cache="$cache_root/$kernel_package"
 
-# Unpacks the kernel, indexes its modules and builds the initramfs once.
-prepare() {
-  local work="$cache.partial"
-  rm -rf "$work" && mkdir -p "$work/deb" "$work/initramfs/modules" || return 1
+# Unpacks the kernel and indexes its modules, once per kernel package.
+prepare_kernel() {
+  local work="$cache.partial.$$"
+  rm -rf "$work" && mkdir -p "$work/deb" || return 1
   echo "rxe_vm: downloading $kernel_package (once; cached in $cache)" >&2
   (cd "$work/deb" && apt-get download "$kernel_package" >/dev/null 2>&1) || {
     echo "rxe_vm: apt-get download $kernel_package failed" >&2
+    rm -rf "$work"
     return 1
   }
   dpkg-deb -x "$work"/deb/*.deb "$work/tree" || return 1
@@ -128,33 +129,43 @@ prepare() {
   depmod -b "$work/tree" "$kernel_version" || return 1
   cp "$work/tree/boot/vmlinuz-$kernel_version" "$work/vmlinuz" || return 1
   # The modules the initramfs loads to reach the host's /, in dependency order.
-  local module path
+  local module
   for module in virtio_pci 9pnet_virtio 9p; do
     modprobe -d "$work/tree" -S "$kernel_version" --show-depends "$module" |
-      awk '$1 == "insmod" {print $2}'
+      awk '$1 == "insmod" {print $2}' | sed "s#^$work/##"
   done | awk '!seen[$0]++' > "$work/modules.txt"
   [ -s "$work/modules.txt" ] || return 1
-  while read -r path; do
-    cp "$path" "$work/initramfs/modules/" || return 1
-    basename "$path" >> "$work/initramfs/modules/order"
-  done < "$work/modules.txt"
-  (
-    cd "$work/initramfs" || exit 1
-    mkdir -p bin dev proc sys newroot
-    cp /bin/busybox bin/busybox && cp "$here/init.sh" init && chmod 755 init bin/busybox &&
-      find . | cpio -o -H newc --quiet | gzip -1 > "$work/initramfs.cpio.gz"
-  ) || return 1
-  rm -rf "$work/initramfs" "$work/modules.txt"
   touch "$work/ready"
   rm -rf "$cache" && mv "$work" "$cache"
 }
-# The initramfs is rebuilt when init.sh changes.
-if [ -f "$cache/ready" ] && [ "$here/init.sh" -nt "$cache/initramfs.cpio.gz" ]; then
-  rm -f "$cache/ready"
+
+# The initramfs for this init.sh and busybox, named by their digest, so a
+# changed init.sh gets its own and a VM that is running keeps its own.
+prepare_initramfs() {
+  local digest
+  digest=$(cat "$here/init.sh" /bin/busybox | sha256sum | cut -c1-16)
+  initramfs="$cache/initramfs-$digest.cpio.gz"
+  [ -s "$initramfs" ] && return 0
+  local work path
+  work=$(mktemp -d "$cache/initramfs.XXXXXX") || return 1
+  mkdir -p "$work/root/modules" "$work/root/bin" || return 1
+  while read -r path; do
+    cp "$cache/$path" "$work/root/modules/" || return 1
+    basename "$path" >> "$work/root/modules/order"
+  done < "$cache/modules.txt"
+  (
+    cd "$work/root" || exit 1
+    mkdir -p dev proc sys newroot
+    cp /bin/busybox bin/busybox && cp "$here/init.sh" init && chmod 755 init bin/busybox &&
+      find . | cpio -o -H newc --quiet | gzip -1 > "$work/initramfs.cpio.gz"
+  ) || return 1
+  mv "$work/initramfs.cpio.gz" "$initramfs" && rm -rf "$work"
+}
+
+if [ ! -f "$cache/ready" ] || [ ! -s "$cache/modules.txt" ]; then
+  prepare_kernel || cannot_run "could not prepare the VM's kernel ($kernel_package)"
 fi
-if [ ! -f "$cache/ready" ]; then
-  prepare || cannot_run "could not prepare the VM's kernel and initramfs ($kernel_package)"
-fi
+prepare_initramfs || cannot_run "could not build the VM's initramfs"
 if [ "$prepare_only" -eq 1 ]; then
   echo "rxe_vm: ready: $cache" >&2
   exit 0
@@ -185,7 +196,7 @@ shares=(
 timeout -k 10 "$timeout_s" qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$memory_mib" \
   -display none -monitor none -serial stdio -no-reboot -net none \
-  -kernel "$cache/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
+  -kernel "$cache/vmlinuz" -initrd "$initramfs" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
   "${shares[@]}" </dev/null | sed -u 's/\r$//'
 qemu_rc=${PIPESTATUS[0]}
