@@ -50,21 +50,10 @@
 #include "gflags/gflags.h"
 #include "protocol/host_port.h"
 #include "rl/qnet.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
-DEFINE_string(provider, "auto",
-              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
-DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port number");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
-DEFINE_int32(traffic_class, 0,
-             "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
-             "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
-DEFINE_int32(rnr_retry, 6,
-             "ibverbs: retries of a WRITE_WITH_IMM that finds no posted receive, 0..7 (7: "
-             "forever); then it fails with an RNR retry error");
 DEFINE_string(link, "none",
               "soft provider: emulated link to the server (none, 10km-25g, DELAY_US:GBPS, ...)");
 DEFINE_string(auth_token, "", "the server's token, if it has one (prefer --auth_token_file)");
@@ -160,8 +149,7 @@ struct Connection {
 absl::StatusOr<Connection> ConnectionFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider,      FLAGS_ib_device, FLAGS_ib_port,       FLAGS_gid_index,
-                    FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport};
+  flags.provider = verbs::ProviderFlagsFromCommandLine();
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;

@@ -32,21 +32,10 @@
 #include "learner_client/learner_loop.h"
 #include "learner_client/learner_run.h"
 #include "protocol/host_port.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
-DEFINE_string(provider, "auto",
-              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
-DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port number");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
-DEFINE_int32(traffic_class, 0,
-             "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
-             "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
-DEFINE_int32(rnr_retry, 6,
-             "ibverbs: retries of a WRITE_WITH_IMM that finds no posted receive, 0..7 (7: "
-             "forever); then it fails with an RNR retry error");
 DEFINE_string(link, "none",
               "soft provider: the emulated long-haul link to the server (none, 10km-25g, "
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
@@ -162,8 +151,7 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
 absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider,      FLAGS_ib_device, FLAGS_ib_port,       FLAGS_gid_index,
-                    FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport};
+  flags.provider = verbs::ProviderFlagsFromCommandLine();
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;

@@ -42,6 +42,7 @@
 #include "protocol/host_port.h"
 #include "replay_server/server.h"
 #include "replay_server/server_run.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
@@ -57,18 +58,6 @@ DEFINE_string(verification_log, "",
               "if set, append a record of every slot ingested, torn and restored, and of each "
               "checkpoint, to this file (common/verification_log.h; for tools/chaos.py)");
 DEFINE_string(metrics_port_file, "", "if set, the metrics port is written to this file");
-DEFINE_string(provider, "auto",
-              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
-DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port number");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
-DEFINE_int32(traffic_class, 0,
-             "ibverbs: traffic class of RoCE v2 packets (DSCP << 2 | ECN, 0..255; e.g. 106 for "
-             "DSCP 26 with ECN capable), so switches can queue and mark the long link's traffic");
-DEFINE_int32(rnr_retry, 6,
-             "ibverbs: retries of a WRITE_WITH_IMM that finds no posted receive, 0..7 (7: "
-             "forever); then it fails with an RNR retry error");
 
 DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");
 DEFINE_int64(slot_size, 256, "bytes per slot including its 40-byte header (multiple of 8)");
@@ -296,9 +285,7 @@ int Run(const BinaryMain& binary) {
   ServerRunOptions run;
   absl::StatusOr<ReplayServerOptions> options = OptionsFromFlags();
   absl::StatusOr<verbs::ProviderOptions> provider_options =
-      options.ok() ? verbs::ProviderOptionsFromFlags(
-                         {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index,
-                          FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport})
+      options.ok() ? verbs::ProviderOptionsFromFlags(verbs::ProviderFlagsFromCommandLine())
                    : options.status();
   if (!provider_options.ok()) return binary.BadFlag(provider_options.status());
   absl::StatusOr<std::optional<MetricsHttpOptions>> metrics_options = MetricsOptionsFromFlags();

@@ -40,15 +40,10 @@
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "tools/replay_monitor.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
 
 DEFINE_string(server, "", "HOST:PORT of the replay server (required)");
-DEFINE_string(provider, "auto",
-              "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
-DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port number");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
 DEFINE_string(link, "none",
               "soft provider: emulated link to the server (none, 10km-25g, ... or DELAY_US:GBPS)");
 DEFINE_string(auth_token, "", "the server's token (prefer --auth_token_file)");
@@ -84,8 +79,7 @@ struct Config {
 absl::StatusOr<Config> ConfigFromFlags() {
   client::ConnectionFlags flags;
   flags.server = FLAGS_server;
-  flags.provider = {FLAGS_provider, FLAGS_ib_device, FLAGS_ib_port, FLAGS_gid_index};
-  flags.provider.soft_transport = FLAGS_soft_transport;
+  flags.provider = verbs::ProviderFlagsFromCommandLine();
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
