@@ -167,6 +167,20 @@ class IbverbsDeviceTest : public ::testing::Test {
     return b;
   }
 
+  // What the window tests use: a server region reachable only through
+  // windows (no remote access of its own), a client region the server's
+  // settling WRITE lands in, and the client's local buffer.
+  struct WindowBuffers {
+    Buffer served;
+    Buffer target;
+    Buffer local;
+  };
+  WindowBuffers RegisterForWindows() {
+    return WindowBuffers{Register(server_.get(), kLocalWrite | kMemoryWindowBind),
+                         Register(client_.get(), kLocalWrite | kRemoteWrite),
+                         Register(client_.get(), kLocalWrite)};
+  }
+
   std::unique_ptr<Provider> server_;
   std::unique_ptr<Provider> client_;
   std::unique_ptr<Listener> listener_;
@@ -351,20 +365,17 @@ TEST_F(IbverbsDeviceTest, TheDeviceAdmitsAWindowsKeyOnItsQueuePairOnly) {
   Connected b = Connect();
   ASSERT_NE(a.client, nullptr);
   ASSERT_NE(b.client, nullptr);
-  // Reachable only through windows: no remote access of its own.
-  Buffer served = Register(server_.get(), kLocalWrite | kMemoryWindowBind);
-  Buffer target = Register(client_.get(), kLocalWrite | kRemoteWrite);
-  Buffer local = Register(client_.get(), kLocalWrite);
-  const RemoteRegion window = BindAndSettle(a.server.get(), *served.mr, 4096, 4096, *target.mr);
+  WindowBuffers w = RegisterForWindows();
+  const RemoteRegion window = BindAndSettle(a.server.get(), *w.served.mr, 4096, 4096, *w.target.mr);
   ASSERT_NE(window.rkey, 0u);
-  std::memset(local.bytes(), 0x5a, 64);
+  std::memset(w.local.bytes(), 0x5a, 64);
   const Completion ok =
-      OneThroughWindow(a.client.get(), Opcode::kWrite, *local.mr, window.addr, window.rkey, 64);
+      OneThroughWindow(a.client.get(), Opcode::kWrite, *w.local.mr, window.addr, window.rkey, 64);
   EXPECT_TRUE(ok.ok()) << ok.ToStatus();
-  EXPECT_EQ(served.bytes()[4096], 0x5a);
+  EXPECT_EQ(w.served.bytes()[4096], 0x5a);
   // The same key on another connection: refused by the device.
   const Completion stolen =
-      OneThroughWindow(b.client.get(), Opcode::kWrite, *local.mr, window.addr, window.rkey, 8);
+      OneThroughWindow(b.client.get(), Opcode::kWrite, *w.local.mr, window.addr, window.rkey, 8);
   EXPECT_FALSE(stolen.ok());
   EXPECT_EQ(stolen.status, WcStatus::kRemoteAccessError) << stolen.ToStatus();
 }
@@ -373,17 +384,15 @@ TEST_F(IbverbsDeviceTest, TheDeviceAdmitsAWindowsKeyOnItsQueuePairOnly) {
 // the window, not the window itself: a READ 60 KiB past a window's end but
 // inside its region completes. What every device refuses is a request past
 // the region; the server therefore registers each range it grants as its
-// own region (docs/roce.md, "Memory windows on rxe").
+// own region (docs/roce.md, "Kernel Soft-RoCE in a VM").
 TEST_F(IbverbsDeviceTest, AWindowsKeyNeverReachesPastItsRegion) {
   Connected c = Connect();
   ASSERT_NE(c.client, nullptr);
-  Buffer served = Register(server_.get(), kLocalWrite | kMemoryWindowBind);
-  Buffer target = Register(client_.get(), kLocalWrite | kRemoteWrite);
-  Buffer local = Register(client_.get(), kLocalWrite);
+  WindowBuffers w = RegisterForWindows();
   const RemoteRegion window =
-      BindAndSettle(c.server.get(), *served.mr, kRegionBytes - 4096, 4096, *target.mr);
+      BindAndSettle(c.server.get(), *w.served.mr, kRegionBytes - 4096, 4096, *w.target.mr);
   ASSERT_NE(window.rkey, 0u);
-  const Completion past = OneThroughWindow(c.client.get(), Opcode::kRead, *local.mr,
+  const Completion past = OneThroughWindow(c.client.get(), Opcode::kRead, *w.local.mr,
                                            window.addr + 4090, window.rkey, 64);
   EXPECT_FALSE(past.ok());
   EXPECT_EQ(past.status, WcStatus::kRemoteAccessError) << past.ToStatus();
@@ -392,16 +401,14 @@ TEST_F(IbverbsDeviceTest, AWindowsKeyNeverReachesPastItsRegion) {
 TEST_F(IbverbsDeviceTest, AWindowDiesWithItsRegionAndTheQueuePairGoesPromptlyAfter) {
   Connected c = Connect();
   ASSERT_NE(c.client, nullptr);
-  Buffer served = Register(server_.get(), kLocalWrite | kMemoryWindowBind);
-  Buffer target = Register(client_.get(), kLocalWrite | kRemoteWrite);
-  Buffer local = Register(client_.get(), kLocalWrite);
-  const RemoteRegion window = BindAndSettle(c.server.get(), *served.mr, 0, 4096, *target.mr);
+  WindowBuffers w = RegisterForWindows();
+  const RemoteRegion window = BindAndSettle(c.server.get(), *w.served.mr, 0, 4096, *w.target.mr);
   ASSERT_NE(window.rkey, 0u);
   // Deregistering the region takes its window along (a device refuses to
   // deregister a region with a window bound); the memory itself stays.
-  served.mr.reset();
+  w.served.mr.reset();
   const Completion after =
-      OneThroughWindow(c.client.get(), Opcode::kRead, *local.mr, window.addr, window.rkey, 8);
+      OneThroughWindow(c.client.get(), Opcode::kRead, *w.local.mr, window.addr, window.rkey, 8);
   EXPECT_FALSE(after.ok()) << "a key outlived its region";
   // A queue pair with windows bound through it is destroyed at once (on a
   // fresh connection: the failed READ may have failed both ends).
@@ -409,7 +416,7 @@ TEST_F(IbverbsDeviceTest, AWindowDiesWithItsRegionAndTheQueuePairGoesPromptlyAft
   ASSERT_NE(d.server, nullptr);
   Buffer more = Register(server_.get(), kLocalWrite | kMemoryWindowBind);
   for (int i = 0; i < 4; ++i) {
-    ASSERT_NE(BindAndSettle(d.server.get(), *more.mr, 4096 * i, 4096, *target.mr).rkey, 0u);
+    ASSERT_NE(BindAndSettle(d.server.get(), *more.mr, 4096 * i, 4096, *w.target.mr).rkey, 0u);
   }
   const absl::Time start = absl::Now();
   d.server.reset();
