@@ -7,12 +7,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/retry_tag.h"
 
 namespace dreplay::protocol {
 namespace {
 
 // Marks a temporary refusal in a rejection reason.
-constexpr absl::string_view kRetryTag = "[retry later] ";
+constexpr absl::string_view kRetryTag = kRetryLaterTag;
 
 bool ValidRole(uint32_t role) {
   return role == static_cast<uint32_t>(Role::kActor) ||

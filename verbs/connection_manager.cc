@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/retry_tag.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -302,7 +303,7 @@ bool ConnectionManager::Finish(HalfOpen* h) {
       return false;
     }
   }
-  Refuse(h, absl::StrCat("the listener has ", options_.max_waiting,
+  Refuse(h, absl::StrCat(kRetryLaterTag, "the listener has ", options_.max_waiting,
                          " connections waiting to be answered; try again"));
   return false;
 }

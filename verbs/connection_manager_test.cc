@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "common/retry_tag.h"
 #include "gtest/gtest.h"
 #include "verbs/setup_preamble.h"
 #include "verbs/tcp_channel.h"
@@ -234,6 +235,23 @@ TEST(ConnectionManagerTest, GarbageOversizedAndRefusedHellosNeverReachAccept) {
   absl::StatusOr<CompletedHello> got = manager->Accept(kWait);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->body, "good");
+}
+
+TEST(ConnectionManagerTest, AFullWaitingQueueRefusesRetryably) {
+  ConnectionManagerOptions options;
+  options.max_waiting = 1;
+  auto manager = StartManager(options);
+  ASSERT_NE(manager, nullptr);
+  auto first = Peer("127.0.0.1", manager->port());
+  auto second = Peer("127.0.0.1", manager->port());
+  ASSERT_TRUE(first && second);
+  Send(first.get(), Hello(SetupProvider::kSoft, "first"));
+  ASSERT_TRUE(WaitFor([&] { return manager->counters().completed == 1; }));
+  Send(second.get(), Hello(SetupProvider::kSoft, "second"));  // nobody accepts yet
+  auto answer = ReadAnswer(second.get());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->first.kind, PreambleKind::kReject);
+  EXPECT_EQ(answer->second.rfind(std::string(kRetryLaterTag), 0), 0u) << answer->second;
 }
 
 TEST(ConnectionManagerTest, ShutdownWakesAccept) {
