@@ -56,8 +56,13 @@
 DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
 DEFINE_string(link, "none",
               "soft provider: emulated link to the server (none, 10km-25g, DELAY_US:GBPS, ...)");
-DEFINE_string(auth_token, "", "the server's token, if it has one (prefer --auth_token_file)");
-DEFINE_string(auth_token_file, "", "file holding the token (one line)");
+DEFINE_string(auth_token, "", "this actor's credential (prefer --auth_token_file)");
+DEFINE_string(auth_token_file, "",
+              "file holding this actor's own credential (one line, mode 0600), written by "
+              "actor_credentials from the server's actor token");
+DEFINE_bool(insecure, false,
+            "connect without a token to a server started with --insecure (its replies go "
+            "unproven)");
 
 DEFINE_string(env, "CartPole-v1", "environment (CartPole-v1, Acrobot-v1, MountainCar-v0)");
 DEFINE_int32(num_envs, 1, "environments stepped by this process, each with its own epsilon");
@@ -153,6 +158,7 @@ absl::StatusOr<Connection> ConnectionFromFlags() {
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
+  flags.insecure = FLAGS_insecure;
   Connection c;
   ASSIGN_OR_RETURN(c.options, client::ConnectionOptionsFromFlags(flags, protocol::Role::kActor,
                                                                  FLAGS_actor_index));

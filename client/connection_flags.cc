@@ -29,6 +29,7 @@ absl::StatusOr<ConnectionOptions> ConnectionOptionsFromFlags(const ConnectionFla
   c.session.actor_id = actor_id;
   ASSIGN_OR_RETURN(c.session.auth_token,
                    ReadAuthToken(flags.auth_token, flags.auth_token_file, flags.empty_token_file));
+  c.session.insecure = flags.insecure;
   const absl::Status s = c.session.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad flag: ", s.message()));
   return c;

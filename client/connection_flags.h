@@ -37,6 +37,7 @@ struct ConnectionFlags {
   std::string link = "none";      // --link: verbs::ParseLinkModel()'s names
   std::string auth_token;         // --auth_token
   std::string auth_token_file;    // --auth_token_file
+  bool insecure = false;          // --insecure: no token, the server unproven
   // Whether a token file without a token is accepted (as no token).
   EmptyTokenFile empty_token_file = EmptyTokenFile::kAllowed;
 };

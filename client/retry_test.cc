@@ -139,12 +139,13 @@ TEST_F(ConnectWithRetryTest, GivesUpWhenNobodyListensWithinTheTimeout) {
 
 TEST_F(ConnectWithRetryTest, ARefusalIsFinal) {
   server::ReplayServerOptions options = SmallServerOptions();
-  options.auth_token = "right";
+  options.auth_token = "the-right-token-0123";
   std::unique_ptr<server::ReplayServer> server = StartServer(server_host_.get(), options);
   const absl::Time start = absl::Now();
   const absl::Status s =
       ConnectWithRetry(client_host_.get(),
-                       SessionOptions(*server, protocol::Role::kMonitor, 0, "wrong"), QuickPolicy())
+                       SessionOptions(*server, protocol::Role::kMonitor, 0, "the-wrong-token-0123"),
+                       QuickPolicy())
           .status();
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
   EXPECT_LT(absl::Now() - start, kRetryFor);

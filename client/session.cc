@@ -67,6 +67,19 @@ absl::Status ClientSessionOptions::Validate() const {
                                                    auth_token.size(), " bytes, more than ",
                                                    protocol::kMaxAuthTokenBytes));
   }
+  if (auth_token.empty() && !insecure) {
+    return absl::InvalidArgumentError(
+        "no token: give --auth_token_file, or --insecure to connect to a server without tokens "
+        "(its replies then go unproven)");
+  }
+  if (!auth_token.empty() && insecure) {
+    return absl::InvalidArgumentError("--insecure with a token: give one or the other");
+  }
+  if (!auth_token.empty() && auth_token.size() < protocol::kMinAuthTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientSessionOptions.auth_token is ",
+                                                   auth_token.size(), " bytes, fewer than ",
+                                                   protocol::kMinAuthTokenBytes));
+  }
   if (connect_deadline < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ClientSessionOptions.connect_deadline=", absl::FormatDuration(connect_deadline),

@@ -82,10 +82,15 @@ struct ClientSessionOptions {
   uint16_t port = 0;  // the server's port; must be set
   protocol::Role role = protocol::Role::kActor;
   uint32_t actor_id = 0;  // actors: < the server's max_actors
-  // The token of this client's role, if the server has one: used as an HMAC
-  // key to answer the server's challenge and to check the server's proof;
-  // never sent (protocol/handshake.h).
+  // The token of this client's role (an actor: its own credential,
+  // protocol::ActorCredential): used as an HMAC key to answer the server's
+  // challenge and to check the server's proof; never sent
+  // (protocol/handshake.h). At least protocol::kMinAuthTokenBytes.
   std::string auth_token;
+  // Connect without a token to a server that has none, taking its replies
+  // unproven (anyone on the path may pose as the server). Validate() refuses
+  // an empty auth_token unless this is set, and this with a token.
+  bool insecure = false;
   // Queue pair options; link (soft provider) emulates the link to the server.
   verbs::QueuePairOptions qp;
   // Connect() and Reconnect() retry transient failures for this long

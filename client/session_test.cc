@@ -17,9 +17,24 @@ using testing::SmallServerOptions;
 using testing::SoftProvider;
 using testing::StartServer;
 
+TEST(ClientSessionOptionsTest, ATokenIsRequiredUnlessInsecure) {
+  ClientSessionOptions o;
+  o.port = 1;
+  EXPECT_NE(o.Validate().message().find("--insecure"), std::string::npos) << o.Validate();
+  o.auth_token = "too-short";
+  EXPECT_NE(o.Validate().message().find("fewer than 16"), std::string::npos) << o.Validate();
+  o.auth_token = "long-enough-token-0123";
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.insecure = true;
+  EXPECT_NE(o.Validate().message().find("--insecure with a token"), std::string::npos);
+  o.auth_token.clear();
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+}
+
 TEST(ClientSessionOptionsTest, ValidateNamesTheBadField) {
   ClientSessionOptions o;
   o.port = 1;
+  o.insecure = true;
   EXPECT_TRUE(o.Validate().ok());
   o.port = 0;
   EXPECT_NE(o.Validate().message().find("port=0"), std::string::npos);

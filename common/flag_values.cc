@@ -2,11 +2,15 @@
 
 #include "common/flag_values.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "glog/logging.h"
 
 namespace dreplay {
 
@@ -51,18 +55,31 @@ absl::StatusOr<std::vector<int>> SizeList(const char* flag, const std::string& t
 }
 
 absl::StatusOr<std::string> ReadAuthToken(const std::string& token, const std::string& token_file,
-                                          EmptyTokenFile empty) {
+                                          EmptyTokenFile empty, const char* flag) {
   if (!token.empty() && !token_file.empty()) {
     return absl::InvalidArgumentError("give --auth_token or --auth_token_file, not both");
   }
+  if (!token.empty()) {
+    LOG(WARNING) << "--auth_token is visible to every user of this host (ps, /proc); prefer "
+                    "--auth_token_file";
+  }
   if (token_file.empty()) return token;
   std::ifstream in(token_file);
-  if (!in) return FlagError("auth_token_file", token_file, "cannot be read");
+  if (!in) return FlagError(flag, token_file, "cannot be read");
+  struct stat st;
+  if (stat(token_file.c_str(), &st) != 0) return FlagError(flag, token_file, "cannot be read");
+  if ((st.st_mode & 077) != 0) {
+    return FlagError(
+        flag, token_file,
+        absl::StrFormat("is open to group or others (mode %04o); a token file must be mode 0600 "
+                        "or 0400: chmod 600 %s",
+                        st.st_mode & 07777, token_file));
+  }
   std::string line;
   std::getline(in, line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.empty() && empty == EmptyTokenFile::kRefused) {
-    return FlagError("auth_token_file", token_file, "holds no token");
+    return FlagError(flag, token_file, "holds no token");
   }
   return line;
 }

@@ -39,12 +39,16 @@ absl::StatusOr<std::vector<int>> SizeList(const char* flag, const std::string& t
 // token, for a server that has none), or a mistake.
 enum class EmptyTokenFile { kAllowed, kRefused };
 
-// The auth token given either inline (--auth_token) or as the first line of
-// a file (--auth_token_file; a trailing '\r' is dropped). InvalidArgument
-// when both are given, the file cannot be read, or (kRefused) it holds no
-// token. May return "" otherwise.
+// The auth token given either inline (--auth_token, with a warning: a
+// command line is visible to every user of the host) or as the first line
+// of a file (--auth_token_file, or the flag named `flag`; a trailing '\r' is
+// dropped). InvalidArgument when both are given, the file cannot be read,
+// is open to group or others (its mode has any of 077: the message names
+// the mode and the chmod to run), or (kRefused) holds no token. May return
+// "" otherwise. Lengths are the caller's to check.
 absl::StatusOr<std::string> ReadAuthToken(const std::string& token, const std::string& token_file,
-                                          EmptyTokenFile empty = EmptyTokenFile::kAllowed);
+                                          EmptyTokenFile empty = EmptyTokenFile::kAllowed,
+                                          const char* flag = "auth_token_file");
 
 }  // namespace dreplay
 

@@ -2,9 +2,12 @@
 
 #include "common/flag_values.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -15,6 +18,7 @@ std::string TempFile(const std::string& name, const std::string& contents) {
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
   std::ofstream(path) << contents;
+  chmod(path.c_str(), 0600);
   return path;
 }
 
@@ -54,6 +58,23 @@ TEST(ReadAuthTokenTest, ReadsTheFirstLineOfTheFileOrTakesTheTokenGiven) {
   EXPECT_TRUE(absl::IsInvalidArgument(ReadAuthToken("a", "b").status()));
   const absl::Status missing = ReadAuthToken("", "/nonexistent/token").status();
   EXPECT_EQ(missing.message(), "--auth_token_file=/nonexistent/token: cannot be read");
+}
+
+TEST(ReadAuthTokenTest, AFileOpenToGroupOrOthersIsRefusedNamingItsMode) {
+  const std::string path = TempFile("shared_token", "secret-token-0123456789\n");
+  for (mode_t mode : {0640, 0604, 0660, 0644}) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0);
+    const absl::Status s = ReadAuthToken("", path, EmptyTokenFile::kRefused).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_NE(s.message().find(absl::StrFormat("mode %04o", mode)), std::string::npos) << s;
+    EXPECT_NE(s.message().find("chmod 600 " + path), std::string::npos) << s;
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0400), 0);
+  EXPECT_EQ(*ReadAuthToken("", path), "secret-token-0123456789");
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  const absl::Status named =
+      ReadAuthToken("", "/nonexistent", EmptyTokenFile::kRefused, "learner_token_file").status();
+  EXPECT_EQ(named.message(), "--learner_token_file=/nonexistent: cannot be read");
 }
 
 TEST(ReadAuthTokenTest, AnEmptyFileIsNoTokenUnlessRefused) {

@@ -539,6 +539,7 @@ class LearnerCacheTest : public BatchReaderTest {
     o.port = fake.port();
     o.role = Role::kLearner;
     o.heartbeat = false;
+    o.insecure = true;  // the fake server has no token
     o.learner_cache = cache;
     auto session = ClientSession::Connect(learner_host_.get(), o);
     EXPECT_TRUE(session.ok()) << session.status();

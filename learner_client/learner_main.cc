@@ -41,6 +41,9 @@ DEFINE_string(link, "none",
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
 DEFINE_string(auth_token, "", "the server's token, if it has one (prefer --auth_token_file)");
 DEFINE_string(auth_token_file, "", "file holding the token (one line)");
+DEFINE_bool(insecure, false,
+            "connect without a token to a server started with --insecure (its replies go "
+            "unproven)");
 
 DEFINE_string(replay_placement, "buffer",
               "buffer: replay memory at the buffer node (READ pre-sampled batches); learner: "
@@ -155,6 +158,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
+  flags.insecure = FLAGS_insecure;
   LearnerRunOptions c;
   ASSIGN_OR_RETURN(c.connection,
                    client::ConnectionOptionsFromFlags(flags, protocol::Role::kLearner));

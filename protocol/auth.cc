@@ -44,6 +44,15 @@ bool MacsEqual(const Mac& a, const Mac& b) {
   return CRYPTO_memcmp(a.data(), b.data(), kMacBytes) == 0;
 }
 
+std::string ActorCredential(absl::string_view master_token, uint32_t actor_id) {
+  char id[4];
+  for (int i = 0; i < 4; ++i) id[i] = static_cast<char>((actor_id >> (8 * i)) & 0xff);
+  const Mac mac = HmacSha256(
+      master_token, absl::StrCat(kActorCredentialLabel, absl::string_view(id, sizeof(id))));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+}
+
 std::string NonceToHex(const Nonce& nonce) {
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(nonce.data()), nonce.size()));

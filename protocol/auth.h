@@ -42,6 +42,18 @@ Mac HmacSha256(absl::string_view key, absl::string_view data);
 // (CRYPTO_memcmp).
 bool MacsEqual(const Mac& a, const Mac& b);
 
+// Domain separation of actor credentials (ActorCredential).
+inline constexpr absl::string_view kActorCredentialLabel = "dreplay actor credential v1";
+
+// The credential of actor `actor_id`: lower-case hex (2 * kMacBytes
+// characters) of HMAC-SHA256(actors' master token, kActorCredentialLabel ||
+// actor_id as 4 little-endian bytes). An actor proves this, not the master,
+// so that an actor holding its own credential cannot claim another id: the
+// server keeps the master and derives the credential of the id a hello
+// names. Operators derive credentials with `actor_credentials`
+// (replay_server/actor_credentials_main.cc) and give each actor only its own.
+std::string ActorCredential(absl::string_view master_token, uint32_t actor_id);
+
 // Lower-case hex of a nonce (2 * kNonceBytes characters), and its inverse:
 // InvalidArgument unless `hex` is exactly that many hex digits.
 std::string NonceToHex(const Nonce& nonce);

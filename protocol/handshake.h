@@ -80,6 +80,10 @@ inline constexpr uint32_t kHelloKnownFlags = kHelloFlagLearnerCache | kHelloFlag
 inline constexpr uint64_t kHelloMagic = 0x314F4C4C45485244ULL;
 // Longest accepted authentication token, bytes.
 inline constexpr size_t kMaxAuthTokenBytes = 256;
+// Shortest accepted authentication token, bytes: a token is a secret an
+// attacker must not guess; 16 random bytes' worth of hex is 32 characters,
+// and anything under 16 characters is refused outright.
+inline constexpr size_t kMinAuthTokenBytes = 16;
 // Smallest region a heartbeat may name (the server WRITEs one u64).
 inline constexpr uint64_t kHeartbeatBytes = sizeof(uint64_t);
 // Smallest region a key grant may name: sizeof(KeyGrantMessage) (key_grant.h).

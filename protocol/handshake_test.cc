@@ -345,5 +345,17 @@ TEST(ActorLineTest, SealedLineVerifiesAndATornOneDoesNot) {
   EXPECT_EQ(CheckActorLine(line, 3).code(), absl::StatusCode::kDataLoss);
 }
 
+// Reference values from an independent HMAC-SHA256 (label, then the id as
+// 4 little-endian bytes).
+TEST(ActorCredentialTest, IsTheHmacOfTheLabelAndTheIdUnderTheMaster) {
+  EXPECT_EQ(ActorCredential("master-token-for-tests-0123", 0),
+            "91ba25d0e1353c501633d2e5b2b24929544c679bcb6599faa49436168bf81d69");
+  EXPECT_EQ(ActorCredential("master-token-for-tests-0123", 7),
+            "15cd61483903c0a97dd007b768957bddd03f26db6bf737be50ae4d546b090e98");
+  EXPECT_NE(ActorCredential("master-token-for-tests-0124", 7),
+            ActorCredential("master-token-for-tests-0123", 7));
+  EXPECT_GE(ActorCredential("m", 1).size(), kMinAuthTokenBytes);
+}
+
 }  // namespace
 }  // namespace dreplay::protocol

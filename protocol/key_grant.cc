@@ -15,6 +15,18 @@ absl::string_view Bytes(const void* p, size_t n) {
 
 }  // namespace
 
+void SealKeys(absl::string_view token, const Hello& hello, RegionDirectory* directory) {
+  const std::string hello_bytes = CanonicalHelloBytes(hello);
+  for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
+    const char kind = static_cast<char>(k);
+    const Mac mask =
+        HmacSha256(token, absl::StrCat(kGrantSealLabel, hello_bytes, absl::string_view(&kind, 1)));
+    uint32_t word;
+    std::memcpy(&word, mask.data(), sizeof(word));
+    directory->regions[k].rkey ^= word;
+  }
+}
+
 uint64_t GrantCommitValue(const Hello& hello) {
   uint64_t value;
   std::memcpy(&value, hello.client_nonce.data(), sizeof(value));
@@ -41,6 +53,7 @@ KeyGrantMessage MakeKeyGrant(absl::string_view token, const Hello& hello,
   g.directory = granted;
   const Mac proof = GrantProof(token, hello, granted);
   std::memcpy(g.proof, proof.data(), kMacBytes);
+  SealKeys(token, hello, &g.directory);
   g.commit = GrantCommitValue(hello);
   return g;
 }
@@ -54,7 +67,8 @@ absl::StatusOr<RegionDirectory> CheckKeyGrant(const KeyGrantMessage& grant,
                                                       grant.layout_version, " or size ",
                                                       grant.grant_bytes, ")"));
   }
-  const RegionDirectory& d = grant.directory;
+  RegionDirectory d = grant.directory;
+  SealKeys(token, hello, &d);  // unseals
   const RegionDirectory bare = WithoutKeys(d);
   if (std::memcmp(&bare, &accepted, sizeof(RegionDirectory)) != 0) {
     return absl::FailedPreconditionError(

@@ -45,13 +45,14 @@ namespace dreplay::protocol {
 // ASCII "DRGRANT1" read as a little-endian u64.
 inline constexpr uint64_t kKeyGrantMagic = 0x31544E4152475244ULL;
 inline constexpr absl::string_view kGrantMacLabel = "dreplay grant v6";
+inline constexpr absl::string_view kGrantSealLabel = "dreplay grant seal v1";
 
 // What the server WRITEs into the client's grant region (Hello::grant).
 struct KeyGrantMessage {
   uint64_t magic;             // kKeyGrantMagic
   uint32_t layout_version;    // kLayoutVersion
   uint32_t grant_bytes;       // sizeof(KeyGrantMessage)
-  RegionDirectory directory;  // the accept reply's, with the window keys
+  RegionDirectory directory;  // the accept reply's, with the window keys sealed
   uint8_t proof[kMacBytes];   // GrantProof(token, hello, directory)
   // Written last, by a WRITE of its own: GrantCommitValue(client nonce).
   uint64_t commit;
@@ -63,6 +64,12 @@ inline constexpr size_t kGrantCommitOffset = offsetof(KeyGrantMessage, commit);
 
 // Never 0; differs between connections (it is taken from the client nonce).
 uint64_t GrantCommitValue(const Hello& hello);
+
+// XORs each region's key in `directory` with the low 32 bits of
+// HMAC-SHA256(token, kGrantSealLabel || the hello's wire bytes (its MAC
+// included) || the region's kind as one byte): seals, and applied again
+// unseals. With the empty token (a server without tokens) anyone can unseal.
+void SealKeys(absl::string_view token, const Hello& hello, RegionDirectory* directory);
 
 // The accept reply's directory: `granted` with every key zeroed.
 RegionDirectory WithoutKeys(const RegionDirectory& granted);

@@ -9,7 +9,7 @@
 namespace dreplay::protocol {
 namespace {
 
-constexpr char kToken[] = "grant-test-token";
+constexpr char kToken[] = "grant-test-token-0123";
 
 Hello MakeHello() {
   Hello h;
@@ -55,8 +55,31 @@ TEST(KeyGrantTest, AGrantFromAnotherTokenOrForAnotherHelloIsRefused) {
   const KeyGrantMessage other = MakeKeyGrant(kToken, MakeHello(), granted);
   EXPECT_EQ(CheckKeyGrant(other, accepted, hello, kToken).status().code(),
             absl::StatusCode::kPermissionDenied);
-  // Without a token there is no proof to check (an open server).
-  EXPECT_TRUE(CheckKeyGrant(forged, accepted, hello, "").ok());
+  // Without a token there is no proof to check (an insecure server).
+  EXPECT_TRUE(CheckKeyGrant(MakeKeyGrant("", hello, granted), accepted, hello, "").ok());
+}
+
+TEST(KeyGrantTest, KeysTravelSealedToThisConnectionsTokenHolder) {
+  const Hello hello = MakeHello();
+  const RegionDirectory granted = Granted();
+  const KeyGrantMessage grant = MakeKeyGrant(kToken, hello, granted);
+  // On the wire: neither key is the real one; the rest of the directory is.
+  EXPECT_NE(grant.directory.Get(RegionKind::kSlots).rkey, 0x5678u);
+  EXPECT_NE(grant.directory.Get(RegionKind::kControl).rkey, 0x1234u);
+  EXPECT_EQ(grant.directory.Get(RegionKind::kSlots).addr, 0x20000u);
+  // A relay that forwarded the hello but holds no token unseals garbage.
+  RegionDirectory relay = grant.directory;
+  SealKeys("a-relay-guessing-the-token", hello, &relay);
+  EXPECT_NE(relay.Get(RegionKind::kSlots).rkey, 0x5678u);
+  // The same grant sealed for another connection's hello differs.
+  const KeyGrantMessage other = MakeKeyGrant(kToken, MakeHello(), granted);
+  EXPECT_NE(other.directory.Get(RegionKind::kSlots).rkey,
+            grant.directory.Get(RegionKind::kSlots).rkey);
+  // Sealing twice is the identity.
+  RegionDirectory twice = granted;
+  SealKeys(kToken, hello, &twice);
+  SealKeys(kToken, hello, &twice);
+  EXPECT_EQ(std::memcmp(&twice, &granted, sizeof(granted)), 0);
 }
 
 TEST(KeyGrantTest, AGrantThatDisagreesWithTheAcceptReplyIsRefused) {

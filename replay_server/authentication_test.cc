@@ -141,13 +141,49 @@ TEST_F(AuthenticationTest, EachRoleNeedsItsOwnTokenAndAnotherRolesTokenFails) {
 
 TEST_F(AuthenticationTest, TheSharedTokenCoversEveryRoleWithoutItsOwn) {
   ReplayServerOptions options = SmallServerOptions();
-  options.auth_token = "shared-token";
+  options.auth_token = "shared-token-0123456";
   options.learner_token = kLearnerToken;
   auto server = StartServer(server_host_.get(), options);
-  EXPECT_TRUE(ConnectAs(*server, Role::kActor, "shared-token", 1).ok());
-  EXPECT_TRUE(ConnectAs(*server, Role::kMonitor, "shared-token").ok());
-  EXPECT_EQ(ConnectAs(*server, Role::kLearner, "shared-token").code(),
+  EXPECT_TRUE(ConnectAs(*server, Role::kActor, "shared-token-0123456", 1).ok());
+  EXPECT_TRUE(ConnectAs(*server, Role::kMonitor, "shared-token-0123456").ok());
+  EXPECT_EQ(ConnectAs(*server, Role::kLearner, "shared-token-0123456").code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(AuthenticationTest, AnActorCanClaimOnlyTheIdOfItsOwnCredential) {
+  auto server = StartPerRoleServer();
+  const std::string own = protocol::ActorCredential(kActorToken, 1);
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 1, "");
+  o.insecure = false;
+  o.auth_token = own;
+  auto actor1 = client::ClientSession::Connect(client_host_.get(), o);
+  ASSERT_TRUE(actor1.ok()) << actor1.status();
+  // Actor 1's credential names actor 1 only: as actor 2 (a free id) and as
+  // actor 1 again (its own id, held) it is refused, and the holder keeps
+  // its lease.
+  o.actor_id = 2;
+  o.connect_deadline = absl::ZeroDuration();
+  absl::Status s = client::ClientSession::Connect(client_host_.get(), o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("not the credential of actor 2"), std::string::npos) << s;
+  EXPECT_FALSE(protocol::IsRetryableRejection(s)) << s;
+  // The master token itself is no actor's credential.
+  o.auth_token = kActorToken;
+  s = client::ClientSession::Connect(client_host_.get(), o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  o.actor_id = 1;
+  o.auth_token = own;
+  s = client::ClientSession::Connect(client_host_.get(), o).status();
+  EXPECT_TRUE(protocol::IsRetryableRejection(s)) << s;
+  EXPECT_TRUE((*actor1)->ReadServerLine().ok());
+  EXPECT_EQ(server->connections().actors, 1u);
+  // Once actor 1's connection is gone, its credential takes the lease back.
+  const uint32_t lease = (*actor1)->directory().lease;
+  actor1->reset();
+  o.connect_deadline = absl::Seconds(10);
+  auto back = client::ClientSession::Connect(client_host_.get(), o);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->directory().lease, lease);
 }
 
 TEST_F(AuthenticationTest, AReplayedHelloIsRefusedBecauseItsNonceIsSpent) {
@@ -155,7 +191,7 @@ TEST_F(AuthenticationTest, AReplayedHelloIsRefusedBecauseItsNonceIsSpent) {
   protocol::Hello hello;
   hello.role = Role::kActor;
   hello.actor_id = 3;
-  const std::string wire = SignedHello(*server, hello, kActorToken);
+  const std::string wire = SignedHello(*server, hello, protocol::ActorCredential(kActorToken, 3));
   ASSERT_TRUE(ConnectRaw(*server, wire).ok());
   // The same bytes on a new connection, as an eavesdropper would send them.
   const absl::Status s = ConnectRaw(*server, wire);
@@ -226,7 +262,7 @@ TEST_F(AuthenticationTest, AClientRefusesAServerThatCannotProveTheToken) {
   o.host = (*listener)->host();
   o.port = (*listener)->port();
   o.role = Role::kMonitor;
-  o.auth_token = "monitor-token";
+  o.auth_token = "monitor-token-0123456";
   o.connect_deadline = absl::Seconds(5);
   const absl::Status s = client::ClientSession::Connect(client_host_.get(), o).status();
   stop = true;

@@ -25,17 +25,21 @@ LeaseTable::LeaseTable(ReplayRegions* regions)
   }
 }
 
-absl::StatusOr<LeaseTable::Grant> LeaseTable::Acquire(uint32_t actor_id) const {
+absl::StatusOr<uint32_t> LeaseTable::Acquire(uint32_t actor_id) const {
   const auto n = static_cast<uint32_t>(entries_.size());
   for (uint32_t l = 0; l < n; ++l) {
     const Entry& e = entries_[l];
-    if (e.state != LeaseState::kNeverHeld && e.actor_id == actor_id) {
-      return Grant{l, e.state == LeaseState::kHeld ? e.client_id : 0};
+    if (e.state == LeaseState::kNeverHeld || e.actor_id != actor_id) continue;
+    if (e.state == LeaseState::kHeld) {
+      return absl::FailedPreconditionError(absl::StrCat("actor ", actor_id, "'s lease ", l,
+                                                        " is held by client ", e.client_id,
+                                                        " until that connection closes"));
     }
+    return l;
   }
   for (LeaseState wanted : {LeaseState::kNeverHeld, LeaseState::kReleased}) {
     for (uint32_t l = 0; l < n; ++l) {
-      if (entries_[l].state == wanted) return Grant{l, 0};
+      if (entries_[l].state == wanted) return l;
     }
   }
   return absl::ResourceExhaustedError(

@@ -3,21 +3,24 @@
 // lease_table.h: which actor holds which lease (protocol/leases.h), and the
 // rule that grants one at a handshake.
 //
-//   LeaseTable table(config.leases);
-//   ASSIGN_OR_RETURN(LeaseTable::Grant grant, table.Acquire(hello.actor_id));
-//   if (grant.displaced_client != 0) { close that client's queue pair first }
+//   LeaseTable table(regions);
+//   ASSIGN_OR_RETURN(uint32_t lease, table.Acquire(hello.actor_id));
 //   ... accept the connection ...
-//   table.Bind(grant.lease, hello.actor_id, client_id);   // or Abort(grant)
+//   table.Bind(lease, hello.actor_id, client_id);
 //   ... when the client goes: table.Release(client_id);
 //
 // Grant rule: an actor id gets back the lease it holds or last held (a
-// reconnecting actor continues its own sequence numbers and data; a
-// connection still holding it is displaced: the caller closes its queue
-// pair before the new one is accepted, so the old one can write no more).
-// Otherwise it gets the lowest lease never held, then the lowest released
-// one (a dead actor's data stays sampled until the new holder's writes
-// evict it). When every lease is held by a connected actor, Acquire fails
-// with ResourceExhausted naming the count.
+// reconnecting actor continues its own sequence numbers and data), but only
+// once its previous connection is gone: while a connection holds it,
+// Acquire refuses (FailedPrecondition), and the newcomer retries. A second
+// hello never displaces the holder: only the same identity takes a lease
+// back (the handshake authenticates the actor id, protocol::
+// ActorCredential), and only after the old connection closed, so the old
+// one can write no more. Otherwise it gets the lowest lease never held, then
+// the lowest released one (a dead actor's data stays sampled until the new
+// holder's writes evict it). When every lease is held by a connected actor,
+// Acquire fails with ResourceExhausted naming the count; both refusals are
+// temporary.
 //
 // ResumeSequence() is where the holder continues: the first sequence at or
 // after the lease's ingest cursor whose commit word is not set. After a
@@ -51,14 +54,10 @@ class LeaseTable {
   // its own cursor and data. Fresh regions name none.
   explicit LeaseTable(ReplayRegions* regions);
 
-  struct Grant {
-    uint32_t lease = 0;
-    // The client that holds the lease now (same actor id), to be closed
-    // before the grant is used; 0: none.
-    uint64_t displaced_client = 0;
-  };
-  // See the file comment. ResourceExhausted when every lease is held.
-  absl::StatusOr<Grant> Acquire(uint32_t actor_id) const;
+  // See the file comment: the lease for `actor_id`; FailedPrecondition
+  // while a connection holds that actor's lease, ResourceExhausted when
+  // every lease is held.
+  absl::StatusOr<uint32_t> Acquire(uint32_t actor_id) const;
   // Records that `client_id` (non-zero) now holds `lease` for `actor_id`,
   // and publishes it.
   void Bind(uint32_t lease, uint32_t actor_id, uint64_t client_id);

@@ -28,11 +28,10 @@ class LeaseTableTest : public ::testing::Test {
 
 TEST_F(LeaseTableTest, GrantsFreeLeasesThenGivesAnActorItsOwnBack) {
   for (uint32_t actor = 10; actor < 13; ++actor) {
-    auto grant = table_->Acquire(actor);
-    ASSERT_TRUE(grant.ok()) << grant.status();
-    EXPECT_EQ(grant->lease, actor - 10);
-    EXPECT_EQ(grant->displaced_client, 0u);
-    table_->Bind(grant->lease, actor, /*client_id=*/actor + 100);
+    auto lease = table_->Acquire(actor);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_EQ(*lease, actor - 10);
+    table_->Bind(*lease, actor, /*client_id=*/actor + 100);
   }
   EXPECT_EQ(table_->held(), 3u);
   EXPECT_EQ(state(1), protocol::LeaseState::kHeld);
@@ -41,18 +40,28 @@ TEST_F(LeaseTableTest, GrantsFreeLeasesThenGivesAnActorItsOwnBack) {
   auto refused = table_->Acquire(20);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("all 3 actor leases are held"), std::string::npos);
-  // Actor 11 reconnecting displaces its old connection and keeps lease 1.
-  auto again = table_->Acquire(11);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->lease, 1u);
-  EXPECT_EQ(again->displaced_client, 111u);
   // Released: its actor still gets it back first; a newcomer takes it only
   // when nothing else is free.
   table_->Release(111);
   EXPECT_EQ(state(1), protocol::LeaseState::kReleased);
-  EXPECT_EQ(table_->Acquire(11)->lease, 1u);
-  EXPECT_EQ(table_->Acquire(20)->lease, 1u);
-  EXPECT_EQ(table_->Acquire(11)->displaced_client, 0u);
+  EXPECT_EQ(*table_->Acquire(11), 1u);
+  EXPECT_EQ(*table_->Acquire(20), 1u);
+}
+
+TEST_F(LeaseTableTest, AHeldLeaseIsNeverTakenFromItsConnection) {
+  ASSERT_EQ(*table_->Acquire(11), 0u);
+  table_->Bind(0, 11, /*client_id=*/111);
+  // A second hello of actor 11 while client 111 holds the lease: refused,
+  // the holder keeps it (the old rule displaced it).
+  auto again = table_->Acquire(11);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("held by client 111"), std::string::npos)
+      << again.status();
+  EXPECT_EQ(state(0), protocol::LeaseState::kHeld);
+  EXPECT_EQ(regions_->lease_line(0)->holder_actor_id, 11u);
+  // Once that connection is gone, the same actor takes it back.
+  table_->Release(111);
+  EXPECT_EQ(*table_->Acquire(11), 0u);
 }
 
 TEST_F(LeaseTableTest, ResumesAfterTheLastCommittedSequenceAtOrAfterTheCursor) {

@@ -170,7 +170,7 @@ class ServerMetricsScrapeTest : public ::testing::Test {
     server_host_ = SoftProvider();
     client_host_ = SoftProvider();
     ReplayServerOptions options = SmallServerOptions();
-    options.auth_token = "scrape-token";
+    options.auth_token = "scrape-token-0123456";
     options.checkpoint_dir = checkpoint_dir;
     server_ = StartServer(server_host_.get(), options);
     MetricsHttpOptions http_options;
@@ -205,10 +205,10 @@ class ServerMetricsScrapeTest : public ::testing::Test {
 };
 
 TEST_F(ServerMetricsScrapeTest, ALiveServerCountsConnectionsByRoleAndPassesPromtool) {
-  auto actor = Connect(protocol::Role::kActor, 1, "scrape-token");
-  auto monitor = Connect(protocol::Role::kMonitor, 0, "scrape-token");
+  auto actor = Connect(protocol::Role::kActor, 1, "scrape-token-0123456");
+  auto monitor = Connect(protocol::Role::kMonitor, 0, "scrape-token-0123456");
   ASSERT_TRUE(actor && monitor);
-  EXPECT_EQ(Connect(protocol::Role::kMonitor, 0, "wrong-token"), nullptr);
+  EXPECT_EQ(Connect(protocol::Role::kMonitor, 0, "wrong-token-01234567"), nullptr);
   ASSERT_TRUE(WaitFor([&] {
     const ConnectionCounts c = server_->connections();
     return c.actors == 1 && c.monitors == 1 && c.rejected >= 1;

@@ -9,8 +9,11 @@
 // Tokens: --actor_token_file, --learner_token_file and --monitor_token_file
 // give each role its own; --auth_token_file is the token of every role
 // without one. Clients prove they hold their role's token by an HMAC over a
-// server nonce (protocol/handshake.h); no token crosses the wire. Without any
-// token the server admits everyone, and warns at start.
+// server nonce (protocol/handshake.h); no token crosses the wire. The
+// actors' token is a master: each actor proves its own credential, derived
+// from it (`actor_credentials` writes them), so it cannot claim another
+// actor's id. Without any token the server refuses to start unless
+// --insecure (then it admits everyone, in any role and as any actor).
 //
 // Prints "listening on HOST:PORT" once clients may connect (--port_file also
 // writes the port). With --metrics_listen=127.0.0.1:9464 it also serves its
@@ -111,6 +114,9 @@ DEFINE_string(learner_token_file, "",
               "file holding the learner's token (else --auth_token_file's)");
 DEFINE_string(monitor_token_file, "",
               "file holding the monitors' token (else --auth_token_file's)");
+DEFINE_bool(insecure, false,
+            "start without any token: every client that reaches the server is admitted, in any "
+            "role and as any actor id (for a private network or a test only)");
 DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start when present");
 DEFINE_double(checkpoint_interval_s, 0,
               "periodic checkpoint interval (0: only at shutdown and on SIGUSR1)");
@@ -119,7 +125,10 @@ DEFINE_int64(checkpoint_keep, 1,
              "back to an older one when a newer one is damaged");
 DEFINE_double(stats_interval_s, 10, "one-line stats log interval (0: off)");
 DEFINE_double(heartbeat_interval_s, 1, "how often clients are probed, to drop dead ones");
-DEFINE_int64(max_clients, 1024, "connections held at most (more are refused until some go)");
+DEFINE_int64(max_clients, 1024,
+             "connections held at most; at least --leases + 1 learner + --max_monitors, so that "
+             "every actor lease and the learner always find room");
+DEFINE_int64(max_monitors, 16, "monitor connections (replay_top, exporters) held at most");
 DEFINE_string(link, "", "not a server flag: see --help");
 
 namespace dreplay::server {
@@ -245,14 +254,29 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
         {"learner_token_file", &FLAGS_learner_token_file, &o.learner_token},
         {"monitor_token_file", &FLAGS_monitor_token_file, &o.monitor_token}}) {
     if (token != &o.auth_token) {
-      ASSIGN_OR_RETURN(*token, ReadAuthToken("", *file, EmptyTokenFile::kRefused));
+      ASSIGN_OR_RETURN(*token, ReadAuthToken("", *file, EmptyTokenFile::kRefused, flag));
     }
     if (token->size() > protocol::kMaxAuthTokenBytes) {
       return absl::InvalidArgumentError(absl::StrCat("--", flag, ": the token is ", token->size(),
                                                      " bytes, more than ",
                                                      protocol::kMaxAuthTokenBytes));
     }
+    if (!token->empty() && token->size() < protocol::kMinAuthTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": the token is ", token->size(), " bytes, fewer than ",
+                       protocol::kMinAuthTokenBytes, " (make one with: openssl rand -hex 32)"));
+    }
   }
+  if (!o.authenticated() && !FLAGS_insecure) {
+    return absl::InvalidArgumentError(
+        "no token: give --auth_token_file (or per-role token files), or --insecure to admit "
+        "every client that reaches the server");
+  }
+  if (o.authenticated() && FLAGS_insecure) {
+    return absl::InvalidArgumentError("--insecure with a token: give one or the other");
+  }
+  RETURN_IF_ERROR(CheckRange("max_monitors", FLAGS_max_monitors, 0, UINT32_MAX));
+  o.max_monitors = static_cast<uint32_t>(FLAGS_max_monitors);
   RETURN_IF_ERROR(CheckRange("max_clients", FLAGS_max_clients, 1, UINT32_MAX));
   o.max_clients = static_cast<uint32_t>(FLAGS_max_clients);
   o.checkpoint_dir = FLAGS_checkpoint_dir;

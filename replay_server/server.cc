@@ -123,25 +123,6 @@ absl::Status ReplayServer::Init() {
   return absl::OkStatus();
 }
 
-void ReplayServer::LogCredentials() const {
-  if (!options_.authenticated()) {
-    LOG(WARNING) << "no token given: any client that reaches " << address()
-                 << " may take any role (set --auth_token_file or per-role token files)";
-    return;
-  }
-  for (protocol::Role role :
-       {protocol::Role::kActor, protocol::Role::kLearner, protocol::Role::kMonitor}) {
-    const bool own = &options_.TokenFor(role) != &options_.auth_token;
-    if (options_.TokenFor(role).empty()) {
-      LOG(WARNING) << "no token for the " << protocol::RoleName(role)
-                   << " role: " << protocol::RoleName(role) << "s are refused";
-    } else {
-      LOG(INFO) << protocol::RoleName(role) << "s authenticate with "
-                << (own ? "their own role's token" : "the shared token");
-    }
-  }
-}
-
 absl::Status ReplayServer::RegisterRegions() {
   heartbeat_word_.reset(new uint64_t[protocol::kCacheLine / sizeof(uint64_t)]());
   // The heartbeat carries the epoch: constant, so the source never changes
@@ -273,7 +254,8 @@ absl::Status ReplayServer::GrantKeys(Client* client, const protocol::Hello& hell
   };
   ASSIGN_OR_RETURN(const protocol::RegionDirectory granted,
                    grants_->BindWindows(client->qp.get(), accepted, bind_for, deadline));
-  *grants_->message(slot) = protocol::MakeKeyGrant(options_.TokenFor(hello.role), hello, granted);
+  *grants_->message(slot) =
+      protocol::MakeKeyGrant(options_.KeyFor(hello.role, hello.actor_id), hello, granted);
   return grants_->Send(client->qp.get(), slot, hello.grant, deadline);
 }
 
@@ -324,40 +306,6 @@ void ReplayServer::AcceptLoop() {
   }
 }
 
-void ReplayServer::Reject(verbs::PendingConnection* pending, const std::string& reason) {
-  connections_rejected_.fetch_add(1, std::memory_order_relaxed);
-  LOG(WARNING) << "refused connection from " << pending->peer() << ": " << reason;
-  pending->Reject(reason);
-}
-
-void ReplayServer::IssueChallenge(verbs::PendingConnection* pending) {
-  absl::StatusOr<protocol::Nonce> nonce = challenges_.Issue(absl::Now());
-  if (!nonce.ok()) {
-    LOG(ERROR) << "cannot issue a challenge: " << nonce.status();
-    Reject(pending, "internal server error (see the server's log)");
-    return;
-  }
-  pending->Reject(protocol::ChallengeReason(*nonce));
-}
-
-absl::Status ReplayServer::Authenticate(const protocol::Hello& hello) {
-  // The nonce goes first and in any case: a hello is good once.
-  if (!challenges_.Consume(hello.server_nonce, absl::Now())) {
-    return absl::PermissionDeniedError(
-        protocol::RetryableReason("authentication failed: unknown, used or expired challenge"));
-  }
-  if (!options_.authenticated()) return absl::OkStatus();
-  const std::string& token = options_.TokenFor(hello.role);
-  if (token.empty()) {
-    return absl::PermissionDeniedError(absl::StrCat("authentication failed: this server admits no ",
-                                                    protocol::RoleName(hello.role)));
-  }
-  if (!protocol::CheckHelloMac(hello, token)) {
-    return absl::PermissionDeniedError("authentication failed");
-  }
-  return absl::OkStatus();
-}
-
 void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pending) {
   if (protocol::IsChallengeRequest(pending->payload())) {
     IssueChallenge(pending.get());
@@ -368,7 +316,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Reject(pending.get(), std::string(hello.status().message()));
     return;
   }
-  const absl::Status auth = Authenticate(*hello);
+  const absl::Status auth = Authenticate(*hello, PeerHost(pending->peer()));
   if (!auth.ok()) {
     Reject(pending.get(), absl::StrCat(protocol::RoleName(hello->role), ": ", auth.message()));
     return;
@@ -379,25 +327,9 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
                                        " is out of range: the server has max_actors=", max_actors));
     return;
   }
-  if (clients_.size() >= options_.max_clients) {
-    Housekeeping(absl::Now());  // count only the living
-  }
-  if (clients_.size() >= options_.max_clients) {
-    Reject(pending.get(),
-           protocol::RetryableReason(absl::StrCat("the server holds its maximum of ",
-                                                  options_.max_clients, " connections")));
+  if (std::optional<std::string> full = RoleIsFull(*hello); full.has_value()) {
+    Reject(pending.get(), protocol::RetryableReason(*full));
     return;
-  }
-  if (hello->role == protocol::Role::kLearner) {
-    Housekeeping(absl::Now());  // a learner that just died should not block its successor
-    for (const auto& client : clients_) {
-      if (client->role == protocol::Role::kLearner) {
-        Reject(pending.get(), protocol::RetryableReason(
-                                  absl::StrCat("another learner is connected (", client->peer,
-                                               "); at most one learner at a time")));
-        return;
-      }
-    }
   }
   if (hello->role == protocol::Role::kLearner) {
     // The core forgets the previous learner's holdings (and drops batches
@@ -411,14 +343,12 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   uint32_t lease = protocol::kNoLease;
   uint64_t resume = 0;
   if (hello->role == protocol::Role::kActor) {
-    absl::StatusOr<LeaseTable::Grant> grant = leases_->Acquire(hello->actor_id);
-    if (!grant.ok()) {
-      Reject(pending.get(), std::string(grant.status().message()));
+    absl::StatusOr<uint32_t> granted = leases_->Acquire(hello->actor_id);
+    if (!granted.ok()) {
+      Reject(pending.get(), protocol::RetryableReason(granted.status().message()));
       return;
     }
-    if (grant->displaced_client != 0)
-      DropClient(grant->displaced_client, "its lease was granted again");
-    lease = grant->lease;
+    lease = *granted;
     resume = leases_->ResumeSequence(lease);
   }
   absl::StatusOr<protocol::RegionDirectory> directory = DirectoryFor(*hello, lease, resume);
@@ -430,7 +360,8 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   if (lease != protocol::kNoLease) directory->resume_skipped_laps = leases_->SkippedLaps(lease);
   absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp = pending->Accept(
       protocol::EncodeAccept(
-          *directory, protocol::AcceptProof(options_.TokenFor(hello->role), *hello, *directory)),
+          *directory,
+          protocol::AcceptProof(options_.KeyFor(hello->role, hello->actor_id), *hello, *directory)),
       options_.qp);
   if (!qp.ok()) {
     LOG(WARNING) << "accepting " << protocol::RoleName(hello->role) << " from " << pending->peer()
@@ -462,6 +393,38 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
   accepted_by_role_[RoleIndex(hello->role)].fetch_add(1, std::memory_order_relaxed);
   connections_total_.fetch_add(1, std::memory_order_relaxed);
   PublishConnections();
+}
+
+std::optional<std::string> ReplayServer::RoleIsFull(const protocol::Hello& hello) {
+  if (!RoleIsFullNow(hello).has_value()) return std::nullopt;
+  // Count only the living: a client that just died must not block its
+  // successor (a returning actor, the next learner). Only on a refusal: a
+  // round polls every client.
+  Housekeeping(absl::Now());
+  return RoleIsFullNow(hello);
+}
+
+std::optional<std::string> ReplayServer::RoleIsFullNow(const protocol::Hello& hello) const {
+  uint32_t same_role = 0;
+  for (const auto& client : clients_) {
+    if (client->role != hello.role) continue;
+    ++same_role;
+    if (hello.role == protocol::Role::kLearner) {
+      return absl::StrCat("another learner is connected (", client->peer,
+                          "); at most one learner at a time");
+    }
+    if (hello.role == protocol::Role::kActor && client->actor_id == hello.actor_id) {
+      // Only the same identity takes a lease back, and only once its
+      // previous connection is gone: a second hello never displaces it.
+      return absl::StrCat("actor ", hello.actor_id, " is connected already (client ", client->id,
+                          ", ", client->peer, "); its lease is held until that connection closes");
+    }
+  }
+  if (hello.role == protocol::Role::kMonitor && same_role >= options_.max_monitors) {
+    return absl::StrCat("the server holds its maximum of ", options_.max_monitors,
+                        " monitors (--max_monitors)");
+  }
+  return std::nullopt;
 }
 
 void ReplayServer::Housekeeping(absl::Time now) {
@@ -507,18 +470,6 @@ void ReplayServer::Housekeeping(absl::Time now) {
   clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
                                 [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
                  clients_.end());
-}
-
-void ReplayServer::DropClient(uint64_t client_id, const std::string& why) {
-  for (auto& client : clients_) {
-    if (client->id != client_id || client->qp == nullptr) continue;
-    LOG(INFO) << "dropped " << client->Name() << " (client " << client->id << "): " << why;
-    ForgetClient(client.get());
-  }
-  clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
-                                [](const std::unique_ptr<Client>& c) { return c->qp == nullptr; }),
-                 clients_.end());
-  PublishConnections();
 }
 
 void ReplayServer::PublishConnections() {

@@ -76,6 +76,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/log_limiter.h"
 #include "common/mutex.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
@@ -92,9 +93,19 @@
 
 namespace dreplay::server {
 
-// Challenges (server nonces) outstanding at most, and how long one is good.
+// Challenges (server nonces) outstanding at most, in all and per source
+// host, and how long one is good (challenge_table.h).
 inline constexpr size_t kMaxOutstandingChallenges = 4096;
+inline constexpr size_t kMaxChallengesPerSource = 64;
 inline constexpr absl::Duration kChallengeLifetime = absl::Seconds(30);
+// Refused connections logged at most, per interval (the rest are counted,
+// and the next line logged says how many were held back).
+inline constexpr uint32_t kRefusalLogLines = 10;
+inline constexpr absl::Duration kRefusalLogInterval = absl::Seconds(10);
+
+// The host part of a peer address "host:port" (the source a challenge is
+// issued to).
+std::string PeerHost(const std::string& peer);
 
 // Connection counts, as in the stats region's connection line.
 struct ConnectionCounts {
@@ -197,19 +208,25 @@ class ReplayServer {
 
   void AcceptLoop();
   void HandleConnection(std::unique_ptr<verbs::PendingConnection> pending);
+  // Refuses with `reason`; logs it, at most kRefusalLogLines per
+  // kRefusalLogInterval (a flood must not fill the log disk).
   void Reject(verbs::PendingConnection* pending, const std::string& reason);
   // Answers a challenge request with a fresh nonce (a refusal, by design).
   void IssueChallenge(verbs::PendingConnection* pending);
-  // OK when the hello names a live challenge and carries the MAC of its
-  // role's token; the refusal reason otherwise.
-  absl::Status Authenticate(const protocol::Hello& hello);
+  // OK when the hello names a live challenge issued to `source` (the peer's
+  // host) and carries the MAC of its key (ReplayServerOptions::KeyFor); the
+  // refusal reason otherwise.
+  absl::Status Authenticate(const protocol::Hello& hello, const std::string& source);
+  // The reason to refuse `hello` retryably because its role has no room: a
+  // learner is connected, the actor's id is connected, monitors are at
+  // max_monitors. nullopt: room. Counts only the living (runs Housekeeping
+  // before it refuses).
+  std::optional<std::string> RoleIsFull(const protocol::Hello& hello);
+  std::optional<std::string> RoleIsFullNow(const protocol::Hello& hello) const;
   // Drops failed clients and writes due heartbeats; the accept loop runs it
   // once per housekeeping_interval.
   void Housekeeping(absl::Time now);
   void PublishConnections();
-  // Closes client `client_id`'s queue pair and forgets it (its lease is
-  // released).
-  void DropClient(uint64_t client_id, const std::string& why);
 
   void CoreLoop();
   void MaybeLogStats(absl::Time now);
@@ -243,7 +260,9 @@ class ReplayServer {
   // Owned by the accept thread. The grant sender outlives the clients.
   std::unique_ptr<KeyGrantSender> grants_;
   std::unique_ptr<LeaseTable> leases_;
-  ChallengeTable challenges_{kMaxOutstandingChallenges, kChallengeLifetime};
+  ChallengeTable challenges_{ChallengeTableOptions{kMaxOutstandingChallenges,
+                                                   kMaxChallengesPerSource, kChallengeLifetime}};
+  LogLimiter refusal_log_{kRefusalLogLines, kRefusalLogInterval};
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t next_client_id_ = 1;
   absl::Time last_heartbeat_ = absl::InfinitePast();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "protocol/auth.h"
 #include "replay_server/checkpoint_store.h"
 
 namespace dreplay::server {
@@ -35,6 +36,12 @@ const std::string& ReplayServerOptions::TokenFor(protocol::Role role) const {
   return own != nullptr && !own->empty() ? *own : auth_token;
 }
 
+std::string ReplayServerOptions::KeyFor(protocol::Role role, uint32_t actor_id) const {
+  const std::string& token = TokenFor(role);
+  if (role != protocol::Role::kActor || token.empty()) return token;
+  return protocol::ActorCredential(token, actor_id);
+}
+
 bool ReplayServerOptions::authenticated() const {
   return !auth_token.empty() || !actor_token.empty() || !learner_token.empty() ||
          !monitor_token.empty();
@@ -59,9 +66,18 @@ absl::Status ReplayServerOptions::Validate() const {
                                                      token->size(), " bytes, more than ",
                                                      protocol::kMaxAuthTokenBytes));
     }
+    if (!token->empty() && token->size() < protocol::kMinAuthTokenBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ReplayServerOptions.", name, " is ", token->size(), " bytes, fewer than ",
+                       protocol::kMinAuthTokenBytes, " (make one with: openssl rand -hex 32)"));
+    }
   }
-  if (max_clients == 0)
-    return absl::InvalidArgumentError("ReplayServerOptions.max_clients=0 must be >= 1");
+  const uint64_t reserved = uint64_t{layout.leases} + 1 + max_monitors;
+  if (max_clients < reserved) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReplayServerOptions.max_clients=", max_clients, " must be at least leases (",
+        layout.leases, ") + 1 learner + max_monitors (", max_monitors, ") = ", reserved));
+  }
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
   if (checkpoint_keep < 1 || checkpoint_keep > kMaxCheckpointKeep) {
     return absl::InvalidArgumentError(

@@ -38,19 +38,29 @@ struct ReplayServerOptions {
   // Credentials (protocol/handshake.h's challenge-response: a client proves
   // it holds its role's token with an HMAC over a server nonce; the token
   // never crosses the wire). A role's token is its own one if set, else
-  // auth_token (one token for every role, as before). A role left without a
-  // token while another role has one is refused. All empty: no
-  // authentication (the server warns at start).
+  // auth_token (one token for every role). A role left without a token
+  // while another role has one is refused. The actors' token is a master:
+  // an actor proves protocol::ActorCredential(master, its id), never the
+  // master itself, so it cannot claim another actor's id. Each token set is
+  // at least protocol::kMinAuthTokenBytes long. All empty: no
+  // authentication; replay_server then refuses to start unless --insecure.
   std::string auth_token;
   std::string actor_token;
   std::string learner_token;
   std::string monitor_token;
   // The token `role` must prove ("" when it has none).
   const std::string& TokenFor(protocol::Role role) const;
+  // The HMAC key a client of `role` proves: TokenFor(role), except for an
+  // actor: its credential derived from the actors' token ("" when none).
+  std::string KeyFor(protocol::Role role, uint32_t actor_id) const;
   // True when any token is set.
   bool authenticated() const;
-  // Connections held at most; more are refused (retryably) until some go.
+  // Connections held at most. Each role has its own share, so that no role
+  // crowds out another: every actor lease (layout.leases) and one learner
+  // always find room, and monitors hold at most max_monitors. REQUIRES
+  // (Validate): max_clients >= layout.leases + 1 + max_monitors.
   uint32_t max_clients = 1024;
+  uint32_t max_monitors = 16;
   // Where checkpoints go ("<dir>/replay.ckpt", older ones
   // "<dir>/replay.ckpt.1" ...); created if missing. Empty: no checkpoints.
   std::string checkpoint_dir;

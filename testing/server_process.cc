@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -149,6 +150,14 @@ std::string MakeTestDir(const std::string& name) {
   return dir;
 }
 
+void WriteSecretFile(const std::string& path, const std::string& contents) {
+  std::filesystem::remove(path);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  CHECK_GE(fd, 0) << "cannot create " << path;
+  CHECK_EQ(write(fd, contents.data(), contents.size()), static_cast<ssize_t>(contents.size()));
+  close(fd);
+}
+
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const ServerProcessOptions& options) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
@@ -157,6 +166,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::vector<std::string> argv = {options.binary, "--listen=" + options.listen,
                                    "--provider=" + options.provider, "--port_file=" + port_file};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  const bool has_token = std::any_of(options.flags.begin(), options.flags.end(), [](const auto& f) {
+    return absl::StartsWith(f, "--auth_token") || absl::StrContains(f, "_token_file=") ||
+           f == "--insecure";
+  });
+  if (!has_token) argv.push_back("--insecure");
   const absl::StatusOr<pid_t> pid = Spawn(argv, p->dir_ + "/stdout", p->dir_ + "/stderr");
   if (!pid.ok()) return pid.status();
   p->pid_ = *pid;

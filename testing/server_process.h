@@ -53,13 +53,18 @@ inline constexpr absl::Duration kCommandTimeout = absl::Seconds(60);
 // with a counter); CHECK-fails when it cannot be created.
 std::string MakeTestDir(const std::string& name);
 
+// Writes `contents` to `path` (replacing it) with mode 0600, as a token file
+// must be; CHECK-fails when it cannot.
+void WriteSecretFile(const std::string& path, const std::string& contents);
+
 struct ServerProcessOptions {
   std::string binary = "replay_server/replay_server";
   // "HOST:PORT" for --listen; port 0: the OS picks one.
   std::string listen = "127.0.0.1:0";
   // --provider: "soft", or "ibverbs" for a real device (TestProviderName()).
   std::string provider = "soft";
-  // More flags (e.g. "--capacity=4096").
+  // More flags (e.g. "--capacity=4096"). Without a token flag
+  // (--auth_token*, --*_token_file) Start() adds --insecure.
   std::vector<std::string> flags;
   absl::Duration start_timeout = kServerStartTimeout;
 };

@@ -2,6 +2,8 @@
 
 #include "testing/session_options.h"
 
+#include "protocol/auth.h"
+
 namespace dreplay::testing {
 
 client::ClientSessionOptions TestSessionOptions(const std::string& host, uint16_t port,
@@ -13,7 +15,10 @@ client::ClientSessionOptions TestSessionOptions(const std::string& host, uint16_
   o.port = port;
   o.role = role;
   o.actor_id = actor_id;
-  o.auth_token = auth_token;
+  o.auth_token = role == protocol::Role::kActor && !auth_token.empty()
+                     ? protocol::ActorCredential(auth_token, actor_id)
+                     : auth_token;
+  o.insecure = auth_token.empty();
   o.connect_deadline = patience;
   o.retry_initial = absl::Milliseconds(5);
   o.retry_max = retry_max;

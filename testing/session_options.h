@@ -19,7 +19,10 @@
 namespace dreplay::testing {
 
 // Connects within `patience` (connect deadline and blocking operations),
-// retrying every 5 ms at first and at most every `retry_max`.
+// retrying every 5 ms at first and at most every `retry_max`. `auth_token`
+// is the server's token of the role; for an actor the session proves the
+// credential derived from it for `actor_id` (protocol::ActorCredential), as
+// an operator would hand out. Empty: insecure (a server without tokens).
 client::ClientSessionOptions TestSessionOptions(const std::string& host, uint16_t port,
                                                 protocol::Role role, uint32_t actor_id = 0,
                                                 const std::string& auth_token = "",

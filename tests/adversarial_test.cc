@@ -57,7 +57,7 @@ class AdversarialTest : public ::testing::Test {
   void SetUp() override {
     const std::string dir = testing::MakeTestDir("adversarial");
     const std::string token_file = dir + "/token";
-    std::ofstream(token_file) << kToken << "\n";
+    testing::WriteSecretFile(token_file, std::string(kToken) + "\n");
     testing::ServerProcessOptions options;
     options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",

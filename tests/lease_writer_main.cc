@@ -50,6 +50,7 @@ absl::Status Run() {
   so.port = port;
   so.role = protocol::Role::kActor;
   so.actor_id = static_cast<uint32_t>(FLAGS_actor_id);
+  so.insecure = true;  // the tests run it against servers without tokens
   so.connect_deadline = absl::Seconds(30);
   so.op_timeout = absl::Seconds(30);
   absl::StatusOr<std::unique_ptr<client::ClientSession>> session =

@@ -33,7 +33,7 @@ using protocol::Role;
 
 constexpr char kReplayServer[] = "replay_server/replay_server";
 constexpr char kLoopback[] = "127.0.0.1";
-constexpr char kToken[] = "scrape-me";
+constexpr char kToken[] = "scrape-me-0123456789";
 constexpr uint32_t kActorId = 2;
 constexpr uint64_t kInserted = 300;
 constexpr uint32_t kPayloadBytes = 128;
@@ -130,8 +130,9 @@ TEST(MetricsFlagTest, BadMetricsListenValuesExitWithStatusTwoAndNameTheFlag) {
   for (const std::string value :
        {"localhost:9464", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", "[::1:9464"}) {
     SCOPED_TRACE(value);
-    absl::StatusOr<testing::CommandResult> r = testing::RunCommand(
-        {kReplayServer, "--provider=soft", "--listen=127.0.0.1:0", "--metrics_listen=" + value});
+    absl::StatusOr<testing::CommandResult> r =
+        testing::RunCommand({kReplayServer, "--provider=soft", "--listen=127.0.0.1:0", "--insecure",
+                             "--metrics_listen=" + value});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->exit_status, 2) << r->err;
     EXPECT_TRUE(absl::StrContains(r->err, "--metrics_listen=" + value)) << r->err;
@@ -140,8 +141,9 @@ TEST(MetricsFlagTest, BadMetricsListenValuesExitWithStatusTwoAndNameTheFlag) {
 }
 
 TEST(MetricsFlagTest, AMetricsPortFileWithoutMetricsListenIsABadFlag) {
-  absl::StatusOr<testing::CommandResult> r = testing::RunCommand(
-      {kReplayServer, "--provider=soft", "--listen=127.0.0.1:0", "--metrics_port_file=/tmp/x"});
+  absl::StatusOr<testing::CommandResult> r =
+      testing::RunCommand({kReplayServer, "--provider=soft", "--listen=127.0.0.1:0", "--insecure",
+                           "--metrics_port_file=/tmp/x"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_status, 2) << r->err;
   EXPECT_TRUE(absl::StrContains(r->err, "needs --metrics_listen")) << r->err;

@@ -30,7 +30,7 @@ using testing::SoftProvider;
 using testing::TaggedPayload;
 
 constexpr char kReplayTop[] = "tools/replay_top";
-constexpr char kToken[] = "monitor-me";
+constexpr char kToken[] = "monitor-me-0123456789";
 constexpr uint32_t kActorId = 3;
 constexpr uint64_t kInserted = 500;
 constexpr uint32_t kPayloadBytes = 128;
@@ -129,7 +129,7 @@ TEST_F(ReplayTopTest, OnceJsonReportsTheServersFiguresAndTheActorsLine) {
 
 TEST_F(ReplayTopTest, OnceTextShowsTheSameFiguresWithTheTokenFromAFile) {
   const std::string token_file = dir_ + "/token";
-  std::ofstream(token_file) << kToken << "\n";
+  testing::WriteSecretFile(token_file, std::string(kToken) + "\n");
   const testing::CommandResult r =
       RunTop({ServerFlag(), "--auth_token_file=" + token_file, "--once", "--interval_s=0"});
   ASSERT_EQ(r.exit_status, 0) << r.err;
@@ -142,17 +142,18 @@ TEST_F(ReplayTopTest, OnceTextShowsTheSameFiguresWithTheTokenFromAFile) {
 }
 
 TEST_F(ReplayTopTest, FailsWithTheReasonWhenRefusedOrUnreachable) {
-  testing::CommandResult r = RunTop({ServerFlag(), "--auth_token=not-the-token", "--once"});
+  testing::CommandResult r = RunTop({ServerFlag(), "--auth_token=not-the-token-0123456", "--once"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("not-the-token"), std::string::npos) << "the token must not be echoed";
+  EXPECT_EQ(r.err.find("not-the-token-0123456"), std::string::npos)
+      << "the token must not be echoed";
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   // A port nobody listens on: the server, stopped.
   const std::string address = server_->address();
   absl::StatusOr<int> stopped = server_->Stop(SIGTERM, testing::kServerStopTimeout);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  r = RunTop({"--server=" + address, "--once", "--json", "--connect_timeout_s=1"});
+  r = RunTop({"--server=" + address, "--insecure", "--once", "--json", "--connect_timeout_s=1"});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.err.find("cannot reach the server"), std::string::npos) << r.err;
 

@@ -59,6 +59,30 @@ class RunLocalLayoutTest(unittest.TestCase):
                 self.assertGreaterEqual(param_bytes, layout["params_bytes"])
                 self.assertEqual(param_bytes % self.run_local.PARAM_BYTES_MULTIPLE, 0)
 
+    def test_credentials_are_the_servers_derivation_in_files_of_mode_0600(self):
+        # The vector of protocol/handshake_test.cc (ActorCredentialTest).
+        self.assertEqual(
+            self.run_local.actor_credential("master-token-for-tests-0123", 7),
+            "15cd61483903c0a97dd007b768957bddd03f26db6bf737be50ae4d546b090e98")
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        token_file, actor_files = self.run_local.make_credentials(out, 3)
+        self.assertEqual(len(actor_files), 3)
+        with open(token_file) as f:
+            master = f.read().strip()
+        self.assertGreaterEqual(len(master), 32)
+        for i, path in enumerate([token_file] + actor_files):
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o600, path)
+            if i > 0:
+                with open(path) as f:
+                    self.assertEqual(f.read().strip(),
+                                     self.run_local.actor_credential(master, i - 1))
+        args = self.args()
+        self.assertIn("--auth_token_file=" + token_file,
+                      self.run_local.server_argv(args, "/tmp/port", {
+                          "slot_size": 1, "params_bytes": 1, "transition_spec": "x",
+                          "observation_size": 1, "num_actions": 1}, token_file))
+        self.assertIn("--insecure", self.run_local.actor_argv(args, "127.0.0.1:1", 0))
+
     def test_the_network_size_follows_hidden(self):
         small = self.run_local.actor_layout(self.args("--hidden", "8"))
         large = self.run_local.actor_layout(self.args("--hidden", "64,64"))

@@ -49,7 +49,7 @@ class SecurityTest : public ::testing::Test {
   void SetUp() override {
     const std::string dir = testing::MakeTestDir("security");
     const std::string token_file = dir + "/token";
-    std::ofstream(token_file) << kToken << "\n";
+    testing::WriteSecretFile(token_file, std::string(kToken) + "\n");
     testing::ServerProcessOptions options;
     options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",      "--slot_size=168",
@@ -352,8 +352,8 @@ TEST_F(SecurityTest, GarbageOnTheListenPortDoesNotDisturbTheServer) {
 TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
   const std::string dir = testing::MakeTestDir("security_roles");
   const std::string shared = "shared-token-5d1c0a9e", learner = "learner-token-77e2b3f1";
-  std::ofstream(dir + "/shared") << shared << "\n";
-  std::ofstream(dir + "/learner") << learner << "\n";
+  testing::WriteSecretFile(dir + "/shared", shared + "\n");
+  testing::WriteSecretFile(dir + "/learner", learner + "\n");
   testing::ServerProcessOptions options;
   options.provider = testing::TestProviderName();
   options.flags = {"--capacity=4096",

@@ -39,6 +39,7 @@ ClientSessionOptions SessionOptionsFor(const ReplayServer& server, Role role, ui
   o.port = server.port();
   o.role = role;
   o.actor_id = actor_id;
+  o.insecure = true;  // the benchmark runs its own server, in this process, without tokens
   o.qp.link = link;
   o.connect_deadline = absl::Seconds(10);
   o.op_timeout = absl::Seconds(30);

@@ -39,7 +39,9 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
   so.core.spin_steps = c.core_spin_steps;
   so.stats_log_interval = absl::InfiniteDuration();
-  so.max_clients = static_cast<uint32_t>(c.actors + c.stalled_actors + 8);
+  so.max_monitors = 4;
+  so.max_clients = std::max<uint32_t>(static_cast<uint32_t>(c.actors + c.stalled_actors + 8),
+                                      c.layout.leases + 1 + so.max_monitors);
   so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
   so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
   so.core.sampler.rate_limiter.block_inserts = c.samples_per_insert > 0 && c.spi_block_actors;

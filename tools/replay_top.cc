@@ -48,6 +48,9 @@ DEFINE_string(link, "none",
               "soft provider: emulated link to the server (none, 10km-25g, ... or DELAY_US:GBPS)");
 DEFINE_string(auth_token, "", "the server's token (prefer --auth_token_file)");
 DEFINE_string(auth_token_file, "", "file holding the server's token (one line)");
+DEFINE_bool(insecure, false,
+            "connect without a token to a server started with --insecure (its replies go "
+            "unproven)");
 DEFINE_double(interval_s, 1,
               "refresh interval; with --once, the window over which rates are measured "
               "(0: a single snapshot, no rates)");
@@ -83,6 +86,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   flags.link = FLAGS_link;
   flags.auth_token = FLAGS_auth_token;
   flags.auth_token_file = FLAGS_auth_token_file;
+  flags.insecure = FLAGS_insecure;
   flags.empty_token_file = EmptyTokenFile::kRefused;
   Config c;
   ASSIGN_OR_RETURN(c.connection,
