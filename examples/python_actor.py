@@ -4,7 +4,7 @@ acts epsilon-greedily with the parameters the learner publishes, and inserts
 n-step transitions into the replay server.
 
     PYTHONPATH=bazel-bin/python/lib /usr/bin/python3 examples/python_actor.py \\
-        --server 127.0.0.1:18515 --actor_id 0 --token_file token.txt --steps 10000
+        --server 127.0.0.1:18515 --actor_id 0 --token_file actor-0.credential --steps 10000
 
 It takes the environment, n and gamma from the server's transition spec (the
 server says what its payloads are), so it inserts what the C++ learner and
@@ -136,7 +136,8 @@ def parse_args(argv):
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--server", required=True, help="HOST:PORT of the replay server")
     p.add_argument("--actor_id", type=int, default=0, help="below the server's max_actors")
-    p.add_argument("--token_file", default=None)
+    p.add_argument("--token_file", default=None,
+                   help="this actor's own credential (actor_credentials writes it)")
     p.add_argument("--provider", default="soft")
     p.add_argument("--hidden", default="64,64", help="the learner's network")
     p.add_argument("--epsilon", type=float, default=0.1)

@@ -114,8 +114,9 @@ def evaluate(network, env_name, episodes, device):
 
 
 def start_service(args):
-    """The replay server and C++ actors, as tools/run_local.py starts them;
-    returns (address, processes, run_local module)."""
+    """The replay server and C++ actors, as tools/run_local.py starts them,
+    with a fresh token (each actor gets its own credential); returns
+    (address, processes, run_local module, the learner's token file)."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import run_local
     argv = ["--actors", str(args.actors), "--seed", str(args.seed), "--hidden", args.hidden,
@@ -129,7 +130,9 @@ def start_service(args):
     os.makedirs(run_args.out_dir, exist_ok=True)
     layout = run_local.actor_layout(run_args)
     port_file = os.path.join(run_args.out_dir, "server.port")
-    server = run_local.Process("server", run_local.server_argv(run_args, port_file, layout),
+    token_file, credential_files = run_local.make_credentials(run_args.out_dir, args.actors)
+    server = run_local.Process("server",
+                               run_local.server_argv(run_args, port_file, layout, token_file),
                                os.path.join(run_args.out_dir, "server.log"))
     try:
         port = run_local.wait_for_port(server, port_file, run_local.SERVER_START_TIMEOUT_S)
@@ -137,12 +140,13 @@ def start_service(args):
         run_local.stop_all([[server]])
         raise
     address = "127.0.0.1:%d" % port
-    actors = [run_local.Process("actor-%d" % i, run_local.actor_argv(run_args, address, i),
+    actors = [run_local.Process("actor-%d" % i,
+                                run_local.actor_argv(run_args, address, i, credential_files[i]),
                                 os.path.join(run_args.out_dir, "actor-%d.log" % i))
               for i in range(args.actors)]
     log("replay server on %s and %d C++ actors; logs in %s" % (address, args.actors,
                                                               run_args.out_dir))
-    return address, [actors, [server]], run_local
+    return address, [actors, [server]], run_local, token_file
 
 
 def check_alive(groups):
@@ -248,7 +252,7 @@ def main(argv):
     address = args.server
     try:
         if not address:
-            address, groups, run_local = start_service(args)
+            address, groups, run_local, args.token_file = start_service(args)
         solved = train(args, address, groups)
     finally:
         if run_local is not None:

@@ -2,6 +2,8 @@
 
 #include "python/session.h"
 
+#include "protocol/auth.h"
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Connect(const ConnectArgs& arg
   flags.link = args.link;
   flags.auth_token = args.token;
   flags.auth_token_file = args.token_file;
+  flags.insecure = args.insecure;
   ASSIGN_OR_RETURN(client::ConnectionOptions options,
                    client::ConnectionOptionsFromFlags(flags, role, args.actor_id));
   options.session.connect_deadline = absl::Seconds(args.connect_timeout_s);
@@ -131,6 +134,15 @@ void RegisterSession(py::module_& m) {
       py::arg("text"), "A server's transition_spec (protocol/transition_spec.h) as a dict.");
 
   m.def(
+      "actor_credential",
+      [](const std::string& master_token, uint32_t actor_id) {
+        return protocol::ActorCredential(master_token, actor_id);
+      },
+      py::arg("master_token"), py::arg("actor_id"),
+      "The credential actor `actor_id` proves to a server whose actors' token is "
+      "`master_token` (protocol::ActorCredential): hand each actor only its own.");
+
+  m.def(
       "_connect",
       [](const ConnectArgs& args) {
         absl::StatusOr<std::shared_ptr<Session>> session;
@@ -152,7 +164,8 @@ void RegisterSession(py::module_& m) {
       .def_readwrite("link", &ConnectArgs::link)
       .def_readwrite("actor_id", &ConnectArgs::actor_id)
       .def_readwrite("connect_timeout_s", &ConnectArgs::connect_timeout_s)
-      .def_readwrite("learner_cache", &ConnectArgs::learner_cache);
+      .def_readwrite("learner_cache", &ConnectArgs::learner_cache)
+      .def_readwrite("insecure", &ConnectArgs::insecure);
 }
 
 }  // namespace dreplay::python

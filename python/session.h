@@ -45,6 +45,7 @@ struct ConnectArgs {
   uint32_t actor_id = 0;
   double connect_timeout_s = 10;
   bool learner_cache = false;
+  bool insecure = false;  // no token: a server started with --insecure
 };
 
 class Session {

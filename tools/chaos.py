@@ -171,6 +171,7 @@ class Chaos:
         layout = self.layout
         return [
             run_local.binary(a, "server"),
+            "--insecure",  # loopback only; the proxies in between see no token
             "--listen=127.0.0.1:0",
             "--port_file=" + self.port_file(n),
             "--provider=soft",
@@ -200,6 +201,7 @@ class Chaos:
         a = self.args
         return [
             run_local.binary(a, "learner"),
+            "--insecure",  # loopback only; the proxies in between see no token
             "--server=127.0.0.1:%d" % self.learner_port,
             "--provider=soft",
             # The proxies see TCP only: no same-host shared memory.
@@ -218,6 +220,7 @@ class Chaos:
         a = self.args
         return [
             run_local.binary(a, "actor"),
+            "--insecure",  # loopback only; the proxies in between see no token
             "--server=127.0.0.1:%d" % self.actor_ports[index],
             "--provider=soft",
             # The proxies see TCP only: no same-host shared memory.

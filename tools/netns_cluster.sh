@@ -400,7 +400,7 @@ run_training() {
     --observation_size="$(layout_field "$layout" observation_size)" \
     --num_actions="$(layout_field "$layout" num_actions)" \
     --max_actors="$ACTORS" --min_size_to_sample="$MIN_REPLAY" --seed="$SEED" \
-    --stats_interval_s=2 "${SERVER_FLAGS[@]}"
+    --stats_interval_s=2 --insecure "${SERVER_FLAGS[@]}"
   wait_for_file "$OUT_DIR/server.port" server "$START_TIMEOUT_S"
   wait_for_file "$OUT_DIR/server.metrics_port" server "$START_TIMEOUT_S"
   SERVER_ADDRESS=$server_addr:$(cat "$OUT_DIR/server.port")
@@ -411,7 +411,7 @@ run_training() {
   [ "$TRAIN_STEPS" -eq 0 ] || budget+=(--train_steps="$TRAIN_STEPS")
   [ "$DURATION_S" = 0 ] || budget+=(--duration_s="$DURATION_S")
   in_host learner learner "$OUT_DIR/learner.log" "$LEARNER_BIN" --server="$SERVER_ADDRESS" \
-    --provider="$PROVIDER" --link="$LINK" --replay_placement=buffer --env="$ENV_NAME" \
+    --insecure --provider="$PROVIDER" --link="$LINK" --replay_placement=buffer --env="$ENV_NAME" \
     --n_step=$n_step --gamma=$gamma --hidden=$hidden --seed="$SEED" \
     --min_replay_size="$MIN_REPLAY" --eval_episodes=5 --eval_interval_s=10 \
     --progress_interval_s=2 --probe_size=256 --metrics_out="$OUT_DIR/metrics.jsonl" \
@@ -419,7 +419,7 @@ run_training() {
   local i actors=()
   for ((i = 0; i < ACTORS; i++)); do
     in_host "actor$i" "actor-$i" "$OUT_DIR/actor-$i.log" "$ACTOR_BIN" \
-      --server="$SERVER_ADDRESS" --provider="$PROVIDER" --actor_index=$i \
+      --server="$SERVER_ADDRESS" --insecure --provider="$PROVIDER" --actor_index=$i \
       --num_actors="$ACTORS" --env="$ENV_NAME" --n_step=$n_step --gamma=$gamma \
       --hidden=$hidden --seed="$SEED" --max_steps_per_s="$ACTOR_RATE" \
       --param_refresh_steps=200 "${ACTOR_FLAGS[@]}"

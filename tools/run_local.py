@@ -38,10 +38,14 @@ Only the Python standard library is used.
 """
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -226,7 +230,43 @@ def binary(args, name):
     return path
 
 
-def server_argv(args, port_file, layout):
+ACTOR_CREDENTIAL_LABEL = b"dreplay actor credential v1"
+
+
+def write_secret(path, text):
+    """Writes `text` to a new file only its owner may read (mode 0600)."""
+    if os.path.exists(path):
+        os.remove(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    return path
+
+
+def actor_credential(master, actor_id):
+    """The credential actor `actor_id` proves to a server whose actor token
+    is `master`: protocol::ActorCredential (protocol/auth.h)."""
+    message = ACTOR_CREDENTIAL_LABEL + struct.pack("<I", actor_id)
+    return hmac.new(master.encode(), message, hashlib.sha256).hexdigest()
+
+
+def make_credentials(out_dir, actors):
+    """A fresh token for this run, in files of mode 0600: the server's and
+    the learner's, and each actor's own credential (so that no actor can
+    claim another's id). Returns (token file, [actor credential files])."""
+    master = secrets.token_hex(32)
+    token_file = write_secret(os.path.join(out_dir, "token"), master)
+    actor_files = [write_secret(os.path.join(out_dir, "actor-%d.credential" % i),
+                                actor_credential(master, i)) for i in range(actors)]
+    return token_file, actor_files
+
+
+def token_argv(token_file):
+    """--auth_token_file, or --insecure without a token."""
+    return ["--auth_token_file=" + token_file] if token_file else ["--insecure"]
+
+
+def server_argv(args, port_file, layout, token_file=None):
     return [
         binary(args, "server"),
         "--listen=127.0.0.1:0",
@@ -247,7 +287,7 @@ def server_argv(args, port_file, layout):
         "--beta_steps=%d" % args.beta_steps,
         "--min_size_to_sample=%d" % args.min_replay,
         "--seed=%d" % args.seed,
-    ] + server_spi_argv(args) + args.server_flag
+    ] + token_argv(token_file) + server_spi_argv(args) + args.server_flag
 
 
 def server_spi_argv(args):
@@ -260,9 +300,8 @@ def server_spi_argv(args):
             "--spi_error_buffer=%r" % args.spi_error_buffer]
 
 
-def learner_argv(args, address):
-    argv = [
-        binary(args, "learner"),
+def learner_argv(args, address, token_file=None):
+    argv = token_argv(token_file) + [
         "--server=" + address,
         "--provider=" + args.provider,
         "--link=" + args.link,
@@ -303,12 +342,13 @@ def learner_argv(args, address):
         argv.append("--stop_when_solved")
     if args.metrics_out:
         argv.append("--metrics_out=" + os.path.abspath(args.metrics_out))
-    return argv + args.learner_flag
+    return [binary(args, "learner")] + argv + args.learner_flag
 
 
-def actor_argv(args, address, index):
+def actor_argv(args, address, index, credential_file=None):
     return [
         binary(args, "actor"),
+    ] + token_argv(credential_file) + [
         "--server=" + address,
         "--provider=" + args.provider,
         "--actor_index=%d" % index,
@@ -345,17 +385,18 @@ def run(args):
         port_file = os.path.join(out_dir, "server.port")
         if os.path.exists(port_file):
             os.remove(port_file)
-        server = Process("server", server_argv(args, port_file, layout),
+        token_file, credential_files = make_credentials(out_dir, args.actors)
+        server = Process("server", server_argv(args, port_file, layout, token_file),
                          os.path.join(out_dir, "server.log"), cpus=args.rest_cpus)
         port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
         address = "127.0.0.1:%d" % port
         log("replay server (pid %d) listening on %s; logs in %s" % (server.pid, address, out_dir))
-        learner = Process("learner", learner_argv(args, address),
+        learner = Process("learner", learner_argv(args, address, token_file),
                           os.path.join(out_dir, "learner.log"), stdout_lines=show,
                           cpus=args.learner_cpus)
         log("learner (pid %d): %s placement over link %s" % (learner.pid, args.mode, args.link))
         for i in range(args.actors):
-            actors.append(Process("actor-%d" % i, actor_argv(args, address, i),
+            actors.append(Process("actor-%d" % i, actor_argv(args, address, i, credential_files[i]),
                                   os.path.join(out_dir, "actor-%d.log" % i),
                                   cpus=args.rest_cpus))
         log("%d actors (pids %s), %d env(s) each, at most %s steps/s each" % (

@@ -27,7 +27,7 @@ dreplay.params.
 
 from dreplay import _dreplay
 from dreplay._dreplay import (DeadlineExceededError, Environment, Error, InvalidArgumentError,
-                              environment_names, make_environment,
+                              actor_credential, environment_names, make_environment,
                               parse_transition_spec)
 from dreplay.batches import Batch
 from dreplay.clients import (BatchReader, ExperienceWriter, ParamFetcher, ParamPublisher,
@@ -36,5 +36,5 @@ from dreplay.clients import (BatchReader, ExperienceWriter, ParamFetcher, ParamP
 __all__ = [
     "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error", "ExperienceWriter",
     "InvalidArgumentError", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
-    "StatsReader", "connect", "environment_names", "make_environment", "parse_transition_spec",
+    "StatsReader", "actor_credential", "connect", "environment_names", "make_environment", "parse_transition_spec",
 ]

@@ -15,10 +15,12 @@ from dreplay.batches import Batch
 
 
 def connect(server, role="learner", token_file=None, provider="auto", link=None, *, token=None,
-            actor_id=0, connect_timeout_s=10.0, learner_cache=False):
+            actor_id=0, connect_timeout_s=10.0, learner_cache=False, insecure=False):
     """Connects to the replay server at "HOST:PORT" as `role` ("actor",
     "learner" or "monitor"; an actor with `actor_id`), with the server's
-    auth token from `token_file` (its first line) or `token`. `provider`:
+    auth token from `token_file` (its first line, a file of mode 0600) or
+    `token` (an actor: its own credential, dreplay.actor_credential);
+    insecure=True instead for a server started with --insecure. `provider`:
     "auto", "ibverbs" or "soft"; `link` emulates a link on the soft provider
     ("10km-25g", "DELAY_US:GBPS", ...; None: none). Blocks (GIL released)
     up to connect_timeout_s, retrying while the server is unreachable.
@@ -35,6 +37,7 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     args.actor_id = actor_id
     args.connect_timeout_s = connect_timeout_s
     args.learner_cache = learner_cache
+    args.insecure = insecure
     return Session(_dreplay._connect(args), role)
 
 

@@ -53,7 +53,7 @@ def test_python_actor_inserts_transitions_a_reader_decodes(tmp_path):
     pytest.importorskip("torch")
     with ReplayService(batch_size=16, min_size_to_sample=16) as service:
         summary = run_example("python_actor.py", [
-            "--server=" + service.address, "--token_file=" + service.token_file,
+            "--server=" + service.address, "--token_file=" + service.credential_file(0),
             "--steps=500", "--flush_batch=16"], tmp_path)
         committed = int(summary["committed"])
         assert 490 <= committed <= 500  # the last n-1 steps of an open episode wait

@@ -28,7 +28,7 @@ def rss_bytes():
 def test_ten_thousand_batches_leave_memory_flat():
     torch = pytest.importorskip("torch")
     with ReplayService(batch_size=8, staging_depth=4, min_size_to_sample=8) as service:
-        actor = dreplay.connect(service.address, role="actor", token_file=service.token_file,
+        actor = dreplay.connect(service.address, role="actor", token_file=service.credential_file(0),
                                 provider="soft")
         writer = actor.experience_writer()
         rng = np.random.default_rng(0)

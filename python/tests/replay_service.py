@@ -21,7 +21,7 @@ STOP_TIMEOUT_S = 10.0
 ENV = "CartPole-v1"
 N_STEP = 3
 GAMMA = 0.99
-TOKEN = "python-test-token"
+TOKEN = "python-test-token-0123456789"
 
 
 def binary(relative):
@@ -45,15 +45,21 @@ def actor_layout():
     return json.loads(out)
 
 
+def write_secret(path, text):
+    """A new file of mode 0600 (a token file) holding `text`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    return path
+
+
 class ReplayService:
     """A replay_server child process (soft provider, 127.0.0.1, port 0)."""
 
     def __init__(self, capacity=1024, batch_size=8, staging_depth=4, min_size_to_sample=8,
                  max_actors=2, extra_flags=()):
         self.dir = tempfile.mkdtemp(prefix="dreplay-pytest-")
-        self.token_file = os.path.join(self.dir, "token.txt")
-        with open(self.token_file, "w") as f:
-            f.write(TOKEN + "\n")
+        self.token_file = write_secret(os.path.join(self.dir, "token.txt"), TOKEN)
         self.layout = actor_layout()
         port_file = os.path.join(self.dir, "port")
         self.log_path = os.path.join(self.dir, "server.log")
@@ -90,6 +96,14 @@ class ReplayService:
             time.sleep(0.02)
         self.address = "127.0.0.1:%d" % port
 
+    def credential_file(self, actor_id):
+        """A file holding actor `actor_id`'s own credential."""
+        path = os.path.join(self.dir, "actor-%d.credential" % actor_id)
+        if not os.path.exists(path):
+            import dreplay
+            write_secret(path, dreplay.actor_credential(TOKEN, actor_id))
+        return path
+
     def start_actor(self, actor_index=0, num_actors=1, extra_flags=()):
         """A C++ actor child process; returns (process, log path)."""
         log_path = os.path.join(self.dir, "actor-%d.log" % actor_index)
@@ -97,7 +111,7 @@ class ReplayService:
         argv = [binary("actor_client/actor"), "--server=" + self.address, "--provider=soft",
                 "--actor_index=%d" % actor_index, "--num_actors=%d" % num_actors,
                 "--env=" + ENV, "--n_step=%d" % N_STEP, "--gamma=%r" % GAMMA,
-                "--auth_token_file=" + self.token_file] + list(extra_flags)
+                "--auth_token_file=" + self.credential_file(actor_index)] + list(extra_flags)
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         self.children.append(process)
