@@ -20,6 +20,8 @@ namespace {
 
 // How long a grant's fds may take to follow it (they were sent first).
 constexpr absl::Duration kFdWait = absl::Seconds(1);
+// Holders of writable segments: one per SharedPath in the process.
+std::atomic<uint64_t> next_holder{1};
 // The seed salt of the answer direction's jitter.
 constexpr uint64_t kReverseSeedSalt = 0x5bd1e9955bd1e995ULL;
 
@@ -44,9 +46,13 @@ SharedPath::SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
       host_path_ns_(std::min(absl::ToInt64Nanoseconds(model.one_way_delay), kHostPathNs)),
       reverse_(model, model.seed ^ kReverseSeedSalt),
       max_rd_atomic_(static_cast<size_t>(std::max(max_rd_atomic, 1))),
-      writer_(writer) {}
+      writer_(writer),
+      holder_(next_holder.fetch_add(1, std::memory_order_relaxed)) {}
 
-SharedPath::~SharedPath() { DropMappings(); }
+SharedPath::~SharedPath() {
+  Revoke();
+  DropMappings();
+}
 
 bool SharedPath::TryExecute(const WorkRequest& wr, bool local_ok, int64_t now, uint64_t barrier) {
   const bool is_write = wr.opcode == Opcode::kWrite;
@@ -185,6 +191,14 @@ void SharedPath::DropMappings() {
   mappings_.clear();
 }
 
+void SharedPath::Revoke() {
+  granted_.clear();
+  const absl::Status renewed = ShareableMemory::RenewClaimed(holder_);
+  if (!renewed.ok()) {
+    LOG(ERROR) << "same-host path: a peer may keep writing memory it was granted: " << renewed;
+  }
+}
+
 void SharedPath::OnAsk(uint32_t rkey, const KeyRange& range) {
   const uint32_t rights = range.access & kRemoteBits;
   bool exact = false;
@@ -201,6 +215,8 @@ void SharedPath::OnAsk(uint32_t rkey, const KeyRange& range) {
     ok = s.length == segments[0].length &&
          ((rights & kRemoteWrite) != 0 ? !s.read_only : s.read_only);
   }
+  // Writable: this queue pair's alone until it goes (Revoke).
+  if (ok && (rights & kRemoteWrite) != 0) ok = ShareableMemory::ClaimWritable(segments, holder_);
   std::vector<int> fds;
   for (const SharedSegment& s : segments) fds.push_back(s.fd);
   if (ok) {

@@ -20,6 +20,19 @@
 //    every request as before. When a region is deregistered the keys
 //    granted under it are revoked (kShareRevoke).
 //
+// Revocation, so that a same-host peer loses its access exactly when a
+// device's peer would: a memory window of a device dies with its queue
+// pair, and nothing its peer sends is placed after the queue pair failed
+// or was destroyed. Here a peer keeps what it mapped, so the responder
+// takes back its own side instead: it grants a segment writable only
+// while no other queue pair holds it writable
+// (ShareableMemory::ClaimWritable), and when its queue pair fails or is
+// destroyed (Revoke) it renews those segments
+// (ShareableMemory::RenewClaimed): this process's memory then lies in
+// fresh memfds, and whatever the peer still writes through its old
+// mappings reaches nobody. Read-only grants cover sealed segments, which
+// no peer can write, and are not renewed.
+//
 // What the shared path never takes: atomics, WRITE_WITH_IMM, an operation
 // posted while an earlier one of the queue pair is outstanding on TCP (RC
 // order: it goes over TCP behind it), one whose local buffer fails its
@@ -95,6 +108,12 @@ class SharedPath {
   // The region registered as `region_key` is going: revokes the keys
   // granted under it.
   void RevokeRegion(uint32_t region_key);
+  // The queue pair failed or is being destroyed: renews every segment
+  // granted writable on it (see above), so the peer's mappings reach
+  // nothing here any more. Idempotent. REQUIRES: no other queue pair
+  // WRITEs those segments over TCP meanwhile (their owner's threads may
+  // read them).
+  void Revoke();
 
   // ---- Completions (application thread). ----
   // Shared-path completions waiting for their time.
@@ -135,6 +154,10 @@ class SharedPath {
   // When the READs still in flight on the modelled link complete, oldest
   // first (non-decreasing).
   std::deque<int64_t> reads_due_;
+
+  // This queue pair's identity as a holder of writable segments
+  // (ShareableMemory::ClaimWritable); unique in the process.
+  const uint64_t holder_;
 
   absl::flat_hash_map<uint32_t, Mapping> mappings_;
   absl::flat_hash_set<uint32_t> asked_;              // asked, denied or revoked
