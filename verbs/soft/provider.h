@@ -74,7 +74,9 @@
 //    "Revocation"), so nothing its peer writes through the old mappings
 //    afterwards reaches the target, as nothing reaches it through a
 //    destroyed queue pair's memory windows. A segment is granted writable
-//    to one queue pair at a time (another asking keeps TCP).
+//    to one queue pair at a time (another asking keeps TCP). The requester
+//    maps only grants that answer its own asks, bounded in size
+//    (kMaxGrantBytes), and never waits for their fds.
 //    Security: that defends against stale and displaced sessions, not a
 //    hostile process of the same user, which can read and write the
 //    target's memory anyway (ptrace, /proc/<pid>/mem), and while its queue
