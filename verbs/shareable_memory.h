@@ -108,7 +108,8 @@ class ShareableMemory {
   // peer first used them, the renewed copies never hold the second write
   // without the first. REQUIRES: no thread of this process writes those
   // segments while it runs (a write could land in the old memfd only);
-  // reads see the same bytes throughout. Errors: ResourceExhausted /
+  // reads see the same bytes throughout. Costs a copy of each segment
+  // (new pages until the peer drops the old ones). Errors: ResourceExhausted /
   // Internal when the kernel refuses (memfd, mmap); the segments not
   // renewed stay reachable by whoever mapped them.
   static absl::Status RenewClaimed(uint64_t holder);
