@@ -18,16 +18,24 @@
 namespace dreplay::verbs {
 namespace {
 
+// One segment's writable grant (ClaimWritable).
+struct Claim {
+  uint64_t holder = 0;  // 0: unclaimed
+  uint64_t order = 0;   // when it was claimed (Registry::claims)
+};
+
 struct Allocation {
   size_t segment_bytes;
   size_t size;  // bytes asked for: the end of the last segment past it is padding
   bool read_only;
-  std::vector<int> fds;
+  std::vector<int> fds;       // owned
+  std::vector<Claim> claims;  // one per segment
 };
 
 struct Registry {
   Mutex mu;
   std::map<uintptr_t, Allocation> allocations ABSL_GUARDED_BY(mu);
+  uint64_t claims ABSL_GUARDED_BY(mu) = 0;  // claims made so far
 };
 
 Registry& GetRegistry() {
@@ -83,10 +91,12 @@ absl::StatusOr<ShareableMemory> ShareableMemory::Allocate(size_t bytes, size_t s
       return Errno("ShareableMemory: sealing a segment");
     }
   }
+  m.segment_count_ = count;
   Registry& registry = GetRegistry();
   MutexLock lock(&registry.mu);
-  registry.allocations[reinterpret_cast<uintptr_t>(m.data_)] =
-      Allocation{segment_bytes, bytes, remote_read_only, m.fds_};
+  registry.allocations[reinterpret_cast<uintptr_t>(m.data_)] = Allocation{
+      segment_bytes, bytes, remote_read_only, std::move(m.fds_), std::vector<Claim>(count)};
+  m.fds_.clear();
   return m;
 }
 
@@ -100,6 +110,7 @@ ShareableMemory& ShareableMemory::operator=(ShareableMemory&& other) noexcept {
     mapped_ = std::exchange(other.mapped_, 0);
     segment_bytes_ = std::exchange(other.segment_bytes_, 0);
     read_only_ = other.read_only_;
+    segment_count_ = std::exchange(other.segment_count_, 0);
     fds_ = std::move(other.fds_);
     other.fds_.clear();
   }
@@ -113,14 +124,18 @@ void ShareableMemory::Release() {
     Registry& registry = GetRegistry();
     {
       MutexLock lock(&registry.mu);
-      registry.allocations.erase(reinterpret_cast<uintptr_t>(data_));
+      auto it = registry.allocations.find(reinterpret_cast<uintptr_t>(data_));
+      if (it != registry.allocations.end()) {
+        for (int fd : it->second.fds) close(fd);
+        registry.allocations.erase(it);
+      }
     }
     munmap(data_, mapped_);
   }
   for (int fd : fds_) close(fd);
   fds_.clear();
   data_ = nullptr;
-  size_ = mapped_ = 0;
+  size_ = mapped_ = segment_count_ = 0;
 }
 
 std::vector<SharedSegment> ShareableMemory::FindSegments(const void* addr, size_t length,
@@ -150,6 +165,104 @@ std::vector<SharedSegment> ShareableMemory::FindSegments(const void* addr, size_
   }
   if (exact != nullptr) *exact = contiguous && !out.empty() && covered_to == end;
   return out;
+}
+
+namespace {
+
+// Where `segment` is listed (its allocation and index), when it still is
+// with the same fd; null otherwise.
+Allocation* FindListed(Registry& registry, const SharedSegment& segment, size_t* index)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry.mu) {
+  const auto addr = reinterpret_cast<uintptr_t>(segment.addr);
+  auto it = registry.allocations.upper_bound(addr);
+  if (it == registry.allocations.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  const uintptr_t offset = addr - it->first;
+  if (offset % a.segment_bytes != 0 || offset / a.segment_bytes >= a.fds.size()) return nullptr;
+  *index = offset / a.segment_bytes;
+  return a.fds[*index] == segment.fd ? &a : nullptr;
+}
+
+// Gives the segment mapped at `addr` (`bytes`, fd `*fd`) a fresh memfd
+// with a copy of its bytes, mapped in its place; closes the old fd.
+absl::Status RenewSegment(char* addr, size_t bytes, int* fd) {
+  const int fresh = memfd_create("dreplay-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fresh < 0) return Errno("ShareableMemory: memfd_create");
+  auto fail = [fresh](const char* what) {
+    const absl::Status status = Errno(what);
+    close(fresh);
+    return status;
+  };
+  if (ftruncate(fresh, static_cast<off_t>(bytes)) != 0) {
+    return fail("ShareableMemory: sizing a renewed segment");
+  }
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = pwrite(fresh, addr + done, bytes - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("ShareableMemory: copying a renewed segment");
+    done += static_cast<size_t>(n);
+  }
+  if (fcntl(fresh, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return fail("ShareableMemory: sealing a renewed segment");
+  }
+  // One call replaces the old mapping: a reader here never finds the
+  // addresses unmapped, and sees the same bytes before and after.
+  if (mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fresh, 0) == MAP_FAILED) {
+    return fail("ShareableMemory: mapping a renewed segment");
+  }
+  close(*fd);
+  *fd = fresh;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ShareableMemory::ClaimWritable(const std::vector<SharedSegment>& segments, uint64_t holder) {
+  if (holder == 0) return false;
+  Registry& registry = GetRegistry();
+  MutexLock lock(&registry.mu);
+  std::vector<Claim*> claims;
+  for (const SharedSegment& s : segments) {
+    size_t i = 0;
+    Allocation* a = FindListed(registry, s, &i);
+    if (a == nullptr || a->read_only) return false;
+    if (a->claims[i].holder != 0 && a->claims[i].holder != holder) return false;
+    claims.push_back(&a->claims[i]);
+  }
+  for (Claim* c : claims) {
+    if (c->holder == holder) continue;
+    c->holder = holder;
+    c->order = ++registry.claims;
+  }
+  return true;
+}
+
+absl::Status ShareableMemory::RenewClaimed(uint64_t holder) {
+  if (holder == 0) return absl::OkStatus();
+  Registry& registry = GetRegistry();
+  MutexLock lock(&registry.mu);
+  struct Renewal {
+    uint64_t order;
+    uintptr_t base;
+    size_t index;
+  };
+  std::vector<Renewal> renewals;
+  for (auto& [base, a] : registry.allocations) {
+    for (size_t i = 0; i < a.claims.size(); ++i) {
+      if (a.claims[i].holder == holder) renewals.push_back({a.claims[i].order, base, i});
+    }
+  }
+  std::sort(renewals.begin(), renewals.end(),
+            [](const Renewal& x, const Renewal& y) { return x.order > y.order; });
+  absl::Status status;
+  for (const Renewal& r : renewals) {
+    Allocation& a = registry.allocations.at(r.base);
+    a.claims[r.index] = Claim{};
+    char* addr = reinterpret_cast<char*>(r.base + r.index * a.segment_bytes);
+    status.Update(RenewSegment(addr, a.segment_bytes, &a.fds[r.index]));
+  }
+  return status;
 }
 
 }  // namespace dreplay::verbs

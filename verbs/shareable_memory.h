@@ -27,7 +27,16 @@
 // asks it (FindSegments) which segments lie under a registered range. Plain
 // memory (heap, vector) has none and keeps the TCP path.
 //
-// Thread safety: Allocate, FindSegments and the destructor are thread-safe.
+// Revocation: a peer that mapped a segment cannot be made to unmap it.
+// What can be taken back is this process's side: RenewClaimed gives a
+// segment's addresses a fresh memfd holding a copy of its bytes, so every
+// mapping a peer made of the old one (and every fd it kept) reaches a
+// detached copy that nobody here reads any more. So that renewing cuts off
+// only the grantee being revoked, a segment is granted writable to one
+// holder (a queue pair) at a time (ClaimWritable). Sealed segments are
+// never granted writable and never renewed.
+//
+// Thread safety: every static method and the destructor are thread-safe.
 // A ShareableMemory is movable, not copyable; destroying it unmaps the
 // memory and closes its fds (peers that mapped segments keep their pages).
 
@@ -38,6 +47,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace dreplay::verbs {
@@ -71,7 +81,7 @@ class ShareableMemory {
   char* data() const { return data_; }
   size_t size() const { return size_; }
   size_t segment_bytes() const { return segment_bytes_; }
-  size_t segment_count() const { return fds_.size(); }
+  size_t segment_count() const { return segment_count_; }
 
   // The segments of live allocations lying wholly inside [addr, addr +
   // length), in address order, and whether they cover the range exactly
@@ -84,6 +94,26 @@ class ShareableMemory {
   // The page size segments are multiples of.
   static size_t PageBytes();
 
+  // Claims `segments` (as FindSegments returned them) for the writable
+  // grants of `holder` (!= 0). True when every one is unclaimed or already
+  // `holder`'s and still has the fd listed (neither renewed nor freed
+  // since): then all are `holder`'s. False, claiming nothing, otherwise.
+  static bool ClaimWritable(const std::vector<SharedSegment>& segments, uint64_t holder);
+
+  // Renews every segment `holder` claimed (see above) and releases the
+  // claims: from then on nothing a peer writes through a mapping or fd it
+  // was given reaches this process's memory. The latest claimed is renewed
+  // first, so that when a peer WRITEs one key's memory and then another's
+  // (a slot, then its commit word) and keys are claimed in the order the
+  // peer first used them, the renewed copies never hold the second write
+  // without the first. REQUIRES: no thread of this process writes those
+  // segments while it runs (a write could land in the old memfd only);
+  // reads see the same bytes throughout. Costs a copy of each segment
+  // (new pages until the peer drops the old ones). Errors: ResourceExhausted /
+  // Internal when the kernel refuses (memfd, mmap); the segments not
+  // renewed stay reachable by whoever mapped them.
+  static absl::Status RenewClaimed(uint64_t holder);
+
  private:
   void Release();
 
@@ -92,7 +122,8 @@ class ShareableMemory {
   size_t mapped_ = 0;  // whole segments
   size_t segment_bytes_ = 0;
   bool read_only_ = false;
-  std::vector<int> fds_;
+  size_t segment_count_ = 0;
+  std::vector<int> fds_;  // until the allocation is registered, which then owns them
 };
 
 }  // namespace dreplay::verbs

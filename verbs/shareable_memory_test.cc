@@ -97,5 +97,76 @@ TEST(ShareableMemoryTest, RefusesBadSizesAndForgetsFreedMemory) {
   EXPECT_TRUE(ShareableMemory::FindSegments(at, page).empty());
 }
 
+TEST(ShareableMemoryTest, ASegmentIsClaimedWritableByOneHolderAtATime) {
+  const size_t page = ShareableMemory::PageBytes();
+  auto m = ShareableMemory::Allocate(2 * page, page, false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto both = ShareableMemory::FindSegments(m->data(), m->size());
+  const auto first = ShareableMemory::FindSegments(m->data(), page);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_TRUE(ShareableMemory::ClaimWritable(first, 1));
+  EXPECT_TRUE(ShareableMemory::ClaimWritable(both, 1));  // its own again, and one more
+  EXPECT_FALSE(ShareableMemory::ClaimWritable(first, 2));
+  EXPECT_FALSE(ShareableMemory::ClaimWritable(both, 2));
+  EXPECT_FALSE(ShareableMemory::ClaimWritable(first, 0));
+  // Renewing releases the claims; the old fds are no longer listed, so a
+  // claim made from them fails and one from a fresh lookup succeeds.
+  ASSERT_TRUE(ShareableMemory::RenewClaimed(1).ok());
+  EXPECT_FALSE(ShareableMemory::ClaimWritable(first, 2));
+  EXPECT_TRUE(
+      ShareableMemory::ClaimWritable(ShareableMemory::FindSegments(m->data(), m->size()), 2));
+  // Sealed segments are never granted writable.
+  auto sealed = ShareableMemory::Allocate(page, 0, true);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_FALSE(ShareableMemory::ClaimWritable(
+      ShareableMemory::FindSegments(sealed->data(), sealed->size()), 3));
+}
+
+TEST(ShareableMemoryTest, RenewingCutsOffEveryEarlierMappingAndKeepsTheBytes) {
+  const size_t page = ShareableMemory::PageBytes();
+  auto m = ShareableMemory::Allocate(4 * page, 2 * page, false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (size_t i = 0; i < m->size(); ++i) m->data()[i] = static_cast<char>(i * 7 + 3);
+  const std::vector<char> before(m->data(), m->data() + m->size());
+  const auto segments = ShareableMemory::FindSegments(m->data(), m->size());
+  ASSERT_EQ(segments.size(), 2u);
+  // A peer's writable mapping of the second segment, as a same-host grant
+  // gives it; only that segment is claimed.
+  char* peer = static_cast<char*>(
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, segments[1].fd, 0));
+  ASSERT_NE(peer, MAP_FAILED);
+  peer[1] = 'a';
+  ASSERT_EQ(m->data()[2 * page + 1], 'a');
+  ASSERT_TRUE(ShareableMemory::ClaimWritable({segments[1]}, 7));
+  ASSERT_TRUE(ShareableMemory::RenewClaimed(7).ok());
+
+  // The bytes are all there; the peer's later writes are not.
+  std::vector<char> expected = before;
+  expected[2 * page + 1] = 'a';
+  EXPECT_EQ(std::memcmp(m->data(), expected.data(), expected.size()), 0);
+  peer[2] = 'b';
+  EXPECT_EQ(m->data()[2 * page + 2], expected[2 * page + 2]);
+  // And the owner's writes no longer reach the peer.
+  m->data()[2 * page + 3] = 'c';
+  EXPECT_NE(peer[3], 'c');
+  munmap(peer, 2 * page);
+
+  // The renewed segment is a sealed memfd that can be shared again; the
+  // unclaimed one was left as it was.
+  const auto after = ShareableMemory::FindSegments(m->data(), m->size());
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].fd, segments[0].fd);
+  EXPECT_NE(fcntl(after[1].fd, F_GET_SEALS) & F_SEAL_SHRINK, 0);
+  char* again = static_cast<char*>(
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, after[1].fd, 0));
+  ASSERT_NE(again, MAP_FAILED);
+  again[4] = 'd';
+  EXPECT_EQ(m->data()[2 * page + 4], 'd');
+  munmap(again, 2 * page);
+  // Renewing with nothing claimed changes nothing.
+  EXPECT_TRUE(ShareableMemory::RenewClaimed(7).ok());
+  EXPECT_EQ(ShareableMemory::FindSegments(m->data(), m->size())[1].fd, after[1].fd);
+}
+
 }  // namespace
 }  // namespace dreplay::verbs

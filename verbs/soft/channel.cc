@@ -182,6 +182,7 @@ void Channel::Detach() {
   if (shared_ != nullptr) {
     shared_->DropMappings();
     shared_->ClearPending();
+    shared_->Revoke();  // what the peer still writes through its mappings lands nowhere
   }
   next_due_ns_.store(0, std::memory_order_release);
   completions_.Clear();
@@ -388,8 +389,11 @@ void Channel::Fail(WcStatus first, const std::string& reason, Teardown teardown)
     // The peer's windows die with the queue pair.
     if (shared_ != nullptr) shared_->DropMappings();
     reader_.Drain();
-    // Published last: whoever sees the error state finds the completions.
+    // Published next: whoever sees the error state finds the completions.
     failed_.store(true, std::memory_order_release);
+    // And so does this side's memory under the peer's mappings (still
+    // under the lock: nothing of this queue pair runs meanwhile).
+    if (shared_ != nullptr) shared_->Revoke();
   }
   if (teardown == Teardown::kAbort) {
     shutdown(fd_.get(), SHUT_RDWR);

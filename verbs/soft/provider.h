@@ -68,14 +68,23 @@
 //    mappings are revoked by a frame, so a request posted before the
 //    revocation arrives may still land in that (unregistered) memory; a
 //    queue pair that fails drops every mapping of its peer.
-//    Security: a passed memfd cannot be taken back. A same-host process of
-//    the same user that completes setup keeps write access to the segments
-//    behind every writable key it was granted for as long as it lives, even
-//    after its queue pair is gone, and nothing stops it from writing
-//    anywhere in them. Where same-host peers of the same user are not
-//    trusted, run with --soft_transport=tcp (SoftTransport::kTcp). A fault-
-//    injecting TCP proxy cannot see mapped operations either: runs through
-//    one need kTcp too.
+//    Revocation as a device's: when a queue pair fails or is destroyed,
+//    the target renews the segments it granted writable on it (fresh
+//    memfds holding the same bytes at the same addresses; shared_path.h,
+//    "Revocation"), so nothing its peer writes through the old mappings
+//    afterwards reaches the target, as nothing reaches it through a
+//    destroyed queue pair's memory windows. A segment is granted writable
+//    to one queue pair at a time (another asking keeps TCP). The requester
+//    maps only grants that answer its own asks, bounded in size
+//    (kMaxGrantBytes), and never waits for their fds.
+//    Security: that defends against stale and displaced sessions, not a
+//    hostile process of the same user, which can read and write the
+//    target's memory anyway (ptrace, /proc/<pid>/mem), and while its queue
+//    pair lives can write anywhere in the segments behind its writable
+//    keys. Where same-host peers of the same user are not trusted, run
+//    with --soft_transport=tcp (SoftTransport::kTcp). A fault-injecting
+//    TCP proxy cannot see mapped operations either: runs through one need
+//    kTcp too.
 //  * Setup: the connector sends a hello with its payload; the listener's
 //    connection manager (verbs/connection_manager.h) reads it, and the
 //    application accepts or rejects it. Payloads are limited to

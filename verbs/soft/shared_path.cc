@@ -18,8 +18,8 @@
 namespace dreplay::verbs::soft {
 namespace {
 
-// How long a grant's fds may take to follow it (they were sent first).
-constexpr absl::Duration kFdWait = absl::Seconds(1);
+// Holders of writable segments: one per SharedPath in the process.
+std::atomic<uint64_t> next_holder{1};
 // The seed salt of the answer direction's jitter.
 constexpr uint64_t kReverseSeedSalt = 0x5bd1e9955bd1e995ULL;
 
@@ -44,9 +44,13 @@ SharedPath::SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
       host_path_ns_(std::min(absl::ToInt64Nanoseconds(model.one_way_delay), kHostPathNs)),
       reverse_(model, model.seed ^ kReverseSeedSalt),
       max_rd_atomic_(static_cast<size_t>(std::max(max_rd_atomic, 1))),
-      writer_(writer) {}
+      writer_(writer),
+      holder_(next_holder.fetch_add(1, std::memory_order_relaxed)) {}
 
-SharedPath::~SharedPath() { DropMappings(); }
+SharedPath::~SharedPath() {
+  Revoke();
+  DropMappings();
+}
 
 bool SharedPath::TryExecute(const WorkRequest& wr, bool local_ok, int64_t now, uint64_t barrier) {
   const bool is_write = wr.opcode == Opcode::kWrite;
@@ -104,6 +108,7 @@ int64_t SharedPath::DueTime(const WorkRequest& wr, int64_t now) {
 void SharedPath::NoteKey(const WorkRequest& wr) {
   if (wr.opcode != Opcode::kWrite && wr.opcode != Opcode::kRead) return;
   if (mappings_.contains(wr.rkey) || !asked_.insert(wr.rkey).second) return;
+  outstanding_[wr.rkey] = Ask{wr.remote_addr, wr.length};
   QueueControl(FrameType::kShareAsk, wr.rkey);
 }
 
@@ -125,26 +130,49 @@ void SharedPath::OnFrame(const FrameHeader& header, const char* payload) {
     case FrameType::kShareRevoke:
       Unmap(header.rkey);
       asked_.insert(header.rkey);
+      outstanding_.erase(header.rkey);
       return;
     default:  // kShareDeny: stays asked, so never asked again
+      outstanding_.erase(header.rkey);
       return;
   }
 }
 
-void SharedPath::OnGrant(const FrameHeader& h, const ShareGrant& grant) {
-  const uint32_t rkey = h.rkey;
-  const size_t page = ShareableMemory::PageBytes();
-  const bool writable = (h.aux & kRemoteWrite) != 0;
-  // Bounds first: a grant's numbers come from the peer.
+bool SharedPath::GrantAcceptable(const FrameHeader& h, const ShareGrant& grant,
+                                 const Ask& ask) const {
+  const uint64_t page = ShareableMemory::PageBytes();
+  // Every number of a grant comes from the peer.
   if (grant.segments == 0 || grant.segments > kMaxSharedSegments || grant.segment_bytes == 0 ||
-      grant.segment_bytes % page != 0 || grant.segment_bytes > (uint64_t{1} << 40) ||
+      grant.segment_bytes % page != 0 || grant.segment_bytes > kMaxGrantBytes / grant.segments ||
       grant.length == 0 || grant.length > grant.segment_bytes * grant.segments ||
       (h.aux & ~kRemoteBits) != 0 || (h.aux & kRemoteBits) == 0) {
-    LOG(WARNING) << "ignoring a malformed same-host grant for key " << rkey;
+    return false;
+  }
+  const uint64_t total = grant.segment_bytes * grant.segments;
+  if (total > kMaxMappedBytes - mapped_bytes_) return false;
+  // It covers the request that asked.
+  return ask.remote_addr >= h.remote_addr && ask.length <= grant.length &&
+         ask.remote_addr - h.remote_addr <= grant.length - ask.length;
+}
+
+void SharedPath::OnGrant(const FrameHeader& h, const ShareGrant& grant) {
+  const uint32_t rkey = h.rkey;
+  const bool writable = (h.aux & kRemoteWrite) != 0;
+  // Only the answer to an outstanding ask, and only once.
+  auto ask = outstanding_.find(rkey);
+  if (ask == outstanding_.end()) {
+    LOG(WARNING) << "ignoring a same-host grant for key " << rkey << " that was not asked for";
     return;
   }
-  absl::StatusOr<std::vector<Fd>> fds =
-      link_->ReceiveFds(rkey, grant.segments, absl::Now() + kFdWait);
+  const bool acceptable = GrantAcceptable(h, grant, ask->second);
+  outstanding_.erase(ask);
+  if (!acceptable) {
+    LOG(WARNING) << "ignoring a malformed or oversized same-host grant for key " << rkey;
+    return;
+  }
+  // The fds went ahead of the grant over the Unix socket, so they are
+  // already there: no wait.
+  absl::StatusOr<std::vector<Fd>> fds = link_->ReceiveFds(rkey, grant.segments, absl::Now());
   if (!fds.ok()) {
     LOG(WARNING) << "same-host grant for key " << rkey << ": " << fds.status();
     return;
@@ -170,6 +198,7 @@ void SharedPath::OnGrant(const FrameHeader& h, const ShareGrant& grant) {
   Unmap(rkey);
   mappings_[rkey] =
       Mapping{h.remote_addr, grant.length, h.aux & kRemoteBits, static_cast<char*>(base), total};
+  mapped_bytes_ += total;
   VLOG(1) << "same-host mapping for key " << rkey << ": " << grant.length << " bytes";
 }
 
@@ -177,12 +206,22 @@ void SharedPath::Unmap(uint32_t rkey) {
   auto it = mappings_.find(rkey);
   if (it == mappings_.end()) return;
   munmap(it->second.base, it->second.mapped);
+  mapped_bytes_ -= it->second.mapped;
   mappings_.erase(it);
 }
 
 void SharedPath::DropMappings() {
   for (const auto& [key, m] : mappings_) munmap(m.base, m.mapped);
   mappings_.clear();
+  mapped_bytes_ = 0;
+}
+
+void SharedPath::Revoke() {
+  granted_.clear();
+  const absl::Status renewed = ShareableMemory::RenewClaimed(holder_);
+  if (!renewed.ok()) {
+    LOG(ERROR) << "same-host path: a peer may keep writing memory it was granted: " << renewed;
+  }
 }
 
 void SharedPath::OnAsk(uint32_t rkey, const KeyRange& range) {
@@ -201,6 +240,8 @@ void SharedPath::OnAsk(uint32_t rkey, const KeyRange& range) {
     ok = s.length == segments[0].length &&
          ((rights & kRemoteWrite) != 0 ? !s.read_only : s.read_only);
   }
+  // Writable: this queue pair's alone until it goes (Revoke).
+  if (ok && (rights & kRemoteWrite) != 0) ok = ShareableMemory::ClaimWritable(segments, holder_);
   std::vector<int> fds;
   for (const SharedSegment& s : segments) fds.push_back(s.fd);
   if (ok) {

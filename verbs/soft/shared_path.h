@@ -20,6 +20,25 @@
 //    every request as before. When a region is deregistered the keys
 //    granted under it are revoked (kShareRevoke).
 //
+// Revocation, so that a same-host peer loses its access exactly when a
+// device's peer would: a memory window of a device dies with its queue
+// pair, and nothing its peer sends is placed after the queue pair failed
+// or was destroyed. Here a peer keeps what it mapped, so the responder
+// takes back its own side instead: it grants a segment writable only
+// while no other queue pair holds it writable
+// (ShareableMemory::ClaimWritable), and when its queue pair fails or is
+// destroyed (Revoke) it renews those segments
+// (ShareableMemory::RenewClaimed): this process's memory then lies in
+// fresh memfds, and whatever the peer still writes through its old
+// mappings reaches nobody. Read-only grants cover sealed segments, which
+// no peer can write, and are not renewed.
+//
+// As requester it maps only what it asked for: a grant for a key with no
+// ask outstanding, one that does not cover the request that asked, or one
+// larger than kMaxGrantBytes (or past kMaxMappedBytes in all) is ignored,
+// and a grant's fds must already be there (the responder passes them
+// before it sends the grant): nothing waits for them.
+//
 // What the shared path never takes: atomics, WRITE_WITH_IMM, an operation
 // posted while an earlier one of the queue pair is outstanding on TCP (RC
 // order: it goes over TCP behind it), one whose local buffer fails its
@@ -51,6 +70,12 @@
 #include "verbs/verbs.h"
 
 namespace dreplay::verbs::soft {
+
+// The most address space one grant may map, and all of one queue pair's
+// mappings together.
+inline constexpr uint64_t kMaxGrantBytes = uint64_t{1} << 36;   // 64 GiB
+inline constexpr uint64_t kMaxMappedBytes = uint64_t{1} << 38;  // 256 GiB
+static_assert(kMaxGrantBytes <= kMaxMappedBytes, "one grant must fit the total");
 
 class SharedPath {
  public:
@@ -95,6 +120,12 @@ class SharedPath {
   // The region registered as `region_key` is going: revokes the keys
   // granted under it.
   void RevokeRegion(uint32_t region_key);
+  // The queue pair failed or is being destroyed: renews every segment
+  // granted writable on it (see above), so the peer's mappings reach
+  // nothing here any more. Idempotent. REQUIRES: no other queue pair
+  // WRITEs those segments over TCP meanwhile (their owner's threads may
+  // read them).
+  void Revoke();
 
   // ---- Completions (application thread). ----
   // Shared-path completions waiting for their time.
@@ -120,7 +151,15 @@ class SharedPath {
     int64_t due_ns;
   };
 
+  // The request a key was asked for by, until the grant or denial.
+  struct Ask {
+    uint64_t remote_addr;
+    uint64_t length;
+  };
+
   void OnGrant(const FrameHeader& h, const ShareGrant& grant);
+  // Whether a grant for an outstanding `ask` is within bounds.
+  bool GrantAcceptable(const FrameHeader& h, const ShareGrant& grant, const Ask& ask) const;
   void Unmap(uint32_t rkey);
   void QueueControl(FrameType type, uint32_t rkey);
   // When the completion of an operation posted at `now` may be released.
@@ -136,8 +175,14 @@ class SharedPath {
   // first (non-decreasing).
   std::deque<int64_t> reads_due_;
 
+  // This queue pair's identity as a holder of writable segments
+  // (ShareableMemory::ClaimWritable); unique in the process.
+  const uint64_t holder_;
+
   absl::flat_hash_map<uint32_t, Mapping> mappings_;
+  uint64_t mapped_bytes_ = 0;                        // of mappings_
   absl::flat_hash_set<uint32_t> asked_;              // asked, denied or revoked
+  absl::flat_hash_map<uint32_t, Ask> outstanding_;   // asked, not answered yet
   absl::flat_hash_map<uint32_t, uint32_t> granted_;  // key -> its region's key
   std::deque<Pending> pending_;
 };

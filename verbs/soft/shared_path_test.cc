@@ -11,6 +11,7 @@
 // peer made of it.
 
 #include <sched.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
@@ -175,6 +176,59 @@ TEST_F(SharedPathTest, WindowRangeIsEnforcedAndDiesWithTheQueuePair) {
   EXPECT_EQ(c[0].status, WcStatus::kFlushed);
   EXPECT_EQ(memory_.data()[0], 1);
   EXPECT_EQ(SegmentMappings(), baseline_);
+}
+
+// A peer that keeps a writable mapping past its queue pair (a displaced or
+// stalled process, or one slow to notice the end): the same segments mapped
+// once more, as its own mapping would stay.
+char* KeepMapping(const ShareableMemory& memory, size_t offset, size_t length) {
+  const auto segments = ShareableMemory::FindSegments(memory.data() + offset, length);
+  if (segments.size() != 1) return nullptr;
+  void* at = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, segments[0].fd, 0);
+  return at == MAP_FAILED ? nullptr : static_cast<char*>(at);
+}
+
+TEST_F(SharedPathTest, AMappingReachesNothingOnceItsQueuePairIsDestroyed) {
+  Start(SoftTransport::kAuto);
+  ASSERT_TRUE(WaitForMapping(Request(1, Opcode::kWrite, mr_->rkey(), 0, 0, 64), 2));
+  char* kept = KeepMapping(memory_, 0, 2 * page_);
+  ASSERT_NE(kept, nullptr);
+  kept[100] = 1;
+  ASSERT_EQ(memory_.data()[100], 1);  // live while the queue pair is
+  pair_.server.reset();
+  kept[100] = 2;
+  kept[101] = 3;
+  EXPECT_EQ(memory_.data()[100], 1);  // what landed before stays
+  EXPECT_EQ(memory_.data()[101], 0);
+  munmap(kept, 2 * page_);
+  // The next connection is granted the memory as it is now, and writes it.
+  pair_ = QpPair{};
+  auto pair = ConnectPair(client_.get(), server_.get(), QueuePairOptions{});
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  pair_ = std::move(*pair);
+  baseline_ = SegmentMappings();
+  local_->data()[0] = 9;
+  ASSERT_TRUE(WaitForMapping(Request(2, Opcode::kWrite, mr_->rkey(), 100, 0, 1), 2));
+  EXPECT_EQ(memory_.data()[100], 9);
+}
+
+TEST_F(SharedPathTest, AMappingReachesNothingOnceItsQueuePairFailed) {
+  Start(SoftTransport::kAuto);
+  auto window = pair_.server->BindWindow(*mr_, 2 * page_, 2 * page_, kRemoteWrite);
+  ASSERT_TRUE(window.ok()) << window.status();
+  ASSERT_TRUE(WaitForMapping(Request(1, Opcode::kWrite, window->rkey, 2 * page_, 0, 64), 1));
+  char* kept = KeepMapping(memory_, 2 * page_, 2 * page_);
+  ASSERT_NE(kept, nullptr);
+  // The peer's end goes; the server's queue pair fails when it notices.
+  pair_.client.reset();
+  const absl::Time deadline = absl::Now() + kTestTimeout;
+  while (pair_.server->state() != QpState::kError && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(pair_.server->state(), QpState::kError);
+  kept[5] = 4;
+  EXPECT_EQ(memory_.data()[2 * page_ + 5], 0);
+  munmap(kept, 2 * page_);
 }
 
 TEST_F(SharedPathTest, ReadOnlyWindowOverUnsealedMemoryStaysOnTcp) {
