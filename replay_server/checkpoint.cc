@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/errno_status.h"
@@ -21,6 +22,7 @@
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "glog/logging.h"
+#include "replay_server/durable_file.h"
 #include "xxhash.h"
 
 namespace dreplay::server {
@@ -316,6 +318,68 @@ void ClearUnverifiedCommits(const std::vector<uint64_t>& cursors, ReplayRegions*
   }
 }
 
+absl::Status Forged(const std::string& path, const std::string& why) {
+  return absl::DataLossError(absl::StrCat("checkpoint ", path, " is inconsistent: ", why,
+                                          " (a damaged or forged file; move it away to fall "
+                                          "back to an older one or to start empty)"));
+}
+
+// What the checksum cannot vouch for (a file written with a valid checksum by
+// anyone): every stored sequence sits at its lease's position and below its
+// lease's cursor, the cursors add up to the ingest cursor, and each lease's
+// holder is a state the lease table can take, with one lease per actor.
+absl::Status ValidateLeases(const std::string& path, const protocol::LayoutConfig& c,
+                            const CheckpointHeader& header, const std::vector<uint64_t>& sequences,
+                            const std::vector<uint64_t>& cursors,
+                            const std::vector<CheckpointLeaseHolder>& holders) {
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
+  uint64_t total = 0;
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    if (cursors[l] > UINT64_MAX - total) return Forged(path, "the lease cursors overflow");
+    total += cursors[l];
+  }
+  if (total != header.ingest_cursor) {
+    return Forged(path, absl::StrCat("the lease cursors add up to ", total,
+                                     ", the ingest cursor is ", header.ingest_cursor));
+  }
+  for (uint64_t i = 0; i < c.capacity; ++i) {
+    const uint64_t q = sequences[i];
+    if (q == replay::ReplayMemory::kNoSequence) continue;
+    const uint64_t lease = i / lease_slots;
+    if (lease >= c.leases || protocol::LeaseSlotIndex(c, static_cast<uint32_t>(lease), q) != i) {
+      return Forged(path, absl::StrCat("index ", i, " holds sequence ", q,
+                                       ", which belongs at another index"));
+    }
+    if (q >= cursors[lease]) {
+      return Forged(path, absl::StrCat("index ", i, " holds sequence ", q, " of lease ", lease,
+                                       ", not below its cursor ", cursors[lease]));
+    }
+  }
+  absl::flat_hash_map<uint32_t, uint32_t> lease_of_actor;
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    const CheckpointLeaseHolder& h = holders[l];
+    const auto state = static_cast<protocol::LeaseState>(h.state);
+    if (state == protocol::LeaseState::kNeverHeld) {
+      if (h.actor_id != 0 || h.grants != 0) {
+        return Forged(path, absl::StrCat("lease ", l, " was never held but names actor ",
+                                         h.actor_id, " and ", h.grants, " grants"));
+      }
+      continue;
+    }
+    if (state != protocol::LeaseState::kHeld && state != protocol::LeaseState::kReleased) {
+      return Forged(path, absl::StrCat("lease ", l, " has holder state ", h.state));
+    }
+    if (h.grants == 0)
+      return Forged(path, absl::StrCat("lease ", l, " was held but never granted"));
+    const auto [it, inserted] = lease_of_actor.emplace(h.actor_id, l);
+    if (!inserted) {
+      return Forged(path,
+                    absl::StrCat("actor ", h.actor_id, " holds leases ", it->second, " and ", l));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Loads the params section into the params region (its header, and the
 // half it names at that half's place).
 void LoadParams(const std::vector<uint8_t>& section, ReplayRegions* regions) {
@@ -389,6 +453,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   if (trailer != hasher.Digest()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " fails its checksum"));
   }
+  RETURN_IF_ERROR(ValidateLeases(path, config, header, sequences, lease_cursors, lease_holders));
   if (absl::Status s = memory->Restore(values, sequences); !s.ok()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", s.message()));
   }
@@ -454,8 +519,10 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   stats.cut_id = cut->cut_id;
   stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";
-  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
   if (fd.get() < 0) return ErrnoError("open", temp);
+  // A temporary file left by an older build keeps its mode through O_CREAT.
+  if (fchmod(fd.get(), kPrivateFileMode) != 0) return ErrnoError("chmod", temp);
   absl::Status status = WriteContents(fd.get(), temp, regions, cut->memory_options, cut, &stats);
   if (status.ok() && fsync(fd.get()) != 0) status = ErrnoError("fsync", temp);
   if (status.ok() && close(fd.Release()) != 0) status = ErrnoError("close", temp);

@@ -70,11 +70,9 @@ absl::Status CheckpointStoreOptions::Validate() const {
 
 absl::StatusOr<CheckpointStore> CheckpointStore::Open(const CheckpointStoreOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  std::error_code error;
-  std::filesystem::create_directories(options.dir, error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot create checkpoint directory ", options.dir, ": ", error.message()));
+  if (const absl::Status s = CreateDirectoryDurably(options.dir); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot create checkpoint directory ", options.dir,
+                                               ": ", s.message()));
   }
   return CheckpointStore(options);
 }

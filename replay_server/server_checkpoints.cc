@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -101,14 +102,37 @@ absl::Status ServerCheckpoints::ReserveSequences() {
   options.leases = config.leases;
   options.lease_slots = protocol::LeaseSlots(config);
   ASSIGN_OR_RETURN(reservations_, SequenceReservations::Open(options));
-  if (!reservations_->loaded() && restored_) {
-    LOG(WARNING) << options.path << " is missing: leases resume at the restored cursors, "
-                 << "which is safe only if the last server stopped cleanly";
-  }
+  RETURN_IF_ERROR(CheckRestoredCursors(options.path));
   RETURN_IF_ERROR(core_->UseSequenceReservations(reservations_.get()));
   if (core_->sequences_skipped_after_restart() > 0) {
     LOG(INFO) << "sequences_skipped_after_restart " << core_->sequences_skipped_after_restart()
               << ": leases resume above every sequence the last server may have handed out";
+  }
+  return absl::OkStatus();
+}
+
+// Every server writes the reservations before its first checkpoint (Open
+// reserves before it returns) and syncs each mark before the cursors pass
+// it, so a restored checkpoint comes with a file whose marks are at or above
+// its cursors. Without the file no number of skipped laps is provably safe:
+// the last server may have run for any time after the checkpoint.
+absl::Status ServerCheckpoints::CheckRestoredCursors(const std::string& path) const {
+  if (!restored_) return absl::OkStatus();
+  if (!reservations_->loaded()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", restored_path_, " was restored but ", path,
+        " is missing: the leases could reuse sequences the last server handed out. Put the "
+        "file back, or move the replay.ckpt* files out of ",
+        options_.dir, " to start empty (every actor's lease starts over)"));
+  }
+  const std::vector<uint64_t> cursors = core_->lease_cursors();
+  for (uint32_t l = 0; l < cursors.size(); ++l) {
+    if (cursors[l] > reservations_->floor(l)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", restored_path_, " has lease ", l, " at cursor ", cursors[l],
+                       ", above its mark ", reservations_->floor(l), " in ", path,
+                       ": the two files do not belong together (move away the one that does not)"));
+    }
   }
   return absl::OkStatus();
 }

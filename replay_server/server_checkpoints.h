@@ -17,7 +17,10 @@
 // before it), skips any epoch the start record says a crashed server ran
 // and records this start, opens the sequence reservations
 // (sequence_reservations.h) and has the core publish under them, and
-// starts the CheckpointWriter thread.
+// starts the CheckpointWriter thread. A restored checkpoint without a
+// reservations file, or with a lease cursor above its mark, is refused
+// (FailedPrecondition naming both files): no skip computed from the
+// checkpoint alone is provably safe.
 //
 // Periodic and requested checkpoints (Tick, on the core thread, once per
 // loop iteration): every `interval`, or after Request(), the core begins a
@@ -115,6 +118,9 @@ class ServerCheckpoints {
   absl::Status RecordStart();
   // Opens the reservations and has the core publish under them.
   absl::Status ReserveSequences();
+  // FailedPrecondition when a restored checkpoint has no reservations file
+  // at `path`, or a lease cursor above its mark.
+  absl::Status CheckRestoredCursors(const std::string& path) const;
   // Writes `cut` through the store (rotating the older ones); on the
   // writer's thread, or at Stop.
   absl::StatusOr<CheckpointWriteStats> WriteThroughStore(CheckpointCut* cut);
