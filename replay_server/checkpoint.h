@@ -90,6 +90,7 @@
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/counters.h"
+#include "replay_server/file_system.h"
 #include "replay_server/regions.h"
 
 namespace dreplay::server {
@@ -193,14 +194,16 @@ static_assert(offsetof(CheckpointHeader, params_bytes) == 424, "");
 // `cut` is modified: entries found overwritten are made empty. Internal
 // (I/O) errors carry the path and errno text; InvalidArgument when the cut
 // does not fit the regions.
+// `fs`: the file system (file_system.h; null: the process's POSIX one).
 absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
                                                      const ReplayRegions& regions,
-                                                     CheckpointCut* cut);
+                                                     CheckpointCut* cut, FileSystem* fs = nullptr);
 
 // Loads the checkpoint at `path` into `regions`, `memory` and `state`. See
 // the file comment for the status codes. NotFound if there is no file.
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
-                            replay::ReplayMemory* memory, CheckpointState* state);
+                            replay::ReplayMemory* memory, CheckpointState* state,
+                            FileSystem* fs = nullptr);
 
 }  // namespace dreplay::server
 

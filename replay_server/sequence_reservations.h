@@ -67,6 +67,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
+#include "replay_server/file_system.h"
 
 namespace dreplay::server {
 
@@ -79,6 +80,9 @@ struct SequenceReservationsOptions {
   // How far a mark grows past what is needed, in lease capacities (>= 1):
   // larger means rarer syncs and more sequences skipped after a crash.
   uint64_t step_leases = 64;
+  // The file system (file_system.h), not owned; null: the process's POSIX
+  // one.
+  FileSystem* file_system = nullptr;
 
   absl::Status Validate() const;
 };

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<ServerCheckpoints>> ServerCheckpoints::Open(
   CheckpointStoreOptions store;
   store.dir = options.dir;
   store.keep = options.keep;
+  store.file_system = options.file_system;
   ASSIGN_OR_RETURN(c->store_, CheckpointStore::Open(store));
   c->checkpoint_path_ = c->store_->LatestPath();
   RETURN_IF_ERROR(c->RestoreNewest());
@@ -54,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ServerCheckpoints>> ServerCheckpoints::Open(
 absl::Status ServerCheckpoints::RestoreNewest() {
   absl::Status newest_failure;
   for (const std::string& path : store_->Candidates()) {
-    const absl::Status status = core_->RestoreCheckpoint(path);
+    const absl::Status status = core_->RestoreCheckpoint(path, options_.file_system);
     if (status.ok()) {
       restored_ = true;
       restored_path_ = path;
@@ -101,6 +102,7 @@ absl::Status ServerCheckpoints::ReserveSequences() {
   options.path = (std::filesystem::path(options_.dir) / SequenceReservations::kFileName).string();
   options.leases = config.leases;
   options.lease_slots = protocol::LeaseSlots(config);
+  options.file_system = options_.file_system;
   ASSIGN_OR_RETURN(reservations_, SequenceReservations::Open(options));
   RETURN_IF_ERROR(CheckRestoredCursors(options.path));
   RETURN_IF_ERROR(core_->UseSequenceReservations(reservations_.get()));
@@ -140,7 +142,7 @@ absl::Status ServerCheckpoints::CheckRestoredCursors(const std::string& path) co
 absl::StatusOr<CheckpointWriteStats> ServerCheckpoints::WriteThroughStore(CheckpointCut* cut) {
   CheckpointWriteStats stats;
   RETURN_IF_ERROR(store_->Save([&](const std::string& path) -> absl::Status {
-    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut));
+    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut, options_.file_system));
     return absl::OkStatus();
   }));
   return stats;
@@ -148,6 +150,7 @@ absl::StatusOr<CheckpointWriteStats> ServerCheckpoints::WriteThroughStore(Checkp
 
 void ServerCheckpoints::NoteWritten(const CheckpointWriter::Result& result) {
   if (!result.ok()) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
     LOG(ERROR) << "checkpoint failed: " << result.status();
     return;
   }
@@ -214,6 +217,7 @@ absl::Status ServerCheckpoints::Stop(bool final_checkpoint) {
   CheckpointCut cut = core_->CutCheckpoint(writer_->TakeSpare());
   const absl::StatusOr<CheckpointWriteStats> stats = WriteThroughStore(&cut);
   if (!stats.ok()) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
     LOG(ERROR) << "final checkpoint failed: " << stats.status();
     return stats.status();
   }
