@@ -18,7 +18,8 @@ SEED = 7
 PROCESS_TIMEOUT_S = DURATION_S + 240
 KEYS = ["duration_s", "kills", "server_restarts", "learner_restarts", "actor_restarts",
         "reconnects", "transitions_committed", "torn_rejected", "lost_since_checkpoint",
-        "unexpected_losses", "torn_accepted"]
+        "unexpected_losses", "torn_accepted", "actor_commits_ingested", "actor_commits_lost",
+        "actor_commits_unaccounted"]
 
 
 def runfile(path):
@@ -44,6 +45,8 @@ class ChaosTest(unittest.TestCase):
         self.assertEqual(list(figures), KEYS)
         self.assertEqual(figures["torn_accepted"], 0)
         self.assertEqual(figures["unexpected_losses"], 0)
+        self.assertEqual(figures["actor_commits_unaccounted"], 0)
+        self.assertGreater(figures["actor_commits_ingested"], 0)
         self.assertGreater(figures["transitions_committed"], 0)
         self.assertGreater(figures["kills"], 0)
         for role in ("server", "learner", "actor"):

@@ -37,6 +37,10 @@ Invariants (tools/chaos_check.py reads the verification logs):
     slot absent (overwritten by its actor during the write: eviction;
     unexpected_losses 0); what a killed server ingested after the restored
     cut is reported as lost_since_checkpoint, not an error;
+  * every transition an actor saw committed (the actors' P records) was
+    ingested, or was lost with a server a later start replaced
+    (actor_commits_lost, reported); none unaccounted
+    (actor_commits_unaccounted 0);
   * every process exits cleanly: none exits by itself, each SIGTERM ends
     its process with status 0 within --grace_s.
 
@@ -47,13 +51,16 @@ every process takes to be up again), kills (SIGKILL and SIGTERM events), server_
 actor_restarts, reconnects (the clients' "reconnecting" log lines),
 transitions_committed (distinct transitions the server verified and
 ingested), torn_rejected (slots the server declared torn), and
-lost_since_checkpoint, unexpected_losses, torn_accepted as above. Exit
+lost_since_checkpoint, unexpected_losses, torn_accepted,
+actor_commits_ingested, actor_commits_lost, actor_commits_unaccounted as
+above. Exit
 status 0 only when every invariant holds; otherwise 1, with one
 "chaos: invariant broken: ..." line per broken invariant on stderr; 2 for
 a bad command line or a run that could not start.
 
 Logs and verification logs stay in --out_dir (server.log, learner.log,
-actor-<i>.log, server.<n>.vlog and learner.<n>.vlog per start, events.log);
+actor-<i>.log, server.<n>.vlog and learner.<n>.vlog per start,
+actor.<i>.<n>.vlog per start of actor i, events.log);
 `tools/chaos_check.py OUT_DIR` checks them again. Binaries come from Bazel's
 output (bazel-out/k8-opt/bin, else bazel-bin; or --bin_dir). Only the
 Python standard library is used.
@@ -228,6 +235,7 @@ class Chaos:
             "--seed=%d" % (a.seed + 1000 * n),
             "--flush_batch=16",
             "--max_steps_per_s=%r" % a.actor_rate,
+            "--verification_log=" + os.path.join(a.out_dir, "actor.%d.%d.vlog" % (index, n)),
         ]
 
     def port_file(self, n):
