@@ -2,17 +2,9 @@
 
 #include "replay_server/checkpoint_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <system_error>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -20,7 +12,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "replay_server/durable_file.h"
 

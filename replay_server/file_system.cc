@@ -26,10 +26,7 @@ class PosixWritableFile : public WritableFile {
     if (fd_ >= 0) close(fd_);
   }
 
-  absl::Status Append(absl::string_view data) override {
-    RETURN_IF_ERROR(WriteAt(end_, data));
-    return absl::OkStatus();
-  }
+  absl::Status Append(absl::string_view data) override { return WriteAt(end_, data); }
 
   absl::Status WriteAt(uint64_t offset, absl::string_view data) override {
     const char* p = data.data();

@@ -2,22 +2,12 @@
 
 #include "replay_server/sequence_reservations.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "replay_server/durable_file.h"

@@ -41,7 +41,8 @@
 //   <H_{N-1}>
 //   checksum <FNV-1a 64 of every byte before this line, hex>
 // A missing file is an empty table (every floor 0: the first start on a
-// directory, or one written by an older server). A file that fails to parse
+// directory); the server refuses to restore a checkpoint without the file
+// (server_checkpoints.h). A file that fails to parse
 // or to verify is refused (DataLoss): no floor derived from the checkpoint
 // alone is safe, so the server does not start until it is dealt with.
 //
