@@ -77,6 +77,9 @@ DEFINE_int64(seed, 1,
              "seed of the initial network (the learner's --seed gives the learner's "
              "initial network), the environments and the exploration");
 DEFINE_int32(flush_batch, 32, "transitions per write to the server");
+DEFINE_string(verification_log, "",
+              "append a record per committed transition to this file "
+              "(common/verification_log.h; for tools/chaos.py)");
 DEFINE_int64(payload_pad_bytes, 0,
              "bytes of padding after each transition's encoding: stored in the replay memory and "
              "moved across every link like the transition, never fed to the network (the "
@@ -204,6 +207,7 @@ int Run(const BinaryMain& binary) {
   run_options.metrics = connection->metrics;
   run_options.network_description = "--hidden=" + FLAGS_hidden;
   run_options.server = FLAGS_server;
+  run_options.verification_log = FLAGS_verification_log;
   const absl::Status run =
       RunActor(session->get(), *options, *layout, run_options, signals, (*provider)->name());
   if (!run.ok()) return binary.Failure(run);

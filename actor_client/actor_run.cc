@@ -9,6 +9,7 @@
 #include "actor_client/prometheus_metrics.h"
 #include "actor_client/service_io.h"
 #include "common/status_macros.h"
+#include "common/verification_log.h"
 #include "glog/logging.h"
 
 namespace dreplay::actor {
@@ -58,6 +59,11 @@ absl::Status RunActor(client::ClientSession* session, const ActorLoopOptions& op
       static_cast<uint32_t>(options.flush_batch + options.num_envs * options.nstep.n);
   io_options.retry = run.retry;
   io_options.network_description = run.network_description;
+  std::unique_ptr<VerificationLog> verification_log;  // outlives the writer
+  if (!run.verification_log.empty()) {
+    ASSIGN_OR_RETURN(verification_log, VerificationLog::Open(run.verification_log));
+    io_options.writer.verification_log = verification_log.get();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<ActorServiceIo> service,
                    ActorServiceIo::Create(session, io_options));
   ActorIo io = service->io();

@@ -28,6 +28,9 @@ struct ActorRunOptions {
   // How the network was given, for a mismatch message (e.g. "--hidden=64,64").
   std::string network_description;
   std::string server;  // for the log line
+  // A P record per committed transition (common/verification_log.h; for
+  // tools/chaos.py); empty: none.
+  std::string verification_log;
 };
 
 // Runs the loop until it ends or `signals` asks it to stop (a connection

@@ -139,6 +139,7 @@ absl::Status ExperienceWriter::Flush() {
     Progress progress = Progress::kNothing;
     const absl::Status status = TryFlush(count, &progress);
     if (status.ok()) {
+      LogCommitted(0, 0, next_sequence_, count);
       stats_.committed += count;
       ++stats_.flushes;
       next_sequence_ += count;
@@ -161,6 +162,7 @@ absl::Status ExperienceWriter::Flush() {
         const uint64_t first = attempted_first_;
         const uint64_t done =
             received_end_ > first ? std::min<uint64_t>(received_end_ - first, count) : 0;
+        LogCommitted(0, 0, first, done);
         DropFront(done);
         stats_.committed += done;
       } else {
@@ -173,6 +175,19 @@ absl::Status ExperienceWriter::Flush() {
     }
   }
   return absl::OkStatus();
+}
+
+void ExperienceWriter::LogCommitted(uint32_t area, uint32_t offset, uint64_t first,
+                                    uint64_t count) {
+  VerificationLog* log = options_.verification_log;
+  if (log == nullptr) return;
+  const uint64_t epoch = session_->epoch();
+  for (uint64_t i = 0; i < count; ++i) {
+    protocol::SlotHeader header;
+    std::memcpy(&header, AreaSlots(area) + (offset + i) * slot_size_, sizeof(header));
+    log->Committed(epoch, protocol::LeaseSlotIndex(config(), lease_, first + i), first + i,
+                   header.checksum);
+  }
 }
 
 void ExperienceWriter::TakeGrant() {
@@ -414,6 +429,7 @@ absl::Status ExperienceWriter::Poll() {
       const absl::Time now = absl::Now();
       while (!in_flight_.empty() && ClientSession::WrIdPayload(in_flight_.front().wr_id) <= done) {
         const InFlight& b = in_flight_.front();
+        LogCommitted(b.area, 0, b.first, b.count);
         stats_.committed += b.count;
         ++stats_.flushes;
         stats_.latency.Record(now - b.start);
@@ -471,6 +487,10 @@ absl::Status ExperienceWriter::Recover(const absl::Status& why) {
   // front of the pending transitions, in order.
   const uint64_t done = received_end_ > first ? std::min(received_end_ - first, posted) : 0;
   stats_.committed += done;
+  for (const InFlight& b : in_flight_) {
+    if (b.first >= first + done) break;
+    LogCommitted(b.area, 0, b.first, std::min<uint64_t>(b.count, first + done - b.first));
+  }
   std::vector<uint8_t> bytes;
   std::vector<uint32_t> lengths;
   std::vector<float> priorities;

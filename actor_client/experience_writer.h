@@ -81,6 +81,7 @@
 #include "absl/types/span.h"
 #include "client/session.h"
 #include "common/latency_histogram.h"
+#include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "verbs/verbs.h"
 
@@ -103,6 +104,11 @@ struct ExperienceWriterOptions {
   // Reconnections one Flush attempts before it gives up (each one is itself
   // retried for the session's connect_deadline).
   int max_reconnects_per_flush = 3;
+  // Not owned; null: none. Each transition whose commit the writer counts
+  // (stats().committed) gets a P record naming the server's epoch, its ring
+  // index, sequence and checksum (common/verification_log.h), so a checker
+  // can prove what actors were told was ingested or lost with a server.
+  VerificationLog* verification_log = nullptr;
 
   absl::Status Validate() const;
 };
@@ -199,6 +205,9 @@ class ExperienceWriter {
   void TakeGrant();
   // Drops the first `count` pending transitions.
   void DropFront(size_t count);
+  // P records (options_.verification_log) for `count` committed slots of
+  // staging area `area` from its slot `offset` on, sequences from `first`.
+  void LogCommitted(uint32_t area, uint32_t offset, uint64_t first, uint64_t count);
   // READs the lease's LeaseLine; returns its ingest cursor.
   absl::StatusOr<uint64_t> ReadLeaseCursor();
   absl::Status WaitForRoom(uint64_t last_sequence);

@@ -2,13 +2,18 @@
 
 #include "actor_client/experience_writer.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/session.h"
+#include "common/verification_log.h"
 #include "gtest/gtest.h"
 #include "replay_server/server.h"
 #include "testing/in_process_service.h"
@@ -291,6 +296,64 @@ TEST_F(ExperienceWriterTest, PipelinedBatchesCutByADroppedConnectionAreIngestedE
   const protocol::StatsBlock stats = server->ReadStats();
   EXPECT_EQ(stats.inserted, kCount);
   EXPECT_EQ(stats.torn_slots + stats.overrun_slots, 0u);
+}
+
+// The records of kind `kind` in the verification log at `path`, with the
+// kind dropped ("I 3 41 ...abc" -> "3 41 ...abc"); P records also lose
+// their epoch, so they compare with I records.
+std::multiset<std::string> Records(const std::string& path, char kind) {
+  std::ifstream in(path);
+  std::multiset<std::string> records;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != kind) continue;
+    std::string rest = line.substr(2);
+    if (kind == 'P') rest = rest.substr(rest.find(' ') + 1);
+    records.insert(rest);
+  }
+  return records;
+}
+
+std::string TempLog(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+TEST_F(ExperienceWriterTest, EveryCommitTheActorRecordsIsOneTheServerIngested) {
+  // Both sides log: the server what it ingested, the actor what it saw
+  // committed, through flushes and through pipelined batches cut by dropped
+  // connections (commits confirmed by the next grant).
+  const std::string server_log_path = TempLog("writer_server.vlog");
+  const std::string actor_log_path = TempLog("writer_actor.vlog");
+  std::unique_ptr<VerificationLog> server_log = *VerificationLog::Open(server_log_path);
+  std::unique_ptr<VerificationLog> actor_log = *VerificationLog::Open(actor_log_path);
+  ReplayServerOptions so = SmallServerOptions();
+  so.core.ingest.verification_log = server_log.get();
+  auto server = StartServer(server_host_.get(), so);
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kActor, 1);
+  o.qp.faults.drop_after_ops = 1 + 7;
+  auto session = *ClientSession::Connect(actor_host_.get(), o);
+  ExperienceWriterOptions wo;
+  wo.max_batch = kPipelinedBatch;
+  wo.max_in_flight = 4;
+  wo.max_reconnects_per_flush = 1000;
+  wo.verification_log = actor_log.get();
+  auto writer = *ExperienceWriter::Create(session.get(), wo);
+  constexpr uint64_t kCount = 64;
+  ASSERT_TRUE(RunPipelined({writer.get()}, kCount));
+  Insert(writer.get(), kCount, 9);  // and a synchronous flush
+  EXPECT_GE(writer->stats().reconnects, 1u);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().ingest_cursor == kCount + 9; }))
+      << server->ReadStats().ingest_cursor;
+  const std::multiset<std::string> committed = Records(actor_log_path, 'P');
+  EXPECT_EQ(committed.size(), kCount + 9);
+  EXPECT_EQ(committed, Records(server_log_path, 'I'));
+  std::ifstream in(actor_log_path);
+  std::string kind;
+  uint64_t epoch = 0;
+  ASSERT_TRUE(in >> kind >> epoch);
+  EXPECT_EQ(epoch, server->epoch());
 }
 
 }  // namespace

@@ -95,4 +95,11 @@ void VerificationLog::Accepted(uint64_t index, uint64_t sequence, uint64_t check
                        sequence, checksum, ok ? 1 : 0));
 }
 
+void VerificationLog::Committed(uint64_t epoch, uint64_t index, uint64_t sequence,
+                                uint64_t checksum) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "P %" PRIu64 " %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n",
+                       epoch, index, sequence, checksum));
+}
+
 }  // namespace dreplay

@@ -39,6 +39,10 @@
 //   A <index> <sequence> <checksum> <ok>     the learner accepted an entry;
 //                                            ok 1 when the copied slot
 //                                            verifies (sequence, checksum)
+//   P <epoch> <index> <sequence> <checksum>  an actor saw its commit of a
+//                                            slot complete (or a server's
+//                                            grant confirm it), written to
+//                                            the server start of <epoch>
 //
 // Cost: one system call per record; meant for tests and soaks, off by
 // default everywhere.
@@ -77,6 +81,7 @@ class VerificationLog {
   void CheckpointRestored(uint64_t epoch, uint64_t ingest_cursor);
   void Restored(uint64_t index, uint64_t sequence, uint64_t checksum, bool valid);
   void Accepted(uint64_t index, uint64_t sequence, uint64_t checksum, bool ok);
+  void Committed(uint64_t epoch, uint64_t index, uint64_t sequence, uint64_t checksum);
 
   // Records whose write failed (disk full, ...): the log is then incomplete.
   uint64_t failed_writes() const { return failed_writes_.load(std::memory_order_relaxed); }

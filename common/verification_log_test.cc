@@ -43,6 +43,7 @@ TEST(VerificationLogTest, WritesOneLinePerRecordInTheDocumentedFormat) {
     (*log)->CheckpointRestored(2, 40);
     (*log)->Restored(3, 41, 0xabcdef, true);
     (*log)->Accepted(3, 41, 0xabcdef, false);
+    (*log)->Committed(2, 3, 41, 0xabcdef);
     EXPECT_EQ((*log)->failed_writes(), 0u);
   }
   EXPECT_EQ(ReadAll(path),
@@ -54,7 +55,8 @@ TEST(VerificationLogTest, WritesOneLinePerRecordInTheDocumentedFormat) {
             "C 1\n"
             "B 2 40\n"
             "R 3 41 0000000000abcdef 1\n"
-            "A 3 41 0000000000abcdef 0\n");
+            "A 3 41 0000000000abcdef 0\n"
+            "P 2 3 41 0000000000abcdef\n");
 }
 
 TEST(VerificationLogTest, AppendsToAnExistingFile) {

@@ -4,23 +4,19 @@
 #define XXH_STATIC_LINKING_ONLY
 #include "replay_server/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/errno_status.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
-#include "common/unique_fd.h"
 #include "glog/logging.h"
+#include "replay_server/durable_file.h"
 #include "xxhash.h"
 
 namespace dreplay::server {
@@ -49,40 +45,19 @@ class Hasher {
   XXH3_state_t* state_;
 };
 
-absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("write", path);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
+absl::Status WriteAll(WritableFile* file, const void* data, size_t n) {
+  return file->Append(absl::string_view(static_cast<const char*>(data), n));
 }
 
-absl::Status ReadAll(int fd, void* data, size_t n, const std::string& path) {
+absl::Status ReadAll(ReadableFile* file, void* data, size_t n, const std::string& path) {
   auto* p = static_cast<uint8_t*>(data);
   while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("read", path);
-    }
+    ASSIGN_OR_RETURN(const size_t r, file->Read(p, n));
     if (r == 0) return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
     p += r;
-    n -= static_cast<size_t>(r);
+    n -= r;
   }
   return absl::OkStatus();
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 uint64_t ParamsSectionBytes(const protocol::LayoutConfig& c) {
@@ -203,7 +178,7 @@ uint64_t CopyParams(const ReplayRegions& regions, std::vector<uint8_t>* out) {
 }
 
 // Writes everything but the fsyncs and the rename.
-absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions& regions,
+absl::Status WriteContents(WritableFile* file, const ReplayRegions& regions,
                            const replay::ReplayMemoryOptions& memory, CheckpointCut* cut,
                            CheckpointWriteStats* stats) {
   const protocol::LayoutConfig& config = regions.config();
@@ -211,11 +186,12 @@ absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions&
   // written last, at offset 0, and the trailer is the hash of the header
   // followed by the hash of the sections.
   CheckpointHeader header = MakeHeader(config, memory, cut->state);
-  if (lseek(fd, sizeof(header), SEEK_SET) < 0) return ErrnoError("seek", path);
+  const CheckpointHeader placeholder{};
+  RETURN_IF_ERROR(WriteAll(file, &placeholder, sizeof(placeholder)));
   Hasher body;
   auto emit_body = [&](const void* p, size_t n) -> absl::Status {
     body.Update(p, n);
-    return WriteAll(fd, p, n, path);
+    return WriteAll(file, p, n);
   };
   SlotStreamer streamer(regions, cut, stats);
   const uint64_t per_chunk = std::max<uint64_t>(1, kChunkBytes / config.slot_size);
@@ -241,9 +217,9 @@ absl::Status WriteContents(int fd, const std::string& path, const ReplayRegions&
   const uint64_t body_digest = body.Digest();
   hasher.Update(&body_digest, sizeof(body_digest));
   const uint64_t trailer = hasher.Digest();
-  RETURN_IF_ERROR(WriteAll(fd, &trailer, sizeof(trailer), path));
-  if (lseek(fd, 0, SEEK_SET) < 0) return ErrnoError("seek", path);
-  return WriteAll(fd, &header, sizeof(header), path);
+  RETURN_IF_ERROR(WriteAll(file, &trailer, sizeof(trailer)));
+  return file->WriteAt(0,
+                       absl::string_view(reinterpret_cast<const char*>(&header), sizeof(header)));
 }
 
 absl::Status CheckHeader(const CheckpointHeader& h, const std::string& path,
@@ -316,6 +292,68 @@ void ClearUnverifiedCommits(const std::vector<uint64_t>& cursors, ReplayRegions*
   }
 }
 
+absl::Status Forged(const std::string& path, const std::string& why) {
+  return absl::DataLossError(absl::StrCat("checkpoint ", path, " is inconsistent: ", why,
+                                          " (a damaged or forged file; move it away to fall "
+                                          "back to an older one or to start empty)"));
+}
+
+// What the checksum cannot vouch for (a file written with a valid checksum by
+// anyone): every stored sequence sits at its lease's position and below its
+// lease's cursor, the cursors add up to the ingest cursor, and each lease's
+// holder is a state the lease table can take, with one lease per actor.
+absl::Status ValidateLeases(const std::string& path, const protocol::LayoutConfig& c,
+                            const CheckpointHeader& header, const std::vector<uint64_t>& sequences,
+                            const std::vector<uint64_t>& cursors,
+                            const std::vector<CheckpointLeaseHolder>& holders) {
+  const uint64_t lease_slots = protocol::LeaseSlots(c);
+  uint64_t total = 0;
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    if (cursors[l] > UINT64_MAX - total) return Forged(path, "the lease cursors overflow");
+    total += cursors[l];
+  }
+  if (total != header.ingest_cursor) {
+    return Forged(path, absl::StrCat("the lease cursors add up to ", total,
+                                     ", the ingest cursor is ", header.ingest_cursor));
+  }
+  for (uint64_t i = 0; i < c.capacity; ++i) {
+    const uint64_t q = sequences[i];
+    if (q == replay::ReplayMemory::kNoSequence) continue;
+    const uint64_t lease = i / lease_slots;
+    if (lease >= c.leases || protocol::LeaseSlotIndex(c, static_cast<uint32_t>(lease), q) != i) {
+      return Forged(path, absl::StrCat("index ", i, " holds sequence ", q,
+                                       ", which belongs at another index"));
+    }
+    if (q >= cursors[lease]) {
+      return Forged(path, absl::StrCat("index ", i, " holds sequence ", q, " of lease ", lease,
+                                       ", not below its cursor ", cursors[lease]));
+    }
+  }
+  absl::flat_hash_map<uint32_t, uint32_t> lease_of_actor;
+  for (uint32_t l = 0; l < c.leases; ++l) {
+    const CheckpointLeaseHolder& h = holders[l];
+    const auto state = static_cast<protocol::LeaseState>(h.state);
+    if (state == protocol::LeaseState::kNeverHeld) {
+      if (h.actor_id != 0 || h.grants != 0) {
+        return Forged(path, absl::StrCat("lease ", l, " was never held but names actor ",
+                                         h.actor_id, " and ", h.grants, " grants"));
+      }
+      continue;
+    }
+    if (state != protocol::LeaseState::kHeld && state != protocol::LeaseState::kReleased) {
+      return Forged(path, absl::StrCat("lease ", l, " has holder state ", h.state));
+    }
+    if (h.grants == 0)
+      return Forged(path, absl::StrCat("lease ", l, " was held but never granted"));
+    const auto [it, inserted] = lease_of_actor.emplace(h.actor_id, l);
+    if (!inserted) {
+      return Forged(path,
+                    absl::StrCat("actor ", h.actor_id, " holds leases ", it->second, " and ", l));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Loads the params section into the params region (its header, and the
 // half it names at that half's place).
 void LoadParams(const std::vector<uint8_t>& section, ReplayRegions* regions) {
@@ -329,33 +367,32 @@ void LoadParams(const std::vector<uint8_t>& section, ReplayRegions* regions) {
   std::memcpy(region, &header, sizeof(header));
 }
 
-absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* regions,
+absl::Status ReadContents(ReadableFile* file, const std::string& path, ReplayRegions* regions,
                           replay::ReplayMemory* memory, CheckpointState* state) {
   const protocol::LayoutConfig& config = regions->config();
-  struct stat st;
-  if (fstat(fd, &st) != 0) return ErrnoError("stat", path);
+  ASSIGN_OR_RETURN(const uint64_t file_size, file->Size());
   CheckpointHeader header{};
   // Enough for the version fields of any format.
   constexpr size_t kPrefix = offsetof(CheckpointHeader, config);
-  if (static_cast<uint64_t>(st.st_size) < kPrefix) {
+  if (file_size < kPrefix) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
   }
-  RETURN_IF_ERROR(ReadAll(fd, &header, kPrefix, path));
+  RETURN_IF_ERROR(ReadAll(file, &header, kPrefix, path));
   if (header.magic == kCheckpointMagic && header.format_version == kCheckpointVersion) {
-    if (static_cast<uint64_t>(st.st_size) < sizeof(header)) {
+    if (file_size < sizeof(header)) {
       return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated"));
     }
-    RETURN_IF_ERROR(
-        ReadAll(fd, reinterpret_cast<uint8_t*>(&header) + kPrefix, sizeof(header) - kPrefix, path));
+    RETURN_IF_ERROR(ReadAll(file, reinterpret_cast<uint8_t*>(&header) + kPrefix,
+                            sizeof(header) - kPrefix, path));
   }
   RETURN_IF_ERROR(CheckHeader(header, path, config, *memory));
   const uint64_t expected_size = sizeof(header) + header.slot_bytes + header.commit_bytes +
                                  header.value_bytes + header.sequence_bytes +
                                  header.lease_cursor_bytes + header.lease_holder_bytes +
                                  header.params_bytes + sizeof(uint64_t);
-  if (static_cast<uint64_t>(st.st_size) != expected_size) {
+  if (file_size != expected_size) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint ", path, " has ", st.st_size, " bytes, expected ", expected_size));
+        absl::StrCat("checkpoint ", path, " has ", file_size, " bytes, expected ", expected_size));
   }
   Hasher body;
   // No peer uses the regions yet: read straight into them.
@@ -363,7 +400,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
     auto* p = static_cast<uint8_t*>(destination);
     for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, bytes - offset));
-      RETURN_IF_ERROR(ReadAll(fd, p + offset, n, path));
+      RETURN_IF_ERROR(ReadAll(file, p + offset, n, path));
       body.Update(p + offset, n);
     }
     return absl::OkStatus();
@@ -381,7 +418,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   RETURN_IF_ERROR(load(lease_holders.data(), header.lease_holder_bytes));
   RETURN_IF_ERROR(load(params.data(), header.params_bytes));
   uint64_t trailer;
-  RETURN_IF_ERROR(ReadAll(fd, &trailer, sizeof(trailer), path));
+  RETURN_IF_ERROR(ReadAll(file, &trailer, sizeof(trailer), path));
   Hasher hasher;
   hasher.Update(&header, sizeof(header));
   const uint64_t body_digest = body.Digest();
@@ -389,6 +426,7 @@ absl::Status ReadContents(int fd, const std::string& path, ReplayRegions* region
   if (trailer != hasher.Digest()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " fails its checksum"));
   }
+  RETURN_IF_ERROR(ValidateLeases(path, config, header, sequences, lease_cursors, lease_holders));
   if (absl::Status s = memory->Restore(values, sequences); !s.ok()) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", s.message()));
   }
@@ -436,7 +474,8 @@ std::string CheckpointWriteStats::Summary() const {
 
 absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
                                                      const ReplayRegions& regions,
-                                                     CheckpointCut* cut) {
+                                                     CheckpointCut* cut, FileSystem* fs) {
+  fs = OrDefault(fs);
   const protocol::LayoutConfig& c = regions.config();
   if (cut->values.size() != c.capacity || cut->sequences.size() != c.capacity ||
       cut->state.lease_cursors.size() != c.leases || cut->state.lease_holders.size() != c.leases) {
@@ -454,22 +493,19 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
   stats.cut_id = cut->cut_id;
   stats.cut_ingest_cursor = cut->state.ingest_cursor;
   const std::string temp = path + ".tmp";
-  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return ErrnoError("open", temp);
-  absl::Status status = WriteContents(fd.get(), temp, regions, cut->memory_options, cut, &stats);
-  if (status.ok() && fsync(fd.get()) != 0) status = ErrnoError("fsync", temp);
-  if (status.ok() && close(fd.Release()) != 0) status = ErrnoError("close", temp);
-  if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("rename to " + path, temp);
+  absl::Status status;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs->NewWritableFile(temp));
+    status = WriteContents(file.get(), regions, cut->memory_options, cut, &stats);
+    if (status.ok()) status = file->Sync();
+    if (status.ok()) status = file->Close();
   }
+  if (status.ok()) status = fs->Rename(temp, path);
   if (!status.ok()) {
-    unlink(temp.c_str());
+    fs->Remove(temp).IgnoreError();  // frees the space a full disk needs back
     return status;
   }
-  const std::string dir = DirectoryOf(path);
-  UniqueFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0) return ErrnoError("open directory", dir);
-  if (fsync(dir_fd.get()) != 0) return ErrnoError("fsync directory", dir);
+  RETURN_IF_ERROR(fs->SyncDirectory(DirectoryOf(path)));
   stats.write_time = absl::Now() - start;
   stats.bytes = sizeof(CheckpointHeader) + protocol::SlotRingBytes(c) +
                 protocol::CommitWordsBytes(c) + c.capacity * 16 + uint64_t{c.leases} * 24 +
@@ -479,18 +515,19 @@ absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
 }
 
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
-                            replay::ReplayMemory* memory, CheckpointState* state) {
+                            replay::ReplayMemory* memory, CheckpointState* state, FileSystem* fs) {
+  fs = OrDefault(fs);
   if (memory->capacity() != regions->config().capacity) {
     return absl::InvalidArgumentError(absl::StrCat("memory capacity ", memory->capacity(),
                                                    " differs from the regions' ",
                                                    regions->config().capacity));
   }
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
-    return ErrnoError("open", path);
+  absl::StatusOr<std::unique_ptr<ReadableFile>> file = fs->NewReadableFile(path);
+  if (absl::IsNotFound(file.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
   }
-  absl::Status status = ReadContents(fd.get(), path, regions, memory, state);
+  if (!file.ok()) return file.status();
+  absl::Status status = ReadContents(file->get(), path, regions, memory, state);
   if (!status.ok()) {
     std::memset(regions->slots(), 0, protocol::SlotRingBytes(regions->config()));
     std::memset(regions->commits(), 0, protocol::CommitWordsBytes(regions->config()));

@@ -37,7 +37,7 @@
 // index's stored priority (as of its chunk's copy in the cut) and sequence (as of the cut's begin),
 // every lease's cursor, every lease's holder, and the params region's header and published half.
 //
-// WriteCheckpoint is atomic: it writes "<path>.tmp", fsyncs it, renames it to
+// WriteCheckpoint is atomic: it writes "<path>.tmp" (mode 0600), fsyncs it, renames it to
 // `path` and fsyncs the directory, so `path` is always either the old
 // checkpoint or the new one.
 //
@@ -46,7 +46,12 @@
 // are refused), the config against the regions' config and the priority
 // settings against the memory's (FailedPrecondition naming the first
 // difference, e.g. "batch_size: 32 vs 64"), section sizes and file length
-// (DataLoss), the trailer checksum (DataLoss). Then, in each lease, the
+// (DataLoss), the trailer checksum (DataLoss), then what a checksum cannot
+// vouch for (DataLoss naming the first inconsistency): every stored sequence
+// at its lease's position and below its lease's cursor, the lease cursors
+// adding up to the ingest cursor, every lease holder a state the lease table
+// takes (never held: no actor, no grants; held or released: granted, one
+// lease per actor). Then, in each lease, the
 // commit words after the verified prefix that starts at its saved cursor are
 // cleared (a committed sequence after a gap: the reconnecting actor resumes
 // at the gap and writes it again). Then every index the memory says is valid
@@ -85,6 +90,7 @@
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/counters.h"
+#include "replay_server/file_system.h"
 #include "replay_server/regions.h"
 
 namespace dreplay::server {
@@ -188,14 +194,16 @@ static_assert(offsetof(CheckpointHeader, params_bytes) == 424, "");
 // `cut` is modified: entries found overwritten are made empty. Internal
 // (I/O) errors carry the path and errno text; InvalidArgument when the cut
 // does not fit the regions.
+// `fs`: the file system (file_system.h; null: the process's POSIX one).
 absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,
                                                      const ReplayRegions& regions,
-                                                     CheckpointCut* cut);
+                                                     CheckpointCut* cut, FileSystem* fs = nullptr);
 
 // Loads the checkpoint at `path` into `regions`, `memory` and `state`. See
 // the file comment for the status codes. NotFound if there is no file.
 absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
-                            replay::ReplayMemory* memory, CheckpointState* state);
+                            replay::ReplayMemory* memory, CheckpointState* state,
+                            FileSystem* fs = nullptr);
 
 }  // namespace dreplay::server
 

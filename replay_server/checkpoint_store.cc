@@ -2,17 +2,9 @@
 
 #include "replay_server/checkpoint_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <system_error>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -20,7 +12,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "replay_server/durable_file.h"
 
@@ -31,12 +22,10 @@ constexpr char kLatestName[] = "replay.ckpt";
 constexpr char kNewSuffix[] = ".new";
 constexpr char kStartRecordName[] = "last_start";
 
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 // rename(from, to) when `from` exists.
-absl::Status RenameIfPresent(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
-  return ErrnoError(absl::StrCat("rename to ", to, " of"), from);
+absl::Status RenameIfPresent(FileSystem* fs, const std::string& from, const std::string& to) {
+  const absl::Status s = fs->Rename(from, to);
+  return absl::IsNotFound(s) ? absl::OkStatus() : s;
 }
 
 // A whole unsigned number in `base`; false for anything else.
@@ -70,11 +59,9 @@ absl::Status CheckpointStoreOptions::Validate() const {
 
 absl::StatusOr<CheckpointStore> CheckpointStore::Open(const CheckpointStoreOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  std::error_code error;
-  std::filesystem::create_directories(options.dir, error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot create checkpoint directory ", options.dir, ": ", error.message()));
+  if (const absl::Status s = CreateDirectoryDurably(options.dir, options.file_system); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot create checkpoint directory ", options.dir,
+                                               ": ", s.message()));
   }
   return CheckpointStore(options);
 }
@@ -92,10 +79,10 @@ std::string CheckpointStore::NewPath() const { return LatestPath() + kNewSuffix;
 std::vector<std::string> CheckpointStore::Candidates() const {
   std::vector<std::string> paths;
   for (const std::string& path : {NewPath(), LatestPath()}) {
-    if (Exists(path)) paths.push_back(path);
+    if (fs()->Exists(path)) paths.push_back(path);
   }
   for (uint32_t k = 1; k < options_.keep; ++k) {
-    if (Exists(OlderPath(k))) paths.push_back(OlderPath(k));
+    if (fs()->Exists(OlderPath(k))) paths.push_back(OlderPath(k));
   }
   return paths;
 }
@@ -108,39 +95,32 @@ absl::Status CheckpointStore::Save(
 
 absl::Status CheckpointStore::Rotate() const {
   const std::string latest = LatestPath();
-  if (options_.keep > 1 && Exists(latest)) {
+  FileSystem* const fs = this->fs();
+  if (options_.keep > 1 && fs->Exists(latest)) {
     // Oldest first, so that every rename replaces the file it should drop.
     for (uint32_t k = options_.keep - 1; k >= 2; --k) {
-      RETURN_IF_ERROR(RenameIfPresent(OlderPath(k - 1), OlderPath(k)));
+      RETURN_IF_ERROR(RenameIfPresent(fs, OlderPath(k - 1), OlderPath(k)));
     }
     // A link, not a rename: replay.ckpt stays until the new one replaces
     // it. Linked under a temporary name and renamed over replay.ckpt.1, so
     // that (with keep 2) the one before is never missing either.
     const std::string previous = OlderPath(1);
     const std::string linked = previous + ".tmp";
-    if (unlink(linked.c_str()) != 0 && errno != ENOENT) return ErrnoError("unlink", linked);
-    if (link(latest.c_str(), linked.c_str()) != 0) {
-      return ErrnoError(absl::StrCat("link as ", linked, " of"), latest);
-    }
-    if (std::rename(linked.c_str(), previous.c_str()) != 0) {
-      return ErrnoError(absl::StrCat("rename to ", previous, " of"), linked);
-    }
+    if (const absl::Status s = fs->Remove(linked); !s.ok() && !absl::IsNotFound(s)) return s;
+    RETURN_IF_ERROR(fs->Link(latest, linked));
+    RETURN_IF_ERROR(fs->Rename(linked, previous));
   }
-  const std::string fresh = NewPath();
-  if (std::rename(fresh.c_str(), latest.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("rename to ", latest, " of"), fresh);
-  }
-  return SyncDirectory(options_.dir);
+  RETURN_IF_ERROR(fs->Rename(NewPath(), latest));
+  return fs->SyncDirectory(options_.dir);
 }
 
 absl::StatusOr<std::optional<StartRecord>> CheckpointStore::ReadStartRecord() const {
   const std::string path = StartRecordPath(options_.dir);
-  if (!Exists(path)) return std::optional<StartRecord>();
-  std::ifstream in(path);
-  if (!in) return ErrnoError("open", path);
-  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const absl::StatusOr<std::string> content = ReadWholeFile(fs(), path);
+  if (absl::IsNotFound(content.status())) return std::optional<StartRecord>();
+  if (!content.ok()) return content.status();
   const std::vector<absl::string_view> words =
-      absl::StrSplit(absl::StripAsciiWhitespace(content), ' ');
+      absl::StrSplit(absl::StripAsciiWhitespace(*content), ' ');
   StartRecord record;
   absl::string_view incarnation = words.size() == 4 ? words[2] : "";
   absl::string_view epoch = words.size() == 4 ? words[3] : "";
@@ -157,7 +137,8 @@ absl::Status CheckpointStore::WriteStartRecord(const StartRecord& record) const 
   return ReplaceFileDurably(
       StartRecordPath(options_.dir),
       absl::StrCat("dreplay start incarnation=", absl::Hex(record.incarnation),
-                   " epoch=", record.epoch, "\n"));
+                   " epoch=", record.epoch, "\n"),
+      fs());
 }
 
 }  // namespace dreplay::server

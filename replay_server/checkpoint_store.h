@@ -45,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "replay_server/file_system.h"
 
 namespace dreplay::server {
 
@@ -64,6 +65,9 @@ struct CheckpointStoreOptions {
   // disk (each is the size of the slot ring and then some) and buy older
   // fallbacks when the newest files are damaged.
   uint32_t keep = 1;
+  // The file system (file_system.h), not owned; null: the process's POSIX
+  // one. Tests pass one that simulates crashes and full disks.
+  FileSystem* file_system = nullptr;
 
   // OK, or InvalidArgument naming the bad field and value.
   absl::Status Validate() const;
@@ -98,6 +102,7 @@ class CheckpointStore {
   absl::Status WriteStartRecord(const StartRecord& record) const;
 
   const CheckpointStoreOptions& options() const { return options_; }
+  FileSystem* fs() const { return OrDefault(options_.file_system); }
 
  private:
   explicit CheckpointStore(const CheckpointStoreOptions& options) : options_(options) {}

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -277,6 +278,157 @@ TEST_F(CheckpointTest, ACorruptedFileIsRejectedAndLeavesTheMemoryEmpty) {
   for (uint64_t i = 0; i < config().capacity; ++i) {
     ASSERT_EQ(regions->commits()[i], protocol::kNeverCommitted);
   }
+}
+
+// A file whose sections were edited, with its checksum made valid again (a
+// forged file, or damage that the checksum does not see).
+void Reseal(std::vector<char>* bytes) {
+  const size_t header = sizeof(CheckpointHeader);
+  const size_t body = bytes->size() - header - sizeof(uint64_t);
+  const uint64_t body_digest =
+      XXH3_64bits_withSeed(bytes->data() + header, body, protocol::kChecksumSeed);
+  std::vector<char> sealed(bytes->begin(), bytes->begin() + header);
+  sealed.insert(sealed.end(), reinterpret_cast<const char*>(&body_digest),
+                reinterpret_cast<const char*>(&body_digest) + sizeof(body_digest));
+  const uint64_t trailer =
+      XXH3_64bits_withSeed(sealed.data(), sealed.size(), protocol::kChecksumSeed);
+  std::memcpy(bytes->data() + header + body, &trailer, sizeof(trailer));
+}
+
+// Offsets of the lease sections in a checkpoint of `c`.
+size_t LeaseCursorsOffset(const protocol::LayoutConfig& c) {
+  return sizeof(CheckpointHeader) + protocol::SlotRingBytes(c) + protocol::CommitWordsBytes(c) +
+         c.capacity * 16;
+}
+size_t LeaseHoldersOffset(const protocol::LayoutConfig& c) {
+  return LeaseCursorsOffset(c) + c.leases * sizeof(uint64_t);
+}
+
+class ForgedCheckpointTest : public CheckpointTest {
+ protected:
+  // Saves a checkpoint, lets `edit` change its bytes, reseals it and
+  // restores it into a fresh core.
+  absl::Status RestoreEdited(const std::function<void(std::vector<char>*)>& edit) {
+    RunForAWhile();
+    EXPECT_TRUE(core_->SaveCheckpoint(path_).ok());
+    std::vector<char> bytes = ReadFile(path_);
+    edit(&bytes);
+    Reseal(&bytes);
+    WriteFile(path_, bytes);
+    regions2_ = ReplayRegions::Create(SmallConfig()).value();
+    core2_ = ReplayCore::Create(regions2_.get(), Options(22), &clock_).value();
+    const absl::Status s = core2_->RestoreCheckpoint(path_);
+    if (!s.ok()) {
+      EXPECT_EQ(core2_->memory().size(), 0u) << "a refused file leaves nothing";
+    }
+    return s;
+  }
+  template <typename T>
+  static void Put(std::vector<char>* bytes, size_t offset, const T& value) {
+    std::memcpy(bytes->data() + offset, &value, sizeof(value));
+  }
+  template <typename T>
+  static T Get(const std::vector<char>& bytes, size_t offset) {
+    T value;
+    std::memcpy(&value, bytes.data() + offset, sizeof(value));
+    return value;
+  }
+
+  std::unique_ptr<ReplayRegions> regions2_;
+  std::unique_ptr<ReplayCore> core2_;
+};
+
+TEST_F(ForgedCheckpointTest, AResealedButUneditedFileStillRestores) {
+  EXPECT_TRUE(RestoreEdited([](std::vector<char>*) {}).ok());
+}
+
+TEST_F(ForgedCheckpointTest, ALeaseCursorBelowItsStoredSequencesIsRefused) {
+  const absl::Status s = RestoreEdited([&](std::vector<char>* bytes) {
+    // Lease 0 back at 2 (and the ingest cursor with it): its stored
+    // sequences 2.. would be handed out again.
+    const uint64_t cursor = Get<uint64_t>(*bytes, LeaseCursorsOffset(config()));
+    Put<uint64_t>(bytes, LeaseCursorsOffset(config()), 2);
+    const size_t ingest = offsetof(CheckpointHeader, ingest_cursor);
+    Put<uint64_t>(bytes, ingest, Get<uint64_t>(*bytes, ingest) - (cursor - 2));
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("holds sequence 2 of lease 0, not below its cursor 2"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(ForgedCheckpointTest, CursorsThatDoNotAddUpToTheIngestCursorAreRefused) {
+  const absl::Status s = RestoreEdited([&](std::vector<char>* bytes) {
+    const size_t ingest = offsetof(CheckpointHeader, ingest_cursor);
+    Put<uint64_t>(bytes, ingest, Get<uint64_t>(*bytes, ingest) + 1);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("the lease cursors add up to"), std::string::npos) << s;
+}
+
+TEST_F(ForgedCheckpointTest, ASequenceAtAnotherLeasePositionIsRefused) {
+  const absl::Status s = RestoreEdited([&](std::vector<char>* bytes) {
+    const size_t sequences = LeaseCursorsOffset(config()) - config().capacity * 8;
+    Put<uint64_t>(bytes, sequences, 1);  // index 0 claims sequence 1
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("index 0 holds sequence 1, which belongs at another index"),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(ForgedCheckpointTest, AnUnknownLeaseHolderStateIsRefused) {
+  const absl::Status s = RestoreEdited([&](std::vector<char>* bytes) {
+    Put<CheckpointLeaseHolder>(bytes, LeaseHoldersOffset(config()), {7, 1, 1});
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("lease 0 has holder state 7"), std::string::npos) << s;
+}
+
+TEST_F(ForgedCheckpointTest, ANeverHeldLeaseNamingAnActorIsRefused) {
+  const absl::Status s = RestoreEdited([&](std::vector<char>* bytes) {
+    Put<CheckpointLeaseHolder>(bytes, LeaseHoldersOffset(config()), {0, 5, 0});
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("lease 0 was never held but names actor 5"), std::string::npos) << s;
+}
+
+TEST(ForgedLeaseHoldersTest, OneActorHoldingTwoLeasesIsRefused) {
+  const std::string path = TempDir() + "/two_leases.ckpt";
+  protocol::LayoutConfig config = SmallConfig();
+  config.leases = 4;
+  FakeClock clock;
+  auto regions = ReplayRegions::Create(config).value();
+  auto core = ReplayCore::Create(regions.get(), Options(), &clock).value();
+  {
+    LeaseTable table(regions.get());
+    for (uint32_t actor : {9u, 4u}) {
+      const LeaseTable::Grant grant = table.Acquire(actor).value();
+      table.Bind(grant.lease, actor, /*client_id=*/actor + 100);
+    }
+  }
+  ASSERT_TRUE(core->SaveCheckpoint(path).ok());
+  std::vector<char> bytes = ReadFile(path);
+  CheckpointLeaseHolder holder;
+  std::memcpy(&holder, bytes.data() + LeaseHoldersOffset(config), sizeof(holder));
+  ASSERT_EQ(holder.actor_id, 9u);
+  std::memcpy(bytes.data() + LeaseHoldersOffset(config) + sizeof(holder), &holder,
+              sizeof(holder));  // lease 1 now names actor 9 too
+  Reseal(&bytes);
+  WriteFile(path, bytes);
+  auto restored_regions = ReplayRegions::Create(config).value();
+  auto restored = ReplayCore::Create(restored_regions.get(), Options(22), &clock).value();
+  const absl::Status s = restored->RestoreCheckpoint(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("actor 9 holds leases 0 and 1"), std::string::npos) << s;
+}
+
+TEST_F(CheckpointTest, TheFileIsReadableByTheServersUserAlone) {
+  RunForAWhile();
+  ASSERT_TRUE(core_->SaveCheckpoint(path_).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST_F(CheckpointTest, ATruncatedFileIsRejected) {

@@ -2,50 +2,59 @@
 
 #include "replay_server/durable_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 
 namespace dreplay::server {
 
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open directory", dir);
-  const bool synced = fsync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  return synced ? absl::OkStatus() : ErrnoError("fsync directory", dir);
+std::string DirectoryOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
 }
 
-absl::Status ReplaceFileDurably(const std::string& path, absl::string_view contents) {
+absl::Status CreateDirectoryDurably(const std::string& dir, FileSystem* fs) {
+  fs = OrDefault(fs);
+  std::filesystem::path path = std::filesystem::path(dir).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();  // "a/b/" is "a/b"
+  std::vector<std::filesystem::path> missing;           // deepest first
+  for (std::filesystem::path p = path; !p.empty(); p = p.parent_path()) {
+    if (fs->IsDirectory(p.string())) break;
+    if (fs->Exists(p.string())) {
+      return absl::FailedPreconditionError(absl::StrCat(p.string(), " is not a directory"));
+    }
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    RETURN_IF_ERROR(fs->CreateDirectory(it->string()));
+    // The new entry is durable only once its parent is synced.
+    RETURN_IF_ERROR(fs->SyncDirectory(DirectoryOf(it->string())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaceFileDurably(const std::string& path, absl::string_view contents,
+                                FileSystem* fs) {
+  fs = OrDefault(fs);
   const std::string temp = path + ".tmp";
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("open", temp);
-  bool ok = write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
-  ok = ok && fdatasync(fd) == 0;
-  const int saved_errno = errno;
-  close(fd);
-  errno = saved_errno;
-  if (!ok) {
-    const absl::Status status = ErrnoError("write", temp);
-    unlink(temp.c_str());
+  absl::Status status;
+  {
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = fs->NewWritableFile(temp);
+    if (!file.ok()) return file.status();
+    status = (*file)->Append(contents);
+    if (status.ok()) status = (*file)->Sync();
+    if (status.ok()) status = (*file)->Close();
+  }
+  if (!status.ok()) {
+    fs->Remove(temp).IgnoreError();  // frees the space a full disk needs back
     return status;
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("rename to ", path, " of"), temp);
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  return SyncDirectory(dir);
+  RETURN_IF_ERROR(fs->Rename(temp, path));
+  return fs->SyncDirectory(DirectoryOf(path));
 }
 
 }  // namespace dreplay::server

@@ -336,9 +336,9 @@ void ReplayCore::StartEpochAfter(uint64_t epoch) {
   PublishStats();
 }
 
-absl::Status ReplayCore::RestoreCheckpoint(const std::string& path) {
+absl::Status ReplayCore::RestoreCheckpoint(const std::string& path, FileSystem* fs) {
   CheckpointState state;
-  absl::Status status = ReadCheckpoint(path, regions_, memory_.get(), &state);
+  absl::Status status = ReadCheckpoint(path, regions_, memory_.get(), &state, fs);
   if (!status.ok()) {
     ingest_->Restart({}, 0);
     PublishStats();

@@ -91,6 +91,7 @@
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
 #include "replay_server/delays.h"
+#include "replay_server/file_system.h"
 #include "replay_server/incremental_cut.h"
 #include "replay_server/ingest.h"
 #include "replay_server/learner_cache.h"
@@ -182,8 +183,9 @@ class ReplayCore {
   // released, for LeaseTable to adopt) and the journal's end are restored,
   // the params region holds the saved parameters, staging ring and mailbox
   // are cleared, counters are restored. REQUIRES: no peer uses the regions yet. On error
-  // (see ReadCheckpoint) the memory is empty and the epoch unchanged.
-  absl::Status RestoreCheckpoint(const std::string& path);
+  // (see ReadCheckpoint) the memory is empty and the epoch unchanged. `fs`:
+  // the file system to read it from (null: the process's POSIX one).
+  absl::Status RestoreCheckpoint(const std::string& path, FileSystem* fs = nullptr);
   // Makes the epoch at least `epoch` + 1: a server that started after the
   // restored checkpoint (and crashed before the next) may have run `epoch`,
   // and no epoch runs twice. REQUIRES: no peer uses the regions yet.

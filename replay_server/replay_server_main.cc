@@ -118,8 +118,11 @@ DEFINE_bool(insecure, false,
             "start without any token: every client that reaches the server is admitted, in any "
             "role and as any actor id (for a private network or a test only)");
 DEFINE_string(checkpoint_dir, "", "directory for checkpoints; restored at start when present");
-DEFINE_double(checkpoint_interval_s, 0,
-              "periodic checkpoint interval (0: only at shutdown and on SIGUSR1)");
+DEFINE_double(checkpoint_interval_s,
+              absl::ToDoubleSeconds(dreplay::server::kDefaultCheckpointInterval),
+              "with --checkpoint_dir, the periodic checkpoint interval: a crash loses at most "
+              "about this much ingest (0: only at shutdown and on SIGUSR1, so a crash loses "
+              "everything since the start)");
 DEFINE_int64(checkpoint_keep, 1,
              "checkpoints kept, newest first (replay.ckpt, replay.ckpt.1, ...); a start falls "
              "back to an older one when a newer one is damaged");
@@ -284,7 +287,10 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   o.checkpoint_keep = static_cast<uint32_t>(FLAGS_checkpoint_keep);
   ASSIGN_OR_RETURN(o.checkpoint_interval,
                    Seconds("checkpoint_interval_s", FLAGS_checkpoint_interval_s, true));
-  if (o.checkpoint_dir.empty() && o.checkpoint_interval != absl::InfiniteDuration()) {
+  // The default interval applies only with a directory; an explicit one
+  // without a directory is a mistake.
+  if (o.checkpoint_dir.empty() &&
+      !gflags::GetCommandLineFlagInfoOrDie("checkpoint_interval_s").is_default) {
     return FlagError("checkpoint_interval_s", std::to_string(FLAGS_checkpoint_interval_s),
                      "needs --checkpoint_dir");
   }

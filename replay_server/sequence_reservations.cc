@@ -2,22 +2,12 @@
 
 #include "replay_server/sequence_reservations.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "replay_server/durable_file.h"
@@ -119,14 +109,11 @@ absl::StatusOr<std::unique_ptr<SequenceReservations>> SequenceReservations::Open
     const SequenceReservationsOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<SequenceReservations> table(new SequenceReservations(options));
-  std::ifstream in(options.path, std::ios::binary);
-  if (!in.is_open()) {
-    if (errno == ENOENT) return table;
-    return ErrnoError("open", options.path);
-  }
-  const std::string text{std::istreambuf_iterator<char>(in), {}};
-  if (in.bad()) return ErrnoError("read", options.path);
-  absl::StatusOr<std::vector<uint64_t>> marks = DecodeSequenceReservations(text);
+  const absl::StatusOr<std::string> text =
+      ReadWholeFile(OrDefault(options.file_system), options.path);
+  if (absl::IsNotFound(text.status())) return table;
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<uint64_t>> marks = DecodeSequenceReservations(*text);
   if (!marks.ok()) {
     return absl::DataLossError(absl::StrCat(
         options.path, ": ", marks.status().message(),
@@ -172,7 +159,8 @@ absl::Status SequenceReservations::WriteExact(absl::Span<const uint64_t> cursors
 
 absl::Status SequenceReservations::Persist(const std::vector<uint64_t>& marks) {
   MutexLock lock(&file_mu_);
-  RETURN_IF_ERROR(ReplaceFileDurably(options_.path, EncodeSequenceReservations(marks)));
+  RETURN_IF_ERROR(
+      ReplaceFileDurably(options_.path, EncodeSequenceReservations(marks), options_.file_system));
   for (uint32_t l = 0; l < options_.leases; ++l) {
     marks_[l].store(marks[l], std::memory_order_release);
   }

@@ -41,7 +41,8 @@
 //   <H_{N-1}>
 //   checksum <FNV-1a 64 of every byte before this line, hex>
 // A missing file is an empty table (every floor 0: the first start on a
-// directory, or one written by an older server). A file that fails to parse
+// directory); the server refuses to restore a checkpoint without the file
+// (server_checkpoints.h). A file that fails to parse
 // or to verify is refused (DataLoss): no floor derived from the checkpoint
 // alone is safe, so the server does not start until it is dealt with.
 //
@@ -67,6 +68,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
+#include "replay_server/file_system.h"
 
 namespace dreplay::server {
 
@@ -79,6 +81,9 @@ struct SequenceReservationsOptions {
   // How far a mark grows past what is needed, in lease capacities (>= 1):
   // larger means rarer syncs and more sequences skipped after a crash.
   uint64_t step_leases = 64;
+  // The file system (file_system.h), not owned; null: the process's POSIX
+  // one.
+  FileSystem* file_system = nullptr;
 
   absl::Status Validate() const;
 };

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<ServerCheckpoints>> ServerCheckpoints::Open(
   CheckpointStoreOptions store;
   store.dir = options.dir;
   store.keep = options.keep;
+  store.file_system = options.file_system;
   ASSIGN_OR_RETURN(c->store_, CheckpointStore::Open(store));
   c->checkpoint_path_ = c->store_->LatestPath();
   RETURN_IF_ERROR(c->RestoreNewest());
@@ -53,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ServerCheckpoints>> ServerCheckpoints::Open(
 absl::Status ServerCheckpoints::RestoreNewest() {
   absl::Status newest_failure;
   for (const std::string& path : store_->Candidates()) {
-    const absl::Status status = core_->RestoreCheckpoint(path);
+    const absl::Status status = core_->RestoreCheckpoint(path, options_.file_system);
     if (status.ok()) {
       restored_ = true;
       restored_path_ = path;
@@ -100,11 +102,9 @@ absl::Status ServerCheckpoints::ReserveSequences() {
   options.path = (std::filesystem::path(options_.dir) / SequenceReservations::kFileName).string();
   options.leases = config.leases;
   options.lease_slots = protocol::LeaseSlots(config);
+  options.file_system = options_.file_system;
   ASSIGN_OR_RETURN(reservations_, SequenceReservations::Open(options));
-  if (!reservations_->loaded() && restored_) {
-    LOG(WARNING) << options.path << " is missing: leases resume at the restored cursors, "
-                 << "which is safe only if the last server stopped cleanly";
-  }
+  RETURN_IF_ERROR(CheckRestoredCursors(options.path));
   RETURN_IF_ERROR(core_->UseSequenceReservations(reservations_.get()));
   if (core_->sequences_skipped_after_restart() > 0) {
     LOG(INFO) << "sequences_skipped_after_restart " << core_->sequences_skipped_after_restart()
@@ -113,10 +113,36 @@ absl::Status ServerCheckpoints::ReserveSequences() {
   return absl::OkStatus();
 }
 
+// Every server writes the reservations before its first checkpoint (Open
+// reserves before it returns) and syncs each mark before the cursors pass
+// it, so a restored checkpoint comes with a file whose marks are at or above
+// its cursors. Without the file no number of skipped laps is provably safe:
+// the last server may have run for any time after the checkpoint.
+absl::Status ServerCheckpoints::CheckRestoredCursors(const std::string& path) const {
+  if (!restored_) return absl::OkStatus();
+  if (!reservations_->loaded()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", restored_path_, " was restored but ", path,
+        " is missing: the leases could reuse sequences the last server handed out. Put the "
+        "file back, or move the replay.ckpt* files out of ",
+        options_.dir, " to start empty (every actor's lease starts over)"));
+  }
+  const std::vector<uint64_t> cursors = core_->lease_cursors();
+  for (uint32_t l = 0; l < cursors.size(); ++l) {
+    if (cursors[l] > reservations_->floor(l)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", restored_path_, " has lease ", l, " at cursor ", cursors[l],
+                       ", above its mark ", reservations_->floor(l), " in ", path,
+                       ": the two files do not belong together (move away the one that does not)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckpointWriteStats> ServerCheckpoints::WriteThroughStore(CheckpointCut* cut) {
   CheckpointWriteStats stats;
   RETURN_IF_ERROR(store_->Save([&](const std::string& path) -> absl::Status {
-    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut));
+    ASSIGN_OR_RETURN(stats, WriteCheckpoint(path, *regions_, cut, options_.file_system));
     return absl::OkStatus();
   }));
   return stats;
@@ -124,6 +150,7 @@ absl::StatusOr<CheckpointWriteStats> ServerCheckpoints::WriteThroughStore(Checkp
 
 void ServerCheckpoints::NoteWritten(const CheckpointWriter::Result& result) {
   if (!result.ok()) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
     LOG(ERROR) << "checkpoint failed: " << result.status();
     return;
   }
@@ -190,6 +217,7 @@ absl::Status ServerCheckpoints::Stop(bool final_checkpoint) {
   CheckpointCut cut = core_->CutCheckpoint(writer_->TakeSpare());
   const absl::StatusOr<CheckpointWriteStats> stats = WriteThroughStore(&cut);
   if (!stats.ok()) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
     LOG(ERROR) << "final checkpoint failed: " << stats.status();
     return stats.status();
   }

@@ -17,7 +17,10 @@
 // before it), skips any epoch the start record says a crashed server ran
 // and records this start, opens the sequence reservations
 // (sequence_reservations.h) and has the core publish under them, and
-// starts the CheckpointWriter thread.
+// starts the CheckpointWriter thread. A restored checkpoint without a
+// reservations file, or with a lease cursor above its mark, is refused
+// (FailedPrecondition naming both files): no skip computed from the
+// checkpoint alone is provably safe.
 //
 // Periodic and requested checkpoints (Tick, on the core thread, once per
 // loop iteration): every `interval`, or after Request(), the core begins a
@@ -55,6 +58,7 @@
 #include "replay_server/checkpoint.h"
 #include "replay_server/checkpoint_store.h"
 #include "replay_server/checkpoint_writer.h"
+#include "replay_server/file_system.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "replay_server/sequence_reservations.h"
@@ -68,6 +72,9 @@ struct ServerCheckpointsOptions {
   uint32_t keep = 1;
   // Periodic checkpoints (infinite: only requested ones and the final one).
   absl::Duration interval = absl::InfiniteDuration();
+  // The file system (file_system.h), not owned; null: the process's POSIX
+  // one. Tests pass one that simulates crashes and full disks.
+  FileSystem* file_system = nullptr;
 
   absl::Status Validate() const;
 };
@@ -104,6 +111,9 @@ class ServerCheckpoints {
 
   // Thread-safe: the last checkpoint written (nullopt: none yet).
   std::optional<CheckpointWriteStats> last_written() const;
+  // Thread-safe: checkpoints whose write failed (a full disk, an I/O error);
+  // each left the files kept before it as they were.
+  uint64_t checkpoints_failed() const { return failed_.load(std::memory_order_relaxed); }
 
  private:
   ServerCheckpoints(const ServerCheckpointsOptions& options, ReplayRegions* regions,
@@ -115,6 +125,9 @@ class ServerCheckpoints {
   absl::Status RecordStart();
   // Opens the reservations and has the core publish under them.
   absl::Status ReserveSequences();
+  // FailedPrecondition when a restored checkpoint has no reservations file
+  // at `path`, or a lease cursor above its mark.
+  absl::Status CheckRestoredCursors(const std::string& path) const;
   // Writes `cut` through the store (rotating the older ones); on the
   // writer's thread, or at Stop.
   absl::StatusOr<CheckpointWriteStats> WriteThroughStore(CheckpointCut* cut);
@@ -132,6 +145,7 @@ class ServerCheckpoints {
   std::string restored_path_;
   std::string checkpoint_path_;
   std::atomic<bool> requested_{false};
+  std::atomic<uint64_t> failed_{0};
 
   // Core thread.
   absl::Time last_checkpoint_;

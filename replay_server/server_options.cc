@@ -84,11 +84,6 @@ absl::Status ReplayServerOptions::Validate() const {
         absl::StrCat("ReplayServerOptions.checkpoint_keep=", checkpoint_keep, " must be in [1, ",
                      kMaxCheckpointKeep, "]"));
   }
-  if (checkpoint_dir.empty() && checkpoint_interval != absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReplayServerOptions.checkpoint_interval=", absl::FormatDuration(checkpoint_interval),
-        " needs a checkpoint_dir"));
-  }
   RETURN_IF_ERROR(PositiveDuration("stats_log_interval", stats_log_interval));
   RETURN_IF_ERROR(PositiveDuration("heartbeat_interval", heartbeat_interval));
   RETURN_IF_ERROR(PositiveDuration("housekeeping_interval", housekeeping_interval));

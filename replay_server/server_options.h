@@ -25,6 +25,11 @@ namespace dreplay::server {
 // handled at least this often).
 inline constexpr absl::Duration kMaxHousekeepingInterval = absl::Seconds(1);
 
+// The default period of checkpoints with a checkpoint directory: a crash
+// loses at most about this much ingest (plus the write in progress), and a
+// ring of a few GiB is written in a small share of it.
+inline constexpr absl::Duration kDefaultCheckpointInterval = absl::Minutes(5);
+
 struct ReplayServerOptions {
   // Where to listen; port 0: the OS picks one (see ReplayServer::port()).
   std::string host = "127.0.0.1";
@@ -67,9 +72,13 @@ struct ReplayServerOptions {
   // Checkpoints kept, newest first, in [1, kMaxCheckpointKeep]: a restart
   // falls back to an older one when a newer one is damaged.
   uint32_t checkpoint_keep = 1;
-  // Periodic checkpoints (infinite: only at Stop). The core pauses only for
+  // Periodic checkpoints, with a checkpoint_dir (unused without one).
+  // Infinite: only at Stop and on request, so a crash (SIGKILL, power loss)
+  // loses everything ingested since the start. The default bounds that loss
+  // to about one interval plus one write; shorter costs more disk bandwidth
+  // (each checkpoint writes the whole slot ring). The core pauses only for
   // the cut (a copy of 16 bytes per slot); a thread writes the rest.
-  absl::Duration checkpoint_interval = absl::InfiniteDuration();
+  absl::Duration checkpoint_interval = kDefaultCheckpointInterval;
   // One-line stats summary in the log (infinite: never).
   absl::Duration stats_log_interval = absl::Seconds(10);
   // How often each client's heartbeat word is written.

@@ -1,8 +1,11 @@
 """tools/chaos.py against the real binaries for about two minutes (fixed
 seed): processes are killed, paused and restarted and links dropped and
 stalled, and every invariant must hold: the run exits 0 and its JSON says
-nothing was torn-accepted or lost unexpectedly. The schedule of a seed is
-fixed, so the server, the learner and the actors are each restarted."""
+nothing was torn-accepted or lost unexpectedly, and every commit an actor
+saw was ingested or lost with a replaced server. The schedule of a seed is
+fixed, so the server, the learner and the actors are each restarted. Two
+short runs do the same on the same-host transport (--soft_transport=auto)
+and in the learner placement."""
 
 import json
 import os
@@ -12,13 +15,13 @@ import tempfile
 import unittest
 
 DURATION_S = 100
+# The same-host transport's and the learner placement's short runs.
+SMOKE_DURATION_S = 25
 SEED = 7
-# The run itself, the final stop (a grace of 30 s per group at most) and
-# the check.
-PROCESS_TIMEOUT_S = DURATION_S + 240
 KEYS = ["duration_s", "kills", "server_restarts", "learner_restarts", "actor_restarts",
         "reconnects", "transitions_committed", "torn_rejected", "lost_since_checkpoint",
-        "unexpected_losses", "torn_accepted"]
+        "unexpected_losses", "torn_accepted", "actor_commits_ingested", "actor_commits_lost",
+        "actor_commits_unaccounted"]
 
 
 def runfile(path):
@@ -30,25 +33,40 @@ def runfile(path):
 
 class ChaosTest(unittest.TestCase):
 
-    def test_every_invariant_holds_under_kills_pauses_and_link_faults(self):
+    def run_chaos(self, duration_s, *flags):
+        """Runs tools/chaos.py for duration_s with `flags`; returns its
+        figures once it exited 0 with the keys in order and no broken
+        invariant, and its stderr."""
         out_dir = tempfile.mkdtemp(prefix="chaos-", dir=os.environ.get("TEST_TMPDIR"))
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         cmd = [sys.executable, runfile("tools/chaos.py"), "--bin_dir", bin_dir,
-               "--out_dir", out_dir, "--duration_s", str(DURATION_S), "--seed", str(SEED),
-               "--event_interval_s", "2.5", "--json"]
+               "--out_dir", out_dir, "--duration_s", str(duration_s), "--seed", str(SEED),
+               "--event_interval_s", "2.5", "--json"] + list(flags)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=PROCESS_TIMEOUT_S)
+                              timeout=duration_s + 240)
         stderr = proc.stderr.decode(errors="replace")
         self.assertEqual(proc.returncode, 0, "chaos failed:\n" + stderr)
         figures = json.loads(proc.stdout.decode())
         self.assertEqual(list(figures), KEYS)
         self.assertEqual(figures["torn_accepted"], 0)
         self.assertEqual(figures["unexpected_losses"], 0)
+        self.assertEqual(figures["actor_commits_unaccounted"], 0)
         self.assertGreater(figures["transitions_committed"], 0)
+        self.assertGreater(figures["actor_commits_ingested"], 0)
         self.assertGreater(figures["kills"], 0)
+        self.assertIn("every invariant holds", stderr)
+        return figures, stderr
+
+    def test_every_invariant_holds_under_kills_pauses_and_link_faults(self):
+        figures, stderr = self.run_chaos(DURATION_S)
         for role in ("server", "learner", "actor"):
             self.assertGreater(figures[role + "_restarts"], 0, role + ": " + stderr)
-        self.assertIn("every invariant holds", stderr)
+
+    def test_a_short_run_on_the_same_host_transport_holds_them(self):
+        self.run_chaos(SMOKE_DURATION_S, "--soft_transport", "auto")
+
+    def test_a_short_run_of_the_learner_placement_holds_them(self):
+        self.run_chaos(SMOKE_DURATION_S, "--replay_placement", "learner")
 
 
 if __name__ == "__main__":

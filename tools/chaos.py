@@ -10,7 +10,11 @@ What it does. The server runs with --checkpoint_dir (a periodic checkpoint
 every --checkpoint_interval_s) and --verification_log; every client
 reaches it through a loopback TCP proxy of its own (tools/chaos_proxy.py),
 over the soft RDMA provider with --soft_transport=tcp (a proxy cannot see
-or cut what the same-host transport moves through shared memory). Every --event_interval_s on average (an
+or cut what the same-host transport moves through shared memory; with
+--soft_transport=auto the data moves that way, and the proxies fault only
+the connections).
+--replay_placement=learner runs the learner placement instead (the learner
+keeps the replay memory and enforces the replay ratio). Every --event_interval_s on average (an
 exponential gap) one event hits one process, chosen uniformly among the
 server, the learner and the actors:
 
@@ -37,6 +41,10 @@ Invariants (tools/chaos_check.py reads the verification logs):
     slot absent (overwritten by its actor during the write: eviction;
     unexpected_losses 0); what a killed server ingested after the restored
     cut is reported as lost_since_checkpoint, not an error;
+  * every transition an actor saw committed (the actors' P records) was
+    ingested, or was lost with a server a later start replaced
+    (actor_commits_lost, reported); none unaccounted
+    (actor_commits_unaccounted 0);
   * every process exits cleanly: none exits by itself, each SIGTERM ends
     its process with status 0 within --grace_s.
 
@@ -47,13 +55,16 @@ every process takes to be up again), kills (SIGKILL and SIGTERM events), server_
 actor_restarts, reconnects (the clients' "reconnecting" log lines),
 transitions_committed (distinct transitions the server verified and
 ingested), torn_rejected (slots the server declared torn), and
-lost_since_checkpoint, unexpected_losses, torn_accepted as above. Exit
+lost_since_checkpoint, unexpected_losses, torn_accepted,
+actor_commits_ingested, actor_commits_lost, actor_commits_unaccounted as
+above. Exit
 status 0 only when every invariant holds; otherwise 1, with one
 "chaos: invariant broken: ..." line per broken invariant on stderr; 2 for
 a bad command line or a run that could not start.
 
 Logs and verification logs stay in --out_dir (server.log, learner.log,
-actor-<i>.log, server.<n>.vlog and learner.<n>.vlog per start, events.log);
+actor-<i>.log, server.<n>.vlog and learner.<n>.vlog per start,
+actor.<i>.<n>.vlog per start of actor i, events.log);
 `tools/chaos_check.py OUT_DIR` checks them again. Binaries come from Bazel's
 output (bazel-out/k8-opt/bin, else bazel-bin; or --bin_dir). Only the
 Python standard library is used.
@@ -175,8 +186,7 @@ class Chaos:
             "--listen=127.0.0.1:0",
             "--port_file=" + self.port_file(n),
             "--provider=soft",
-            # The proxies see TCP only: no same-host shared memory.
-            "--soft_transport=tcp",
+            "--soft_transport=" + a.soft_transport,
             "--capacity=%d" % a.capacity,
             "--slot_size=%d" % layout["slot_size"],
             "--batch_size=%d" % a.batch_size,
@@ -188,14 +198,13 @@ class Chaos:
             "--num_actions=%d" % layout["num_actions"],
             "--max_actors=%d" % a.actors,
             "--min_size_to_sample=%d" % (2 * a.batch_size),
-            "--samples_per_insert=%r" % a.samples_per_insert,
             "--seed=%d" % a.seed,
             "--checkpoint_dir=" + a.checkpoint_dir,
             "--checkpoint_interval_s=%r" % a.checkpoint_interval_s,
             "--heartbeat_interval_s=0.2",
             "--stats_interval_s=10",
             "--verification_log=" + os.path.join(a.out_dir, "server.%d.vlog" % n),
-        ]
+        ] + self.ratio_argv("server")
 
     def learner_argv(self, n):
         a = self.args
@@ -204,9 +213,8 @@ class Chaos:
             "--insecure",  # loopback only; the proxies in between see no token
             "--server=127.0.0.1:%d" % self.learner_port,
             "--provider=soft",
-            # The proxies see TCP only: no same-host shared memory.
-            "--soft_transport=tcp",
-            "--replay_placement=buffer",
+            "--soft_transport=" + a.soft_transport,
+            "--replay_placement=" + a.replay_placement,
             "--env=" + a.env,
             "--seed=%d" % a.seed,
             "--eval_interval_s=1000000",
@@ -214,7 +222,20 @@ class Chaos:
             "--probe_size=64",
             "--progress_interval_s=10",
             "--verification_log=" + os.path.join(a.out_dir, "learner.%d.vlog" % n),
-        ]
+        ] + self.ratio_argv("learner")
+
+    def ratio_argv(self, role):
+        """The replay ratio: the server enforces it in the buffer placement,
+        the learner in the learner placement."""
+        a = self.args
+        enforcer = "server" if a.replay_placement == "buffer" else "learner"
+        if role != enforcer:
+            return []
+        if role == "server":  # the server's slack defaults to a few batches
+            return ["--samples_per_insert=%r" % a.samples_per_insert]
+        # The learner has no default slack: run_local's, four batches.
+        return ["--samples_per_insert=%r" % a.samples_per_insert,
+                "--spi_error_buffer=%r" % (4.0 * a.batch_size)]
 
     def actor_argv(self, index, n):
         a = self.args
@@ -223,14 +244,14 @@ class Chaos:
             "--insecure",  # loopback only; the proxies in between see no token
             "--server=127.0.0.1:%d" % self.actor_ports[index],
             "--provider=soft",
-            # The proxies see TCP only: no same-host shared memory.
-            "--soft_transport=tcp",
+            "--soft_transport=" + a.soft_transport,
             "--actor_index=%d" % index,
             "--num_actors=%d" % a.actors,
             "--env=" + a.env,
             "--seed=%d" % (a.seed + 1000 * n),
             "--flush_batch=16",
             "--max_steps_per_s=%r" % a.actor_rate,
+            "--verification_log=" + os.path.join(a.out_dir, "actor.%d.%d.vlog" % (index, n)),
         ]
 
     def port_file(self, n):
@@ -508,7 +529,14 @@ def parse_args(argv):
                    help="replay capacity in slots, a power of two (default 8192)")
     p.add_argument("--batch_size", type=int, default=32, help="default 32")
     p.add_argument("--samples_per_insert", type=float, default=2.0,
-                   help="the server's replay ratio, bounding the learner's work (default 2)")
+                   help="the replay ratio, bounding the learner's work (default 2): the "
+                   "server's in the buffer placement, the learner's in the learner placement")
+    p.add_argument("--soft_transport", choices=("tcp", "auto"), default="tcp",
+                   help="every process's soft transport: tcp (default; the proxies carry and "
+                   "fault all traffic) or auto (same-host shared memory moves the WRITEs and "
+                   "READs; the proxies then fault the connections, not the data path)")
+    p.add_argument("--replay_placement", choices=("buffer", "learner"), default="buffer",
+                   help="the learner's replay placement (default buffer)")
     p.add_argument("--actor_rate", type=float, default=200,
                    help="environment steps per second per actor (default 200)")
     p.add_argument("--env", default="CartPole-v1", choices=run_local.ENVIRONMENTS)

@@ -31,6 +31,21 @@ the restore brought back) are compared with that cut. Then:
   * the records agree: every B names a cut of an earlier start, every D an
     entry of its cut, every C a cut. Must hold.
 
+The actors' logs (P records: a commit the actor saw complete, with the
+epoch of the server start it wrote to) tie what actors were told to what
+the servers did:
+
+  * actor_commits_ingested: P records whose (index, sequence, checksum)
+    some server start ingested.
+  * actor_commits_lost: P records no start ingested, written to a start
+    that a later one followed (killed, or stopped before ingesting them):
+    lost after the last cut, with what that server ingested after it.
+    Expected after a SIGKILL; reported, not an error.
+  * actor_commits_unaccounted: P records no start ingested, written to the
+    last start (which stops cleanly, ingesting every commit first) or to an
+    epoch no server log names; or whose (index, sequence) was ingested with
+    other contents. Must be 0.
+
 Importable (check_run, Report) and runnable on a directory:
 
   tools/chaos_check.py RUN_DIR [--json]
@@ -63,6 +78,9 @@ class Report:
         self.sequences_reissued = 0  # an (index, sequence) ingested with another checksum
         self.restores = 0
         self.accepted = 0
+        self.actor_commits_ingested = 0
+        self.actor_commits_lost = 0
+        self.actor_commits_unaccounted = 0
         self.bad_records = 0
         self.failures = []
         self.examples = {}  # invariant -> a few offending records
@@ -98,6 +116,11 @@ class Report:
             self.failures.append(
                 "every D record names an entry of its cut, every C record a cut: %d do not "
                 "(e.g. %s)" % (self.bad_absences, self.examples["bad_absence"]))
+        if self.actor_commits_unaccounted:
+            self.failures.append(
+                "every transition an actor saw committed was ingested, or lost with a server "
+                "that a later one replaced: %d were not (e.g. %s)" % (
+                    self.actor_commits_unaccounted, self.examples["actor_commit"]))
         if self.bad_records:
             self.failures.append("verification logs are readable: %d malformed records (e.g. %s)"
                                  % (self.bad_records, self.examples["bad_record"]))
@@ -110,10 +133,13 @@ class Report:
             "lost_since_checkpoint": self.lost_since_checkpoint,
             "unexpected_losses": self.unexpected_losses,
             "torn_accepted": self.torn_accepted,
+            "actor_commits_ingested": self.actor_commits_ingested,
+            "actor_commits_lost": self.actor_commits_lost,
+            "actor_commits_unaccounted": self.actor_commits_unaccounted,
         }
 
 
-_FIELDS = {"S": 1, "I": 3, "T": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4}
+_FIELDS = {"S": 1, "I": 3, "T": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4, "P": 4}
 
 
 def read_records(path, bad):
@@ -133,6 +159,8 @@ def read_records(path, bad):
             if kind in ("I", "R", "A"):
                 values = (int(fields[1]), int(fields[2]), int(fields[3], 16)) + tuple(
                     int(x) for x in fields[4:])
+            elif kind == "P":
+                values = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[4], 16))
             else:
                 values = tuple(int(x) for x in fields[1:])
         except ValueError:
@@ -195,10 +223,40 @@ def _restores_and_cuts(server_runs, report):
     return cuts, restored_cut
 
 
-def check_records(server_runs, learner_runs, bad_records=()):
+def _check_actor_commits(server_runs, actor_runs, ingested, report):
+    """Judges every P record of `actor_runs` against what the server starts
+    ingested (`ingested`: (index, sequence) -> checksums)."""
+    start_of_epoch = {}
+    for start, records in enumerate(server_runs):
+        for r in records:
+            if r[0] == "S":
+                start_of_epoch[r[1]] = start
+    last = len(server_runs) - 1
+    for records in actor_runs:
+        for r in records:
+            if r[0] != "P":
+                continue
+            _, epoch, index, seq, checksum = r
+            sums = ingested.get((index, seq), set())
+            if checksum in sums:
+                report.actor_commits_ingested += 1
+                continue
+            start = start_of_epoch.get(epoch)
+            if not sums and start is not None and start < last:
+                report.actor_commits_lost += 1
+                continue
+            report.actor_commits_unaccounted += 1
+            report.note("actor_commit", "epoch %d index %d sequence %d checksum %016x: %s" % (
+                epoch, index, seq, checksum,
+                "ingested with other contents" if sums else
+                "no server start has that epoch" if start is None else
+                "never ingested by the last start"))
+
+
+def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
     """server_runs: a list (one per server start, in start order) of record
-    lists; learner_runs: a list of record lists; bad_records: malformed
-    lines found reading them. Returns a finished Report."""
+    lists; learner_runs and actor_runs: lists of record lists; bad_records:
+    malformed lines found reading them. Returns a finished Report."""
     report = Report()
     report.bad_records = len(bad_records)
     for b in bad_records:
@@ -273,6 +331,7 @@ def check_records(server_runs, learner_runs, bad_records=()):
         report.lost_since_checkpoint += sum(
             1 for e in set(ingested_by[k][position:]) if e not in back_by[k + 1] and e not in later)
     report.transitions_committed = sum(len(sums) for sums in ingested.values())
+    _check_actor_commits(server_runs, actor_runs, ingested, report)
 
     for records in learner_runs:
         for r in records:
@@ -298,13 +357,15 @@ def _start_number(path):
 
 def check_run(run_dir):
     """Checks the logs tools/chaos.py leaves in run_dir: server.<n>.vlog
-    (n: the server start, from 0) and learner.<n>.vlog."""
+    (n: the server start, from 0), learner.<n>.vlog and actor.<a>.<n>.vlog."""
     servers = sorted(glob.glob(os.path.join(run_dir, "server.*.vlog")), key=_start_number)
     learners = sorted(glob.glob(os.path.join(run_dir, "learner.*.vlog")), key=_start_number)
+    actors = sorted(glob.glob(os.path.join(run_dir, "actor.*.vlog")))
     bad = []
     server_runs = [read_records(p, bad) for p in servers]
     learner_runs = [read_records(p, bad) for p in learners]
-    return check_records(server_runs, learner_runs, bad)
+    actor_runs = [read_records(p, bad) for p in actors]
+    return check_records(server_runs, learner_runs, bad, actor_runs)
 
 
 def main(argv):

@@ -38,6 +38,10 @@ def B(epoch=1, cursor=0):
     return ("B", epoch, cursor)
 
 
+def P(epoch, index, seq, checksum):
+    return ("P", epoch, index, seq, checksum)
+
+
 # A checkpoint cut and written at once (cut 1 at epoch 1, cursor 0).
 KC = [K(1), C(1)]
 
@@ -59,9 +63,47 @@ class CheckRecordsTest(unittest.TestCase):
             "lost_since_checkpoint": 1,
             "unexpected_losses": 0,
             "torn_accepted": 0,
+            "actor_commits_ingested": 0,
+            "actor_commits_lost": 0,
+            "actor_commits_unaccounted": 0,
         })
         self.assertEqual(report.sequences_reissued, 0)
         self.assertEqual(report.restores, 1)
+
+    def test_every_actor_commit_is_ingested_or_lost_with_a_replaced_server(self):
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
+        second = [R(0, 0, 0xa0), R(1, 1, 0xa1), ("S", 2), I(2, 6, 0xb2)]
+        # Sequence 3 was committed to the first server, which was killed
+        # before ingesting it: lost, counted. Everything else was ingested.
+        actor = [P(1, 0, 0, 0xa0), P(1, 1, 1, 0xa1), P(1, 2, 2, 0xa2), P(1, 3, 3, 0xa3),
+                 P(2, 2, 6, 0xb2)]
+        report = chaos_check.check_records([first, second], [], actor_runs=[actor])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.actor_commits_ingested, 4)
+        self.assertEqual(report.actor_commits_lost, 1)
+        self.assertEqual(report.actor_commits_unaccounted, 0)
+
+    def test_an_actor_commit_the_last_server_never_ingested_is_unaccounted(self):
+        first = [("S", 1), I(0, 0, 0xa0)]
+        report = chaos_check.check_records([first], [], actor_runs=[[P(1, 1, 1, 0xa1)]])
+        self.assertEqual(report.actor_commits_unaccounted, 1)
+        self.assertEqual(len(report.failures), 1)
+        self.assertIn("every transition an actor saw committed", report.failures[0])
+        self.assertIn("never ingested by the last start", report.failures[0])
+
+    def test_an_actor_commit_ingested_with_other_contents_is_unaccounted(self):
+        first = [("S", 1), I(0, 0, 0xa0)]
+        second = [("S", 2)]
+        report = chaos_check.check_records([first, second], [], actor_runs=[[P(1, 0, 0, 0xbb)]])
+        self.assertEqual(report.actor_commits_unaccounted, 1)
+        self.assertIn("ingested with other contents", report.failures[0])
+
+    def test_an_actor_commit_to_an_unknown_epoch_is_unaccounted(self):
+        first = [("S", 1)]
+        second = [("S", 2)]
+        report = chaos_check.check_records([first, second], [], actor_runs=[[P(9, 0, 0, 0xa0)]])
+        self.assertEqual(report.actor_commits_unaccounted, 1)
+        self.assertIn("no server start has that epoch", report.failures[0])
 
     def test_a_sequence_written_again_after_a_crash_breaks_the_no_reuse_invariant(self):
         first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
@@ -225,6 +267,17 @@ class CheckRunTest(unittest.TestCase):
         self.assertEqual(report.accepted, 1)
         self.assertEqual(report.restores, 1)
         self.assertEqual(report.evicted_at_checkpoint, 1)
+
+    def test_reads_the_actors_logs_of_a_run_directory(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.write(d, "server.0.vlog", "S 1\nI 0 0 00000000000000a0\n")
+        self.write(d, "server.1.vlog", "S 2\nI 1 1 00000000000000a1\n")
+        self.write(d, "actor.0.0.vlog", "P 1 0 0 00000000000000a0\nP 1 2 2 00000000000000a2\n")
+        self.write(d, "actor.0.1.vlog", "P 2 1 1 00000000000000a1\n")
+        report = chaos_check.check_run(d)
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.actor_commits_ingested, 2)
+        self.assertEqual(report.actor_commits_lost, 1)
 
     def test_a_duplicated_ingest_in_a_log_fails_the_run(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
