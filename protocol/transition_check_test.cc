@@ -36,7 +36,9 @@ std::vector<uint8_t> Encode(const rl::Transition& t, size_t pad = 0) {
   return out;
 }
 
-TransitionFault Check(const rl::Transition& t) { return CheckTransition(CartPoleSpec(), Encode(t)); }
+TransitionFault Check(const rl::Transition& t) {
+  return CheckTransition(CartPoleSpec(), Encode(t));
+}
 
 TEST(TransitionCheckTest, AcceptsWhatTheEncoderWritesWithOrWithoutPadding) {
   EXPECT_EQ(Check(GoodTransition()), TransitionFault::kNone);
