@@ -38,9 +38,12 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
               "Transitions dropped, by cause: "
               "overrun (lapped before ingest), torn (committed but failed its checks), "
               "copy_reject (overwritten while being staged), restore (failed verification when "
-              "a checkpoint was restored).");
+              "a checkpoint was restored), invalid (whole, but failed the transition check "
+              "against the spec: non-finite reward or observation, action out of range, ...; "
+              "counted since this process started).");
   out->Sample({{"cause", "overrun"}}, s.overrun_slots);
   out->Sample({{"cause", "torn"}}, s.torn_slots);
+  out->Sample({{"cause", "invalid"}}, s.transitions_invalid);
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
   out->Sample({{"cause", "restore"}}, s.restore_dropped);
   out->Counter("dreplay_server_priorities_bounded_total",

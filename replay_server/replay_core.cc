@@ -242,6 +242,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->staged_cached, c.staged_cached);
   StoreRelease(&s->learner_cache_resets, c.learner_cache_resets);
   StoreRelease(&s->priorities_bounded, c.priorities_bounded);
+  StoreRelease(&s->transitions_invalid, ingest_->transitions_invalid());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 
