@@ -47,12 +47,13 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
   out->Sample({{"cause", "restore"}}, s.restore_dropped);
   out->Counter("dreplay_server_priorities_bounded_total",
-               "Initial priorities from actors that ingest clamped to --max_priority or took as "
-               "no estimate (NaN, infinite or negative).",
+               "Priorities clamped to --max_priority (actors' initial ones and the learner's "
+               "updates), or initial ones taken as no estimate (NaN, infinite or negative).",
                s.priorities_bounded);
   out->Family("dreplay_server_priority_updates_total", MetricType::kCounter,
               "Priority update records from the learner, by result: applied, stale (the slot "
-              "holds a newer transition now), invalid (bad slot index or priority).");
+              "holds a newer transition now), invalid (bad slot index or priority, or an "
+              "entry the answered batch does not hold).");
   out->Sample({{"result", "applied"}}, s.priority_updates_applied);
   out->Sample({{"result", "stale"}}, s.priority_updates_stale);
   out->Sample({{"result", "invalid"}}, s.priority_updates_invalid);
