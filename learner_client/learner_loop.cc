@@ -57,6 +57,10 @@ double Huber(double x, double delta) {
 }  // namespace
 
 absl::Status LearnerLoopOptions::Validate() const {
+  if (!(max_priority > 0) || !std::isfinite(max_priority)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_priority=", max_priority, " must be finite and > 0"));
+  }
   {
     const absl::Status s = rl::MakeEnvironment(env).status();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", s.message()));
@@ -232,6 +236,11 @@ double LearnerLoop::WallSeconds() const {
   return absl::ToDoubleSeconds(std::min(absl::Now(), end_) - start_);
 }
 
+void LearnerLoop::ClampPriorities(absl::Span<float> priorities) const {
+  // std::min keeps NaN (its comparison is false): the server counts it.
+  for (float& p : priorities) p = std::min(p, options_.max_priority);
+}
+
 void LearnerLoop::CountDropped(uint64_t count, absl::string_view why) {
   transitions_dropped_ += count;
   const absl::Time now = absl::Now();
@@ -286,6 +295,7 @@ absl::Status LearnerLoop::Train(const rl::TransitionBatch& batch, absl::Span<con
   ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(batch, weights));
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
   *abs_td_errors = std::move(result.abs_td_errors);
+  ClampPriorities(absl::MakeSpan(*abs_td_errors));
   return absl::OkStatus();
 }
 
@@ -321,6 +331,7 @@ absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
     metrics_.RecordTransferred(arrived_errors_);
   }
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
+  ClampPriorities(absl::MakeSpan(result.abs_td_errors));
   sampled_ += batch_->size();
   if (kept_rows_.size() == entries) {
     RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));

@@ -238,6 +238,11 @@ struct LearnerLoopOptions {
   uint64_t probe_seed = 12345;
   rl::NStepOptions nstep;
 
+  // New priorities (|TD error|) above this are written as this (+inf
+  // included); NaN is written as is (the server drops it, counted
+  // invalid). Finite, > 0. The server bounds them again (its own
+  // --max_priority).
+  float max_priority = 1e6f;
   // Publish parameters every this many train steps (and at the start).
   // 0: never.
   int64_t publish_every = 100;
@@ -309,6 +314,8 @@ class LearnerLoop {
   // weights_ and of origins_ (when not empty); kept_rows_ names the rows
   // kept, by their index in the batch as it came.
   void DropUntrainableRows();
+  // Bounds new priorities by options_.max_priority (NaN kept).
+  void ClampPriorities(absl::Span<float> priorities) const;
   // Counts `count` transitions dropped, and warns (rate-limited) with `why`.
   void CountDropped(uint64_t count, absl::string_view why);
   // Serializes the online network as `version` into params_buffer_; false

@@ -261,5 +261,31 @@ TEST(LearnerLoopBadDataTest, ParametersThatAreNotFiniteAreNotPublished) {
   EXPECT_EQ(params.published.size() + last->params_withheld, 51u);  // the first, then one a step
 }
 
+TEST(LearnerLoopBadDataTest, WrittenPrioritiesAreClampedToMaxPriority) {
+  SpoiledBatches batches(4, [](int, rl::Transition* t) {
+    t->reward = 50.0f;  // |TD errors| far above the bound
+    return false;
+  });
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.max_train_steps = 4;
+  o.max_priority = 2.0f;
+  auto loop = LearnerLoop::Create(o, {&batches, nullptr, nullptr, nullptr, {}, {}});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  ASSERT_EQ(batches.written.size(), 4u);
+  for (const std::vector<float>& priorities : batches.written) {
+    for (float p : priorities) EXPECT_EQ(p, 2.0f);
+  }
+}
+
+TEST(LearnerLoopBadDataTest, RefusesAMaxPriorityThatIsNotFiniteAndPositive) {
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(), kNaN}) {
+    o.max_priority = bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(o.Validate())) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace dreplay::learner
