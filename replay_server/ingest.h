@@ -49,7 +49,9 @@
 // the spec's count, discount in [0, 1], lengths); one that fails is dropped
 // like a torn slot (evicted, never inserted, so never sampled, forwarded as
 // data or checkpointed) and counted invalid (per lease and in all). Without
-// such a spec (none, or a free-form one) payloads are not checked.
+// such a spec (none, or a free-form one) payloads are not checked. An
+// invalid sequence is handled like any other, so it stays in its journal
+// run: the learner placement READs it and drops it itself (learner_loop.h).
 // transitions_invalid() is this process's count (not checkpointed).
 //
 // Priorities: an initial priority that is NaN, infinite or negative is
