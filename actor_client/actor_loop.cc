@@ -3,6 +3,7 @@
 #include "actor_client/actor_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,10 @@ absl::Status ActorLoopOptions::Validate() const {
   }
   if (flush_batch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("flush_batch=", flush_batch, " must be >= 1"));
+  }
+  if (!(max_priority > 0) || !std::isfinite(max_priority)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_priority=", max_priority, " must be finite and > 0"));
   }
   if (payload_pad_bytes > kMaxPayloadPadBytes) {
     return absl::InvalidArgumentError(
@@ -195,6 +200,7 @@ absl::Status ActorLoop::FlushPending() {
   priorities_.resize(pending_.size());
   RETURN_IF_ERROR(rl::ComputeAbsTdErrors(*network_, *network_, *batch_, /*double_dqn=*/true,
                                          absl::MakeSpan(priorities_)));
+  for (float& p : priorities_) p = std::isnan(p) ? 0.0f : std::min(p, options_.max_priority);
   for (size_t i = 0; i < pending_.size(); ++i) {
     ASSIGN_OR_RETURN(const size_t bytes,
                      rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_)));

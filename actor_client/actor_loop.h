@@ -149,6 +149,11 @@ struct ActorLoopOptions {
   // bandwidth and memory without changing the learning problem. In [0,
   // kMaxPayloadPadBytes].
   size_t payload_pad_bytes = 0;
+  // Initial priorities (|TD error| under the actor's network) above this
+  // are sent as this; NaN as 0 ("no estimate": the server uses its current
+  // maximum). Finite, > 0. The server bounds them again (its own
+  // --max_priority).
+  float max_priority = 1e6f;
   // Environment steps (all environments together) between refreshes.
   int64_t param_refresh_steps = 500;
   // Run() ends after this many environment steps (0: no limit) ...

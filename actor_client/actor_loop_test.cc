@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -130,6 +131,37 @@ TEST(ActorLoopTest, AppendsDecodableTransitionsWithTheirTdErrorsAsPriorities) {
     EXPECT_GT(sink.priorities[i], 0.0f);
   }
   EXPECT_EQ((*loop)->stats().transitions, sink.payloads.size());
+}
+
+TEST(ActorLoopTest, InitialPrioritiesAreClampedToMaxPriority) {
+  FakeSink unclamped, clamped;
+  ActorLoopOptions o = SmallOptions();
+  auto loop_a = ActorLoop::Create(o, {&unclamped, nullptr, nullptr});
+  // Between the smallest and the largest of what the network gives.
+  ASSERT_TRUE(loop_a.ok()) << loop_a.status();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE((*loop_a)->Step().ok());
+  ASSERT_FALSE(unclamped.priorities.empty());
+  std::vector<float> sorted = unclamped.priorities;
+  std::sort(sorted.begin(), sorted.end());
+  const float median = sorted[sorted.size() / 2];
+  ASSERT_LT(median, sorted.back());
+  o.max_priority = median;
+  auto loop_b = ActorLoop::Create(o, {&clamped, nullptr, nullptr});
+  ASSERT_TRUE(loop_b.ok()) << loop_b.status();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE((*loop_b)->Step().ok());
+  ASSERT_EQ(clamped.priorities.size(), unclamped.priorities.size());
+  for (size_t i = 0; i < clamped.priorities.size(); ++i) {
+    EXPECT_EQ(clamped.priorities[i], std::min(unclamped.priorities[i], median)) << i;
+  }
+}
+
+TEST(ActorLoopTest, RefusesAMaxPriorityThatIsNotFiniteAndPositive) {
+  ActorLoopOptions o = SmallOptions();
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    o.max_priority = bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(o.Validate())) << bad;
+  }
 }
 
 TEST(ActorLoopTest, PadsEveryPayloadWithZerosAfterItsEncoding) {

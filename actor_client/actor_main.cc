@@ -93,6 +93,8 @@ DEFINE_double(max_steps_per_s, 0,
               "cap on environment steps per second of this process (0: none); leaves CPU to "
               "the learner on a shared machine");
 DEFINE_double(stats_interval_s, 1, "how often the episode statistics are published");
+DEFINE_double(max_priority, 1e6,
+              "initial priorities above this are sent as this (NaN: as 0, no estimate)");
 DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9466 "
               "(empty: off). HOST is an IP address; port 0: the OS picks one (printed). "
@@ -136,6 +138,7 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   o.flush_batch = FLAGS_flush_batch;
   RETURN_IF_ERROR(CheckAtLeast("payload_pad_bytes", FLAGS_payload_pad_bytes, 0));
   o.payload_pad_bytes = static_cast<size_t>(FLAGS_payload_pad_bytes);
+  o.max_priority = static_cast<float>(FLAGS_max_priority);
   o.param_refresh_steps = FLAGS_param_refresh_steps;
   o.max_env_steps = FLAGS_max_env_steps;
   ASSIGN_OR_RETURN(o.duration, Seconds("duration_s", FLAGS_duration_s, true));

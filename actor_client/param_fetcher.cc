@@ -74,7 +74,10 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
     ++stats_.checks;
     ParamsHeader header;
     std::memcpy(&header, header_image, sizeof(header));
-    if (header.version <= version_) return false;
+    // Any other version is new: versions only ever go back when they wrap
+    // past 2^64-1 or a server starts without its parameters, and an actor
+    // that waited for one above its own would then never fetch again.
+    if (header.version == version_ || header.version == 0) return false;
     const uint32_t half = protocol::ParamsHalfOf(header.version);
     RETURN_IF_ERROR(Read(protocol::ParamsHalfOffset(config, half),
                          sizeof(ParamsHalfHeader) + size_hint_, half_image));

@@ -8,8 +8,8 @@
 //   ASSIGN_OR_RETURN(bool fresh, fetcher->FetchIfNewer(&params));
 //   if (fresh) LoadIntoNetwork(params);  // version fetcher->version()
 //
-// FetchIfNewer READs the ParamsHeader; when it names a version above the
-// fetcher's, it READs that half (ParamsHalfHeader + data) and accepts it
+// FetchIfNewer READs the ParamsHeader; when it names a version other than
+// the fetcher's (and not 0, "none"), it READs that half (ParamsHalfHeader + data) and accepts it
 // only when CheckParamsHalf() verifies it holds that version whole. A READ
 // that overlapped the learner overwriting the half (torn: DataLoss, or
 // already the version after next: Unavailable) is retried from the header,
@@ -64,11 +64,13 @@ class ParamFetcher {
   ParamFetcher(const ParamFetcher&) = delete;
   ParamFetcher& operator=(const ParamFetcher&) = delete;
 
-  // Blocking. true: a version above version() was copied into *out (resized
-  // to its size) and version() is now that version; false: nothing newer
-  // is published. ResourceExhausted when no whole copy could be READ in
-  // max_attempts rounds (the learner publishes faster than this actor can
-  // READ); connection errors when the session cannot reconnect.
+  // Blocking. true: a version other than version() was copied into *out
+  // (resized to its size) and version() is now that version; false: the
+  // published version is version() (or none is). A version is not compared
+  // by size: after 2^64-1 the learner's versions wrap to 1, and a server
+  // started afresh publishes from 1 again; either is fetched. ResourceExhausted when no whole copy
+  // could be READ in max_attempts rounds (the learner publishes faster than this actor can READ);
+  // connection errors when the session cannot reconnect.
   absl::StatusOr<bool> FetchIfNewer(std::vector<uint8_t>* out);
 
   // The version last fetched; 0: none.

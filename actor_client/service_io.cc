@@ -5,7 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
+#include "rl/params_format.h"
 
 namespace dreplay::actor {
 
@@ -48,6 +51,19 @@ absl::StatusOr<bool> ActorServiceIo::Refresh(rl::QNetwork* network) {
                      return fetcher_->FetchIfNewer(&params_);
                    }));
   if (!fresh) return false;
+  if (const absl::Status finite = rl::CheckParamsFinite(params_); !finite.ok()) {
+    // The network keeps its last good parameters; the fetcher moves on to
+    // the next version.
+    ++params_refused_;
+    const absl::Time now = absl::Now();
+    if (now - last_refusal_warning_ >= kParamsWarningInterval) {
+      last_refusal_warning_ = now;
+      LOG(WARNING) << "the learner's parameters (version " << fetcher_->version()
+                   << ") are not loaded, the last good ones are kept (" << params_refused_
+                   << " versions refused in all): " << finite.message();
+    }
+    return false;
+  }
   const absl::StatusOr<uint64_t> loaded = network->Load(params_);
   if (!loaded.ok()) {
     return absl::FailedPreconditionError(

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "actor_client/actor_loop.h"
 #include "actor_client/actor_stats_publisher.h"
@@ -52,6 +53,9 @@ struct ActorServiceIoOptions {
   std::string network_description;
 };
 
+// The most often Refresh() warns about parameters it refused.
+inline constexpr absl::Duration kParamsWarningInterval = absl::Seconds(10);
+
 class ActorServiceIo : public ExperienceSink, public ParamsSource, public EpisodeStatsSink {
  public:
   // `session` (an actor's) is not owned and must outlive this object.
@@ -69,8 +73,11 @@ class ActorServiceIo : public ExperienceSink, public ParamsSource, public Episod
   absl::Status Append(absl::Span<const uint8_t> payload, float priority) override;
   absl::Status Flush() override;
   uint64_t committed() const override { return writer_->stats().committed; }
-  // ParamsSource.
+  // ParamsSource. Parameters with a value that is not finite are not
+  // loaded (false: the network keeps its last good ones; logged at most
+  // every kParamsWarningInterval, counted in params_refused()).
   absl::StatusOr<bool> Refresh(rl::QNetwork* network) override;
+  uint64_t params_refused() const { return params_refused_; }
   uint64_t version() const override { return fetcher_->version(); }
   // EpisodeStatsSink.
   void RecordSteps(uint64_t steps) override { publisher_->RecordStep(steps); }
@@ -90,6 +97,8 @@ class ActorServiceIo : public ExperienceSink, public ParamsSource, public Episod
   const std::unique_ptr<ParamFetcher> fetcher_;
   const std::unique_ptr<ActorStatsPublisher> publisher_;
   std::vector<uint8_t> params_;  // the last parameters fetched
+  uint64_t params_refused_ = 0;
+  absl::Time last_refusal_warning_ = absl::InfinitePast();
 };
 
 }  // namespace dreplay::actor

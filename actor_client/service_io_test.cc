@@ -7,6 +7,8 @@
 
 #include "actor_client/service_io.h"
 
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "learner_client/param_publisher.h"
 #include "replay_server/server.h"
+#include "rl/params_format.h"
 #include "rl/qnet.h"
 #include "testing/in_process_service.h"
 
@@ -112,6 +115,38 @@ TEST_F(ActorServiceIoTest, RefreshLoadsTheLearnersParametersOnce) {
   fresh = io->Refresh(actors.get());
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_FALSE(*fresh);
+}
+
+TEST_F(ActorServiceIoTest, RefreshKeepsTheLastGoodParametersWhenNewOnesAreNotFinite) {
+  const std::unique_ptr<rl::QNetwork> learners = Network({8}, 1);
+  PublishAsLearner(*learners);
+  std::unique_ptr<ClientSession> session = Connect(Role::kActor, kActorId);
+  std::unique_ptr<ActorServiceIo> io = Io(session.get());
+  const std::unique_ptr<rl::QNetwork> actors = Network({8}, 2);
+  ASSERT_TRUE(*io->Refresh(actors.get()));
+  const std::vector<float> good = actors->GetParameters();
+  // Version 2 carries a NaN.
+  {
+    std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+    auto publisher = learner::ParamPublisher::Create(learner.get());
+    ASSERT_TRUE(publisher.ok()) << publisher.status();
+    std::vector<uint8_t> buffer(learners->SerializedSize());
+    ASSERT_TRUE(learners->Serialize(2, absl::MakeSpan(buffer)).ok());
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(buffer.data() + sizeof(rl::ParamsHeader) + 3 * sizeof(float), &nan, sizeof(nan));
+    ASSERT_EQ(*(*publisher)->Publish(buffer), 2u);
+  }
+  absl::StatusOr<bool> fresh = io->Refresh(actors.get());
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(*fresh);
+  EXPECT_EQ(actors->GetParameters(), good);
+  EXPECT_EQ(io->params_refused(), 1u);
+  // The same version is not fetched again; the next good one is loaded.
+  EXPECT_FALSE(*io->Refresh(actors.get()));
+  EXPECT_EQ(io->params_refused(), 1u);
+  PublishAsLearner(*Network({8}, 3));
+  EXPECT_TRUE(*io->Refresh(actors.get()));
+  EXPECT_EQ(actors->GetParameters(), Network({8}, 3)->GetParameters());
 }
 
 TEST_F(ActorServiceIoTest, RefreshRefusesAnotherArchitectureAndNamesTheNetwork) {

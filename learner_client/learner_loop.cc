@@ -16,6 +16,7 @@
 #include "glog/logging.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
+#include "rl/params_format.h"
 #include "rl/random.h"
 
 namespace dreplay::learner {
@@ -56,6 +57,10 @@ double Huber(double x, double delta) {
 }  // namespace
 
 absl::Status LearnerLoopOptions::Validate() const {
+  if (!(max_priority > 0) || !std::isfinite(max_priority)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_priority=", max_priority, " must be finite and > 0"));
+  }
   {
     const absl::Status s = rl::MakeEnvironment(env).status();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", s.message()));
@@ -151,6 +156,7 @@ absl::Status LearnerLoop::Init() {
   }
   ASSIGN_OR_RETURN(learner_, rl::DqnLearner::Create(dqn));
   observation_size_ = spec.observation_size;
+  action_count_ = spec.action_count;
   payload_size_ = rl::EncodedTransitionSize(observation_size_);
   batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
   params_buffer_.resize(learner_->online().SerializedSize());
@@ -230,11 +236,66 @@ double LearnerLoop::WallSeconds() const {
   return absl::ToDoubleSeconds(std::min(absl::Now(), end_) - start_);
 }
 
+void LearnerLoop::ClampPriorities(absl::Span<float> priorities) const {
+  // std::min keeps NaN (its comparison is false): the server counts it.
+  for (float& p : priorities) p = std::min(p, options_.max_priority);
+}
+
+void LearnerLoop::CountDropped(uint64_t count, absl::string_view why) {
+  transitions_dropped_ += count;
+  const absl::Time now = absl::Now();
+  if (now - last_drop_warning_ < kDropWarningInterval) return;
+  last_drop_warning_ = now;
+  LOG(WARNING) << "dropped " << why << " (" << transitions_dropped_
+               << " transitions dropped in all; training goes on)";
+}
+
+void LearnerLoop::DropUntrainableRows() {
+  kept_rows_.clear();
+  absl::Status first_bad;
+  for (uint32_t i = 0; i < batch_->size(); ++i) {
+    const absl::Status row = batch_->CheckRow(i, action_count_);
+    if (row.ok()) {
+      kept_rows_.push_back(i);
+    } else if (first_bad.ok()) {
+      first_bad = row;
+    }
+  }
+  if (kept_rows_.size() == batch_->size()) return;
+  const uint64_t dropped = batch_->size() - kept_rows_.size();
+  batch_->KeepRows(kept_rows_);
+  for (size_t k = 0; k < kept_rows_.size(); ++k) {
+    weights_[k] = weights_[kept_rows_[k]];
+    if (!origins_.empty()) origins_[k] = origins_[kept_rows_[k]];
+  }
+  weights_.resize(kept_rows_.size());
+  if (!origins_.empty()) origins_.resize(kept_rows_.size());
+  CountDropped(dropped, absl::StrCat(dropped, " batch entries that cannot be trained on (first: ",
+                                     first_bad.message(), ")"));
+}
+
+absl::StatusOr<std::optional<size_t>> LearnerLoop::SerializeFinite(uint64_t version) {
+  ASSIGN_OR_RETURN(const size_t bytes,
+                   learner_->online().Serialize(version, absl::MakeSpan(params_buffer_)));
+  const absl::Status finite =
+      rl::CheckParamsFinite(absl::MakeConstSpan(params_buffer_.data(), bytes));
+  if (finite.ok()) return std::optional<size_t>(bytes);
+  ++params_withheld_;
+  const absl::Time now = absl::Now();
+  if (now - last_params_warning_ >= kDropWarningInterval) {
+    last_params_warning_ = now;
+    LOG(WARNING) << "parameters withheld (" << params_withheld_
+                 << " in all), actors keep the last good ones: " << finite.message();
+  }
+  return std::optional<size_t>();
+}
+
 absl::Status LearnerLoop::Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
                                 std::vector<float>* abs_td_errors) {
   ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(batch, weights));
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
   *abs_td_errors = std::move(result.abs_td_errors);
+  ClampPriorities(absl::MakeSpan(*abs_td_errors));
   return absl::OkStatus();
 }
 
@@ -245,6 +306,13 @@ absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
   if (!origins_.empty() && origins_.size() != batch_->size()) {
     return absl::InternalError(absl::StrCat(
         "a batch of ", batch_->size(), " transitions came with ", origins_.size(), " origins"));
+  }
+  const size_t entries = batch_->size();
+  DropUntrainableRows();
+  if (batch_->size() == 0) {
+    // Nothing to train on; the server still needs the batch answered.
+    entry_priorities_.assign(entries, 0.0f);
+    return io_.batches->WritePriorities(entry_priorities_);
   }
   const uint64_t now_ns = WallClockNs();
   for (const EntryOrigin& origin : origins_) {
@@ -263,8 +331,17 @@ absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
     metrics_.RecordTransferred(arrived_errors_);
   }
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
+  ClampPriorities(absl::MakeSpan(result.abs_td_errors));
   sampled_ += batch_->size();
-  RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));
+  if (kept_rows_.size() == entries) {
+    RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));
+  } else {
+    entry_priorities_.assign(entries, 0.0f);  // dropped: the lowest priority
+    for (size_t k = 0; k < kept_rows_.size(); ++k) {
+      entry_priorities_[kept_rows_[k]] = result.abs_td_errors[k];
+    }
+    RETURN_IF_ERROR(io_.batches->WritePriorities(entry_priorities_));
+  }
   *trained = true;
   return absl::OkStatus();
 }
@@ -275,23 +352,33 @@ absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
   RETURN_IF_ERROR(io_.stream->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
   if (!arrivals_.empty()) {
     arrival_batch_->Clear();
+    kept_arrivals_.clear();
     const uint64_t now_ns = WallClockNs();
     for (const ForwardedItem& item : arrivals_) {
       // The encoding, without the actor's padding, is what is stored.
       const absl::StatusOr<absl::Span<const uint8_t>> encoded =
           rl::EncodedTransitionPrefix(item.payload);
       if (!encoded.ok() || encoded->size() != payload_size_) {
-        return absl::DataLossError(
+        CountDropped(
+            1,
             absl::StrCat("forwarded transition ", item.sequence, " of ", item.payload.size(),
                          " bytes does not start with a transition of ", payload_size_, " bytes"));
+        continue;
+      }
+      absl::Status usable = rl::DecodeTransition(*encoded, observation_size_, &scratch_);
+      if (usable.ok()) usable = rl::CheckTrainable(scratch_, action_count_);
+      if (!usable.ok()) {
+        CountDropped(1,
+                     absl::StrCat("forwarded transition ", item.sequence, ": ", usable.message()));
+        continue;
       }
       RecordAge(item.insert_time_ns, now_ns);
-      const absl::Status decoded = arrival_batch_->AddEncoded(*encoded);
-      if (!decoded.ok()) {
-        return absl::DataLossError(absl::StrCat("forwarded transition ", item.sequence,
-                                                " does not decode: ", decoded.message()));
-      }
+      RETURN_IF_ERROR(arrival_batch_->Add(scratch_));
+      kept_arrivals_.push_back(item);
     }
+    arrivals_.swap(kept_arrivals_);
+  }
+  if (!arrivals_.empty()) {
     arrival_errors_.resize(arrivals_.size());
     RETURN_IF_ERROR(learner_->AbsTdErrors(*arrival_batch_, absl::MakeSpan(arrival_errors_)));
     metrics_.RecordTransferred(arrival_errors_);
@@ -325,17 +412,21 @@ absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
 
 absl::Status LearnerLoop::PublishParams() {
   if (io_.params == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const size_t bytes,
-                   learner_->online().Serialize(++publishes_, absl::MakeSpan(params_buffer_)));
-  return io_.params->Publish(absl::MakeConstSpan(params_buffer_.data(), bytes));
+  ASSIGN_OR_RETURN(const std::optional<size_t> bytes, SerializeFinite(publishes_ + 1));
+  if (!bytes.has_value()) return absl::OkStatus();
+  ++publishes_;
+  return io_.params->Publish(absl::MakeConstSpan(params_buffer_.data(), *bytes));
 }
 
 absl::Status LearnerLoop::PublishDueParams() {
   if (!publish_due_ || io_.params == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const size_t bytes,
-                   learner_->online().Serialize(publishes_ + 1, absl::MakeSpan(params_buffer_)));
+  ASSIGN_OR_RETURN(const std::optional<size_t> bytes, SerializeFinite(publishes_ + 1));
+  if (!bytes.has_value()) {
+    publish_due_ = false;  // due again after the next publish_every steps
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const bool posted,
-                   io_.params->PublishIfIdle(absl::MakeConstSpan(params_buffer_.data(), bytes)));
+                   io_.params->PublishIfIdle(absl::MakeConstSpan(params_buffer_.data(), *bytes)));
   if (posted) {
     ++publishes_;
     publish_due_ = false;
@@ -390,6 +481,8 @@ absl::Status LearnerLoop::EmitProgress() {
     metrics_.SetActorTotals(totals);
   }
   if (io_.link_stats) metrics_.SetLinkStats(io_.link_stats());
+  const uint64_t source_dropped = io_.batches != nullptr ? io_.batches->transitions_dropped() : 0;
+  metrics_.SetDropped(transitions_dropped_ + source_dropped, params_withheld_);
   ASSIGN_OR_RETURN(const std::optional<double> probe_loss, ProbeLoss());
   metrics_.SetProbeLoss(probe_loss);
   ASSIGN_OR_RETURN(const std::optional<double> spi, SamplesPerInsert());

@@ -34,6 +34,17 @@
 // ratio. Payloads may carry padding after their encoding (actor
 // --payload_pad_bytes); the loop strips it (rl::EncodedTransitionPrefix).
 //
+// Bad data never ends the run: a batch entry or forwarded transition that
+// does not decode, or that rl::CheckTrainable refuses (non-finite reward or
+// observation, action outside the network's outputs), is left out and
+// counted (ProgressRecord::transitions_dropped, with a warning at most every
+// kDropWarningInterval). In the buffer placement the batch trains on the
+// rest (not at all when nothing is left) and the dropped entries' priority
+// written back is 0 (the lowest the server stores: rarely sampled again).
+// Parameters with a value that is not finite are not published
+// (ProgressRecord::params_withheld, with a warning): actors keep the last
+// good ones.
+//
 // Run() also publishes the online network (rl/params_format.h buffer)
 // through a ParamsSink at the start and every publish_every train steps,
 // runs a greedy evaluation every eval_interval (EvaluateGreedy below), and
@@ -58,6 +69,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "learner_client/metrics.h"
@@ -70,6 +82,10 @@
 #include "rl/transition.h"
 
 namespace dreplay::learner {
+
+// The most often the loop warns about dropped transitions or withheld
+// parameters (each counted every time).
+inline constexpr absl::Duration kDropWarningInterval = absl::Seconds(10);
 
 enum class ReplayPlacement { kBuffer, kLearner };
 // "buffer", "learner".
@@ -96,13 +112,17 @@ class BatchSource {
   // `origins` (cleared first) one EntryOrigin per transition, or nothing
   // when the source does not know (all arrived, no insert times); false:
   // none arrived in time. Errors: the connection's, when it cannot be
-  // re-established; DataLoss for a payload that does not decode.
+  // re-established. An entry whose payload does not decode is left out of
+  // `batch` (counted in transitions_dropped()).
   virtual absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
                                     std::vector<float>* weights,
                                     std::vector<EntryOrigin>* origins) = 0;
   // The new priorities of the batch Next() returned last, one per
   // transition.
   virtual absl::Status WritePriorities(absl::Span<const float> priorities) = 0;
+  // Entries the source itself left out of the batches it returned (they did
+  // not decode), since it was made.
+  virtual uint64_t transitions_dropped() const { return 0; }
 };
 
 // A transition forwarded by the server: a view valid until the next
@@ -218,6 +238,11 @@ struct LearnerLoopOptions {
   uint64_t probe_seed = 12345;
   rl::NStepOptions nstep;
 
+  // New priorities (|TD error|) above this are written as this (+inf
+  // included); NaN is written as is (the server drops it, counted
+  // invalid). Finite, > 0. The server bounds them again (its own
+  // --max_priority).
+  float max_priority = 1e6f;
   // Publish parameters every this many train steps (and at the start).
   // 0: never.
   int64_t publish_every = 100;
@@ -285,6 +310,17 @@ class LearnerLoop {
   void RecordAge(uint64_t insert_time_ns, uint64_t now_ns);
   // The achieved samples per insert, for the metrics.
   absl::StatusOr<std::optional<double>> SamplesPerInsert();
+  // Leaves the rows of batch_ that cannot be trained on out of it, of
+  // weights_ and of origins_ (when not empty); kept_rows_ names the rows
+  // kept, by their index in the batch as it came.
+  void DropUntrainableRows();
+  // Bounds new priorities by options_.max_priority (NaN kept).
+  void ClampPriorities(absl::Span<float> priorities) const;
+  // Counts `count` transitions dropped, and warns (rate-limited) with `why`.
+  void CountDropped(uint64_t count, absl::string_view why);
+  // Serializes the online network as `version` into params_buffer_; false
+  // (counted, warned) when a value is not finite: nothing to publish.
+  absl::StatusOr<std::optional<size_t>> SerializeFinite(uint64_t version);
   // One round of the buffer placement; *trained: a train step was made.
   absl::Status BufferRound(absl::Duration timeout, bool* trained);
   // One round of the learner placement.
@@ -317,6 +353,8 @@ class LearnerLoop {
   std::vector<replay::SampledItem> items_;
   std::vector<ForwardedItem> arrivals_;
   std::unique_ptr<rl::TransitionBatch> arrival_batch_;
+  std::vector<ForwardedItem> kept_arrivals_;
+  rl::Transition scratch_;
   std::vector<float> arrival_errors_;
   uint64_t batches_sampled_ = 0;
 
@@ -335,6 +373,15 @@ class LearnerLoop {
   std::vector<float> weights_;
   std::vector<float> abs_td_errors_;
   std::vector<uint8_t> params_buffer_;
+  // Bad data: rows kept of the batch as it came, the priorities of all its
+  // entries, what was dropped or withheld, the last warning.
+  std::vector<uint32_t> kept_rows_;
+  std::vector<float> entry_priorities_;
+  int action_count_ = 0;
+  uint64_t transitions_dropped_ = 0;
+  uint64_t params_withheld_ = 0;
+  absl::Time last_drop_warning_ = absl::InfinitePast();
+  absl::Time last_params_warning_ = absl::InfinitePast();
 
   absl::Time start_;
   absl::Time end_;  // when Run() returned (InfiniteFuture while it runs)

@@ -404,25 +404,6 @@ TEST(LearnerLoopTest, StopFlagEndsTheRun) {
   EXPECT_EQ((*loop)->learner().train_steps(), 0);
 }
 
-TEST(LearnerLoopTest, LearnerPlacementRefusesAPayloadOfTheWrongSize) {
-  class ShortStream : public TransitionStream {
-   public:
-    absl::Status Next(absl::Duration, std::vector<ForwardedItem>* out) override {
-      ForwardedItem item;
-      item.initial_priority = 1.0f;
-      item.payload = absl::MakeConstSpan(bytes, sizeof(bytes));
-      out->assign(1, item);
-      return absl::OkStatus();
-    }
-    uint8_t bytes[8] = {};
-  } stream;
-  auto loop = LearnerLoop::Create(SmallOptions(ReplayPlacement::kLearner),
-                                  {nullptr, &stream, nullptr, nullptr, {}, {}});
-  ASSERT_TRUE(loop.ok()) << loop.status();
-  const std::atomic<bool> stop{false};
-  EXPECT_TRUE(absl::IsDataLoss((*loop)->Run(stop)));
-}
-
 // The squared/linear Huber function of the DQN loss (rl/dqn_loss.h).
 double HuberOf(double x, double delta) {
   const double a = std::abs(x);

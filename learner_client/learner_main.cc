@@ -112,6 +112,7 @@ DEFINE_string(snapshot_dir, "",
               "(tools/evaluate_snapshots); empty: none");
 DEFINE_double(snapshot_interval_s, 2, "seconds between snapshots with --snapshot_dir");
 DEFINE_int64(publish_every, 100, "train steps between parameter publications (0: never)");
+DEFINE_double(max_priority, 1e6, "new priorities above this are written as this");
 DEFINE_string(metrics_out, "", "write progress and summary records here as JSON lines");
 DEFINE_string(verification_log, "",
               "if set, append a record of every batch entry handed to training to this file "
@@ -206,6 +207,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
     return FlagError("forward_policy", FLAGS_forward_policy, "must be in_order or freshest");
   }
   o.publish_every = FLAGS_publish_every;
+  o.max_priority = static_cast<float>(FLAGS_max_priority);
   o.max_train_steps = FLAGS_train_steps;
   ASSIGN_OR_RETURN(o.duration, Seconds("duration_s", FLAGS_duration_s, true));
   o.stop_when_solved = FLAGS_stop_when_solved;

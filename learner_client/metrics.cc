@@ -208,6 +208,8 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   r.link_bytes_total = link_.total_bytes();
   r.link_transitions_total = transferred_total_;
   r.link = link_;
+  r.transitions_dropped = transitions_dropped_;
+  r.params_withheld = params_withheld_;
   if (interval_trained_count_ > 0) {
     r.trained_abs_td_error =
         interval_trained_error_sum_ / static_cast<double>(interval_trained_count_);

@@ -172,6 +172,12 @@ struct ProgressRecord {
   std::optional<double> data_age_p50_s;
   std::optional<double> data_age_p95_s;
   LinkStats link;  // bytes by class and fetched counts
+  // Batch entries and forwarded transitions the learner left out because
+  // they do not decode or cannot be trained on (rl::CheckTrainable), and
+  // parameter publications withheld because a parameter was not finite;
+  // totals since the start (Prometheus only).
+  uint64_t transitions_dropped = 0;
+  uint64_t params_withheld = 0;
 
   std::string ToJson() const;
   // One human-readable line (no newline).
@@ -224,6 +230,11 @@ class MetricsRecorder {
   // Achieved samples per insert since the start (nullopt: unknown yet).
   void SetSamplesPerInsert(std::optional<double> spi) { samples_per_insert_ = spi; }
   void SetActorTotals(const ActorTotals& totals) { actors_ = totals; }
+  // Totals of ProgressRecord::transitions_dropped and params_withheld.
+  void SetDropped(uint64_t transitions, uint64_t params) {
+    transitions_dropped_ = transitions;
+    params_withheld_ = params;
+  }
   // A greedy evaluation's mean return at `wall_s`. Returns true when it is
   // the first one to reach solve_return.
   bool RecordEvaluation(double wall_s, double mean_return);
@@ -258,6 +269,8 @@ class MetricsRecorder {
   double data_age_sum_ = 0;
   uint64_t data_age_count_ = 0;
   ActorTotals actors_;
+  uint64_t transitions_dropped_ = 0;
+  uint64_t params_withheld_ = 0;
   std::optional<double> last_eval_;
   std::optional<double> best_eval_;
   uint64_t evaluations_ = 0;

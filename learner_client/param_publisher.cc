@@ -91,7 +91,7 @@ absl::StatusOr<bool> ParamPublisher::PollPending() {
     }
     if (completions[i].wr_id == pending_wr_id_) {
       pending_wr_id_ = 0;
-      version_ = std::max(version_, pending_version_);
+      version_ = pending_version_;  // posted after version_ (NextVersion)
       bytes_written_ += pending_bytes_;
     }
   }
@@ -115,7 +115,7 @@ absl::StatusOr<bool> ParamPublisher::PublishIfIdle(absl::Span<const uint8_t> dat
     absl::StatusOr<bool> idle = status.ok() ? PollPending() : status;
     if (idle.ok() && !*idle) return false;
     // Above a version lost with its connection too: none is written twice.
-    const uint64_t next = std::max(version_, pending_version_) + 1;
+    const uint64_t next = NextVersion(std::max(version_, pending_version_));
     absl::StatusOr<uint64_t> wr_id = idle.ok() ? Post(next, data) : idle.status();
     if (wr_id.ok()) {
       pending_version_ = next;
@@ -134,7 +134,7 @@ absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data)
     const absl::Status waited =
         session_->Wait(sink_, pending_wr_id_, session_->options().op_timeout);
     if (waited.ok()) {
-      version_ = std::max(version_, pending_version_);
+      version_ = pending_version_;  // posted after version_ (NextVersion)
       bytes_written_ += pending_bytes_;
     }
   }
@@ -142,9 +142,9 @@ absl::StatusOr<uint64_t> ParamPublisher::Publish(absl::Span<const uint8_t> data)
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = session_->generation();
     absl::Status status = generation == synced_generation_ ? absl::OkStatus() : SyncVersion();
-    if (status.ok()) status = TryPublish(version_ + 1, data);
+    if (status.ok()) status = TryPublish(NextVersion(version_), data);
     if (status.ok()) {
-      ++version_;
+      version_ = NextVersion(version_);
       return version_;
     }
     if (!client::IsConnectionFailure(status) || attempt > 0) return status;

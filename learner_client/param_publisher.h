@@ -15,10 +15,12 @@
 // after readers could see this one.
 //
 // Versions continue from the server's: Create (and every reconnection)
-// READs the ParamsHeader, and the next version is one above both the
-// server's and the last one this publisher wrote, so readers, who take any
-// version above theirs, never see the version go back, even across a server
-// restart (which empties the params region).
+// READs the ParamsHeader, and the next version is NextVersion() of the
+// larger of the server's and the last one this publisher wrote, so a
+// version is not written twice, even across a server restart (which
+// empties the params region). After 2^64-1 comes 2 (0 means "none"; 2 keeps
+// the halves alternating); readers take any version other than theirs
+// (actor_client/param_fetcher.h), so the wrap does not freeze them.
 //
 // Failures: a failed connection is re-established through the session and
 // the publication retried once on the new one. Thread safety: not
@@ -37,6 +39,9 @@
 #include "protocol/layout.h"
 
 namespace dreplay::learner {
+
+// The version published after `version`: version + 1, and 2 after 2^64-1.
+constexpr uint64_t NextVersion(uint64_t version) { return version == UINT64_MAX ? 2 : version + 1; }
 
 class ParamPublisher {
  public:

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,6 +34,47 @@ std::vector<uint8_t> ParamsOf(uint64_t version, size_t size) {
   std::vector<uint8_t> p(size);
   for (size_t i = 0; i < size; ++i) p[i] = static_cast<uint8_t>((version * 37 + i * 11) & 0xff);
   return p;
+}
+
+// WRITEs `data` as version `version` into the params region the way a
+// publisher does (half, then header), for a version no publisher reaches in
+// a test's time.
+void WriteVersion(ClientSession* learner, uint64_t version, const std::vector<uint8_t>& data) {
+  const protocol::LayoutConfig& config = learner->config();
+  auto buffer = client::RegisteredBuffer::Create(
+      learner->provider(), sizeof(protocol::ParamsHeader) + protocol::ParamsHalfStride(config));
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  const absl::StatusOr<int> sink = learner->AddSink();
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  uint8_t* header_image = (*buffer)->data();
+  uint8_t* half_image = header_image + sizeof(protocol::ParamsHeader);
+  ASSERT_TRUE(protocol::EncodeParamsHalf(
+                  config, version, data,
+                  absl::MakeSpan(half_image, (*buffer)->size() - sizeof(protocol::ParamsHeader)))
+                  .ok());
+  protocol::ParamsHeader header{};
+  header.version = version;
+  header.active_half = protocol::ParamsHalfOf(version);
+  std::memcpy(header_image, &header, sizeof(header));
+  const absl::StatusOr<verbs::RemoteRegion> params = learner->Region(protocol::RegionKind::kParams);
+  ASSERT_TRUE(params.ok()) << params.status();
+  verbs::WorkRequest wrs[2];
+  wrs[0].wr_id = ClientSession::WrId(*sink, 1);
+  wrs[0].opcode = verbs::Opcode::kWrite;
+  wrs[0].signaled = false;
+  wrs[0].local = (*buffer)->mr();
+  wrs[0].local_addr = half_image;
+  wrs[0].length = static_cast<uint32_t>(sizeof(protocol::ParamsHalfHeader) + data.size());
+  wrs[0].remote_addr = params->addr + protocol::ParamsHalfOffset(config, header.active_half);
+  wrs[0].rkey = params->rkey;
+  wrs[1] = wrs[0];
+  wrs[1].wr_id = ClientSession::WrId(*sink, 2);
+  wrs[1].signaled = true;
+  wrs[1].local_addr = header_image;
+  wrs[1].length = sizeof(protocol::ParamsHeader);
+  wrs[1].remote_addr = params->addr;
+  ASSERT_TRUE(learner->Post(absl::MakeConstSpan(wrs, 2)).ok());
+  ASSERT_TRUE(learner->Wait(*sink, wrs[1].wr_id, learner->options().op_timeout).ok());
 }
 
 class ParamsTest : public ::testing::Test {
@@ -129,6 +171,49 @@ TEST_F(ParamsTest, ANewPublisherContinuesAfterTheServersVersion) {
   auto publisher = *ParamPublisher::Create(learner.get());
   EXPECT_EQ(publisher->version(), 2u);
   EXPECT_EQ(*publisher->Publish(ParamsOf(3, 10)), 3u);
+}
+
+TEST_F(ParamsTest, TheLastVersionBeforeTheWrapDoesNotFreezeFetching) {
+  constexpr uint64_t kLast = std::numeric_limits<uint64_t>::max();
+  auto actor = Connect(Role::kActor, 1);
+  ASSERT_NE(actor, nullptr);
+  auto fetcher = *ParamFetcher::Create(actor.get(), {});
+  std::vector<uint8_t> params;
+  {
+    auto learner = Connect(Role::kLearner);
+    ASSERT_NE(learner, nullptr);
+    WriteVersion(learner.get(), kLast, ParamsOf(7, 100));
+  }
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), kLast);
+  // A publisher continues after it: the version wraps, and actors fetch on.
+  auto learner = Connect(Role::kLearner);
+  ASSERT_NE(learner, nullptr);
+  auto publisher = *ParamPublisher::Create(learner.get());
+  EXPECT_EQ(publisher->version(), kLast);
+  EXPECT_EQ(*publisher->Publish(ParamsOf(8, 100)), 2u);
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), 2u);
+  EXPECT_EQ(params, ParamsOf(8, 100));
+  EXPECT_EQ(*publisher->Publish(ParamsOf(9, 100)), 3u);
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(params, ParamsOf(9, 100));
+}
+
+TEST_F(ParamsTest, AServerStartedAfreshIsFetchedFromAgain) {
+  auto actor = Connect(Role::kActor, 1);
+  auto learner = Connect(Role::kLearner);
+  ASSERT_TRUE(actor && learner);
+  auto fetcher = *ParamFetcher::Create(actor.get(), {});
+  std::vector<uint8_t> params;
+  WriteVersion(learner.get(), 500, ParamsOf(1, 100));
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  // The params region as a fresh server has it, then its first version.
+  WriteVersion(learner.get(), 1, ParamsOf(2, 100));
+  ASSERT_TRUE(*fetcher->FetchIfNewer(&params));
+  EXPECT_EQ(fetcher->version(), 1u);
+  EXPECT_EQ(params, ParamsOf(2, 100));
+  EXPECT_FALSE(*fetcher->FetchIfNewer(&params));
 }
 
 TEST_F(ParamsTest, ConcurrentFetchesNeverSeeATornOrMixedVersion) {

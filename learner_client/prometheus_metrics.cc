@@ -38,6 +38,13 @@ void RenderCounters(const ProgressRecord& r, PrometheusText* out) {
   out->Counter("dreplay_learner_distinct_transitions_fetched_total",
                "Distinct transitions among those READ over the link.",
                r.link.distinct_transitions_fetched);
+  out->Counter("dreplay_learner_transitions_dropped_total",
+               "Batch entries and forwarded transitions left out: they do not decode or cannot "
+               "be trained on (non-finite reward or observation, action out of range).",
+               r.transitions_dropped);
+  out->Counter("dreplay_learner_params_withheld_total",
+               "Parameter publications withheld because a parameter was not finite.",
+               r.params_withheld);
 }
 
 void RenderGauges(const ProgressRecord& r, PrometheusText* out) {

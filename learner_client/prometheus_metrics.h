@@ -15,7 +15,8 @@
 //             two summed over the actors' lines), link_transitions_total,
 //             link_bytes_total{class=experience|metadata|polling|priorities|
 //             params|control}, transitions_fetched_total,
-//             distinct_transitions_fetched_total
+//             distinct_transitions_fetched_total, transitions_dropped_total,
+//             params_withheld_total
 //   gauges    info{placement=buffer|learner} (always 1), wall_seconds,
 //             link_bytes_per_second, link_transitions_per_second, and, when
 //             the record has them: loss, transferred_priority,

@@ -30,6 +30,8 @@ ProgressRecord SampleRecord() {
   r.link.priorities = 64;
   r.link.transitions_fetched = 3200;
   r.data_age_p95_s = 0.004;
+  r.transitions_dropped = 7;
+  r.params_withheld = 2;
   return r;
 }
 
@@ -42,6 +44,8 @@ TEST(LearnerPrometheusMetricsTest, RendersTheRecordsCountersAndPresentGauges) {
   EXPECT_TRUE(HasLine(text, "dreplay_learner_link_bytes_total{class=\"experience\"} 1000"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_link_bytes_total{class=\"priorities\"} 64"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_transitions_fetched_total 3200"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_transitions_dropped_total 7"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_params_withheld_total 2"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_info{placement=\"buffer\"} 1"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_wall_seconds 12.5"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_loss 0.25"));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace dreplay::learner {
 
@@ -99,14 +100,19 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   batch->Clear();
   weights->clear();
   origins->clear();
+  kept_entries_.clear();
   for (uint32_t i = 0; i < staged->size(); ++i) {
     absl::StatusOr<absl::Span<const uint8_t>> encoded =
         rl::EncodedTransitionPrefix(staged->payload(i));
     const absl::Status s = encoded.ok() ? batch->AddEncoded(*encoded) : encoded.status();
     if (!s.ok()) {
-      return absl::DataLossError(absl::StrCat("batch ", staged->batch_number(), " entry ", i,
-                                              " does not decode: ", s.message()));
+      ++transitions_dropped_;
+      LOG_EVERY_N(WARNING, 1000) << "batch " << staged->batch_number() << " entry " << i
+                                 << " does not decode, dropped (" << transitions_dropped_
+                                 << " in all): " << s.message();
+      continue;
     }
+    kept_entries_.push_back(i);
     weights->push_back(staged->weight(i));
     if (options_.verification_log) RecordAccepted(*staged, i);
     origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
@@ -127,8 +133,17 @@ absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> prioritie
   if (priority_writer_ == nullptr) {
     return absl::FailedPreconditionError("no priorities in the learner placement");
   }
-  return client::RetryWhileDisconnected(
-      options_.retry, [&] { return priority_writer_->Write(last_batch_, priorities); });
+  absl::Span<const float> all = priorities;
+  if (kept_entries_.size() != last_batch_.size() && priorities.size() == kept_entries_.size()) {
+    // Entries that did not decode get the lowest priority.
+    entry_priorities_.assign(last_batch_.size(), 0.0f);
+    for (size_t k = 0; k < kept_entries_.size(); ++k) {
+      entry_priorities_[kept_entries_[k]] = priorities[k];
+    }
+    all = entry_priorities_;
+  }
+  return client::RetryWhileDisconnected(options_.retry,
+                                        [&] { return priority_writer_->Write(last_batch_, all); });
 }
 
 absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<ForwardedItem>* out) {

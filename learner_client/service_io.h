@@ -24,7 +24,8 @@
 // A batch that is not staged within Next()'s timeout is "none yet" (false),
 // not a lost connection. A batch's payloads are decoded into the
 // TransitionBatch, without the actors' padding (rl::EncodedTransitionPrefix);
-// one that does not decode is DataLoss. Actor lines are
+// one that does not decode is left out (counted in transitions_dropped(),
+// and written back with priority 0). Actor lines are
 // summed into ActorTotals. Errors otherwise are the clients' once the
 // retries are over.
 //
@@ -109,6 +110,7 @@ class LearnerServiceIo : public BatchSource,
                             std::vector<float>* weights,
                             std::vector<EntryOrigin>* origins) override;
   absl::Status WritePriorities(absl::Span<const float> priorities) override;
+  uint64_t transitions_dropped() const override { return transitions_dropped_; }
   // TransitionStream (learner placement).
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
   // ParamsSink.
@@ -129,7 +131,10 @@ class LearnerServiceIo : public BatchSource,
   std::unique_ptr<ForwardReader> forward_reader_;    // learner placement
   std::unique_ptr<ParamPublisher> publisher_;
   std::unique_ptr<client::StatsReader> stats_reader_;
-  StagedBatch last_batch_;                      // the batch Next() returned last
+  StagedBatch last_batch_;               // the batch Next() returned last
+  std::vector<uint32_t> kept_entries_;   // its entries that decoded
+  std::vector<float> entry_priorities_;  // scratch: one per entry of it
+  uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
 };
 

@@ -126,7 +126,7 @@ TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   EXPECT_LE(*ingested, 64u);
 }
 
-TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
+TEST_F(LearnerServiceIoTest, EntriesThatDoNotDecodeAreDroppedCountedAndAnsweredWithPriorityZero) {
   std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
   std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
   Insert(64, [](uint64_t t) { return testing::TaggedPayload(t, 100); });
@@ -138,7 +138,18 @@ TEST_F(LearnerServiceIoTest, ABatchThatDoesNotDecodeIsDataLoss) {
     got = io->Next(kNextTimeout, &batch, &weights, &origins);
     return !got.ok() || *got;
   }));
-  EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(batch.size(), 0u);
+  EXPECT_TRUE(weights.empty());
+  EXPECT_EQ(io->transitions_dropped(), learner->config().batch_size);
+  // The batch is answered (every entry at priority 0), so staging goes on.
+  ASSERT_TRUE(io->WritePriorities({}).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    got = io->Next(kNextTimeout, &batch, &weights, &origins);
+    return !got.ok() || *got;
+  }));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(io->transitions_dropped(), 2u * learner->config().batch_size);
 }
 
 TEST_F(LearnerServiceIoTest, TheLearnerPlacementNeedsASessionOpenedForIt) {

@@ -74,12 +74,15 @@ struct alignas(kCacheLine) LeaseLine {
   uint32_t state = 0;            // LeaseState
   uint32_t holder_actor_id = 0;  // the actor that holds or last held it
   uint64_t grants = 0;           // handshakes that granted it
-  uint64_t reserved = 0;
+  // Committed, verified, but failed the transition check (layout 9;
+  // transition_check.h): dropped, nothing inserted.
+  uint64_t transitions_invalid = 0;
 };
 static_assert(sizeof(LeaseLine) == kCacheLine, "LeaseLine is a wire structure");
 static_assert(offsetof(LeaseLine, ingest_cursor) == 0, "");
 static_assert(offsetof(LeaseLine, state) == 40, "");
 static_assert(offsetof(LeaseLine, grants) == 48, "");
+static_assert(offsetof(LeaseLine, transitions_invalid) == 56, "");
 
 inline uint64_t LeaseLineOffset(uint32_t lease) { return uint64_t{lease} * sizeof(LeaseLine); }
 

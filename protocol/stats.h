@@ -62,7 +62,10 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t learner_cache_resets;  // the learner's holdings forgotten (reconnect)
   // Initial priorities ingest clamped or took as "no estimate" (layout 4).
   uint64_t priorities_bounded;
-  uint64_t reserved[16];
+  // Committed, verified slots whose payload failed the transition check
+  // (layout 9; transition_check.h), dropped; this process's count.
+  uint64_t transitions_invalid;
+  uint64_t reserved[15];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -77,6 +80,7 @@ static_assert(offsetof(StatsBlock, generation_end) == 376, "");
 static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
 static_assert(offsetof(StatsBlock, priority_sum) == 152, "");
 static_assert(offsetof(StatsBlock, limiter_sample_waits) == 192, "");
+static_assert(offsetof(StatsBlock, transitions_invalid) == 248, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

@@ -49,7 +49,8 @@ struct ReplayCounters {
   uint64_t learner_cache_resets = 0;  // learner holdings forgotten (new learner, new epoch)
   // --- Checkpoint format version 4 appends the fields below. ---
   // Initial priorities ingest clamped to max_priority or took as "no
-  // estimate" (NaN, infinite, negative).
+  // estimate" (NaN, infinite, negative), and priority updates clamped to
+  // max_priority.
   uint64_t priorities_bounded = 0;
 };
 inline constexpr int kNumReplayCounters = 23;

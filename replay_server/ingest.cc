@@ -9,8 +9,24 @@
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
 #include "glog/logging.h"
+#include "protocol/transition_check.h"
 
 namespace dreplay::server {
+namespace {
+
+// The spec payloads are checked against: the config's, when it parses.
+std::optional<protocol::TransitionSpec> CheckedSpec(const protocol::LayoutConfig& config) {
+  const std::string text = config.spec();
+  if (text.empty()) return std::nullopt;
+  absl::StatusOr<protocol::TransitionSpec> spec = protocol::TransitionSpec::Parse(text);
+  if (!spec.ok()) {
+    LOG(WARNING) << "transitions are not checked at ingest: " << spec.status().message();
+    return std::nullopt;
+  }
+  return *std::move(spec);
+}
+
+}  // namespace
 
 absl::Status IngestOptions::Validate() const {
   if (max_per_step == 0) {
@@ -48,6 +64,7 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
       counters_(counters),
       clock_(clock),
       insert_delays_(insert_delays),
+      spec_(CheckedSpec(config)),
       leases_(config.leases),
       run_(memory, options.max_per_lease) {}
 
@@ -116,6 +133,7 @@ void Ingest::PublishLease(uint32_t l) {
   StoreRelease(&line->torn, lease.torn);
   StoreRelease(&line->overrun, lease.overrun);
   StoreRelease(&line->priorities_bounded, lease.bounded);
+  StoreRelease(&line->transitions_invalid, lease.invalid);
   StoreRelease(&line->ingest_cursor, published);
 }
 
@@ -150,6 +168,13 @@ float Ingest::BoundPriority(float raw, Lease* lease) {
     return options_.max_priority;
   }
   return raw;
+}
+
+bool Ingest::TransitionValid(const uint8_t* slot, const protocol::SlotHeader& header) const {
+  if (!spec_.has_value()) return true;
+  const absl::Span<const uint8_t> payload(slot + sizeof(protocol::SlotHeader),
+                                          header.payload_length);
+  return protocol::CheckTransition(*spec_, payload) == protocol::TransitionFault::kNone;
 }
 
 void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
@@ -226,15 +251,23 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     const uint8_t* slot = slots_ + index * config_.slot_size;
     const uint64_t commit = LoadAcquire(&commits_[index]);
     if (commit == protocol::CommitValue(q)) {
-      if (protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
-        protocol::SlotHeader header;
-        std::memcpy(&header, slot, sizeof(header));
+      const bool verified =
+          protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk;
+      protocol::SlotHeader header;
+      if (verified) std::memcpy(&header, slot, sizeof(header));
+      if (verified && TransitionValid(slot, header)) {
         run_.Add(index, q, BoundPriority(header.initial_priority, &lease));
         ++counters_->inserted;
         ++lease.inserted;
         RecordInsertDelay(header.insert_time_ns, wall_now_ns);
         if (options_.verification_log)
           options_.verification_log->Ingested(index, q, header.checksum);
+      } else if (verified) {
+        // Whole and committed, but nothing a learner can train on.
+        run_.Flush();
+        memory_->Remove(index);
+        ++invalid_total_;
+        ++lease.invalid;
       } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {

@@ -17,6 +17,8 @@
 //                                             -> read again until
 //                                               torn_recheck has passed,
 //                                               then torn (counted, skipped)
+//   ... and the payload fails the transition check (below)
+//                                             -> invalid (counted, skipped)
 //   commit word above CommitValue(q)          -> overrun (counted, skipped)
 //   anything else (not committed yet)         -> the lease waits at q
 //
@@ -40,6 +42,17 @@
 // under rewrite; its seqlock and checksum catch the rest. A stalled actor's
 // half-written slots are so evicted, not sampled and rejected again and
 // again.
+//
+// Transitions: with a LayoutConfig spec that protocol::TransitionSpec::Parse
+// accepts, a verified slot's payload must also pass
+// protocol::CheckTransition (finite reward and observations, action below
+// the spec's count, discount in [0, 1], lengths); one that fails is dropped
+// like a torn slot (evicted, never inserted, so never sampled, forwarded as
+// data or checkpointed) and counted invalid (per lease and in all). Without
+// such a spec (none, or a free-form one) payloads are not checked. An
+// invalid sequence is handled like any other, so it stays in its journal
+// run: the learner placement READs it and drops it itself (learner_loop.h).
+// transitions_invalid() is this process's count (not checkpointed).
 //
 // Priorities: an initial priority that is NaN, infinite or negative is
 // taken as "no estimate" (the memory's current maximum), one above
@@ -76,6 +89,7 @@
 #define DREPLAY_REPLAY_SERVER_INGEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -84,6 +98,7 @@
 #include "common/bucket_histogram.h"
 #include "common/verification_log.h"
 #include "protocol/layout.h"
+#include "protocol/transition_spec.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
@@ -132,6 +147,11 @@ class Ingest {
   // The next sequence of `lease` to handle. REQUIRES: lease < leases.
   uint64_t lease_cursor(uint32_t lease) const { return leases_[lease].cursor; }
   uint64_t journal_end() const { return journal_end_; }
+  // Verified slots whose payload failed the transition check, over all
+  // leases, since this Ingest was made.
+  uint64_t transitions_invalid() const { return invalid_total_; }
+  // Whether payloads are checked (the config's spec parses).
+  bool checks_transitions() const { return spec_.has_value(); }
 
   // Restarts at `cursors` (one per lease; empty: all 0) and journal number
   // `journal_end` after a checkpoint restore, and publishes them.
@@ -164,7 +184,7 @@ class Ingest {
     // Sequences below this were committed when the re-check began: they
     // share its window (a batch of bad commits costs one window).
     uint64_t recheck_end = 0;
-    uint64_t inserted = 0, torn = 0, overrun = 0, bounded = 0;
+    uint64_t inserted = 0, torn = 0, overrun = 0, bounded = 0, invalid = 0;
   };
 
   // Walks lease `l`; returns the sequences handled (at most `budget`).
@@ -180,6 +200,9 @@ class Ingest {
   // again rather than counted torn.
   bool Recheck(uint32_t l, uint64_t q);
   float BoundPriority(float raw, Lease* lease);
+  // True when the verified slot at `slot` holds a transition the spec
+  // accepts (always, without a spec).
+  bool TransitionValid(const uint8_t* slot, const protocol::SlotHeader& header) const;
   void AppendJournal(uint32_t l, uint64_t first, uint64_t count);
   void PublishLease(uint32_t l);
   void RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns);
@@ -198,6 +221,9 @@ class Ingest {
   ReplayCounters* const counters_;
   Clock* const clock_;
   BucketHistogram* const insert_delays_;
+  // The config's spec when it parses: payloads are checked against it.
+  const std::optional<protocol::TransitionSpec> spec_;
+  uint64_t invalid_total_ = 0;
 
   std::vector<Lease> leases_;
   uint32_t next_lease_ = 0;  // where the next step starts

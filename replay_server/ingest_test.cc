@@ -428,6 +428,21 @@ TEST_F(LeasedIngestTest, AbsurdPrioritiesAreBoundedAndCounted) {
   EXPECT_LE(memory_->max_priority(), 100.5);
 }
 
+TEST_F(LeasedIngestTest, ZeroNegativeZeroAndDenormalInitialPrioritiesHaveTheirDefinedOutcomes) {
+  // Memory empty: "no estimate" is initial_max_priority (1), stored as
+  // (1 + 0.5)^1. 0 and -0.0 are "no estimate" without being bounded; a
+  // denormal is a real (tiny) priority.
+  const float raw[] = {0.0f, -0.0f, std::numeric_limits<float>::denorm_min()};
+  for (float p : raw) testing::InsertLease(*regions_, 1, p);
+  EXPECT_EQ(ingest_->Step(), 3u);
+  EXPECT_EQ(counters_.priorities_bounded, 0u);
+  const protocol::LayoutConfig& c = regions_->config();
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(protocol::LeaseSlotIndex(c, 1, 0)),
+                   memory_->stored_priority(protocol::LeaseSlotIndex(c, 1, 1)));
+  EXPECT_GT(memory_->stored_priority(protocol::LeaseSlotIndex(c, 1, 0)), 0.5);
+  EXPECT_DOUBLE_EQ(memory_->stored_priority(protocol::LeaseSlotIndex(c, 1, 2)), 0.5);
+}
+
 TEST_F(LeasedIngestTest, EveryCommittedSequenceIsIngestedOnceAndJournalledInOrder) {
   // Interleaved inserts across leases, ingested over several bounded steps
   // and around each lease's wrap.

@@ -25,12 +25,13 @@ std::optional<std::string> InvalidPriorityWarnings::Observe(const ReplayCounters
   applied_seen_ = counters.priority_updates_applied;
   if (applied == 0) {
     return absl::StrFormat(
-        "the learner sent %d priority records %s and every one was invalid (NaN, infinite or "
-        "negative): prioritization is frozen (priority_updates_invalid)",
+        "the learner sent %d priority records %s and every one was invalid (NaN, infinite, "
+        "negative or not of the batch): prioritization is frozen (priority_updates_invalid)",
         invalid, since);
   }
   return absl::StrFormat(
-      "the learner sent %d invalid priority records (NaN, infinite or negative) %s, beside %d "
+      "the learner sent %d invalid priority records (NaN, infinite, negative or not of the "
+      "batch) %s, beside %d "
       "applied: those transitions keep their old priorities (priority_updates_invalid)",
       invalid, since, applied);
 }

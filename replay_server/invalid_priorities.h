@@ -3,8 +3,10 @@
 // invalid_priorities.h: a rate-limited warning about invalid priority
 // records.
 //
-// A priority record that is NaN, infinite or negative is dropped (counted in
-// priority_updates_invalid) and its transition keeps its old priority. A
+// A priority record that is NaN, infinite or negative, or that names an entry
+// the batch it answers does not hold, is dropped (counted in
+// priority_updates_invalid; priority_updates.h) and its transition keeps its
+// old priority. A
 // learner that sends only such records (a diverged network) freezes
 // prioritization without any error; this turns the counters into a warning
 // the server logs at most once per interval:

@@ -3,6 +3,7 @@
 #include "replay_server/priority_updates.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/shared_words.h"
@@ -10,12 +11,38 @@
 namespace dreplay::server {
 
 PriorityUpdates::PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox,
+                                 const uint8_t* staging, float max_priority,
                                  replay::ReplayMemory* memory, ReplayCounters* counters)
     : config_(config),
       mailbox_(mailbox),
+      staging_(staging),
+      max_priority_(max_priority),
       memory_(memory),
       counters_(counters),
       entry_(protocol::MailboxEntryStride(config)) {}
+
+absl::Span<const protocol::BatchEntry> PriorityUpdates::StagedEntries(uint64_t batch_number) const {
+  // The core thread wrote the slot; nobody else writes it.
+  const uint8_t* slot = staging_ + protocol::StagingSlotOffset(config_, batch_number);
+  const auto* header = reinterpret_cast<const protocol::BatchHeader*>(slot);
+  if (header->batch_number != batch_number || header->count > config_.batch_size) return {};
+  return absl::MakeConstSpan(
+      reinterpret_cast<const protocol::BatchEntry*>(slot + protocol::StagingEntriesOffset(config_)),
+      header->count);
+}
+
+bool PriorityUpdates::NamesAnEntry(const protocol::PriorityRecord& record, uint32_t k,
+                                   absl::Span<const protocol::BatchEntry> entries) {
+  auto names = [&record](const protocol::BatchEntry& e) {
+    return protocol::EntryIndex(e) == record.slot_index && e.slot_sequence == record.slot_sequence;
+  };
+  // A learner writes one record per entry, in order: the first look finds it.
+  if (k < entries.size() && names(entries[k])) return true;
+  for (const protocol::BatchEntry& e : entries) {
+    if (names(e)) return true;
+  }
+  return false;
+}
 
 PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t epoch,
                                                  uint64_t incarnation) {
@@ -51,13 +78,25 @@ PriorityUpdates::Result PriorityUpdates::Consume(uint64_t batch_number, uint64_t
     const protocol::PriorityRecord ahead = record_at(k);
     if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
   }
+  const absl::Span<const protocol::BatchEntry> entries = StagedEntries(batch_number);
   for (uint32_t k = 0; k < header.count; ++k) {
     if (k + kPrefetchDistance < header.count) {
       const protocol::PriorityRecord ahead = record_at(k + kPrefetchDistance);
       if (ahead.slot_index < config_.capacity) memory_->Prefetch(ahead.slot_index);
     }
     const protocol::PriorityRecord record = record_at(k);
-    switch (memory_->UpdatePriority(record.slot_index, record.slot_sequence, record.priority)) {
+    if (!NamesAnEntry(record, k, entries)) {
+      ++counters_->priority_updates_invalid;
+      continue;
+    }
+    float priority = record.priority;
+    if (priority > max_priority_) {  // +inf stays invalid below
+      if (std::isfinite(priority)) {
+        priority = max_priority_;
+        ++counters_->priorities_bounded;
+      }
+    }
+    switch (memory_->UpdatePriority(record.slot_index, record.slot_sequence, priority)) {
       case replay::ReplayMemory::UpdateResult::kApplied:
         ++counters_->priority_updates_applied;
         break;

@@ -10,9 +10,19 @@
 // records applied to
 // the replay memory: a record whose slot no longer holds its sequence is
 // dropped and counted stale; a bad index or priority value is counted
-// invalid. An entry that fails its checks is counted as a mailbox reject and
+// invalid, and so is a record that names no entry (index and sequence) of
+// the staged batch it answers: a learner updates what it was sent, nothing
+// else. An entry that fails its checks is counted as a mailbox reject and
 // still consumed: the learner believes it answered, so waiting for another
 // answer would stall sampling forever.
+//
+// Priority values of a record (p, the learner's raw priority):
+//
+//   NaN, +inf, -inf, negative   invalid (counted); the entry keeps its priority
+//   -0.0, 0                     applied as 0: stored epsilon^alpha, the lowest
+//   denormal, other finite > 0  applied as is
+//   above max_priority          applied as max_priority, counted bounded
+//                               (priorities_bounded, with ingest's)
 //
 // The learner side builds entries with EncodePriorityUpdate() (protocol/mailbox.h).
 //
@@ -26,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
 #include "replay_server/counters.h"
@@ -40,10 +51,13 @@ class PriorityUpdates {
     kRejected,  // consumed but malformed: nothing applied
   };
 
-  // `mailbox` (MailboxBytes(config)), `memory` and `counters` are not owned
-  // and must outlive this object. REQUIRES: config.Validate() is OK.
+  // `mailbox` (MailboxBytes(config)), `staging` (the staging ring, whose
+  // slot of a batch holds it until its update is consumed), `memory` and
+  // `counters` are not owned and must outlive this object. REQUIRES:
+  // config.Validate() is OK; max_priority > 0 and finite.
   PriorityUpdates(const protocol::LayoutConfig& config, const uint8_t* mailbox,
-                  replay::ReplayMemory* memory, ReplayCounters* counters);
+                  const uint8_t* staging, float max_priority, replay::ReplayMemory* memory,
+                  ReplayCounters* counters);
 
   // Consumes the update for batch `batch_number` of epoch `epoch`, staged
   // by server incarnation `incarnation`, if it has arrived. An update that
@@ -53,7 +67,17 @@ class PriorityUpdates {
 
  private:
   const protocol::LayoutConfig config_;
+  // True when `record` names entry k of the staged batch `entries`, or any
+  // other entry of it.
+  static bool NamesAnEntry(const protocol::PriorityRecord& record, uint32_t k,
+                           absl::Span<const protocol::BatchEntry> entries);
+  // The staged batch `batch_number`'s entries (empty when its slot holds
+  // another batch).
+  absl::Span<const protocol::BatchEntry> StagedEntries(uint64_t batch_number) const;
+
   const uint8_t* const mailbox_;
+  const uint8_t* const staging_;
+  const float max_priority_;
   replay::ReplayMemory* const memory_;
   ReplayCounters* const counters_;
   std::vector<uint8_t> entry_;  // private copy of one entry

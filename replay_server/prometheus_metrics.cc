@@ -38,18 +38,22 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
               "Transitions dropped, by cause: "
               "overrun (lapped before ingest), torn (committed but failed its checks), "
               "copy_reject (overwritten while being staged), restore (failed verification when "
-              "a checkpoint was restored).");
+              "a checkpoint was restored), invalid (whole, but failed the transition check "
+              "against the spec: non-finite reward or observation, action out of range, ...; "
+              "counted since this process started).");
   out->Sample({{"cause", "overrun"}}, s.overrun_slots);
   out->Sample({{"cause", "torn"}}, s.torn_slots);
+  out->Sample({{"cause", "invalid"}}, s.transitions_invalid);
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
   out->Sample({{"cause", "restore"}}, s.restore_dropped);
   out->Counter("dreplay_server_priorities_bounded_total",
-               "Initial priorities from actors that ingest clamped to --max_priority or took as "
-               "no estimate (NaN, infinite or negative).",
+               "Priorities clamped to --max_priority (actors' initial ones and the learner's "
+               "updates), or initial ones taken as no estimate (NaN, infinite or negative).",
                s.priorities_bounded);
   out->Family("dreplay_server_priority_updates_total", MetricType::kCounter,
               "Priority update records from the learner, by result: applied, stale (the slot "
-              "holds a newer transition now), invalid (bad slot index or priority).");
+              "holds a newer transition now), invalid (bad slot index or priority, or an "
+              "entry the answered batch does not hold).");
   out->Sample({{"result", "applied"}}, s.priority_updates_applied);
   out->Sample({{"result", "stale"}}, s.priority_updates_stale);
   out->Sample({{"result", "invalid"}}, s.priority_updates_invalid);

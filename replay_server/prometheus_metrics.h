@@ -15,7 +15,8 @@
 //
 //   counters   inserted_total, sampled_total, batches_staged_total,
 //              batches_released_total, update_timeouts_total,
-//              dropped_total{cause=overrun|torn|copy_reject|restore},
+//              dropped_total{cause=overrun|torn|invalid|copy_reject|restore}
+//              (invalid: since this process started),
 //              priority_updates_total{result=applied|stale|invalid},
 //              priority_mailbox_rejects_total, staging_stalls_total, priorities_bounded_total,
 //              limiter_sample_waits_total, limiter_sample_wait_seconds_total,

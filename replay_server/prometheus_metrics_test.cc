@@ -90,6 +90,7 @@ ServerMetrics SampleMetrics() {
   m.stats.inserted = 200;
   m.stats.sampled = 100;
   m.stats.torn_slots = 3;
+  m.stats.transitions_invalid = 4;
   m.stats.priority_updates_stale = 4;
   m.stats.limiter_sample_wait_ns = 1500000000;
   m.stats.tail_seen = 210;
@@ -120,6 +121,7 @@ TEST(RenderServerMetricsTest, ExposesCountersGaugesAndHistogramsWithTheirTypes) 
   EXPECT_TRUE(HasLine(text, "dreplay_server_inserted_total 200"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_sampled_total 100"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_dropped_total{cause=\"torn\"} 3"));
+  EXPECT_TRUE(HasLine(text, "dreplay_server_dropped_total{cause=\"invalid\"} 4"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_dropped_total{cause=\"overrun\"} 0"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_priorities_bounded_total 0"));
   EXPECT_TRUE(HasLine(text, "dreplay_server_priority_updates_total{result=\"stale\"} 4"));

@@ -103,7 +103,8 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
       static_cast<uint8_t*>(regions_->region(protocol::RegionKind::kLeases)), regions_->slots(),
       regions_->commits(), memory_.get(), &counters_, clock_, &delays_.insert_to_ingest);
   updates_ =
-      std::make_unique<PriorityUpdates>(config, regions_->mailbox(), memory_.get(), &counters_);
+      std::make_unique<PriorityUpdates>(config, regions_->mailbox(), regions_->staging(),
+                                        options_.ingest.max_priority, memory_.get(), &counters_);
   sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),
                                        regions_->slots(), regions_->commits(), regions_->staging(),
                                        memory_.get(), &counters_, clock_);
@@ -242,6 +243,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->staged_cached, c.staged_cached);
   StoreRelease(&s->learner_cache_resets, c.learner_cache_resets);
   StoreRelease(&s->priorities_bounded, c.priorities_bounded);
+  StoreRelease(&s->transitions_invalid, ingest_->transitions_invalid());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 

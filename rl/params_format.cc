@@ -2,6 +2,7 @@
 
 #include "rl/params_format.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,20 @@ absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in, uint64_t expec
   }
   std::memcpy(values.data(), in.data() + sizeof(ParamsHeader), values.size() * sizeof(float));
   return header.version;
+}
+
+absl::Status CheckParamsFinite(absl::Span<const uint8_t> in) {
+  ASSIGN_OR_RETURN(const ParamsHeader header, ReadParamsHeader(in));
+  const uint8_t* values = in.data() + sizeof(ParamsHeader);
+  for (uint64_t i = 0; i < header.count; ++i) {
+    float value;
+    std::memcpy(&value, values + i * sizeof(float), sizeof(value));
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " of ", header.count,
+                                                     " (version ", header.version, ") is ", value));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dreplay::rl

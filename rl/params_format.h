@@ -69,6 +69,11 @@ absl::StatusOr<ParamsHeader> ReadParamsHeader(absl::Span<const uint8_t> in);
 absl::StatusOr<uint64_t> ReadParams(absl::Span<const uint8_t> in, uint64_t expected_shape_hash,
                                     absl::Span<float> values);
 
+// OK when the buffer at the start of `in` (ReadParamsHeader()'s checks) has
+// only finite values; InvalidArgument naming the first value that is not
+// (NaN or infinite parameters would reach every actor that loads them).
+absl::Status CheckParamsFinite(absl::Span<const uint8_t> in);
+
 }  // namespace dreplay::rl
 
 #endif  // DREPLAY_RL_PARAMS_FORMAT_H_

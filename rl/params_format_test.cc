@@ -3,6 +3,7 @@
 #include "rl/params_format.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -41,6 +42,23 @@ TEST(ParamsFormatTest, WriteThenReadRoundTrips) {
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_EQ(*version, 77u);
   EXPECT_EQ(read, values);
+}
+
+TEST(ParamsFormatTest, CheckParamsFiniteNamesTheFirstValueThatIsNot) {
+  std::vector<float> values = {1.5f, -2.0f, 1e-40f, -0.0f, 3e38f};
+  std::vector<uint8_t> buffer(ParamsBufferSize(values.size()));
+  ASSERT_TRUE(WriteParams(0x1234, 5, values, absl::MakeSpan(buffer)).ok());
+  EXPECT_TRUE(CheckParamsFinite(buffer).ok());
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
+    values[3] = bad;
+    ASSERT_TRUE(WriteParams(0x1234, 5, values, absl::MakeSpan(buffer)).ok());
+    const absl::Status status = CheckParamsFinite(buffer);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_NE(status.message().find("parameter 3 of 5"), absl::string_view::npos) << status;
+  }
+  EXPECT_FALSE(CheckParamsFinite(absl::MakeConstSpan(buffer).first(10)).ok());
 }
 
 TEST(ParamsFormatTest, WriteRejectsASmallBuffer) {

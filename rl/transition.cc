@@ -2,6 +2,8 @@
 
 #include "rl/transition.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 
@@ -63,7 +65,36 @@ absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in, size_t ob
   return header;
 }
 
+// CheckTrainable() on a transition's fields; `observations` holds both.
+absl::Status CheckTrainableFields(int64_t action, float reward, float discount,
+                                  absl::Span<const float> observations, int action_count) {
+  if (action < 0 || action >= action_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("action ", action, " is not in [0, ", action_count, ")"));
+  }
+  if (!std::isfinite(reward)) {
+    return absl::InvalidArgumentError(absl::StrCat("reward ", reward, " is not finite"));
+  }
+  if (!(discount >= 0.0f && discount <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("discount ", discount, " is not in [0, 1]"));
+  }
+  for (size_t k = 0; k < observations.size(); ++k) {
+    if (!std::isfinite(observations[k])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("observation float ", k, " is ", observations[k], ", not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckTrainable(const Transition& transition, int action_count) {
+  RETURN_IF_ERROR(CheckTrainableFields(transition.action, transition.reward, transition.discount,
+                                       transition.observation, action_count));
+  return CheckTrainableFields(transition.action, transition.reward, transition.discount,
+                              transition.next_observation, action_count);
+}
 
 bool Transition::operator==(const Transition& other) const {
   return observation == other.observation && action == other.action && reward == other.reward &&
@@ -175,6 +206,40 @@ absl::Status TransitionBatch::Add(const Transition& transition) {
   next_observations_.insert(next_observations_.end(), transition.next_observation.begin(),
                             transition.next_observation.end());
   return absl::OkStatus();
+}
+
+absl::Status TransitionBatch::CheckRow(size_t i, int action_count) const {
+  CHECK_LT(i, size());
+  const size_t m = observation_size_;
+  RETURN_IF_ERROR(CheckTrainableFields(actions_[i], rewards_[i], discounts_[i],
+                                       absl::MakeConstSpan(&observations_[i * m], m),
+                                       action_count));
+  return CheckTrainableFields(actions_[i], rewards_[i], discounts_[i],
+                              absl::MakeConstSpan(&next_observations_[i * m], m), action_count);
+}
+
+void TransitionBatch::KeepRows(absl::Span<const uint32_t> rows) {
+  const size_t m = observation_size_;
+  size_t out = 0;
+  for (const uint32_t row : rows) {
+    CHECK_LT(row, size());
+    CHECK_GE(row, out);  // ascending: rows never move up
+    if (row != out) {
+      std::copy_n(&observations_[row * m], m, &observations_[out * m]);
+      std::copy_n(&next_observations_[row * m], m, &next_observations_[out * m]);
+      actions_[out] = actions_[row];
+      rewards_[out] = rewards_[row];
+      discounts_[out] = discounts_[row];
+      dones_[out] = dones_[row];
+    }
+    ++out;
+  }
+  observations_.resize(out * m);
+  next_observations_.resize(out * m);
+  actions_.resize(out);
+  rewards_.resize(out);
+  discounts_.resize(out);
+  dones_.resize(out);
 }
 
 absl::Status TransitionBatch::AddEncoded(absl::Span<const uint8_t> encoded) {

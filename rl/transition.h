@@ -95,6 +95,13 @@ absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_s
 // As above, returning a new Transition.
 absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size);
 
+// OK when a learner can train on `transition`: its reward and every float
+// of both observations are finite, 0 <= action < action_count, and discount
+// is in [0, 1]. InvalidArgument naming the first field that is not.
+// DecodeTransition() accepts finite and non-finite values alike and knows
+// no action count: a learner checks this after decoding.
+absl::Status CheckTrainable(const Transition& transition, int action_count);
+
 // A batch of transitions as flat arrays, row i of each belonging to the i-th
 // added transition, ready to become tensors.
 class TransitionBatch {
@@ -112,6 +119,12 @@ class TransitionBatch {
   // Decodes and appends one encoded transition (see DecodeTransition()). On
   // error the batch is unchanged.
   absl::Status AddEncoded(absl::Span<const uint8_t> encoded);
+
+  // CheckTrainable() for row i. REQUIRES: i < size().
+  absl::Status CheckRow(size_t i, int action_count) const;
+  // Keeps only the rows `rows` names (ascending, each < size()), in that
+  // order; the others are removed.
+  void KeepRows(absl::Span<const uint32_t> rows);
 
   size_t size() const { return actions_.size(); }
   size_t observation_size() const { return observation_size_; }

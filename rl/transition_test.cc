@@ -3,6 +3,7 @@
 #include "rl/transition.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -171,6 +172,53 @@ TEST(TransitionBatchTest, RejectsOtherObservationSizesAndStaysUnchanged) {
   EXPECT_EQ(batch.AddEncoded(encoded).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(batch.size(), 0u);
   EXPECT_TRUE(batch.observations().empty());
+}
+
+TEST(TransitionTest, CheckTrainableRefusesWhatWouldPoisonTraining) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(CheckTrainable(MakeTransition(), 2).ok());
+  Transition t = MakeTransition();
+  t.action = 2;  // two actions: 0 and 1
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckTrainable(t, 2)));
+  t = MakeTransition();
+  t.reward = nan;
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckTrainable(t, 2)));
+  t = MakeTransition();
+  t.observation[2] = inf;
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckTrainable(t, 2)));
+  t = MakeTransition();
+  t.next_observation[0] = -inf;
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckTrainable(t, 2)));
+  t = MakeTransition();
+  t.discount = nan;
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckTrainable(t, 2)));
+}
+
+TEST(TransitionBatchTest, ChecksRowsAndKeepsOnlyTheNamedOnes) {
+  TransitionBatch batch(4);
+  for (int k = 0; k < 4; ++k) {
+    Transition t = MakeTransition();
+    t.reward = static_cast<float>(k);
+    t.observation[0] = static_cast<float>(10 * k);
+    if (k == 1) t.reward = std::numeric_limits<float>::quiet_NaN();
+    if (k == 2) t.action = 7;
+    ASSERT_TRUE(batch.Add(t).ok());
+  }
+  std::vector<uint32_t> keep;
+  for (uint32_t i = 0; i < batch.size(); ++i) {
+    if (batch.CheckRow(i, 2).ok()) keep.push_back(i);
+  }
+  EXPECT_EQ(keep, (std::vector<uint32_t>{0, 3}));
+  batch.KeepRows(keep);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch.rewards(), (std::vector<float>{0.0f, 3.0f}));
+  EXPECT_EQ(batch.observations()[4], 30.0f);
+  EXPECT_EQ(batch.observations().size(), 8u);
+  EXPECT_EQ(batch.next_observations().size(), 8u);
+  EXPECT_EQ(batch.actions(), (std::vector<int64_t>{1, 1}));
+  batch.KeepRows({});
+  EXPECT_EQ(batch.size(), 0u);
 }
 
 }  // namespace

@@ -30,16 +30,22 @@ std::vector<uint8_t> PayloadFor(uint64_t sequence, uint32_t length) {
 
 namespace {
 
-void Seal(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence, float priority,
-          uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
+void SealPayload(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
+                 float priority, absl::Span<const uint8_t> payload, uint32_t actor_id,
+                 uint64_t insert_time_ns) {
   const protocol::LayoutConfig& c = regions.config();
   std::vector<uint8_t> image(c.slot_size, 0);
-  const std::vector<uint8_t> payload = PayloadFor(sequence, payload_length);
   CHECK(protocol::SealSlot(image.data(), c.slot_size, sequence, actor_id, priority, insert_time_ns,
-                           payload.data(), payload_length)
+                           payload.data(), static_cast<uint32_t>(payload.size()))
             .ok());
   CopyToShared(regions.slot(protocol::LeaseSlotIndex(c, lease, sequence)), image.data(),
                c.slot_size);
+}
+
+void Seal(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence, float priority,
+          uint32_t payload_length, uint32_t actor_id, uint64_t insert_time_ns) {
+  SealPayload(regions, lease, sequence, priority, PayloadFor(sequence, payload_length), actor_id,
+              insert_time_ns);
 }
 
 }  // namespace
@@ -52,6 +58,11 @@ void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float pr
 void WriteLeaseSlot(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
                     float priority, uint32_t payload_length) {
   Seal(regions, lease, sequence, priority, payload_length, lease, 0);
+}
+
+void WriteLeaseSlotPayload(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
+                           float priority, absl::Span<const uint8_t> payload) {
+  SealPayload(regions, lease, sequence, priority, payload, lease, 0);
 }
 
 void Commit(const server::ReplayRegions& regions, uint64_t sequence) {

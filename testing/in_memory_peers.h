@@ -36,6 +36,10 @@ void WriteSlot(const server::ReplayRegions& regions, uint64_t sequence, float pr
                uint32_t payload_length, uint32_t actor_id = 0, uint64_t insert_time_ns = 0);
 void WriteLeaseSlot(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
                     float priority, uint32_t payload_length = 128);
+// Seals `payload` (instead of PayloadFor's bytes) into the slot of
+// `sequence` of `lease`, without committing it.
+void WriteLeaseSlotPayload(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence,
+                           float priority, absl::Span<const uint8_t> payload);
 // Release-stores the commit word of `sequence`.
 void Commit(const server::ReplayRegions& regions, uint64_t sequence);
 void CommitLease(const server::ReplayRegions& regions, uint32_t lease, uint64_t sequence);

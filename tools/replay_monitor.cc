@@ -167,13 +167,15 @@ std::string RenderLeasesText(const MonitorSnapshot& now) {
     const protocol::LeaseLine& line = now.leases[l];
     if (line.state == static_cast<uint32_t>(protocol::LeaseState::kNeverHeld)) continue;
     if (!header) {
-      absl::StrAppendFormat(&out, "          %5s %-8s %6s %12s %12s %8s %8s %8s\n", "lease",
-                            "state", "actor", "cursor", "inserted", "torn", "overrun", "bounded");
+      absl::StrAppendFormat(&out, "          %5s %-8s %6s %12s %12s %8s %8s %8s %8s\n", "lease",
+                            "state", "actor", "cursor", "inserted", "torn", "overrun", "invalid",
+                            "bounded");
       header = true;
     }
-    absl::StrAppendFormat(&out, "          %5d %-8s %6d %12d %12d %8d %8d %8d\n", l,
+    absl::StrAppendFormat(&out, "          %5d %-8s %6d %12d %12d %8d %8d %8d %8d\n", l,
                           LeaseStateName(line.state), line.holder_actor_id, line.ingest_cursor,
-                          line.inserted, line.torn, line.overrun, line.priorities_bounded);
+                          line.inserted, line.torn, line.overrun, line.transitions_invalid,
+                          line.priorities_bounded);
   }
   return out;
 }
@@ -252,6 +254,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                 .Add("restore_dropped", s.restore_dropped)
                                 .Add("staging_stalls", s.staging_stalls)
                                 .Add("priorities_bounded", s.priorities_bounded)
+                                .Add("transitions_invalid", s.transitions_invalid)
                                 .Done();
   const std::string clients = JsonObject(kDoubleDigits)
                                   .Add("actors", s.actors_connected)
@@ -280,6 +283,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                   .Add("torn", line.torn)
                   .Add("overrun", line.overrun)
                   .Add("priorities_bounded", line.priorities_bounded)
+                  .Add("transitions_invalid", line.transitions_invalid)
                   .Add("grants", line.grants)
                   .Done();
   }
@@ -370,11 +374,11 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         cached.has_value() ? absl::StrFormat("%.1f%%", 100 * *cached) : "-",
                         s.learner_cache_resets);
   absl::StrAppendFormat(&out,
-                        "drops     torn %d  overrun %d  copy_rejects %d  "
+                        "drops     torn %d  overrun %d  invalid_transitions %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"
                         "          mailbox_rejects %d  update_timeouts %d  restore_dropped %d  "
                         "staging_stalls %d  priorities_bounded %d\n",
-                        s.torn_slots, s.overrun_slots, s.sample_copy_rejects,
+                        s.torn_slots, s.overrun_slots, s.transitions_invalid, s.sample_copy_rejects,
                         s.priority_updates_stale, s.priority_updates_invalid, s.mailbox_rejects,
                         s.updates_timed_out, s.restore_dropped, s.staging_stalls,
                         s.priorities_bounded);

@@ -92,6 +92,7 @@ TEST(ReplayMonitorTest, ActorStepRateUsesTheActorsOwnClock) {
 TEST(ReplayMonitorTest, ShowsALineForEveryLeaseEverHeld) {
   MonitorSnapshot s = At(1, 100, 0);
   s.stats.priorities_bounded = 7;
+  s.stats.transitions_invalid = 5;
   s.leases.resize(3);
   s.leases[0].state = static_cast<uint32_t>(protocol::LeaseState::kHeld);
   s.leases[0].holder_actor_id = 4;
@@ -99,24 +100,29 @@ TEST(ReplayMonitorTest, ShowsALineForEveryLeaseEverHeld) {
   s.leases[0].inserted = 88;
   s.leases[0].torn = 2;
   s.leases[0].priorities_bounded = 7;
+  s.leases[0].transitions_invalid = 5;
   s.leases[2].state = static_cast<uint32_t>(protocol::LeaseState::kReleased);
   s.leases[2].holder_actor_id = 9;
   s.leases[2].ingest_cursor = 10;
   s.leases[2].inserted = 10;
   const std::string text = RenderMonitorText(Info(), s, nullptr);
   EXPECT_NE(text.find("leases    1 held of 3"), std::string::npos) << text;
-  EXPECT_NE(text.find("    0 held          4           90           88        2        0        7"),
+  EXPECT_NE(text.find("    0 held          4           90           88        2        0        5"
+                      "        7"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("released"), std::string::npos) << text;
   EXPECT_NE(text.find("priorities_bounded 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("invalid_transitions 5"), std::string::npos) << text;
   const std::string json = RenderMonitorJson(Info(), s, nullptr);
-  EXPECT_NE(json.find("\"leases\":[{\"lease\":0,\"state\":\"held\",\"holder_actor_id\":4,"
-                      "\"ingest_cursor\":90,\"inserted\":88,\"torn\":2,\"overrun\":0,"
-                      "\"priorities_bounded\":7,\"grants\":0},{\"lease\":2,"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find("\"leases\":[{\"lease\":0,\"state\":\"held\",\"holder_actor_id\":4,"
+                "\"ingest_cursor\":90,\"inserted\":88,\"torn\":2,\"overrun\":0,"
+                "\"priorities_bounded\":7,\"transitions_invalid\":5,\"grants\":0},{\"lease\":2,"),
+      std::string::npos)
       << json;
   EXPECT_NE(json.find("\"priorities_bounded\":7"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"transitions_invalid\":5"), std::string::npos) << json;
 }
 
 TEST(ReplayMonitorTest, JsonHoldsEveryFigureAndNullForMissingOnes) {
