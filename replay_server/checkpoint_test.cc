@@ -403,8 +403,8 @@ TEST(ForgedLeaseHoldersTest, OneActorHoldingTwoLeasesIsRefused) {
   {
     LeaseTable table(regions.get());
     for (uint32_t actor : {9u, 4u}) {
-      const LeaseTable::Grant grant = table.Acquire(actor).value();
-      table.Bind(grant.lease, actor, /*client_id=*/actor + 100);
+      const uint32_t lease = table.Acquire(actor).value();
+      table.Bind(lease, actor, /*client_id=*/actor + 100);
     }
   }
   ASSERT_TRUE(core->SaveCheckpoint(path).ok());

@@ -31,7 +31,7 @@ using client::ClientSession;
 using protocol::Role;
 
 constexpr char kLoopback[] = "127.0.0.1";
-constexpr char kToken[] = "bad-data";
+constexpr char kToken[] = "bad-data-test-token-0123";
 constexpr char kSpec[] = "env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99";
 constexpr uint32_t kActorId = 2;
 constexpr int kGood = 60;

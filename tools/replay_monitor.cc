@@ -110,20 +110,21 @@ std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before,
                                  : 0;
     if (invalid > 0 && applied == 0) {
       return {absl::StrFormat(
-          "every priority record of the last %.1f s was invalid (%d NaN, infinite or negative): "
+          "every priority record of the last %.1f s was invalid (%d NaN, infinite, negative or "
+          "not of the batch): "
           "the learner's priorities are frozen",
           r->window_s, invalid)};
     }
     if (invalid > 0) {
       return {absl::StrFormat(
-          "%d of %d priority records of the last %.1f s were invalid (NaN, infinite or "
-          "negative) and left their priorities unchanged",
+          "%d of %d priority records of the last %.1f s were invalid (NaN, infinite, "
+          "negative or not of the batch) and left their priorities unchanged",
           invalid, invalid + applied, r->window_s)};
     }
   }
   return {absl::StrFormat(
-      "%d priority records of this epoch were invalid (NaN, infinite or negative) and left their "
-      "priorities unchanged",
+      "%d priority records of this epoch were invalid (NaN, infinite, negative or not of the "
+      "batch) and left their priorities unchanged",
       b.priority_updates_invalid)};
 }
 

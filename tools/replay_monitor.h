@@ -83,9 +83,9 @@ std::optional<double> AchievedSamplesPerInsert(const protocol::StatsBlock& stats
 std::optional<double> CachedFraction(const protocol::StatsBlock& stats);
 
 // Conditions an operator should act on, as sentences (empty: none). Today:
-// invalid priority records from the learner (NaN, infinite or negative),
-// which leave their transitions' priorities unchanged, so a learner that
-// sends only such records freezes prioritization. Over the window since
+// invalid priority records from the learner (NaN, infinite, negative or not
+// of the batch), which leave their transitions' priorities unchanged, so a
+// learner that sends only such records freezes prioritization. Over the window since
 // `before` when it is usable (see ComputeRates), else over the epoch.
 std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before, const MonitorSnapshot& now);
 
