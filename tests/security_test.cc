@@ -24,6 +24,7 @@
 #include "actor_client/experience_writer.h"
 #include "client/session.h"
 #include "gtest/gtest.h"
+#include "protocol/auth.h"
 #include "protocol/handshake.h"
 #include "protocol/layout.h"
 #include "testing/in_process_service.h"
@@ -71,6 +72,23 @@ class SecurityTest : public ::testing::Test {
     client::ClientSessionOptions o = testing::ClientOptions(*server_, role, actor_id, token);
     o.connect_deadline = absl::ZeroDuration();  // one attempt: refusals are final
     return ClientSession::Connect(host_.get(), o);
+  }
+
+  // Connects actor `actor_id` presenting `credential` as its token, once.
+  absl::StatusOr<std::unique_ptr<ClientSession>> ConnectActorAs(uint32_t actor_id,
+                                                                const std::string& credential) {
+    client::ClientSessionOptions o =
+        testing::ClientOptions(*server_, Role::kActor, actor_id, kToken);
+    o.auth_token = credential;
+    o.connect_deadline = absl::ZeroDuration();
+    return ClientSession::Connect(host_.get(), o);
+  }
+
+  // Connects, retrying retryable refusals (a lease not yet given back)
+  // within the session's patience.
+  absl::StatusOr<std::unique_ptr<ClientSession>> ConnectPatiently(Role role, uint32_t actor_id) {
+    return ClientSession::Connect(host_.get(),
+                                  testing::ClientOptions(*server_, role, actor_id, kToken));
   }
 
   // Inserts `count` transitions through `writer` and waits until the server
@@ -251,8 +269,10 @@ TEST_F(SecurityTest, AnActorCanWriteOnlyItsOwnLeaseAndHasNoAtomicRights) {
       {"FETCH_ADD on its own slot", RegionKind::kSlots, 0, verbs::Opcode::kFetchAdd},
   };
   for (const Attempt& a : attempts) {
-    // Each attempt on a new connection of actor 1 (it displaces the last).
-    auto forger = Connect(Role::kActor, 1, kToken);
+    // Each attempt on a new connection of actor 1, once the last one's
+    // lease is back (a failed request ends its queue pair, and the server
+    // gives the lease back only when the connection is gone).
+    auto forger = ConnectPatiently(Role::kActor, 1);
     ASSERT_TRUE(forger.ok()) << forger.status();
     EXPECT_FALSE((*forger)->directory().Has(RegionKind::kStaging));
     const verbs::RemoteRegion own = *(*forger)->Region(a.kind);
@@ -280,6 +300,48 @@ TEST_F(SecurityTest, AnActorCanWriteOnlyItsOwnLeaseAndHasNoAtomicRights) {
   EXPECT_EQ(s->torn_slots, 0u);
   EXPECT_EQ(s->overrun_slots, 0u);
   EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  EXPECT_TRUE(server_->Running());
+}
+
+TEST_F(SecurityTest, AnActorCanNeitherClaimAnotherIdNorTakeAHeldLease) {
+  auto victim = Connect(Role::kActor, 0, kToken);
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  auto writer = actor::ExperienceWriter::Create(victim->get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  InsertAndWait(writer->get(), 0, 100, 100);
+
+  // Actor 1's own credential, and the actors' master token, cannot claim id 0.
+  for (const std::string& credential :
+       {protocol::ActorCredential(kToken, 1), std::string(kToken)}) {
+    const absl::Status s = ConnectActorAs(0, credential).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_FALSE(protocol::IsRetryableRejection(s)) << s;
+  }
+  // Even actor 0's own credential cannot take the lease while it is held:
+  // the newcomer is refused, retryably, and the holder is not displaced.
+  const absl::Status held = ConnectActorAs(0, protocol::ActorCredential(kToken, 0)).status();
+  EXPECT_FALSE(held.ok());
+  EXPECT_TRUE(protocol::IsRetryableRejection(held)) << held;
+
+  InsertAndWait(writer->get(), 100, 100, 200);
+  EXPECT_EQ((*writer)->stats().reconnects, 0u);
+  absl::StatusOr<StatsBlock> s = monitor_->WaitUntil(
+      "three refusals counted", [](const StatsBlock& s) { return s.connections_rejected == 3; });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->actors_connected, 1u);
+
+  // Once the holder is gone, the same identity takes its lease back and
+  // writes on after what the holder committed.
+  writer->reset();
+  victim->reset();
+  auto returning = ConnectPatiently(Role::kActor, 0);
+  ASSERT_TRUE(returning.ok()) << returning.status();
+  auto resumed = actor::ExperienceWriter::Create(returning->get(), {});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  InsertAndWait(resumed->get(), 200, 50, 250);
+  s = monitor_->Stats();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->torn_slots, 0u);
   EXPECT_TRUE(server_->Running());
 }
 
