@@ -115,8 +115,9 @@ DEFINE_int64(publish_every, 100, "train steps between parameter publications (0:
 DEFINE_double(max_priority, 1e6, "new priorities above this are written as this");
 DEFINE_string(metrics_out, "", "write progress and summary records here as JSON lines");
 DEFINE_string(verification_log, "",
-              "if set, append a record of every batch entry handed to training to this file "
-              "(common/verification_log.h; buffer placement; for tools/chaos.py)");
+              "if set, append a record of every batch entry or forwarded transition handed to "
+              "training to this file "
+              "(common/verification_log.h; for tools/chaos.py)");
 DEFINE_double(progress_interval_s, 5, "seconds between progress records");
 DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9465 "

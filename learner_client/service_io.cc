@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "protocol/leases.h"
 
 namespace dreplay::learner {
 
@@ -155,8 +156,17 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
   out->clear();
   for (const ForwardedTransition& t : forwarded_) {
     out->push_back({t.sequence, t.initial_priority(), t.insert_time_ns(), t.payload});
+    if (options_.verification_log) RecordForwarded(t);
   }
   return absl::OkStatus();
+}
+
+void LearnerServiceIo::RecordForwarded(const ForwardedTransition& t) {
+  const protocol::LayoutConfig& c = session_->config();
+  const bool ok = protocol::VerifySlot(reinterpret_cast<const uint8_t*>(t.header), c.slot_size,
+                                       t.lease_sequence) == protocol::SlotCheck::kOk;
+  options_.verification_log->Accepted(protocol::LeaseSlotIndex(c, t.lease, t.lease_sequence),
+                                      t.lease_sequence, t.header->checksum, ok);
 }
 
 absl::Status LearnerServiceIo::Publish(absl::Span<const uint8_t> params) {

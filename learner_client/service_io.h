@@ -71,9 +71,10 @@ struct LearnerServiceIoOptions {
   // How long operations are retried while the server is away, and the
   // stop request that ends the retries.
   client::RetryPolicy retry;
-  // Not owned; nullptr: off. Buffer placement: records every entry of a
-  // batch handed to the learner (common/verification_log.h), for the chaos
-  // soak's checker.
+  // Not owned; nullptr: off. Records an A record for every entry of a
+  // batch handed to the learner (buffer placement) and for every forwarded
+  // transition handed over (learner placement; common/verification_log.h),
+  // for the chaos soak's checker.
   VerificationLog* verification_log = nullptr;
 };
 
@@ -123,6 +124,8 @@ class LearnerServiceIo : public BatchSource,
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
   // Writes entry i's A record to options_.verification_log.
   void RecordAccepted(const StagedBatch& batch, uint32_t i);
+  // Writes a forwarded transition's A record to options_.verification_log.
+  void RecordForwarded(const ForwardedTransition& t);
 
   const LearnerServiceIoOptions options_;
   client::ClientSession* session_ = nullptr;

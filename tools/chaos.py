@@ -34,7 +34,9 @@ the learner and the server get SIGTERM, in that order, and must exit with
 status 0.
 
 Invariants (tools/chaos_check.py reads the verification logs):
-  * the learner never accepted a torn or mismatched entry (torn_accepted 0);
+  * the learner never accepted a torn or mismatched entry (torn_accepted 0),
+    and accepted some: batch entries in the buffer placement, forwarded
+    transitions in the learner placement;
   * no transition is ingested twice;
   * every transition in the cut of a checkpoint that was later restored is
     present after the restore, unless the checkpoint's writer recorded its
@@ -42,7 +44,8 @@ Invariants (tools/chaos_check.py reads the verification logs):
     unexpected_losses 0); what a killed server ingested after the restored
     cut is reported as lost_since_checkpoint, not an error;
   * every transition an actor saw committed (the actors' P records) was
-    ingested, or was lost with a server a later start replaced
+    ingested, or was lost after the last cut with a server a later start
+    replaced, beyond all that server ingested of the actor's lease
     (actor_commits_lost, reported); none unaccounted
     (actor_commits_unaccounted 0);
   * every process exits cleanly: none exits by itself, each SIGTERM ends
@@ -53,6 +56,8 @@ summary, or with --json exactly one JSON object on stdout: duration_s
 (seconds from the start to the final stop: --duration_s, then the time
 every process takes to be up again), kills (SIGKILL and SIGTERM events), server_restarts, learner_restarts,
 actor_restarts, reconnects (the clients' "reconnecting" log lines),
+same_host_mappings (with --soft_transport=auto, the clients' mappings of
+the server's memory: 0 there is a failure),
 transitions_committed (distinct transitions the server verified and
 ingested), torn_rejected (slots the server declared torn), and
 lost_since_checkpoint, unexpected_losses, torn_accepted,
@@ -182,7 +187,7 @@ class Chaos:
         layout = self.layout
         return [
             run_local.binary(a, "server"),
-            "--insecure",  # loopback only; the proxies in between see no token
+        ] + run_local.token_argv(self.token_file) + [
             "--listen=127.0.0.1:0",
             "--port_file=" + self.port_file(n),
             "--provider=soft",
@@ -210,7 +215,7 @@ class Chaos:
         a = self.args
         return [
             run_local.binary(a, "learner"),
-            "--insecure",  # loopback only; the proxies in between see no token
+        ] + run_local.token_argv(self.token_file) + self.vmodule_argv() + [
             "--server=127.0.0.1:%d" % self.learner_port,
             "--provider=soft",
             "--soft_transport=" + a.soft_transport,
@@ -241,7 +246,7 @@ class Chaos:
         a = self.args
         return [
             run_local.binary(a, "actor"),
-            "--insecure",  # loopback only; the proxies in between see no token
+        ] + run_local.token_argv(self.credential_files[index]) + self.vmodule_argv() + [
             "--server=127.0.0.1:%d" % self.actor_ports[index],
             "--provider=soft",
             "--soft_transport=" + a.soft_transport,
@@ -253,6 +258,22 @@ class Chaos:
             "--max_steps_per_s=%r" % a.actor_rate,
             "--verification_log=" + os.path.join(a.out_dir, "actor.%d.%d.vlog" % (index, n)),
         ]
+
+    def vmodule_argv(self):
+        """With the same-host transport, the clients log each mapping of
+        the server's memory (verbs/soft/shared_path.cc), which the run
+        counts to show that the data moved through shared memory."""
+        return ["--vmodule=shared_path=1"] if self.args.soft_transport == "auto" else []
+
+    def same_host_mappings(self):
+        total = 0
+        for child in [self.learner] + self.actors:
+            try:
+                with open(child.log_path, "rb") as f:
+                    total += f.read().count(b"same-host mapping for key")
+            except OSError:
+                pass
+        return total
 
     def port_file(self, n):
         return os.path.join(self.args.out_dir, "server.%d.port" % n)
@@ -454,6 +475,9 @@ class Chaos:
     def run(self):
         a = self.args
         self.layout = run_local.actor_layout(a)
+        # A fresh token, and each actor its own credential, as run_local.py
+        # makes them (the proxies relay the challenge and proof, never it).
+        self.token_file, self.credential_files = run_local.make_credentials(a.out_dir, a.actors)
         self.proxy = chaos_proxy.FaultProxy()
         self.t0 = time.monotonic()
         try:
@@ -504,9 +528,15 @@ class Chaos:
             "learner_restarts": self.counts["learner_restarts"],
             "actor_restarts": self.counts["actor_restarts"],
             "reconnects": self.reconnects(),
+            "same_host_mappings": self.same_host_mappings(),
         }
         figures.update(report.figures())
         failures = self.failures + report.failures
+        if report.accepted == 0:
+            failures.append("the learner handed entries to training: its logs hold none")
+        if a.soft_transport == "auto" and figures["same_host_mappings"] == 0:
+            failures.append("with --soft_transport=auto the clients mapped the server's memory: "
+                            "no same-host mapping is in their logs")
         return figures, report, failures
 
 

@@ -38,13 +38,19 @@ the servers did:
   * actor_commits_ingested: P records whose (index, sequence, checksum)
     some server start ingested.
   * actor_commits_lost: P records no start ingested, written to a start
-    that a later one followed (killed, or stopped before ingesting them):
-    lost after the last cut, with what that server ingested after it.
-    Expected after a SIGKILL; reported, not an error.
+    that a later one followed (killed, or stopped before ingesting them),
+    and beyond everything that start ingested or tore of the actor's lease
+    in that epoch. A lease is ingested in sequence order, so such a commit
+    came after the start's last ingest of the lease, and so after the cut
+    the next start restored: lost after the last cut, with what that server
+    ingested after it. Expected after a SIGKILL; reported, not an error.
   * actor_commits_unaccounted: P records no start ingested, written to the
     last start (which stops cleanly, ingesting every commit first) or to an
     epoch no server log names; or whose (index, sequence) was ingested with
-    other contents. Must be 0.
+    other contents; or that the start they were written to passed over or
+    tore (it ingested or tore that or a later sequence of the actor's lease
+    in that epoch).
+    Must be 0.
 
 Importable (check_run, Report) and runnable on a directory:
 
@@ -118,8 +124,8 @@ class Report:
                 "(e.g. %s)" % (self.bad_absences, self.examples["bad_absence"]))
         if self.actor_commits_unaccounted:
             self.failures.append(
-                "every transition an actor saw committed was ingested, or lost with a server "
-                "that a later one replaced: %d were not (e.g. %s)" % (
+                "every transition an actor saw committed was ingested, or lost after the last "
+                "cut with a server that a later one replaced: %d were not (e.g. %s)" % (
                     self.actor_commits_unaccounted, self.examples["actor_commit"]))
         if self.bad_records:
             self.failures.append("verification logs are readable: %d malformed records (e.g. %s)"
@@ -223,16 +229,41 @@ def _restores_and_cuts(server_runs, report):
     return cuts, restored_cut
 
 
-def _check_actor_commits(server_runs, actor_runs, ingested, report):
-    """Judges every P record of `actor_runs` against what the server starts
-    ingested (`ingested`: (index, sequence) -> checksums)."""
+def _passed_by_start(server_runs, actor_runs):
+    """For each (actor run, epoch): the highest sequence the start of that
+    epoch ingested or tore at an index the actor committed to in it (its
+    lease's slots; a lease keeps its actor within one start). -1: none."""
+    seen_by_start = []  # per start: index -> highest sequence ingested or torn
+    for records in server_runs:
+        seen = {}
+        for r in records:
+            if r[0] in ("I", "T"):
+                seen[r[1]] = max(r[2], seen.get(r[1], r[2]))
+        seen_by_start.append(seen)
     start_of_epoch = {}
     for start, records in enumerate(server_runs):
         for r in records:
             if r[0] == "S":
                 start_of_epoch[r[1]] = start
+    passed = {}  # (actor run, epoch) -> highest sequence
+    for run, records in enumerate(actor_runs):
+        indices = {}
+        for r in records:
+            if r[0] == "P":
+                indices.setdefault(r[1], set()).add(r[2])
+        for epoch, mine in indices.items():
+            start = start_of_epoch.get(epoch)
+            seen = seen_by_start[start] if start is not None else {}
+            passed[(run, epoch)] = max((seen.get(i, -1) for i in mine), default=-1)
+    return start_of_epoch, passed
+
+
+def _check_actor_commits(server_runs, actor_runs, ingested, report):
+    """Judges every P record of `actor_runs` against what the server starts
+    ingested (`ingested`: (index, sequence) -> checksums)."""
+    start_of_epoch, passed = _passed_by_start(server_runs, actor_runs)
     last = len(server_runs) - 1
-    for records in actor_runs:
+    for run, records in enumerate(actor_runs):
         for r in records:
             if r[0] != "P":
                 continue
@@ -242,7 +273,8 @@ def _check_actor_commits(server_runs, actor_runs, ingested, report):
                 report.actor_commits_ingested += 1
                 continue
             start = start_of_epoch.get(epoch)
-            if not sums and start is not None and start < last:
+            skipped = passed.get((run, epoch), -1) >= seq
+            if not sums and start is not None and start < last and not skipped:
                 report.actor_commits_lost += 1
                 continue
             report.actor_commits_unaccounted += 1
@@ -250,6 +282,7 @@ def _check_actor_commits(server_runs, actor_runs, ingested, report):
                 epoch, index, seq, checksum,
                 "ingested with other contents" if sums else
                 "no server start has that epoch" if start is None else
+                "passed over or torn by the start it was written to" if skipped else
                 "never ingested by the last start"))
 
 
