@@ -198,14 +198,16 @@ fi
 SERVER_BIN=$BIN_DIR/replay_server/replay_server
 ACTOR_BIN=$BIN_DIR/actor_client/actor
 LEARNER_BIN=$BIN_DIR/learner_client/learner
+CREDENTIALS_BIN=$BIN_DIR/replay_server/actor_credentials
 BENCH_BIN=$BIN_DIR/tools/verbs_bench
 need=("$BENCH_BIN")
-[ "$BENCH_ONLY" -eq 1 ] || need=("$SERVER_BIN" "$ACTOR_BIN" "$LEARNER_BIN")
+[ "$BENCH_ONLY" -eq 1 ] || need=("$SERVER_BIN" "$ACTOR_BIN" "$LEARNER_BIN" "$CREDENTIALS_BIN")
 [ "$BENCH" -eq 0 ] || [ "$BENCH_ONLY" -eq 1 ] || need+=("$BENCH_BIN")
 for b in "${need[@]}"; do
   if [ ! -x "$b" ]; then
     log "$b not found: bazel build //replay_server:replay_server //actor_client:actor" \
-      "//learner_client:learner //tools:verbs_bench, or give --bin_dir"
+      "//learner_client:learner //replay_server:actor_credentials //tools:verbs_bench," \
+      "or give --bin_dir"
     exit 1
   fi
 done
@@ -383,8 +385,23 @@ layout_field() {  # layout_field JSON KEY
   "$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
 }
 
+# make_credentials DIR: a fresh token for this run in DIR/token, and each
+# actor's own credential in DIR/actor-<i>.credential (all mode 0600), so
+# that no actor can claim another's id.
+make_credentials() {
+  local dir=$1
+  (umask 077 && mkdir -p "$dir" &&
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token") ||
+    fail "cannot write a token in $dir"
+  "$CREDENTIALS_BIN" --token_file="$dir/token" --actors="$ACTORS" --out_dir="$dir" \
+    >"$OUT_DIR/credentials.log" 2>&1 || fail "actor_credentials failed:
+$(tail -n 5 "$OUT_DIR/credentials.log")"
+}
+
 run_training() {
   local layout hidden=64,64 n_step=3 gamma=0.99 params_bytes server_addr=${ADDR_OF[buffer]}
+  local credentials=$OUT_DIR/credentials
+  make_credentials "$credentials"
   layout=$("$ACTOR_BIN" --print_layout --env="$ENV_NAME" --n_step=$n_step --gamma=$gamma \
     --hidden=$hidden </dev/null) || fail "actor --print_layout failed"
   params_bytes=$(layout_field "$layout" params_bytes) || fail "no params_bytes in: $layout"
@@ -400,7 +417,7 @@ run_training() {
     --observation_size="$(layout_field "$layout" observation_size)" \
     --num_actions="$(layout_field "$layout" num_actions)" \
     --max_actors="$ACTORS" --min_size_to_sample="$MIN_REPLAY" --seed="$SEED" \
-    --stats_interval_s=2 --insecure "${SERVER_FLAGS[@]}"
+    --stats_interval_s=2 --auth_token_file="$credentials/token" "${SERVER_FLAGS[@]}"
   wait_for_file "$OUT_DIR/server.port" server "$START_TIMEOUT_S"
   wait_for_file "$OUT_DIR/server.metrics_port" server "$START_TIMEOUT_S"
   SERVER_ADDRESS=$server_addr:$(cat "$OUT_DIR/server.port")
@@ -411,7 +428,8 @@ run_training() {
   [ "$TRAIN_STEPS" -eq 0 ] || budget+=(--train_steps="$TRAIN_STEPS")
   [ "$DURATION_S" = 0 ] || budget+=(--duration_s="$DURATION_S")
   in_host learner learner "$OUT_DIR/learner.log" "$LEARNER_BIN" --server="$SERVER_ADDRESS" \
-    --insecure --provider="$PROVIDER" --link="$LINK" --replay_placement=buffer --env="$ENV_NAME" \
+    --auth_token_file="$credentials/token" --provider="$PROVIDER" --link="$LINK" \
+    --replay_placement=buffer --env="$ENV_NAME" \
     --n_step=$n_step --gamma=$gamma --hidden=$hidden --seed="$SEED" \
     --min_replay_size="$MIN_REPLAY" --eval_episodes=5 --eval_interval_s=10 \
     --progress_interval_s=2 --probe_size=256 --metrics_out="$OUT_DIR/metrics.jsonl" \
@@ -419,7 +437,8 @@ run_training() {
   local i actors=()
   for ((i = 0; i < ACTORS; i++)); do
     in_host "actor$i" "actor-$i" "$OUT_DIR/actor-$i.log" "$ACTOR_BIN" \
-      --server="$SERVER_ADDRESS" --insecure --provider="$PROVIDER" --actor_index=$i \
+      --server="$SERVER_ADDRESS" --auth_token_file="$credentials/actor-$i.credential" \
+      --provider="$PROVIDER" --actor_index=$i \
       --num_actors="$ACTORS" --env="$ENV_NAME" --n_step=$n_step --gamma=$gamma \
       --hidden=$hidden --seed="$SEED" --max_steps_per_s="$ACTOR_RATE" \
       --param_refresh_steps=200 "${ACTOR_FLAGS[@]}"

@@ -95,12 +95,15 @@ zero_gid=0000:0000:0000:0000:0000:0000:0000:0000
 link_flap() {
   local dir
   dir=$(mktemp -d)
-  "$bin/replay_server/replay_server" --provider=ibverbs --listen=127.0.0.1:0 --insecure \
-    --port_file="$dir/port" --capacity=4096 --heartbeat_interval_s=0.1 >"$dir/log" 2>&1 &
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token")
+  "$bin/replay_server/replay_server" --provider=ibverbs --listen=127.0.0.1:0 \
+    --auth_token_file="$dir/token" --port_file="$dir/port" --capacity=4096 \
+    --heartbeat_interval_s=0.1 >"$dir/log" 2>&1 &
   local server=$!
   local ok=1
   wait_for 30 test -s "$dir/port" || ok=0
-  local top=("$bin/tools/replay_top" --provider=ibverbs --insecure --server="127.0.0.1:$(cat "$dir/port")"
+  local top=("$bin/tools/replay_top" --provider=ibverbs --auth_token_file="$dir/token"
+    --server="127.0.0.1:$(cat "$dir/port")"
     --once --interval_s=1)
   [ "$ok" = 1 ] && "${top[@]}" || ok=0
   ip link set d0 down && wait_for 10 port_is DOWN || ok=0

@@ -15,7 +15,8 @@
 #   before it starts; the server itself writes JOB_DIR/server.port and
 #   JOB_DIR/server.metrics_port once it listens.
 # actor: --actor_index is the task's rank in its step (SLURM_PROCID) and
-#   --num_actors the step's task count (SLURM_NTASKS).
+#   --num_actors the step's task count (SLURM_NTASKS); its token is its own
+#   credential, JOB_DIR/credentials/actor-RANK.credential.
 # Every task appends "ROLE RANK SLURMD_NODENAME HOSTNAME GPUS" to
 # JOB_DIR/nodes.txt (GPUS: CUDA_VISIBLE_DEVICES as Slurm set it, or -).
 set -euo pipefail
@@ -62,7 +63,10 @@ case "$role" in
       --metrics_port_file="$job_dir/server.metrics_port"
     ;;
   actor)
-    exec "$@" --actor_index="$rank" --num_actors="${SLURM_NTASKS:-1}"
+    credential=$job_dir/credentials/actor-$rank.credential
+    [ -f "$credential" ] || die "no credential $credential for actor $rank"
+    exec "$@" --actor_index="$rank" --num_actors="${SLURM_NTASKS:-1}" \
+      --auth_token_file="$credential"
     ;;
   learner)
     exec "$@"
