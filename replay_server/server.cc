@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/peer_address.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -316,7 +317,7 @@ void ReplayServer::HandleConnection(std::unique_ptr<verbs::PendingConnection> pe
     Reject(pending.get(), std::string(hello.status().message()));
     return;
   }
-  const absl::Status auth = Authenticate(*hello, PeerHost(pending->peer()));
+  const absl::Status auth = Authenticate(*hello, SourceOf(pending->peer()));
   if (!auth.ok()) {
     Reject(pending.get(), absl::StrCat(protocol::RoleName(hello->role), ": ", auth.message()));
     return;

@@ -103,10 +103,6 @@ inline constexpr absl::Duration kChallengeLifetime = absl::Seconds(30);
 inline constexpr uint32_t kRefusalLogLines = 10;
 inline constexpr absl::Duration kRefusalLogInterval = absl::Seconds(10);
 
-// The host part of a peer address "host:port" (the source a challenge is
-// issued to).
-std::string PeerHost(const std::string& peer);
-
 // Connection counts, as in the stats region's connection line.
 struct ConnectionCounts {
   uint64_t actors = 0;

@@ -8,21 +8,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/peer_address.h"
 #include "glog/logging.h"
 #include "replay_server/server.h"
 
 namespace dreplay::server {
-
-std::string PeerHost(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  if (colon == std::string::npos) return peer;
-  std::string host = peer.substr(0, colon);
-  // "[::1]:4242" names the host "::1".
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
 
 void ReplayServer::LogCredentials() const {
   if (!options_.authenticated()) {
@@ -59,7 +49,7 @@ void ReplayServer::Reject(verbs::PendingConnection* pending, const std::string& 
 }
 
 void ReplayServer::IssueChallenge(verbs::PendingConnection* pending) {
-  absl::StatusOr<protocol::Nonce> nonce = challenges_.Issue(PeerHost(pending->peer()), absl::Now());
+  absl::StatusOr<protocol::Nonce> nonce = challenges_.Issue(SourceOf(pending->peer()), absl::Now());
   if (!nonce.ok()) {
     LOG(ERROR) << "cannot issue a challenge: " << nonce.status();
     Reject(pending, "internal server error (see the server's log)");

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/peer_address.h"
 #include "common/retry_tag.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -40,11 +41,6 @@ absl::Status Positive(const char* field, int64_t value) {
 }
 
 }  // namespace
-
-std::string SourceOf(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
 
 absl::Status ConnectionManagerOptions::Validate() const {
   if (hello_timeout <= absl::ZeroDuration()) {

@@ -139,10 +139,6 @@ class ConnectionManager {
   std::thread thread_;
 };
 
-// The host part of "host:port" (IPv4 or IPv6), the key of the per-source
-// bound.
-std::string SourceOf(const std::string& peer);
-
 }  // namespace dreplay::verbs
 
 #endif  // DREPLAY_VERBS_CONNECTION_MANAGER_H_
