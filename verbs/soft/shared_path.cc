@@ -161,25 +161,35 @@ void SharedPath::OnGrant(const FrameHeader& h, const ShareGrant& grant) {
   // Only the answer to an outstanding ask, and only once.
   auto ask = outstanding_.find(rkey);
   if (ask == outstanding_.end()) {
-    LOG(WARNING) << "ignoring a same-host grant for key " << rkey << " that was not asked for";
+    ++grants_ignored_;
+    LOG_EVERY_T(WARNING, kIgnoredGrantLogInterval_s)
+        << "ignoring a same-host grant for key " << rkey << " that was not asked for ("
+        << grants_ignored_ << " grants ignored on this queue pair)";
     return;
   }
   const bool acceptable = GrantAcceptable(h, grant, ask->second);
   outstanding_.erase(ask);
   if (!acceptable) {
-    LOG(WARNING) << "ignoring a malformed or oversized same-host grant for key " << rkey;
+    ++grants_ignored_;
+    LOG_EVERY_T(WARNING, kIgnoredGrantLogInterval_s)
+        << "ignoring a malformed or oversized same-host grant for key " << rkey << " ("
+        << grants_ignored_ << " grants ignored on this queue pair)";
     return;
   }
   // The fds went ahead of the grant over the Unix socket, so they are
   // already there: no wait.
   absl::StatusOr<std::vector<Fd>> fds = link_->ReceiveFds(rkey, grant.segments, absl::Now());
   if (!fds.ok()) {
-    LOG(WARNING) << "same-host grant for key " << rkey << ": " << fds.status();
+    ++grants_ignored_;
+    LOG_EVERY_T(WARNING, kIgnoredGrantLogInterval_s)
+        << "same-host grant for key " << rkey << ": " << fds.status();
     return;
   }
   for (const Fd& fd : *fds) {
     if (!SafeSegment(fd.get(), grant.segment_bytes, writable)) {
-      LOG(WARNING) << "same-host grant for key " << rkey << ": not a sealed segment";
+      ++grants_ignored_;
+      LOG_EVERY_T(WARNING, kIgnoredGrantLogInterval_s)
+          << "same-host grant for key " << rkey << ": not a sealed segment";
       return;
     }
   }

@@ -180,9 +180,14 @@ class SharedPath {
   const uint64_t holder_;
 
   absl::flat_hash_map<uint32_t, Mapping> mappings_;
-  uint64_t mapped_bytes_ = 0;                        // of mappings_
-  absl::flat_hash_set<uint32_t> asked_;              // asked, denied or revoked
-  absl::flat_hash_map<uint32_t, Ask> outstanding_;   // asked, not answered yet
+  uint64_t mapped_bytes_ = 0;                       // of mappings_
+  absl::flat_hash_set<uint32_t> asked_;             // asked, denied or revoked
+  absl::flat_hash_map<uint32_t, Ask> outstanding_;  // asked, not answered yet
+  // Grants refused (not asked for, malformed, oversized, unsafe). A peer
+  // may send them at any rate, so their warnings are logged at most once
+  // per kIgnoredGrantLogInterval_s for each kind, with this count.
+  static constexpr double kIgnoredGrantLogInterval_s = 10;
+  uint64_t grants_ignored_ = 0;
   absl::flat_hash_map<uint32_t, uint32_t> granted_;  // key -> its region's key
   std::deque<Pending> pending_;
 };
