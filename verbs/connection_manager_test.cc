@@ -280,10 +280,5 @@ TEST(ConnectionManagerTest, OptionsNameTheBadField) {
   EXPECT_NE(options.Validate().message().find("hello_timeout"), std::string::npos);
 }
 
-TEST(ConnectionManagerTest, SourceOfDropsThePort) {
-  EXPECT_EQ(SourceOf("127.0.0.2:4242"), "127.0.0.2");
-  EXPECT_EQ(SourceOf("::1:4242"), "::1");
-}
-
 }  // namespace
 }  // namespace dreplay::verbs
