@@ -19,9 +19,9 @@ DURATION_S = 100
 SMOKE_DURATION_S = 25
 SEED = 7
 KEYS = ["duration_s", "kills", "server_restarts", "learner_restarts", "actor_restarts",
-        "reconnects", "transitions_committed", "torn_rejected", "lost_since_checkpoint",
-        "unexpected_losses", "torn_accepted", "actor_commits_ingested", "actor_commits_lost",
-        "actor_commits_unaccounted"]
+        "reconnects", "same_host_mappings", "transitions_committed", "torn_rejected",
+        "lost_since_checkpoint", "unexpected_losses", "torn_accepted", "actor_commits_ingested",
+        "actor_commits_lost", "actor_commits_unaccounted"]
 
 
 def runfile(path):
@@ -63,7 +63,8 @@ class ChaosTest(unittest.TestCase):
             self.assertGreater(figures[role + "_restarts"], 0, role + ": " + stderr)
 
     def test_a_short_run_on_the_same_host_transport_holds_them(self):
-        self.run_chaos(SMOKE_DURATION_S, "--soft_transport", "auto")
+        figures, _ = self.run_chaos(SMOKE_DURATION_S, "--soft_transport", "auto")
+        self.assertGreater(figures["same_host_mappings"], 0)
 
     def test_a_short_run_of_the_learner_placement_holds_them(self):
         self.run_chaos(SMOKE_DURATION_S, "--replay_placement", "learner")
