@@ -92,7 +92,7 @@ struct SampledItem {
 
 // Told before an index's entry (its sequence) changes: by Insert and by a
 // Remove of a valid index; not by priority updates, Clear or Restore. The
-// replay server's incremental checkpoint cut (replay_server/incremental_cut.h)
+// replay server's incremental checkpoint cut (replay_server/checkpoint/incremental_cut.h)
 // saves an entry there before it is replaced.
 class ReplayMemoryObserver {
  public:

@@ -100,9 +100,9 @@
 #include "protocol/layout.h"
 #include "protocol/transition_spec.h"
 #include "replay/replay_memory.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
-#include "replay_server/sequence_reservations.h"
 
 namespace dreplay::server {
 

@@ -15,8 +15,8 @@
 #include "absl/time/time.h"
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 #include "replay_server/regions.h"
-#include "replay_server/sequence_reservations.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {

@@ -30,7 +30,7 @@
 //              total_priority, max_priority, connections{role=...}
 //   histograms insert_to_ingest_delay_seconds, staging_delay_seconds
 //              (replay_server/delays.h says what they measure)
-//   checkpoints (replay_server/checkpoint_pauses.h; zeros without
+//   checkpoints (replay_server/checkpoint/checkpoint_pauses.h; zeros without
 //              --checkpoint_dir): histogram checkpoint_core_pause_seconds
 //              (each checkpoint step on the core thread), gauges
 //              checkpoint_core_pause_max_seconds,

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 #include "replay_server/verification_log.h"
 
 namespace dreplay::server {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "protocol/auth.h"
-#include "replay_server/checkpoint_store.h"
+#include "replay_server/checkpoint/checkpoint_store.h"
 
 namespace dreplay::server {
 namespace {

@@ -46,7 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/file_system.h"
 
 namespace dreplay::testing {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "replay_server/durable_file.h"
+#include "replay_server/checkpoint/durable_file.h"
 
 namespace dreplay::testing {
 namespace {

@@ -6,7 +6,7 @@
 // --actors threads insert into their leases at --inserts_per_s each (each
 // respects its window) while the core runs its loop on its own thread, as the
 // server's core thread does, with the server's checkpoint flow
-// (replay_server/server_checkpoints.h: the store in --dir, the sequence
+// (replay_server/checkpoint/server_checkpoints.h: the store in --dir, the sequence
 // reservations, the writer thread). After the ring has been filled once and
 // a baseline window, --checkpoints checkpoints are requested one after the
 // other: the core takes the cut in chunks between its steps
@@ -36,11 +36,11 @@
 #include "common/shared_words.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "replay_server/checkpoint.h"
-#include "replay_server/checkpoint_pauses.h"
+#include "replay_server/checkpoint/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint_pauses.h"
+#include "replay_server/checkpoint/server_checkpoints.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/server_checkpoints.h"
 
 DEFINE_uint64(capacity, uint64_t{1} << 22, "slots in the ring (power of two)");
 DEFINE_uint32(slot_size, 256, "bytes per slot (header included; a multiple of 64)");

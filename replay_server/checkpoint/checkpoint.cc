@@ -2,7 +2,7 @@
 
 // XXH3_INITSTATE needs the state's definition (the static part).
 #define XXH_STATIC_LINKING_ONLY
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -16,7 +16,7 @@
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "replay_server/durable_file.h"
+#include "replay_server/checkpoint/durable_file.h"
 #include "xxhash.h"
 
 namespace dreplay::server {

@@ -75,8 +75,8 @@
 // ReadCheckpoint must run before any peer uses the regions, on the memory's
 // owner.
 
-#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_H_
-#define DREPLAY_REPLAY_SERVER_CHECKPOINT_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -89,8 +89,8 @@
 #include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "replay/replay_memory.h"
+#include "replay_server/checkpoint/file_system.h"
 #include "replay_server/counters.h"
-#include "replay_server/file_system.h"
 #include "replay_server/regions.h"
 
 namespace dreplay::server {
@@ -207,4 +207,4 @@ absl::Status ReadCheckpoint(const std::string& path, ReplayRegions* regions,
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint_pauses.h"
+#include "replay_server/checkpoint/checkpoint_pauses.h"
 
 #include <time.h>
 

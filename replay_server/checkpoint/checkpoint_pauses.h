@@ -26,8 +26,8 @@
 // steps' histogram for export is lock-free and always current
 // (common/bucket_histogram.h).
 
-#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
-#define DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_PAUSES_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_PAUSES_H_
 
 #include <cstdint>
 
@@ -108,4 +108,4 @@ class CheckpointStepTimer {
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_PAUSES_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_PAUSES_H_

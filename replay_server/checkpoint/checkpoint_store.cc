@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint_store.h"
+#include "replay_server/checkpoint/checkpoint_store.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "replay_server/durable_file.h"
+#include "replay_server/checkpoint/durable_file.h"
 
 namespace dreplay::server {
 namespace {

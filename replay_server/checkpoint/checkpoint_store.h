@@ -34,8 +34,8 @@
 //
 // Thread safety: Save() from one thread at a time; the rest is constant.
 
-#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_STORE_H_
-#define DREPLAY_REPLAY_SERVER_CHECKPOINT_STORE_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_STORE_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -45,7 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/file_system.h"
 
 namespace dreplay::server {
 
@@ -113,4 +113,4 @@ class CheckpointStore {
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_STORE_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_STORE_H_

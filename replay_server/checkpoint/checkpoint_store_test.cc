@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint_store.h"
+#include "replay_server/checkpoint/checkpoint_store.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

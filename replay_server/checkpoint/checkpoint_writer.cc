@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint_writer.h"
+#include "replay_server/checkpoint/checkpoint_writer.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>

@@ -24,8 +24,8 @@
 // Stop(). The write function runs on the writer's thread only.
 // The destructor waits for the write in progress, then joins the thread.
 
-#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_WRITER_H_
-#define DREPLAY_REPLAY_SERVER_CHECKPOINT_WRITER_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_WRITER_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_WRITER_H_
 
 #include <cstdint>
 #include <functional>
@@ -34,7 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 
 namespace dreplay::server {
 
@@ -85,4 +85,4 @@ class CheckpointWriter {
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_WRITER_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_CHECKPOINT_WRITER_H_

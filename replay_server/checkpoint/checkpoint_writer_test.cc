@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/checkpoint_writer.h"
+#include "replay_server/checkpoint/checkpoint_writer.h"
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
 #include "testing/in_memory_peers.h"

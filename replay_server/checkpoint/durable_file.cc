@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/durable_file.h"
+#include "replay_server/checkpoint/durable_file.h"
 
 #include <filesystem>
 #include <memory>

@@ -8,14 +8,14 @@
 // Thread safety: the functions share no state; two writers of one path
 // must not run at once (they share its temporary file).
 
-#ifndef DREPLAY_REPLAY_SERVER_DURABLE_FILE_H_
-#define DREPLAY_REPLAY_SERVER_DURABLE_FILE_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_DURABLE_FILE_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_DURABLE_FILE_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/file_system.h"
 
 namespace dreplay::server {
 
@@ -39,4 +39,4 @@ absl::Status ReplaceFileDurably(const std::string& path, absl::string_view conte
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_DURABLE_FILE_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_DURABLE_FILE_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/file_system.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

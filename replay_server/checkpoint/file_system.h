@@ -25,8 +25,8 @@
 // Thread safety: every method may be called from any thread; one
 // WritableFile or ReadableFile from one thread at a time.
 
-#ifndef DREPLAY_REPLAY_SERVER_FILE_SYSTEM_H_
-#define DREPLAY_REPLAY_SERVER_FILE_SYSTEM_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_FILE_SYSTEM_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_FILE_SYSTEM_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -102,4 +102,4 @@ absl::StatusOr<std::string> ReadWholeFile(FileSystem* fs, const std::string& pat
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_FILE_SYSTEM_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_FILE_SYSTEM_H_

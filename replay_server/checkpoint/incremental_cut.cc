@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/incremental_cut.h"
+#include "replay_server/checkpoint/incremental_cut.h"
 
 #include <algorithm>
 #include <utility>

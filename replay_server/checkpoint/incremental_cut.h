@@ -33,14 +33,14 @@
 // While active() the memory holds a pointer to this object; the destructor
 // detaches it.
 
-#ifndef DREPLAY_REPLAY_SERVER_INCREMENTAL_CUT_H_
-#define DREPLAY_REPLAY_SERVER_INCREMENTAL_CUT_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_INCREMENTAL_CUT_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_INCREMENTAL_CUT_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "replay/replay_memory.h"
-#include "replay_server/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint.h"
 #include "replay_server/regions.h"
 
 namespace dreplay::server {
@@ -89,4 +89,4 @@ class IncrementalCut : public replay::ReplayMemoryObserver {
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_INCREMENTAL_CUT_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_INCREMENTAL_CUT_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/sequence_reservations.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 
 #include <algorithm>
 
@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "replay_server/durable_file.h"
+#include "replay_server/checkpoint/durable_file.h"
 
 namespace dreplay::server {
 namespace {

@@ -53,8 +53,8 @@
 // thread-safe. The sync thread is started by the first request and joined
 // by WriteExact and the destructor.
 
-#ifndef DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_
-#define DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_SEQUENCE_RESERVATIONS_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_SEQUENCE_RESERVATIONS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -68,7 +68,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/file_system.h"
 
 namespace dreplay::server {
 
@@ -180,4 +180,4 @@ absl::StatusOr<std::vector<uint64_t>> DecodeSequenceReservations(const std::stri
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_SEQUENCE_RESERVATIONS_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_SEQUENCE_RESERVATIONS_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/sequence_reservations.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/server_checkpoints.h"
+#include "replay_server/checkpoint/server_checkpoints.h"
 
 #include <filesystem>
 #include <utility>

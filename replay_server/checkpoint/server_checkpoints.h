@@ -42,8 +42,8 @@
 // and stop, while the core thread is not running; Tick on the core thread;
 // Request and the accessors from any thread.
 
-#ifndef DREPLAY_REPLAY_SERVER_SERVER_CHECKPOINTS_H_
-#define DREPLAY_REPLAY_SERVER_SERVER_CHECKPOINTS_H_
+#ifndef DREPLAY_REPLAY_SERVER_CHECKPOINT_SERVER_CHECKPOINTS_H_
+#define DREPLAY_REPLAY_SERVER_CHECKPOINT_SERVER_CHECKPOINTS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -55,13 +55,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "replay_server/checkpoint.h"
-#include "replay_server/checkpoint_store.h"
-#include "replay_server/checkpoint_writer.h"
-#include "replay_server/file_system.h"
+#include "replay_server/checkpoint/checkpoint.h"
+#include "replay_server/checkpoint/checkpoint_store.h"
+#include "replay_server/checkpoint/checkpoint_writer.h"
+#include "replay_server/checkpoint/file_system.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/sequence_reservations.h"
 
 namespace dreplay::server {
 
@@ -162,4 +162,4 @@ class ServerCheckpoints {
 
 }  // namespace dreplay::server
 
-#endif  // DREPLAY_REPLAY_SERVER_SERVER_CHECKPOINTS_H_
+#endif  // DREPLAY_REPLAY_SERVER_CHECKPOINT_SERVER_CHECKPOINTS_H_

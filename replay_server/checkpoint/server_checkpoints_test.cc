@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay_server/server_checkpoints.h"
+#include "replay_server/checkpoint/server_checkpoints.h"
 
 #include <sys/stat.h>
 
@@ -12,11 +12,11 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "replay_server/checkpoint/durable_file.h"
+#include "replay_server/checkpoint/sequence_reservations.h"
 #include "replay_server/clock.h"
-#include "replay_server/durable_file.h"
 #include "replay_server/regions.h"
 #include "replay_server/replay_core.h"
-#include "replay_server/sequence_reservations.h"
 #include "testing/in_memory_peers.h"
 
 namespace dreplay::server {
