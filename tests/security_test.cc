@@ -212,7 +212,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
     EXPECT_EQ((*bystander)->session()->generation(), 1u) << a.what << ": the bystander reconnected";
   }
 
-  // Nothing was written: the control block, the tail and the stats are as
+  // Nothing was written: the control block, the cursor and the stats are as
   // the server made them, and the actor goes on.
   auto checker = Connect(Role::kMonitor, 0, kToken);
   ASSERT_TRUE(checker.ok()) << checker.status();
@@ -220,7 +220,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   InsertAndWait(writer->get(), 50, 50, 100);
   absl::StatusOr<StatsBlock> s = monitor_->Stats();
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->tail_seen, 100u) << "the forged FETCH_ADD moved the tail";
+  EXPECT_EQ(s->ingest_cursor, 100u) << "the forged write moved the cursor";
   EXPECT_EQ(s->capacity, config.capacity);
   EXPECT_EQ(s->torn_slots, 0u);
   EXPECT_EQ((*writer)->stats().reconnects, 0u);
