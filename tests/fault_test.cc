@@ -54,7 +54,7 @@ uint64_t Tag(uint32_t actor, uint64_t i) { return (uint64_t{actor} << kTagShift)
 // slot is reused during the test.
 std::vector<std::string> ServerFlags() {
   return {"--capacity=16384",     "--slot_size=168", "--batch_size=16",
-          "--staging_depth=4",    "--max_actors=8",  "--heartbeat_interval_s=0.1",
+          "--staging_depth=4",    "--leases=8",      "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0", "--seed=5"};
 }
 

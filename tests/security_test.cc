@@ -54,7 +54,7 @@ class SecurityTest : public ::testing::Test {
     options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",      "--slot_size=168",
                      "--batch_size=8",       "--staging_depth=4",
-                     "--max_actors=8",       "--heartbeat_interval_s=0.1",
+                     "--leases=8",           "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0", "--auth_token_file=" + token_file};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);
@@ -360,7 +360,7 @@ TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
                    "--slot_size=168",
                    "--batch_size=8",
                    "--staging_depth=4",
-                   "--max_actors=8",
+                   "--leases=8",
                    "--stats_interval_s=0",
                    "--auth_token_file=" + dir + "/shared",
                    "--learner_token_file=" + dir + "/learner"};
@@ -390,7 +390,7 @@ TEST(SecurityFlagsTest, AServerWithoutTokensWarnsAtStart) {
   testing::ServerProcessOptions options;
   options.provider = testing::TestProviderName();
   options.flags = {"--capacity=4096",   "--slot_size=168", "--batch_size=8",
-                   "--staging_depth=4", "--max_actors=8",  "--stats_interval_s=0"};
+                   "--staging_depth=4", "--leases=8",      "--stats_interval_s=0"};
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
       testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();

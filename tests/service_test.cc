@@ -51,7 +51,7 @@ std::vector<std::string> ServerFlags() {
           "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
-          "--max_actors=8",
+          "--actor_ids=8",
           "--leases=4",
           "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0",

@@ -196,7 +196,7 @@ class Chaos:
             "--transition_spec=" + layout["transition_spec"],
             "--observation_size=%d" % layout["observation_size"],
             "--num_actions=%d" % layout["num_actions"],
-            "--max_actors=%d" % a.actors,
+            "--leases=%d" % a.actors,
             "--min_size_to_sample=%d" % (2 * a.batch_size),
             "--seed=%d" % a.seed,
             "--checkpoint_dir=" + a.checkpoint_dir,
