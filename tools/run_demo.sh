@@ -8,7 +8,7 @@
 #
 #   tools/run_demo.sh                     # defaults: budget 600 s
 #   tools/run_demo.sh --budget_s 300
-#   tools/run_demo.sh --mode learner      # the existing approach, for comparison
+#   tools/run_demo.sh --replay_placement learner   # the replay memory at the learner
 #   tools/run_demo.sh --seed 2 --lr 5e-4  # anything else goes to tools/run_local.py
 #
 # Installs what is missing (tools/install_deps.sh, as root the first time),
@@ -44,7 +44,7 @@ echo "run_demo: 4 actors, buffer placement, CartPole-v1, link 10km-25g, budget $
   "logs in $out"
 start=$(date +%s.%N)
 set +e
-python3 tools/run_local.py --mode buffer --link 10km-25g --env CartPole-v1 --actors 4 \
+python3 tools/run_local.py --replay_placement buffer --link 10km-25g --env CartPole-v1 --actors 4 \
   --stop_when_solved --duration_s "$budget_s" --metrics_out "$metrics" --out_dir "$out" \
   "${pass[@]+"${pass[@]}"}"
 rc=$?
