@@ -135,7 +135,7 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--server", required=True, help="HOST:PORT of the replay server")
-    p.add_argument("--actor_id", type=int, default=0, help="below the server's max_actors")
+    p.add_argument("--actor_id", type=int, default=0, help="below the server's --actor_ids (default: its --leases)")
     p.add_argument("--token_file", default=None,
                    help="this actor's own credential (actor_credentials writes it)")
     p.add_argument("--provider", default="soft")

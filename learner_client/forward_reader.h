@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// forward_reader.h: the baseline ("existing approach") data path. The buffer
+// forward_reader.h: the learner placement's data path. The buffer
 // node only forwards: the learner READs every newly ingested slot range in
 // FIFO order and keeps its own replay memory.
 //

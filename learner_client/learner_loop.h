@@ -3,12 +3,12 @@
 // learner_loop.h: the DQN learner's training loop, for both placements of
 // the prioritized replay memory:
 //
-//   buffer   (the proposal) the replay memory is in the buffer node; the
+//   buffer   the replay memory is in the buffer node; the
 //            learner takes the batches the server pre-sampled (with their
 //            importance-sampling weights) from a BatchSource, trains on each,
 //            and writes the batch's new priorities (|TD error| before the
 //            update) back through it.
-//   learner  (the existing approach, the baseline) the buffer node only
+//   learner  the replay memory is at the learner; the buffer node only
 //            forwards: every ingested transition arrives, in order, from a
 //            TransitionStream; the learner inserts it (with the actor's
 //            initial priority) into its own replay::ReplayMemory, the same

@@ -202,7 +202,7 @@ TEST(LearnerLoopTest, BufferPlacementTrainsOnEveryBatchAndWritesBackItsPrioritie
     }
   }
   const SummaryRecord s = (*loop)->Summary();
-  EXPECT_EQ(s.mode, "buffer");
+  EXPECT_EQ(s.replay_placement, "buffer");
   EXPECT_EQ(s.train_steps, 30u);
   EXPECT_EQ(s.link_transitions_total, 30u * kBatch);
   ASSERT_TRUE(s.loss_mean_last_half.has_value());
@@ -223,7 +223,7 @@ TEST(LearnerLoopTest, LearnerPlacementStoresEveryArrivalAndTrainsOnceEnoughAreSt
   EXPECT_EQ((*loop)->learner().train_steps(), 50);
   EXPECT_EQ((*loop)->local_replay_size(), 300u);
   const SummaryRecord s = (*loop)->Summary();
-  EXPECT_EQ(s.mode, "learner");
+  EXPECT_EQ(s.replay_placement, "learner");
   EXPECT_EQ(s.link_transitions_total, 300u);
   EXPECT_TRUE(s.loss_mean_last_half.has_value());
 }

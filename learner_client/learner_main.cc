@@ -88,9 +88,10 @@ DEFINE_int32(forward_chunk_slots, 256, "learner placement: slots per forwarding 
 DEFINE_int32(forward_chunks_in_flight, 8,
              "learner placement: forwarding READs in flight (with --forward_chunk_slots, the "
              "bytes in flight: size them to the link's bandwidth-delay product)");
-DEFINE_bool(learner_cache, false,
+DEFINE_bool(learner_cache, true,
             "buffer placement: keep the transitions already fetched and READ only the batch "
-            "entries not held (transfer-once)");
+            "entries not held (transfer-once: each transition crosses the link at most once; "
+            "what is learned is the same). --nolearner_cache READs every entry");
 DEFINE_int32(probe_size, 1024,
              "transitions in the probe set (random actions in the learner's own environment, "
              "collected at the start) whose unweighted TD loss is reported (0: none)");
@@ -230,10 +231,10 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   RETURN_IF_ERROR(CheckAtLeast("forward_chunks_in_flight", FLAGS_forward_chunks_in_flight, 1));
   RETURN_IF_ERROR(CheckAtLeast("n_step", FLAGS_n_step, 1));
   // The server stages references only for a learner that keeps what it gets.
-  c.connection.session.learner_cache =
-      FLAGS_learner_cache && o.placement == ReplayPlacement::kBuffer;
+  const bool learner_cache = FLAGS_learner_cache && o.placement == ReplayPlacement::kBuffer;
+  c.connection.session.learner_cache = learner_cache;
   c.io.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
-  c.io.learner_cache = FLAGS_learner_cache;
+  c.io.learner_cache = learner_cache;
   c.io.forward_policy = FLAGS_forward_policy;
   c.io.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
   c.io.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);

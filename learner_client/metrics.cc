@@ -31,7 +31,7 @@ template <typename Record>
 JsonObject RecordJson(const char* type, const Record& r) {
   return JsonObject()
       .Add("type", type)
-      .Add("mode", r.mode)
+      .Add("replay_placement", r.replay_placement)
       .Add("seed", r.seed)
       .Add("wall_s", r.wall_s)
       .Add("train_steps", r.train_steps)
@@ -102,7 +102,7 @@ std::string ProgressRecord::ToText() const {
   return Format(
       "[%s %6.1fs] train %llu  env %llu  loss %s  probe %s  link %s (%s/s, %.0f tr/s)  "
       "prio %s  spi %s  age %s s  actor return %s  eval %s",
-      mode.c_str(), wall_s, static_cast<unsigned long long>(train_steps),
+      replay_placement.c_str(), wall_s, static_cast<unsigned long long>(train_steps),
       static_cast<unsigned long long>(env_steps), Optional(loss, "%.4g").c_str(),
       Optional(probe_loss, "%.4g").c_str(), Bytes(static_cast<double>(link_bytes_total)).c_str(),
       Bytes(link_bytes_per_s).c_str(), link_transitions_per_s,
@@ -133,7 +133,7 @@ std::string SummaryRecord::ToText() const {
       "transitions, %s; loss (last half) %s, transferred priority (last half) %s; "
       "last eval %s, best %s; probe loss %s, samples per insert %s, data age %s s; link "
       "bytes: experience %s, metadata %s, polling %s, priorities %s, params %s, control %s",
-      mode.c_str(), solved ? "solved" : "not solved", wall_s,
+      replay_placement.c_str(), solved ? "solved" : "not solved", wall_s,
       static_cast<unsigned long long>(train_steps), static_cast<unsigned long long>(env_steps),
       static_cast<unsigned long long>(link_transitions_total),
       Bytes(static_cast<double>(link_bytes_total)).c_str(),
@@ -155,8 +155,8 @@ std::string SummaryRecord::ToText() const {
   return text;
 }
 
-MetricsRecorder::MetricsRecorder(std::string mode, uint64_t seed, double solve_return)
-    : mode_(std::move(mode)), seed_(seed), solve_return_(solve_return) {}
+MetricsRecorder::MetricsRecorder(std::string replay_placement, uint64_t seed, double solve_return)
+    : replay_placement_(std::move(replay_placement)), seed_(seed), solve_return_(solve_return) {}
 
 void MetricsRecorder::RecordTrainStep(double loss, absl::Span<const float> abs_td_errors) {
   loss_by_step_.push_back(static_cast<float>(loss));
@@ -194,7 +194,7 @@ bool MetricsRecorder::RecordEvaluation(double wall_s, double mean_return) {
 
 ProgressRecord MetricsRecorder::Progress(double wall_s) {
   ProgressRecord r;
-  r.mode = mode_;
+  r.replay_placement = replay_placement_;
   r.seed = seed_;
   r.wall_s = wall_s;
   r.train_steps = train_steps();
@@ -251,7 +251,7 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
 
 SummaryRecord MetricsRecorder::Summary(double wall_s) const {
   SummaryRecord s;
-  s.mode = mode_;
+  s.replay_placement = replay_placement_;
   s.seed = seed_;
   s.wall_s = wall_s;
   s.solved = solved_;

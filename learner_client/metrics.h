@@ -100,7 +100,7 @@
 //
 // Records are JSON objects, one per line (JSON lines); numbers that are not
 // finite are written as null. Both kinds start with type ("progress" or
-// "summary"), mode, seed, wall_s, train_steps, env_steps, episodes,
+// "summary"), replay_placement, seed, wall_s, train_steps, env_steps, episodes,
 // link_bytes_total and link_transitions_total. tools/metrics_lines.py reads
 // them.
 //
@@ -150,7 +150,7 @@ struct LinkStats {
 };
 
 struct ProgressRecord {
-  std::string mode;
+  std::string replay_placement;
   uint64_t seed = 0;
   double wall_s = 0;
   uint64_t train_steps = 0;
@@ -185,7 +185,7 @@ struct ProgressRecord {
 };
 
 struct SummaryRecord {
-  std::string mode;
+  std::string replay_placement;
   uint64_t seed = 0;
   double wall_s = 0;
   bool solved = false;
@@ -212,10 +212,10 @@ struct SummaryRecord {
 
 class MetricsRecorder {
  public:
-  // `mode` is "buffer" or "learner" (written as is); `solve_return` the
+  // `replay_placement` is "buffer" or "learner" (written as is); `solve_return` the
   // greedy mean return that counts as solved. Times (wall_s) are seconds
   // since the start of the run, as the caller measures them.
-  MetricsRecorder(std::string mode, uint64_t seed, double solve_return);
+  MetricsRecorder(std::string replay_placement, uint64_t seed, double solve_return);
 
   // One train step with its loss and the |TD errors| of its batch.
   void RecordTrainStep(double loss, absl::Span<const float> abs_td_errors = {});
@@ -256,7 +256,7 @@ class MetricsRecorder {
     uint64_t count;
   };
 
-  const std::string mode_;
+  const std::string replay_placement_;
   const uint64_t seed_;
   const double solve_return_;
 

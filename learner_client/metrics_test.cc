@@ -130,7 +130,7 @@ TEST(MetricsTest, ProgressJsonHasEveryFieldAndNullForMissingValues) {
   MetricsRecorder m("buffer", 7, 475);
   const std::string json = m.Progress(1.5).ToJson();
   for (const char* field : {"\"type\":\"progress\"",
-                            "\"mode\":\"buffer\"",
+                            "\"replay_placement\":\"buffer\"",
                             "\"seed\":7",
                             "\"wall_s\":1.5",
                             "\"train_steps\":0",
@@ -170,7 +170,7 @@ TEST(MetricsTest, SummaryJsonHasEveryField) {
   m.RecordTrainStep(std::numeric_limits<double>::infinity());
   const std::string json = m.Summary(2).ToJson();
   for (const char* field :
-       {"\"type\":\"summary\"", "\"mode\":\"learner\"", "\"solved\":false",
+       {"\"type\":\"summary\"", "\"replay_placement\":\"learner\"", "\"solved\":false",
         "\"time_to_solve_s\":null", "\"env_steps_to_solve\":null", "\"train_steps\":1",
         "\"link_bytes_total\":0", "\"link_transitions_total\":0", "\"loss_mean_last_half\":null",
         "\"transferred_priority_mean_last_half\":null", "\"probe_loss\":null",
@@ -248,7 +248,7 @@ TEST(MetricsTest, ProbeLossAndSamplesPerInsertAreReportedAsSet) {
 
 TEST(MetricsTest, JsonEscapesQuotesInStrings) {
   MetricsRecorder m("a\"b\\c", 0, 475);
-  EXPECT_TRUE(Contains(m.Progress(1).ToJson(), "\"mode\":\"a\\\"b\\\\c\""));
+  EXPECT_TRUE(Contains(m.Progress(1).ToJson(), "\"replay_placement\":\"a\\\"b\\\\c\""));
 }
 
 TEST(MetricsTest, MetricsFileWritesOneLinePerRecord) {

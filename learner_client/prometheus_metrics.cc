@@ -50,7 +50,7 @@ void RenderCounters(const ProgressRecord& r, PrometheusText* out) {
 void RenderGauges(const ProgressRecord& r, PrometheusText* out) {
   out->Family("dreplay_learner_info", MetricType::kGauge,
               "Always 1; the replay placement in its label.");
-  out->Sample({{"placement", r.mode}}, 1.0);
+  out->Sample({{"placement", r.replay_placement}}, 1.0);
   out->Gauge("dreplay_learner_wall_seconds", "Seconds since the learner started.", r.wall_s);
   out->Gauge("dreplay_learner_link_bytes_per_second",
              "Bytes per second over the link in the last progress interval.", r.link_bytes_per_s);

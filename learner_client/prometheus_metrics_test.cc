@@ -21,7 +21,7 @@ bool HasLine(const std::string& text, const std::string& line) {
 
 ProgressRecord SampleRecord() {
   ProgressRecord r;
-  r.mode = "buffer";
+  r.replay_placement = "buffer";
   r.wall_s = 12.5;
   r.train_steps = 400;
   r.env_steps = 9000;

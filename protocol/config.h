@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 10;
+inline constexpr uint32_t kLayoutVersion = 11;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -62,7 +62,7 @@ struct LayoutConfig {
   uint32_t observation_size = 0;  // elements per observation (informational)
   uint32_t num_actions = 0;       // discrete actions (informational)
   // Lines in the actors region (ActorLine), one per actor id; actor ids must
-  // be below it. 0: no actors region.
+  // be below it (replay_server --actor_ids). 0: no actors region.
   uint32_t max_actors = 0;
   // Opaque description of the payload encoding, NUL-terminated and padded
   // with NULs (e.g. "cartpole-v1 f32 nstep=3"); clients compare it verbatim.
@@ -73,8 +73,8 @@ struct LayoutConfig {
   // of it) keeps most of the lease sampleable when its actor outpaces
   // ingest; see ActorWindow().
   uint64_t actor_window = 0;
-  // Actor leases (protocol/leases.h): the ring is split statically into
-  // `leases` equal ranges of LeaseSlots() = capacity / leases slots (the
+  // Actor leases (protocol/leases.h; replay_server --leases): the ring is
+  // split statically into `leases` equal ranges of LeaseSlots() = capacity / leases slots (the
   // remainder, capacity % leases slots at the end of the ring, is unused).
   // In [1, kMaxLeases]; capacity / leases must be at least kMinLeaseSlots.
   uint32_t leases = 1;

@@ -32,8 +32,7 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t server_time_ns;  // steady clock of the server
   uint64_t epoch;
   uint64_t ingest_cursor;
-  uint64_t tail_seen;  // layout 4: equals ingest_cursor (no shared tail)
-  uint64_t size;       // valid transitions in memory
+  uint64_t size;  // valid transitions in memory
   uint64_t capacity;
   uint64_t inserted;       // transitions accepted by ingest
   uint64_t overrun_slots;  // lapped before ingest
@@ -63,9 +62,9 @@ struct alignas(kCacheLine) StatsBlock {
   // Initial priorities ingest clamped or took as "no estimate" (layout 4).
   uint64_t priorities_bounded;
   // Committed, verified slots whose payload failed the transition check
-  // (layout 9; transition_check.h), dropped; this process's count.
+  // (transition_check.h), dropped; this process's count.
   uint64_t transitions_invalid;
-  uint64_t reserved[15];
+  uint64_t reserved[16];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -78,9 +77,9 @@ struct alignas(kCacheLine) StatsBlock {
 static_assert(sizeof(StatsBlock) == 448, "StatsBlock is a wire structure");
 static_assert(offsetof(StatsBlock, generation_end) == 376, "");
 static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
-static_assert(offsetof(StatsBlock, priority_sum) == 152, "");
-static_assert(offsetof(StatsBlock, limiter_sample_waits) == 192, "");
-static_assert(offsetof(StatsBlock, transitions_invalid) == 248, "");
+static_assert(offsetof(StatsBlock, priority_sum) == 144, "");
+static_assert(offsetof(StatsBlock, limiter_sample_waits) == 184, "");
+static_assert(offsetof(StatsBlock, transitions_invalid) == 240, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

@@ -20,7 +20,6 @@ py::dict StatsDict(const protocol::StatsBlock& s) {
   DREPLAY_FIELD(server_time_ns);
   DREPLAY_FIELD(epoch);
   DREPLAY_FIELD(ingest_cursor);
-  DREPLAY_FIELD(tail_seen);
   DREPLAY_FIELD(size);
   DREPLAY_FIELD(capacity);
   DREPLAY_FIELD(inserted);

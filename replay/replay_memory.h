@@ -6,7 +6,7 @@
 // The memory is storage-agnostic: it knows, for each of `capacity` ring
 // indices, which sequence number the index holds and its priority, and it
 // samples indices. The transitions themselves stay where they are: in the
-// server's slot ring (replay_server) or, in the learner's baseline mode, in a
+// server's slot ring (replay_server) or, in the learner placement, in a
 // local ReplayRegions (regions.h) whose slot ring the learner fills from the
 // server's. FIFO eviction is the ring's: inserting at an index replaces what
 // the index held.

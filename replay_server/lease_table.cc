@@ -45,7 +45,7 @@ absl::StatusOr<uint32_t> LeaseTable::Acquire(uint32_t actor_id) const {
   return absl::ResourceExhaustedError(
       absl::StrCat("all ", n,
                    " actor leases are held by connected actors (the server's "
-                   "--max_actors or --leases bounds them); actor ",
+                   "--leases bounds them); actor ",
                    actor_id, " gets none"));
 }
 

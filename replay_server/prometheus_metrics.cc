@@ -93,10 +93,6 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
              static_cast<double>(s.capacity));
   out->Gauge("dreplay_server_epoch", "The server's epoch (1 fresh, one more per restore).",
              static_cast<double>(s.epoch));
-  out->Gauge(
-      "dreplay_server_ingest_backlog",
-      "Sequences reserved by actors that ingest had not handled at its last step.",
-      static_cast<double>(s.tail_seen >= s.ingest_cursor ? s.tail_seen - s.ingest_cursor : 0));
   out->Gauge("dreplay_server_batches_outstanding",
              "Staged batches whose staging slot is not released yet.",
              static_cast<double>(s.batches_staged >= s.batches_released

@@ -25,7 +25,7 @@
 //              learner_cache_resets_total, checkpoints_written_total,
 //              connections_accepted_total{role=actor|learner|monitor},
 //              connections_rejected_total
-//   gauges     size, capacity, epoch, ingest_backlog, batches_outstanding,
+//   gauges     size, capacity, epoch, batches_outstanding,
 //              samples_per_insert (achieved), samples_per_insert_target,
 //              total_priority, max_priority, connections{role=...}
 //   histograms insert_to_ingest_delay_seconds, staging_delay_seconds

@@ -6,7 +6,7 @@
 // ReplayRegions owns one page-aligned, zero-filled buffer per region (see
 // protocol/layout.h) and writes the control block's header (magic, version, config).
 // It knows nothing of RDMA: the server binary registers these buffers with
-// verbs (region(kind) / region_bytes(kind)); the learner's baseline mode can
+// verbs (region(kind) / region_bytes(kind)); the learner placement can
 // use a ReplayRegions as its local mirror of the slot ring.
 //
 // The buffers are shareable memory (verbs/shareable_memory.h), cut where a

@@ -216,7 +216,6 @@ void ReplayCore::PublishStats() {
                static_cast<uint64_t>(absl::ToInt64Nanoseconds(clock_->Now() - absl::UnixEpoch())));
   StoreRelease(&s->epoch, epoch_);
   StoreRelease(&s->ingest_cursor, ingest_->cursor());
-  StoreRelease(&s->tail_seen, ingest_->cursor());
   StoreRelease(&s->size, memory_->size());
   StoreRelease(&s->capacity, memory_->capacity());
   StoreRelease(&s->inserted, c.inserted);

@@ -36,7 +36,7 @@
 //   stop = true;
 //   loop.join();
 //
-// The learner's baseline mode (the buffer node only forwards) can reuse all
+// The learner placement (the buffer node only forwards) can reuse all
 // of this locally: keep a ReplayRegions of the same layout as a mirror, copy
 // each forwarded slot range and its commit words into it at the same indices,
 // advance the mirror's tail (FetchAdd in shared_words.h) past them, and run a

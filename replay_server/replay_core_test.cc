@@ -162,7 +162,6 @@ TEST_F(ReplayCoreTest, PublishesConsistentStats) {
   EXPECT_EQ(s->size, 16u);
   EXPECT_EQ(s->capacity, config().capacity);
   EXPECT_EQ(s->ingest_cursor, 16u);
-  EXPECT_EQ(s->tail_seen, 16u);
   EXPECT_EQ(s->batches_staged, config().staging_depth);
   EXPECT_EQ(s->sampled, uint64_t{config().staging_depth} * config().batch_size);
   EXPECT_DOUBLE_EQ(s->priority_sum, core_->memory().total_priority());

@@ -24,7 +24,11 @@
 // SIGUSR1 writes a checkpoint at once, without stopping. The newest
 // --checkpoint_keep checkpoints are kept; a start falls back to an older one
 // when a newer one is damaged. The soft provider's link is chosen by the
-// connecting side (the learner's --link), so there is no --link.
+// connecting side (the learner's --link).
+//
+// Actors: --leases is how many are served at once; the ring is split into
+// that many leases of capacity / leases slots, one per connected actor.
+// --actor_ids (default --leases) is which ids they may have.
 
 #include <algorithm>
 #include <memory>
@@ -70,12 +74,19 @@ DEFINE_int64(param_bytes, 1 << 20, "largest parameter blob the learner may publi
 DEFINE_string(transition_spec, "", "description of the payload encoding, published to clients");
 DEFINE_int64(observation_size, 0, "elements per observation (published, informational)");
 DEFINE_int64(num_actions, 0, "number of discrete actions (published, informational)");
-DEFINE_int64(max_actors, 16,
-             "actor ids accepted are 0 .. max_actors-1 (one stats line each); by default also the "
-             "number of leases the ring is split into: set it to the actors you run");
+DEFINE_int64(leases, 16,
+             "actors served at once: the ring is split into this many equal leases of "
+             "capacity / leases slots, one per connected actor, fixed at start (an actor writes "
+             "only its lease however few are connected): set it to the actors you run");
+DEFINE_int64(actor_ids, 0,
+             "actor ids accepted are 0 .. actor_ids-1, one stats line each (0: --leases); more "
+             "ids than leases let actors come and go under other ids, each taking a free lease; "
+             "it does not change the split");
+DEFINE_int64(max_actors, 0, "removed: see --leases and --actor_ids");
 DEFINE_int64(actor_window, 0,
-             "how many sequences actors may run ahead of ingest (0: capacity); e.g. capacity/4 "
-             "keeps most of the memory sampleable when actors outpace ingest");
+             "how far (in sequences) each actor may run ahead of its lease's ingest cursor "
+             "(0, or more than a lease: the whole lease, capacity / leases); e.g. a quarter of "
+             "the lease keeps most of it sampleable when its actor outpaces ingest");
 
 DEFINE_string(sampler, "prioritized", "prioritized or uniform");
 DEFINE_double(alpha, 0.6, "prioritization exponent, in [0, 1]");
@@ -94,9 +105,6 @@ DEFINE_bool(spi_block_actors, false,
 DEFINE_double(update_timeout_s, 0,
               "release a staged batch without its priority update after this long "
               "(0: wait for the learner)");
-DEFINE_int64(leases, 0,
-             "actor leases: the ring is split into this many equal ranges, one per connected "
-             "actor (0: --max_actors, at least 1); capacity / leases slots each");
 DEFINE_double(max_priority, 1e6,
               "initial priorities from actors above this are clamped to it; NaN, infinite or "
               "negative ones count as no estimate (both counted)");
@@ -132,7 +140,6 @@ DEFINE_int64(max_clients, 1024,
              "connections held at most; at least --leases + 1 learner + --max_monitors, so that "
              "every actor lease and the learner always find room");
 DEFINE_int64(max_monitors, 16, "monitor connections (replay_top, exporters) held at most");
-DEFINE_string(link, "", "not a server flag: see --help");
 
 namespace dreplay::server {
 namespace {
@@ -146,8 +153,6 @@ constexpr char kUsage[] =
     "Prints \"listening on HOST:PORT\" when ready; SIGINT/SIGTERM stop it (final checkpoint "
     "with --checkpoint_dir); SIGUSR1 writes a checkpoint.\n"
     "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
-    "The soft provider's link emulation is chosen by the connecting side (the learner's "
-    "--link), not here.\n"
     "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...";
 
 // Turns the flags into server options; every error names the flag.
@@ -202,10 +207,10 @@ absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOpt
 
 absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   ReplayServerOptions o;
-  if (!FLAGS_link.empty()) {
-    return FlagError("link", FLAGS_link,
-                     "the link model is set on the connecting side (e.g. the learner's --link); "
-                     "the soft provider applies it to both directions");
+  if (FLAGS_max_actors != 0) {
+    return FlagError("max_actors", absl::StrCat(FLAGS_max_actors),
+                     "was removed: --leases sets how many actors are served at once (it splits "
+                     "the ring), --actor_ids which ids they may have (default --leases)");
   }
   {
     const absl::Status s = protocol::ParseHostPort(FLAGS_listen, &o.host, &o.port);
@@ -219,7 +224,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   RETURN_IF_ERROR(CheckRange("param_bytes", FLAGS_param_bytes, 0, protocol::kMaxParamBytes));
   RETURN_IF_ERROR(CheckRange("observation_size", FLAGS_observation_size, 0, UINT32_MAX));
   RETURN_IF_ERROR(CheckRange("num_actions", FLAGS_num_actions, 0, UINT32_MAX));
-  RETURN_IF_ERROR(CheckRange("max_actors", FLAGS_max_actors, 0, protocol::kMaxActors));
+  RETURN_IF_ERROR(CheckRange("leases", FLAGS_leases, 1, protocol::kMaxLeases));
+  RETURN_IF_ERROR(CheckRange("actor_ids", FLAGS_actor_ids, 0, protocol::kMaxActors));
   RETURN_IF_ERROR(CheckRange("actor_window", FLAGS_actor_window, 0, FLAGS_capacity));
   RETURN_IF_ERROR(CheckRange("beta_steps", FLAGS_beta_steps, 0, INT64_MAX));
   RETURN_IF_ERROR(CheckRange("min_size_to_sample", FLAGS_min_size_to_sample, 1, FLAGS_capacity));
@@ -232,10 +238,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   l.param_bytes = static_cast<uint64_t>(FLAGS_param_bytes);
   l.observation_size = static_cast<uint32_t>(FLAGS_observation_size);
   l.num_actions = static_cast<uint32_t>(FLAGS_num_actions);
-  l.max_actors = static_cast<uint32_t>(FLAGS_max_actors);
-  RETURN_IF_ERROR(CheckRange("leases", FLAGS_leases, 0, protocol::kMaxLeases));
-  l.leases = static_cast<uint32_t>(FLAGS_leases > 0 ? FLAGS_leases
-                                                    : std::max<int64_t>(FLAGS_max_actors, 1));
+  l.leases = static_cast<uint32_t>(FLAGS_leases);
+  l.max_actors = static_cast<uint32_t>(FLAGS_actor_ids > 0 ? FLAGS_actor_ids : FLAGS_leases);
   l.actor_window = static_cast<uint64_t>(FLAGS_actor_window);
   {
     const absl::Status s = l.set_spec(FLAGS_transition_spec);
@@ -294,7 +298,7 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
     return FlagError("checkpoint_interval_s", std::to_string(FLAGS_checkpoint_interval_s),
                      "needs --checkpoint_dir");
   }
-  ASSIGN_OR_RETURN(o.stats_log_interval, Seconds("stats_interval_s", FLAGS_stats_interval_s, true));
+  ASSIGN_OR_RETURN(o.stats_interval, Seconds("stats_interval_s", FLAGS_stats_interval_s, true));
   ASSIGN_OR_RETURN(o.heartbeat_interval,
                    Seconds("heartbeat_interval_s", FLAGS_heartbeat_interval_s, false));
   RETURN_IF_ERROR(o.Validate());

@@ -526,7 +526,7 @@ absl::Status ReplayServer::RequestCheckpoint() {
 
 void ReplayServer::MaybeLogStats(absl::Time now) {
   const absl::Duration elapsed = now - last_stats_log_;
-  if (elapsed < options_.stats_log_interval) return;
+  if (elapsed < options_.stats_interval) return;
   const ReplayCounters& c = core_->counters();
   const ReplayCounters& p = last_logged_;
   const ConnectionCounts conn = connections();

@@ -46,7 +46,7 @@
 //     on, the newest checkpoint_keep files kept, the final one at Stop; the
 //     core's checkpoint steps and loop gaps are recorded
 //     (checkpoint_pauses()). It logs a one-line summary every
-//     stats_log_interval, and warns (at most every 10 s) when the learner's
+//     stats_interval, and warns (at most every 10 s) when the learner's
 //     priority records are invalid (invalid_priorities.h).
 //
 //   ReplayServerOptions options;

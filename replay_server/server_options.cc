@@ -84,7 +84,7 @@ absl::Status ReplayServerOptions::Validate() const {
         absl::StrCat("ReplayServerOptions.checkpoint_keep=", checkpoint_keep, " must be in [1, ",
                      kMaxCheckpointKeep, "]"));
   }
-  RETURN_IF_ERROR(PositiveDuration("stats_log_interval", stats_log_interval));
+  RETURN_IF_ERROR(PositiveDuration("stats_interval", stats_interval));
   RETURN_IF_ERROR(PositiveDuration("heartbeat_interval", heartbeat_interval));
   RETURN_IF_ERROR(PositiveDuration("housekeeping_interval", housekeeping_interval));
   if (housekeeping_interval > kMaxHousekeepingInterval) {

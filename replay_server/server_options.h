@@ -80,7 +80,7 @@ struct ReplayServerOptions {
   // the cut (a copy of 16 bytes per slot); a thread writes the rest.
   absl::Duration checkpoint_interval = kDefaultCheckpointInterval;
   // One-line stats summary in the log (infinite: never).
-  absl::Duration stats_log_interval = absl::Seconds(10);
+  absl::Duration stats_interval = absl::Seconds(10);
   // How often each client's heartbeat word is written.
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // The accept thread wakes up at least this often for its housekeeping.

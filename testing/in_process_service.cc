@@ -54,7 +54,7 @@ server::ReplayServerOptions SmallServerOptions() {
   o.core.memory.seed = 7;
   o.core.min_sleep = absl::Microseconds(20);
   o.core.max_sleep = absl::Microseconds(200);
-  o.stats_log_interval = absl::InfiniteDuration();
+  o.stats_interval = absl::InfiniteDuration();
   o.heartbeat_interval = absl::Milliseconds(100);
   o.housekeeping_interval = absl::Milliseconds(10);
   return o;

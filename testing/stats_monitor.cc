@@ -52,8 +52,8 @@ absl::StatusOr<StatsBlock> StatsMonitor::WaitUntil(
 
 std::string StatsSummary(const StatsBlock& s) {
   return absl::StrCat("epoch=", s.epoch, " inserted=", s.inserted, " size=", s.size,
-                      " ingest_cursor=", s.ingest_cursor, " tail=", s.tail_seen,
-                      " torn=", s.torn_slots, " overrun=", s.overrun_slots, " sampled=", s.sampled,
+                      " ingest_cursor=", s.ingest_cursor, " torn=", s.torn_slots,
+                      " overrun=", s.overrun_slots, " sampled=", s.sampled,
                       " batches_staged=", s.batches_staged, " released=", s.batches_released,
                       " copy_rejects=", s.sample_copy_rejects, " stale=", s.priority_updates_stale,
                       " mailbox_rejects=", s.mailbox_rejects, " actors=", s.actors_connected,

@@ -64,7 +64,7 @@ class AdversarialTest : public ::testing::Test {
                      "--slot_size=168",
                      absl::StrCat("--batch_size=", kBatchSize),
                      "--staging_depth=4",
-                     "--max_actors=8",
+                     "--leases=8",
                      "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0",
                      "--auth_token_file=" + token_file};

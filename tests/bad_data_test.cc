@@ -66,7 +66,7 @@ TEST(BadDataProcessTest, TheServerDropsAndCountsTransitionsThatFailItsSpec) {
   options.flags = {"--capacity=1024",
                    "--slot_size=128",
                    "--batch_size=8",
-                   "--max_actors=4",
+                   "--leases=4",
                    "--stats_interval_s=0",
                    absl::StrCat("--transition_spec=", kSpec),
                    absl::StrCat("--auth_token=", kToken),

@@ -68,7 +68,7 @@ TEST(ChallengeFloodTest, AnHonestClientConnectsAndMemoryAndLogStayBounded) {
                    "--slot_size=168",
                    "--batch_size=8",
                    "--staging_depth=4",
-                   "--max_actors=8",
+                   "--leases=8",
                    "--stats_interval_s=0",
                    "--auth_token_file=" + dir + "/token"};
   auto server = testing::ServerProcess::Start(options);

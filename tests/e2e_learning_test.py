@@ -2,9 +2,9 @@
 by tools/run_local.py on loopback with the soft provider and an emulated
 10 km / 25 GbE learner link, learn CartPole-v1.
 
-  * buffer placement (the proposal): within a bounded time the learner's
+  * buffer placement: within a bounded time the learner's
     greedy evaluation goes well above a random policy (about 22);
-  * learner placement (the baseline): a short run completes and reports the
+  * learner placement: a short run completes and reports the
     transferred-experience metrics.
 
 Each run has a time limit; the buffer run also ends as soon as an evaluation
@@ -57,15 +57,15 @@ class E2eLearningTest(unittest.TestCase):
         self.assertEqual(sum(summary["link_bytes_" + c] for c in LINK_CLASSES),
                          summary["link_bytes_total"])
 
-    def run_local(self, mode, extra):
-        out_dir = tempfile.mkdtemp(prefix="e2e-%s-" % mode,
+    def run_local(self, placement, extra):
+        out_dir = tempfile.mkdtemp(prefix="e2e-%s-" % placement,
                                    dir=os.environ.get("TEST_TMPDIR"))
         metrics = os.path.join(out_dir, "metrics.jsonl")
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         cmd = [
             sys.executable, runfile("tools/run_local.py"),
             "--bin_dir", bin_dir,
-            "--mode", mode,
+            "--replay_placement", placement,
             "--link", "10km-25g",
             "--env", "CartPole-v1",
             "--actors", "4",
@@ -91,7 +91,7 @@ class E2eLearningTest(unittest.TestCase):
             "--duration_s", str(BUFFER_LIMIT_S),
             "--stop_when_solved", "--solve_return", str(STOP_RETURN),
         ])
-        self.assertEqual(summary["mode"], "buffer")
+        self.assertEqual(summary["replay_placement"], "buffer")
         self.assertGreater(summary["eval_return_best"], LEARNED_RETURN, summary)
         self.assertGreater(summary["train_steps"], 0)
         self.assertGreater(summary["env_steps"], 0)
@@ -103,7 +103,7 @@ class E2eLearningTest(unittest.TestCase):
         self.assertIsNotNone(summary["loss_mean_last_half"])
         self.check_common_metrics(summary)
         for rec in progress:
-            self.assertEqual(rec["mode"], "buffer")
+            self.assertEqual(rec["replay_placement"], "buffer")
 
     def test_learner_placement_completes_and_reports_transferred_metrics(self):
         # Padded transitions and a replay ratio enforced by the learner.
@@ -112,7 +112,7 @@ class E2eLearningTest(unittest.TestCase):
             "--payload_pad_bytes", "256",
             "--samples_per_insert", "4",
         ])
-        self.assertEqual(summary["mode"], "learner")
+        self.assertEqual(summary["replay_placement"], "learner")
         self.assertGreater(summary["train_steps"], 0)
         self.assertGreater(summary["link_transitions_total"], 0)
         self.assertGreater(summary["link_bytes_total"], 0)

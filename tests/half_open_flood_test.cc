@@ -55,7 +55,7 @@ class HalfOpenFloodTest : public ::testing::Test {
   void SetUp() override {
     testing::ServerProcessOptions options;
     options.flags = {"--capacity=4096",     "--slot_size=168", "--batch_size=8",
-                     "--staging_depth=4",   "--max_actors=8",  "--heartbeat_interval_s=0.1",
+                     "--staging_depth=4",   "--leases=8",      "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0"};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);

@@ -59,7 +59,7 @@ class MetricsProcessTest : public ::testing::Test {
                      "--slot_size=168",
                      "--batch_size=8",
                      "--staging_depth=4",
-                     "--max_actors=8",
+                     "--leases=8",
                      "--stats_interval_s=0",
                      absl::StrCat("--auth_token=", kToken),
                      absl::StrCat("--metrics_listen=", kLoopback, ":0"),

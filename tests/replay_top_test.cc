@@ -44,7 +44,7 @@ class ReplayTopTest : public ::testing::Test {
                      "--slot_size=168",
                      "--batch_size=8",
                      "--staging_depth=4",
-                     "--max_actors=8",
+                     "--leases=8",
                      "--stats_interval_s=0",
                      "--heartbeat_interval_s=0.1",
                      absl::StrCat("--auth_token=", kToken)};

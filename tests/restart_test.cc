@@ -45,7 +45,7 @@ std::vector<std::string> ServerFlags(const std::string& checkpoint_dir) {
           "--slot_size=168",
           "--batch_size=16",
           "--staging_depth=4",
-          "--max_actors=8",
+          "--actor_ids=8",
           "--leases=1",  // one actor at a time: the whole ring
           "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0",

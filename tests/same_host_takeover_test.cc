@@ -50,7 +50,7 @@ using testing::TaggedPayload;
 constexpr uint32_t kActorId = 1;
 constexpr uint32_t kPayloadBytes = 128;
 constexpr uint32_t kSlotSize = 168;
-constexpr uint64_t kLeaseSlots = 512;  // --capacity / --max_actors: whole pages per lease
+constexpr uint64_t kLeaseSlots = 512;  // --capacity / --leases: whole pages per lease
 constexpr uint64_t kBatch = 8;
 // Tags: the first session's, the second's, and the stale writes'.
 constexpr uint64_t kFirstTags = 1000;
@@ -84,7 +84,7 @@ class SameHostTakeoverTest : public ::testing::Test {
                      absl::StrCat("--slot_size=", kSlotSize),
                      absl::StrCat("--batch_size=", kBatch),
                      "--staging_depth=4",
-                     "--max_actors=8",
+                     "--leases=8",
                      "--soft_transport=auto",
                      "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0"};

@@ -55,7 +55,7 @@ class SecurityTest : public ::testing::Test {
     options.provider = testing::TestProviderName();
     options.flags = {"--capacity=4096",      "--slot_size=168",
                      "--batch_size=8",       "--staging_depth=4",
-                     "--max_actors=8",       "--heartbeat_interval_s=0.1",
+                     "--leases=8",           "--heartbeat_interval_s=0.1",
                      "--stats_interval_s=0", "--auth_token_file=" + token_file};
     absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
         testing::ServerProcess::Start(options);
@@ -230,7 +230,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
     EXPECT_EQ((*bystander)->session()->generation(), 1u) << a.what << ": the bystander reconnected";
   }
 
-  // Nothing was written: the control block, the tail and the stats are as
+  // Nothing was written: the control block, the cursor and the stats are as
   // the server made them, and the actor goes on.
   auto checker = Connect(Role::kMonitor, 0, kToken);
   ASSERT_TRUE(checker.ok()) << checker.status();
@@ -238,7 +238,7 @@ TEST_F(SecurityTest, AMonitorCannotWriteAndAForgedWriteKillsOnlyItsOwnQueuePair)
   InsertAndWait(writer->get(), 50, 50, 100);
   absl::StatusOr<StatsBlock> s = monitor_->Stats();
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->tail_seen, 100u) << "the forged FETCH_ADD moved the tail";
+  EXPECT_EQ(s->ingest_cursor, 100u) << "the forged write moved the cursor";
   EXPECT_EQ(s->capacity, config.capacity);
   EXPECT_EQ(s->torn_slots, 0u);
   EXPECT_EQ((*writer)->stats().reconnects, 0u);
@@ -422,7 +422,7 @@ TEST(SecurityFlagsTest, PerRoleTokenFilesGiveEachRoleItsOwnCredential) {
                    "--slot_size=168",
                    "--batch_size=8",
                    "--staging_depth=4",
-                   "--max_actors=8",
+                   "--leases=8",
                    "--stats_interval_s=0",
                    "--auth_token_file=" + dir + "/shared",
                    "--learner_token_file=" + dir + "/learner"};
@@ -452,7 +452,7 @@ TEST(SecurityFlagsTest, AServerWithoutTokensWarnsAtStart) {
   testing::ServerProcessOptions options;
   options.provider = testing::TestProviderName();
   options.flags = {"--capacity=4096",   "--slot_size=168", "--batch_size=8",
-                   "--staging_depth=4", "--max_actors=8",  "--stats_interval_s=0"};
+                   "--staging_depth=4", "--leases=8",      "--stats_interval_s=0"};
   absl::StatusOr<std::unique_ptr<testing::ServerProcess>> server =
       testing::ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();

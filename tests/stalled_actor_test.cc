@@ -51,7 +51,7 @@ std::vector<std::string> ServerFlags() {
           "--slot_size=128",
           "--batch_size=16",
           "--staging_depth=4",
-          "--max_actors=8",
+          "--actor_ids=8",
           absl::StrCat("--leases=", kLeases),
           "--heartbeat_interval_s=0.1",
           "--stats_interval_s=0",

@@ -201,7 +201,7 @@ class Chaos:
             "--transition_spec=" + layout["transition_spec"],
             "--observation_size=%d" % layout["observation_size"],
             "--num_actions=%d" % layout["num_actions"],
-            "--max_actors=%d" % a.actors,
+            "--leases=%d" % a.actors,
             "--min_size_to_sample=%d" % (2 * a.batch_size),
             "--seed=%d" % a.seed,
             "--checkpoint_dir=" + a.checkpoint_dir,
@@ -220,6 +220,9 @@ class Chaos:
             "--provider=soft",
             "--soft_transport=" + a.soft_transport,
             "--replay_placement=" + a.replay_placement,
+            # Every entry trained on is then a slot the learner READ, which
+            # its A record verifies against what a server start ingested.
+            "--nolearner_cache",
             "--env=" + a.env,
             "--seed=%d" % a.seed,
             "--eval_interval_s=1000000",

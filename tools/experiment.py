@@ -55,10 +55,10 @@ import experiment_stats
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ARMS = {
-    "existing-in_order": {"mode": "learner", "forward_policy": "in_order"},
-    "existing-freshest": {"mode": "learner", "forward_policy": "freshest"},
-    "proposal": {"mode": "buffer"},
-    "proposal-cache": {"mode": "buffer", "learner_cache": True},
+    "existing-in_order": {"replay_placement": "learner", "forward_policy": "in_order"},
+    "existing-freshest": {"replay_placement": "learner", "forward_policy": "freshest"},
+    "proposal": {"replay_placement": "buffer", "learner_cache": False},
+    "proposal-cache": {"replay_placement": "buffer", "learner_cache": True},
 }
 ARM_TITLES = {
     "existing-in_order": "existing (replay at learner), in order",
@@ -187,7 +187,7 @@ def run_argv(r, arm, seed, duration_s, run_dir):
     chunk_slots, chunks, window = r["forward"]
     argv = [
         sys.executable, os.path.join(ROOT, "tools", "run_local.py"),
-        "--mode", a["mode"], "--link", r["link"], "--seed", str(seed),
+        "--replay_placement", a["replay_placement"], "--link", r["link"], "--seed", str(seed),
         "--actors", str(r["actors"]), "--envs_per_actor", str(r["envs_per_actor"]),
         "--actor_rate", str(r["actor_rate"]), "--payload_pad_bytes", str(r["payload_pad_bytes"]),
         "--samples_per_insert", repr(r["samples_per_insert"]), "--alpha", repr(r["alpha"]),
@@ -201,15 +201,15 @@ def run_argv(r, arm, seed, duration_s, run_dir):
     ]
     if pin_cpus():
         argv += ["--pin_cpus", pin_cpus()]
-    if a["mode"] == "learner":
+    if a["replay_placement"] == "learner":
         argv += ["--forward_policy", a["forward_policy"],
                  "--learner_flag=--forward_chunk_slots=%d" % chunk_slots,
                  "--learner_flag=--forward_chunks_in_flight=%d" % chunks,
                  "--learner_flag=--forward_window=%d" % window]
     else:
         argv.append("--learner_flag=--batch_depth=%d" % r["batch_depth"])
-        if a.get("learner_cache"):
-            argv.append("--learner_cache")
+        # Explicit either way: run_local.py's default is the cache.
+        argv.append("--learner_cache" if a["learner_cache"] else "--nolearner_cache")
     return argv
 
 

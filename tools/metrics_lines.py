@@ -147,6 +147,25 @@ def run_figures(progress, summary):
     }
 
 
+def experience_per_distinct(summary):
+    """(experience bytes per distinct transition fetched, that over the
+    bytes of one transfer, the bytes of one transfer), or None when nothing
+    was fetched or distinct transitions were not counted.
+
+    Every fetched transition crosses as one whole slot, so experience bytes
+    / transitions fetched is a slot's bytes, and the ratio is how many times
+    the link carried each distinct transition trained on (1.0: each once).
+    """
+    fetched = summary.get("transitions_fetched_total") or 0
+    distinct = summary.get("distinct_transitions_fetched_total") or 0
+    experience = summary.get("link_bytes_experience") or 0
+    if fetched <= 0 or distinct <= 0 or experience <= 0:
+        return None
+    per_transfer = experience / fetched
+    per_distinct = experience / distinct
+    return per_distinct, per_distinct / per_transfer, per_transfer
+
+
 def demo_summary_lines(summary, demo_wall_s):
     """The closing lines of tools/run_demo.sh for a summary record."""
     lines = []
@@ -165,7 +184,7 @@ def demo_summary_lines(summary, demo_wall_s):
     lines.append("  train steps:              %d" % summary["train_steps"])
     lines.append("  across the link:          %d transitions, %.1f MB (%s placement)"
                  % (summary["link_transitions_total"], summary["link_bytes_total"] / 1e6,
-                    summary["mode"]))
+                    summary["replay_placement"]))
     by_class = link_bytes_by_class(summary)
     lines.append("  link bytes by class:      " + ", ".join(
         "%s %.2f MB" % (c, by_class[c] / 1e6) for c in LINK_CLASSES))
@@ -175,6 +194,10 @@ def demo_summary_lines(summary, demo_wall_s):
         lines.append("  transitions fetched:      %d (%s)" % (
             fetched, "%d distinct" % distinct if distinct or not fetched
             else "distinct ones not counted by this learner"))
+        per_distinct = experience_per_distinct(summary)
+        if per_distinct is not None:
+            lines.append("  experience per distinct:  %.1f B across the link per distinct "
+                         "transition trained on (%.2fx the %.1f B of one transfer)" % per_distinct)
     priority = summary.get("transferred_priority_mean_last_half")
     if priority is not None:
         lines.append("  transferred priority:     %.3g (mean |TD error| on arrival, last half)"

@@ -101,8 +101,17 @@ class MetricsLinesTest(unittest.TestCase):
         self.assertIn("experience 2.00 MB, metadata 0.20 MB, polling 0.02 MB, priorities 0.00 MB, "
                       "params 0.00 MB, control 0.00 MB", text)
         self.assertIn("transitions fetched:      1600 (1600 distinct)", text)
+        self.assertIn("experience per distinct:  1250.0 B across the link per distinct transition "
+                      "trained on (1.00x the 1250.0 B of one transfer)", text)
         self.assertIn("samples per insert:", text)
         self.assertIn("probe loss (last):", text)
+
+    def test_experience_per_distinct_counts_each_transfer_of_a_transition(self):
+        summary = {"transitions_fetched_total": 120, "distinct_transitions_fetched_total": 100,
+                   "link_bytes_experience": 120 * 96}
+        self.assertEqual(metrics_lines.experience_per_distinct(summary), (115.2, 1.2, 96.0))
+        summary["distinct_transitions_fetched_total"] = 0  # not counted by this learner
+        self.assertIsNone(metrics_lines.experience_per_distinct(summary))
 
     def test_demo_summary_fails_without_a_summary(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as d:

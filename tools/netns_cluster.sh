@@ -416,7 +416,7 @@ run_training() {
     --transition_spec="$(layout_field "$layout" transition_spec)" \
     --observation_size="$(layout_field "$layout" observation_size)" \
     --num_actions="$(layout_field "$layout" num_actions)" \
-    --max_actors="$ACTORS" --min_size_to_sample="$MIN_REPLAY" --seed="$SEED" \
+    --leases="$ACTORS" --min_size_to_sample="$MIN_REPLAY" --seed="$SEED" \
     --stats_interval_s=2 --auth_token_file="$credentials/token" "${SERVER_FLAGS[@]}"
   wait_for_file "$OUT_DIR/server.port" server "$START_TIMEOUT_S"
   wait_for_file "$OUT_DIR/server.metrics_port" server "$START_TIMEOUT_S"

@@ -10,8 +10,8 @@
 //   replay_bench --actors=4 --payload_bytes=28672 --learner=false --baseline=tcp
 //   replay_bench ... --json                                        # one JSON object
 //
-// One process plays every host: a ReplayServer (soft provider by default,
-// any provider with --provider), --actors actor threads and one learner
+// One process plays every host: a ReplayServer (on --provider, auto by
+// default: the soft provider where there is no RDMA device), --actors actor threads and one learner
 // thread. Each client has its own provider (its own emulated NIC: a thread
 // of the soft provider) and queue pair, as separate hosts would; with
 // --shared_actor_provider the actors share one provider (still one queue
@@ -110,14 +110,10 @@
 #include "tools/replay_bench_config.h"
 #include "tools/replay_bench_report.h"
 #include "tools/replay_bench_run.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
-DEFINE_string(provider, "soft", "RDMA provider of every participant: soft, ibverbs or auto");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
-DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port number");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
 DEFINE_int32(actors, 4, "actor threads (0: only the learner, on prefilled memory)");
 DEFINE_int32(stalled_actors, 0,
              "more actors that WRITE one batch of slots and never commit it (stalled "
@@ -191,19 +187,12 @@ DEFINE_bool(json, false, "print one JSON object instead of text");
 namespace dreplay::tools {
 namespace {
 
+// The shared provider flags (verbs/provider_flag_definitions.h), as every
+// main reads them.
 absl::Status ProviderFromFlags(verbs::ProviderOptions* provider) {
-  absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
-  if (!kind.ok()) return FlagError("provider", FLAGS_provider, kind.status().message());
-  provider->kind = *kind;
-  provider->ib_device = FLAGS_ib_device;
-  provider->ib_port = FLAGS_ib_port;
-  provider->gid_index = FLAGS_gid_index;
-  absl::StatusOr<verbs::SoftTransport> transport = verbs::ParseSoftTransport(FLAGS_soft_transport);
-  if (!transport.ok()) {
-    return FlagError("soft_transport", FLAGS_soft_transport, transport.status().message());
-  }
-  provider->soft_transport = *transport;
-  return provider->Validate();
+  ASSIGN_OR_RETURN(*provider,
+                   verbs::ProviderOptionsFromFlags(verbs::ProviderFlagsFromCommandLine()));
+  return absl::OkStatus();
 }
 
 // The transitions and the layout of the replay memory. REQUIRES: c->actors.

@@ -38,7 +38,7 @@ server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
   so.core.max_sleep = c.core_max_sleep;
   so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
   so.core.spin_steps = c.core_spin_steps;
-  so.stats_log_interval = absl::InfiniteDuration();
+  so.stats_interval = absl::InfiniteDuration();
   so.max_monitors = 4;
   so.max_clients = std::max<uint32_t>(static_cast<uint32_t>(c.actors + c.stalled_actors + 8),
                                       c.layout.leases + 1 + so.max_monitors);

@@ -201,7 +201,6 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                  .Add("size", s.size)
                                  .Add("capacity", s.capacity)
                                  .Add("ingest_cursor", s.ingest_cursor)
-                                 .Add("tail", s.tail_seen)
                                  .Add("priority_mean", PriorityMean(s))
                                  .Add("priority_max", s.priority_max)
                                  .Done();
@@ -336,8 +335,8 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
     absl::StrAppend(&out, "WARNING   ", warning, "\n");
   }
   const double fill = s.capacity > 0 ? 100.0 * s.size / s.capacity : 0;
-  absl::StrAppendFormat(&out, "memory    size %d / %d (%.1f%%)  ingest_cursor %d  tail %d\n",
-                        s.size, s.capacity, fill, s.ingest_cursor, s.tail_seen);
+  absl::StrAppendFormat(&out, "memory    size %d / %d (%.1f%%)  ingest_cursor %d\n", s.size,
+                        s.capacity, fill, s.ingest_cursor);
   const std::optional<MonitorRates> r = ComputeRates(before, now);
   if (r.has_value()) {
     absl::StrAppendFormat(&out,

@@ -4,12 +4,13 @@ N actors and one learner, over loopback with the soft RDMA provider (or a
 real device with --provider), the learner's connection emulating a long-haul
 link (--link).
 
-  tools/run_local.py --mode buffer --link 10km-25g --actors 4 \\
+  tools/run_local.py --replay_placement buffer --link 10km-25g --actors 4 \\
       --stop_when_solved --duration_s 600 --metrics_out /tmp/m.jsonl
 
---mode buffer: replay memory at the buffer node (the learner READs the
-batches it pre-samples); --mode learner: replay memory at the learner (the
-server forwards every transition). The hyper-parameters that several
+--replay_placement buffer: replay memory at the buffer node (the learner
+READs the batches it pre-samples, keeping what it received: the learner
+cache, --nolearner_cache to READ every entry); --replay_placement learner:
+replay memory at the learner (the server forwards every transition). The hyper-parameters that several
 processes must agree on (n-step, gamma, network, batch size, replay
 capacity, alpha and beta, seed) are options of this script and are given to
 every process; --server_flag, --actor_flag and --learner_flag pass anything
@@ -280,7 +281,7 @@ def server_argv(args, port_file, layout, token_file=None):
         "--transition_spec=" + layout["transition_spec"],
         "--observation_size=%d" % layout["observation_size"],
         "--num_actions=%d" % layout["num_actions"],
-        "--max_actors=%d" % max(args.actors, 1),
+        "--leases=%d" % max(args.actors, 1),
         "--alpha=%r" % args.alpha,
         "--beta=%r" % args.beta,
         "--beta_final=%r" % args.beta_final,
@@ -294,7 +295,7 @@ def server_spi_argv(args):
     """The buffer placement's rate limit: the server enforces it (its
     --samples_per_insert and --spi_error_buffer); given only when set, so a
     server without a limit runs as before."""
-    if args.mode != "buffer" or args.samples_per_insert <= 0:
+    if args.replay_placement != "buffer" or args.samples_per_insert <= 0:
         return []
     return ["--samples_per_insert=%r" % args.samples_per_insert,
             "--spi_error_buffer=%r" % args.spi_error_buffer]
@@ -306,7 +307,7 @@ def learner_argv(args, address, token_file=None):
         "--provider=" + args.provider,
         "--link=" + args.link,
         "--soft_transport=" + args.learner_soft_transport,
-        "--replay_placement=" + args.mode,
+        "--replay_placement=" + args.replay_placement,
         "--env=" + args.env,
         "--n_step=%d" % args.n_step,
         "--gamma=%r" % args.gamma,
@@ -327,13 +328,13 @@ def learner_argv(args, address, token_file=None):
         "--probe_size=%d" % args.probe_size,
         "--probe_seed=%d" % args.probe_seed,
     ]
-    if args.mode == "learner":
+    if args.replay_placement == "learner":
         # The learner placement's rate limit is enforced by the learner.
         argv += ["--samples_per_insert=%r" % args.samples_per_insert,
                  "--spi_error_buffer=%r" % args.spi_error_buffer,
                  "--forward_policy=" + args.forward_policy]
-    elif args.learner_cache:
-        argv.append("--learner_cache")
+    else:
+        argv.append("--learner_cache" if args.learner_cache else "--nolearner_cache")
     if args.duration_s > 0:
         argv.append("--duration_s=%r" % args.duration_s)
     if args.train_steps > 0:
@@ -394,7 +395,7 @@ def run(args):
         learner = Process("learner", learner_argv(args, address, token_file),
                           os.path.join(out_dir, "learner.log"), stdout_lines=show,
                           cpus=args.learner_cpus)
-        log("learner (pid %d): %s placement over link %s" % (learner.pid, args.mode, args.link))
+        log("learner (pid %d): %s placement over link %s" % (learner.pid, args.replay_placement, args.link))
         for i in range(args.actors):
             actors.append(Process("actor-%d" % i, actor_argv(args, address, i, credential_files[i]),
                                   os.path.join(out_dir, "actor-%d.log" % i),
@@ -435,8 +436,10 @@ def run(args):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", choices=("buffer", "learner"), default="buffer",
-                   help="replay placement (default buffer)")
+    p.add_argument("--replay_placement", choices=("buffer", "learner"), default="buffer",
+                   help="where the replay memory is: buffer (at the buffer node) or learner "
+                   "(default buffer)")
+    p.add_argument("--mode", help=argparse.SUPPRESS)  # the former name, refused below
     p.add_argument("--link", default="10km-25g",
                    help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
     p.add_argument("--provider", default="soft", help="RDMA provider (default soft)")
@@ -498,10 +501,13 @@ def parse_args(argv):
     p.add_argument("--spi_error_buffer", type=float, default=0,
                    help="the rate limiter's slack in transitions (>= --batch_size with a limit; "
                    "default: 4 batches when --samples_per_insert is set)")
-    p.add_argument("--learner_cache", action="store_true",
-                   help="buffer mode: the learner READs each transition once (transfer-once cache)")
+    p.add_argument("--learner_cache", dest="learner_cache", action="store_true", default=True,
+                   help="buffer placement: the learner keeps what it received and READs each "
+                   "transition once (transfer-once; the default)")
+    p.add_argument("--nolearner_cache", dest="learner_cache", action="store_false",
+                   help="buffer placement: the learner READs every batch entry")
     p.add_argument("--forward_policy", choices=("in_order", "freshest"), default="in_order",
-                   help="learner mode: the order the server's transitions are forwarded in")
+                   help="learner placement: the order the server's transitions are forwarded in")
     p.add_argument("--payload_pad_bytes", type=int, default=0,
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
@@ -516,6 +522,8 @@ def parse_args(argv):
     p.add_argument("--learner_flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for the learner (repeatable)")
     args = p.parse_args(argv)
+    if args.mode is not None:
+        p.error("--mode is now --replay_placement, as the learner names it")
     if args.actors < 1:
         p.error("--actors must be >= 1")
     if args.envs_per_actor < 1:

@@ -47,6 +47,7 @@
 #include "tools/verbs_bench_report.h"
 #include "tools/verbs_bench_runner.h"
 #include "tools/verbs_bench_session.h"
+#include "verbs/provider_flag_definitions.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
 
@@ -56,8 +57,6 @@ DEFINE_int32(depth, 16, "requests kept outstanding");
 DEFINE_int32(batch, 1, "requests per PostSend (one doorbell)");
 DEFINE_double(duration_s, 5, "measured seconds");
 DEFINE_double(warmup_s, 0.5, "seconds run before measuring");
-DEFINE_string(provider, "auto", "auto, soft or ibverbs");
-DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
 DEFINE_string(link, "none",
               "emulated link (soft provider): none, 10km-25g, 100km-10g, "
               "1000km-1g or DELAY_US:GBPS");
@@ -68,9 +67,6 @@ DEFINE_string(host, "0.0.0.0", "--server: address to listen on");
 DEFINE_int32(port, 0, "--server: port to listen on (0: any, printed)");
 DEFINE_int32(server_clients, 0, "--server: exit after this many clients (0: never)");
 DEFINE_string(connect, "", "host:port of a --server to benchmark against");
-DEFINE_string(ib_device, "", "ibverbs: device (empty: first with an active port)");
-DEFINE_int32(ib_port, 1, "ibverbs: port");
-DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic RoCE v2)");
 
 namespace dreplay::tools {
 namespace {
@@ -101,20 +97,10 @@ absl::StatusOr<VerbsBenchConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--link: ", link.status().message()));
   }
   config.link = *link;
-  absl::StatusOr<verbs::ProviderKind> kind = verbs::ParseProviderKind(FLAGS_provider);
-  if (!kind.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--provider: ", kind.status().message()));
-  }
-  config.provider.kind = *kind;
-  config.provider.ib_device = FLAGS_ib_device;
-  config.provider.ib_port = FLAGS_ib_port;
-  config.provider.gid_index = FLAGS_gid_index;
-  absl::StatusOr<verbs::SoftTransport> transport = verbs::ParseSoftTransport(FLAGS_soft_transport);
-  if (!transport.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--soft_transport: ", transport.status().message()));
-  }
-  config.provider.soft_transport = *transport;
+  // The shared provider flags (verbs/provider_flag_definitions.h).
+  const verbs::ProviderFlags provider_flags = verbs::ProviderFlagsFromCommandLine();
+  ASSIGN_OR_RETURN(config.provider, verbs::ProviderOptionsFromFlags(provider_flags));
+  config.rnr_retry = provider_flags.rnr_retry;
   if (FLAGS_baseline == "tcp") {
     config.tcp_baseline = true;
   } else if (FLAGS_baseline != "none") {

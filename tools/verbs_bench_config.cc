@@ -12,6 +12,7 @@ verbs::QueuePairOptions VerbsBenchConfig::QueuePairOptions() const {
   verbs::QueuePairOptions options;
   options.max_send_wr = std::max(depth, options.max_send_wr);
   options.link = link;
+  options.rnr_retry = rnr_retry;
   return options;
 }
 

@@ -39,8 +39,9 @@ struct VerbsBenchConfig {
   std::string link_spec = "none";  // as given, for the report
   verbs::LinkModel link;           // parsed from link_spec
   verbs::ProviderOptions provider;
-  bool json = false;          // one JSON object instead of text
-  bool tcp_baseline = false;  // also measure a loopback TCP stream
+  int rnr_retry = verbs::kDefaultRnrRetry;  // of both queue pairs (--rnr_retry)
+  bool json = false;                        // one JSON object instead of text
+  bool tcp_baseline = false;                // also measure a loopback TCP stream
 
   bool atomic() const {
     return op == verbs::Opcode::kFetchAdd || op == verbs::Opcode::kCompareSwap;

@@ -15,7 +15,7 @@ from dreplay.batches import Batch
 
 
 def connect(server, role="learner", token_file=None, provider="auto", link=None, *, token=None,
-            actor_id=0, connect_timeout_s=10.0, learner_cache=False, insecure=False):
+            actor_id=0, connect_timeout_s=10.0, learner_cache=None, insecure=False):
     """Connects to the replay server at "HOST:PORT" as `role` ("actor",
     "learner" or "monitor"; an actor with `actor_id`), with the server's
     auth token from `token_file` (its first line, a file of mode 0600) or
@@ -26,7 +26,13 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     up to connect_timeout_s, retrying while the server is unreachable.
     Raises dreplay.Error with the C++ status (PERMISSION_DENIED: refused,
     e.g. a bad token; UNAVAILABLE / DEADLINE_EXCEEDED: no server;
-    INVALID_ARGUMENT: a bad argument, named)."""
+    INVALID_ARGUMENT: a bad argument, named). `learner_cache` (learners
+    only; default: on for a learner) asks the server for transfer-once
+    staging: each transition crosses the link at most once, as a reference
+    afterwards; the batches are the same. learner_cache=False fetches every
+    entry."""
+    if learner_cache is None:
+        learner_cache = role == "learner"
     args = _dreplay.ConnectArgs()
     args.server = server
     args.role = role
@@ -38,15 +44,18 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     args.connect_timeout_s = connect_timeout_s
     args.learner_cache = learner_cache
     args.insecure = insecure
-    return Session(_dreplay._connect(args), role)
+    return Session(_dreplay._connect(args), role, learner_cache)
 
 
 class Session:
     """A connection to a replay server; make it with dreplay.connect()."""
 
-    def __init__(self, native, role):
+    def __init__(self, native, role, learner_cache=False):
         self._native = native
         self.role = role
+        # Whether the server stages references for this learner
+        # (connect(learner_cache=...)); batch readers follow it.
+        self.learner_cache = learner_cache
 
     @property
     def config(self):
@@ -69,11 +78,15 @@ class Session:
     def param_fetcher(self):
         return ParamFetcher(_dreplay.ParamFetcher(self._native))
 
-    def batch_reader(self, depth=0, verify_slots=True, learner_cache=False, decode=True):
+    def batch_reader(self, depth=0, verify_slots=True, learner_cache=None, decode=True):
         """`decode`: decode every payload as an rl/transition.h transition
         (False for payloads of another encoding: the batch then has only
-        payloads and lengths). `learner_cache` needs connect(learner_cache=
-        True) too."""
+        payloads and lengths). `learner_cache` (default: as connected) keeps
+        the transitions received, to resolve the entries the server stages
+        as references; False on a session connected with the cache drops
+        those entries."""
+        if learner_cache is None:
+            learner_cache = self.learner_cache
         return BatchReader(_dreplay.BatchReader(self._native, depth, verify_slots, learner_cache,
                                                 decode))
 

@@ -57,7 +57,7 @@ class ReplayService:
     """A replay_server child process (soft provider, 127.0.0.1, port 0)."""
 
     def __init__(self, capacity=1024, batch_size=8, staging_depth=4, min_size_to_sample=8,
-                 max_actors=2, extra_flags=()):
+                 leases=2, extra_flags=()):
         self.dir = tempfile.mkdtemp(prefix="dreplay-pytest-")
         self.token_file = write_secret(os.path.join(self.dir, "token.txt"), TOKEN)
         self.layout = actor_layout()
@@ -72,7 +72,7 @@ class ReplayService:
             "--transition_spec=" + self.layout["transition_spec"],
             "--observation_size=%d" % self.layout["observation_size"],
             "--num_actions=%d" % self.layout["num_actions"],
-            "--max_actors=%d" % max_actors, "--min_size_to_sample=%d" % min_size_to_sample,
+            "--leases=%d" % leases, "--min_size_to_sample=%d" % min_size_to_sample,
             "--auth_token_file=" + self.token_file, "--stats_interval_s=0",
         ] + list(extra_flags)
         self._log = open(self.log_path, "wb")

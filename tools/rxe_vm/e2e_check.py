@@ -27,9 +27,9 @@ from tools import metrics_lines  # noqa: E402
 
 BATCH_SIZE = 32
 CONFIGS = {
-    "buffer": ["--mode", "buffer"],
-    "buffer_cache": ["--mode", "buffer", "--learner_cache"],
-    "learner": ["--mode", "learner", "--samples_per_insert", "4"],
+    "buffer": ["--replay_placement", "buffer", "--nolearner_cache"],
+    "buffer_cache": ["--replay_placement", "buffer", "--learner_cache"],
+    "learner": ["--replay_placement", "learner", "--samples_per_insert", "4"],
 }
 
 
@@ -72,8 +72,9 @@ def check(name, summary):
         if not condition:
             problems.append("%s: %s" % (name, what))
 
-    mode = "learner" if name == "learner" else "buffer"
-    expect(summary["mode"] == mode, "mode is %r, not %r" % (summary["mode"], mode))
+    placement = "learner" if name == "learner" else "buffer"
+    expect(summary["replay_placement"] == placement, "replay_placement is %r, not %r"
+           % (summary["replay_placement"], placement))
     for key in ("train_steps", "env_steps", "link_transitions_total", "link_bytes_total",
                 "transitions_fetched_total"):
         expect(summary[key] > 0, "%s is %r" % (key, summary[key]))
