@@ -26,6 +26,9 @@ LEARNED_RETURN = 3 * RANDOM_POLICY_RETURN
 STOP_RETURN = 150.0
 BUFFER_LIMIT_S = 75
 BASELINE_LIMIT_S = 15
+MINATAR_LIMIT_S = 12
+# A pixels84 transition's s and s': 8 frames of 84x84 bytes.
+PIXELS84_TRANSITION_BYTES = 8 * 84 * 84
 # run_local.py's own margin on top of the learner's limit.
 PROCESS_TIMEOUT_S = 150
 
@@ -127,6 +130,21 @@ class E2eLearningTest(unittest.TestCase):
         for key in ("loss", "transferred", "transferred_priority", "link_bytes_per_s",
                     "link_transitions_per_s", "actor_return_mean"):
             self.assertIn(key, last)
+
+    def test_minatar_pixels84_crosses_the_link_as_bytes_and_trains(self):
+        # The Nature CNN in the actors and the learner, 4-frame stacks
+        # stored and moved as u8 (a float encoding would be 4x the bytes).
+        progress, summary = self.run_local("buffer", [
+            "--env", "MinAtar/Breakout", "--observation", "pixels84", "--actors", "2",
+            "--actor_rate", "400", "--min_replay", "200", "--eval_episodes", "4",
+            "--duration_s", str(MINATAR_LIMIT_S),
+        ])
+        self.assertGreater(summary["train_steps"], 0)
+        self.assertGreater(summary["env_steps"], 0)
+        per_transition = summary["link_bytes_experience"] / summary["link_transitions_total"]
+        self.assertGreaterEqual(per_transition, PIXELS84_TRANSITION_BYTES)
+        self.assertLess(per_transition, 1.1 * PIXELS84_TRANSITION_BYTES)
+        self.assertIsNotNone(summary["eval_return_mean"])
 
 
 if __name__ == "__main__":
