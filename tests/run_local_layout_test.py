@@ -72,8 +72,8 @@ class RunLocalLayoutTest(unittest.TestCase):
         pixels = self.run_local.actor_layout(
             self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"))
         self.assertEqual(pixels["payload_bytes"], 20 + 8 * 84 * 84)
-        self.assertIn("--observation=pixels84", self.run_local.learner_argv(
-            self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"), "x:1"))
+        self.assertIn("--observation=pixels84", self.run_local.actor_argv(
+            self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"), "x:1", 0))
 
     def test_pixels84_is_refused_for_an_environment_without_a_rendering(self):
         with self.assertRaises(SystemExit):

@@ -102,7 +102,7 @@ def run(args, out_dir):
     with open(metrics) as f:
         records = [json.loads(line) for line in f if line.strip()]
     summary = [r for r in records if r.get("type") == "summary"]
-    snapshots = sorted(glob.glob(os.path.join(snap, "*")))
+    snapshots = sorted(glob.glob(os.path.join(snap, "snapshot-*.params")))
     if not summary or not snapshots:
         raise RuntimeError("the run left no summary or no snapshot in %s" % out_dir)
     return summary[-1], snapshots[-1]
