@@ -24,7 +24,8 @@
 # transitions fetched, the probe loss, the achieved samples per insert and
 # the data age. Logs and metrics stay in the directory it names.
 #
-# Exit status: 0 when solved within the budget, 1 when not (or on failure).
+# Exit status: 0 when solved within the budget (MinAtar: when the run
+# completes), 1 when not (or on failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
     --budget_s=*) budget_s="${1#*=}"; shift ;;
     --env) env="$2"; shift 2 ;;
     --env=*) env="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
