@@ -96,7 +96,8 @@ def run(args, out_dir):
             "--learner_flag=--snapshot_dir=" + snap,
             "--learner_flag=--snapshot_interval_s=%r" % SNAPSHOT_INTERVAL_S] + args.run_flag
     log("running %.0f s: %s" % (args.duration_s, " ".join(argv[1:])))
-    rc = subprocess.call(argv, cwd=ROOT)
+    # run_local's progress goes to stderr, so that --json's stdout is one line.
+    rc = subprocess.call(argv, cwd=ROOT, stdout=sys.stderr)
     if rc != 0:
         raise RuntimeError("run_local.py exited with code %d; logs in %s" % (rc, out_dir))
     with open(metrics) as f:
