@@ -15,31 +15,34 @@
 
 namespace dreplay::actor {
 
-absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env, int n_step, double gamma,
-                                                 const std::vector<int>& hidden_sizes,
+absl::StatusOr<ActorLayout> ActorLayout::Compute(const std::string& env,
+                                                 rl::ObservationMode observation, int n_step,
+                                                 double gamma, const std::vector<int>& hidden_sizes,
                                                  size_t payload_pad_bytes) {
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> environment, rl::MakeEnvironment(env));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> environment,
+                   rl::MakeEnvironment(env, observation));
   const rl::EnvironmentSpec& e = environment->spec();
   ActorLayout layout;
-  layout.spec = {e.name, e.observation_size, e.action_count, n_step, gamma};
+  layout.spec = {e.name, e.observation_size, e.action_count, n_step, gamma, e.observation_type};
+  layout.observation = observation;
   layout.payload_pad_bytes = payload_pad_bytes;
-  layout.payload_bytes = rl::EncodedTransitionSize(e.observation_size) + payload_pad_bytes;
+  layout.payload_bytes =
+      rl::EncodedTransitionSize(e.observation_size, e.observation_type) + payload_pad_bytes;
   layout.slot_size = protocol::SlotSizeFor(layout.payload_bytes);
-  rl::QNetworkOptions network;
-  network.observation_size = e.observation_size;
-  network.action_count = e.action_count;
-  network.hidden_sizes = hidden_sizes;
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::QNetwork> q, rl::QNetwork::Create(network, /*seed=*/0));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::QNetwork> q,
+                   rl::QNetwork::Create(rl::NetworkOptionsFor(e, hidden_sizes), /*seed=*/0));
   layout.params_bytes = q->SerializedSize();
   return layout;
 }
 
 std::string ActorLayout::ToJson() const {
-  return absl::StrCat(
-      "{\"env\":", JsonString(spec.env), ",\"transition_spec\":", JsonString(spec.ToString()),
-      ",\"observation_size\":", spec.observation_size, ",\"num_actions\":", spec.action_count,
-      ",\"payload_bytes\":", payload_bytes, ",\"slot_size\":", slot_size,
-      ",\"params_bytes\":", params_bytes, ",\"payload_pad_bytes\":", payload_pad_bytes, "}");
+  return absl::StrCat("{\"env\":", JsonString(spec.env),
+                      ",\"observation\":", JsonString(rl::ObservationModeName(observation)),
+                      ",\"transition_spec\":", JsonString(spec.ToString()),
+                      ",\"observation_size\":", spec.observation_size,
+                      ",\"num_actions\":", spec.action_count, ",\"payload_bytes\":", payload_bytes,
+                      ",\"slot_size\":", slot_size, ",\"params_bytes\":", params_bytes,
+                      ",\"payload_pad_bytes\":", payload_pad_bytes, "}");
 }
 
 absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const ActorLayout& layout,
@@ -57,7 +60,7 @@ absl::Status CheckServerConfig(const protocol::LayoutConfig& config, const Actor
   if (config.observation_size != 0 &&
       config.observation_size != static_cast<uint32_t>(ours.observation_size)) {
     return absl::FailedPreconditionError(absl::StrCat("the server expects observations of ",
-                                                      config.observation_size, " floats; ",
+                                                      config.observation_size, " values; ",
                                                       ours.env, " has ", ours.observation_size));
   }
   if (config.num_actions != 0 && config.num_actions != static_cast<uint32_t>(ours.action_count)) {

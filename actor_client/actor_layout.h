@@ -8,14 +8,16 @@
 //     read to start a server that fits (tools/run_local.py), so that no
 //     script repeats the sizes below:
 //
-//       {"env":"CartPole-v1","transition_spec":"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99",
+//       {"env":"CartPole-v1","observation":"native",
+//        "transition_spec":"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99",
 //        "observation_size":4,"num_actions":2,"payload_bytes":52,"slot_size":88,
 //        "params_bytes":17928,"payload_pad_bytes":0}
 //
 //   * CheckServerConfig() compares it with the configuration a server
 //     publishes, before the actor writes anything.
 //
-// payload_bytes is rl::EncodedTransitionSize() of the observation size plus
+// payload_bytes is rl::EncodedTransitionSize() of the observation size and
+// type (u8 for MinAtar, f32 otherwise) plus
 // payload_pad_bytes (the actor's --payload_pad_bytes, ActorLoopOptions);
 // slot_size is protocol::SlotSizeFor() of it (the server's --slot_size must
 // be at least that); params_bytes is the size of the serialized network
@@ -35,23 +37,27 @@
 #include "absl/status/statusor.h"
 #include "protocol/layout.h"
 #include "protocol/transition_spec.h"
+#include "rl/minatar_games.h"
 
 namespace dreplay::actor {
 
 struct ActorLayout {
-  // env, observation size, action count, n and gamma.
+  // env, observation size and type, action count, n and gamma.
   protocol::TransitionSpec spec;
+  rl::ObservationMode observation = rl::ObservationMode::kNative;
   size_t payload_bytes = 0;
   size_t slot_size = 0;
   size_t params_bytes = 0;
   size_t payload_pad_bytes = 0;  // included in payload_bytes
 
-  // The environment `env` (a MakeEnvironment() name), n-step transitions
-  // with `n_step` and `gamma`, a Q-network with `hidden_sizes`,
-  // `payload_pad_bytes` after each transition's encoding. InvalidArgument
-  // for an unknown environment or bad sizes.
-  static absl::StatusOr<ActorLayout> Compute(const std::string& env, int n_step, double gamma,
-                                             const std::vector<int>& hidden_sizes,
+  // The environment `env` (a MakeEnvironment() name) observing as
+  // `observation`, n-step transitions with `n_step` and `gamma`, a Q-network
+  // with `hidden_sizes` (rl::NetworkOptionsFor()), `payload_pad_bytes` after
+  // each transition's encoding. InvalidArgument for an unknown environment,
+  // an observation it lacks or bad sizes.
+  static absl::StatusOr<ActorLayout> Compute(const std::string& env,
+                                             rl::ObservationMode observation, int n_step,
+                                             double gamma, const std::vector<int>& hidden_sizes,
                                              size_t payload_pad_bytes = 0);
 
   // The JSON object of the file comment, on one line (no newline).

@@ -44,7 +44,8 @@ protocol::LayoutConfig ConfigFor(const ActorLayout& layout) {
 }
 
 ActorLayout CartPole() {
-  const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute("CartPole-v1", 3, 0.99, {64, 64});
+  const absl::StatusOr<ActorLayout> layout =
+      ActorLayout::Compute("CartPole-v1", rl::ObservationMode::kNative, 3, 0.99, {64, 64});
   EXPECT_TRUE(layout.ok()) << layout.status();
   return layout.ok() ? *layout : ActorLayout();
 }
@@ -69,7 +70,7 @@ TEST(ActorLayoutTest, SizesAreThoseOfARealTransitionSlotAndNetwork) {
 TEST(ActorLayoutTest, JsonHoldsEveryFieldOnOneLine) {
   const ActorLayout layout = CartPole();
   EXPECT_EQ(layout.ToJson(),
-            "{\"env\":\"CartPole-v1\","
+            "{\"env\":\"CartPole-v1\",\"observation\":\"native\","
             "\"transition_spec\":\"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99\","
             "\"observation_size\":4,\"num_actions\":2,\"payload_bytes\":" +
                 std::to_string(layout.payload_bytes) +
@@ -79,7 +80,7 @@ TEST(ActorLayoutTest, JsonHoldsEveryFieldOnOneLine) {
 
 TEST(ActorLayoutTest, PaddingIsPartOfThePayloadAndTheSlot) {
   const absl::StatusOr<ActorLayout> padded =
-      ActorLayout::Compute("CartPole-v1", 3, 0.99, {64, 64}, 1000);
+      ActorLayout::Compute("CartPole-v1", rl::ObservationMode::kNative, 3, 0.99, {64, 64}, 1000);
   ASSERT_TRUE(padded.ok()) << padded.status();
   EXPECT_EQ(padded->payload_pad_bytes, 1000u);
   EXPECT_EQ(padded->payload_bytes, EncodedCartPoleTransition() + 1000);
@@ -88,7 +89,25 @@ TEST(ActorLayoutTest, PaddingIsPartOfThePayloadAndTheSlot) {
 }
 
 TEST(ActorLayoutTest, AnUnknownEnvironmentIsRefused) {
-  EXPECT_FALSE(ActorLayout::Compute("Pong-v5", 3, 0.99, {64}).ok());
+  EXPECT_FALSE(ActorLayout::Compute("Pong-v5", rl::ObservationMode::kNative, 3, 0.99, {64}).ok());
+}
+
+TEST(ActorLayoutTest, MinAtarTransitionsAreBytesAndPixels84OnesWeighWhatAtarisDo) {
+  const absl::StatusOr<ActorLayout> native =
+      ActorLayout::Compute("MinAtar/Breakout", rl::ObservationMode::kNative, 3, 0.99, {128});
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ(native->spec.ToString(), "env=MinAtar/Breakout obs=400u8 act=6 nstep=3 gamma=0.99");
+  EXPECT_EQ(native->payload_bytes, 20u + 2 * 400);
+  const absl::StatusOr<ActorLayout> pixels =
+      ActorLayout::Compute("MinAtar/Breakout", rl::ObservationMode::kPixels84, 3, 0.99, {512});
+  ASSERT_TRUE(pixels.ok()) << pixels.status();
+  EXPECT_EQ(pixels->payload_bytes, 20u + 56448u);
+  EXPECT_NE(pixels->ToJson().find("\"observation\":\"pixels84\""), std::string::npos);
+  EXPECT_GT(pixels->params_bytes, native->params_bytes);
+  EXPECT_EQ(ActorLayout::Compute("CartPole-v1", rl::ObservationMode::kPixels84, 3, 0.99, {64})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CheckServerConfigTest, AcceptsAServerSizedFromTheLayout) {
@@ -119,7 +138,7 @@ TEST(CheckServerConfigTest, SaysWhatDiffers) {
 
   c = ConfigFor(layout);
   c.observation_size = 6;
-  EXPECT_NE(message(c, 0).find("observations of 6 floats"), std::string::npos);
+  EXPECT_NE(message(c, 0).find("observations of 6 values"), std::string::npos);
   c = ConfigFor(layout);
   c.num_actions = 3;
   EXPECT_NE(message(c, 0).find("expects 3 actions"), std::string::npos);

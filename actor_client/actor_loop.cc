@@ -93,7 +93,7 @@ absl::Status ActorLoopOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
   }
-  const absl::Status env_status = rl::MakeEnvironment(env).status();
+  const absl::Status env_status = rl::MakeEnvironment(env, observation).status();
   if (!env_status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", env_status.message()));
   }
@@ -123,7 +123,7 @@ absl::Status ActorLoop::Init() {
   envs_.resize(options_.num_envs);
   for (int e = 0; e < options_.num_envs; ++e) {
     EnvState& state = envs_[e];
-    ASSIGN_OR_RETURN(state.env, rl::MakeEnvironment(options_.env));
+    ASSIGN_OR_RETURN(state.env, rl::MakeEnvironment(options_.env, options_.observation));
     state.nstep = std::make_unique<rl::NStepAccumulator>(
         options_.nstep, static_cast<size_t>(state.env->spec().observation_size));
     state.random.Seed(DeriveSeed(options_.seed, kExplorationStream, options_.actor_index, e));
@@ -137,16 +137,17 @@ absl::Status ActorLoop::Init() {
   const rl::EnvironmentSpec& spec = env_spec();
   observation_size_ = spec.observation_size;
   action_count_ = spec.action_count;
-  rl::QNetworkOptions network_options;
-  network_options.observation_size = observation_size_;
-  network_options.action_count = action_count_;
-  network_options.hidden_sizes = options_.hidden_sizes;
-  ASSIGN_OR_RETURN(network_, rl::QNetwork::Create(network_options, options_.network_seed));
+  observation_type_ = spec.observation_type;
+  ASSIGN_OR_RETURN(network_,
+                   rl::QNetwork::Create(rl::NetworkOptionsFor(spec, options_.hidden_sizes),
+                                        options_.network_seed));
   observations_.resize(static_cast<size_t>(options_.num_envs) * observation_size_);
   q_values_.resize(static_cast<size_t>(options_.num_envs) * action_count_);
-  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
   // The encoding, then payload_pad_bytes zeros that stay zero.
-  encoded_.assign(rl::EncodedTransitionSize(observation_size_) + options_.payload_pad_bytes, 0);
+  encoded_.assign(
+      rl::EncodedTransitionSize(observation_size_, observation_type_) + options_.payload_pad_bytes,
+      0);
   pending_.reserve(options_.flush_batch + options_.num_envs * options_.nstep.n);
   return absl::OkStatus();
 }
@@ -202,8 +203,8 @@ absl::Status ActorLoop::FlushPending() {
                                          absl::MakeSpan(priorities_)));
   for (float& p : priorities_) p = std::isnan(p) ? 0.0f : std::min(p, options_.max_priority);
   for (size_t i = 0; i < pending_.size(); ++i) {
-    ASSIGN_OR_RETURN(const size_t bytes,
-                     rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_)));
+    ASSIGN_OR_RETURN(const size_t bytes, rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_),
+                                                              observation_type_));
     RETURN_IF_ERROR(io_.experience->Append(
         absl::MakeConstSpan(encoded_.data(), bytes + options_.payload_pad_bytes), priorities_[i]));
     stats_.priority_sum += priorities_[i];

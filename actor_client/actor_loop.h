@@ -122,8 +122,10 @@ struct ActorIo {
 inline constexpr size_t kMaxPayloadPadBytes = size_t{64} << 20;
 
 struct ActorLoopOptions {
-  // A name MakeEnvironment() knows.
+  // A name MakeEnvironment() knows, and what it observes (pixels84: MinAtar
+  // only).
   std::string env = "CartPole-v1";
+  rl::ObservationMode observation = rl::ObservationMode::kNative;
   // Environments stepped by this process, each with its own epsilon.
   int num_envs = 1;
   // This actor's place among all actors (the epsilon ladder).
@@ -133,7 +135,8 @@ struct ActorLoopOptions {
   double epsilon_alpha = 7.0;
   // n-step transitions (n and gamma must be the learner's).
   rl::NStepOptions nstep;
-  // Hidden layer sizes of the Q-network (must be the learner's).
+  // Hidden layer sizes of the Q-network's head (must be the learner's; the
+  // torso is the one rl::NetworkOptionsFor() picks for the environment).
   std::vector<int> hidden_sizes = {64, 64};
   // Seed of the initial network (use the learner's seed to start from its
   // initial network).
@@ -229,6 +232,7 @@ class ActorLoop {
   std::vector<EnvState> envs_;
   std::vector<double> epsilons_;
   int observation_size_ = 0;
+  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
   int action_count_ = 0;
 
   // Scratch, reused every step.

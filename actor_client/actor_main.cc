@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "actor_client/actor_layout.h"
 #include "actor_client/actor_loop.h"
 #include "actor_client/actor_run.h"
@@ -49,6 +50,7 @@
 #include "common/stop_signals.h"
 #include "gflags/gflags.h"
 #include "protocol/host_port.h"
+#include "rl/network_flags.h"
 #include "rl/qnet.h"
 #include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
@@ -64,7 +66,12 @@ DEFINE_bool(insecure, false,
             "connect without a token to a server started with --insecure (its replies go "
             "unproven)");
 
-DEFINE_string(env, "CartPole-v1", "environment (CartPole-v1, Acrobot-v1, MountainCar-v0)");
+DEFINE_string(env, "CartPole-v1",
+              "environment (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Breakout, "
+              "MinAtar/Asterix, MinAtar/Freeway, MinAtar/Seaquest, MinAtar/SpaceInvaders)");
+DEFINE_string(observation, "native",
+              "what the environment observes: native, or pixels84 (MinAtar only: 4 stacked "
+              "84x84 frames; the Nature DQN network)");
 DEFINE_int32(num_envs, 1, "environments stepped by this process, each with its own epsilon");
 DEFINE_int32(actor_index, 0, "this actor's index, in [0, --num_actors); also its actor id");
 DEFINE_int32(num_actors, 1, "number of actors (the Ape-X epsilon ladder)");
@@ -72,7 +79,9 @@ DEFINE_double(epsilon_base, 0.4, "Ape-X ladder: epsilon_k = base^(1 + alpha k / 
 DEFINE_double(epsilon_alpha, 7.0, "Ape-X ladder exponent (see --epsilon_base)");
 DEFINE_int32(n_step, 3, "n of the n-step transitions (the learner's)");
 DEFINE_double(gamma, 0.99, "discount (the learner's)");
-DEFINE_string(hidden, "64,64", "hidden layer sizes of the Q-network (the learner's)");
+DEFINE_string(hidden, "",
+              "hidden layer sizes of the Q-network's head (the learner's); empty: the "
+              "environment's default (64,64; MinAtar 128; pixels84 512)");
 DEFINE_int64(seed, 1,
              "seed of the initial network (the learner's --seed gives the learner's "
              "initial network), the environments and the exploration");
@@ -124,6 +133,7 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   ActorLoopOptions o;
   RETURN_IF_ERROR(CheckAtLeast("actor_index", FLAGS_actor_index, 0));
   o.env = FLAGS_env;
+  ASSIGN_OR_RETURN(o.observation, rl::ObservationFlag(FLAGS_observation));
   o.num_envs = FLAGS_num_envs;
   o.actor_index = FLAGS_actor_index;
   o.num_actors = FLAGS_num_actors;
@@ -131,7 +141,7 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   o.epsilon_alpha = FLAGS_epsilon_alpha;
   o.nstep.n = FLAGS_n_step;
   o.nstep.discount = FLAGS_gamma;
-  ASSIGN_OR_RETURN(o.hidden_sizes, SizeList("hidden", FLAGS_hidden));
+  ASSIGN_OR_RETURN(o.hidden_sizes, rl::HiddenFlag(FLAGS_hidden, o.env, o.observation));
   RETURN_IF_ERROR(CheckAtLeast("seed", FLAGS_seed, 0));
   o.seed = static_cast<uint64_t>(FLAGS_seed);
   o.network_seed = static_cast<uint64_t>(FLAGS_seed);
@@ -186,9 +196,9 @@ int Run(const BinaryMain& binary) {
   rl::SetTorchThreads(1);
   const absl::StatusOr<ActorLoopOptions> options = LoopOptionsFromFlags();
   if (!options.ok()) return binary.BadFlag(options.status());
-  const absl::StatusOr<ActorLayout> layout =
-      ActorLayout::Compute(options->env, options->nstep.n, options->nstep.discount,
-                           options->hidden_sizes, options->payload_pad_bytes);
+  const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute(
+      options->env, options->observation, options->nstep.n, options->nstep.discount,
+      options->hidden_sizes, options->payload_pad_bytes);
   if (!layout.ok()) return binary.BadFlag(layout.status());
   if (FLAGS_print_layout) {
     std::cout << layout->ToJson() << std::endl;
@@ -208,7 +218,8 @@ int Run(const BinaryMain& binary) {
   ActorRunOptions run_options;
   run_options.retry = connection->retry;
   run_options.metrics = connection->metrics;
-  run_options.network_description = "--hidden=" + FLAGS_hidden;
+  run_options.network_description = absl::StrCat(
+      "--observation=", FLAGS_observation, " --hidden=", absl::StrJoin(options->hidden_sizes, ","));
   run_options.server = FLAGS_server;
   run_options.verification_log = FLAGS_verification_log;
   const absl::Status run =

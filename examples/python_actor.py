@@ -81,9 +81,10 @@ def run(args):
                               token_file=args.token_file, provider=args.provider)
     spec = dreplay.parse_transition_spec(session.config["transition_spec"])
     env = dreplay.make_environment(spec["env"])
+    if env.observation_size != spec["observation_size"]:  # MinAtar rendered to frames
+        env = dreplay.make_environment(spec["env"], "pixels84")
     torch.manual_seed(args.seed)
-    net = params.make_qnetwork(env.observation_size, env.action_count,
-                               [int(h) for h in args.hidden.split(",") if h])
+    net = params.network_for(env, [int(h) for h in args.hidden.split(",") if h] or None)
     writer = session.experience_writer(max_batch=args.flush_batch)
     fetcher = session.param_fetcher()
     nstep = NStep(spec["n_step"], spec["gamma"])
@@ -139,7 +140,8 @@ def parse_args(argv):
     p.add_argument("--token_file", default=None,
                    help="this actor's own credential (actor_credentials writes it)")
     p.add_argument("--provider", default="soft")
-    p.add_argument("--hidden", default="64,64", help="the learner's network")
+    p.add_argument("--hidden", default="",
+                   help="the learner's network (default: the environment's)")
     p.add_argument("--epsilon", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=10000, help="environment steps")

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""A double-DQN learner in PyTorch that trains CartPole-v1 against dreplay's
-C++ replay server and C++ actors.
+"""A double-DQN learner in PyTorch that trains CartPole-v1 (or another
+environment, e.g. --env=MinAtar/Breakout) against dreplay's C++ replay server
+and C++ actors.
 
     bazel build //python:dreplay //replay_server:replay_server //actor_client:actor
     PYTHONPATH=bazel-bin/python/lib /usr/bin/python3 examples/python_learner.py
     ... examples/python_learner.py --device=cuda --budget_s 600
+    ... examples/python_learner.py --env=MinAtar/Breakout [--observation=pixels84]
 
 By default it starts what the demo starts (tools/run_demo.sh), with
 tools/run_local.py's functions and defaults: a replay server (buffer
@@ -15,18 +17,21 @@ running (and its actors) instead.
 
 The learner is the C++ learner's algorithm (rl/dqn.h) in PyTorch: an online
 and a target network of the C++ Q-network's architecture
-(dreplay.params.make_qnetwork), double-DQN n-step targets
+(dreplay.params.network_for: an MLP, MinAtar's DQN network, or the Nature
+CNN with --observation=pixels84), double-DQN n-step targets
 (reward + discount * Q_target(s', argmax Q_online(s')) * (1 - done)), the
-Huber loss weighted by the batch's importance-sampling weights, Adam, the
+Huber loss weighted by the batch's importance-sampling weights, Adam (MinAtar:
+MinAtar's centered RMSprop, step size 0.00025, as the C++ learner), the
 gradient norm clipped to 10, a hard target update every --target_update
-steps. Each batch's |TD errors| go back as its new priorities. Every
+steps (MinAtar: 1000). Each batch's |TD errors| go back as its new priorities. Every
 --publish_every steps it publishes the online network in the params format,
 which the C++ actors load to act (epsilon-greedy, their Ape-X ladder).
 
 Every --eval_interval_s it evaluates the greedy policy over --eval_episodes
-episodes of the C++ CartPole-v1 (the bound rl/ environments, stepped in
+episodes of the C++ environment (the bound rl/ environments, stepped in
 lock-step, one batched forward per step) and stops when the mean return
-reaches --solve_return (475, CartPole-v1's threshold) or --budget_s passes.
+reaches --solve_return (475, CartPole-v1's threshold; none for MinAtar) or
+--budget_s passes.
 The last line is a summary: solved or not, seconds, train steps, batches,
 the actors' environment steps.
 
@@ -62,13 +67,16 @@ def log(msg):
 class DoubleDqn:
     """rl/dqn.h's learner, in PyTorch."""
 
-    def __init__(self, args, observation_size, action_count, device):
+    def __init__(self, args, env, device):
         torch.manual_seed(args.seed)
-        hidden = [int(h) for h in args.hidden.split(",") if h]
-        self.online = params.make_qnetwork(observation_size, action_count, hidden).to(device)
-        self.target = params.make_qnetwork(observation_size, action_count, hidden).to(device)
+        self.online = params.network_for(env, args.hidden_sizes).to(device)
+        self.target = params.network_for(env, args.hidden_sizes).to(device)
         self.target.load_state_dict(self.online.state_dict())
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=args.lr, eps=1e-8)
+        if args.optimizer == "rmsprop":  # MinAtar's: centered, alpha 0.95, eps 0.01
+            self.optimizer = torch.optim.RMSprop(self.online.parameters(), lr=args.lr, alpha=0.95,
+                                                 eps=0.01, centered=True)
+        else:
+            self.optimizer = torch.optim.Adam(self.online.parameters(), lr=args.lr, eps=1e-8)
         self.target_update = args.target_update
         self.max_grad_norm = args.max_grad_norm
         self.device = device
@@ -95,9 +103,9 @@ class DoubleDqn:
         return loss.item(), td.detach().abs()
 
 
-def evaluate(network, env_name, episodes, device):
+def evaluate(network, env_name, observation, episodes, device):
     """Mean return of the greedy policy over `episodes` seeded episodes."""
-    envs = [dreplay.make_environment(env_name) for _ in range(episodes)]
+    envs = [dreplay.make_environment(env_name, observation) for _ in range(episodes)]
     obs = np.stack([env.reset(seed=EVAL_SEED + i) for i, env in enumerate(envs)])
     returns = np.zeros(episodes)
     active = np.ones(episodes, bool)
@@ -119,9 +127,11 @@ def start_service(args):
     (address, processes, run_local module, the learner's token file)."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import run_local
-    argv = ["--actors", str(args.actors), "--seed", str(args.seed), "--hidden", args.hidden,
+    argv = ["--actors", str(args.actors), "--seed", str(args.seed),
+            "--hidden", ",".join(str(h) for h in args.hidden_sizes),
             "--batch_size", str(args.batch_size), "--min_replay", str(args.min_replay),
-            "--actor_rate", str(args.actor_rate), "--env", args.env]
+            "--actor_rate", str(args.actor_rate), "--env", args.env,
+            "--observation", args.observation]
     if args.bin_dir:
         argv += ["--bin_dir", args.bin_dir]
     if args.out_dir:
@@ -162,9 +172,13 @@ def train(args, address, groups):
     learner = dreplay.connect(address, role="learner", token_file=args.token_file,
                               provider=args.provider, link=args.link)
     config = learner.config
-    dqn = DoubleDqn(args, config["observation_size"], config["num_actions"], device)
-    eval_net = params.make_qnetwork(config["observation_size"], config["num_actions"],
-                                    [int(h) for h in args.hidden.split(",") if h])
+    env = dreplay.make_environment(args.env, args.observation)
+    if (env.observation_size, env.action_count) != (config["observation_size"],
+                                                    config["num_actions"]):
+        raise RuntimeError("the server's transitions (%s) are not %s's with --observation=%s" % (
+            config["transition_spec"], args.env, args.observation))
+    dqn = DoubleDqn(args, env, device)
+    eval_net = params.network_for(env, args.hidden_sizes)
     reader = learner.batch_reader()
     priorities = learner.priority_writer()
     publisher = learner.param_publisher()
@@ -191,7 +205,8 @@ def train(args, address, groups):
                                                                publisher.version + 1))
         if args.eval_episodes > 0 and time.monotonic() >= next_eval:
             eval_net.load_state_dict(dqn.online.state_dict())
-            last_return = evaluate(eval_net, args.env, args.eval_episodes, torch.device("cpu"))
+            last_return = evaluate(eval_net, args.env, args.observation, args.eval_episodes,
+                                   torch.device("cpu"))
             log("progress: %.1f s, %d train steps, loss %.4f, greedy return %.1f" % (
                 time.monotonic() - start, dqn.steps, loss, last_return))
             if last_return >= args.solve_return:
@@ -226,24 +241,43 @@ def parse_args(argv):
     p.add_argument("--provider", default="soft")
     p.add_argument("--link", default="10km-25g", help="emulated learner link (soft provider)")
     p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--observation", default="native", choices=("native", "pixels84"),
+                   help="pixels84: MinAtar only, 4 stacked 84x84 frames, the Nature CNN")
     p.add_argument("--actors", type=int, default=4)
     p.add_argument("--actor_rate", type=float, default=150.0, help="steps/s per actor")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--hidden", default="64,64")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--target_update", type=int, default=500)
+    p.add_argument("--hidden", default="",
+                   help="hidden sizes (default: the environment's: 64,64; MinAtar 128; "
+                        "pixels84 512)")
+    p.add_argument("--optimizer", default=None, choices=("adam", "rmsprop"),
+                   help="default: adam; MinAtar rmsprop")
+    p.add_argument("--lr", type=float, default=None, help="default: 1e-3; MinAtar 0.00025")
+    p.add_argument("--target_update", type=int, default=None, help="default: 500; MinAtar 1000")
     p.add_argument("--max_grad_norm", type=float, default=10.0)
     p.add_argument("--batch_size", type=int, default=64)
     p.add_argument("--min_replay", type=int, default=1000)
     p.add_argument("--publish_every", type=int, default=100)
     p.add_argument("--eval_interval_s", type=float, default=5.0)
     p.add_argument("--eval_episodes", type=int, default=100)
-    p.add_argument("--solve_return", type=float, default=475.0)
+    p.add_argument("--solve_return", type=float, default=None,
+                   help="default: 475; none (inf) for MinAtar")
     p.add_argument("--budget_s", type=float, default=600.0)
     p.add_argument("--train_steps", type=int, default=0, help="stop after this many (0: none)")
     p.add_argument("--bin_dir", default="", help="the binaries (default: Bazel's output)")
     p.add_argument("--out_dir", default="", help="logs of the processes started")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    minatar = args.env.startswith("MinAtar/")
+    for name, plain, for_minatar in (("optimizer", "adam", "rmsprop"), ("lr", 1e-3, 0.00025),
+                                     ("target_update", 500, 1000),
+                                     ("solve_return", 475.0, float("inf"))):
+        if getattr(args, name) is None:
+            setattr(args, name, for_minatar if minatar else plain)
+    if args.hidden:
+        args.hidden_sizes = [int(h) for h in args.hidden.split(",") if h]
+    else:
+        args.hidden_sizes = params.default_hidden(dreplay.make_environment(args.env,
+                                                                           args.observation))
+    return args
 
 
 def main(argv):

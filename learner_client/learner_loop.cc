@@ -62,7 +62,7 @@ absl::Status LearnerLoopOptions::Validate() const {
         absl::StrCat("max_priority=", max_priority, " must be finite and > 0"));
   }
   {
-    const absl::Status s = rl::MakeEnvironment(env).status();
+    const absl::Status s = rl::MakeEnvironment(env, observation).status();
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", s.message()));
   }
   rl::DqnOptions d = dqn;
@@ -141,9 +141,13 @@ LearnerLoop::LearnerLoop(const LearnerLoopOptions& options, const LearnerIo& io)
 LearnerLoop::~LearnerLoop() = default;
 
 absl::Status LearnerLoop::Init() {
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(options_.env));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
+                   rl::MakeEnvironment(options_.env, options_.observation));
   const rl::EnvironmentSpec& spec = env->spec();
   rl::DqnOptions dqn = options_.dqn;
+  const rl::QNetworkOptions shaped = rl::NetworkOptionsFor(spec, dqn.network.hidden_sizes);
+  dqn.network.torso = shaped.torso;
+  dqn.network.input_channels = shaped.input_channels;
   for (const auto& [name, value, expected] :
        {std::tuple<const char*, int*, int>{"observation_size", &dqn.network.observation_size,
                                            spec.observation_size},
@@ -156,18 +160,19 @@ absl::Status LearnerLoop::Init() {
   }
   ASSIGN_OR_RETURN(learner_, rl::DqnLearner::Create(dqn));
   observation_size_ = spec.observation_size;
+  observation_type_ = spec.observation_type;
   action_count_ = spec.action_count;
-  payload_size_ = rl::EncodedTransitionSize(observation_size_);
-  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  payload_size_ = rl::EncodedTransitionSize(observation_size_, observation_type_);
+  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
   params_buffer_.resize(learner_->online().SerializedSize());
-  probe_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+  probe_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
   RETURN_IF_ERROR(CollectProbeSet());
   if (options_.placement == ReplayPlacement::kLearner) {
     limiter_ = std::make_unique<replay::RateLimiter>(LimiterOptions(options_));
     ASSIGN_OR_RETURN(memory_, replay::ReplayMemory::Create(options_.memory));
     ring_.resize(memory_->capacity() * payload_size_);
     items_.resize(options_.batch_size);
-    arrival_batch_ = std::make_unique<rl::TransitionBatch>(observation_size_);
+    arrival_batch_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
   }
   start_ = absl::Now();
   end_ = absl::InfiniteFuture();
@@ -176,7 +181,8 @@ absl::Status LearnerLoop::Init() {
 
 absl::Status LearnerLoop::CollectProbeSet() {
   if (options_.probe_size == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(options_.env));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
+                   rl::MakeEnvironment(options_.env, options_.observation));
   const int actions = env->spec().action_count;
   rl::Random random(options_.probe_seed);
   rl::NStepAccumulator nstep(options_.nstep, observation_size_);
@@ -365,7 +371,8 @@ absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
                          " bytes does not start with a transition of ", payload_size_, " bytes"));
         continue;
       }
-      absl::Status usable = rl::DecodeTransition(*encoded, observation_size_, &scratch_);
+      absl::Status usable =
+          rl::DecodeTransition(*encoded, observation_size_, &scratch_, observation_type_);
       if (usable.ok()) usable = rl::CheckTrainable(scratch_, action_count_);
       if (!usable.ok()) {
         CountDropped(1,
@@ -459,9 +466,9 @@ absl::Status LearnerLoop::Snapshot() {
 }
 
 absl::Status LearnerLoop::Evaluate() {
-  ASSIGN_OR_RETURN(
-      const rl::EvaluationResult result,
-      EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes, options_.eval_seed));
+  ASSIGN_OR_RETURN(const rl::EvaluationResult result,
+                   EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes,
+                                  options_.eval_seed, options_.observation));
   // Solving is stamped with the actors' steps at that moment.
   if (io_.actors != nullptr) {
     ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
@@ -564,14 +571,15 @@ SummaryRecord LearnerLoop::Summary() const { return metrics_.Summary(WallSeconds
 
 absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(const rl::QNetwork& network,
                                                     const std::string& env, int episodes,
-                                                    uint64_t seed) {
+                                                    uint64_t seed,
+                                                    rl::ObservationMode observation) {
   if (episodes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("episodes=", episodes, " must be >= 1"));
   }
   std::vector<std::unique_ptr<rl::Environment>> envs;
   std::vector<std::vector<float>> observations;
   for (int i = 0; i < episodes; ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> e, rl::MakeEnvironment(env));
+    ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> e, rl::MakeEnvironment(env, observation));
     observations.push_back(e->Reset(seed + static_cast<uint64_t>(i)));
     envs.push_back(std::move(e));
   }

@@ -209,11 +209,14 @@ struct LearnerIo {
 
 struct LearnerLoopOptions {
   ReplayPlacement placement = ReplayPlacement::kBuffer;
-  // The environment (a MakeEnvironment() name): the network's shape and
-  // the greedy evaluation.
+  // The environment (a MakeEnvironment() name) and what it observes
+  // (pixels84: MinAtar only): the network's shape and the greedy
+  // evaluation.
   std::string env = "CartPole-v1";
+  rl::ObservationMode observation = rl::ObservationMode::kNative;
   // DQN hyper-parameters. network.observation_size and action_count are
-  // taken from the environment (leave them 0 or set them to its values).
+  // taken from the environment (leave them 0 or set them to its values), and
+  // so are the network's torso and input channels (rl::NetworkOptionsFor).
   rl::DqnOptions dqn;
 
   // Learner placement only: the local replay memory (capacity a power of
@@ -343,6 +346,7 @@ class LearnerLoop {
   MetricsRecorder metrics_;
   std::unique_ptr<rl::DqnLearner> learner_;
   int observation_size_ = 0;
+  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
   size_t payload_size_ = 0;
 
   // Learner placement: the local replay memory and its payloads, one
@@ -390,15 +394,16 @@ class LearnerLoop {
   bool publish_due_ = false;
 };
 
-// A batched greedy evaluation: `episodes` episodes of `env`, episode i
+// A batched greedy evaluation: `episodes` episodes of `env` observed as
+// `observation`, episode i
 // starting from Reset(seed + i) as rl::EvaluatePolicy() does, all stepped
 // together with one forward pass of `network` per step (actions: ArgMax of
 // the Q values, the lowest index among equals). InvalidArgument for
 // episodes < 1 or a network that does not fit the environment; NotFound for
 // an unknown environment.
-absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(const rl::QNetwork& network,
-                                                    const std::string& env, int episodes,
-                                                    uint64_t seed);
+absl::StatusOr<rl::EvaluationResult> EvaluateGreedy(
+    const rl::QNetwork& network, const std::string& env, int episodes, uint64_t seed,
+    rl::ObservationMode observation = rl::ObservationMode::kNative);
 
 }  // namespace dreplay::learner
 

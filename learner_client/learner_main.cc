@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "client/connection_flags.h"
 #include "client/retry.h"
 #include "common/binary_main.h"
@@ -32,6 +33,8 @@
 #include "learner_client/learner_loop.h"
 #include "learner_client/learner_run.h"
 #include "protocol/host_port.h"
+#include "rl/dqn.h"
+#include "rl/network_flags.h"
 #include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
 
@@ -48,15 +51,29 @@ DEFINE_bool(insecure, false,
 DEFINE_string(replay_placement, "buffer",
               "buffer: replay memory at the buffer node (READ pre-sampled batches); learner: "
               "replay memory here (READ every transition)");
-DEFINE_string(env, "CartPole-v1", "environment (CartPole-v1, Acrobot-v1, MountainCar-v0)");
-DEFINE_double(lr, 1e-3, "Adam learning rate");
+DEFINE_string(env, "CartPole-v1",
+              "environment (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Breakout, "
+              "MinAtar/Asterix, MinAtar/Freeway, MinAtar/Seaquest, MinAtar/SpaceInvaders)");
+DEFINE_string(observation, "native",
+              "what the environment observes: native, or pixels84 (MinAtar only: 4 stacked "
+              "84x84 frames; the Nature DQN network); the actors'");
+DEFINE_string(optimizer, "adam",
+              "adam or rmsprop (centered, --rmsprop_alpha, --rmsprop_epsilon); MinAtar "
+              "environments default to rmsprop");
+DEFINE_double(lr, 1e-3, "learning rate (MinAtar environments default to 0.00025)");
 DEFINE_double(adam_epsilon, 1e-8, "Adam epsilon");
+DEFINE_double(rmsprop_alpha, 0.95, "RMSprop smoothing constant of the squared gradient");
+DEFINE_double(rmsprop_epsilon, 0.01, "RMSprop epsilon");
 DEFINE_double(gamma, 0.99, "discount; must be the actors' (taken from the server's spec)");
 DEFINE_int32(n_step, 3,
              "n of the n-step transitions; must be the actors' (taken from the "
              "server's spec)");
-DEFINE_int64(target_update, 500, "train steps between target network updates");
-DEFINE_string(hidden, "64,64", "hidden layer sizes of the Q-network (the actors')");
+DEFINE_int64(target_update, 500,
+             "train steps between target network updates (MinAtar environments default to "
+             "1000)");
+DEFINE_string(hidden, "",
+              "hidden layer sizes of the Q-network's head (the actors'); empty: the "
+              "environment's default (64,64; MinAtar 128; pixels84 512)");
 DEFINE_double(huber_delta, 1.0, "Huber loss threshold");
 DEFINE_double(max_grad_norm, 10.0, "gradient norm clipping (0: off)");
 DEFINE_bool(double_dqn, true, "double DQN targets");
@@ -144,6 +161,33 @@ bool FlagIsDefault(const char* name) {
   return gflags::GetCommandLineFlagInfo(name, &info) && info.is_default;
 }
 
+// The DQN flags into `dqn`. MinAtar environments start from MinAtar's
+// published hyper-parameters (rl::MinAtarDqnOptions), which a flag given on
+// the command line overrides; other environments from the flags' defaults.
+absl::Status DqnFromFlags(rl::DqnOptions* dqn) {
+  const bool minatar = absl::StartsWith(FLAGS_env, "MinAtar/");
+  if (minatar) *dqn = rl::MinAtarDqnOptions();
+  auto given = [minatar](const char* flag) { return !minatar || !FlagIsDefault(flag); };
+  if (given("optimizer")) {
+    if (FLAGS_optimizer == "adam") {
+      dqn->optimizer = rl::DqnOptimizer::kAdam;
+    } else if (FLAGS_optimizer == "rmsprop") {
+      dqn->optimizer = rl::DqnOptimizer::kRmsprop;
+    } else {
+      return FlagError("optimizer", FLAGS_optimizer, "must be adam or rmsprop");
+    }
+  }
+  if (given("lr")) dqn->learning_rate = FLAGS_lr;
+  if (given("target_update")) dqn->target_update_period = FLAGS_target_update;
+  dqn->adam_epsilon = FLAGS_adam_epsilon;
+  dqn->rmsprop_alpha = FLAGS_rmsprop_alpha;
+  dqn->rmsprop_epsilon = FLAGS_rmsprop_epsilon;
+  dqn->huber_delta = FLAGS_huber_delta;
+  dqn->double_dqn = FLAGS_double_dqn;
+  dqn->max_gradient_norm = FLAGS_max_grad_norm;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
   if (FLAGS_metrics_listen.empty()) return std::optional<MetricsHttpOptions>();
   MetricsHttpOptions o;
@@ -180,13 +224,10 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
     o.placement = *placement;
   }
   o.env = FLAGS_env;
-  o.dqn.learning_rate = FLAGS_lr;
-  o.dqn.adam_epsilon = FLAGS_adam_epsilon;
-  o.dqn.huber_delta = FLAGS_huber_delta;
-  o.dqn.double_dqn = FLAGS_double_dqn;
-  o.dqn.target_update_period = FLAGS_target_update;
-  o.dqn.max_gradient_norm = FLAGS_max_grad_norm;
-  ASSIGN_OR_RETURN(o.dqn.network.hidden_sizes, SizeList("hidden", FLAGS_hidden));
+  ASSIGN_OR_RETURN(o.observation, rl::ObservationFlag(FLAGS_observation));
+  RETURN_IF_ERROR(DqnFromFlags(&o.dqn));
+  ASSIGN_OR_RETURN(o.dqn.network.hidden_sizes,
+                   rl::HiddenFlag(FLAGS_hidden, FLAGS_env, o.observation));
   RETURN_IF_ERROR(CheckAtLeast("seed", FLAGS_seed, 0));
   o.dqn.seed = static_cast<uint64_t>(FLAGS_seed);
   o.seed = static_cast<uint64_t>(FLAGS_seed);

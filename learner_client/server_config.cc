@@ -16,10 +16,11 @@ namespace dreplay::learner {
 
 absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
                                const ExpectedTransitions& expected, LearnerLoopOptions* options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(options->env));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
+                   rl::MakeEnvironment(options->env, options->observation));
   const rl::EnvironmentSpec& spec = env->spec();
-  protocol::TransitionSpec ours{spec.name, spec.observation_size, spec.action_count,
-                                expected.n_step, expected.gamma};
+  protocol::TransitionSpec ours{spec.name,       spec.observation_size, spec.action_count,
+                                expected.n_step, expected.gamma,        spec.observation_type};
   const std::string text = config.spec();
   if (text.empty()) {
     LOG(WARNING) << "the server publishes no transition spec; assuming " << ours.ToString();
@@ -34,10 +35,10 @@ absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
   if (config.observation_size != 0 &&
       config.observation_size != static_cast<uint32_t>(spec.observation_size)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the server expects observations of ", config.observation_size, " floats; ",
+        absl::StrCat("the server expects observations of ", config.observation_size, " values; ",
                      options->env, " has ", spec.observation_size));
   }
-  const size_t encoded = rl::EncodedTransitionSize(spec.observation_size);
+  const size_t encoded = rl::EncodedTransitionSize(spec.observation_size, spec.observation_type);
   if (encoded > config.max_payload()) {
     return absl::FailedPreconditionError(absl::StrCat("a ", options->env, " transition takes ",
                                                       encoded, " bytes; the server's slots hold ",

@@ -69,7 +69,7 @@ TEST(ApplyServerConfigTest, SaysWhatDoesNotFit) {
   EXPECT_TRUE(absl::IsFailedPrecondition(ApplyServerConfig(config, {}, &options)));
   ASSERT_TRUE(config.set_spec("").ok());
   absl::Status s = ApplyServerConfig(config, {}, &options);
-  EXPECT_NE(s.message().find("observations of 4 floats"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("observations of 4 values"), std::string::npos) << s;
   config.observation_size = 0;
   s = ApplyServerConfig(config, {}, &options);
   EXPECT_NE(s.message().find("transition takes 68 bytes; the server's slots hold 56"),

@@ -11,28 +11,7 @@
 namespace dreplay::protocol {
 namespace {
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the encoding is read as is");
-
-// rl/transition.h's header, as laid out in the encoding.
-struct EncodedHeader {
-  uint32_t observation_size;
-  int32_t action;
-  float reward;
-  float discount;
-  uint8_t done;
-  uint8_t steps;
-  uint16_t reserved;
-};
-constexpr size_t kHeaderBytes = 20;
-static_assert(sizeof(EncodedHeader) == kHeaderBytes, "rl/transition.h: a 20-byte header");
-static_assert(offsetof(EncodedHeader, reward) == 8, "");
-static_assert(offsetof(EncodedHeader, discount) == 12, "");
-static_assert(offsetof(EncodedHeader, done) == 16, "");
-static_assert(offsetof(EncodedHeader, steps) == 17, "");
-
-uint64_t EncodedBytes(uint64_t observation_size) {
-  return kHeaderBytes + 2 * sizeof(float) * observation_size;
-}
+constexpr size_t kHeaderBytes = kEncodedTransitionHeaderBytes;
 
 // The index of the first float of `count` at `data` that is not finite, or
 // `count`.
@@ -65,26 +44,35 @@ const char* TransitionFaultName(TransitionFault fault) {
       return "fields";
     case TransitionFault::kObservation:
       return "observation";
+    case TransitionFault::kObservationType:
+      return "observation_type";
   }
   return "unknown";
 }
 
 TransitionFault CheckTransition(const TransitionSpec& spec, absl::Span<const uint8_t> payload) {
   if (payload.size() < kHeaderBytes) return TransitionFault::kTooShort;
-  EncodedHeader header;
+  EncodedTransitionHeader header;
   std::memcpy(&header, payload.data(), sizeof(header));
   if (header.observation_size != static_cast<uint32_t>(spec.observation_size)) {
     return TransitionFault::kObservationSize;
   }
-  if (payload.size() < EncodedBytes(header.observation_size)) return TransitionFault::kTooShort;
+  if (header.observation_type != static_cast<uint8_t>(spec.observation_type)) {
+    return TransitionFault::kObservationType;
+  }
+  if (payload.size() < EncodedTransitionBytes(header.observation_size, spec.observation_type)) {
+    return TransitionFault::kTooShort;
+  }
   if (header.action < 0 || header.action >= spec.action_count) return TransitionFault::kAction;
   if (!std::isfinite(header.reward)) return TransitionFault::kReward;
   if (!(header.discount >= 0.0f && header.discount <= 1.0f)) return TransitionFault::kDiscount;
   if (header.done > 1 || header.steps == 0 || header.steps > spec.n_step || header.reserved != 0) {
     return TransitionFault::kFields;
   }
-  if (FirstNonFinite(payload.data() + kHeaderBytes, 2 * size_t{header.observation_size}) !=
-      2 * size_t{header.observation_size}) {
+  // Every byte is a valid u8 value; only floats can be non-finite.
+  if (spec.observation_type == ObservationType::kFloat32 &&
+      FirstNonFinite(payload.data() + kHeaderBytes, 2 * size_t{header.observation_size}) !=
+          2 * size_t{header.observation_size}) {
     return TransitionFault::kObservation;
   }
   return TransitionFault::kNone;
@@ -97,13 +85,15 @@ absl::Status CheckTransitionStatus(const TransitionSpec& spec, absl::Span<const 
     return absl::InvalidArgumentError(
         absl::StrCat("transition: too_short (", payload.size(), " bytes)"));
   }
-  EncodedHeader header;
+  EncodedTransitionHeader header;
   std::memcpy(&header, payload.data(), sizeof(header));
   return absl::InvalidArgumentError(absl::StrCat(
       "transition: ", TransitionFaultName(fault), " (observation_size=", header.observation_size,
-      " of ", spec.observation_size, ", action=", header.action, " of ", spec.action_count,
-      ", reward=", header.reward, ", discount=", header.discount, ", done=", int{header.done},
-      ", steps=", int{header.steps}, " of ", spec.n_step, ", reserved=", header.reserved, ")"));
+      " of ", spec.observation_size, ", observation_type=", int{header.observation_type}, " of ",
+      ObservationTypeName(spec.observation_type), ", action=", header.action, " of ",
+      spec.action_count, ", reward=", header.reward, ", discount=", header.discount,
+      ", done=", int{header.done}, ", steps=", int{header.steps}, " of ", spec.n_step,
+      ", reserved=", header.reserved, ")"));
 }
 
 }  // namespace dreplay::protocol

@@ -3,19 +3,20 @@
 // transition_check.h: whether a slot's payload is a transition a learner can
 // train on, as the server's transition spec (transition_spec.h) describes it.
 //
-// The payload is rl/transition.h's encoding (a 20-byte header, then the
-// observation and the next observation, spec.observation_size floats each),
-// possibly followed by the actor's padding. CheckTransition() accepts it
-// only when every one of these holds, and otherwise names the first that
-// fails:
+// The payload is transition_encoding.h's layout (a 20-byte header, then the
+// observation and the next observation, spec.observation_size values of
+// spec.observation_type each), possibly followed by the actor's padding. CheckTransition() accepts
+// it only when every one of these holds, and otherwise names the first that fails:
 //
 //   kTooShort          the payload holds the whole encoding
 //   kObservationSize   the header's observation_size is spec.observation_size
+//   kObservationType   the header's observation_type is spec.observation_type
 //   kAction            0 <= action < spec.action_count
 //   kReward            reward is finite
 //   kDiscount          discount is in [0, 1] (not NaN)
 //   kFields            done is 0 or 1, steps in [1, spec.n_step], reserved 0
-//   kObservation       every float of both observations is finite
+//   kObservation       every float of both observations is finite (f32;
+//                      every u8 value is valid)
 //
 // The server checks every transition at ingest and drops (counts) what
 // fails (replay_server/ingest.h); the learner checks again before it trains
@@ -35,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "protocol/transition_encoding.h"
 #include "protocol/transition_spec.h"
 
 namespace dreplay::protocol {
@@ -48,10 +50,11 @@ enum class TransitionFault : uint8_t {
   kDiscount,
   kFields,
   kObservation,
+  kObservationType,
 };
 
 // "none", "too_short", "observation_size", "action", "reward", "discount",
-// "fields", "observation".
+// "fields", "observation", "observation_type".
 const char* TransitionFaultName(TransitionFault fault);
 
 // The first check above that `payload` fails under `spec`; kNone when it

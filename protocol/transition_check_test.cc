@@ -116,6 +116,53 @@ TEST(TransitionCheckTest, RejectsWrongLengths) {
   EXPECT_EQ(CheckTransition(CartPoleSpec(), payload), TransitionFault::kObservationSize);
 }
 
+TransitionSpec ByteSpec() {
+  TransitionSpec spec = CartPoleSpec();
+  spec.env = "MinAtar/Breakout";
+  spec.observation_type = ObservationType::kUint8;
+  return spec;
+}
+
+std::vector<uint8_t> EncodeBytes(const rl::Transition& t, size_t pad = 0) {
+  std::vector<uint8_t> out(
+      rl::EncodedTransitionSize(t.observation.size(), ObservationType::kUint8) + pad, 0xab);
+  EXPECT_TRUE(rl::EncodeTransition(t, absl::MakeSpan(out), ObservationType::kUint8).ok());
+  return out;
+}
+
+rl::Transition ByteTransition() {
+  rl::Transition t = GoodTransition();
+  t.observation = {0, 1, 255, 7};
+  t.next_observation = {1, 0, 0, 128};
+  return t;
+}
+
+TEST(TransitionCheckTest, AcceptsU8ObservationsUnderAU8SpecAndAnyByteValue) {
+  EXPECT_EQ(CheckTransition(ByteSpec(), EncodeBytes(ByteTransition())), TransitionFault::kNone);
+  EXPECT_EQ(CheckTransition(ByteSpec(), EncodeBytes(ByteTransition(), 16)), TransitionFault::kNone);
+  std::vector<uint8_t> payload = EncodeBytes(ByteTransition());
+  for (size_t i = kEncodedTransitionHeaderBytes; i < payload.size(); ++i) payload[i] = 0xff;
+  EXPECT_EQ(CheckTransition(ByteSpec(), payload), TransitionFault::kNone);
+}
+
+TEST(TransitionCheckTest, RejectsAnObservationTypeOtherThanTheSpecs) {
+  EXPECT_EQ(CheckTransition(ByteSpec(), Encode(GoodTransition())),
+            TransitionFault::kObservationType);
+  EXPECT_EQ(CheckTransition(CartPoleSpec(), EncodeBytes(ByteTransition())),
+            TransitionFault::kObservationType);
+  std::vector<uint8_t> unknown = EncodeBytes(ByteTransition());
+  unknown[18] = 9;
+  EXPECT_EQ(CheckTransition(ByteSpec(), unknown), TransitionFault::kObservationType);
+  const absl::Status status = CheckTransitionStatus(ByteSpec(), Encode(GoodTransition()));
+  EXPECT_NE(status.message().find("observation_type"), absl::string_view::npos) << status;
+}
+
+TEST(TransitionCheckTest, RejectsAU8PayloadShorterThanItsObservations) {
+  const std::vector<uint8_t> payload = EncodeBytes(ByteTransition());
+  EXPECT_EQ(CheckTransition(ByteSpec(), absl::MakeConstSpan(payload).first(payload.size() - 1)),
+            TransitionFault::kTooShort);
+}
+
 TEST(TransitionCheckTest, TheStatusNamesTheFault) {
   rl::Transition t = GoodTransition();
   t.reward = kNaN;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -16,6 +17,18 @@ namespace {
 // The keys, in the order they are written.
 constexpr const char* kKeys[] = {"env", "obs", "act", "nstep", "gamma"};
 constexpr int kNumKeys = sizeof(kKeys) / sizeof(kKeys[0]);
+
+// Parses obs's value: a count, then optionally "u8" or "f32".
+bool ParseObservation(absl::string_view value, TransitionSpec* spec) {
+  const size_t digits = value.find_first_not_of("0123456789");
+  const absl::string_view count = value.substr(0, digits);
+  const absl::string_view type =
+      digits == absl::string_view::npos ? absl::string_view("f32") : value.substr(digits);
+  const std::optional<ObservationType> parsed = ParseObservationType(type);
+  if (!parsed.has_value()) return false;
+  spec->observation_type = *parsed;
+  return absl::SimpleAtoi(count, &spec->observation_size) && spec->observation_size > 0;
+}
 constexpr double kGammaTolerance = 1e-9;
 
 // The shortest %g form of `value` that reads back as the same double.
@@ -32,7 +45,7 @@ std::string ShortestDouble(double value) {
 absl::Status Bad(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("transition spec \"", text, "\": ", why,
-                   " (expected \"env=NAME obs=N act=N nstep=N gamma=X\")"));
+                   " (expected \"env=NAME obs=N[u8] act=N nstep=N gamma=X\")"));
 }
 
 }  // namespace
@@ -58,7 +71,7 @@ absl::StatusOr<TransitionSpec> TransitionSpec::Parse(absl::string_view text) {
         ok = !value.empty();
         break;
       case 1:
-        ok = absl::SimpleAtoi(value, &spec.observation_size) && spec.observation_size > 0;
+        ok = ParseObservation(value, &spec);
         break;
       case 2:
         ok = absl::SimpleAtoi(value, &spec.action_count) && spec.action_count > 0;
@@ -76,7 +89,9 @@ absl::StatusOr<TransitionSpec> TransitionSpec::Parse(absl::string_view text) {
 }
 
 std::string TransitionSpec::ToString() const {
-  return absl::StrCat("env=", env, " obs=", observation_size, " act=", action_count,
+  const char* type =
+      observation_type == ObservationType::kFloat32 ? "" : ObservationTypeName(observation_type);
+  return absl::StrCat("env=", env, " obs=", observation_size, type, " act=", action_count,
                       " nstep=", n_step, " gamma=", ShortestDouble(gamma));
 }
 
@@ -89,6 +104,10 @@ absl::Status TransitionSpec::CheckMatches(const TransitionSpec& published) const
   if (env != published.env) return differs("env", env, published.env);
   if (observation_size != published.observation_size) {
     return differs("obs", observation_size, published.observation_size);
+  }
+  if (observation_type != published.observation_type) {
+    return differs("obs type", ObservationTypeName(observation_type),
+                   ObservationTypeName(published.observation_type));
   }
   if (action_count != published.action_count) {
     return differs("act", action_count, published.action_count);

@@ -8,10 +8,15 @@
 // protocol::kTransitionSpecBytes - 1 characters):
 //
 //   env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99
+//   env=MinAtar/Breakout obs=28224u8 act=6 nstep=3 gamma=0.99
 //
-// env is the environment's name, obs the floats per observation, act the
-// number of actions, nstep the n of the n-step transitions and gamma their
-// discount. The payload itself is rl/transition.h's encoding.
+// env is the environment's name, obs the values per observation followed by
+// their element type (a bare number is f32; "u8" after it, bytes; "f32" is
+// read too), act the number of actions, nstep the n of the n-step
+// transitions and gamma their discount. The payload itself is
+// transition_encoding.h's layout. The type rides on obs, not in a key of its
+// own, so that the longest MinAtar spec (SpaceInvaders rendered to 84x84
+// frames) fits the 64-byte field.
 //
 // A server started without a spec (empty string) publishes nothing to
 // check; clients then rely on their own flags.
@@ -31,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "protocol/transition_encoding.h"
 
 namespace dreplay::protocol {
 
@@ -40,6 +46,7 @@ struct TransitionSpec {
   int action_count = 0;
   int n_step = 0;
   double gamma = 0.0;
+  ObservationType observation_type = ObservationType::kFloat32;
 
   // Parses the format above. InvalidArgument naming the text and the part
   // that is wrong (unknown or missing key, bad number).

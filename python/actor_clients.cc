@@ -44,8 +44,10 @@ class PyExperienceWriter {
   PyExperienceWriter(std::shared_ptr<Session> session, uint32_t max_batch) : session_(session) {
     actor::ExperienceWriterOptions options;
     options.max_batch = max_batch;
-    writer_ = CreateUnderLock(
-        *session_, [&] { return actor::ExperienceWriter::Create(&session_->client(), options); });
+    writer_ = CreateUnderLock(*session_, [&] {
+      observation_type_ = ObservationTypeOf(session_->client().config());
+      return actor::ExperienceWriter::Create(&session_->client(), options);
+    });
   }
   ~PyExperienceWriter() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL
@@ -145,7 +147,7 @@ class PyExperienceWriter {
                           const int32_t* steps, const float* priorities, size_t rows,
                           size_t width) {
     rl::Transition t;
-    std::vector<uint8_t> encoded(rl::EncodedTransitionSize(width));
+    std::vector<uint8_t> encoded(rl::EncodedTransitionSize(width, observation_type_));
     for (size_t i = 0; i < rows; ++i) {
       t.observation.assign(obs + i * width, obs + (i + 1) * width);
       t.next_observation.assign(next_obs + i * width, next_obs + (i + 1) * width);
@@ -159,7 +161,8 @@ class PyExperienceWriter {
             "steps[", i, "]=", step_count, ": must be in [1, ", rl::kMaxTransitionSteps, "]"));
       }
       t.steps = static_cast<uint8_t>(step_count);
-      absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(encoded));
+      absl::StatusOr<size_t> n =
+          rl::EncodeTransition(t, absl::MakeSpan(encoded), observation_type_);
       if (!n.ok()) return n.status();
       absl::Status s = writer_->Append(encoded, priorities ? priorities[i] : 0.0f);
       if (!s.ok()) return s;
@@ -169,6 +172,8 @@ class PyExperienceWriter {
 
   std::shared_ptr<Session> session_;
   std::unique_ptr<actor::ExperienceWriter> writer_;
+  // How AppendTransitions() encodes observations: the server's spec's type.
+  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
 };
 
 class PyParamFetcher {

@@ -53,7 +53,8 @@ struct BatchCopy {
 // Copies `batch` (and decodes its transitions when `decode`); runs without
 // the GIL.
 absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, bool decode,
-                       uint32_t observation_size, BatchCopy* out) {
+                       uint32_t observation_size, rl::ObservationType observation_type,
+                       BatchCopy* out) {
   const uint32_t n = batch.size();
   out->batch_number = batch.batch_number();
   out->epoch = batch.epoch();
@@ -84,7 +85,7 @@ absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, 
     return absl::FailedPreconditionError(
         "the server publishes no observation_size: read with decode=False");
   }
-  out->transitions = std::make_unique<rl::TransitionBatch>(observation_size);
+  out->transitions = std::make_unique<rl::TransitionBatch>(observation_size, observation_type);
   for (uint32_t i = 0; i < n; ++i) {
     absl::StatusOr<absl::Span<const uint8_t>> encoded =
         rl::EncodedTransitionPrefix(batch.payload(i));
@@ -143,6 +144,7 @@ class PyBatchReader {
       reader = learner::BatchReader::Create(&session_->client(), options);
       max_payload_ = session_->client().config().max_payload();
       observation_size_ = session_->client().config().observation_size;
+      observation_type_ = ObservationTypeOf(session_->client().config());
     }
     reader_ = ValueOrThrow(std::move(reader));
   }
@@ -161,7 +163,8 @@ class PyBatchReader {
     {
       SessionCall call(*session_);
       absl::StatusOr<learner::StagedBatch> batch = reader_->Next(absl::Seconds(timeout_s));
-      status = batch.ok() ? CopyBatch(*batch, max_payload_, decode_, observation_size_, &copy)
+      status = batch.ok() ? CopyBatch(*batch, max_payload_, decode_, observation_size_,
+                                      observation_type_, &copy)
                           : batch.status();
     }
     ThrowIfError(status);
@@ -200,6 +203,7 @@ class PyBatchReader {
   const bool decode_;
   uint32_t max_payload_ = 0;
   uint32_t observation_size_ = 0;
+  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
   std::unique_ptr<learner::BatchReader> reader_;
 };
 

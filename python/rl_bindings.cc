@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "protocol/transition_encoding.h"
 #include "pybind11/numpy.h"
 #include "pybind11/stl.h"
 #include "python/status_error.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
+#include "rl/minatar_games.h"
 #include "rl/params_format.h"
 
 namespace dreplay::python {
@@ -28,6 +30,28 @@ FloatArray ToArray(const std::vector<float>& values) {
   FloatArray out(static_cast<py::ssize_t>(values.size()));
   std::copy(values.begin(), values.end(), out.mutable_data());
   return out;
+}
+
+const char* LayoutName(rl::ObservationLayout layout) {
+  switch (layout) {
+    case rl::ObservationLayout::kVector:
+      return "vector";
+    case rl::ObservationLayout::kGrid10x10:
+      return "grid10x10";
+    case rl::ObservationLayout::kPixels84:
+      return "pixels84";
+  }
+  return "unknown";
+}
+
+// The game's minimal action set for MinAtar; every action otherwise.
+std::vector<int> MinimalActionSet(const rl::Environment& e) {
+  if (const auto* minatar = dynamic_cast<const rl::MinAtar*>(&e)) {
+    return minatar->minimal_action_set();
+  }
+  std::vector<int> all(e.spec().action_count);
+  for (int a = 0; a < e.spec().action_count; ++a) all[a] = a;
+  return all;
 }
 
 py::dict HeaderDict(const rl::ParamsHeader& h) {
@@ -56,6 +80,23 @@ void RegisterRl(py::module_& m) {
                              [](const rl::Environment& e) { return e.spec().action_count; })
       .def_property_readonly("max_episode_steps",
                              [](const rl::Environment& e) { return e.spec().max_episode_steps; })
+      .def_property_readonly(
+          "observation_layout",
+          [](const rl::Environment& e) { return LayoutName(e.spec().observation_layout); },
+          "\"vector\", \"grid10x10\" (MinAtar native: 10x10xC, channel last) or "
+          "\"pixels84\" (C stacked 84x84 frames).")
+      .def_property_readonly(
+          "observation_channels",
+          [](const rl::Environment& e) { return e.spec().observation_channels; },
+          "C of a grid or frame stack; 0 for a vector.")
+      .def_property_readonly(
+          "observation_type",
+          [](const rl::Environment& e) {
+            return protocol::ObservationTypeName(e.spec().observation_type);
+          },
+          "How transitions encode observations: \"f32\", or \"u8\" (MinAtar).")
+      .def_property_readonly("minimal_action_set", &MinimalActionSet,
+                             "MinAtar: the game's minimal action set; otherwise every action.")
       .def(
           "reset",
           [](rl::Environment& e, std::optional<uint64_t> seed) {
@@ -75,8 +116,12 @@ void RegisterRl(py::module_& m) {
 
   m.def(
       "make_environment",
-      [](const std::string& name) { return ValueOrThrow(rl::MakeEnvironment(name)); },
-      py::arg("name"));
+      [](const std::string& name, const std::string& observation) {
+        const rl::ObservationMode mode = ValueOrThrow(rl::ParseObservationMode(observation));
+        return ValueOrThrow(rl::MakeEnvironment(name, mode));
+      },
+      py::arg("name"), py::arg("observation") = "native",
+      "The environment `name` observing `observation` (native, or pixels84: MinAtar only).");
   m.def("environment_names", &rl::EnvironmentNames);
 
   m.def(

@@ -79,6 +79,11 @@ py::dict LinkBytesDict(const client::LinkBytes& b) {
 
 }  // namespace
 
+protocol::ObservationType ObservationTypeOf(const protocol::LayoutConfig& config) {
+  absl::StatusOr<protocol::TransitionSpec> spec = protocol::TransitionSpec::Parse(config.spec());
+  return spec.ok() ? spec->observation_type : protocol::ObservationType::kFloat32;
+}
+
 void RegisterSession(py::module_& m) {
   py::class_<Session, std::shared_ptr<Session>>(m, "Session",
                                                 "A connection to a replay server (see connect()).")
@@ -129,6 +134,7 @@ void RegisterSession(py::module_& m) {
         d["action_count"] = spec.action_count;
         d["n_step"] = spec.n_step;
         d["gamma"] = spec.gamma;
+        d["observation_type"] = protocol::ObservationTypeName(spec.observation_type);
         return d;
       },
       py::arg("text"), "A server's transition_spec (protocol/transition_spec.h) as a dict.");

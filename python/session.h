@@ -28,6 +28,8 @@
 #include <utility>
 
 #include "client/session.h"
+#include "protocol/layout.h"
+#include "protocol/transition_encoding.h"
 #include "pybind11/pybind11.h"
 #include "python/status_error.h"
 #include "verbs/verbs.h"
@@ -87,6 +89,11 @@ auto CreateUnderLock(Session& session, Create create) {
   }
   return ValueOrThrow(std::move(made));
 }
+
+// The observation type of the transitions `config`'s transition spec
+// describes: f32 when the server publishes no spec (or one that does not
+// parse; the clients' own checks report that).
+protocol::ObservationType ObservationTypeOf(const protocol::LayoutConfig& config);
 
 // Binds dreplay._dreplay.Session and connect().
 void RegisterSession(pybind11::module_& m);

@@ -8,6 +8,7 @@
 
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/rmsprop.h>
 
 #include <cmath>
 #include <cstring>
@@ -100,6 +101,14 @@ absl::Status DqnOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("DQN adam_epsilon must be > 0, got ", adam_epsilon));
   }
+  if (!(rmsprop_alpha >= 0 && rmsprop_alpha < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DQN rmsprop_alpha must be in [0, 1), got ", rmsprop_alpha));
+  }
+  if (!(rmsprop_epsilon > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DQN rmsprop_epsilon must be > 0, got ", rmsprop_epsilon));
+  }
   if (!(huber_delta > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("DQN huber_delta must be > 0, got ", huber_delta));
@@ -119,12 +128,33 @@ absl::Status DqnOptions::Validate() const {
   return absl::OkStatus();
 }
 
+DqnOptions MinAtarDqnOptions() {
+  DqnOptions options;
+  options.optimizer = DqnOptimizer::kRmsprop;
+  options.learning_rate = 0.00025;
+  options.rmsprop_alpha = 0.95;
+  options.rmsprop_epsilon = 0.01;
+  options.rmsprop_centered = true;
+  options.target_update_period = 1000;
+  return options;
+}
+
 class DqnLearner::Optimizer {
  public:
-  Optimizer(const DqnOptions& options, QNetwork& network)
-      : adam(network.module().parameters(),
-             torch::optim::AdamOptions(options.learning_rate).eps(options.adam_epsilon)) {}
-  torch::optim::Adam adam;
+  Optimizer(const DqnOptions& options, QNetwork& network) {
+    if (options.optimizer == DqnOptimizer::kRmsprop) {
+      optimizer = std::make_unique<torch::optim::RMSprop>(
+          network.module().parameters(), torch::optim::RMSpropOptions(options.learning_rate)
+                                             .alpha(options.rmsprop_alpha)
+                                             .eps(options.rmsprop_epsilon)
+                                             .centered(options.rmsprop_centered));
+    } else {
+      optimizer = std::make_unique<torch::optim::Adam>(
+          network.module().parameters(),
+          torch::optim::AdamOptions(options.learning_rate).eps(options.adam_epsilon));
+    }
+  }
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
 };
 
 absl::StatusOr<std::unique_ptr<DqnLearner>> DqnLearner::Create(const DqnOptions& options) {
@@ -167,12 +197,12 @@ absl::StatusOr<TrainStepResult> DqnLearner::TrainStep(const TransitionBatch& bat
   const torch::Tensor q = online_->module().Forward(t.observations);
   const DqnLossTerms terms = WeightedHuberLoss(q, t.actions, targets, w, options_.huber_delta);
 
-  optimizer_->adam.zero_grad();
+  optimizer_->optimizer->zero_grad();
   terms.loss.backward();
   if (options_.max_gradient_norm > 0) {
     torch::nn::utils::clip_grad_norm_(online_->module().parameters(), options_.max_gradient_norm);
   }
-  optimizer_->adam.step();
+  optimizer_->optimizer->step();
   ++train_steps_;
 
   TrainStepResult result;

@@ -2,7 +2,7 @@
 //
 // dqn.h: the DQN learner: an online and a target QNetwork, double-DQN targets
 // with n-step returns, the Huber loss weighted by importance-sampling weights
-// (prioritized replay), Adam, and a hard target update every
+// (prioritized replay), Adam or RMSprop, and a hard target update every
 // `target_update_period` training steps. Torch-free header; rl/dqn_loss.h has
 // the loss itself.
 //
@@ -29,11 +29,25 @@
 
 namespace dreplay::rl {
 
+// The optimizer of a DqnLearner.
+enum class DqnOptimizer {
+  kAdam,     // Adam (learning_rate, adam_epsilon)
+  kRmsprop,  // RMSprop (learning_rate, rmsprop_*): MinAtar's DQN optimizer
+};
+
 struct DqnOptions {
   QNetworkOptions network;
-  // Adam's step size and epsilon.
+  DqnOptimizer optimizer = DqnOptimizer::kAdam;
+  // The optimizer's step size.
   double learning_rate = 1e-3;
+  // Adam's epsilon.
   double adam_epsilon = 1e-8;
+  // RMSprop's smoothing constant of the squared gradient, epsilon (added to
+  // the root of the mean square) and centering; the defaults are MinAtar's
+  // (SQUARED_GRAD_MOMENTUM, MIN_SQUARED_GRAD, centered).
+  double rmsprop_alpha = 0.95;
+  double rmsprop_epsilon = 0.01;
+  bool rmsprop_centered = true;
   // Huber threshold (> 0): quadratic below, linear above.
   double huber_delta = 1.0;
   // true: double DQN (argmax by the online network, value by the target);
@@ -51,6 +65,15 @@ struct DqnOptions {
   // INVALID_ARGUMENT naming the first bad value.
   absl::Status Validate() const;
 };
+
+// MinAtar's published DQN hyper-parameters (Young & Tian 2019, MinAtar's
+// examples/dqn.py) as DqnOptions: RMSprop, centered, with step size 0.00025,
+// squared-gradient smoothing 0.95 and epsilon 0.01, and a target update every
+// 1,000 training steps. The rest (the network, seed, Huber delta, double
+// DQN, gradient clipping) keep DqnOptions' defaults; the batch of 32, the
+// replay of 100,000 and the first 5,000 random frames are the replay
+// server's and the actors' settings (tools/run_local.py applies them).
+DqnOptions MinAtarDqnOptions();
 
 struct TrainStepResult {
   // The importance-weighted mean Huber loss of the batch, before the update.

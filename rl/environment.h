@@ -42,17 +42,32 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "protocol/transition_encoding.h"
 #include "rl/random.h"
 
 namespace dreplay::rl {
 
+// How an observation's values are arranged; it picks the Q-network
+// (rl/qnet.h's NetworkOptionsFor).
+enum class ObservationLayout {
+  kVector,     // a flat vector (classic control)
+  kGrid10x10,  // MinAtar's 10x10xC grid in (row, column, channel) order
+  kPixels84,   // C stacked 84x84 frames in (frame, row, column) order
+};
+
 // What an environment looks like from outside. Constant for its lifetime.
 struct EnvironmentSpec {
   std::string name;           // e.g. "CartPole-v1"
-  int observation_size = 0;   // floats in an observation
+  int observation_size = 0;   // values in an observation (as floats)
   int action_count = 0;       // actions are 0 .. action_count - 1
   int state_size = 0;         // doubles in the full-precision state
   int max_episode_steps = 0;  // the TimeLimit: truncated at this many steps
+  ObservationLayout observation_layout = ObservationLayout::kVector;
+  // C of a grid or frame stack; 0 for a vector.
+  int observation_channels = 0;
+  // How a transition's observations are encoded: f32, or u8 when every value
+  // is a whole number in [0, 255] (MinAtar's grids and frames).
+  protocol::ObservationType observation_type = protocol::ObservationType::kFloat32;
 };
 
 // The outcome of one Step().

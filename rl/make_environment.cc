@@ -21,12 +21,18 @@ std::vector<std::string> EnvironmentNames() {
   return names;
 }
 
-absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(absl::string_view name) {
+absl::StatusOr<std::unique_ptr<Environment>> MakeEnvironment(absl::string_view name,
+                                                             ObservationMode mode) {
+  if (mode != ObservationMode::kNative && !absl::StartsWith(name, "MinAtar/")) {
+    return absl::InvalidArgumentError(absl::StrCat("observation ", ObservationModeName(mode),
+                                                   " is for MinAtar environments only, not \"",
+                                                   name, "\" (use native)"));
+  }
   if (name == CartPole::kName) return std::make_unique<CartPole>();
   if (name == Acrobot::kName) return std::make_unique<Acrobot>();
   if (name == MountainCar::kName) return std::make_unique<MountainCar>();
   if (absl::StartsWith(name, "MinAtar/")) {
-    absl::StatusOr<std::unique_ptr<MinAtar>> env = MinAtar::Create(name);
+    absl::StatusOr<std::unique_ptr<MinAtar>> env = MinAtar::Create(name, {}, mode);
     if (env.ok()) return std::unique_ptr<Environment>(*std::move(env));
   }
   return absl::NotFoundError(absl::StrCat("unknown environment \"", name,

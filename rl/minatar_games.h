@@ -12,10 +12,14 @@
 // MinAtar/Seaquest, MinAtar/SpaceInvaders.
 //
 // How MinAtar maps onto the interface:
-//  - Observation: the 10x10xC boolean state as floats (0 or 1), in C order
-//    (row, column, channel): 400 to 1000 floats. state() holds the same
-//    values as doubles; the game's hidden state (timers, directions, its
-//    generator) is not in it, so SetState() fails with UNIMPLEMENTED.
+//  - Observation, native (ObservationMode::kNative): the 10x10xC boolean
+//    state as floats (0 or 1), in C order (row, column, channel): 400 to
+//    1000 values. pixels84 (kPixels84): the last 4 frames rendered to 84x84
+//    grays (rl/minatar/render.h), oldest first, as floats 0..255: 28,224
+//    values. Either way every value is a whole byte, so transitions encode
+//    them as u8 (spec().observation_type). state() holds the 10x10xC grid as
+//    doubles; the game's hidden state (timers, directions, its generator) is
+//    not in it, so SetState() fails with UNIMPLEMENTED.
 //  - Actions: all six (the reference's full action set); the game's minimal
 //    action set is minimal_action_set().
 //  - Reset(seed) is the reference's `reset(seed=...)` (its gym wrapper):
@@ -43,8 +47,19 @@
 #include "absl/strings/string_view.h"
 #include "rl/environment.h"
 #include "rl/minatar/environment.h"
+#include "rl/minatar/render.h"
 
 namespace dreplay::rl {
+
+// What a MinAtar environment observes: the native grid or 84x84 frames.
+enum class ObservationMode { kNative, kPixels84 };
+
+// "native" or "pixels84".
+const char* ObservationModeName(ObservationMode mode);
+
+// The mode named "native" or "pixels84"; INVALID_ARGUMENT naming `name` and
+// the choices otherwise.
+absl::StatusOr<ObservationMode> ParseObservationMode(absl::string_view name);
 
 class MinAtar final : public Environment {
  public:
@@ -54,8 +69,9 @@ class MinAtar final : public Environment {
   static std::vector<std::string> Names() { return minatar::Environment::Names(); }
 
   // NOT_FOUND for a name not in Names(); INVALID_ARGUMENT for bad options.
-  static absl::StatusOr<std::unique_ptr<MinAtar>> Create(absl::string_view name,
-                                                         const minatar::Options& options = {});
+  static absl::StatusOr<std::unique_ptr<MinAtar>> Create(
+      absl::string_view name, const minatar::Options& options = {},
+      ObservationMode mode = ObservationMode::kNative);
 
   // The game's minimal action set (a subset of 0..5).
   std::vector<int> minimal_action_set() const { return game_->minimal_action_set(); }
@@ -72,12 +88,18 @@ class MinAtar final : public Environment {
   bool accepts_set_state() const override { return false; }
 
  private:
-  MinAtar(EnvironmentSpec spec, std::unique_ptr<minatar::Environment> game);
+  MinAtar(EnvironmentSpec spec, std::unique_ptr<minatar::Environment> game, ObservationMode mode);
 
-  // Writes the game's state into `state` as doubles.
-  void CopyState(absl::Span<double> state) const;
+  // Writes the game's state into `state` as doubles; with pixels84 also
+  // renders it, starting the frame stack anew when `reset`.
+  void CopyState(absl::Span<double> state, bool reset) const;
 
   const std::unique_ptr<minatar::Environment> game_;
+  const ObservationMode mode_;
+  // pixels84 only: the frame stack and a render buffer, advanced by the
+  // const hooks as game_ is.
+  mutable minatar::FrameStack frames_;
+  mutable std::vector<uint8_t> image_;
 };
 
 }  // namespace dreplay::rl

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "rl/make_environment.h"
 #include "rl/minatar/environment.h"
+#include "rl/minatar/render.h"
 #include "rl/random.h"
 
 namespace dreplay::rl {
@@ -106,6 +107,67 @@ TEST(MinAtarGamesTest, ExposesTheMinimalActionSet) {
   ASSERT_TRUE(env.ok());
   EXPECT_THAT((*env)->minimal_action_set(), ElementsAre(0, 1, 3, 5));
   EXPECT_EQ((*env)->channels(), 6);
+}
+
+// The 84x84 rendering of an environment's grid, as floats.
+std::vector<float> Rendered(const Environment& env, int channels) {
+  std::vector<uint8_t> grid(env.state().begin(), env.state().end());
+  std::vector<uint8_t> image(minatar::kPixels84Size);
+  minatar::RenderPixels84(grid, channels, absl::MakeSpan(image));
+  return AsFloats(image);
+}
+
+// Frame k (0 oldest) of a pixels84 observation.
+std::vector<float> Frame(const std::vector<float>& observation, int k) {
+  return std::vector<float>(observation.begin() + k * minatar::kPixels84Size,
+                            observation.begin() + (k + 1) * minatar::kPixels84Size);
+}
+
+TEST(MinAtarGamesTest, Pixels84ObservesTheLastFourRenderedFramesOldestFirst) {
+  absl::StatusOr<std::unique_ptr<Environment>> made =
+      MakeEnvironment("MinAtar/Breakout", ObservationMode::kPixels84);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Environment& env = **made;
+  EXPECT_EQ(env.spec().observation_size, 4 * 84 * 84);
+  EXPECT_EQ(env.spec().observation_layout, ObservationLayout::kPixels84);
+  EXPECT_EQ(env.spec().observation_channels, 4);
+  EXPECT_EQ(env.spec().observation_type, protocol::ObservationType::kUint8);
+  const std::vector<float> first = env.Reset(3);
+  ASSERT_EQ(first.size(), 4u * 84 * 84);
+  const std::vector<float> start = Rendered(env, 4);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(Frame(first, k), start) << k;
+  std::vector<std::vector<float>> frames = {start};
+  for (int t = 0; t < 6; ++t) {
+    absl::StatusOr<StepResult> step = env.Step(t % 2 == 0 ? minatar::kLeft : minatar::kRight);
+    ASSERT_TRUE(step.ok()) << step.status();
+    frames.push_back(Rendered(env, 4));
+    EXPECT_EQ(Frame(step->observation, 3), frames.back()) << t;
+    if (frames.size() >= 4) {
+      EXPECT_EQ(Frame(step->observation, 0), frames[frames.size() - 4]);
+    }
+  }
+  // The native environment of the same seed plays the same game.
+  std::unique_ptr<Environment> native = Make("MinAtar/Breakout");
+  EXPECT_EQ(native->spec().observation_layout, ObservationLayout::kGrid10x10);
+  EXPECT_EQ(native->spec().observation_type, protocol::ObservationType::kUint8);
+  native->Reset(3);
+  EXPECT_EQ(Rendered(*native, 4), start);
+}
+
+TEST(MinAtarGamesTest, Pixels84IsRefusedForEnvironmentsWithoutARendering) {
+  const absl::Status status = MakeEnvironment("CartPole-v1", ObservationMode::kPixels84).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("MinAtar"));
+  EXPECT_EQ(Make("CartPole-v1")->spec().observation_layout, ObservationLayout::kVector);
+}
+
+TEST(MinAtarGamesTest, ObservationModesParseByNameAndRefuseOthersClearly) {
+  EXPECT_EQ(*ParseObservationMode("native"), ObservationMode::kNative);
+  EXPECT_EQ(*ParseObservationMode("pixels84"), ObservationMode::kPixels84);
+  const absl::Status bad = ParseObservationMode("rgb").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("native, pixels84"));
+  EXPECT_STREQ(ObservationModeName(ObservationMode::kPixels84), "pixels84");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "rl/make_environment.h"
 #include "rl/params_format.h"
 #include "rl/qnet_module.h"
 #include "rl/random.h"
@@ -20,8 +22,50 @@
 namespace dreplay::rl {
 namespace {
 
-std::vector<int64_t> LayerWidths(const QNetworkOptions& options) {
-  std::vector<int64_t> widths = {options.observation_size};
+// MinAtar's grid side and the Nature CNN's frame side.
+constexpr int64_t kGridSide = 10;
+constexpr int64_t kFrameSide = 84;
+
+// One convolution of a torso: output channels, kernel side, stride.
+struct ConvSpec {
+  int64_t out;
+  int64_t kernel;
+  int64_t stride;
+};
+
+std::vector<ConvSpec> TorsoConvs(QNetworkTorso torso) {
+  switch (torso) {
+    case QNetworkTorso::kMlp:
+      return {};
+    case QNetworkTorso::kMinAtar:
+      return {{16, 3, 1}};
+    case QNetworkTorso::kNatureCnn:
+      return {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}};
+  }
+  return {};
+}
+
+// Values per observation a torso needs for `channels` input channels.
+int64_t TorsoInputSize(QNetworkTorso torso, int64_t channels) {
+  const int64_t side = torso == QNetworkTorso::kMinAtar ? kGridSide : kFrameSide;
+  return channels * side * side;
+}
+
+// The width of the torso's output: the head's input.
+int64_t TorsoOutputSize(const QNetworkOptions& options) {
+  if (options.torso == QNetworkTorso::kMlp) return options.observation_size;
+  int64_t side = options.torso == QNetworkTorso::kMinAtar ? kGridSide : kFrameSide;
+  int64_t channels = options.input_channels;
+  for (const ConvSpec& conv : TorsoConvs(options.torso)) {
+    side = (side - conv.kernel) / conv.stride + 1;
+    channels = conv.out;
+  }
+  return channels * side * side;
+}
+
+// Head widths: the torso's output, hidden..., action_count.
+std::vector<int64_t> HeadWidths(const QNetworkOptions& options) {
+  std::vector<int64_t> widths = {TorsoOutputSize(options)};
   widths.insert(widths.end(), options.hidden_sizes.begin(), options.hidden_sizes.end());
   widths.push_back(options.action_count);
   return widths;
@@ -35,6 +79,56 @@ torch::Tensor ConstView(absl::Span<const float> values, torch::IntArrayRef sizes
 }
 
 }  // namespace
+
+const char* QNetworkTorsoName(QNetworkTorso torso) {
+  switch (torso) {
+    case QNetworkTorso::kMlp:
+      return "mlp";
+    case QNetworkTorso::kMinAtar:
+      return "minatar";
+    case QNetworkTorso::kNatureCnn:
+      return "nature_cnn";
+  }
+  return "unknown";
+}
+
+std::vector<int> DefaultHiddenSizes(const EnvironmentSpec& env) {
+  switch (env.observation_layout) {
+    case ObservationLayout::kVector:
+      return {64, 64};
+    case ObservationLayout::kGrid10x10:
+      return {128};
+    case ObservationLayout::kPixels84:
+      return {512};
+  }
+  return {64, 64};
+}
+
+absl::StatusOr<std::vector<int>> DefaultHiddenSizesFor(absl::string_view env,
+                                                       ObservationMode mode) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Environment> made, MakeEnvironment(env, mode));
+  return DefaultHiddenSizes(made->spec());
+}
+
+QNetworkOptions NetworkOptionsFor(const EnvironmentSpec& env, std::vector<int> hidden_sizes) {
+  QNetworkOptions options;
+  options.observation_size = env.observation_size;
+  options.action_count = env.action_count;
+  options.hidden_sizes = std::move(hidden_sizes);
+  options.input_channels = env.observation_channels;
+  switch (env.observation_layout) {
+    case ObservationLayout::kVector:
+      options.torso = QNetworkTorso::kMlp;
+      break;
+    case ObservationLayout::kGrid10x10:
+      options.torso = QNetworkTorso::kMinAtar;
+      break;
+    case ObservationLayout::kPixels84:
+      options.torso = QNetworkTorso::kNatureCnn;
+      break;
+  }
+  return options;
+}
 
 absl::Status QNetworkOptions::Validate() const {
   if (observation_size <= 0) {
@@ -51,6 +145,19 @@ absl::Status QNetworkOptions::Validate() const {
           absl::StrCat("QNetwork hidden_sizes[", i, "] must be > 0, got ", hidden_sizes[i]));
     }
   }
+  if (torso != QNetworkTorso::kMlp) {
+    if (input_channels <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("QNetwork torso ", QNetworkTorsoName(torso),
+                                                     " needs input_channels > 0, got ",
+                                                     input_channels));
+    }
+    if (observation_size != TorsoInputSize(torso, input_channels)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("QNetwork torso ", QNetworkTorsoName(torso), " with ", input_channels,
+                       " channels takes observations of ", TorsoInputSize(torso, input_channels),
+                       " values, got observation_size ", observation_size));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -59,7 +166,16 @@ void SetTorchThreads(int threads) {
   at::set_num_threads(threads);
 }
 
-QNetwork::Module::Module(const std::vector<int64_t>& widths) {
+QNetwork::Module::Module(const QNetworkOptions& options) : options_(options) {
+  int64_t channels = options.input_channels;
+  for (const ConvSpec& conv : TorsoConvs(options.torso)) {
+    convs_.push_back(register_module(
+        absl::StrCat("conv", convs_.size()),
+        torch::nn::Conv2d(
+            torch::nn::Conv2dOptions(channels, conv.out, conv.kernel).stride(conv.stride))));
+    channels = conv.out;
+  }
+  const std::vector<int64_t> widths = HeadWidths(options);
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     layers_.push_back(
         register_module(absl::StrCat("fc", i),
@@ -69,6 +185,16 @@ QNetwork::Module::Module(const std::vector<int64_t>& widths) {
 
 torch::Tensor QNetwork::Module::Forward(const torch::Tensor& observations) {
   torch::Tensor x = observations;
+  const int64_t batch = observations.size(0);
+  const int64_t channels = options_.input_channels;
+  if (options_.torso == QNetworkTorso::kMinAtar) {
+    // (row, column, channel) -> (channel, row, column).
+    x = x.reshape({batch, kGridSide, kGridSide, channels}).permute({0, 3, 1, 2});
+  } else if (options_.torso == QNetworkTorso::kNatureCnn) {
+    x = x.reshape({batch, channels, kFrameSide, kFrameSide}) * (1.0f / 255.0f);
+  }
+  for (torch::nn::Conv2d& conv : convs_) x = torch::relu(conv->forward(x));
+  if (!convs_.empty()) x = x.flatten(1);
   for (size_t i = 0; i < layers_.size(); ++i) {
     x = layers_[i]->forward(x);
     if (i + 1 < layers_.size()) x = torch::relu(x);
@@ -79,16 +205,18 @@ torch::Tensor QNetwork::Module::Forward(const torch::Tensor& observations) {
 absl::StatusOr<std::unique_ptr<QNetwork>> QNetwork::Create(const QNetworkOptions& options,
                                                            uint64_t seed) {
   RETURN_IF_ERROR(options.Validate());
-  auto module = std::make_unique<Module>(LayerWidths(options));
-  // torch.nn.Linear's default initialisation, from our own generator: every
-  // weight and bias uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  auto module = std::make_unique<Module>(options);
+  // torch.nn.Linear's and Conv2d's default initialisation, from our own
+  // generator: every weight and bias uniform in [-1/sqrt(fan_in),
+  // 1/sqrt(fan_in)), fan_in the weight's values per output.
   Random random(seed);
   torch::NoGradGuard no_grad;
-  const std::vector<int64_t> widths = LayerWidths(options);
   std::vector<torch::Tensor> params = module->parameters();
-  CHECK_EQ(params.size(), 2 * (widths.size() - 1));
-  for (size_t layer = 0; layer + 1 < widths.size(); ++layer) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(widths[layer]));
+  CHECK_EQ(params.size() % 2, 0u);
+  for (size_t layer = 0; 2 * layer < params.size(); ++layer) {
+    const torch::Tensor& weight = params[2 * layer];
+    const double fan_in = static_cast<double>(weight.numel() / weight.size(0));
+    const double bound = 1.0 / std::sqrt(fan_in);
     for (torch::Tensor* p : {&params[2 * layer], &params[2 * layer + 1]}) {
       CHECK(p->is_contiguous());
       float* data = p->data_ptr<float>();

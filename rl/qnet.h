@@ -1,18 +1,34 @@
 // Copyright dreplay authors.
 //
-// qnet.h: the Q-network, a multilayer perceptron from an observation to one
-// value per action:
+// qnet.h: the Q-network, from an observation to one value per action: a
+// torso, then a multilayer perceptron head
 //
-//   obs -> Linear -> ReLU -> ... -> Linear -> ReLU -> Linear -> Q values
+//   torso(obs) -> Linear -> ReLU -> ... -> Linear -> ReLU -> Linear -> Q values
 //
-// with one hidden layer per entry of `hidden_sizes`. It runs on libtorch (CPU,
-// float32), but this header is free of torch so that code outside rl/ can use
-// the network without compiling torch headers.
+// with one hidden layer per entry of `hidden_sizes`. The torsos
+// (QNetworkTorso):
 //
-// Parameters: per layer, weight [out, in] then bias [out]; layers in order.
-// They are initialised as torch.nn.Linear initialises them by default, each
-// value uniform in [-1/sqrt(in), 1/sqrt(in)), but drawn from dreplay's seeded
-// generator (rl/random.h), so a seed gives the same network everywhere. The
+//   kMlp         none: the observation itself (a vector)
+//   kMinAtar     MinAtar's DQN network: the 10x10xC grid (row, column,
+//                channel order) -> Conv 16 3x3 stride 1 -> ReLU -> flatten
+//                (1,024); with hidden_sizes {128} it is MinAtar's network
+//   kNatureCnn   the Nature DQN CNN: C 84x84 frames of bytes (frame, row,
+//                column order), scaled by 1/255 -> Conv 32 8x8/4 -> ReLU ->
+//                Conv 64 4x4/2 -> ReLU -> Conv 64 3x3/1 -> ReLU -> flatten
+//                (3,136); with hidden_sizes {512} it is the Nature network
+//
+// An observation is always a flat row of observation_size floats;
+// NetworkOptionsFor() picks the torso an environment's observation layout
+// needs. It runs on libtorch (CPU, float32), but this header is free of torch
+// so that code outside rl/ can use the network without compiling torch
+// headers.
+//
+// Parameters: per layer, weight ([out, in] or [out, in, kh, kw]) then bias
+// [out]; the torso's convolutions first, then the head's layers, in order.
+// They are initialised as torch.nn.Linear and Conv2d initialise them by
+// default, each value uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in =
+// in * kh * kw), but drawn from dreplay's seeded generator (rl/random.h), so
+// a seed gives the same network everywhere. The
 // flat parameter vector (GetParameters(), Serialize()) concatenates the
 // tensors in that order, each row-major; the serialised form is
 // rl/params_format.h's buffer with this network's shape hash.
@@ -32,21 +48,47 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "rl/environment.h"
+#include "rl/minatar_games.h"
 
 namespace dreplay::rl {
+
+// The part of the network before its MLP head (see the top of this file).
+enum class QNetworkTorso { kMlp, kMinAtar, kNatureCnn };
+
+// "mlp", "minatar" or "nature_cnn".
+const char* QNetworkTorsoName(QNetworkTorso torso);
 
 struct QNetworkOptions {
   // Floats per observation. Required (> 0).
   int observation_size = 0;
   // Number of actions, one output each. Required (> 0).
   int action_count = 0;
-  // Width of each hidden layer; may be empty (a linear network).
+  // Width of each hidden layer of the head; may be empty (linear).
   std::vector<int> hidden_sizes = {64, 64};
+  // The torso; kMinAtar and kNatureCnn need input_channels (C), with
+  // observation_size 100 * C and C * 84 * 84 respectively.
+  QNetworkTorso torso = QNetworkTorso::kMlp;
+  int input_channels = 0;
 
   // INVALID_ARGUMENT naming the first bad value.
   absl::Status Validate() const;
 };
+
+// The hidden sizes a network for `env` has unless told otherwise: {64, 64}
+// for a vector, {128} for MinAtar's grid (MinAtar's DQN), {512} for 84x84
+// frames (Nature DQN).
+std::vector<int> DefaultHiddenSizes(const EnvironmentSpec& env);
+
+// DefaultHiddenSizes() of the environment MakeEnvironment(env, mode) makes;
+// its errors for an unknown name or mode.
+absl::StatusOr<std::vector<int>> DefaultHiddenSizesFor(absl::string_view env, ObservationMode mode);
+
+// The options of a network for `env`: its observation size, actions, the
+// torso its observation layout needs, and `hidden_sizes`.
+QNetworkOptions NetworkOptionsFor(const EnvironmentSpec& env, std::vector<int> hidden_sizes);
 
 // Sets the number of threads libtorch uses inside one operation, for the whole
 // process. Small networks run best on 1 (the default that DqnOptions applies).

@@ -7,6 +7,7 @@
 #define DREPLAY_RL_QNET_MODULE_H_
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
 #include <vector>
@@ -17,14 +18,16 @@ namespace dreplay::rl {
 
 class QNetwork::Module : public torch::nn::Module {
  public:
-  // Layer widths: observation_size, hidden..., action_count.
-  explicit Module(const std::vector<int64_t>& widths);
+  // The torso and head `options` describe. REQUIRES: options.Validate().
+  explicit Module(const QNetworkOptions& options);
 
   // [B, observation_size] -> [B, action_count]. Records gradients unless a
   // torch::NoGradGuard is active.
   torch::Tensor Forward(const torch::Tensor& observations);
 
  private:
+  const QNetworkOptions options_;
+  std::vector<torch::nn::Conv2d> convs_;
   std::vector<torch::nn::Linear> layers_;
 };
 

@@ -14,46 +14,33 @@
 namespace dreplay::rl {
 namespace {
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "the transition encoding is little-endian and copied as is");
-static_assert(sizeof(float) == 4, "observations are IEEE float32");
+using protocol::EncodedTransitionHeader;
 
-// The header as laid out in the encoding.
-struct EncodedHeader {
-  uint32_t observation_size;
-  int32_t action;
-  float reward;
-  float discount;
-  uint8_t done;
-  uint8_t steps;
-  uint16_t reserved;
-};
-static_assert(sizeof(EncodedHeader) == kTransitionHeaderBytes, "the header must have no padding");
-static_assert(offsetof(EncodedHeader, reward) == 8);
-static_assert(offsetof(EncodedHeader, discount) == 12);
-static_assert(offsetof(EncodedHeader, done) == 16);
-static_assert(offsetof(EncodedHeader, steps) == 17);
-static_assert(offsetof(EncodedHeader, reserved) == 18);
-
-// Reads and checks the header of `in` against `observation_size`.
-absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in, size_t observation_size) {
-  const size_t expected = EncodedTransitionSize(observation_size);
+// Reads and checks the header of `in` against `observation_size` and `type`.
+absl::StatusOr<EncodedTransitionHeader> ReadHeader(absl::Span<const uint8_t> in,
+                                                   size_t observation_size, ObservationType type) {
+  const size_t expected = EncodedTransitionSize(observation_size, type);
   if (in.size() < kTransitionHeaderBytes) {
     return absl::InvalidArgumentError(absl::StrCat("encoded transition of ", in.size(),
                                                    " bytes is shorter than its ",
                                                    kTransitionHeaderBytes, "-byte header"));
   }
-  EncodedHeader header;
+  EncodedTransitionHeader header;
   std::memcpy(&header, in.data(), sizeof(header));
   if (header.observation_size != observation_size) {
     return absl::InvalidArgumentError(absl::StrCat("encoded transition has observations of ",
-                                                   header.observation_size, " floats, expected ",
+                                                   header.observation_size, " values, expected ",
                                                    observation_size));
   }
+  if (header.observation_type != static_cast<uint8_t>(type)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "encoded transition has observation_type ", int{header.observation_type}, ", expected ",
+        int{static_cast<uint8_t>(type)}, " (", protocol::ObservationTypeName(type), ")"));
+  }
   if (in.size() != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("encoded transition is ", in.size(), " bytes, expected ", expected,
-                     " for observations of ", observation_size, " floats"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "encoded transition is ", in.size(), " bytes, expected ", expected, " for observations of ",
+        observation_size, " ", protocol::ObservationTypeName(type), " values"));
   }
   if (header.done > 1 || header.steps == 0 || header.action < 0 ||
       !(header.discount >= 0.0f && header.discount <= 1.0f) || header.reserved != 0) {
@@ -63,6 +50,43 @@ absl::StatusOr<EncodedHeader> ReadHeader(absl::Span<const uint8_t> in, size_t ob
                      " discount=", header.discount, " reserved=", header.reserved));
   }
   return header;
+}
+
+// OK when every value of `values` is a whole number in [0, 255] (encodable
+// as u8 exactly); InvalidArgument naming the first that is not.
+absl::Status CheckBytes(absl::Span<const float> values, const char* field) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    const float v = values[k];
+    if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " value ", k, " is ", v, ": a u8 observation holds whole numbers in [0, 255]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes `values` as `type` at `p`; returns the end of what it wrote.
+// REQUIRES (u8): CheckBytes(values) passed.
+uint8_t* WriteValues(absl::Span<const float> values, ObservationType type, uint8_t* p) {
+  if (type == ObservationType::kFloat32) {
+    std::memcpy(p, values.data(), values.size() * sizeof(float));
+    return p + values.size() * sizeof(float);
+  }
+  for (const float v : values) *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+
+// Reads `count` values of `type` at `p` into `out`; returns the end of what
+// it read.
+const uint8_t* ReadValues(const uint8_t* p, ObservationType type, size_t count,
+                          std::vector<float>* out) {
+  out->resize(count);
+  if (type == ObservationType::kFloat32) {
+    std::memcpy(out->data(), p, count * sizeof(float));
+    return p + count * sizeof(float);
+  }
+  for (size_t k = 0; k < count; ++k) (*out)[k] = static_cast<float>(p[k]);
+  return p + count;
 }
 
 // CheckTrainable() on a transition's fields; `observations` holds both.
@@ -102,7 +126,8 @@ bool Transition::operator==(const Transition& other) const {
          next_observation == other.next_observation;
 }
 
-absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out) {
+absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out,
+                                        ObservationType type) {
   const size_t m = transition.observation.size();
   if (transition.next_observation.size() != m) {
     return absl::InvalidArgumentError(absl::StrCat("transition observation has ", m,
@@ -114,25 +139,29 @@ absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span
                                                    " action=", transition.action,
                                                    " cannot be encoded"));
   }
-  const size_t size = EncodedTransitionSize(m);
+  const size_t size = EncodedTransitionSize(m, type);
   if (out.size() < size) {
     return absl::InvalidArgumentError(
         absl::StrCat("encoding a transition needs ", size, " bytes, buffer has ", out.size()));
   }
-  EncodedHeader header;
+  if (type == ObservationType::kUint8) {
+    RETURN_IF_ERROR(CheckBytes(transition.observation, "observation"));
+    RETURN_IF_ERROR(CheckBytes(transition.next_observation, "next_observation"));
+  }
+  EncodedTransitionHeader header;
   header.observation_size = static_cast<uint32_t>(m);
   header.action = transition.action;
   header.reward = transition.reward;
   header.discount = transition.discount;
   header.done = transition.done ? 1 : 0;
   header.steps = transition.steps;
+  header.observation_type = static_cast<uint8_t>(type);
   header.reserved = 0;
   uint8_t* p = out.data();
   std::memcpy(p, &header, sizeof(header));
   p += sizeof(header);
-  std::memcpy(p, transition.observation.data(), m * sizeof(float));
-  p += m * sizeof(float);
-  std::memcpy(p, transition.next_observation.data(), m * sizeof(float));
+  p = WriteValues(transition.observation, type, p);
+  WriteValues(transition.next_observation, type, p);
   return size;
 }
 
@@ -143,41 +172,45 @@ absl::StatusOr<absl::Span<const uint8_t>> EncodedTransitionPrefix(
                                                    " bytes is shorter than a transition header (",
                                                    kTransitionHeaderBytes, ")"));
   }
-  uint32_t observation_size = 0;
-  std::memcpy(&observation_size, payload.data(), sizeof(observation_size));
-  const uint64_t size = kTransitionHeaderBytes + uint64_t{2} * sizeof(float) * observation_size;
+  EncodedTransitionHeader header;
+  std::memcpy(&header, payload.data(), sizeof(header));
+  if (!protocol::IsObservationType(header.observation_type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a payload has unknown observation_type ", int{header.observation_type}));
+  }
+  const uint64_t size = protocol::EncodedTransitionBytes(
+      header.observation_size, static_cast<ObservationType>(header.observation_type));
   if (payload.size() < size) {
     return absl::InvalidArgumentError(
         absl::StrCat("a payload of ", payload.size(), " bytes is shorter than its encoding (", size,
-                     " bytes for observations of ", observation_size, ")"));
+                     " bytes for observations of ", header.observation_size, ")"));
   }
   return payload.first(static_cast<size_t>(size));
 }
 
 absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
-                              Transition* out) {
-  ASSIGN_OR_RETURN(const EncodedHeader header, ReadHeader(in, observation_size));
+                              Transition* out, ObservationType type) {
+  ASSIGN_OR_RETURN(const EncodedTransitionHeader header, ReadHeader(in, observation_size, type));
   out->action = header.action;
   out->reward = header.reward;
   out->discount = header.discount;
   out->done = header.done != 0;
   out->steps = header.steps;
   const uint8_t* p = in.data() + kTransitionHeaderBytes;
-  out->observation.resize(observation_size);
-  std::memcpy(out->observation.data(), p, observation_size * sizeof(float));
-  p += observation_size * sizeof(float);
-  out->next_observation.resize(observation_size);
-  std::memcpy(out->next_observation.data(), p, observation_size * sizeof(float));
+  p = ReadValues(p, type, observation_size, &out->observation);
+  ReadValues(p, type, observation_size, &out->next_observation);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size) {
+absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
+                                            ObservationType type) {
   Transition transition;
-  RETURN_IF_ERROR(DecodeTransition(in, observation_size, &transition));
+  RETURN_IF_ERROR(DecodeTransition(in, observation_size, &transition, type));
   return transition;
 }
 
-TransitionBatch::TransitionBatch(size_t observation_size) : observation_size_(observation_size) {
+TransitionBatch::TransitionBatch(size_t observation_size, ObservationType type)
+    : observation_size_(observation_size), observation_type_(type) {
   CHECK_GT(observation_size, 0u);
 }
 
@@ -243,7 +276,7 @@ void TransitionBatch::KeepRows(absl::Span<const uint32_t> rows) {
 }
 
 absl::Status TransitionBatch::AddEncoded(absl::Span<const uint8_t> encoded) {
-  RETURN_IF_ERROR(DecodeTransition(encoded, observation_size_, &scratch_));
+  RETURN_IF_ERROR(DecodeTransition(encoded, observation_size_, &scratch_, observation_type_));
   return Add(scratch_);
 }
 

@@ -15,19 +15,11 @@
 // episode terminated within those steps. An episode cut by the time limit
 // (truncated) is not done: its target still bootstraps.
 //
-// Encoding (little-endian, 4-byte aligned fields, EncodedTransitionSize()
-// bytes):
-//
-//   offset  size  field
-//   0       4     observation_size (u32)
-//   4       4     action (i32)
-//   8       4     reward (f32)
-//   12      4     discount (f32)
-//   16      1     done (u8, 0 or 1)
-//   17      1     steps (u8)
-//   18      2     reserved, zero
-//   20      4*m   observation (f32 x m)
-//   20+4m   4*m   next_observation (f32 x m)
+// Encoding: protocol/transition_encoding.h's layout, a 20-byte header and the
+// two observations as f32 (4 bytes a value) or u8 (1 byte a value: images and
+// boolean grids, whose values are whole numbers in [0, 255]). In memory a
+// Transition holds floats either way; encoding as u8 refuses a value that is
+// not such a whole number, so decoding gives back exactly what was encoded.
 //
 // Nothing here is thread-safe; use one object per thread.
 
@@ -41,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "protocol/transition_encoding.h"
 
 namespace dreplay::rl {
 
@@ -48,7 +41,9 @@ namespace dreplay::rl {
 inline constexpr int kMaxTransitionSteps = 255;
 
 // The fixed part of the encoding, before the two observations.
-inline constexpr size_t kTransitionHeaderBytes = 20;
+inline constexpr size_t kTransitionHeaderBytes = protocol::kEncodedTransitionHeaderBytes;
+
+using protocol::ObservationType;
 
 struct Transition {
   std::vector<float> observation;
@@ -63,37 +58,42 @@ struct Transition {
   bool operator!=(const Transition& other) const { return !(*this == other); }
 };
 
-// Bytes that a transition with `observation_size` floats per observation
-// encodes to.
-constexpr size_t EncodedTransitionSize(size_t observation_size) {
-  return kTransitionHeaderBytes + 2 * sizeof(float) * observation_size;
+// Bytes that a transition with `observation_size` values of `type` per
+// observation encodes to.
+constexpr size_t EncodedTransitionSize(size_t observation_size,
+                                       ObservationType type = ObservationType::kFloat32) {
+  return protocol::EncodedTransitionBytes(observation_size, type);
 }
 
-// Encodes `transition` at the start of `out` and returns the bytes written
-// (EncodedTransitionSize(observation size)). INVALID_ARGUMENT when `out` is too
-// small, when the two observations differ in size, when steps is 0, or when
-// action is negative.
-absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out);
+// Encodes `transition` with observations of `type` at the start of `out` and
+// returns the bytes written (EncodedTransitionSize(observation size, type)).
+// INVALID_ARGUMENT when `out` is too small, when the two observations differ
+// in size, when steps is 0, when action is negative, or (u8) when an
+// observation value is not a whole number in [0, 255].
+absl::StatusOr<size_t> EncodeTransition(const Transition& transition, absl::Span<uint8_t> out,
+                                        ObservationType type = ObservationType::kFloat32);
 
 // The encoded transition at the start of `payload`: its first
-// EncodedTransitionSize(observation_size) bytes, with observation_size read
-// from the encoding itself. Whatever follows (an actor's padding, see
+// EncodedTransitionSize(observation_size, type) bytes, with both read from
+// the encoding itself. Whatever follows (an actor's padding, see
 // actor --payload_pad_bytes) is dropped. INVALID_ARGUMENT when `payload` is
 // shorter than the header or than the size the header states.
 absl::StatusOr<absl::Span<const uint8_t>> EncodedTransitionPrefix(
     absl::Span<const uint8_t> payload);
 
 // Decodes a transition from exactly `in` (its size must be the encoded size),
-// expecting `observation_size` floats per observation; reuses the capacity of
-// `out`'s vectors. INVALID_ARGUMENT for a size that does not match (too short,
-// trailing bytes, another observation size) or for field values that no
-// encoder writes (done not 0/1, steps 0, negative action, discount outside
-// [0, 1], reserved bytes not zero). `out` is unspecified after an error.
+// expecting `observation_size` values of `type` per observation; reuses the
+// capacity of `out`'s vectors. INVALID_ARGUMENT for a size that does not match
+// (too short, trailing bytes, another observation size), another observation
+// type, or field values that no encoder writes (done not 0/1, steps 0,
+// negative action, discount outside [0, 1], reserved byte not zero). `out` is
+// unspecified after an error.
 absl::Status DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
-                              Transition* out);
+                              Transition* out, ObservationType type = ObservationType::kFloat32);
 
 // As above, returning a new Transition.
-absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size);
+absl::StatusOr<Transition> DecodeTransition(absl::Span<const uint8_t> in, size_t observation_size,
+                                            ObservationType type = ObservationType::kFloat32);
 
 // OK when a learner can train on `transition`: its reward and every float
 // of both observations are finite, 0 <= action < action_count, and discount
@@ -106,8 +106,10 @@ absl::Status CheckTrainable(const Transition& transition, int action_count);
 // added transition, ready to become tensors.
 class TransitionBatch {
  public:
-  // REQUIRES: observation_size > 0.
-  explicit TransitionBatch(size_t observation_size);
+  // Rows of `observation_size` floats; AddEncoded() decodes observations of
+  // `type`. REQUIRES: observation_size > 0.
+  explicit TransitionBatch(size_t observation_size,
+                           ObservationType type = ObservationType::kFloat32);
 
   // Empties the batch, keeping capacity.
   void Clear();
@@ -128,6 +130,7 @@ class TransitionBatch {
 
   size_t size() const { return actions_.size(); }
   size_t observation_size() const { return observation_size_; }
+  ObservationType observation_type() const { return observation_type_; }
 
   const std::vector<float>& observations() const { return observations_; }
   const std::vector<int64_t>& actions() const { return actions_; }
@@ -139,6 +142,7 @@ class TransitionBatch {
 
  private:
   size_t observation_size_;
+  ObservationType observation_type_;
   std::vector<float> observations_;  // size() x observation_size_
   std::vector<int64_t> actions_;
   std::vector<float> rewards_;

@@ -134,9 +134,69 @@ TEST(TransitionTest, DecodeRejectsFieldValuesNoEncoderWrites) {
   };
   EXPECT_EQ(decode_with(16, 2), absl::StatusCode::kInvalidArgument);     // done
   EXPECT_EQ(decode_with(17, 0), absl::StatusCode::kInvalidArgument);     // steps
-  EXPECT_EQ(decode_with(18, 1), absl::StatusCode::kInvalidArgument);     // reserved
+  EXPECT_EQ(decode_with(18, 1), absl::StatusCode::kInvalidArgument);     // observation_type
+  EXPECT_EQ(decode_with(19, 1), absl::StatusCode::kInvalidArgument);     // reserved
   EXPECT_EQ(decode_with(7, 0x80), absl::StatusCode::kInvalidArgument);   // action < 0
   EXPECT_EQ(decode_with(15, 0x40), absl::StatusCode::kInvalidArgument);  // discount 2+
+}
+
+// A transition whose observations are bytes (a MinAtar grid or frame).
+Transition ByteTransition() {
+  Transition t = MakeTransition();
+  t.observation = {0.0f, 1.0f, 255.0f, 63.0f};
+  t.next_observation = {1.0f, 0.0f, 191.0f, 127.0f};
+  return t;
+}
+
+TEST(TransitionTest, U8ObservationsTakeOneByteEachAndRoundTripExactly) {
+  EXPECT_EQ(EncodedTransitionSize(4, ObservationType::kUint8), 20u + 8u);
+  // pixels84: s and s' are 8 frames of 84x84 bytes.
+  EXPECT_EQ(EncodedTransitionSize(4 * 84 * 84, ObservationType::kUint8), 20u + 56448u);
+  const Transition t = ByteTransition();
+  std::vector<uint8_t> buffer(EncodedTransitionSize(4, ObservationType::kUint8) + 8, 0xab);
+  absl::StatusOr<size_t> written =
+      EncodeTransition(t, absl::MakeSpan(buffer), ObservationType::kUint8);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, 28u);
+  EXPECT_EQ(buffer[18], 1);  // observation_type u8
+  EXPECT_EQ(buffer[20 + 2], 255);
+  EXPECT_EQ(buffer[24 + 2], 191);
+  absl::StatusOr<absl::Span<const uint8_t>> prefix = EncodedTransitionPrefix(buffer);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(prefix->size(), 28u);
+  absl::StatusOr<Transition> decoded = DecodeTransition(*prefix, 4, ObservationType::kUint8);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, t);
+  TransitionBatch batch(4, ObservationType::kUint8);
+  ASSERT_TRUE(batch.AddEncoded(*prefix).ok());
+  EXPECT_EQ(batch.observations(), t.observation);
+}
+
+TEST(TransitionTest, U8EncodingRefusesValuesThatAreNotWholeBytes) {
+  for (float bad : {-1.0f, 256.0f, 0.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    for (bool next : {false, true}) {
+      Transition t = ByteTransition();
+      (next ? t.next_observation : t.observation)[1] = bad;
+      std::vector<uint8_t> buffer(EncodedTransitionSize(4, ObservationType::kUint8));
+      EXPECT_EQ(
+          EncodeTransition(t, absl::MakeSpan(buffer), ObservationType::kUint8).status().code(),
+          absl::StatusCode::kInvalidArgument)
+          << bad;
+    }
+  }
+}
+
+TEST(TransitionTest, DecodeRefusesAnotherObservationType) {
+  std::vector<uint8_t> bytes(EncodedTransitionSize(4, ObservationType::kUint8));
+  ASSERT_TRUE(
+      EncodeTransition(ByteTransition(), absl::MakeSpan(bytes), ObservationType::kUint8).ok());
+  EXPECT_EQ(DecodeTransition(bytes, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<uint8_t> floats(EncodedTransitionSize(4));
+  ASSERT_TRUE(EncodeTransition(ByteTransition(), absl::MakeSpan(floats)).ok());
+  EXPECT_EQ(DecodeTransition(floats, 4, ObservationType::kUint8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  floats[18] = 7;  // no such type: the prefix cannot be known
+  EXPECT_EQ(EncodedTransitionPrefix(floats).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TransitionBatchTest, LaysTransitionsOutAsRows) {

@@ -59,7 +59,7 @@ class DependencyRulesTest(unittest.TestCase):
             ("//replay_server:server", "//learner_client:batch_reader"),
             ("//replay_server:server", "//rl:dqn"),
             ("//rl:dqn", "//verbs:verbs"),
-            ("//rl:dqn", "//protocol:layout"),
+            ("//rl:dqn", "//replay:sum_tree"),
             ("//rl:dqn", "//client:session"),
             ("//rl:dqn", "//replay_server:server"),
             ("//actor_client:experience_writer", "//learner_client:batch_reader"),

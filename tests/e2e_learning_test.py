@@ -26,6 +26,11 @@ LEARNED_RETURN = 3 * RANDOM_POLICY_RETURN
 STOP_RETURN = 150.0
 BUFFER_LIMIT_S = 75
 BASELINE_LIMIT_S = 15
+MINATAR_LIMIT_S = 12
+# A MinAtar/Breakout transition's encoding with u8 and with f32 observations
+# (a 20-byte header, then s and s' of 400 values each).
+MINATAR_U8_TRANSITION_BYTES = 20 + 2 * 400
+MINATAR_F32_TRANSITION_BYTES = 20 + 2 * 4 * 400
 # run_local.py's own margin on top of the learner's limit.
 PROCESS_TIMEOUT_S = 150
 
@@ -128,6 +133,24 @@ class E2eLearningTest(unittest.TestCase):
                     "link_transitions_per_s", "actor_return_mean"):
             self.assertIn(key, last)
 
+    def test_minatar_crosses_the_link_as_bytes_and_trains(self):
+        # MinAtar's network in the actors and the learner; transitions
+        # stored and moved as u8 (a float encoding would be 4x the bytes).
+        # pixels84's sizes and network are checked without processes
+        # (print_layout_test, run_local_layout_test, rl:conv_networks_test).
+        progress, summary = self.run_local("buffer", [
+            "--env", "MinAtar/Breakout", "--actors", "2", "--actor_rate", "400",
+            "--min_replay", "200", "--eval_episodes", "4",
+            "--duration_s", str(MINATAR_LIMIT_S),
+        ])
+        self.assertGreater(summary["train_steps"], 0)
+        self.assertGreater(summary["env_steps"], 0)
+        # Experience bytes include what staging adds to each slot (headers,
+        # entries, READs repeated while a batch is staged).
+        per_transition = summary["link_bytes_experience"] / summary["link_transitions_total"]
+        self.assertGreaterEqual(per_transition, MINATAR_U8_TRANSITION_BYTES)
+        self.assertLess(per_transition, MINATAR_F32_TRANSITION_BYTES)
+        self.assertIsNotNone(summary["eval_return_mean"])
 
 if __name__ == "__main__":
     unittest.main()

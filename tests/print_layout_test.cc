@@ -57,13 +57,14 @@ uint64_t Number(const std::string& json, const std::string& key) {
   return n;
 }
 
-// The size a real transition of `observation_size` floats encodes to.
-size_t EncodedSize(int observation_size) {
+// The size a real transition of `observation_size` values of `type` encodes
+// to.
+size_t EncodedSize(int observation_size, rl::ObservationType type) {
   rl::Transition t;
-  t.observation.assign(observation_size, 0.5f);
-  t.next_observation.assign(observation_size, -0.5f);
+  t.observation.assign(observation_size, 1.0f);
+  t.next_observation.assign(observation_size, 0.0f);
   std::vector<uint8_t> out(4096 + 8 * observation_size);  // room for both observations
-  const absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(out));
+  const absl::StatusOr<size_t> n = rl::EncodeTransition(t, absl::MakeSpan(out), type);
   EXPECT_TRUE(n.ok()) << n.status();
   return n.ok() ? *n : 0;
 }
@@ -76,30 +77,32 @@ TEST(PrintLayoutTest, EveryEnvironmentsLayoutMatchesTheCodeItStandsFor) {
     ASSERT_EQ(r.exit_status, 0) << r.err;
     const std::string& json = r.out;
     ASSERT_EQ(json.find('\n'), json.size() - 1) << "one line: " << json;
-    EXPECT_EQ(json, actor::ActorLayout::Compute(env, 5, 0.9, {32, 16})->ToJson() + "\n");
+    EXPECT_EQ(
+        json,
+        actor::ActorLayout::Compute(env, rl::ObservationMode::kNative, 5, 0.9, {32, 16})->ToJson() +
+            "\n");
 
     const std::unique_ptr<rl::Environment> environment = *rl::MakeEnvironment(env);
     const rl::EnvironmentSpec& spec = environment->spec();
     const absl::StatusOr<protocol::TransitionSpec> printed =
         protocol::TransitionSpec::Parse(Field(json, "transition_spec"));
     ASSERT_TRUE(printed.ok()) << printed.status();
-    EXPECT_TRUE(
-        printed->CheckMatches({env, spec.observation_size, spec.action_count, 5, 0.9}).ok());
+    EXPECT_TRUE(printed
+                    ->CheckMatches({env, spec.observation_size, spec.action_count, 5, 0.9,
+                                    spec.observation_type})
+                    .ok());
     EXPECT_EQ(Field(json, "env"), env);
     EXPECT_EQ(Number(json, "observation_size"), static_cast<uint64_t>(spec.observation_size));
     EXPECT_EQ(Number(json, "num_actions"), static_cast<uint64_t>(spec.action_count));
 
     const uint64_t payload = Number(json, "payload_bytes");
-    EXPECT_EQ(payload, EncodedSize(spec.observation_size));
+    EXPECT_EQ(payload, EncodedSize(spec.observation_size, spec.observation_type));
     const uint64_t slot = Number(json, "slot_size");
     EXPECT_EQ(slot % protocol::kSlotAlignment, 0u);
     EXPECT_GE(slot, sizeof(protocol::SlotHeader) + payload);
     EXPECT_LT(slot, sizeof(protocol::SlotHeader) + payload + protocol::kSlotAlignment);
 
-    rl::QNetworkOptions network;
-    network.observation_size = spec.observation_size;
-    network.action_count = spec.action_count;
-    network.hidden_sizes = {32, 16};
+    const rl::QNetworkOptions network = rl::NetworkOptionsFor(spec, {32, 16});
     EXPECT_EQ(Number(json, "params_bytes"), (*rl::QNetwork::Create(network, 1))->SerializedSize());
   }
 }
@@ -123,6 +126,27 @@ TEST(PrintLayoutTest, ABadFlagIsNamedWithExitStatusTwo) {
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.err.find("--env=Pong-v5"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(PrintLayoutTest, ABadObservationAndPixelsOnCartPoleAreRefusedClearly) {
+  const testing::CommandResult bad =
+      RunActor({"--print_layout", "--env=MinAtar/Breakout", "--observation=rgb"});
+  EXPECT_EQ(bad.exit_status, 2);
+  EXPECT_NE(bad.err.find("--observation=rgb"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("native or pixels84"), std::string::npos) << bad.err;
+  const testing::CommandResult cartpole =
+      RunActor({"--print_layout", "--env=CartPole-v1", "--observation=pixels84"});
+  EXPECT_EQ(cartpole.exit_status, 2);
+  EXPECT_NE(cartpole.err.find("MinAtar environments only"), std::string::npos) << cartpole.err;
+}
+
+TEST(PrintLayoutTest, Pixels84TransitionsAreStoredAsBytes) {
+  const testing::CommandResult r =
+      RunActor({"--print_layout", "--env=MinAtar/Breakout", "--observation=pixels84"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(Field(r.out, "observation"), "pixels84");
+  EXPECT_EQ(Number(r.out, "payload_bytes"), 20u + 8u * 84 * 84);
+  EXPECT_NE(Field(r.out, "transition_spec").find("obs=28224u8"), std::string::npos);
 }
 
 }  // namespace

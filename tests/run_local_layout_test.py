@@ -59,6 +59,26 @@ class RunLocalLayoutTest(unittest.TestCase):
                 self.assertGreaterEqual(param_bytes, layout["params_bytes"])
                 self.assertEqual(param_bytes % self.run_local.PARAM_BYTES_MULTIPLE, 0)
 
+    def test_minatar_runs_get_minatars_settings_and_byte_observations(self):
+        args = self.args("--env", "MinAtar/Breakout")
+        self.assertEqual((args.batch_size, args.capacity, args.min_replay, args.lr,
+                          args.target_update), (32, 131072, 5000, 0.00025, 1000))
+        self.assertEqual(self.args("--env", "MinAtar/Breakout", "--batch_size", "64").batch_size,
+                         64)
+        self.assertEqual(self.args().batch_size, 64)  # CartPole-v1 keeps its own
+        native = self.run_local.actor_layout(args)
+        self.assertIn("obs=400u8 act=6", native["transition_spec"])
+        self.assertEqual(native["payload_bytes"], 20 + 2 * 400)
+        pixels = self.run_local.actor_layout(
+            self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"))
+        self.assertEqual(pixels["payload_bytes"], 20 + 8 * 84 * 84)
+        self.assertIn("--observation=pixels84", self.run_local.actor_argv(
+            self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"), "x:1", 0))
+
+    def test_pixels84_is_refused_for_an_environment_without_a_rendering(self):
+        with self.assertRaises(SystemExit):
+            self.args("--env", "CartPole-v1", "--observation", "pixels84")
+
     def test_credentials_are_the_servers_derivation_in_files_of_mode_0600(self):
         # The vector of protocol/handshake_test.cc (ActorCredentialTest).
         self.assertEqual(

@@ -589,6 +589,7 @@ def parse_args(argv):
         p.error("--capacity must be a power of two")
     # What run_local.actor_layout needs.
     args.n_step, args.gamma, args.hidden, args.payload_pad_bytes = 3, 0.99, "64,64", 0
+    args.observation = "native"
     if not args.bin_dir:
         opt = os.path.join(run_local.ROOT, "bazel-out", "k8-opt", "bin")
         args.bin_dir = opt if os.path.isdir(opt) else os.path.join(run_local.ROOT, "bazel-bin")

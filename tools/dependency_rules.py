@@ -10,7 +10,8 @@ gets a rule when it gets targets:
   verbs/           common/
   protocol/        common/
   replay/          common/: transport-free, no protocol, no learning code
-  rl/              common/: learning code knows no transport
+  rl/              common/, protocol/: learning code knows no transport; it
+                   encodes transitions in the wire contract's layout
   replay_server/   common/, verbs/, protocol/, replay/
   client/          common/, verbs/, protocol/
   actor_client/    client/ and what it may use, rl/
@@ -48,7 +49,8 @@ ALLOWED = {
     "verbs": (("common",), "the RDMA layer stands alone"),
     "protocol": (("common",), "the wire contract stands alone"),
     "replay": (("common",), "the replay memory is transport-free"),
-    "rl": (("common",), "learning code knows no transport"),
+    "rl": (("common", "protocol"),
+           "learning code knows no transport; it encodes transitions in protocol/'s layout"),
     "replay_server": (("common", "verbs", "protocol", "replay"),
                       "the buffer node knows no client and no learning code"),
     "client": (("common", "verbs", "protocol"), "the client session knows no role"),

@@ -39,11 +39,13 @@
 #include "learner_client/learner_loop.h"
 #include "learner_client/snapshot_writer.h"
 #include "rl/make_environment.h"
+#include "rl/network_flags.h"
 #include "rl/qnet.h"
 
 DEFINE_string(snapshot_dir, "", "the learner's --snapshot_dir (required)");
 DEFINE_string(env, "CartPole-v1", "the environment the learner trained on");
-DEFINE_string(hidden, "64,64", "the learner's hidden layer sizes");
+DEFINE_string(observation, "native", "the learner's --observation (native or pixels84)");
+DEFINE_string(hidden, "", "the learner's hidden layer sizes (empty: the environment's default)");
 DEFINE_int32(episodes, 100, "greedy episodes per snapshot");
 DEFINE_int64(seed, 1000003, "episode i starts from Reset(seed + i), as the learner's evaluation");
 DEFINE_string(out, "", "write the JSON lines here (default: stdout)");
@@ -59,6 +61,7 @@ constexpr char kUsage[] =
 struct Options {
   std::string dir;
   std::string env;
+  rl::ObservationMode observation = rl::ObservationMode::kNative;
   rl::QNetworkOptions network;
   int episodes = 100;
   uint64_t seed = 0;
@@ -74,10 +77,11 @@ absl::StatusOr<Options> OptionsFromFlags() {
   Options o;
   o.dir = FLAGS_snapshot_dir;
   o.env = FLAGS_env;
-  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(o.env));
-  o.network.observation_size = env->spec().observation_size;
-  o.network.action_count = env->spec().action_count;
-  ASSIGN_OR_RETURN(o.network.hidden_sizes, SizeList("hidden", FLAGS_hidden));
+  ASSIGN_OR_RETURN(o.observation, rl::ObservationFlag(FLAGS_observation));
+  ASSIGN_OR_RETURN(const std::vector<int> hidden,
+                   rl::HiddenFlag(FLAGS_hidden, o.env, o.observation));
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env, rl::MakeEnvironment(o.env, o.observation));
+  o.network = rl::NetworkOptionsFor(env->spec(), hidden);
   o.episodes = FLAGS_episodes;
   RETURN_IF_ERROR(CheckAtLeast("seed", FLAGS_seed, 0));
   o.seed = static_cast<uint64_t>(FLAGS_seed);
@@ -104,8 +108,9 @@ absl::Status Evaluate(const Options& options, std::ostream& out) {
       return absl::Status(version.status().code(),
                           absl::StrCat(path, ": ", version.status().message()));
     }
-    ASSIGN_OR_RETURN(const rl::EvaluationResult result,
-                     EvaluateGreedy(*network, options.env, options.episodes, options.seed));
+    ASSIGN_OR_RETURN(
+        const rl::EvaluationResult result,
+        EvaluateGreedy(*network, options.env, options.episodes, options.seed, options.observation));
     const auto [lo, hi] = std::minmax_element(result.returns.begin(), result.returns.end());
     out << absl::StrFormat(
                "{\"index\": %d, \"eval_return_mean\": %.6g, \"eval_return_min\": %.6g, "

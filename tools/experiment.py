@@ -39,6 +39,11 @@ Usage:
   tools/experiment.sh --quick         # a smoke run (about 2 min)
   tools/experiment.sh --full          # 10 seeds everywhere, 90 s runs (170 runs, about 4.5 h)
   tools/experiment.py --summarize_only --out DIR   # re-summarize finished runs
+  tools/experiment.py --quick --env MinAtar/Breakout [--observation pixels84]
+
+The environment is CartPole-v1 unless --env names another (MinAtar's, e.g.);
+time-to-solve figures use CartPole-v1's threshold, which MinAtar runs never
+reach: for them the return curves and areas are the figures.
 """
 
 import argparse
@@ -163,6 +168,8 @@ def default_bin_dir():
 
 
 BIN_DIR = [default_bin_dir()]  # --bin_dir
+# The environment of every run (--env, --observation).
+ENV = {"env": "CartPole-v1", "observation": "native"}
 
 
 def bin_dir():
@@ -187,6 +194,7 @@ def run_argv(r, arm, seed, duration_s, run_dir):
     chunk_slots, chunks, window = r["forward"]
     argv = [
         sys.executable, os.path.join(ROOT, "tools", "run_local.py"),
+        "--env", ENV["env"], "--observation", ENV["observation"],
         "--replay_placement", a["replay_placement"], "--link", r["link"], "--seed", str(seed),
         "--actors", str(r["actors"]), "--envs_per_actor", str(r["envs_per_actor"]),
         "--actor_rate", str(r["actor_rate"]), "--payload_pad_bytes", str(r["payload_pad_bytes"]),
@@ -216,7 +224,8 @@ def run_argv(r, arm, seed, duration_s, run_dir):
 def evaluate(run_dir):
     argv = [os.path.join(bin_dir(), "tools", "evaluate_snapshots"),
             "--snapshot_dir=" + os.path.join(run_dir, "snap"),
-            "--episodes=%d" % EVAL_EPISODES, "--out=" + os.path.join(run_dir, "evals.jsonl")]
+            "--episodes=%d" % EVAL_EPISODES, "--out=" + os.path.join(run_dir, "evals.jsonl"),
+            "--env=" + ENV["env"], "--observation=" + ENV["observation"]]
     if subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0:
         raise RuntimeError("evaluation failed: " + " ".join(argv))
 
@@ -301,9 +310,13 @@ def main(argv):
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
                    help="where the built binaries are (default: bazel-out/k8-opt/bin, else "
                    "bazel-bin)")
+    p.add_argument("--env", default="CartPole-v1", help="the environment (default CartPole-v1)")
+    p.add_argument("--observation", choices=("native", "pixels84"), default="native",
+                   help="pixels84: MinAtar only")
     args = p.parse_args(argv)
     if args.bin_dir:
         BIN_DIR[0] = args.bin_dir
+    ENV.update(env=args.env, observation=args.observation)
     chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
     plan, duration_s = chosen["plan"], chosen["duration_s"]
     os.makedirs(args.out, exist_ok=True)

@@ -62,7 +62,21 @@ BINARIES = {
 }
 # The environments the binaries know (for --env's choices); their sizes come
 # from `actor --print_layout`.
-ENVIRONMENTS = ("Acrobot-v1", "CartPole-v1", "MountainCar-v0")
+ENVIRONMENTS = ("Acrobot-v1", "CartPole-v1", "MountainCar-v0", "MinAtar/Asterix",
+                "MinAtar/Breakout", "MinAtar/Freeway", "MinAtar/Seaquest", "MinAtar/SpaceInvaders")
+# Defaults that depend on the environment: MinAtar's published DQN settings
+# (batch 32, replay 100,000 rounded up to a power of two, 5,000 transitions
+# before training, step size 0.00025, a target update every 1,000 steps;
+# the learner binary adds MinAtar's RMSprop), else the classic-control ones.
+ENV_DEFAULTS = {
+    "classic": {"batch_size": 64, "capacity": 65536, "min_replay": 1000, "lr": 1e-3,
+                "target_update": 500},
+    "minatar": {"batch_size": 32, "capacity": 131072, "min_replay": 5000, "lr": 0.00025,
+                "target_update": 1000},
+}
+# pixels84 transitions weigh 56 KB: a replay of 16,384 (0.9 GB at the
+# server) and a probe set of 128 keep a run within this machine's memory.
+PIXELS84_DEFAULTS = {"capacity": 16384, "probe_size": 128}
 # The server's --param_bytes: the learner's parameters, rounded up to this.
 PARAM_BYTES_MULTIPLE = 1024
 STOP_GRACE_S = 5.0              # SIGTERM -> SIGKILL
@@ -96,6 +110,7 @@ def actor_layout(args):
         binary(args, "actor"),
         "--print_layout",
         "--env=" + args.env,
+        "--observation=" + args.observation,
         "--n_step=%d" % args.n_step,
         "--gamma=%r" % args.gamma,
         "--hidden=" + args.hidden,
@@ -309,6 +324,7 @@ def learner_argv(args, address, token_file=None):
         "--soft_transport=" + args.learner_soft_transport,
         "--replay_placement=" + args.replay_placement,
         "--env=" + args.env,
+        "--observation=" + args.observation,
         "--n_step=%d" % args.n_step,
         "--gamma=%r" % args.gamma,
         "--hidden=" + args.hidden,
@@ -356,6 +372,7 @@ def actor_argv(args, address, index, credential_file=None):
         "--num_actors=%d" % args.actors,
         "--num_envs=%d" % args.envs_per_actor,
         "--env=" + args.env,
+        "--observation=" + args.observation,
         "--n_step=%d" % args.n_step,
         "--gamma=%r" % args.gamma,
         "--hidden=" + args.hidden,
@@ -450,6 +467,8 @@ def parse_args(argv):
                    "but never the learner placement's slot READs (slots stay writable by "
                    "actors), so auto would compare unlike transports")
     p.add_argument("--env", default="CartPole-v1", choices=ENVIRONMENTS)
+    p.add_argument("--observation", choices=("native", "pixels84"), default="native",
+                   help="pixels84: MinAtar only, 4 stacked 84x84 frames (the Nature CNN)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--actors", type=int, default=4)
     p.add_argument("--envs_per_actor", type=int, default=1)
@@ -472,18 +491,21 @@ def parse_args(argv):
     # Shared hyper-parameters.
     p.add_argument("--n_step", type=int, default=3)
     p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--hidden", default="64,64")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--target_update", type=int, default=500)
-    p.add_argument("--batch_size", type=int, default=64)
-    p.add_argument("--capacity", type=int, default=65536, help="replay slots (a power of two)")
+    p.add_argument("--hidden", default="",
+                   help="hidden sizes (default: the environment's: 64,64; MinAtar 128; "
+                   "pixels84 512)")
+    p.add_argument("--lr", type=float, default=None, help="default 1e-3; MinAtar 0.00025")
+    p.add_argument("--target_update", type=int, default=None, help="default 500; MinAtar 1000")
+    p.add_argument("--batch_size", type=int, default=None, help="default 64; MinAtar 32")
+    p.add_argument("--capacity", type=int, default=None,
+                   help="replay slots, a power of two (default 65536; MinAtar 131072)")
     p.add_argument("--staging_depth", type=int, default=8)
     p.add_argument("--alpha", type=float, default=0.6)
     p.add_argument("--beta", type=float, default=0.4)
     p.add_argument("--beta_final", type=float, default=1.0)
     p.add_argument("--beta_steps", type=int, default=20000)
-    p.add_argument("--min_replay", type=int, default=1000,
-                   help="transitions before training starts")
+    p.add_argument("--min_replay", type=int, default=None,
+                   help="transitions before training starts (default 1000; MinAtar 5000)")
     p.add_argument("--publish_every", type=int, default=100)
     p.add_argument("--flush_batch", type=int, default=32)
     p.add_argument("--param_refresh_steps", type=int, default=200)
@@ -511,8 +533,9 @@ def parse_args(argv):
     p.add_argument("--payload_pad_bytes", type=int, default=0,
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
-    p.add_argument("--probe_size", type=int, default=1024,
-                   help="transitions in the learner's probe set (0: no probe loss)")
+    p.add_argument("--probe_size", type=int, default=None,
+                   help="transitions in the learner's probe set (0: no probe loss; default "
+                   "1024, pixels84 128)")
     p.add_argument("--probe_seed", type=int, default=12345)
     # Pass-through.
     p.add_argument("--server_flag", action="append", default=[], metavar="FLAG",
@@ -524,6 +547,15 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.mode is not None:
         p.error("--mode is now --replay_placement, as the learner names it")
+    defaults = dict(ENV_DEFAULTS["minatar" if args.env.startswith("MinAtar/") else "classic"],
+                    probe_size=1024)
+    if args.observation == "pixels84":
+        defaults.update(PIXELS84_DEFAULTS)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.observation != "native" and not args.env.startswith("MinAtar/"):
+        p.error("--observation=%s is for MinAtar environments only" % args.observation)
     if args.actors < 1:
         p.error("--actors must be >= 1")
     if args.envs_per_actor < 1:

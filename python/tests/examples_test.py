@@ -49,6 +49,21 @@ def test_python_learner_trains_against_the_cpp_server_and_actor(tmp_path):
     assert int(summary["env_steps"]) > 0
 
 
+def test_python_learner_trains_minatar_with_the_cpp_actor_running_its_network(tmp_path):
+    # The Python MinAtar network's parameters load into the C++ actor (the
+    # run fails if the actor refuses them), and u8 transitions decode.
+    pytest.importorskip("torch")
+    bin_dir = os.path.dirname(os.path.dirname(binary("replay_server/replay_server")))
+    summary = run_example("python_learner.py", [
+        "--env=MinAtar/Breakout", "--train_steps=30", "--publish_every=10", "--actors=1",
+        "--actor_rate=2000", "--min_replay=200", "--eval_episodes=2", "--eval_interval_s=1",
+        "--link=none", "--device=cpu", "--bin_dir=" + bin_dir,
+        "--out_dir=" + str(tmp_path / "logs")], tmp_path)
+    assert int(summary["train_steps"]) == 30
+    assert int(summary["params_version"]) >= 4
+    assert int(summary["env_steps"]) > 0
+
+
 def test_python_actor_inserts_transitions_a_reader_decodes(tmp_path):
     pytest.importorskip("torch")
     with ReplayService(batch_size=16, min_size_to_sample=16) as service:
