@@ -28,7 +28,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import docs_drift_test  # noqa: E402  (doc_files, find_root)
+import docs_drift_test  # noqa: E402  (doc_files, find_root, shell_lines)
 
 COMMAND_TIMEOUT_S = 90
 START_TIMEOUT_S = 30
@@ -143,25 +143,7 @@ RULES = [
 def commands(markdown):
     """(line number, command) for each logical line of the shell blocks:
     continuation lines joined, comments dropped."""
-    in_shell = in_fence = False
-    pending, start = "", 0
-    for number, line in enumerate(markdown.splitlines(), 1):
-        if docs_drift_test.FENCE.match(line):
-            in_fence = not in_fence
-            in_shell = in_fence and line.strip()[3:].strip() in SHELL_LANGUAGES
-            continue
-        if not in_shell:
-            continue
-        if not pending:
-            start = number
-        pending += " " + line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1]
-            continue
-        text = " ".join(re.sub(r"(^|\s)#.*$", "", pending).split())
-        pending = ""
-        if text:
-            yield start, text
+    return docs_drift_test.shell_lines(markdown, SHELL_LANGUAGES)
 
 
 def rule_for(doc, command):

@@ -192,10 +192,9 @@ def spans(markdown):
             yield text.count("\n", 0, m.start()) + 1, " ".join(m.group(1).split())
 
 
-def shell_commands(markdown):
-    """(line number, command) of the commands in fenced sh/bash blocks (and
-    blocks without a language): continuation lines joined, comments dropped,
-    split at |, && and ;."""
+def shell_lines(markdown, languages=("", "sh", "bash", "console")):
+    """(line number, logical line) of the fenced blocks in `languages`:
+    continuation lines joined, comments dropped, blanks skipped."""
     in_shell = in_fence = False
     pending, start = "", 0
     for number, line in enumerate(markdown.splitlines(), 1):
@@ -203,7 +202,7 @@ def shell_commands(markdown):
         if m:
             language = line.strip()[3:].strip()
             in_fence = not in_fence
-            in_shell = in_fence and language in ("", "sh", "bash", "console")
+            in_shell = in_fence and language in languages
             continue
         if not in_shell:
             continue
@@ -213,8 +212,16 @@ def shell_commands(markdown):
         if pending.endswith("\\"):
             pending = pending[:-1]
             continue
-        text = re.sub(r"(^|\s)#.*$", "", pending)
+        text = " ".join(re.sub(r"(^|\s)#.*$", "", pending).split())
         pending = ""
+        if text:
+            yield start, text
+
+
+def shell_commands(markdown):
+    """(line number, command) of the commands in fenced sh/bash blocks (and
+    blocks without a language): shell_lines split at |, && and ;."""
+    for start, text in shell_lines(markdown):
         for command in re.split(r"\|\||&&|[|;]", text):
             if command.strip():
                 yield start, " ".join(command.split())
