@@ -10,10 +10,12 @@ learner_client/metrics.h defines every figure; this module only reads them.
 Used by tools/experiment.py (per-run figures), tests/e2e_learning_test.py
 and tools/run_demo.sh, which calls the command line:
 
-  python3 tools/metrics_lines.py demo_summary METRICS START_S END_S EXIT_CODE
+  python3 tools/metrics_lines.py demo_summary METRICS START_S END_S EXIT_CODE [ENV]
 
 prints the demo's closing summary and exits 0 when the run solved its
-environment, 1 when it did not or wrote no summary.
+environment (ENV, default CartPole-v1), 1 when it did not or wrote no
+summary. MinAtar's games have no solve threshold: their summary says what
+was trained and exits 0 once the run wrote it.
 """
 
 import json
@@ -166,11 +168,27 @@ def experience_per_distinct(summary):
     return per_distinct, per_distinct / per_transfer, per_transfer
 
 
-def demo_summary_lines(summary, demo_wall_s):
+def has_solve_threshold(env):
+    """Whether the demo stops a run of `env` when solved (MinAtar's games
+    have no threshold: the demo trains them for its budget)."""
+    return not env.startswith("MinAtar/")
+
+
+def demo_summary_lines(summary, demo_wall_s, env="CartPole-v1"):
     """The closing lines of tools/run_demo.sh for a summary record."""
     lines = []
-    if summary["solved"]:
-        lines.append("SOLVED CartPole-v1 (greedy mean return >= 475 over 100 episodes)")
+    if not has_solve_threshold(env):
+        last = summary.get("eval_return_mean")
+        best = summary.get("eval_return_best")
+        lines.append("TRAINED %s for the budget (no solve threshold; greedy mean return: "
+                     "last %s, best %s)" % (env, "%.2f" % last if last is not None else "n/a",
+                                            "%.2f" % best if best is not None else "n/a"))
+        lines.append("  training time:            %.1f s (demo wall time %.1f s)"
+                     % (summary["wall_s"], demo_wall_s))
+        lines.append("  environment steps:        %d" % summary["env_steps"])
+    elif summary["solved"]:
+        lines.append("SOLVED %s (greedy mean return >= %s over 100 episodes)"
+                     % (env, "475" if env == "CartPole-v1" else "its solve threshold"))
         lines.append("  time to solve:            %.1f s of training (demo wall time %.1f s)"
                      % (summary["time_to_solve_s"], demo_wall_s))
         lines.append("  environment steps:        %d" % summary["env_steps_to_solve"])
@@ -211,8 +229,10 @@ def demo_summary_lines(summary, demo_wall_s):
     return lines
 
 
-def demo_summary(path, start_s, end_s, exit_code):
-    """Prints the demo's closing summary; 0 when solved, 1 otherwise."""
+def demo_summary(path, start_s, end_s, exit_code, env="CartPole-v1"):
+    """Prints the demo's closing summary; 0 when solved (or, for an
+    environment without a solve threshold, when the run wrote its summary),
+    1 otherwise."""
     try:
         summary = last_of_kind(load(path), SUMMARY)
     except OSError:
@@ -223,14 +243,15 @@ def demo_summary(path, start_s, end_s, exit_code):
         print("run_demo: the learner wrote no summary (exit code %d); see the logs above"
               % exit_code)
         return 1
-    print("\n".join(demo_summary_lines(summary, end_s - start_s)))
+    print("\n".join(demo_summary_lines(summary, end_s - start_s, env)))
     print("=" * 72)
-    return 0 if summary["solved"] else 1
+    return 0 if summary["solved"] or not has_solve_threshold(env) else 1
 
 
 def main(argv):
-    if len(argv) == 6 and argv[1] == "demo_summary":
-        return demo_summary(argv[2], float(argv[3]), float(argv[4]), int(argv[5]))
+    if len(argv) in (6, 7) and argv[1] == "demo_summary":
+        return demo_summary(argv[2], float(argv[3]), float(argv[4]), int(argv[5]),
+                            *argv[6:])
     print(__doc__.strip(), file=sys.stderr)
     return 2
 

@@ -106,6 +106,15 @@ class MetricsLinesTest(unittest.TestCase):
         self.assertIn("samples per insert:", text)
         self.assertIn("probe loss (last):", text)
 
+    def test_a_minatar_demo_summary_says_what_was_trained_and_passes(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = metrics_lines.main(["metrics_lines.py", "demo_summary", SAMPLE_LINK, "0", "11",
+                                       "0", "MinAtar/Breakout"])
+        self.assertEqual(code, 0)  # no solve threshold: a finished run passes
+        self.assertIn("TRAINED MinAtar/Breakout for the budget (no solve threshold", out.getvalue())
+        self.assertNotIn("NOT SOLVED", out.getvalue())
+
     def test_experience_per_distinct_counts_each_transfer_of_a_transition(self):
         summary = {"transitions_fetched_total": 120, "distinct_transitions_fetched_total": 100,
                    "link_bytes_experience": 120 * 96}

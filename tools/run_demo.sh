@@ -67,7 +67,7 @@ set -e
 end=$(date +%s.%N)
 
 solved=0
-python3 tools/metrics_lines.py demo_summary "$metrics" "$start" "$end" "$rc" && solved=1
+python3 tools/metrics_lines.py demo_summary "$metrics" "$start" "$end" "$rc" "$env" && solved=1
 
 if [ "$rc" -ne 0 ]; then
   echo "run_demo: the run failed (exit code $rc); logs in $out" >&2
