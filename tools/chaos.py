@@ -269,14 +269,7 @@ class Chaos:
         return ["--vmodule=shared_path=1"] if self.args.soft_transport == "auto" else []
 
     def same_host_mappings(self):
-        total = 0
-        for child in [self.learner] + self.actors:
-            try:
-                with open(child.log_path, "rb") as f:
-                    total += f.read().count(b"same-host mapping for key")
-            except OSError:
-                pass
-        return total
+        return self.count_in_client_logs(b"same-host mapping for key")
 
     def port_file(self, n):
         return os.path.join(self.args.out_dir, "server.%d.port" % n)
@@ -464,11 +457,15 @@ class Chaos:
                 self.ingested_so_far(), len(self.failures)))
 
     def reconnects(self):
+        return self.count_in_client_logs(b"); reconnecting")
+
+    def count_in_client_logs(self, needle):
+        """How often `needle` occurs in the learner's and actors' logs."""
         total = 0
         for child in [self.learner] + self.actors:
             try:
                 with open(child.log_path, "rb") as f:
-                    total += f.read().count(b"); reconnecting")
+                    total += f.read().count(needle)
             except OSError:
                 pass
         return total
