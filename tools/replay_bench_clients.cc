@@ -29,6 +29,9 @@ using server::ReplayServer;
 constexpr absl::Duration kSetupTimeout = absl::Seconds(60);
 // The learner's Next() returns at least this often to look at the stop flag.
 constexpr absl::Duration kNextPoll = absl::Milliseconds(100);
+// An actor's wait for room in its lease, per try: it looks at the stop flag
+// between tries.
+constexpr absl::Duration kRoomWaitSlice = absl::Milliseconds(100);
 // Transitions per Flush of the prefill writer.
 constexpr uint32_t kPrefillBatch = 256;
 
@@ -173,6 +176,7 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
   ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session, std::move(connected));
   actor::ExperienceWriterOptions wo;
   wo.max_batch = c.max_batch;
+  wo.room_timeout = kRoomWaitSlice;
   ASSIGN_OR_RETURN(std::unique_ptr<actor::ExperienceWriter> writer,
                    actor::ExperienceWriter::Create(session.get(), wo));
   std::vector<uint8_t> payload(c.transition_bytes(), static_cast<uint8_t>(id));
@@ -185,7 +189,14 @@ absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& serve
       RETURN_IF_ERROR(writer->Append(payload, InitialPriority(tag)));
     }
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(writer->Flush());
+    // A full lease waits for ingest, which the rate limiter holds back until
+    // the learner samples. The wait goes on while the run does (the batch
+    // stays pending between tries) and ends with it: a learner that stopped
+    // first must not fail the run.
+    absl::Status flushed = writer->Flush();
+    while (absl::IsResourceExhausted(flushed) && !state->stop) flushed = writer->Flush();
+    if (absl::IsResourceExhausted(flushed)) break;
+    RETURN_IF_ERROR(flushed);
     if (state->measuring) latencies.Record(absl::Now() - start);
     Publish(writer->stats(), &state->actor(id));
   }
