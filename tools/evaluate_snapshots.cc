@@ -12,7 +12,9 @@
 // learner's own batched greedy evaluation (learner_loop.h, EvaluateGreedy:
 // episode i starts from Reset(seed + i)), and writes one JSON line per
 // snapshot to --out (default: stdout):
-//   {"index": k, "eval_return_mean": R, "eval_return_min": .., "eval_return_max": ..}
+//   {"index": k, "eval_return_mean": R, "eval_return_std": .., "eval_return_min": ..,
+//    "eval_return_max": ..}
+// eval_return_std is the sample standard deviation of the episodes' returns.
 // The run's clock, train steps and link bytes at each snapshot are in
 // DIR/snapshots.jsonl; tools/experiment.py joins the two by index.
 //
@@ -20,6 +22,7 @@
 // mismatched snapshot (or none at all), 2 for a bad flag.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -95,6 +98,14 @@ absl::StatusOr<std::vector<uint8_t>> ReadFile(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
+// The sample standard deviation (n - 1); 0 for a single return.
+double SampleStd(const std::vector<double>& values, double mean) {
+  if (values.size() < 2) return 0.0;
+  double sum = 0.0;
+  for (double v : values) sum += (v - mean) * (v - mean);
+  return std::sqrt(sum / static_cast<double>(values.size() - 1));
+}
+
 absl::Status Evaluate(const Options& options, std::ostream& out) {
   ASSIGN_OR_RETURN(std::unique_ptr<rl::QNetwork> network, rl::QNetwork::Create(options.network, 0));
   uint64_t index = 0;
@@ -113,9 +124,10 @@ absl::Status Evaluate(const Options& options, std::ostream& out) {
         EvaluateGreedy(*network, options.env, options.episodes, options.seed, options.observation));
     const auto [lo, hi] = std::minmax_element(result.returns.begin(), result.returns.end());
     out << absl::StrFormat(
-               "{\"index\": %d, \"eval_return_mean\": %.6g, \"eval_return_min\": %.6g, "
-               "\"eval_return_max\": %.6g}",
-               index, result.mean_return, *lo, *hi)
+               "{\"index\": %d, \"eval_return_mean\": %.6g, \"eval_return_std\": %.6g, "
+               "\"eval_return_min\": %.6g, \"eval_return_max\": %.6g}",
+               index, result.mean_return, SampleStd(result.returns, result.mean_return), *lo,
+               *hi)
         << std::endl;
     if (!out) return absl::DataLossError("cannot write the output");
   }
