@@ -1,11 +1,18 @@
-"""tools/run_local.py sizes the replay server from `actor --print_layout`:
-the flags it gives the server are the actor binary's numbers (slot size,
-transition spec, observation size, actions, parameter bytes), for every
-environment, without starting any process but the actor's --print_layout.
+"""The launch plan (tools/launch_plan.py) sizes the replay server from
+`actor --print_layout`: the flags tools/run_local.py gives the server are
+the actor binary's numbers (slot size, transition spec, observation size,
+actions, parameter bytes), for every environment, without starting any
+process but the actor's --print_layout. Every launcher takes its flags from
+that one plan: the files `launch_plan.py --write` leaves for the shell
+launchers are the flags run_local.py gives, and no launcher computes a size
+itself.
 """
 
 import importlib.util
 import os
+import re
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -22,6 +29,11 @@ def load_run_local():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def read_lines(path):
+    with open(path) as f:
+        return f.read().splitlines()
 
 
 def flag_values(argv):
@@ -115,6 +127,66 @@ class RunLocalLayoutTest(unittest.TestCase):
         with self.assertRaises(self.run_local.RunError) as e:
             self.run_local.actor_layout(args)
         self.assertIn("not found", str(e.exception))
+
+
+class LaunchPlanTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.run_local = load_run_local()
+        cls.plan = cls.run_local.launch_plan
+        cls.bin_dir = os.path.dirname(os.path.dirname(runfile("actor_client/actor")))
+
+    def write(self, *options):
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        proc = subprocess.run([sys.executable, runfile("tools/launch_plan.py"),
+                               "--bin_dir=" + self.bin_dir, "--write=" + out] + list(options),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return proc, out
+
+    def test_the_shell_launchers_get_the_flags_run_local_gives(self):
+        options = ["--env", "MinAtar/Breakout", "--actors", "3", "--samples_per_insert", "2",
+                   "--duration_s", "9"]
+        proc, out = self.write(*options)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        args = self.run_local.parse_args(["--bin_dir", self.bin_dir, "--out_dir", out] + options)
+        layout = self.run_local.actor_layout(args)
+        server = self.run_local.server_argv(args, "/tmp/port", layout)
+        learner = self.run_local.learner_argv(args, "h:1")
+        actor = self.run_local.actor_argv(args, "h:1", 2)
+        self.assertEqual(read_lines(os.path.join(out, "server.args")),
+                         [a for a in server[1:] if not a.startswith(("--listen", "--port_file",
+                                                                     "--insecure"))])
+        self.assertEqual(read_lines(os.path.join(out, "learner.args")),
+                         [a for a in learner[1:] if not a.startswith(("--server=", "--insecure"))])
+        self.assertEqual(read_lines(os.path.join(out, "actor.args")),
+                         [a for a in actor[1:] if not a.startswith(
+                             ("--server=", "--insecure", "--actor_index", "--num_actors"))])
+        # The rate limit goes to the process that enforces it.
+        self.assertIn("--samples_per_insert=2.0", read_lines(os.path.join(out, "server.args")))
+        self.assertIn("--spi_error_buffer=128.0", read_lines(os.path.join(out, "server.args")))
+        self.assertNotIn("--samples_per_insert=2.0", read_lines(os.path.join(out, "learner.args")))
+
+    def test_a_bad_plan_is_refused_with_the_option_named(self):
+        proc, _ = self.write("--capacity", "1000")
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("--capacity must be a power of two", proc.stderr)
+        with self.assertRaises(self.plan.PlanError):
+            self.plan.options(no_such_option=1)
+
+    def test_no_launcher_sizes_the_server_itself(self):
+        # The sizes and the layout are the plan's: a launcher that reads
+        # `actor --print_layout` or rounds the parameter bytes itself has
+        # become a second recipe.
+        for path in ("tools/run_local.py", "tools/chaos.py", "tools/netns_cluster.sh",
+                     "tools/slurm/dreplay.sbatch"):
+            with open(runfile(path)) as f:
+                text = f.read()
+            with self.subTest(launcher=path):
+                self.assertIn("launch_plan", text)
+                for needle in ("--print_layout", "--param_bytes", "--slot_size=",
+                               "--transition_spec=", "1023", "PARAM_BYTES_MULTIPLE)"):
+                    self.assertNotIn(needle, re.sub(r"#.*", "", text), needle)
 
 
 if __name__ == "__main__":

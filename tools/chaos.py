@@ -88,6 +88,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaos_check  # noqa: E402
 import chaos_proxy  # noqa: E402
+import launch_plan  # noqa: E402
 import run_local  # noqa: E402
 
 EVENTS = (("sigkill", 3), ("sigterm", 2), ("pause", 2), ("drop", 2), ("stall", 2))
@@ -182,83 +183,51 @@ class Chaos:
 
     # -- processes ---------------------------------------------------------
 
+    def plan(self, actor_start=0):
+        """The run's launch plan (tools/launch_plan.py) with the soak's
+        choices; an actor's seed moves with its start, so that a restarted
+        actor does not replay its episodes."""
+        a = self.args
+        return launch_plan.options(
+            env=a.env, seed=a.seed + 1000 * actor_start, actors=a.actors, capacity=a.capacity,
+            batch_size=a.batch_size, staging_depth=4, min_replay=2 * a.batch_size,
+            replay_placement=a.replay_placement, link="none", provider="soft",
+            learner_soft_transport=a.soft_transport, actor_rate=a.actor_rate, flush_batch=16,
+            samples_per_insert=a.samples_per_insert,
+            # Every entry trained on is then a slot the learner READ, which
+            # its A record verifies against what a server start ingested.
+            learner_cache=False,
+            eval_interval_s=1e6, eval_episodes=1, probe_size=64, progress_interval_s=10.0)
+
     def server_argv(self, n):
         a = self.args
-        layout = self.layout
-        return [
-            run_local.binary(a, "server"),
-        ] + run_local.token_argv(self.token_file) + [
+        return [run_local.binary(a, "server")] + launch_plan.server_flags(
+            self.plan(), self.layout) + run_local.token_argv(self.token_file) + [
             "--listen=127.0.0.1:0",
             "--port_file=" + self.port_file(n),
-            "--provider=soft",
             "--soft_transport=" + a.soft_transport,
-            "--capacity=%d" % a.capacity,
-            "--slot_size=%d" % layout["slot_size"],
-            "--batch_size=%d" % a.batch_size,
-            "--staging_depth=4",
-            "--param_bytes=%d" % run_local.round_up(layout["params_bytes"],
-                                                     run_local.PARAM_BYTES_MULTIPLE),
-            "--transition_spec=" + layout["transition_spec"],
-            "--observation_size=%d" % layout["observation_size"],
-            "--num_actions=%d" % layout["num_actions"],
-            "--leases=%d" % a.actors,
-            "--min_size_to_sample=%d" % (2 * a.batch_size),
-            "--seed=%d" % a.seed,
             "--checkpoint_dir=" + a.checkpoint_dir,
             "--checkpoint_interval_s=%r" % a.checkpoint_interval_s,
             "--heartbeat_interval_s=0.2",
             "--stats_interval_s=10",
             "--verification_log=" + os.path.join(a.out_dir, "server.%d.vlog" % n),
-        ] + self.ratio_argv("server")
+        ]
 
     def learner_argv(self, n):
         a = self.args
-        return [
-            run_local.binary(a, "learner"),
-        ] + run_local.token_argv(self.token_file) + self.vmodule_argv() + [
+        return [run_local.binary(a, "learner")] + launch_plan.learner_flags(
+            self.plan()) + run_local.token_argv(self.token_file) + self.vmodule_argv() + [
             "--server=127.0.0.1:%d" % self.learner_port,
-            "--provider=soft",
-            "--soft_transport=" + a.soft_transport,
-            "--replay_placement=" + a.replay_placement,
-            # Every entry trained on is then a slot the learner READ, which
-            # its A record verifies against what a server start ingested.
-            "--nolearner_cache",
-            "--env=" + a.env,
-            "--seed=%d" % a.seed,
-            "--eval_interval_s=1000000",
-            "--eval_episodes=1",
-            "--probe_size=64",
-            "--progress_interval_s=10",
             "--verification_log=" + os.path.join(a.out_dir, "learner.%d.vlog" % n),
-        ] + self.ratio_argv("learner")
-
-    def ratio_argv(self, role):
-        """The replay ratio: the server enforces it in the buffer placement,
-        the learner in the learner placement."""
-        a = self.args
-        enforcer = "server" if a.replay_placement == "buffer" else "learner"
-        if role != enforcer:
-            return []
-        if role == "server":  # the server's slack defaults to a few batches
-            return ["--samples_per_insert=%r" % a.samples_per_insert]
-        # The learner has no default slack: run_local's, four batches.
-        return ["--samples_per_insert=%r" % a.samples_per_insert,
-                "--spi_error_buffer=%r" % (4.0 * a.batch_size)]
+        ]
 
     def actor_argv(self, index, n):
         a = self.args
-        return [
-            run_local.binary(a, "actor"),
-        ] + run_local.token_argv(self.credential_files[index]) + self.vmodule_argv() + [
+        return [run_local.binary(a, "actor")] + launch_plan.actor_flags(
+            self.plan(actor_start=n), index) + run_local.token_argv(
+            self.credential_files[index]) + self.vmodule_argv() + [
             "--server=127.0.0.1:%d" % self.actor_ports[index],
-            "--provider=soft",
             "--soft_transport=" + a.soft_transport,
-            "--actor_index=%d" % index,
-            "--num_actors=%d" % a.actors,
-            "--env=" + a.env,
-            "--seed=%d" % (a.seed + 1000 * n),
-            "--flush_batch=16",
-            "--max_steps_per_s=%r" % a.actor_rate,
             "--verification_log=" + os.path.join(a.out_dir, "actor.%d.%d.vlog" % (index, n)),
         ]
 
@@ -474,7 +443,8 @@ class Chaos:
 
     def run(self):
         a = self.args
-        self.layout = run_local.actor_layout(a)
+        run_local.binary(a, "actor")  # a clear error when it is not built
+        self.layout = launch_plan.actor_layout(a.bin_dir, self.plan())
         # A fresh token, and each actor its own credential, as run_local.py
         # makes them (the proxies relay the challenge and proof, never it).
         self.token_file, self.credential_files = run_local.make_credentials(a.out_dir, a.actors)
@@ -569,7 +539,7 @@ def parse_args(argv):
                    help="the learner's replay placement (default buffer)")
     p.add_argument("--actor_rate", type=float, default=200,
                    help="environment steps per second per actor (default 200)")
-    p.add_argument("--env", default="CartPole-v1", choices=run_local.ENVIRONMENTS)
+    p.add_argument("--env", default="CartPole-v1", choices=launch_plan.ENVIRONMENTS)
     p.add_argument("--grace_s", type=float, default=30.0,
                    help="how long a process may take to exit after SIGTERM (default 30)")
     p.add_argument("--progress_interval_s", type=float, default=10.0,
@@ -584,9 +554,6 @@ def parse_args(argv):
         p.error("--duration_s, --actors and --event_interval_s must be positive")
     if args.capacity & (args.capacity - 1):
         p.error("--capacity must be a power of two")
-    # What run_local.actor_layout needs.
-    args.n_step, args.gamma, args.hidden, args.payload_pad_bytes = 3, 0.99, "64,64", 0
-    args.observation = "native"
     if not args.bin_dir:
         opt = os.path.join(run_local.ROOT, "bazel-out", "k8-opt", "bin")
         args.bin_dir = opt if os.path.isdir(opt) else os.path.join(run_local.ROOT, "bazel-bin")
@@ -606,7 +573,7 @@ def main(argv):
     chaos = Chaos(args)
     try:
         figures, report, failures = chaos.run()
-    except (ChaosError, run_local.RunError) as e:
+    except (ChaosError, run_local.RunError, launch_plan.PlanError) as e:
         log("error: %s" % e)
         return 2
     except KeyboardInterrupt:

@@ -44,6 +44,7 @@ set -uo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PLAN=$(cd "$(dirname "$0")" && pwd)/launch_plan.py
 PYTHON=${DREPLAY_PYTHON:-python3}
 
 # ---- options ---------------------------------------------------------------
@@ -57,12 +58,9 @@ LEARNER_BURST=64kb
 SUBNET=10.77.0
 TRAIN_STEPS=0
 DURATION_S=20
-ACTOR_RATE=300
-ENV_NAME=CartPole-v1
-SEED=1
-BATCH_SIZE=64
-CAPACITY=65536
-MIN_REPLAY=500
+# The run's hyper-parameters and sizes: the launch plan's (tools/launch_plan.py)
+# defaults, with what is given here.
+PLAN_ARGS=()
 BENCH=0
 BENCH_ONLY=0
 BENCH_ARGS=(--op=read --size=16384 --depth=8 --duration_s=1 --warmup_s=0.2)
@@ -88,8 +86,9 @@ Options:
   --subnet A.B.C        the /24 the namespaces use (default $SUBNET)
   --train_steps N       learner stops after N train steps (default: none)
   --duration_s S        learner stops after S seconds (default $DURATION_S; 0: none)
-  --actor_rate R        env steps/s per actor (default $ACTOR_RATE; 0: unlimited)
+  --actor_rate R        env steps/s per actor (0: unlimited)
   --env NAME --seed N --batch_size N --capacity N --min_replay N
+                        the run's plan (defaults: tools/launch_plan.py --help)
   --server_flag F, --actor_flag F, --learner_flag F   extra flags (repeatable)
   --bench               also run verbs_bench between the buffer and learner namespaces
   --bench_only          only that
@@ -123,12 +122,7 @@ while [ $# -gt 0 ]; do
     --subnet) SUBNET=$2; shift ;;
     --train_steps) TRAIN_STEPS=$2; shift ;;
     --duration_s) DURATION_S=$2; shift ;;
-    --actor_rate) ACTOR_RATE=$2; shift ;;
-    --env) ENV_NAME=$2; shift ;;
-    --seed) SEED=$2; shift ;;
-    --batch_size) BATCH_SIZE=$2; shift ;;
-    --capacity) CAPACITY=$2; shift ;;
-    --min_replay) MIN_REPLAY=$2; shift ;;
+    --actor_rate|--env|--seed|--batch_size|--capacity|--min_replay) PLAN_ARGS+=("$1=$2"); shift ;;
     --server_flag) SERVER_FLAGS+=("$2"); shift ;;
     --actor_flag) ACTOR_FLAGS+=("$2"); shift ;;
     --learner_flag) LEARNER_FLAGS+=("$2"); shift ;;
@@ -381,10 +375,6 @@ $(tail -n 15 "$OUT_DIR/bench-client.log")"
 }
 
 # ---- training ------------------------------------------------------------------
-layout_field() {  # layout_field JSON KEY
-  "$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
-}
-
 # make_credentials DIR: a fresh token for this run in DIR/token, and each
 # actor's own credential in DIR/actor-<i>.credential (all mode 0600), so
 # that no actor can claim another's id.
@@ -398,25 +388,31 @@ make_credentials() {
 $(tail -n 5 "$OUT_DIR/credentials.log")"
 }
 
+# make_plan: the components' flags from the launch plan, into SERVER_ARGS,
+# LEARNER_ARGS and ACTOR_ARGS (the plan's files are in OUT_DIR/plan).
+make_plan() {
+  local budget=()
+  [ "$TRAIN_STEPS" -eq 0 ] || budget+=(--train_steps="$TRAIN_STEPS")
+  [ "$DURATION_S" = 0 ] || budget+=(--duration_s="$DURATION_S")
+  "$PYTHON" "$PLAN" --bin_dir="$BIN_DIR" --write="$OUT_DIR/plan" --actors="$ACTORS" \
+    --provider="$PROVIDER" --link="$LINK" --replay_placement=buffer --eval_episodes=5 \
+    --eval_interval_s=10 --progress_interval_s=2 --probe_size=256 "${budget[@]}" \
+    "${PLAN_ARGS[@]}" 2>"$OUT_DIR/plan.log" || fail "the launch plan failed:
+$(cat "$OUT_DIR/plan.log")"
+  mapfile -t SERVER_ARGS <"$OUT_DIR/plan/server.args"
+  mapfile -t LEARNER_ARGS <"$OUT_DIR/plan/learner.args"
+  mapfile -t ACTOR_ARGS <"$OUT_DIR/plan/actor.args"
+}
+
 run_training() {
-  local layout hidden=64,64 n_step=3 gamma=0.99 params_bytes server_addr=${ADDR_OF[buffer]}
+  local server_addr=${ADDR_OF[buffer]}
   local credentials=$OUT_DIR/credentials
   make_credentials "$credentials"
-  layout=$("$ACTOR_BIN" --print_layout --env="$ENV_NAME" --n_step=$n_step --gamma=$gamma \
-    --hidden=$hidden </dev/null) || fail "actor --print_layout failed"
-  params_bytes=$(layout_field "$layout" params_bytes) || fail "no params_bytes in: $layout"
-  params_bytes=$(((params_bytes + 1023) / 1024 * 1024))
+  make_plan
 
-  in_host buffer server "$OUT_DIR/server.log" "$SERVER_BIN" \
+  in_host buffer server "$OUT_DIR/server.log" "$SERVER_BIN" "${SERVER_ARGS[@]}" \
     --listen="$server_addr:0" --port_file="$OUT_DIR/server.port" \
     --metrics_listen="$server_addr:0" --metrics_port_file="$OUT_DIR/server.metrics_port" \
-    --provider="$PROVIDER" --capacity="$CAPACITY" \
-    --slot_size="$(layout_field "$layout" slot_size)" --batch_size="$BATCH_SIZE" \
-    --param_bytes="$params_bytes" \
-    --transition_spec="$(layout_field "$layout" transition_spec)" \
-    --observation_size="$(layout_field "$layout" observation_size)" \
-    --num_actions="$(layout_field "$layout" num_actions)" \
-    --leases="$ACTORS" --min_size_to_sample="$MIN_REPLAY" --seed="$SEED" \
     --stats_interval_s=2 --auth_token_file="$credentials/token" "${SERVER_FLAGS[@]}"
   wait_for_file "$OUT_DIR/server.port" server "$START_TIMEOUT_S"
   wait_for_file "$OUT_DIR/server.metrics_port" server "$START_TIMEOUT_S"
@@ -424,24 +420,14 @@ run_training() {
   METRICS_ADDRESS=$server_addr:$(cat "$OUT_DIR/server.metrics_port")
   log "replay server listening on $SERVER_ADDRESS (metrics on $METRICS_ADDRESS)"
 
-  local budget=()
-  [ "$TRAIN_STEPS" -eq 0 ] || budget+=(--train_steps="$TRAIN_STEPS")
-  [ "$DURATION_S" = 0 ] || budget+=(--duration_s="$DURATION_S")
-  in_host learner learner "$OUT_DIR/learner.log" "$LEARNER_BIN" --server="$SERVER_ADDRESS" \
-    --auth_token_file="$credentials/token" --provider="$PROVIDER" --link="$LINK" \
-    --replay_placement=buffer --env="$ENV_NAME" \
-    --n_step=$n_step --gamma=$gamma --hidden=$hidden --seed="$SEED" \
-    --min_replay_size="$MIN_REPLAY" --eval_episodes=5 --eval_interval_s=10 \
-    --progress_interval_s=2 --probe_size=256 --metrics_out="$OUT_DIR/metrics.jsonl" \
-    "${budget[@]}" "${LEARNER_FLAGS[@]}"
+  in_host learner learner "$OUT_DIR/learner.log" "$LEARNER_BIN" "${LEARNER_ARGS[@]}" \
+    --server="$SERVER_ADDRESS" --auth_token_file="$credentials/token" \
+    --metrics_out="$OUT_DIR/metrics.jsonl" "${LEARNER_FLAGS[@]}"
   local i actors=()
   for ((i = 0; i < ACTORS; i++)); do
-    in_host "actor$i" "actor-$i" "$OUT_DIR/actor-$i.log" "$ACTOR_BIN" \
+    in_host "actor$i" "actor-$i" "$OUT_DIR/actor-$i.log" "$ACTOR_BIN" "${ACTOR_ARGS[@]}" \
       --server="$SERVER_ADDRESS" --auth_token_file="$credentials/actor-$i.credential" \
-      --provider="$PROVIDER" --actor_index=$i \
-      --num_actors="$ACTORS" --env="$ENV_NAME" --n_step=$n_step --gamma=$gamma \
-      --hidden=$hidden --seed="$SEED" --max_steps_per_s="$ACTOR_RATE" \
-      --param_refresh_steps=200 "${ACTOR_FLAGS[@]}"
+      --actor_index=$i --num_actors="$ACTORS" "${ACTOR_FLAGS[@]}"
     actors+=("actor-$i")
   done
   log "learner and $ACTORS actors started; logs in $OUT_DIR"

@@ -12,8 +12,9 @@ READs the batches it pre-samples, keeping what it received: the learner
 cache, --nolearner_cache to READ every entry); --replay_placement learner:
 replay memory at the learner (the server forwards every transition). The hyper-parameters that several
 processes must agree on (n-step, gamma, network, batch size, replay
-capacity, alpha and beta, seed) are options of this script and are given to
-every process; --server_flag, --actor_flag and --learner_flag pass anything
+capacity, alpha and beta, seed) are options of this script; the launch plan
+(tools/launch_plan.py, which every launcher uses) turns them into each
+process's flags; --server_flag, --actor_flag and --learner_flag pass anything
 else to one kind of process (repeatable, e.g. --learner_flag=--lr=5e-4).
 
 The server listens on 127.0.0.1 with a port the OS chooses (read from its
@@ -28,10 +29,9 @@ period.
 Exit status: 0 when the learner completed and no process failed, 1
 otherwise, 130 after Ctrl-C.
 
-The server is sized from the actor binary: `actor --print_layout` (with the
-run's --env, --n_step, --gamma and --hidden) prints the transition spec and
-the payload, slot and parameter sizes as JSON (actor_client/actor_layout.h),
-so nothing here repeats the binaries' constants.
+The server is sized by the launch plan from the actor binary's own layout
+(actor_client/actor_layout.h), so nothing here repeats the binaries'
+constants.
 
 Binaries come from Bazel's output (bazel-out/k8-opt/bin, else bazel-bin; or
 --bin_dir or $DREPLAY_BIN_DIR); --build runs `bazel build` first.
@@ -41,7 +41,6 @@ Only the Python standard library is used.
 import argparse
 import hashlib
 import hmac
-import json
 import os
 import re
 import secrets
@@ -53,6 +52,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch_plan  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = ("//replay_server:replay_server", "//actor_client:actor", "//learner_client:learner")
 BINARIES = {
@@ -60,25 +62,10 @@ BINARIES = {
     "actor": os.path.join("actor_client", "actor"),
     "learner": os.path.join("learner_client", "learner"),
 }
-# The environments the binaries know (for --env's choices); their sizes come
-# from `actor --print_layout`.
-ENVIRONMENTS = ("Acrobot-v1", "CartPole-v1", "MountainCar-v0", "MinAtar/Asterix",
-                "MinAtar/Breakout", "MinAtar/Freeway", "MinAtar/Seaquest", "MinAtar/SpaceInvaders")
-# Defaults that depend on the environment: MinAtar's published DQN settings
-# (batch 32, replay 100,000 rounded up to a power of two, 5,000 transitions
-# before training, step size 0.00025, a target update every 1,000 steps;
-# the learner binary adds MinAtar's RMSprop), else the classic-control ones.
-ENV_DEFAULTS = {
-    "classic": {"batch_size": 64, "capacity": 65536, "min_replay": 1000, "lr": 1e-3,
-                "target_update": 500},
-    "minatar": {"batch_size": 32, "capacity": 131072, "min_replay": 5000, "lr": 0.00025,
-                "target_update": 1000},
-}
-# pixels84 transitions weigh 56 KB: a replay of 16,384 (0.9 GB at the
-# server) and a probe set of 128 keep a run within this machine's memory.
-PIXELS84_DEFAULTS = {"capacity": 16384, "probe_size": 128}
-# The server's --param_bytes: the learner's parameters, rounded up to this.
-PARAM_BYTES_MULTIPLE = 1024
+# Sizes, defaults and the components' flags: the launch plan.
+ENVIRONMENTS = launch_plan.ENVIRONMENTS
+LAYOUT_KEYS = launch_plan.LAYOUT_KEYS
+PARAM_BYTES_MULTIPLE = launch_plan.PARAM_BYTES_MULTIPLE
 STOP_GRACE_S = 5.0              # SIGTERM -> SIGKILL
 SERVER_START_TIMEOUT_S = 30.0
 POLL_S = 0.2
@@ -95,40 +82,13 @@ def log(msg):
     print("run_local: " + msg, file=sys.stderr, flush=True)
 
 
-def round_up(n, multiple):
-    return (n + multiple - 1) // multiple * multiple
-
-
-LAYOUT_KEYS = ("transition_spec", "observation_size", "num_actions", "payload_bytes",
-               "slot_size", "params_bytes")
-
-
 def actor_layout(args):
-    """What the run's actors need of the server, from `actor --print_layout`:
-    a dict with LAYOUT_KEYS (see actor_client/actor_layout.h)."""
-    argv = [
-        binary(args, "actor"),
-        "--print_layout",
-        "--env=" + args.env,
-        "--observation=" + args.observation,
-        "--n_step=%d" % args.n_step,
-        "--gamma=%r" % args.gamma,
-        "--hidden=" + args.hidden,
-        "--payload_pad_bytes=%d" % args.payload_pad_bytes,
-    ]
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise RunError("%s failed (code %d): %s" % (
-            " ".join(argv), proc.returncode, proc.stderr.decode(errors="replace").strip()))
+    """What the run's actors need of the server (launch_plan.actor_layout)."""
+    binary(args, "actor")  # a clear error when it is not built
     try:
-        layout = json.loads(proc.stdout.decode())
-        missing = [k for k in LAYOUT_KEYS if k not in layout]
-    except (ValueError, TypeError) as e:
-        raise RunError("%s printed no JSON object: %s" % (" ".join(argv), e))
-    if missing:
-        raise RunError("%s printed no %s" % (" ".join(argv), ", ".join(missing)))
-    return layout
+        return launch_plan.actor_layout(args.bin_dir, args)
+    except launch_plan.PlanError as e:
+        raise RunError(str(e))
 
 
 class Process:
@@ -283,107 +243,21 @@ def token_argv(token_file):
 
 
 def server_argv(args, port_file, layout, token_file=None):
-    return [
-        binary(args, "server"),
-        "--listen=127.0.0.1:0",
-        "--port_file=" + port_file,
-        "--provider=" + args.provider,
-        "--capacity=%d" % args.capacity,
-        "--slot_size=%d" % layout["slot_size"],
-        "--batch_size=%d" % args.batch_size,
-        "--staging_depth=%d" % args.staging_depth,
-        "--param_bytes=%d" % round_up(layout["params_bytes"], PARAM_BYTES_MULTIPLE),
-        "--transition_spec=" + layout["transition_spec"],
-        "--observation_size=%d" % layout["observation_size"],
-        "--num_actions=%d" % layout["num_actions"],
-        "--leases=%d" % max(args.actors, 1),
-        "--alpha=%r" % args.alpha,
-        "--beta=%r" % args.beta,
-        "--beta_final=%r" % args.beta_final,
-        "--beta_steps=%d" % args.beta_steps,
-        "--min_size_to_sample=%d" % args.min_replay,
-        "--seed=%d" % args.seed,
-    ] + token_argv(token_file) + server_spi_argv(args) + args.server_flag
-
-
-def server_spi_argv(args):
-    """The buffer placement's rate limit: the server enforces it (its
-    --samples_per_insert and --spi_error_buffer); given only when set, so a
-    server without a limit runs as before."""
-    if args.replay_placement != "buffer" or args.samples_per_insert <= 0:
-        return []
-    return ["--samples_per_insert=%r" % args.samples_per_insert,
-            "--spi_error_buffer=%r" % args.spi_error_buffer]
+    return ([binary(args, "server"), "--listen=127.0.0.1:0", "--port_file=" + port_file] +
+            launch_plan.server_flags(args, layout) + token_argv(token_file) + args.server_flag)
 
 
 def learner_argv(args, address, token_file=None):
-    argv = token_argv(token_file) + [
-        "--server=" + address,
-        "--provider=" + args.provider,
-        "--link=" + args.link,
-        "--soft_transport=" + args.learner_soft_transport,
-        "--replay_placement=" + args.replay_placement,
-        "--env=" + args.env,
-        "--observation=" + args.observation,
-        "--n_step=%d" % args.n_step,
-        "--gamma=%r" % args.gamma,
-        "--hidden=" + args.hidden,
-        "--lr=%r" % args.lr,
-        "--target_update=%d" % args.target_update,
-        "--seed=%d" % args.seed,
-        "--alpha=%r" % args.alpha,
-        "--beta=%r" % args.beta,
-        "--beta_final=%r" % args.beta_final,
-        "--beta_steps=%d" % args.beta_steps,
-        "--min_replay_size=%d" % args.min_replay,
-        "--publish_every=%d" % args.publish_every,
-        "--eval_interval_s=%r" % args.eval_interval_s,
-        "--eval_episodes=%d" % args.eval_episodes,
-        "--solve_return=%r" % args.solve_return,
-        "--progress_interval_s=%r" % args.progress_interval_s,
-        "--probe_size=%d" % args.probe_size,
-        "--probe_seed=%d" % args.probe_seed,
-    ]
-    if args.replay_placement == "learner":
-        # The learner placement's rate limit is enforced by the learner.
-        argv += ["--samples_per_insert=%r" % args.samples_per_insert,
-                 "--spi_error_buffer=%r" % args.spi_error_buffer,
-                 "--forward_policy=" + args.forward_policy]
-    else:
-        argv.append("--learner_cache" if args.learner_cache else "--nolearner_cache")
-    if args.duration_s > 0:
-        argv.append("--duration_s=%r" % args.duration_s)
-    if args.train_steps > 0:
-        argv.append("--train_steps=%d" % args.train_steps)
-    if args.stop_when_solved:
-        argv.append("--stop_when_solved")
+    argv = [binary(args, "learner")] + token_argv(token_file) + ["--server=" + address]
+    argv += launch_plan.learner_flags(args)
     if args.metrics_out:
         argv.append("--metrics_out=" + os.path.abspath(args.metrics_out))
-    return [binary(args, "learner")] + argv + args.learner_flag
+    return argv + args.learner_flag
 
 
 def actor_argv(args, address, index, credential_file=None):
-    return [
-        binary(args, "actor"),
-    ] + token_argv(credential_file) + [
-        "--server=" + address,
-        "--provider=" + args.provider,
-        "--actor_index=%d" % index,
-        "--num_actors=%d" % args.actors,
-        "--num_envs=%d" % args.envs_per_actor,
-        "--env=" + args.env,
-        "--observation=" + args.observation,
-        "--n_step=%d" % args.n_step,
-        "--gamma=%r" % args.gamma,
-        "--hidden=" + args.hidden,
-        "--seed=%d" % args.seed,
-        "--flush_batch=%d" % args.flush_batch,
-        "--param_refresh_steps=%d" % args.param_refresh_steps,
-        "--max_steps_per_s=%r" % args.actor_rate,
-        "--epsilon_base=%r" % args.epsilon_base,
-        "--epsilon_alpha=%r" % args.epsilon_alpha,
-        "--payload_pad_bytes=%d" % args.payload_pad_bytes,
-    ] + args.actor_flag
+    return ([binary(args, "actor")] + token_argv(credential_file) + ["--server=" + address] +
+            launch_plan.actor_flags(args, index) + args.actor_flag)
 
 
 def run(args):
@@ -453,30 +327,8 @@ def run(args):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--replay_placement", choices=("buffer", "learner"), default="buffer",
-                   help="where the replay memory is: buffer (at the buffer node) or learner "
-                   "(default buffer)")
+    launch_plan.add_arguments(p)
     p.add_argument("--mode", help=argparse.SUPPRESS)  # the former name, refused below
-    p.add_argument("--link", default="10km-25g",
-                   help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
-    p.add_argument("--provider", default="soft", help="RDMA provider (default soft)")
-    p.add_argument("--learner_soft_transport", choices=("tcp", "auto"), default="tcp",
-                   help="soft provider: the learner's transport across the emulated link. tcp "
-                   "(default) carries both placements' long-link traffic the same way: the "
-                   "same-host shared mapping (auto) serves the buffer placement's staging READs "
-                   "but never the learner placement's slot READs (slots stay writable by "
-                   "actors), so auto would compare unlike transports")
-    p.add_argument("--env", default="CartPole-v1", choices=ENVIRONMENTS)
-    p.add_argument("--observation", choices=("native", "pixels84"), default="native",
-                   help="pixels84: MinAtar only, 4 stacked 84x84 frames (the Nature CNN)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--actors", type=int, default=4)
-    p.add_argument("--envs_per_actor", type=int, default=1)
-    p.add_argument("--actor_rate", type=float, default=150.0,
-                   help="environment steps per second per actor (0: unlimited; default 150)")
-    p.add_argument("--duration_s", type=float, default=0, help="learner run time (0: no limit)")
-    p.add_argument("--train_steps", type=int, default=0, help="learner train steps (0: no limit)")
-    p.add_argument("--stop_when_solved", action="store_true")
     p.add_argument("--metrics_out", default="", help="learner metrics, JSON lines")
     p.add_argument("--out_dir", default="", help="logs (default: a new directory in /tmp)")
     p.add_argument("--build", action="store_true", help="bazel build the binaries first")
@@ -488,55 +340,6 @@ def parse_args(argv):
                    "list, the server and the actors on those of the second (taskset "
                    "--cpu-list syntax), so that the learner's CPU is the same in every run "
                    "(default: no pinning)")
-    # Shared hyper-parameters.
-    p.add_argument("--n_step", type=int, default=3)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--hidden", default="",
-                   help="hidden sizes (default: the environment's: 64,64; MinAtar 128; "
-                   "pixels84 512)")
-    p.add_argument("--lr", type=float, default=None, help="default 1e-3; MinAtar 0.00025")
-    p.add_argument("--target_update", type=int, default=None, help="default 500; MinAtar 1000")
-    p.add_argument("--batch_size", type=int, default=None, help="default 64; MinAtar 32")
-    p.add_argument("--capacity", type=int, default=None,
-                   help="replay slots, a power of two (default 65536; MinAtar 131072)")
-    p.add_argument("--staging_depth", type=int, default=8)
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--beta", type=float, default=0.4)
-    p.add_argument("--beta_final", type=float, default=1.0)
-    p.add_argument("--beta_steps", type=int, default=20000)
-    p.add_argument("--min_replay", type=int, default=None,
-                   help="transitions before training starts (default 1000; MinAtar 5000)")
-    p.add_argument("--publish_every", type=int, default=100)
-    p.add_argument("--flush_batch", type=int, default=32)
-    p.add_argument("--param_refresh_steps", type=int, default=200)
-    p.add_argument("--epsilon_base", type=float, default=0.4)
-    p.add_argument("--epsilon_alpha", type=float, default=7.0)
-    p.add_argument("--eval_interval_s", type=float, default=5.0)
-    p.add_argument("--eval_episodes", type=int, default=100)
-    p.add_argument("--solve_return", type=float, default=475.0)
-    p.add_argument("--progress_interval_s", type=float, default=5.0)
-    # Replay ratio, link and data size.
-    p.add_argument("--samples_per_insert", type=float, default=0,
-                   help="target transitions trained on per transition inserted, enforced by the "
-                   "replay memory's rate limiter: the server's (buffer) or the learner's "
-                   "(learner); 0: no limit (default)")
-    p.add_argument("--spi_error_buffer", type=float, default=0,
-                   help="the rate limiter's slack in transitions (>= --batch_size with a limit; "
-                   "default: 4 batches when --samples_per_insert is set)")
-    p.add_argument("--learner_cache", dest="learner_cache", action="store_true", default=True,
-                   help="buffer placement: the learner keeps what it received and READs each "
-                   "transition once (transfer-once; the default)")
-    p.add_argument("--nolearner_cache", dest="learner_cache", action="store_false",
-                   help="buffer placement: the learner READs every batch entry")
-    p.add_argument("--forward_policy", choices=("in_order", "freshest"), default="in_order",
-                   help="learner placement: the order the server's transitions are forwarded in")
-    p.add_argument("--payload_pad_bytes", type=int, default=0,
-                   help="bytes every actor appends to each transition, stored and moved but not "
-                   "trained on (a model of rich observations such as camera frames)")
-    p.add_argument("--probe_size", type=int, default=None,
-                   help="transitions in the learner's probe set (0: no probe loss; default "
-                   "1024, pixels84 128)")
-    p.add_argument("--probe_seed", type=int, default=12345)
     # Pass-through.
     p.add_argument("--server_flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for the replay server (repeatable)")
@@ -547,31 +350,10 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.mode is not None:
         p.error("--mode is now --replay_placement, as the learner names it")
-    defaults = dict(ENV_DEFAULTS["minatar" if args.env.startswith("MinAtar/") else "classic"],
-                    probe_size=1024)
-    if args.observation == "pixels84":
-        defaults.update(PIXELS84_DEFAULTS)
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.observation != "native" and not args.env.startswith("MinAtar/"):
-        p.error("--observation=%s is for MinAtar environments only" % args.observation)
-    if args.actors < 1:
-        p.error("--actors must be >= 1")
-    if args.envs_per_actor < 1:
-        p.error("--envs_per_actor must be >= 1")
-    if args.samples_per_insert < 0:
-        p.error("--samples_per_insert must be >= 0")
-    if args.samples_per_insert > 0 and args.spi_error_buffer == 0:
-        args.spi_error_buffer = 4.0 * args.batch_size
-    if args.payload_pad_bytes < 0:
-        p.error("--payload_pad_bytes must be >= 0")
-    if args.capacity < 2 or args.capacity & (args.capacity - 1):
-        p.error("--capacity must be a power of two")
     try:
-        args.hidden_sizes = [int(h) for h in args.hidden.split(",") if h]
-    except ValueError:
-        p.error("--hidden must be a comma-separated list of sizes")
+        launch_plan.finish(args)
+    except launch_plan.PlanError as e:
+        p.error(str(e))
     args.learner_cpus = args.rest_cpus = None
     if args.pin_cpus:
         parts = args.pin_cpus.split(":")
