@@ -1,6 +1,7 @@
 """tools/experiment.py --quick end to end: every arm of the smoke set runs
 (real binaries, soft provider, emulated links), its snapshots are evaluated
-offline, and summary.json / summary.md come out with the documented shape.
+offline, and summary.json / summary.md come out with the documented shape;
+--report_only redraws the same summary.md from summary.json alone.
 """
 
 import importlib.util
@@ -11,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-ARMS = {"existing-in_order", "existing-freshest", "proposal", "proposal-cache"}
+ARMS = {"learner-in_order", "learner-freshest", "buffer", "buffer-cache"}
 REGIMES = ["wan-spi8", "wan-spi0.5", "wan-spi0.5-alpha0"]
 TIMEOUT_S = 280
 
@@ -40,7 +41,7 @@ class ExperimentQuickTest(unittest.TestCase):
         for r in summary["regimes"]:
             arms = {a["name"] for a in r["arms"]}
             self.assertEqual(arms, ARMS if r["name"] != "wan-spi0.5-alpha0"
-                             else {"proposal", "proposal-cache"})
+                             else {"buffer", "buffer-cache"})
             self.assertIsInstance(r["link_bound"], bool)
             self.assertGreater(r["generation_bytes_per_s"], 0)
             self.assertGreater(r["link_bytes_per_s"], 0)
@@ -59,14 +60,22 @@ class ExperimentQuickTest(unittest.TestCase):
                 self.assertGreaterEqual(len(evals), 4)
                 self.assertEqual([e["index"] for e in evals], list(range(len(evals))))
         pm = summary["paper_metrics"]["wan-spi0.5"]
-        self.assertEqual(set(pm), {"%s/%s" % (a, b) for a in ("proposal", "proposal-cache")
-                                   for b in ("existing-in_order", "existing-freshest")})
+        self.assertEqual(set(pm), {"%s/%s" % (a, b) for a in ("buffer", "buffer-cache")
+                                   for b in ("learner-in_order", "learner-freshest")})
         for ratios in pm.values():
             self.assertIn("transferred_priority_ratio_alpha0", ratios)
         with open(os.path.join(out, "summary.md")) as f:
             text = f.read()
         for name in REGIMES:
             self.assertIn("`%s`" % name, text)
+        # The raw runs are not kept: the report comes back from summary.json.
+        os.rename(os.path.join(out, "summary.md"), os.path.join(out, "first.md"))
+        redraw = subprocess.run(
+            [sys.executable, runfile("tools/experiment.py"), "--report_only", "--out", out],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
+        self.assertEqual(redraw.returncode, 0, redraw.stdout.decode(errors="replace"))
+        with open(os.path.join(out, "summary.md")) as f:
+            self.assertEqual(f.read(), text)
         if importlib.util.find_spec("matplotlib") is not None:
             for png in ("return_vs_time.png", "return_vs_bytes.png", "survival.png",
                         "regime_map.png"):

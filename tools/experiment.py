@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """The long-haul experiment: where does replay at the buffer node (the
-proposal) beat replay at the learner (the existing approach), and by how
-much? A regime map with controls and confidence intervals.
+buffer placement, the paper's "proposal") beat replay at the learner (the
+learner placement, the paper's "existing approach"), and by how much? A
+regime map with controls and confidence intervals.
 
 Arms (each a placement and its data path):
-  existing-in_order   replay at the learner; the buffer node forwards every
+  learner-in_order   replay at the learner; the buffer node forwards every
                       transition, oldest first (lapped ones are lost)
-  existing-freshest   the same, but a reader that falls behind jumps to the
+  learner-freshest   the same, but a reader that falls behind jumps to the
                       newest transitions
-  proposal            replay at the buffer node; the learner READs
+  buffer              replay at the buffer node; the learner READs
                       pre-sampled prioritized batches
-  proposal-cache      the same with the transfer-once cache: a transition the
+  buffer-cache      the same with the transfer-once cache: a transition the
                       learner holds is not sent again
 
 Regimes (REGIMES below state every number: generation rate, transition
@@ -60,16 +61,16 @@ import experiment_stats
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ARMS = {
-    "existing-in_order": {"replay_placement": "learner", "forward_policy": "in_order"},
-    "existing-freshest": {"replay_placement": "learner", "forward_policy": "freshest"},
-    "proposal": {"replay_placement": "buffer", "learner_cache": False},
-    "proposal-cache": {"replay_placement": "buffer", "learner_cache": True},
+    "learner-in_order": {"replay_placement": "learner", "forward_policy": "in_order"},
+    "learner-freshest": {"replay_placement": "learner", "forward_policy": "freshest"},
+    "buffer": {"replay_placement": "buffer", "learner_cache": False},
+    "buffer-cache": {"replay_placement": "buffer", "learner_cache": True},
 }
 ARM_TITLES = {
-    "existing-in_order": "existing (replay at learner), in order",
-    "existing-freshest": "existing (replay at learner), freshest",
-    "proposal": "proposal (replay at buffer node)",
-    "proposal-cache": "proposal + transfer-once cache",
+    "learner-in_order": "learner placement, in order",
+    "learner-freshest": "learner placement, freshest",
+    "buffer": "buffer placement",
+    "buffer-cache": "buffer placement + transfer-once cache",
 }
 
 # Every regime's numbers. delay_us is one way; gbps the link's bandwidth;
@@ -102,17 +103,17 @@ REGIMES = {
 }
 # The alpha = 0 controls of the transferred-priority metric (how much of its
 # ratio is the sampling rule): "<regime>-alpha0" is <regime> with uniform
-# sampling at the buffer node, run for the proposal's two arms (the existing
-# approach's transfers do not depend on the buffer node's alpha).
+# sampling at the buffer node, run for the buffer placement's two arms (the learner
+# placement's transfers do not depend on the buffer node's alpha).
 CONTROL_SUFFIX = "-alpha0"
-CONTROL_ARMS = ("proposal", "proposal-cache")
+CONTROL_ARMS = ("buffer", "buffer-cache")
 PRIMARY = "wan-spi0.5"
 # The equal-train-steps control of the primary regime: each placement's rate
 # limiter counts what enters its own replay memory, so on a link-bound
-# regime the existing approach (counting arrivals) trains fewer steps than
-# the proposal (counting generation). Here the existing approach runs at the
-# replay ratio that gives it the proposal's train steps per second (its
-# arrivals x EQUAL_STEPS_SPI = the proposal's achieved samples/s).
+# regime the learner placement (counting arrivals) trains fewer steps than
+# the buffer placement (counting generation). Here the learner placement runs at the
+# replay ratio that gives it the buffer placement's train steps per second (its
+# arrivals x EQUAL_STEPS_SPI = the buffer placement's achieved samples/s).
 EQUAL_STEPS_SUFFIX = "-equal-steps"
 EQUAL_STEPS_SPI = 0.9
 # The paper's regime (its fibre) and the primary one: where the paper's two
@@ -125,7 +126,7 @@ SETS = {
         ("fibre-spi8", list(ARMS), 3), ("wan-spi8", list(ARMS), 3),
         (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
         ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
-        (PRIMARY + EQUAL_STEPS_SUFFIX, ["existing-freshest"], 5)]},
+        (PRIMARY + EQUAL_STEPS_SUFFIX, ["learner-freshest"], 5)]},
     "quick": {"duration_s": 6, "plan": [
         ("wan-spi8", list(ARMS), 1), (PRIMARY, list(ARMS), 1),
         (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 1)]},
@@ -133,7 +134,7 @@ SETS = {
         ("fibre-spi8", list(ARMS), 10), ("wan-spi8", list(ARMS), 10),
         (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
         ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
-        (PRIMARY + EQUAL_STEPS_SUFFIX, ["existing-freshest"], 10)]},
+        (PRIMARY + EQUAL_STEPS_SUFFIX, ["learner-freshest"], 10)]},
 }
 SOLVE_RETURN = 475.0
 SNAPSHOT_INTERVAL_S = 2.0
@@ -149,7 +150,7 @@ def regime(name):
         base = name[:-len(EQUAL_STEPS_SUFFIX)]
         r = dict(REGIMES[base])
         r["title"] = REGIMES[base]["title"] + (
-            ", existing approach at SPI %g: the proposal's train steps (control)" %
+            ", learner placement at SPI %g: the buffer placement's train steps (control)" %
             EQUAL_STEPS_SPI)
         r["samples_per_insert"] = EQUAL_STEPS_SPI
         return r
@@ -307,6 +308,9 @@ def main(argv):
     p.add_argument("--resume", action="store_true", help="keep the runs already complete")
     p.add_argument("--summarize_only", action="store_true",
                    help="only summarize the runs under --out")
+    p.add_argument("--report_only", action="store_true",
+                   help="only redraw summary.md and the plots from --out's summary.json "
+                   "(which holds every figure and curve; the raw runs are not needed)")
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
                    help="where the built binaries are (default: bazel-out/k8-opt/bin, else "
                    "bazel-bin)")
@@ -320,6 +324,16 @@ def main(argv):
     chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
     plan, duration_s = chosen["plan"], chosen["duration_s"]
     os.makedirs(args.out, exist_ok=True)
+    if args.report_only:
+        try:
+            with open(os.path.join(args.out, "summary.json")) as f:
+                summary = json.load(f)
+        except (OSError, ValueError) as e:
+            log("error: cannot read the summary: %s" % e)
+            return 1
+        experiment_report.write(args.out, summary, ARM_TITLES)
+        log("redrew %s" % ", ".join(os.path.join(args.out, f) for f in experiment_report.OUTPUTS))
+        return 0
     try:
         if not args.summarize_only:
             run_all(args, plan, duration_s)

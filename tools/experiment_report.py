@@ -9,9 +9,9 @@ summary.json:
               "time_to_solve": {"solved", "runs", "median_s", "survival"},
               "link_bytes": {...}, "transferred_priority": {...},
               "probe_loss": {...}, "data_age_s": {...}, ...}],
-    "auc_minus_existing_freshest": {arm: {"mean", "ci95", "n", "wins"}}}],
-   "auc_minus_existing_freshest_at_equal_steps": {arm: {"mean", "ci95", "n", "wins"}},
-   "paper_metrics": {regime: {"<proposal arm>/<existing arm>": {"loss_ratio",
+    "auc_minus_learner_freshest": {arm: {"mean", "ci95", "n", "wins"}}}],
+   "auc_minus_learner_freshest_at_equal_steps": {arm: {"mean", "ci95", "n", "wins"}},
+   "paper_metrics": {regime: {"<buffer arm>/<learner arm>": {"loss_ratio",
      "probe_loss_ratio", "transferred_priority_ratio",
      "transferred_priority_ratio_alpha0"}}}}
 Every {"mean", "ci95", "n"} is over seeds; ci95 is a 95 % percentile
@@ -29,11 +29,11 @@ OUTPUTS = ("summary.json", "summary.md", "return_vs_time.png", "return_vs_bytes.
 FIGURES = ("final_return", "link_bytes", "transferred_priority", "loss", "probe_loss",
            "data_age_s", "samples_per_insert", "train_steps", "coverage", "generation_per_s",
            "buffer_node_drops")
-BASELINE = "existing-freshest"
+BASELINE = "learner-freshest"
 PAPER_RATIOS = ("loss_ratio", "probe_loss_ratio", "transferred_priority_ratio",
                 "transferred_priority_ratio_alpha0")
-COLORS = {"existing-in_order": "tab:blue", "existing-freshest": "tab:cyan",
-          "proposal": "tab:red", "proposal-cache": "tab:orange"}
+COLORS = {"learner-in_order": "tab:blue", "learner-freshest": "tab:cyan",
+          "buffer": "tab:red", "buffer-cache": "tab:orange"}
 
 
 def arm_summary(name, by_seed):
@@ -74,7 +74,7 @@ def regime_summary(name, r, slot_bytes, figures, duration_s):
         "link_bound": bool(gen_bps and gen_bps > link_bps),
         "duration_s": duration_s,
         "arms": arms,
-        "auc_minus_existing_freshest": {
+        "auc_minus_learner_freshest": {
             arm: st.paired_difference(auc[arm], auc[BASELINE])
             for arm in auc if arm != BASELINE and BASELINE in auc},
     }
@@ -91,18 +91,18 @@ def ratio(a, b):
 
 
 def paper_metrics(by_name, name, control_suffix):
-    """The paper's two metrics in regime `name`: the proposal's arms over
-    each existing arm (loss, its unweighted probe counterpart, transferred
+    """The paper's two metrics in regime `name`: the buffer placement's arms over
+    each learner arm (loss, its unweighted probe counterpart, transferred
     priority), with the transferred priority of the alpha = 0 control."""
     r = by_name[name]
     control = by_name.get(name + control_suffix)
     out = {}
-    for arm in ("proposal", "proposal-cache"):
+    for arm in ("buffer", "buffer-cache"):
         a = arm_of(r, arm)
         if a is None:
             continue
         c = arm_of(control, arm) if control else None
-        for base_name in ("existing-in_order", "existing-freshest"):
+        for base_name in ("learner-in_order", "learner-freshest"):
             base = arm_of(r, base_name)
             if base is None:
                 continue
@@ -119,14 +119,14 @@ def paper_metrics(by_name, name, control_suffix):
 
 
 def equal_steps(by_name, primary, suffix, auc_by_seed):
-    """The proposal's arms in `primary` minus the existing approach
+    """The buffer placement's arms in `primary` minus the learner placement
     (freshest) of the equal-train-steps control, paired by seed."""
     control = by_name.get(primary + suffix)
     base = auc_by_seed.get((primary + suffix, BASELINE))
     if control is None or base is None:
         return {}
     return {arm: st.paired_difference(auc_by_seed[(primary, arm)], base)
-            for arm in ("proposal", "proposal-cache") if (primary, arm) in auc_by_seed}
+            for arm in ("buffer", "buffer-cache") if (primary, arm) in auc_by_seed}
 
 
 def assemble(regimes, primary, paper_regimes, control_suffix, equal_steps_suffix, duration_s,
@@ -136,7 +136,7 @@ def assemble(regimes, primary, paper_regimes, control_suffix, equal_steps_suffix
     return {"duration_s": duration_s, "primary": primary, "regimes": regimes,
             "paper_metrics": {name: paper_metrics(by_name, name, control_suffix)
                               for name in paper_regimes if name in by_name},
-            "auc_minus_existing_freshest_at_equal_steps": equal_steps(
+            "auc_minus_learner_freshest_at_equal_steps": equal_steps(
                 by_name, primary, equal_steps_suffix, auc_by_seed)}
 
 
@@ -175,9 +175,9 @@ def regime_markdown(r, titles):
             cell(a["link_bytes"], 1e6), cell(a["transferred_priority"]), cell(a["loss"]),
             cell(a["probe_loss"]), cell(a["data_age_s"]), cell(a["samples_per_insert"]),
             cell(a["train_steps"]), cell(a["coverage"]), cell(a["buffer_node_drops"])))
-    diffs = r["auc_minus_existing_freshest"]
+    diffs = r["auc_minus_learner_freshest"]
     if diffs:
-        lines += ["", "AUC minus the existing approach (freshest), paired by seed:", ""]
+        lines += ["", "AUC minus the learner placement (freshest), paired by seed:", ""]
         for arm, d in diffs.items():
             lines.append("- %s: %s (higher in %d of %d seeds)" % (
                 titles.get(arm, arm), cell(d), d["wins"], d["n"]))
@@ -197,19 +197,19 @@ def markdown(summary, titles):
            "length: the mean greedy return over the run, the primary measure. Loss, "
            "transferred priority and probe loss are means over the second half of each run "
            "(the same wall-clock window in every arm). Coverage: distinct transitions that "
-           "crossed the link per transition generated (for the existing approach, 1 - coverage "
+           "crossed the link per transition generated (for the learner placement, 1 - coverage "
            "is what its forwarding lost). Buffer-node drops: transitions the buffer node "
            "abandoned, lost to overrun or found torn (its log's last stats line). Primary "
            "comparison: `%s`." %
            summary["primary"], ""]
     for r in summary["regimes"]:
         out += [regime_markdown(r, titles), ""]
-    eq = summary.get("auc_minus_existing_freshest_at_equal_steps")
+    eq = summary.get("auc_minus_learner_freshest_at_equal_steps")
     if eq:
-        out += ["### `%s`: the proposal against the existing approach at equal train steps" %
+        out += ["### `%s`: the buffer placement against the learner placement at equal train steps" %
                 summary["primary"], "",
-                "AUC of the proposal's arms minus that of the existing approach (freshest) "
-                "run at the replay ratio that gives it the proposal's train steps, paired by "
+                "AUC of the buffer placement's arms minus that of the learner placement (freshest) "
+                "run at the replay ratio that gives it the buffer placement's train steps, paired by "
                 "seed:", ""]
         for arm, d in eq.items():
             out.append("- %s: %s (higher in %d of %d seeds)" % (titles.get(arm, arm), cell(d),
@@ -217,7 +217,7 @@ def markdown(summary, titles):
         out.append("")
     for name, pm in summary["paper_metrics"].items():
         out += ["### The paper's two metrics in `%s` (ratios of means)" % name, "",
-                "| proposal arm / existing arm | loss (IS-weighted) | probe loss | "
+                "| buffer arm / learner arm | loss (IS-weighted) | probe loss | "
                 "transferred priority, alpha 0.6 | transferred priority, alpha 0 (control) |",
                 "| --- | --- | --- | --- | --- |"]
         for pair, m in pm.items():
@@ -297,8 +297,11 @@ def plots(out_dir, summary, titles):
 
 
 def write(out_dir, summary, titles):
+    """Writes summary.json, then summary.md and the plots from exactly what
+    it holds, so that the report can be redrawn from summary.json alone."""
+    summary = st.round_figures(summary)
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(st.round_figures(summary), f, indent=1)
+        json.dump(summary, f, indent=1)
         f.write("\n")
     with open(os.path.join(out_dir, "summary.md"), "w") as f:
         f.write(markdown(summary, titles))
