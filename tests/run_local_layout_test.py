@@ -1,4 +1,4 @@
-"""tools/run_local.py sizes the replay server from `actor --print_layout`:
+"""tools/launch/run_local.py sizes the replay server from `actor --print_layout`:
 the flags it gives the server are the actor binary's numbers (slot size,
 transition spec, observation size, actions, parameter bytes), for every
 environment, without starting any process but the actor's --print_layout.
@@ -18,7 +18,7 @@ def runfile(path):
 
 
 def load_run_local():
-    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/run_local.py"))
+    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/launch/run_local.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
