@@ -126,8 +126,7 @@ absl::Status Evaluate(const Options& options, std::ostream& out) {
     out << absl::StrFormat(
                "{\"index\": %d, \"eval_return_mean\": %.6g, \"eval_return_std\": %.6g, "
                "\"eval_return_min\": %.6g, \"eval_return_max\": %.6g}",
-               index, result.mean_return, SampleStd(result.returns, result.mean_return), *lo,
-               *hi)
+               index, result.mean_return, SampleStd(result.returns, result.mean_return), *lo, *hi)
         << std::endl;
     if (!out) return absl::DataLossError("cannot write the output");
   }
