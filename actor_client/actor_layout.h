@@ -5,7 +5,7 @@
 // gamma, hidden layers). Two uses:
 //
 //   * `actor --print_layout` prints it as one JSON object, which launchers
-//     read to start a server that fits (tools/run_local.py), so that no
+//     read to start a server that fits (tools/launch/run_local.py), so that no
 //     script repeats the sizes below:
 //
 //       {"env":"CartPole-v1","observation":"native",

@@ -88,7 +88,7 @@ DEFINE_int64(seed, 1,
 DEFINE_int32(flush_batch, 32, "transitions per write to the server");
 DEFINE_string(verification_log, "",
               "append a record per committed transition to this file "
-              "(common/verification_log.h; for tools/chaos.py)");
+              "(common/verification_log.h; for tools/chaos/chaos.py)");
 DEFINE_int64(payload_pad_bytes, 0,
              "bytes of padding after each transition's encoding: stored in the replay memory and "
              "moved across every link like the transition, never fed to the network (the "

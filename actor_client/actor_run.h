@@ -29,7 +29,7 @@ struct ActorRunOptions {
   std::string network_description;
   std::string server;  // for the log line
   // A P record per committed transition (common/verification_log.h; for
-  // tools/chaos.py); empty: none.
+  // tools/chaos/chaos.py); empty: none.
   std::string verification_log;
 };
 

@@ -34,7 +34,7 @@
 // Insert latency (stats().latency) runs from sealing to the completion of
 // the last commit WRITE (room waits included).
 //
-// Pipelined use (many writers on one thread, tools/replay_bench_clients.h):
+// Pipelined use (many writers on one thread, tools/bench/replay_bench_clients.h):
 // Submit() seals up to max_batch pending transitions and posts their WRITEs
 // (steps 1-3) without waiting; Poll() takes the completions that have come
 // and retires the batches they end. Up to max_in_flight batches of one

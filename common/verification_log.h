@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // verification_log.h: an opt-in, append-only record of what a process did
-// with transitions, for an external checker (tools/chaos_check.py) to prove
+// with transitions, for an external checker (tools/chaos/chaos_check.py) to prove
 // invariants across crashes: each record is one text line written with one
 // write(2) to a file opened O_APPEND, so what a record describes is in the
 // file as soon as the call returns, even if the process is SIGKILLed next.

@@ -9,7 +9,7 @@ and C++ actors.
     ... examples/python_learner.py --env=MinAtar/Breakout [--observation=pixels84]
 
 By default it starts what the demo starts (tools/run_demo.sh), with
-tools/run_local.py's functions and defaults: a replay server (buffer
+tools/launch/run_local.py's functions and defaults: a replay server (buffer
 placement: the server samples, prioritized) and 4 C++ actors, over the soft
 RDMA provider; the learner's own connection emulates --link (10 km of fibre
 at 25 GbE). With --server HOST:PORT it joins a server that is already
@@ -122,10 +122,10 @@ def evaluate(network, env_name, observation, episodes, device):
 
 
 def start_service(args):
-    """The replay server and C++ actors, as tools/run_local.py starts them,
+    """The replay server and C++ actors, as tools/launch/run_local.py starts them,
     with a fresh token (each actor gets its own credential); returns
     (address, processes, run_local module, the learner's token file)."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    sys.path.insert(0, os.path.join(ROOT, "tools", "launch"))
     import run_local
     argv = ["--actors", str(args.actors), "--seed", str(args.seed),
             "--hidden", ",".join(str(h) for h in args.hidden_sizes),

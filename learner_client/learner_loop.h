@@ -169,7 +169,7 @@ class ActorStatsSource {
 };
 
 // Where the run stood when a parameter snapshot was taken: what offline
-// evaluation (tools/evaluate_snapshots) plots the greedy return against.
+// evaluation (tools/experiment/evaluate_snapshots) plots the greedy return against.
 struct SnapshotRecord {
   uint64_t index = 0;  // 0, 1, 2, ... in the order taken
   double wall_s = 0;   // seconds since Run() started

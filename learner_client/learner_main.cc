@@ -127,7 +127,7 @@ DEFINE_double(eval_interval_s, 5,
               "--snapshot_dir offline instead)");
 DEFINE_string(snapshot_dir, "",
               "write parameter snapshots here for offline evaluation "
-              "(tools/evaluate_snapshots); empty: none");
+              "(tools/experiment/evaluate_snapshots); empty: none");
 DEFINE_double(snapshot_interval_s, 2, "seconds between snapshots with --snapshot_dir");
 DEFINE_int64(publish_every, 100, "train steps between parameter publications (0: never)");
 DEFINE_double(max_priority, 1e6, "new priorities above this are written as this");
@@ -135,7 +135,7 @@ DEFINE_string(metrics_out, "", "write progress and summary records here as JSON 
 DEFINE_string(verification_log, "",
               "if set, append a record of every batch entry or forwarded transition handed to "
               "training to this file "
-              "(common/verification_log.h; for tools/chaos.py)");
+              "(common/verification_log.h; for tools/chaos/chaos.py)");
 DEFINE_double(progress_interval_s, 5, "seconds between progress records");
 DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9465 "

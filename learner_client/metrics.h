@@ -101,7 +101,7 @@
 // Records are JSON objects, one per line (JSON lines); numbers that are not
 // finite are written as null. Both kinds start with type ("progress" or
 // "summary"), replay_placement, seed, wall_s, train_steps, env_steps, episodes,
-// link_bytes_total and link_transitions_total. tools/metrics_lines.py reads
+// link_bytes_total and link_transitions_total. tools/launch/metrics_lines.py reads
 // them.
 //
 // Thread safety: not thread-safe; the learner's loop owns its recorder.

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // snapshot_writer.h: the learner's parameter snapshots on disk, for offline
-// evaluation (tools/evaluate_snapshots) that costs the learner nothing.
+// evaluation (tools/experiment/evaluate_snapshots) that costs the learner nothing.
 //
 // A snapshot directory holds, for snapshot k (k = 0, 1, ...):
 //   snapshot-<k, 5 digits>.params   the online network's params buffer

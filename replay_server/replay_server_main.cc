@@ -63,7 +63,7 @@ DEFINE_string(metrics_listen, "",
               "for any. Port 0: the OS picks one (printed as \"metrics on URL\").");
 DEFINE_string(verification_log, "",
               "if set, append a record of every slot ingested, torn and restored, and of each "
-              "checkpoint, to this file (common/verification_log.h; for tools/chaos.py)");
+              "checkpoint, to this file (common/verification_log.h; for tools/chaos/chaos.py)");
 DEFINE_string(metrics_port_file, "", "if set, the metrics port is written to this file");
 
 DEFINE_int64(capacity, 65536, "slots in the replay memory (a power of two)");

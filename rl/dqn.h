@@ -72,7 +72,7 @@ struct DqnOptions {
 // 1,000 training steps. The rest (the network, seed, Huber delta, double
 // DQN, gradient clipping) keep DqnOptions' defaults; the batch of 32, the
 // replay of 100,000 and the first 5,000 random frames are the replay
-// server's and the actors' settings (tools/run_local.py applies them).
+// server's and the actors' settings (tools/launch/run_local.py applies them).
 DqnOptions MinAtarDqnOptions();
 
 struct TrainStepResult {

@@ -1,4 +1,4 @@
-"""tools/chaos.py against the real binaries for about two minutes (fixed
+"""tools/chaos/chaos.py against the real binaries for about two minutes (fixed
 seed): processes are killed, paused and restarted and links dropped and
 stalled, and every invariant must hold: the run exits 0 and its JSON says
 nothing was torn-accepted or lost unexpectedly, and every commit an actor
@@ -34,12 +34,12 @@ def runfile(path):
 class ChaosTest(unittest.TestCase):
 
     def run_chaos(self, duration_s, *flags):
-        """Runs tools/chaos.py for duration_s with `flags`; returns its
+        """Runs tools/chaos/chaos.py for duration_s with `flags`; returns its
         figures once it exited 0 with the keys in order and no broken
         invariant, and its stderr."""
         out_dir = tempfile.mkdtemp(prefix="chaos-", dir=os.environ.get("TEST_TMPDIR"))
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
-        cmd = [sys.executable, runfile("tools/chaos.py"), "--bin_dir", bin_dir,
+        cmd = [sys.executable, runfile("tools/chaos/chaos.py"), "--bin_dir", bin_dir,
                "--out_dir", out_dir, "--duration_s", str(duration_s), "--seed", str(SEED),
                "--event_interval_s", "2.5", "--json"] + list(flags)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -26,9 +26,12 @@ CLEAN = {
                           "//rl:environments"},
     "//rl:environments": {"//common:status_macros"},
     "//tools:replay_top": {"//client:session", "//replay_server:server"},
+    "//tools/bench:replay_bench": {"//client:session", "//replay_server:server"},
+    "//tools/launch:metrics_lines": set(),
+    "//tools/experiment:experiment_lib": {"//tools/launch:metrics_lines"},
 }
 EXEMPT = {"//client:session_test", "//testing:in_process_service"}
-BINARIES = {"//learner_client:learner", "//tools:replay_top"}
+BINARIES = {"//learner_client:learner", "//tools:replay_top", "//tools/bench:replay_bench"}
 
 
 def broken(extra_edges):
@@ -113,9 +116,23 @@ class DependencyRulesTest(unittest.TestCase):
         folders = {d for d in os.listdir(root)
                    if os.path.isfile(os.path.join(root, d, "BUILD"))}
         self.assertEqual(sorted(folders - set(rules.ALLOWED)), [])
+        # Each package under tools/ has a rule of its own.
+        tools = {"tools/" + d for d in os.listdir(os.path.join(root, "tools"))
+                 if os.path.isfile(os.path.join(root, "tools", d, "BUILD"))}
+        self.assertEqual(sorted(tools - set(rules.ALLOWED)), [])
+
+    def test_a_subfolder_with_its_own_rule_is_a_folder(self):
+        self.assertEqual(rules.folder("//tools/bench:replay_bench"), "tools/bench")
+        self.assertEqual(rules.folder("//tools:replay_top"), "tools")
+        self.assertEqual(rules.folder("//verbs/soft:soft"), "verbs")
+        self.assertEqual(rules.folder("//replay_server/checkpoint:checkpoint"), "replay_server")
+        self.assertIsNone(rules.folder("@system//:torch"))
 
     def test_tools_may_depend_on_anything(self):
         self.assertEqual(broken([("//tools:replay_top", "//learner_client:batch_reader")]), [])
+        self.assertEqual(broken([("//tools/bench:replay_bench", "//rl:dqn"),
+                                 ("//tools/launch:metrics_lines", "//tools:replay_top"),
+                                 ("//tools/experiment:experiment_lib", "//rl:dqn")]), [])
 
     def test_tests_and_test_helpers_may_depend_on_anything(self):
         self.assertEqual(broken([("//client:session_test", "//rl:dqn"),

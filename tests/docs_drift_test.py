@@ -7,8 +7,8 @@ spans (`...`) that look like code, not prose:
     starts with one of our programs) must be defined somewhere: a DEFINE_* in
     the C++ sources, an add_argument in a Python file, or a case pattern of a
     shell script;
-  - a path whose first folder is one of the repository's (`tools/chaos.py`,
-    `verbs/soft/`, `bazel-bin/tools/verbs_bench`) must name a file, a folder
+  - a path whose first folder is one of the repository's (`tools/chaos/chaos.py`,
+    `verbs/soft/`, `bazel-bin/tools/bench/verbs_bench`) must name a file, a folder
     or a Bazel target; a bare file name with a source extension (`config.h`)
     must end some file's path;
   - a Bazel label (`//verbs/soft:link_model_test`, `//python:all`) must name a
@@ -472,12 +472,13 @@ class CheckerTest(unittest.TestCase):
     def setUpClass(cls):
         tree = Tree.__new__(Tree)
         tree.root = "/nonexistent"
-        tree.paths = {"tools/", "tools/chaos.py", "tools/BUILD", "verbs/", "verbs/soft/",
+        tree.paths = {"tools/", "tools/BUILD", "tools/bench/", "tools/bench/BUILD",
+                      "tools/chaos/", "tools/chaos/chaos.py", "verbs/", "verbs/soft/",
                       "verbs/soft/BUILD", "verbs/soft/channel.h", "protocol/",
                       "protocol/config.h", "protocol/BUILD"}
         tree.files = [p for p in tree.paths if not p.endswith("/")]
-        tree.targets = {"tools": {"verbs_bench", "replay_top"}, "verbs/soft": {"soft"},
-                        "protocol": {"layout"}}
+        tree.targets = {"tools": {"replay_top"}, "tools/bench": {"verbs_bench"},
+                        "verbs/soft": {"soft"}, "protocol": {"layout"}}
         tree.flags = {"duration_s", "seed", "json", "listen"}
         tree.text = ("class CheckpointWriter; uint64_t ingest_cursor; kLayoutVersion;"
                      " void InsertRun(); class ReplayMemory; CartPole")
@@ -486,10 +487,10 @@ class CheckerTest(unittest.TestCase):
     def test_finds_names_that_exist(self):
         for span in ["CheckpointWriter", "ingest_cursor", "kLayoutVersion",
                      "ReplayMemory::InsertRun", "InsertRun()", "ReplayMemory::InsertRun(a, b)",
-                     "tools/chaos.py", "verbs/soft/", "bazel-bin/tools/verbs_bench",
+                     "tools/chaos/chaos.py", "verbs/soft/", "bazel-bin/tools/bench/verbs_bench",
                      "tools/replay_top", "config.h", "soft/channel.h", "//verbs/soft",
-                     "//tools:verbs_bench", "//verbs/soft/...", "//protocol:all", "--seed",
-                     "--duration_s=1800", "tools/chaos.py --duration_s 120 --seed 7 --json",
+                     "//tools/bench:verbs_bench", "//verbs/soft/...", "//protocol:all", "--seed",
+                     "--duration_s=1800", "tools/chaos/chaos.py --duration_s 120 --seed 7 --json",
                      "$B/tools/replay_top --listen=x"]:
             self.assertEqual(self.c.problems(span), [], span)
 
@@ -498,21 +499,21 @@ class CheckerTest(unittest.TestCase):
                      "n % kNoSuchThing", "Gone()", "q < ingest_cursor + NoSuchWindow(config)",
                      "tools/chaos2.py", "verbs/hard/", "bazel-bin/tools/nothing",
                      "//tools:nothing", "//nowhere:x", "--no_such_flag",
-                     "tools/chaos.py --duration_s 1 --bogus", "gone.h"]:
+                     "tools/chaos/chaos.py --duration_s 1 --bogus", "gone.h"]:
             self.assertNotEqual(self.c.problems(span), [], span)
 
     def test_reads_commands_from_shell_blocks(self):
         text = ("```sh\n"
-                "tools/chaos.py --duration_s 120 \\\n"
+                "tools/chaos/chaos.py --duration_s 120 \\\n"
                 "    --seed 7   # --not_a_flag in a comment\n"
-                "x --a | tools/chaos.py --json && echo\n"
+                "x --a | tools/chaos/chaos.py --json && echo\n"
                 "```\n"
                 "```json\n"
                 "{\"--no\": 1}\n"
                 "```\n")
         self.assertEqual(list(shell_commands(text)),
-                         [(2, "tools/chaos.py --duration_s 120 --seed 7"), (4, "x --a"),
-                          (4, "tools/chaos.py --json"), (4, "echo")])
+                         [(2, "tools/chaos/chaos.py --duration_s 120 --seed 7"), (4, "x --a"),
+                          (4, "tools/chaos/chaos.py --json"), (4, "echo")])
 
     def test_finds_spans_across_line_breaks_but_not_in_code_blocks(self):
         text = ("a `Foo` and `bar\nbaz` here\n\n```\n`not_a_span`\n```\n"

@@ -1,5 +1,5 @@
 """End to end: the real replay server, actor and learner binaries, started
-by tools/run_local.py on loopback with the soft provider and an emulated
+by tools/launch/run_local.py on loopback with the soft provider and an emulated
 10 km / 25 GbE learner link, learn CartPole-v1.
 
   * buffer placement: within a bounded time the learner's
@@ -17,7 +17,7 @@ import sys
 import tempfile
 import unittest
 
-from tools import metrics_lines
+from tools.launch import metrics_lines
 
 RANDOM_POLICY_RETURN = 22.0
 # Learning is "well above random" at three times its mean return.
@@ -68,7 +68,7 @@ class E2eLearningTest(unittest.TestCase):
         metrics = os.path.join(out_dir, "metrics.jsonl")
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         cmd = [
-            sys.executable, runfile("tools/run_local.py"),
+            sys.executable, runfile("tools/launch/run_local.py"),
             "--bin_dir", bin_dir,
             "--replay_placement", placement,
             "--link", "10km-25g",

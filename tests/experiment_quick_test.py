@@ -1,4 +1,4 @@
-"""tools/experiment.py --quick end to end: every arm of the smoke set runs
+"""tools/experiment/experiment.py --quick end to end: every arm of the smoke set runs
 (real binaries, soft provider, emulated links), its snapshots are evaluated
 offline, and summary.json / summary.md come out with the documented shape;
 --report_only redraws the same summary.md from summary.json alone.
@@ -30,7 +30,7 @@ class ExperimentQuickTest(unittest.TestCase):
         out = tempfile.mkdtemp(prefix="experiment-", dir=os.environ.get("TEST_TMPDIR"))
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         proc = subprocess.run(
-            [sys.executable, runfile("tools/experiment.py"), "--quick", "--out", out,
+            [sys.executable, runfile("tools/experiment/experiment.py"), "--quick", "--out", out,
              "--bin_dir", bin_dir],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
         output = proc.stdout.decode(errors="replace")

@@ -1,4 +1,4 @@
-"""tools/netns_cluster.sh: the real binaries across network namespaces, one
+"""tools/launch/netns_cluster.sh: the real binaries across network namespaces, one
 per host, each with an address that exists only inside its namespace.
 
   * a short training run: the learner trains and reads batches, the actors
@@ -23,7 +23,7 @@ import tempfile
 import time
 import unittest
 
-from tools import metrics_lines
+from tools.launch import metrics_lines
 
 ACTORS = 2
 TRAIN_STEPS = 500
@@ -93,8 +93,8 @@ def prom_value(text, sample):
 class NetnsClusterTest(unittest.TestCase):
 
     def script(self, extra, out_dir, timeout=SCRIPT_TIMEOUT_S):
-        cmd = [runfile("tools/netns_cluster.sh"), "--bin_dir", bin_dir(), "--out_dir", out_dir,
-               "--subnet", SUBNET] + extra
+        cmd = [runfile("tools/launch/netns_cluster.sh"), "--bin_dir", bin_dir(),
+               "--out_dir", out_dir, "--subnet", SUBNET] + extra
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=timeout)
         output = proc.stdout.decode(errors="replace")
@@ -192,8 +192,8 @@ class NetnsClusterTest(unittest.TestCase):
 
     def test_interrupt_tears_everything_down(self):
         out_dir = self.out_dir("interrupt")
-        cmd = [runfile("tools/netns_cluster.sh"), "--bin_dir", bin_dir(), "--out_dir", out_dir,
-               "--subnet", SUBNET, "--actors", "1", "--duration_s", "300"]
+        cmd = [runfile("tools/launch/netns_cluster.sh"), "--bin_dir", bin_dir(),
+               "--out_dir", out_dir, "--subnet", SUBNET, "--actors", "1", "--duration_s", "300"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             # Until the learner has connected: every process and namespace exists.

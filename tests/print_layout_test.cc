@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 //
-// `actor --print_layout`, which launchers (tools/run_local.py) size the
+// `actor --print_layout`, which launchers (tools/launch/run_local.py) size the
 // server from, against the C++ it stands for: the payload is the size a
 // real transition encodes to, the slot holds it with its header, the params
 // are the size of a serialized network, the spec parses back to the flags.

@@ -1,5 +1,5 @@
-"""The launch plan (tools/launch_plan.py) sizes the replay server from
-`actor --print_layout`: the flags tools/run_local.py gives the server are
+"""The launch plan (tools/launch/launch_plan.py) sizes the replay server from
+`actor --print_layout`: the flags tools/launch/run_local.py gives the server are
 the actor binary's numbers (slot size, transition spec, observation size,
 actions, parameter bytes), for every environment, without starting any
 process but the actor's --print_layout. Every launcher takes its flags from
@@ -25,7 +25,7 @@ def runfile(path):
 
 
 def load_run_local():
-    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/run_local.py"))
+    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/launch/run_local.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -139,7 +139,7 @@ class LaunchPlanTest(unittest.TestCase):
 
     def write(self, *options):
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        proc = subprocess.run([sys.executable, runfile("tools/launch_plan.py"),
+        proc = subprocess.run([sys.executable, runfile("tools/launch/launch_plan.py"),
                                "--bin_dir=" + self.bin_dir, "--write=" + out] + list(options),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return proc, out
@@ -178,8 +178,8 @@ class LaunchPlanTest(unittest.TestCase):
         # The sizes and the layout are the plan's: a launcher that reads
         # `actor --print_layout` or rounds the parameter bytes itself has
         # become a second recipe.
-        for path in ("tools/run_local.py", "tools/chaos.py", "tools/netns_cluster.sh",
-                     "tools/slurm/dreplay.sbatch"):
+        for path in ("tools/launch/run_local.py", "tools/chaos/chaos.py", "tools/launch/netns_cluster.sh",
+                     "tools/launch/slurm/dreplay.sbatch"):
             with open(runfile(path)) as f:
                 text = f.read()
             with self.subTest(launcher=path):

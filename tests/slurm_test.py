@@ -1,12 +1,12 @@
-"""tools/slurm/: dreplay as a heterogeneous Slurm job, on a Slurm cluster
-this test starts on this machine (tools/slurm/local_cluster.sh: munged,
+"""tools/launch/slurm/: dreplay as a heterogeneous Slurm job, on a Slurm cluster
+this test starts on this machine (tools/launch/slurm/local_cluster.sh: munged,
 slurmctld and three slurmd, one per virtual node) and stops again.
 
   * submit.sh --wait runs the job to completion: the buffer node, the actors
     and the learner each ran on their own node (one per heterogeneous
     component), the learner got the GPU it asked for (a stand-in the
     cluster declares), the learner trained its budget, and the counters add up
-    across them (tools/cluster_counters.py, checked again here from the
+    across them (tools/launch/cluster_counters.py, checked again here from the
     job directory's files);
   * submit.sh puts --learner_gres on the learner's component only.
 
@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import unittest
 
-from tools import metrics_lines
+from tools.launch import metrics_lines
 
 ACTORS = 2
 TRAIN_STEPS = 300
@@ -69,7 +69,7 @@ class SubmitDryRunTest(unittest.TestCase):
 
     def test_gres_goes_to_the_learner_component_only(self):
         proc = subprocess.run(
-            [runfile("tools/slurm/submit.sh"), "--dry_run", "--actors", "3",
+            [runfile("tools/launch/slurm/submit.sh"), "--dry_run", "--actors", "3",
              "--learner_gres", "gpu:1", "--partition", "p", "--", "--train_steps", "10"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
         line = proc.stdout.decode()
@@ -105,7 +105,7 @@ class SlurmJobTest(unittest.TestCase):
             cls.tearDownClass()
             os._exit(128 + signum)
         signal.signal(signal.SIGTERM, on_term)
-        proc = subprocess.run([runfile("tools/slurm/local_cluster.sh"), "start", cls.cluster,
+        proc = subprocess.run([runfile("tools/launch/slurm/local_cluster.sh"), "start", cls.cluster,
                                "--gpu"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cls.env,
                               timeout=120)
@@ -117,7 +117,7 @@ class SlurmJobTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        subprocess.run([runfile("tools/slurm/local_cluster.sh"), "stop", cls.cluster],
+        subprocess.run([runfile("tools/launch/slurm/local_cluster.sh"), "stop", cls.cluster],
                        env=cls.env, timeout=120)
         outputs = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR")
         if outputs:
@@ -134,8 +134,8 @@ class SlurmJobTest(unittest.TestCase):
     def test_heterogeneous_job_trains_and_adds_up(self):
         jobs = os.path.join(self.dir, "jobs")
         os.makedirs(jobs)
-        cmd = [runfile("tools/slurm/submit.sh"), "--actors", str(ACTORS), "--buffer_cpus", "1",
-               "--actor_cpus", "1", "--learner_cpus", "1", "--learner_gres", "gpu:1",
+        cmd = [runfile("tools/launch/slurm/submit.sh"), "--actors", str(ACTORS),
+               "--buffer_cpus", "1", "--actor_cpus", "1", "--learner_cpus", "1", "--learner_gres", "gpu:1",
                "--time", str(JOB_TIME_MIN),
                "--output", os.path.join(jobs, "dreplay-%j.out"), "--wait", "--",
                "--bin_dir", bin_dir(), "--provider", "auto", "--train_steps", str(TRAIN_STEPS),

@@ -7,7 +7,7 @@
 // ingested exactly once and nothing is torn; after SIGCONT the stopped
 // writer goes on, after SIGKILL the server stays healthy and gives its
 // lease back to the next actor with its id. Rates are not compared here
-// (tools/replay_bench --stalled_actors measures them).
+// (tools/bench/replay_bench --stalled_actors measures them).
 
 #include <fcntl.h>
 #include <signal.h>

@@ -20,6 +20,10 @@ gets a rule when it gets targets:
   third_party/     nothing of ours
   testing/, tests/, tools/, examples/   anything
 
+A subfolder with a rule of its own (tools/bench/, tools/chaos/,
+tools/experiment/, tools/launch/: anything) is a folder by itself; any other
+subfolder belongs to its top folder (verbs/soft/ is verbs/).
+
 torch: only rl/ and binaries name it directly, and only rl/, the role
 clients and the anything-folders may reach it at all (the Python bindings
 use rl/'s torch-free parts).
@@ -63,17 +67,28 @@ ALLOWED = {
     "testing": (ANY, "test helpers may use anything"),
     "tests": (ANY, "tests may use anything"),
     "tools": (ANY, "tools may use anything"),
+    "tools/bench": (ANY, "the benchmarks may use anything"),
+    "tools/chaos": (ANY, "the chaos soak may use anything"),
+    "tools/experiment": (ANY, "the experiment may use anything"),
+    "tools/launch": (ANY, "the launchers may use anything"),
     "examples": (ANY, "examples may use anything"),
 }
 # Folders whose targets may reach torch (through rl/ or as binaries).
 TORCH_REACHABLE = ("rl", "actor_client", "learner_client", "testing", "tests", "tools",
-                   "examples")
+                   "tools/bench", "tools/chaos", "tools/experiment", "tools/launch", "examples")
 
 
 def folder(label):
-    """'//verbs/soft:x' -> 'verbs'; None for external labels."""
-    m = re.match(r"^//([^:/]+)", label)
-    return m.group(1) if m else None
+    """'//verbs/soft:x' -> 'verbs'; '//tools/bench:x' -> 'tools/bench' (a
+    subfolder with a rule of its own); None for external labels."""
+    m = re.match(r"^//([^:/]+(?:/[^:/]+)*)", label)
+    if not m:
+        return None
+    parts = m.group(1).split("/")
+    for n in range(len(parts), 1, -1):
+        if "/".join(parts[:n]) in ALLOWED:
+            return "/".join(parts[:n])
+    return parts[0]
 
 
 def closure(edges, start):

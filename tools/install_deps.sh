@@ -23,15 +23,15 @@ PACKAGES=(
   libssl-dev
   # Experiments: plots
   python3 python3-matplotlib
-  # Clusters: Slurm and its authentication (tools/slurm/, and the single-machine
-  # cluster tests/slurm_test starts); tc for tools/netns_cluster.sh's shaping
+  # Clusters: Slurm and its authentication (tools/launch/slurm/, and the single-machine
+  # cluster tests/slurm_test starts); tc for tools/launch/netns_cluster.sh's shaping
   # comes with iproute2 above.
   slurm-wlm munge
   # The Python package (python/): pybind11 bindings built against the system
   # Python's headers, NumPy arrays, its pytest tests, and PyTorch for the
   # tensors, the params helpers and the examples' learner and actor.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
-  # tools/peer_bench's other systems: Redis (the server it starts, and
+  # tools/bench/peer_bench's other systems: Redis (the server it starts, and
   # hiredis), gRPC's C++ library, protobuf, and the code generators its
   # proto goes through.
   redis-server libhiredis-dev libgrpc++-dev libprotobuf-dev protobuf-compiler

@@ -11,7 +11,7 @@
 #   tools/run_demo.sh                     # defaults: budget 600 s
 #   tools/run_demo.sh --budget_s 300
 #   tools/run_demo.sh --replay_placement learner   # the replay memory at the learner
-#   tools/run_demo.sh --seed 2 --lr 5e-4  # anything else goes to tools/run_local.py
+#   tools/run_demo.sh --seed 2 --lr 5e-4  # anything else goes to tools/launch/run_local.py
 #   tools/run_demo.sh --samples_per_insert 0 --nolearner_cache   # no limit, no cache
 #   tools/run_demo.sh --env MinAtar/Breakout [--observation pixels84]
 #
@@ -21,7 +21,7 @@
 #
 # Installs what is missing (tools/install_deps.sh, as root the first time),
 # builds the three binaries, shows the learner's progress, and prints a
-# summary (tools/metrics_lines.py demo_summary): time to solve, environment
+# summary (tools/launch/metrics_lines.py demo_summary): time to solve, environment
 # steps, transitions and bytes across the link, the link bytes by traffic
 # class (experience, metadata, polling, priorities, params, control), the
 # transitions fetched, the experience bytes per distinct transition trained
@@ -59,15 +59,16 @@ echo "run_demo: 4 actors, buffer placement, $env, link 10km-25g, 16 samples per 
   "budget ${budget_s} s; logs in $out"
 start=$(date +%s.%N)
 set +e
-python3 tools/run_local.py --replay_placement buffer --link 10km-25g --env "$env" --actors 4 \
-  --samples_per_insert 16 "${solve[@]+"${solve[@]}"}" --duration_s "$budget_s" \
+python3 tools/launch/run_local.py --replay_placement buffer --link 10km-25g --env "$env" \
+  --actors 4 --samples_per_insert 16 "${solve[@]+"${solve[@]}"}" --duration_s "$budget_s" \
   --metrics_out "$metrics" --out_dir "$out" "${pass[@]+"${pass[@]}"}"
 rc=$?
 set -e
 end=$(date +%s.%N)
 
 solved=0
-python3 tools/metrics_lines.py demo_summary "$metrics" "$start" "$end" "$rc" "$env" && solved=1
+python3 tools/launch/metrics_lines.py demo_summary "$metrics" "$start" "$end" "$rc" "$env" &&
+  solved=1
 
 if [ "$rc" -ne 0 ]; then
   echo "run_demo: the run failed (exit code $rc); logs in $out" >&2

@@ -94,7 +94,7 @@ class DeviceList {
     if (count_ == 0) {
       return absl::NotFoundError(
           "no RDMA device: libibverbs found 0 devices (for Soft-RoCE, run "
-          "tools/softroce_setup.sh as root)");
+          "tools/launch/softroce_setup.sh as root)");
     }
     return absl::OkStatus();
   }

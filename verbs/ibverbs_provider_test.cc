@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // Tests of the libibverbs provider. Those that need an RDMA device (RoCE or
-// Soft-RoCE: tools/softroce_setup.sh) skip with "no RDMA device: ..." when
+// Soft-RoCE: tools/launch/softroce_setup.sh) skip with "no RDMA device: ..." when
 // there is none; the rest run everywhere.
 
 #include "verbs/ibverbs_provider.h"

@@ -1,6 +1,6 @@
 """Smoke runs of the examples: examples/python_learner.py trains a few
 steps against a replay server and a C++ actor it starts (through
-tools/run_local.py's functions), and examples/python_actor.py inserts
+tools/launch/run_local.py's functions), and examples/python_actor.py inserts
 transitions that the server ingests and a reader decodes."""
 
 import os

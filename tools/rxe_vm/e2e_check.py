@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End to end on a real RDMA provider: tools/run_local.py starts the replay
+"""End to end on a real RDMA provider: tools/launch/run_local.py starts the replay
 server, two actors and a learner (--provider, ibverbs by default; no link
 emulation, which is the soft provider's), trains CartPole-v1 for a short
 while in each of three configurations, and checks that the counters add up:
@@ -23,7 +23,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from tools import metrics_lines  # noqa: E402
+from tools.launch import metrics_lines  # noqa: E402
 
 BATCH_SIZE = 32
 CONFIGS = {
@@ -38,7 +38,7 @@ def run(args, name, extra):
     os.makedirs(out_dir, exist_ok=True)
     metrics = os.path.join(out_dir, "metrics.jsonl")
     cmd = [
-        sys.executable, os.path.join(ROOT, "tools/run_local.py"),
+        sys.executable, os.path.join(ROOT, "tools/launch/run_local.py"),
         "--bin_dir", args.bin_dir,
         "--provider", args.provider,
         "--link", "none",

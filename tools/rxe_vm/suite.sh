@@ -70,7 +70,7 @@ step security_test_ibverbs on_ibverbs tests/security_test
 memlock_refusal() {
   local output
   output=$(setpriv --bounding-set=-ipc_lock -- bash -c \
-    "ulimit -l 64 && exec $bin/tools/verbs_bench --provider=ibverbs --duration_s=0.2" 2>&1)
+    "ulimit -l 64 && exec $bin/tools/bench/verbs_bench --provider=ibverbs --duration_s=0.2" 2>&1)
   echo "$output"
   [[ "$output" == *RLIMIT_MEMLOCK*"ulimit -l unlimited"* ]]
 }
@@ -121,7 +121,7 @@ step e2e_ibverbs python3 tools/rxe_vm/e2e_check.py --bin_dir "$bin" --out_dir "$
 bench() {  # NAME PROVIDER verbs_bench flags...
   local provider="$2"
   shift 2
-  "$bin/tools/verbs_bench" --provider="$provider" --duration_s=2 --warmup_s=0.5 --json "$@" |
+  "$bin/tools/bench/verbs_bench" --provider="$provider" --duration_s=2 --warmup_s=0.5 --json "$@" |
     tee -a "$out/verbs_bench.jsonl" | grep -q '"ops_per_s"'
 }
 for provider in ibverbs soft; do
@@ -131,7 +131,7 @@ for provider in ibverbs soft; do
   step "verbs_bench_compare_swap_$provider" bench compare_swap "$provider" --op=compare_swap --depth=16
 done
 
-step replay_bench_ibverbs "$bin/tools/replay_bench" --provider=ibverbs --duration_s=3 --json
+step replay_bench_ibverbs "$bin/tools/bench/replay_bench" --provider=ibverbs --duration_s=3 --json
 
 echo "rxe: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

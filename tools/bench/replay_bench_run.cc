@@ -1,0 +1,236 @@
+// Copyright dreplay authors.
+
+#include "tools/bench/replay_bench_run.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "replay_server/server.h"
+#include "tools/bench/replay_bench_clients.h"
+#include "verbs/verbs.h"
+
+namespace dreplay::tools {
+namespace {
+
+using server::ReplayServer;
+
+// How long the clients may take to connect (1,024 handshakes on a loaded
+// 2-core host took more than a minute).
+constexpr absl::Duration kSetupTimeout = absl::Seconds(180);
+
+server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
+  server::ReplayServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  so.layout = c.layout;
+  so.core.memory.alpha = c.alpha;
+  so.core.memory.seed = c.seed;
+  so.core.sampler.rate_limiter.min_size_to_sample = c.layout.batch_size;
+  so.core.max_sleep = c.core_max_sleep;
+  so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
+  so.core.spin_steps = c.core_spin_steps;
+  so.stats_interval = absl::InfiniteDuration();
+  so.max_monitors = 4;
+  so.max_clients = std::max<uint32_t>(static_cast<uint32_t>(c.actors + c.stalled_actors + 8),
+                                      c.layout.leases + 1 + so.max_monitors);
+  so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
+  so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
+  so.core.sampler.rate_limiter.block_inserts = c.samples_per_insert > 0 && c.spi_block_actors;
+  if (c.samples_per_insert > 0) {
+    // The budget starts after the prefill, so that the measured window runs
+    // at the ratio instead of sampling the prefill's credit first.
+    so.core.sampler.rate_limiter.min_size_to_sample =
+        std::max<uint64_t>(c.layout.batch_size, c.prefill);
+  }
+  return so;
+}
+
+// The clients' counters and the server's ingest at one moment.
+struct Totals {
+  uint64_t committed = 0;
+  uint64_t bytes_in = 0;
+  uint64_t reconnects = 0;
+  uint64_t sampled = 0;
+  uint64_t batches = 0;
+  uint64_t bytes_out = 0;
+  uint64_t inserted = 0;
+  absl::Time when;
+  double cpu_seconds = 0;  // the process's CPU time
+};
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const ReplayServer& server) {
+  Totals t;
+  for (int i = 0; i < c.actors; ++i) {
+    t.committed += state->actor(i).transitions.load();
+    t.bytes_in += state->actor(i).bytes.load();
+    t.reconnects += state->actor(i).reconnects.load();
+  }
+  t.sampled = state->learner().transitions.load();
+  t.batches = state->learner().batches.load();
+  t.bytes_out = state->learner().bytes.load();
+  t.inserted = server.ReadStats().inserted;
+  t.when = absl::Now();
+  t.cpu_seconds = ProcessCpuSeconds();
+  return t;
+}
+
+// Waits until `n` clients are ready or the run failed.
+absl::Status WaitReady(ReplayBenchState* state, int n) {
+  const absl::Time deadline = absl::Now() + kSetupTimeout;
+  while (state->ready.load() < n) {
+    RETURN_IF_ERROR(state->status());
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(state->ready.load(), " of ", n,
+                                                      " clients connected within ",
+                                                      absl::FormatDuration(kSetupTimeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return state->status();
+}
+
+// After the warmup, opens the window for config.duration and fills `r`'s
+// rates from the counters at its two ends.
+void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server, ReplayBenchState* state,
+                   ReplayRunResult* r) {
+  absl::SleepFor(c.warmup);
+  const Totals begin = TakeTotals(c, state, server);
+  state->measuring = true;
+  absl::SleepFor(c.duration);
+  state->measuring = false;
+  const Totals end = TakeTotals(c, state, server);
+  r->server = server.ReadStats();
+  const double s = absl::ToDoubleSeconds(end.when - begin.when);
+  r->seconds = s;
+  r->cpu_seconds = end.cpu_seconds - begin.cpu_seconds;
+  r->inserted_per_s = (end.inserted - begin.inserted) / s;
+  r->committed_per_s = (end.committed - begin.committed) / s;
+  r->bytes_in_per_s = (end.bytes_in - begin.bytes_in) / s;
+  r->insert_gbps = r->committed_per_s * c.layout.slot_size * 8 / 1e9;
+  r->sampled_per_s = (end.sampled - begin.sampled) / s;
+  r->batches_per_s = (end.batches - begin.batches) / s;
+  r->bytes_out_per_s = (end.bytes_out - begin.bytes_out) / s;
+  r->writer_reconnects = end.reconnects;
+}
+
+// `s` with "<who>: " before its message.
+absl::Status Named(const absl::Status& s, absl::string_view who) {
+  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+}
+
+// Starts the clients on `server`, measures, stops and joins them.
+absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
+                                               const ReplayServer& server) {
+  std::unique_ptr<verbs::Provider> shared_actor_provider;
+  if (c.shared_actor_provider && c.actors > 0) {
+    ASSIGN_OR_RETURN(shared_actor_provider, verbs::CreateProvider(c.provider));
+  }
+  ReplayBenchState state(c.actors);
+  LearnerFigures learner;
+  std::vector<std::thread> threads;
+  const absl::Time clients_start = absl::Now();
+  if (c.actor_threads == 0) {
+    for (int i = 0; i < c.actors; ++i) {
+      threads.emplace_back([&, i] {
+        const absl::Status s = RunBenchActor(c, server, i, shared_actor_provider.get(), &state);
+        if (!s.ok()) state.Fail(Named(s, absl::StrCat("actor ", i)));
+      });
+    }
+  } else {
+    // Actors [first, first + count) per thread, as evenly as they go; each
+    // thread sets up its share of connect_in_flight connections at once.
+    const int connectors = std::max(1, c.connect_in_flight / c.actor_threads);
+    for (int t = 0; t < c.actor_threads; ++t) {
+      const int first = c.actors * t / c.actor_threads;
+      const int count = c.actors * (t + 1) / c.actor_threads - first;
+      if (count == 0) continue;
+      threads.emplace_back([&, first, count] {
+        const absl::Status s = RunBenchActorGroup(c, server, first, count, connectors, &state);
+        if (!s.ok()) state.Fail(Named(s, absl::StrCat("actors ", first, "..")));
+      });
+    }
+  }
+  if (c.stalled_actors > 0) {
+    threads.emplace_back([&] {
+      const absl::Status s = RunStalledActors(c, server, c.actors, c.stalled_actors, &state);
+      if (!s.ok()) state.Fail(Named(s, "stalled actors"));
+    });
+  }
+  if (c.learner) {
+    threads.emplace_back([&] {
+      const absl::Status s = RunBenchLearner(c, server, &state, &learner);
+      if (!s.ok()) state.Fail(Named(s, "learner"));
+    });
+  }
+  ReplayRunResult r;
+  absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
+  r.connect_seconds = absl::ToDoubleSeconds(absl::Now() - clients_start);
+  if (status.ok()) MeasureWindow(c, server, &state, &r);
+  state.stop = true;
+  for (std::thread& t : threads) t.join();
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(state.status());
+  r.insert_latency = state.insert_latencies();
+  r.batch_wait = learner.batch_wait;
+  r.batch_read = learner.batch_read;
+  r.reader_torn = learner.reader.torn;
+  r.reader_not_staged = learner.reader.not_staged;
+  r.samples_per_insert = r.inserted_per_s > 0 ? r.sampled_per_s / r.inserted_per_s : 0;
+  r.link_bytes = learner.link_bytes;
+  r.transitions_fetched = learner.reader.transitions_fetched;
+  r.distinct_transitions_fetched = learner.reader.distinct_transitions_fetched;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayRunResult> RunReplayBenchOnce(const ReplayBenchConfig& c) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> server_provider,
+                   verbs::CreateProvider(c.provider));
+  if ((c.link.enabled() || c.actor_link.enabled()) && server_provider->name() != "soft") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--link / --actor_link need the soft provider; this run uses ", server_provider->name()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
+                   ReplayServer::Start(server_provider.get(), ServerOptionsFor(c)));
+  RETURN_IF_ERROR(Prefill(c, *server));
+  absl::StatusOr<ReplayRunResult> r = MeasureClients(c, *server);
+  const absl::Status stopped = server->Stop();
+  RETURN_IF_ERROR(r.status());
+  RETURN_IF_ERROR(stopped);
+  return r;
+}
+
+absl::StatusOr<ReplayBenchRound> RunReplayBenchRound(const ReplayBenchConfig& c) {
+  ReplayBenchRound round;
+  ASSIGN_OR_RETURN(round.main, RunReplayBenchOnce(c));
+  if (c.nolink_baseline) {
+    ReplayBenchConfig without = c;
+    without.link = verbs::LinkModel();
+    without.link_spec = "none";
+    absl::StatusOr<ReplayRunResult> r = RunReplayBenchOnce(without);
+    if (!r.ok()) return Named(r.status(), "the run without --link");
+    round.nolink = *r;
+  }
+  if (c.tcp_baseline) {
+    ASSIGN_OR_RETURN(round.tcp, RunLoopbackTcpStream(c.layout.slot_size, c.duration));
+  }
+  return round;
+}
+
+}  // namespace dreplay::tools
