@@ -109,6 +109,22 @@ def run(args, out_dir):
     return summary[-1], snapshots[-1]
 
 
+def add_run_arguments(p):
+    """The options of a whole-system run (shared with minatar_curves.py)."""
+    p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
+                   help="the built binaries (default: bazel-out/k8-opt/bin, else bazel-bin)")
+    p.add_argument("--run_flag", action="append", default=[], metavar="FLAG",
+                   help="extra flag for tools/launch/run_local.py (repeatable)")
+
+
+def import_package(args):
+    """Fills in --bin_dir's default and makes its Python package importable."""
+    if not args.bin_dir:
+        opt = os.path.join(ROOT, "bazel-out", "k8-opt", "bin")
+        args.bin_dir = opt if os.path.isdir(opt) else os.path.join(ROOT, "bazel-bin")
+    sys.path.insert(0, os.path.join(args.bin_dir, "python", "lib"))
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -121,17 +137,11 @@ def main(argv):
     p.add_argument("--target_ratio", type=float, default=3.0)
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--out_dir", default="", help="the run's logs (default: a new /tmp directory)")
-    p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
-                   help="the built binaries (default: bazel-out/k8-opt/bin, else bazel-bin)")
-    p.add_argument("--run_flag", action="append", default=[], metavar="FLAG",
-                   help="extra flag for tools/launch/run_local.py (repeatable)")
+    add_run_arguments(p)
     args = p.parse_args(argv)
     if not args.env.startswith("MinAtar/"):
         p.error("--env must be a MinAtar environment")
-    if not args.bin_dir:
-        opt = os.path.join(ROOT, "bazel-out", "k8-opt", "bin")
-        args.bin_dir = opt if os.path.isdir(opt) else os.path.join(ROOT, "bazel-bin")
-    sys.path.insert(0, os.path.join(args.bin_dir, "python", "lib"))
+    import_package(args)
     import dreplay
     from dreplay import params
     out_dir = args.out_dir or tempfile.mkdtemp(prefix="dreplay-minatar-")

@@ -206,10 +206,7 @@ def main(argv):
                    help="per-run results, curves.png and summary.md")
     p.add_argument("--runs_dir", default="", help="raw runs (default: a new /tmp directory)")
     p.add_argument("--plot_only", action="store_true", help="redraw from --results_dir")
-    p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
-                   help="the built binaries (default: bazel-out/k8-opt/bin, else bazel-bin)")
-    p.add_argument("--run_flag", action="append", default=[], metavar="FLAG",
-                   help="extra flag for tools/launch/run_local.py (repeatable)")
+    minatar_bench.add_run_arguments(p)
     args = p.parse_args(argv)
     games = [g for g in args.games.split(",") if g]
     try:
@@ -221,10 +218,7 @@ def main(argv):
     if not seeds or args.duration_s <= 0 or args.snapshot_interval_s <= 0 or args.episodes < 2:
         p.error("need seeds, --duration_s > 0, --snapshot_interval_s > 0 and --episodes >= 2")
     if not args.plot_only:
-        if not args.bin_dir:
-            opt = os.path.join(ROOT, "bazel-out", "k8-opt", "bin")
-            args.bin_dir = opt if os.path.isdir(opt) else os.path.join(ROOT, "bazel-bin")
-        sys.path.insert(0, os.path.join(args.bin_dir, "python", "lib"))
+        minatar_bench.import_package(args)
         import dreplay
         args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="dreplay-curves-")
         total = len(games) * len(seeds)
