@@ -54,13 +54,18 @@ bazel build --jobs=2 //replay_server:replay_server //actor_client:actor //learne
 out=$(mktemp -d "${TMPDIR:-/tmp}/dreplay-demo-XXXXXX")
 metrics="$out/metrics.jsonl"
 solve=(--stop_when_solved)
-case "$env" in MinAtar/*) solve=() ;; esac
+# MinAtar: no solve threshold, and a greedy evaluation of 20 episodes every
+# 30 s, so that evaluating does not take the learner's time from training
+# (100 episodes every 5 s left a shared-core learner a few batches a minute).
+evaluation=()
+case "$env" in MinAtar/*) solve=() evaluation=(--eval_interval_s 30 --eval_episodes 20) ;; esac
 echo "run_demo: 4 actors, buffer placement, $env, link 10km-25g, 16 samples per insert," \
   "budget ${budget_s} s; logs in $out"
 start=$(date +%s.%N)
 set +e
 python3 tools/launch/run_local.py --replay_placement buffer --link 10km-25g --env "$env" \
-  --actors 4 --samples_per_insert 16 "${solve[@]+"${solve[@]}"}" --duration_s "$budget_s" \
+  --actors 4 --samples_per_insert 16 "${solve[@]+"${solve[@]}"}" \
+  "${evaluation[@]+"${evaluation[@]}"}" --duration_s "$budget_s" \
   --metrics_out "$metrics" --out_dir "$out" "${pass[@]+"${pass[@]}"}"
 rc=$?
 set -e
