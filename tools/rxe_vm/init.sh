@@ -1,5 +1,5 @@
 #!/bin/busybox sh
-# The initramfs' /init of tools/rxe_vm.sh's VM (busybox). It loads the
+# The initramfs' /init of tools/rxe_vm/rxe_vm.sh's VM (busybox). It loads the
 # virtio and 9p modules shipped in the initramfs, mounts the host's / read-only
 # over virtio-9p, puts tmpfs on /tmp and /run, mounts the job folder (shared
 # read-write) on /run/job, and switch_roots into the host's own userland to

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The second stage of tools/rxe_vm.sh's VM, run by the host's bash as PID 1
+# The second stage of tools/rxe_vm/rxe_vm.sh's VM, run by the host's bash as PID 1
 # after switch_root: loads rdma_rxe and its dependencies from the unpacked
 # kernel tree, creates rxe0 on a dummy netdev (GID 0 is the dummy's link-local
 # IPv6 address; no packet leaves the VM), then runs the job's command in the
