@@ -166,8 +166,13 @@ def plot(results, path):
             ax.set_ylabel("greedy return")
             ax.set_title(env)
         if env in PUBLISHED_5M:
-            row[0].axhline(PUBLISHED_5M[env], color="black", linestyle="--",
-                           label="MinAtar DQN at %d M frames (published)" % (PUBLISHED_FRAMES / 1e6))
+            # A point where the published figure stands, so that the frames
+            # a run reached and the published 5 M are on one axis.
+            row[0].plot([PUBLISHED_FRAMES / 1e6], [PUBLISHED_5M[env]], marker="*", markersize=12,
+                        color="black", linestyle="none",
+                        label="MinAtar DQN at %d M frames (published, approx.)" %
+                        (PUBLISHED_FRAMES / 1e6))
+            row[0].set_xlim(left=0, right=PUBLISHED_FRAMES / 1e6 * 1.05)
         row[0].set_xlabel("frames (environment steps), millions")
         row[1].set_xlabel("wall time, minutes")
         row[0].legend(fontsize=8)
