@@ -159,12 +159,7 @@ class Child:
                 pass
 
     def tail(self, lines=12):
-        try:
-            with open(self.log_path, "rb") as f:
-                data = f.read().decode(errors="replace").splitlines()
-            return "\n".join("    " + l for l in data[-lines:])
-        except OSError:
-            return ""
+        return run_local.log_tail(self.log_path, lines)
 
 
 class Chaos:

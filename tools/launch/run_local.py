@@ -91,6 +91,17 @@ def actor_layout(args):
         raise RunError(str(e))
 
 
+def log_tail(path, lines):
+    """The last `lines` lines of a log, indented, for an error message ("" if
+    it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode(errors="replace").splitlines()
+        return "\n".join("    " + l for l in data[-lines:])
+    except OSError:
+        return ""
+
+
 class Process:
     """A child process with its log file."""
 
@@ -138,12 +149,7 @@ class Process:
                 pass
 
     def tail(self, lines=15):
-        try:
-            with open(self.log_path, "rb") as f:
-                data = f.read().decode(errors="replace").splitlines()
-            return "\n".join("    " + l for l in data[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def close(self):
         if self.reader is not None:
