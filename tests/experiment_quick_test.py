@@ -71,7 +71,8 @@ class ExperimentQuickTest(unittest.TestCase):
         # The raw runs are not kept: the report comes back from summary.json.
         os.rename(os.path.join(out, "summary.md"), os.path.join(out, "first.md"))
         redraw = subprocess.run(
-            [sys.executable, runfile("tools/experiment.py"), "--report_only", "--out", out],
+            [sys.executable, runfile("tools/experiment/experiment.py"), "--report_only",
+             "--out", out],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
         self.assertEqual(redraw.returncode, 0, redraw.stdout.decode(errors="replace"))
         with open(os.path.join(out, "summary.md")) as f:
