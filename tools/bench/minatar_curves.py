@@ -188,7 +188,8 @@ def summary_md(results):
     for r in results:
         last = r["points"][-1]
         best = max(p["return_mean"] for p in r["points"])
-        lines.append("| %s | %d | %s | %s | %.2f (%.2f to %.2f) | %.2f | %.2f | %.0f | %.1f | %.3f |" % (
+        row = "| %s | %d | %s | %s | %.2f (%.2f to %.2f) | %.2f | %.2f | %.0f | %.1f | %.3f |"
+        lines.append(row % (
             r["env"], r["seed"], format(r["frames"], ","), format(r["train_steps"], ","),
             last["return_mean"], last["return_ci95"][0], last["return_ci95"][1], best,
             r["random_return_mean"], r["actor_env_steps_per_s"], r["learner_train_steps_per_s"],

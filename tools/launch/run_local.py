@@ -10,12 +10,13 @@ link (--link).
 --replay_placement buffer: replay memory at the buffer node (the learner
 READs the batches it pre-samples, keeping what it received: the learner
 cache, --nolearner_cache to READ every entry); --replay_placement learner:
-replay memory at the learner (the server forwards every transition). The hyper-parameters that several
-processes must agree on (n-step, gamma, network, batch size, replay
-capacity, alpha and beta, seed) are options of this script; the launch plan
-(tools/launch/launch_plan.py, which every launcher uses) turns them into each
-process's flags; --server_flag, --actor_flag and --learner_flag pass anything
-else to one kind of process (repeatable, e.g. --learner_flag=--lr=5e-4).
+replay memory at the learner (the server forwards every transition). The
+hyper-parameters that several processes must agree on (n-step, gamma,
+network, batch size, replay capacity, alpha and beta, seed) are options of
+this script; the launch plan (tools/launch/launch_plan.py, which every
+launcher uses) turns them into each process's flags; --server_flag,
+--actor_flag and --learner_flag pass anything else to one kind of process
+(repeatable, e.g. --learner_flag=--lr=5e-4).
 
 The server listens on 127.0.0.1 with a port the OS chooses (read from its
 --port_file). The learner starts first (its clock is the run's clock), then
