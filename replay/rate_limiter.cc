@@ -42,8 +42,9 @@ bool RateLimiter::CanSample(uint64_t n, uint64_t size) const {
   return static_cast<double>(sampled_ + n) <= Budget() + options_.error_buffer;
 }
 
-bool RateLimiter::InsertsBlocked() const {
+bool RateLimiter::InsertsBlocked(uint64_t size) const {
   if (!options_.block_inserts || options_.samples_per_insert == 0) return false;
+  if (size < options_.min_size_to_sample) return false;  // only inserts can refill it
   return Budget() - static_cast<double>(sampled_) > options_.error_buffer;
 }
 

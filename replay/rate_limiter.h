@@ -14,7 +14,8 @@
 //
 //   sampling n more is allowed  when  sampled + n <= budget + error_buffer
 //                               (and the memory holds min_size_to_sample);
-//   inserting is "too far ahead" when  budget - sampled > error_buffer,
+//   inserting is "too far ahead" when  budget - sampled > error_buffer
+//                               (and the memory holds min_size_to_sample),
 //                               which pauses inserts only with block_inserts.
 //
 // So once sampling has started, sampled stays within error_buffer of the
@@ -24,6 +25,13 @@
 // achieved_samples_per_insert() shows. samples_per_insert == 0 turns the
 // limiter off (sampling is limited only by min_size_to_sample).
 //
+// Inserts never block while the memory holds fewer than min_size_to_sample
+// transitions: sampling cannot go on until inserts refill it, so blocking
+// them would stop both sides for good. The memory can shrink below that size
+// after sampling started: the buffer node evicts the slots an actor is
+// overwriting ahead of ingest (a lease's window), as many as a window per
+// lease.
+//
 //   RateLimiterOptions o;
 //   o.samples_per_insert = 4;
 //   o.min_size_to_sample = 1000;
@@ -31,6 +39,7 @@
 //   RateLimiter limiter(o);
 //   limiter.Inserted(k);                       // after k transitions are in
 //   if (limiter.CanSample(batch, size)) { ...; limiter.Sampled(batch); }
+//   if (!limiter.InsertsBlocked(size)) { ...insert... }
 //
 // Thread safety: none; one thread owns a RateLimiter (the replay core, or
 // the learner loop).
@@ -70,8 +79,9 @@ class RateLimiter {
   // True when `n` more transitions may be sampled from a memory holding
   // `size` transitions.
   bool CanSample(uint64_t n, uint64_t size) const;
-  // True when inserts must pause (only with block_inserts).
-  bool InsertsBlocked() const;
+  // True when inserts must pause (only with block_inserts) in front of a
+  // memory holding `size` transitions.
+  bool InsertsBlocked(uint64_t size) const;
 
   void Inserted(uint64_t n) { inserted_ += n; }
   void Sampled(uint64_t n) { sampled_ += n; }

@@ -24,7 +24,7 @@ TEST(RateLimiterTest, WithoutALimitOnlyTheMinimumSizeGatesSampling) {
   EXPECT_TRUE(limiter.CanSample(32, 100));
   limiter.Sampled(1u << 30);
   EXPECT_TRUE(limiter.CanSample(32, 100));
-  EXPECT_FALSE(limiter.InsertsBlocked());
+  EXPECT_FALSE(limiter.InsertsBlocked(100));
 }
 
 TEST(RateLimiterTest, SampledNeverRunsMoreThanTheBufferAheadOfTheBudget) {
@@ -54,15 +54,27 @@ TEST(RateLimiterTest, SampledNeverRunsMoreThanTheBufferAheadOfTheBudget) {
 TEST(RateLimiterTest, InsertsBlockOnlyWhenAskedAndWhenTheyRunAhead) {
   RateLimiter lenient(Spi(2, 10, 16));
   lenient.Inserted(1000);
-  EXPECT_FALSE(lenient.InsertsBlocked());
+  EXPECT_FALSE(lenient.InsertsBlocked(1000));
 
   RateLimiter strict(Spi(2, 10, 16, /*block=*/true));
   strict.Inserted(18);  // budget 16: not more than the buffer ahead
-  EXPECT_FALSE(strict.InsertsBlocked());
+  EXPECT_FALSE(strict.InsertsBlocked(18));
   strict.Inserted(1);  // budget 18 > 0 + 16
-  EXPECT_TRUE(strict.InsertsBlocked());
+  EXPECT_TRUE(strict.InsertsBlocked(19));
   strict.Sampled(8);
-  EXPECT_FALSE(strict.InsertsBlocked());
+  EXPECT_FALSE(strict.InsertsBlocked(19));
+}
+
+TEST(RateLimiterTest, InsertsNeverBlockWhileTheMemoryIsBelowTheMinimumSize) {
+  // Far ahead of the budget, but the memory shrank (evictions ahead of an
+  // actor's window) below the size sampling needs: only inserts can refill
+  // it, so they go on.
+  RateLimiter limiter(Spi(4, 100, 32, /*block=*/true));
+  limiter.Inserted(200);  // budget 400, nothing sampled
+  EXPECT_TRUE(limiter.InsertsBlocked(100));
+  EXPECT_FALSE(limiter.CanSample(32, 99));
+  EXPECT_FALSE(limiter.InsertsBlocked(99));
+  EXPECT_FALSE(limiter.InsertsBlocked(0));
 }
 
 TEST(RateLimiterTest, ResetRestoresCounts) {

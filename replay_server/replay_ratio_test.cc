@@ -28,8 +28,9 @@ constexpr int kMaxSteps = 10000;
 
 class ReplayRatioTest : public ::testing::Test {
  protected:
-  void Start(const replay::RateLimiterOptions& limiter) {
-    regions_ = ReplayRegions::Create(SmallConfig()).value();
+  void Start(const replay::RateLimiterOptions& limiter,
+             const protocol::LayoutConfig& config = SmallConfig()) {
+    regions_ = ReplayRegions::Create(config).value();
     ReplayCoreOptions options;
     options.memory.seed = 5;
     options.sampler.rate_limiter = limiter;
@@ -168,6 +169,46 @@ TEST_F(ReplayRatioTest, BlockedInsertsStopIngestUntilSamplingCatchesUp) {
   EXPECT_EQ(core_->counters().inserted, tail);
   EXPECT_EQ(LoadAcquire(&regions_->stats()->limiter_insert_wait_ns),
             core_->counters().limiter_insert_wait_ns);
+}
+
+TEST_F(ReplayRatioTest, EvictionsBelowTheMinimumSizeNeverWedgeBlockedInserts) {
+  // The minimum size is most of the ring and the actor window is half of it:
+  // an actor writing a window ahead overwrites (so evicts) more than the
+  // memory can spare. Blocked inserts must not wait for a sampler that waits
+  // for inserts.
+  protocol::LayoutConfig config = SmallConfig();  // capacity 64, batch 8
+  config.actor_window = 32;
+  replay::RateLimiterOptions o;
+  o.samples_per_insert = 1;
+  o.min_size_to_sample = 56;
+  o.error_buffer = 8;
+  o.block_inserts = true;
+  Start(o, config);
+  for (int k = 0; k < 56; ++k) Insert(*regions_, 1.f);
+  StepUntilIdle();
+  ASSERT_EQ(core_->counters().sampled, 8u);  // budget 0 + buffer 8
+  // The actor writes its whole window, 56..87 (64..87 overwrite 0..23, which
+  // ingest evicts as soon as it sees them written), and commits it a few
+  // transitions at a time.
+  const uint64_t first = testing::Reserve(*regions_, 32);
+  ASSERT_EQ(first, 56u);
+  for (uint64_t s = first; s < first + 32; ++s) testing::WriteSlot(*regions_, s, 1.f, 128);
+  for (uint64_t s = first; s < first + 32; ++s) {
+    testing::Commit(*regions_, s);
+    if (s % 4 == 3) StepUntilIdle();
+  }
+  for (int i = 0; i < kMaxSteps && core_->ingest_cursor() < first + 32; ++i) {
+    AnswerAll();
+    core_->Step();
+  }
+  EXPECT_EQ(core_->ingest_cursor(), first + 32)
+      << "ingest wedged: inserted " << core_->counters().inserted << ", sampled "
+      << core_->counters().sampled;
+  StepUntilIdle();
+  // Sampling resumed once the memory was back to the minimum size, and the
+  // limiter holds the ratio from there.
+  EXPECT_EQ(core_->counters().inserted, 88u);
+  EXPECT_EQ(core_->counters().sampled, 40u);  // budget 88 - 56 = 32, + buffer 8
 }
 
 TEST_F(ReplayRatioTest, WithoutALimitOnlyTheMinimumSizeHoldsSamplingBack) {

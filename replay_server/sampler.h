@@ -126,7 +126,7 @@ class Sampler {
   // Ingest accepted `n` more transitions (the limiter's inserted count).
   void Inserted(uint64_t n) { limiter_.Inserted(n); }
   // True while ingest must pause (rate_limiter.block_inserts only).
-  bool InsertsBlocked() const { return limiter_.InsertsBlocked(); }
+  bool InsertsBlocked() const { return limiter_.InsertsBlocked(memory_->size()); }
   // Continues the limiter's counts from `inserted` and `sampled` (restored
   // counters).
   void ResetLimiter(uint64_t inserted, uint64_t sampled) { limiter_.Reset(inserted, sampled); }

@@ -58,8 +58,9 @@
 //                      learner READ (commit lines, then the bytes each batch
 //                      uses, retries included)
 //   link bytes         (JSON) the learner session's bytes by traffic class
-//                      (client/link_bytes.h), with the achieved samples per
-//                      insert and the transitions fetched (distinct ones too)
+//                      (client/link_bytes.h) in the window, with the achieved
+//                      samples per insert and the transitions fetched in it
+//                      (distinct: fetched for the first time)
 //   insert latency     p50 / p99 of one Flush: reserve to commit of
 //                      --max_batch transitions
 //   batch wait         p50 / p99 of the learner's Next() (time it waited for

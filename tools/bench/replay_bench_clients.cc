@@ -374,8 +374,20 @@ absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& ser
   std::mt19937_64 rng(c.seed);
   std::uniform_real_distribution<float> new_priority(0.05f, 2.0f);
   std::vector<float> td;
+  const auto counts = [&] {
+    LearnerLinkCounts k;
+    k.link_bytes = session->link_bytes();
+    k.transitions_fetched = reader->stats().transitions_fetched;
+    k.distinct_transitions_fetched = reader->stats().distinct_transitions_fetched;
+    return k;
+  };
+  bool in_window = false;
   ++state->ready;
   while (!state->stop) {
+    if (state->measuring != in_window) {
+      in_window = !in_window;
+      (in_window ? figures->window_begin : figures->window_end) = counts();
+    }
     const absl::Time start = absl::Now();
     absl::StatusOr<learner::StagedBatch> batch = reader->Next(kNextPoll);
     if (absl::IsDeadlineExceeded(batch.status())) continue;
@@ -386,8 +398,8 @@ absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& ser
     RETURN_IF_ERROR(priorities->Write(*batch, td));
     Publish(reader->stats(), &state->learner());
   }
+  if (in_window) figures->window_end = counts();
   figures->reader = reader->stats();
-  figures->link_bytes = session->link_bytes();
   return ProbeStagingReads(provider.get(), session.get(), c.read_probes, &figures->batch_read);
 }
 

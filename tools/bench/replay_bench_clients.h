@@ -80,11 +80,21 @@ class ReplayBenchState {
 };
 
 // What the learner measured besides its counters.
+// The learner's cumulative link counters at one moment.
+struct LearnerLinkCounts {
+  client::LinkBytes link_bytes;  // its session's, by traffic class
+  uint64_t transitions_fetched = 0;
+  uint64_t distinct_transitions_fetched = 0;
+};
+
 struct LearnerFigures {
   LatencyHistogram batch_wait;  // Next(), while measuring
   LatencyHistogram batch_read;  // one staging-slot READ, alone, after the run
   learner::BatchReaderStats reader;
-  client::LinkBytes link_bytes;  // the learner's session, before the probes
+  // Where the learner saw the window open and close (between two batches,
+  // so within one Next() of the window's own ends).
+  LearnerLinkCounts window_begin;
+  LearnerLinkCounts window_end;
 };
 
 // Inserts config.prefill transitions with one writer of its own and waits

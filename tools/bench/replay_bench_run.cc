@@ -14,6 +14,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
+#include "protocol/stats.h"
+#include "replay/rate_limiter.h"
 #include "replay_server/server.h"
 #include "tools/bench/replay_bench_clients.h"
 #include "verbs/verbs.h"
@@ -104,11 +106,41 @@ absl::Status WaitReady(ReplayBenchState* state, int n) {
   return state->status();
 }
 
-// After the warmup, opens the window for config.duration and fills `r`'s
-// rates from the counters at its two ends.
-void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server, ReplayBenchState* state,
-                   ReplayRunResult* r) {
+// With a samples-per-insert limit, waits until the server's limiter runs at
+// its ratio: the memory holds min_size_to_sample and the transitions staged
+// are within the error buffer (and a batch) of the budget. Until then the
+// sampler may be catching up on the credit of inserts made while the
+// actors' windows evicted the prefill below min_size_to_sample, and a window
+// opened then would measure the catch-up, not the ratio.
+absl::Status WaitLimiterSettled(const ReplayBenchConfig& c, const ReplayServer& server,
+                                ReplayBenchState* state) {
+  const replay::RateLimiterOptions o = ServerOptionsFor(c).core.sampler.rate_limiter;
+  if (o.samples_per_insert == 0) return absl::OkStatus();
+  const double slack = o.error_buffer + c.layout.batch_size;
+  const absl::Time deadline = absl::Now() + kSetupTimeout;
+  for (;;) {
+    RETURN_IF_ERROR(state->status());
+    const protocol::StatsBlock st = server.ReadStats();
+    const double budget = o.samples_per_insert * (static_cast<double>(st.inserted) -
+                                                  static_cast<double>(o.min_size_to_sample));
+    const double gap = budget - static_cast<double>(st.sampled);
+    if (st.size >= o.min_size_to_sample && gap <= slack && gap >= -slack) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the rate limiter did not reach its ratio within ", absl::FormatDuration(kSetupTimeout),
+          ": ", st.size, " transitions in memory (sampling needs ", o.min_size_to_sample,
+          "), inserted ", st.inserted, ", staged ", st.sampled, ", budget ", budget));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+// After the warmup (and the limiter settling), opens the window for
+// config.duration and fills `r`'s rates from the counters at its two ends.
+absl::Status MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server,
+                           ReplayBenchState* state, ReplayRunResult* r) {
   absl::SleepFor(c.warmup);
+  RETURN_IF_ERROR(WaitLimiterSettled(c, server, state));
   const Totals begin = TakeTotals(c, state, server);
   state->measuring = true;
   absl::SleepFor(c.duration);
@@ -126,6 +158,19 @@ void MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server, Repla
   r->batches_per_s = (end.batches - begin.batches) / s;
   r->bytes_out_per_s = (end.bytes_out - begin.bytes_out) / s;
   r->writer_reconnects = end.reconnects;
+  return absl::OkStatus();
+}
+
+// The bytes of each class from `begin` to `end` (counts of one session).
+client::LinkBytes Minus(const client::LinkBytes& end, const client::LinkBytes& begin) {
+  client::LinkBytes d;
+  d.experience = end.experience - begin.experience;
+  d.metadata = end.metadata - begin.metadata;
+  d.polling = end.polling - begin.polling;
+  d.priorities = end.priorities - begin.priorities;
+  d.params = end.params - begin.params;
+  d.control = end.control - begin.control;
+  return d;
 }
 
 // `s` with "<who>: " before its message.
@@ -180,7 +225,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   ReplayRunResult r;
   absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
   r.connect_seconds = absl::ToDoubleSeconds(absl::Now() - clients_start);
-  if (status.ok()) MeasureWindow(c, server, &state, &r);
+  if (status.ok()) status = MeasureWindow(c, server, &state, &r);
   state.stop = true;
   for (std::thread& t : threads) t.join();
   RETURN_IF_ERROR(status);
@@ -190,10 +235,23 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
   r.batch_read = learner.batch_read;
   r.reader_torn = learner.reader.torn;
   r.reader_not_staged = learner.reader.not_staged;
+  // A window in which the clients moved nothing measured a stall, not a rate.
+  if (c.actors > 0 && r.committed_per_s == 0) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the actors committed nothing in the ", r.seconds, " s window (server: ", r.server.inserted,
+        " inserted, ", r.server.size, " in memory, ", r.server.sampled, " staged)"));
+  }
+  if (c.learner && r.sampled_per_s == 0) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the learner received nothing in the ", r.seconds, " s window (server: ", r.server.inserted,
+        " inserted, ", r.server.size, " in memory, ", r.server.sampled, " staged)"));
+  }
   r.samples_per_insert = r.inserted_per_s > 0 ? r.sampled_per_s / r.inserted_per_s : 0;
-  r.link_bytes = learner.link_bytes;
-  r.transitions_fetched = learner.reader.transitions_fetched;
-  r.distinct_transitions_fetched = learner.reader.distinct_transitions_fetched;
+  r.link_bytes = Minus(learner.window_end.link_bytes, learner.window_begin.link_bytes);
+  r.transitions_fetched =
+      learner.window_end.transitions_fetched - learner.window_begin.transitions_fetched;
+  r.distinct_transitions_fetched = learner.window_end.distinct_transitions_fetched -
+                                   learner.window_begin.distinct_transitions_fetched;
   return r;
 }
 

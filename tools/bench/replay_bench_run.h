@@ -46,8 +46,9 @@ struct ReplayRunResult {
   uint64_t reader_torn = 0;
   uint64_t reader_not_staged = 0;
   double samples_per_insert = 0;  // achieved over the window: sampled / inserted
-  // The learner's session over the whole run (warmup included, READ probes
-  // not), and what its reader fetched.
+  // The learner's session over the window (as the learner saw it open and
+  // close, between two batches), and what its reader fetched in it;
+  // "distinct" counts transitions fetched for the first time.
   client::LinkBytes link_bytes;
   uint64_t transitions_fetched = 0;
   uint64_t distinct_transitions_fetched = 0;
