@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "learner_client/replay_source.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
 #include "rl/params_format.h"
@@ -38,15 +39,15 @@ absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name) {
       absl::StrCat("replay placement \"", name, "\" is neither buffer nor learner"));
 }
 
-namespace {
-
-replay::RateLimiterOptions LimiterOptions(const LearnerLoopOptions& o) {
+replay::RateLimiterOptions LocalLimiterOptions(const LearnerLoopOptions& o) {
   replay::RateLimiterOptions r;
   r.samples_per_insert = o.samples_per_insert;
   r.min_size_to_sample = o.min_replay_size;
   r.error_buffer = o.spi_error_buffer;
   return r;
 }
+
+namespace {
 
 // The Huber function DqnLearner's loss applies to a TD error.
 double Huber(double x, double delta) {
@@ -77,7 +78,7 @@ absl::Status LearnerLoopOptions::Validate() const {
     if (min_replay_size == 0) {
       return absl::InvalidArgumentError("min_replay_size=0 must be >= 1");
     }
-    RETURN_IF_ERROR(LimiterOptions(*this).Validate(batch_size));
+    RETURN_IF_ERROR(LocalLimiterOptions(*this).Validate(batch_size));
   }
   if (probe_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("probe_size=", probe_size, " must be >= 0"));
@@ -119,12 +120,6 @@ absl::Status LearnerLoopOptions::Validate() const {
 absl::StatusOr<std::unique_ptr<LearnerLoop>> LearnerLoop::Create(const LearnerLoopOptions& options,
                                                                  const LearnerIo& io) {
   RETURN_IF_ERROR(options.Validate());
-  if (options.placement == ReplayPlacement::kBuffer && io.batches == nullptr) {
-    return absl::InvalidArgumentError("the buffer placement needs a batch source");
-  }
-  if (options.placement == ReplayPlacement::kLearner && io.stream == nullptr) {
-    return absl::InvalidArgumentError("the learner placement needs a transition stream");
-  }
   if (options.snapshot_interval != absl::InfiniteDuration() && !io.on_snapshot) {
     return absl::InvalidArgumentError("snapshots need a sink (LearnerIo::on_snapshot)");
   }
@@ -159,33 +154,31 @@ absl::Status LearnerLoop::Init() {
     *value = expected;
   }
   ASSIGN_OR_RETURN(learner_, rl::DqnLearner::Create(dqn));
-  observation_size_ = spec.observation_size;
-  observation_type_ = spec.observation_type;
-  action_count_ = spec.action_count;
-  payload_size_ = rl::EncodedTransitionSize(observation_size_, observation_type_);
-  batch_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
+  batch_ = std::make_unique<rl::TransitionBatch>(spec.observation_size, spec.observation_type);
   params_buffer_.resize(learner_->online().SerializedSize());
-  probe_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
-  RETURN_IF_ERROR(CollectProbeSet());
-  if (options_.placement == ReplayPlacement::kLearner) {
-    limiter_ = std::make_unique<replay::RateLimiter>(LimiterOptions(options_));
-    ASSIGN_OR_RETURN(memory_, replay::ReplayMemory::Create(options_.memory));
-    ring_.resize(memory_->capacity() * payload_size_);
-    items_.resize(options_.batch_size);
-    arrival_batch_ = std::make_unique<rl::TransitionBatch>(observation_size_, observation_type_);
-  }
+  probe_ = std::make_unique<rl::TransitionBatch>(spec.observation_size, spec.observation_type);
+  RETURN_IF_ERROR(CollectProbeSet(spec.observation_size));
+  ReplaySourceContext context;
+  context.learner = learner_.get();
+  context.metrics = &metrics_;
+  context.observation_size = spec.observation_size;
+  context.observation_type = spec.observation_type;
+  context.action_count = spec.action_count;
+  context.max_priority = options_.max_priority;
+  context.wall_clock_ns = [this] { return WallClockNs(); };
+  ASSIGN_OR_RETURN(source_, MakeReplaySource(options_, io_, context));
   start_ = absl::Now();
   end_ = absl::InfiniteFuture();
   return absl::OkStatus();
 }
 
-absl::Status LearnerLoop::CollectProbeSet() {
+absl::Status LearnerLoop::CollectProbeSet(int observation_size) {
   if (options_.probe_size == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
                    rl::MakeEnvironment(options_.env, options_.observation));
   const int actions = env->spec().action_count;
   rl::Random random(options_.probe_seed);
-  rl::NStepAccumulator nstep(options_.nstep, observation_size_);
+  rl::NStepAccumulator nstep(options_.nstep, observation_size);
   RETURN_IF_ERROR(nstep.BeginEpisode(env->Reset(options_.probe_seed)));
   std::vector<rl::Transition> completed;
   while (probe_->size() < static_cast<size_t>(options_.probe_size)) {
@@ -218,66 +211,8 @@ uint64_t LearnerLoop::WallClockNs() const {
   return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
 }
 
-void LearnerLoop::RecordAge(uint64_t insert_time_ns, uint64_t now_ns) {
-  if (insert_time_ns == 0) return;
-  // Clocks of two hosts may disagree; a transition from the future is
-  // counted as age 0 rather than dropped.
-  const double age = now_ns > insert_time_ns ? static_cast<double>(now_ns - insert_time_ns) : 0.0;
-  metrics_.RecordDataAge(age * 1e-9);
-}
-
-absl::StatusOr<std::optional<double>> LearnerLoop::SamplesPerInsert() {
-  if (limiter_ != nullptr) {
-    if (limiter_->inserted() == 0) return std::optional<double>();
-    return std::optional<double>(limiter_->achieved_samples_per_insert());
-  }
-  if (!io_.server_ingested || !ingested_at_start_.has_value()) return std::optional<double>();
-  ASSIGN_OR_RETURN(const uint64_t ingested, io_.server_ingested());
-  if (ingested <= *ingested_at_start_) return std::optional<double>();
-  return std::optional<double>(static_cast<double>(sampled_) /
-                               static_cast<double>(ingested - *ingested_at_start_));
-}
-
 double LearnerLoop::WallSeconds() const {
   return absl::ToDoubleSeconds(std::min(absl::Now(), end_) - start_);
-}
-
-void LearnerLoop::ClampPriorities(absl::Span<float> priorities) const {
-  // std::min keeps NaN (its comparison is false): the server counts it.
-  for (float& p : priorities) p = std::min(p, options_.max_priority);
-}
-
-void LearnerLoop::CountDropped(uint64_t count, absl::string_view why) {
-  transitions_dropped_ += count;
-  const absl::Time now = absl::Now();
-  if (now - last_drop_warning_ < kDropWarningInterval) return;
-  last_drop_warning_ = now;
-  LOG(WARNING) << "dropped " << why << " (" << transitions_dropped_
-               << " transitions dropped in all; training goes on)";
-}
-
-void LearnerLoop::DropUntrainableRows() {
-  kept_rows_.clear();
-  absl::Status first_bad;
-  for (uint32_t i = 0; i < batch_->size(); ++i) {
-    const absl::Status row = batch_->CheckRow(i, action_count_);
-    if (row.ok()) {
-      kept_rows_.push_back(i);
-    } else if (first_bad.ok()) {
-      first_bad = row;
-    }
-  }
-  if (kept_rows_.size() == batch_->size()) return;
-  const uint64_t dropped = batch_->size() - kept_rows_.size();
-  batch_->KeepRows(kept_rows_);
-  for (size_t k = 0; k < kept_rows_.size(); ++k) {
-    weights_[k] = weights_[kept_rows_[k]];
-    if (!origins_.empty()) origins_[k] = origins_[kept_rows_[k]];
-  }
-  weights_.resize(kept_rows_.size());
-  if (!origins_.empty()) origins_.resize(kept_rows_.size());
-  CountDropped(dropped, absl::StrCat(dropped, " batch entries that cannot be trained on (first: ",
-                                     first_bad.message(), ")"));
 }
 
 absl::StatusOr<std::optional<size_t>> LearnerLoop::SerializeFinite(uint64_t version) {
@@ -296,126 +231,20 @@ absl::StatusOr<std::optional<size_t>> LearnerLoop::SerializeFinite(uint64_t vers
   return std::optional<size_t>();
 }
 
-absl::Status LearnerLoop::Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
-                                std::vector<float>* abs_td_errors) {
-  ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(batch, weights));
-  metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
-  *abs_td_errors = std::move(result.abs_td_errors);
-  ClampPriorities(absl::MakeSpan(*abs_td_errors));
-  return absl::OkStatus();
-}
-
-absl::Status LearnerLoop::BufferRound(absl::Duration timeout, bool* trained) {
+absl::Status LearnerLoop::Round(absl::Duration timeout, bool* trained) {
   *trained = false;
-  ASSIGN_OR_RETURN(const bool got, io_.batches->Next(timeout, batch_.get(), &weights_, &origins_));
+  ASSIGN_OR_RETURN(const bool got, source_->Next(timeout, batch_.get(), &weights_));
   if (!got) return absl::OkStatus();
-  if (!origins_.empty() && origins_.size() != batch_->size()) {
-    return absl::InternalError(absl::StrCat(
-        "a batch of ", batch_->size(), " transitions came with ", origins_.size(), " origins"));
-  }
-  const size_t entries = batch_->size();
-  DropUntrainableRows();
-  if (batch_->size() == 0) {
-    // Nothing to train on; the server still needs the batch answered.
-    entry_priorities_.assign(entries, 0.0f);
-    return io_.batches->WritePriorities(entry_priorities_);
-  }
-  const uint64_t now_ns = WallClockNs();
-  for (const EntryOrigin& origin : origins_) {
-    if (origin.arrived) RecordAge(origin.insert_time_ns, now_ns);
-  }
-  // The entries that crossed the link now; their |TD errors| under the
-  // current networks are what TrainStep computes before its update.
-  ASSIGN_OR_RETURN(rl::TrainStepResult result, learner_->TrainStep(*batch_, weights_));
-  if (origins_.empty()) {
-    metrics_.RecordTransferred(result.abs_td_errors);
-  } else {
-    arrived_errors_.clear();
-    for (size_t i = 0; i < origins_.size(); ++i) {
-      if (origins_[i].arrived) arrived_errors_.push_back(result.abs_td_errors[i]);
-    }
-    metrics_.RecordTransferred(arrived_errors_);
-  }
+  ASSIGN_OR_RETURN(const rl::TrainStepResult result, learner_->TrainStep(*batch_, weights_));
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
-  ClampPriorities(absl::MakeSpan(result.abs_td_errors));
-  sampled_ += batch_->size();
-  if (kept_rows_.size() == entries) {
-    RETURN_IF_ERROR(io_.batches->WritePriorities(result.abs_td_errors));
-  } else {
-    entry_priorities_.assign(entries, 0.0f);  // dropped: the lowest priority
-    for (size_t k = 0; k < kept_rows_.size(); ++k) {
-      entry_priorities_[kept_rows_[k]] = result.abs_td_errors[k];
-    }
-    RETURN_IF_ERROR(io_.batches->WritePriorities(entry_priorities_));
-  }
+  RETURN_IF_ERROR(source_->Trained(result.abs_td_errors));
   *trained = true;
   return absl::OkStatus();
 }
 
-absl::Status LearnerLoop::LearnerRound(absl::Duration timeout, bool* trained) {
-  *trained = false;
-  const bool ready = limiter_->CanSample(options_.batch_size, memory_->size());
-  RETURN_IF_ERROR(io_.stream->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
-  if (!arrivals_.empty()) {
-    arrival_batch_->Clear();
-    kept_arrivals_.clear();
-    const uint64_t now_ns = WallClockNs();
-    for (const ForwardedItem& item : arrivals_) {
-      // The encoding, without the actor's padding, is what is stored.
-      const absl::StatusOr<absl::Span<const uint8_t>> encoded =
-          rl::EncodedTransitionPrefix(item.payload);
-      if (!encoded.ok() || encoded->size() != payload_size_) {
-        CountDropped(
-            1,
-            absl::StrCat("forwarded transition ", item.sequence, " of ", item.payload.size(),
-                         " bytes does not start with a transition of ", payload_size_, " bytes"));
-        continue;
-      }
-      absl::Status usable =
-          rl::DecodeTransition(*encoded, observation_size_, &scratch_, observation_type_);
-      if (usable.ok()) usable = rl::CheckTrainable(scratch_, action_count_);
-      if (!usable.ok()) {
-        CountDropped(1,
-                     absl::StrCat("forwarded transition ", item.sequence, ": ", usable.message()));
-        continue;
-      }
-      RecordAge(item.insert_time_ns, now_ns);
-      RETURN_IF_ERROR(arrival_batch_->Add(scratch_));
-      kept_arrivals_.push_back(item);
-    }
-    arrivals_.swap(kept_arrivals_);
-  }
-  if (!arrivals_.empty()) {
-    arrival_errors_.resize(arrivals_.size());
-    RETURN_IF_ERROR(learner_->AbsTdErrors(*arrival_batch_, absl::MakeSpan(arrival_errors_)));
-    metrics_.RecordTransferred(arrival_errors_);
-    const uint64_t mask = memory_->capacity() - 1;
-    for (const ForwardedItem& item : arrivals_) {
-      const uint64_t index = item.sequence & mask;
-      std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
-      memory_->Insert(index, item.sequence, item.initial_priority);
-    }
-    limiter_->Inserted(arrivals_.size());
-  }
-  if (!limiter_->CanSample(options_.batch_size, memory_->size())) return absl::OkStatus();
+uint64_t LearnerLoop::local_replay_size() const { return source_->local_size(); }
 
-  const double beta = options_.beta.At(batches_sampled_++);
-  const int count = memory_->SampleBatch(options_.batch_size, beta, absl::MakeSpan(items_));
-  batch_->Clear();
-  weights_.resize(count);
-  for (int i = 0; i < count; ++i) {
-    RETURN_IF_ERROR(batch_->AddEncoded(
-        absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
-    weights_[i] = items_[i].weight;
-  }
-  RETURN_IF_ERROR(Train(*batch_, weights_, &abs_td_errors_));
-  for (int i = 0; i < count; ++i) {
-    memory_->UpdatePriority(items_[i].index, items_[i].sequence, abs_td_errors_[i]);
-  }
-  limiter_->Sampled(static_cast<uint64_t>(count));
-  *trained = true;
-  return absl::OkStatus();
-}
+const replay::RateLimiter* LearnerLoop::rate_limiter() const { return source_->rate_limiter(); }
 
 absl::Status LearnerLoop::PublishParams() {
   if (io_.params == nullptr) return absl::OkStatus();
@@ -488,11 +317,10 @@ absl::Status LearnerLoop::EmitProgress() {
     metrics_.SetActorTotals(totals);
   }
   if (io_.link_stats) metrics_.SetLinkStats(io_.link_stats());
-  const uint64_t source_dropped = io_.batches != nullptr ? io_.batches->transitions_dropped() : 0;
-  metrics_.SetDropped(transitions_dropped_ + source_dropped, params_withheld_);
+  metrics_.SetDropped(source_->transitions_dropped(), params_withheld_);
   ASSIGN_OR_RETURN(const std::optional<double> probe_loss, ProbeLoss());
   metrics_.SetProbeLoss(probe_loss);
-  ASSIGN_OR_RETURN(const std::optional<double> spi, SamplesPerInsert());
+  ASSIGN_OR_RETURN(const std::optional<double> spi, source_->SamplesPerInsert());
   metrics_.SetSamplesPerInsert(spi);
   const ProgressRecord record = metrics_.Progress(WallSeconds());
   if (io_.on_progress) io_.on_progress(record);
@@ -509,10 +337,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
   absl::Time next_progress = start_ + options_.progress_interval;
   absl::Time next_snapshot = start_ + options_.snapshot_interval;
   const bool evaluates = options_.eval_interval != absl::InfiniteDuration();
-  if (limiter_ == nullptr && io_.server_ingested) {
-    ASSIGN_OR_RETURN(const uint64_t ingested, io_.server_ingested());
-    ingested_at_start_ = ingested;
-  }
+  RETURN_IF_ERROR(source_->Start());
   RETURN_IF_ERROR(PublishParams());
   RETURN_IF_ERROR(Snapshot());
   bool solved_stop = false;
@@ -526,11 +351,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
     const absl::Duration timeout = std::min({options_.wait_timeout, deadline - now, next_eval - now,
                                              next_progress - now, next_snapshot - now});
     bool trained = false;
-    if (options_.placement == ReplayPlacement::kBuffer) {
-      RETURN_IF_ERROR(BufferRound(std::max(timeout, absl::ZeroDuration()), &trained));
-    } else {
-      RETURN_IF_ERROR(LearnerRound(std::max(timeout, absl::ZeroDuration()), &trained));
-    }
+    RETURN_IF_ERROR(Round(std::max(timeout, absl::ZeroDuration()), &trained));
     if (trained && options_.publish_every > 0 &&
         metrics_.train_steps() % static_cast<uint64_t>(options_.publish_every) == 0) {
       publish_due_ = true;

@@ -21,6 +21,10 @@
 //   RETURN_IF_ERROR(loop->Run(stop));
 //   SummaryRecord summary = loop->Summary();
 //
+// Where batches come from is one ReplaySource per placement
+// (replay_source.h: buffer_replay_source.h, local_replay_source.h); the
+// loop itself does not branch on the placement.
+//
 // Both placements are measured identically (learner_client/metrics.h): the
 // |TD error| of every transition that crosses the link is computed by the
 // current networks when it arrives, before training on it (in "buffer" that
@@ -32,7 +36,7 @@
 // transitions arrived, sampled = transitions trained on. In the buffer
 // placement the server enforces it; the loop only reports the achieved
 // ratio. Payloads may carry padding after their encoding (actor
-// --payload_pad_bytes); the loop strips it (rl::EncodedTransitionPrefix).
+// --payload_pad_bytes); only the encoding is stored (rl::EncodedTransitionPrefix).
 //
 // Bad data never ends the run: a batch entry or forwarded transition that
 // does not decode, or that rl::CheckTrainable refuses (non-finite reward or
@@ -274,6 +278,12 @@ struct LearnerLoopOptions {
   absl::Status Validate() const;
 };
 
+// The learner placement's rate limiter options: samples_per_insert,
+// spi_error_buffer, and min_replay_size as min_size_to_sample.
+replay::RateLimiterOptions LocalLimiterOptions(const LearnerLoopOptions& options);
+
+class ReplaySource;
+
 class LearnerLoop {
  public:
   // InvalidArgument for bad options or a missing source for the placement.
@@ -293,9 +303,9 @@ class LearnerLoop {
   const MetricsRecorder& metrics() const { return metrics_; }
   const rl::DqnLearner& learner() const { return *learner_; }
   // Learner placement: transitions in the local replay memory.
-  uint64_t local_replay_size() const { return memory_ != nullptr ? memory_->size() : 0; }
+  uint64_t local_replay_size() const;
   // Learner placement: the local memory's rate limiter (null otherwise).
-  const replay::RateLimiter* rate_limiter() const { return limiter_.get(); }
+  const replay::RateLimiter* rate_limiter() const;
   // The probe set (empty with probe_size 0).
   const rl::TransitionBatch& probe_set() const { return *probe_; }
   // The probe loss under the current networks (metrics.h); nullopt with an
@@ -305,33 +315,15 @@ class LearnerLoop {
  private:
   LearnerLoop(const LearnerLoopOptions& options, const LearnerIo& io);
   absl::Status Init();
-  absl::Status CollectProbeSet();
+  absl::Status CollectProbeSet(int observation_size);
   double WallSeconds() const;
   uint64_t WallClockNs() const;
-  // Records the age of a transition sealed at `insert_time_ns` (0: unknown)
-  // arriving at `now_ns`.
-  void RecordAge(uint64_t insert_time_ns, uint64_t now_ns);
-  // The achieved samples per insert, for the metrics.
-  absl::StatusOr<std::optional<double>> SamplesPerInsert();
-  // Leaves the rows of batch_ that cannot be trained on out of it, of
-  // weights_ and of origins_ (when not empty); kept_rows_ names the rows
-  // kept, by their index in the batch as it came.
-  void DropUntrainableRows();
-  // Bounds new priorities by options_.max_priority (NaN kept).
-  void ClampPriorities(absl::Span<float> priorities) const;
-  // Counts `count` transitions dropped, and warns (rate-limited) with `why`.
-  void CountDropped(uint64_t count, absl::string_view why);
   // Serializes the online network as `version` into params_buffer_; false
   // (counted, warned) when a value is not finite: nothing to publish.
   absl::StatusOr<std::optional<size_t>> SerializeFinite(uint64_t version);
-  // One round of the buffer placement; *trained: a train step was made.
-  absl::Status BufferRound(absl::Duration timeout, bool* trained);
-  // One round of the learner placement.
-  absl::Status LearnerRound(absl::Duration timeout, bool* trained);
-  // One train step on `batch`; records its loss and returns the batch's new
-  // priorities (|TD error| before the update) in *abs_td_errors.
-  absl::Status Train(const rl::TransitionBatch& batch, absl::Span<const float> weights,
-                     std::vector<float>* abs_td_errors);
+  // Trains on the source's next batch, if one is ready within `timeout`;
+  // *trained: a train step was made.
+  absl::Status Round(absl::Duration timeout, bool* trained);
   // Publishes and waits (the first parameters, before training).
   absl::Status PublishParams();
   // Publishes the current parameters if a publication is due and the link
@@ -345,46 +337,16 @@ class LearnerLoop {
   const LearnerIo io_;
   MetricsRecorder metrics_;
   std::unique_ptr<rl::DqnLearner> learner_;
-  int observation_size_ = 0;
-  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
-  size_t payload_size_ = 0;
-
-  // Learner placement: the local replay memory and its payloads, one
-  // payload_size_ slot per ring index.
-  std::unique_ptr<replay::ReplayMemory> memory_;
-  std::unique_ptr<replay::RateLimiter> limiter_;
-  std::vector<uint8_t> ring_;
-  std::vector<replay::SampledItem> items_;
-  std::vector<ForwardedItem> arrivals_;
-  std::unique_ptr<rl::TransitionBatch> arrival_batch_;
-  std::vector<ForwardedItem> kept_arrivals_;
-  rl::Transition scratch_;
-  std::vector<float> arrival_errors_;
-  uint64_t batches_sampled_ = 0;
-
-  // Buffer placement: batch entries trained on, and the server's
-  // ingest_cursor when Run() started.
-  uint64_t sampled_ = 0;
-  std::optional<uint64_t> ingested_at_start_;
+  std::unique_ptr<ReplaySource> source_;
 
   std::unique_ptr<rl::TransitionBatch> probe_;
   mutable std::vector<float> probe_errors_;
-  std::vector<EntryOrigin> origins_;
-  std::vector<float> arrived_errors_;
 
   // Scratch for training.
   std::unique_ptr<rl::TransitionBatch> batch_;
   std::vector<float> weights_;
-  std::vector<float> abs_td_errors_;
   std::vector<uint8_t> params_buffer_;
-  // Bad data: rows kept of the batch as it came, the priorities of all its
-  // entries, what was dropped or withheld, the last warning.
-  std::vector<uint32_t> kept_rows_;
-  std::vector<float> entry_priorities_;
-  int action_count_ = 0;
-  uint64_t transitions_dropped_ = 0;
   uint64_t params_withheld_ = 0;
-  absl::Time last_drop_warning_ = absl::InfinitePast();
   absl::Time last_params_warning_ = absl::InfinitePast();
 
   absl::Time start_;

@@ -1,0 +1,115 @@
+// Copyright dreplay authors.
+
+#include "learner_client/local_replay_source.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace dreplay::learner {
+
+absl::StatusOr<std::unique_ptr<LocalReplaySource>> LocalReplaySource::Create(
+    const LearnerLoopOptions& options, TransitionStream* stream,
+    const ReplaySourceContext& context) {
+  RETURN_IF_ERROR(LocalLimiterOptions(options).Validate(options.batch_size));
+  ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory,
+                   replay::ReplayMemory::Create(options.memory));
+  return std::unique_ptr<LocalReplaySource>(
+      new LocalReplaySource(options, stream, context, std::move(memory)));
+}
+
+LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, TransitionStream* stream,
+                                     const ReplaySourceContext& context,
+                                     std::unique_ptr<replay::ReplayMemory> memory)
+    : beta_(options.beta),
+      batch_size_(options.batch_size),
+      stream_(stream),
+      context_(context),
+      payload_size_(rl::EncodedTransitionSize(context.observation_size, context.observation_type)),
+      limiter_(LocalLimiterOptions(options)),
+      memory_(std::move(memory)),
+      ring_(memory_->capacity() * payload_size_),
+      items_(options.batch_size),
+      arrival_batch_(std::make_unique<rl::TransitionBatch>(context.observation_size,
+                                                           context.observation_type)) {}
+
+absl::Status LocalReplaySource::Accept() {
+  arrival_batch_->Clear();
+  kept_arrivals_.clear();
+  const uint64_t now_ns = context_.wall_clock_ns();
+  for (const ForwardedItem& item : arrivals_) {
+    // The encoding, without the actor's padding, is what is stored.
+    const absl::StatusOr<absl::Span<const uint8_t>> encoded =
+        rl::EncodedTransitionPrefix(item.payload);
+    if (!encoded.ok() || encoded->size() != payload_size_) {
+      drops_.Count(
+          1, absl::StrCat("forwarded transition ", item.sequence, " of ", item.payload.size(),
+                          " bytes does not start with a transition of ", payload_size_, " bytes"));
+      continue;
+    }
+    absl::Status usable = rl::DecodeTransition(*encoded, context_.observation_size, &scratch_,
+                                               context_.observation_type);
+    if (usable.ok()) usable = rl::CheckTrainable(scratch_, context_.action_count);
+    if (!usable.ok()) {
+      drops_.Count(1, absl::StrCat("forwarded transition ", item.sequence, ": ", usable.message()));
+      continue;
+    }
+    RecordDataAge(context_.metrics, item.insert_time_ns, now_ns);
+    RETURN_IF_ERROR(arrival_batch_->Add(scratch_));
+    kept_arrivals_.push_back(item);
+  }
+  arrivals_.swap(kept_arrivals_);
+  if (arrivals_.empty()) return absl::OkStatus();
+  arrival_errors_.resize(arrivals_.size());
+  RETURN_IF_ERROR(context_.learner->AbsTdErrors(*arrival_batch_, absl::MakeSpan(arrival_errors_)));
+  context_.metrics->RecordTransferred(arrival_errors_);
+  const uint64_t mask = memory_->capacity() - 1;
+  for (const ForwardedItem& item : arrivals_) {
+    const uint64_t index = item.sequence & mask;
+    std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
+    memory_->Insert(index, item.sequence, item.initial_priority);
+  }
+  limiter_.Inserted(arrivals_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                                             std::vector<float>* weights) {
+  const bool ready = limiter_.CanSample(batch_size_, memory_->size());
+  RETURN_IF_ERROR(stream_->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
+  if (!arrivals_.empty()) RETURN_IF_ERROR(Accept());
+  if (!limiter_.CanSample(batch_size_, memory_->size())) return false;
+
+  const double beta = beta_.At(batches_sampled_++);
+  sampled_count_ = memory_->SampleBatch(batch_size_, beta, absl::MakeSpan(items_));
+  batch->Clear();
+  weights->resize(sampled_count_);
+  for (int i = 0; i < sampled_count_; ++i) {
+    RETURN_IF_ERROR(batch->AddEncoded(
+        absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
+    (*weights)[i] = items_[i].weight;
+  }
+  return true;
+}
+
+absl::Status LocalReplaySource::Trained(absl::Span<const float> abs_td_errors) {
+  if (abs_td_errors.size() != static_cast<size_t>(sampled_count_)) {
+    return absl::InternalError(absl::StrCat(abs_td_errors.size(), " |TD errors| for a batch of ",
+                                            sampled_count_, " rows"));
+  }
+  for (int i = 0; i < sampled_count_; ++i) {
+    memory_->UpdatePriority(items_[i].index, items_[i].sequence,
+                            BoundPriority(abs_td_errors[i], context_.max_priority));
+  }
+  limiter_.Sampled(static_cast<uint64_t>(sampled_count_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<double>> LocalReplaySource::SamplesPerInsert() {
+  if (limiter_.inserted() == 0) return std::optional<double>();
+  return std::optional<double>(limiter_.achieved_samples_per_insert());
+}
+
+}  // namespace dreplay::learner

@@ -1,0 +1,91 @@
+// Copyright dreplay authors.
+//
+// local_replay_source.h: the learner placement's ReplaySource
+// (replay_source.h). The buffer node only forwards: every ingested
+// transition arrives, in order, from a TransitionStream. The source inserts
+// it (with the actor's initial priority) into its own replay::ReplayMemory,
+// the same code as the server's, samples batches from it with the same
+// alpha and beta schedule, and updates the priorities locally.
+//
+// Its memory obeys a replay::RateLimiter (LearnerLoopOptions::
+// samples_per_insert, spi_error_buffer, min_replay_size): inserted =
+// transitions arrived, sampled = transitions trained on. While the limiter
+// allows a batch, Next() takes what has arrived without waiting.
+//
+// Metrics, on arrival: the data age, and the |TD error| of each arrival
+// under the current networks (one AbsTdErrors pass over the arrivals).
+//
+// Bad data: a forwarded transition that does not decode to the
+// environment's shape, or that rl::CheckTrainable refuses, is left out and
+// counted. Payloads may carry padding after their encoding (actor
+// --payload_pad_bytes); only the encoding is stored.
+
+#ifndef DREPLAY_LEARNER_CLIENT_LOCAL_REPLAY_SOURCE_H_
+#define DREPLAY_LEARNER_CLIENT_LOCAL_REPLAY_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "learner_client/learner_loop.h"
+#include "learner_client/replay_source.h"
+#include "replay/rate_limiter.h"
+#include "replay/replay_memory.h"
+#include "rl/transition.h"
+
+namespace dreplay::learner {
+
+class LocalReplaySource : public ReplaySource {
+ public:
+  // `stream` is not owned and outlives the source. Uses options' memory,
+  // beta, batch_size and limiter fields (LearnerLoopOptions::Validate()
+  // checks them for this placement).
+  static absl::StatusOr<std::unique_ptr<LocalReplaySource>> Create(
+      const LearnerLoopOptions& options, TransitionStream* stream,
+      const ReplaySourceContext& context);
+
+  absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                            std::vector<float>* weights) override;
+  absl::Status Trained(absl::Span<const float> abs_td_errors) override;
+  absl::StatusOr<std::optional<double>> SamplesPerInsert() override;
+  uint64_t transitions_dropped() const override { return drops_.count(); }
+  uint64_t local_size() const override { return memory_->size(); }
+  const replay::RateLimiter* rate_limiter() const override { return &limiter_; }
+
+ private:
+  LocalReplaySource(const LearnerLoopOptions& options, TransitionStream* stream,
+                    const ReplaySourceContext& context,
+                    std::unique_ptr<replay::ReplayMemory> memory);
+  // Decodes, checks, measures and stores arrivals_ (what the stream gave).
+  absl::Status Accept();
+
+  const replay::BetaSchedule beta_;
+  const uint32_t batch_size_;
+  TransitionStream* const stream_;
+  const ReplaySourceContext context_;
+  const size_t payload_size_;
+  DropCounter drops_;
+  replay::RateLimiter limiter_;
+  std::unique_ptr<replay::ReplayMemory> memory_;
+  // The payloads, one payload_size_ slot per ring index.
+  std::vector<uint8_t> ring_;
+  uint64_t batches_sampled_ = 0;
+  // The batch Next() returned.
+  std::vector<replay::SampledItem> items_;
+  int sampled_count_ = 0;
+  // Scratch for arrivals.
+  std::vector<ForwardedItem> arrivals_;
+  std::vector<ForwardedItem> kept_arrivals_;
+  std::unique_ptr<rl::TransitionBatch> arrival_batch_;
+  std::vector<float> arrival_errors_;
+  rl::Transition scratch_;
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_LOCAL_REPLAY_SOURCE_H_

@@ -1,0 +1,228 @@
+// Copyright dreplay authors.
+//
+// The replay sources on their own (the loop's tests run them through the
+// loop): what each gives to train on, the priorities it writes back, the
+// metrics it records, and the ratio it reports.
+
+#include "learner_client/replay_source.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "learner_client/buffer_replay_source.h"
+#include "learner_client/learner_loop.h"
+#include "learner_client/local_replay_source.h"
+#include "rl/dqn.h"
+#include "rl/transition.h"
+
+namespace dreplay::learner {
+namespace {
+
+constexpr int kObservation = 4;  // CartPole: 4 floats, 2 actions
+constexpr uint64_t kNow = 5'000'000'000;
+
+rl::Transition MakeTransition(int k) {
+  rl::Transition t;
+  for (int i = 0; i < kObservation; ++i) {
+    t.observation.push_back(0.01f * static_cast<float>(k + i));
+    t.next_observation.push_back(0.01f * static_cast<float>(k - i));
+  }
+  t.action = k % 2;
+  t.reward = 1.0f;
+  t.discount = 0.97f;
+  t.steps = 1;
+  return t;
+}
+
+std::vector<uint8_t> Encode(const rl::Transition& t) {
+  std::vector<uint8_t> out(rl::EncodedTransitionSize(kObservation));
+  EXPECT_TRUE(rl::EncodeTransition(t, absl::MakeSpan(out)).ok());
+  return out;
+}
+
+// One batch of four: entries 0 and 2 crossed the link (sealed 1 s and 3 s
+// before kNow), 1 and 3 the learner held; entry 3's action is out of range
+// when `spoil` is set.
+class OneBatch : public BatchSource {
+ public:
+  explicit OneBatch(bool spoil) : spoil_(spoil) {}
+  absl::StatusOr<bool> Next(absl::Duration, rl::TransitionBatch* batch, std::vector<float>* weights,
+                            std::vector<EntryOrigin>* origins) override {
+    if (given_) return false;
+    given_ = true;
+    batch->Clear();
+    weights->clear();
+    origins->clear();
+    for (int k = 0; k < 4; ++k) {
+      rl::Transition t = MakeTransition(k);
+      if (spoil_ && k == 3) t.action = 7;
+      if (absl::Status s = batch->Add(t); !s.ok()) return s;
+      weights->push_back(0.25f * static_cast<float>(k + 1));
+      origins->push_back({kNow - static_cast<uint64_t>(k + 1) * 1'000'000'000, k % 2 == 0});
+    }
+    return true;
+  }
+  absl::Status WritePriorities(absl::Span<const float> priorities) override {
+    written.emplace_back(priorities.begin(), priorities.end());
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<float>> written;
+
+ private:
+  const bool spoil_;
+  bool given_ = false;
+};
+
+// Hands out `per_call` transitions per Next(), numbered from 0; a payload
+// of 3 bytes for sequence `short_sequence`.
+class Forwarder : public TransitionStream {
+ public:
+  Forwarder(int per_call, uint64_t short_sequence)
+      : per_call_(per_call), short_sequence_(short_sequence) {}
+  absl::Status Next(absl::Duration, std::vector<ForwardedItem>* out) override {
+    out->clear();
+    payloads_.clear();
+    for (int i = 0; i < per_call_; ++i) {
+      const uint64_t s = next_++;
+      payloads_.push_back(s == short_sequence_ ? std::vector<uint8_t>(3, 0)
+                                               : Encode(MakeTransition(static_cast<int>(s))));
+    }
+    for (int i = 0; i < per_call_; ++i) {
+      out->push_back({next_ - per_call_ + i, 1.0f, kNow - 2'000'000'000, payloads_[i]});
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const int per_call_;
+  const uint64_t short_sequence_;
+  uint64_t next_ = 0;
+  std::vector<std::vector<uint8_t>> payloads_;
+};
+
+class ReplaySourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rl::DqnOptions dqn;
+    dqn.network.observation_size = kObservation;
+    dqn.network.action_count = 2;
+    dqn.network.hidden_sizes = {8};
+    dqn.seed = 3;
+    learner_ = rl::DqnLearner::Create(dqn).value();
+    context_.learner = learner_.get();
+    context_.metrics = &metrics_;
+    context_.observation_size = kObservation;
+    context_.action_count = 2;
+    context_.max_priority = 10.0f;
+    context_.wall_clock_ns = [] { return kNow; };
+  }
+  LearnerLoopOptions LocalOptions() const {
+    LearnerLoopOptions o;
+    o.placement = ReplayPlacement::kLearner;
+    o.memory.capacity = 64;
+    o.batch_size = 8;
+    o.min_replay_size = 16;
+    o.samples_per_insert = 1;
+    o.spi_error_buffer = 8;
+    return o;
+  }
+
+  std::unique_ptr<rl::DqnLearner> learner_;
+  MetricsRecorder metrics_{"test", 0, 1.0};
+  ReplaySourceContext context_;
+  rl::TransitionBatch batch_{kObservation};
+  std::vector<float> weights_;
+};
+
+TEST_F(ReplaySourceTest, MakeReplaySourceNamesWhatThePlacementLacks) {
+  LearnerLoopOptions o = LocalOptions();
+  LearnerIo io;
+  o.placement = ReplayPlacement::kBuffer;
+  absl::Status s = MakeReplaySource(o, io, context_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("batch source"), absl::string_view::npos) << s;
+  o.placement = ReplayPlacement::kLearner;
+  s = MakeReplaySource(o, io, context_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("transition stream"), absl::string_view::npos) << s;
+}
+
+TEST_F(ReplaySourceTest, BufferSourceMeasuresArrivalsAndWritesBoundedPriorities) {
+  OneBatch batches(/*spoil=*/false);
+  uint64_t ingested = 100;
+  BufferReplaySource source(
+      &batches, [&]() -> absl::StatusOr<uint64_t> { return ingested; }, context_);
+  ASSERT_TRUE(source.Start().ok());
+  ASSERT_TRUE(*source.SamplesPerInsert() == std::nullopt);
+  ASSERT_TRUE(source.Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  EXPECT_EQ(batch_.size(), 4u);
+  EXPECT_EQ(weights_, (std::vector<float>{0.25f, 0.5f, 0.75f, 1.0f}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(source.Trained({1.0f, 2.0f}).code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(source.Trained({1.0f, 3.0f, 1e9f, nan}).ok());
+  ASSERT_EQ(batches.written.size(), 1u);  // the refused call wrote nothing
+  const std::vector<float>& p = batches.written.back();
+  EXPECT_EQ(p[0], 1.0f);
+  EXPECT_EQ(p[1], 3.0f);
+  EXPECT_EQ(p[2], 10.0f);  // bounded
+  EXPECT_TRUE(std::isnan(p[3]));
+  // Only entries 0 and 2 crossed: their |TD errors| and ages (1 s and 3 s).
+  const SummaryRecord summary = metrics_.Summary(1.0);
+  EXPECT_EQ(metrics_.link_transitions_total(), 2u);
+  ASSERT_TRUE(summary.data_age_mean_s.has_value());
+  EXPECT_NEAR(*summary.data_age_mean_s, 2.0, 1e-9);
+  ingested = 108;  // 4 trained on per 8 ingested
+  EXPECT_DOUBLE_EQ(source.SamplesPerInsert().value().value(), 0.5);
+  EXPECT_FALSE(source.Next(absl::ZeroDuration(), &batch_, &weights_).value());
+}
+
+TEST_F(ReplaySourceTest, BufferSourceLeavesOutBadRowsAndGivesThemPriorityZero) {
+  OneBatch batches(/*spoil=*/true);
+  BufferReplaySource source(&batches, nullptr, context_);
+  ASSERT_TRUE(source.Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  EXPECT_EQ(batch_.size(), 3u);
+  EXPECT_EQ(weights_, (std::vector<float>{0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(source.transitions_dropped(), 1u);
+  ASSERT_TRUE(source.Trained({2.0f, 4.0f, 6.0f}).ok());
+  ASSERT_EQ(batches.written.size(), 1u);
+  EXPECT_EQ(batches.written[0], (std::vector<float>{2.0f, 4.0f, 6.0f, 0.0f}));
+  EXPECT_TRUE(*source.SamplesPerInsert() == std::nullopt);  // no server count
+}
+
+TEST_F(ReplaySourceTest, LocalSourceWaitsForTheMinimumSizeAndHoldsTheRatio) {
+  Forwarder stream(/*per_call=*/4, /*short_sequence=*/5);
+  LearnerLoopOptions o = LocalOptions();
+  o.min_replay_size = 15;
+  std::unique_ptr<LocalReplaySource> source =
+      LocalReplaySource::Create(o, &stream, context_).value();
+  // 4 arrive per call and sequence 5 is too short: 4, 7, 11, then 15 kept.
+  for (int call = 1; call <= 3; ++call) {
+    ASSERT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value()) << call;
+  }
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  EXPECT_EQ(source->local_size(), 15u);
+  EXPECT_EQ(source->transitions_dropped(), 1u);
+  EXPECT_EQ(metrics_.link_transitions_total(), 15u);  // measured on arrival
+  ASSERT_TRUE(metrics_.Summary(1.0).data_age_mean_s.has_value());
+  EXPECT_NEAR(*metrics_.Summary(1.0).data_age_mean_s, 2.0, 1e-9);
+  EXPECT_EQ(batch_.size(), 8u);
+  EXPECT_EQ(weights_.size(), 8u);
+  EXPECT_EQ(source->Trained({1.0f}).code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(source->Trained(std::vector<float>(8, 20.0f)).ok());
+  EXPECT_EQ(source->rate_limiter()->sampled(), 8u);
+  EXPECT_EQ(source->rate_limiter()->inserted(), 15u);
+  EXPECT_DOUBLE_EQ(source->SamplesPerInsert().value().value(), 8.0 / 15.0);
+  // Budget 1 * (inserted - 15) + 8: the next batch needs 8 more arrivals.
+  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 19 in
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());   // 23 in
+  ASSERT_TRUE(source->Trained(std::vector<float>(8, 1.0f)).ok());
+  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 27 in
+  EXPECT_EQ(source->rate_limiter()->sampled(), 16u);
+  EXPECT_EQ(source->rate_limiter()->inserted(), 27u);
+}
+
+}  // namespace
+}  // namespace dreplay::learner
