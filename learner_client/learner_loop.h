@@ -33,8 +33,9 @@
 //
 // The learner placement's local memory obeys a replay::RateLimiter
 // (samples_per_insert, spi_error_buffer, min_replay_size): inserted =
-// transitions arrived, sampled = transitions trained on. In the buffer
-// placement the server enforces it; the loop only reports the achieved
+// transitions generated (up to the newest arrival, lost ones included),
+// sampled = transitions trained on. In the buffer placement the server
+// enforces it with the same counts; the loop only reports the achieved
 // ratio. Payloads may carry padding after their encoding (actor
 // --payload_pad_bytes); only the encoding is stored (rl::EncodedTransitionPrefix).
 //
@@ -233,7 +234,7 @@ struct LearnerLoopOptions {
   uint64_t min_replay_size = 1000;
   // Learner placement: the local memory's rate limiter
   // (replay::RateLimiterOptions with min_size_to_sample = min_replay_size):
-  // target transitions trained on per transition arrived (0: no limit) and
+  // target transitions trained on per transition generated (0: no limit) and
   // the slack around it, in transitions (with a limit, >= batch_size).
   double samples_per_insert = 0;
   double spi_error_buffer = 0;

@@ -2,6 +2,7 @@
 
 #include "learner_client/local_replay_source.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -36,6 +37,12 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
                                                            context.observation_type)) {}
 
 absl::Status LocalReplaySource::Accept() {
+  // Generated: every sequence up to the newest arrival, also those the
+  // forwarding lost or skipped and those left out below.
+  uint64_t newest = generated_;
+  for (const ForwardedItem& item : arrivals_) newest = std::max(newest, item.sequence + 1);
+  limiter_.Inserted(newest - generated_);
+  generated_ = newest;
   arrival_batch_->Clear();
   kept_arrivals_.clear();
   const uint64_t now_ns = context_.wall_clock_ns();
@@ -71,7 +78,6 @@ absl::Status LocalReplaySource::Accept() {
     std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
     memory_->Insert(index, item.sequence, item.initial_priority);
   }
-  limiter_.Inserted(arrivals_.size());
   return absl::OkStatus();
 }
 

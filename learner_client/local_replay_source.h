@@ -9,8 +9,13 @@
 //
 // Its memory obeys a replay::RateLimiter (LearnerLoopOptions::
 // samples_per_insert, spi_error_buffer, min_replay_size): inserted =
-// transitions arrived, sampled = transitions trained on. While the limiter
-// allows a batch, Next() takes what has arrived without waiting.
+// transitions generated, sampled = transitions trained on, as the buffer
+// node's limiter counts them. Generated is read from the forwarded
+// numbering (ForwardedItem::sequence, ingest order): every transition up
+// to the newest arrival, those the forwarding lost or skipped included. So
+// at the same samples per insert every placement trains as much per
+// transition the actors made, whatever the link delivers. While the
+// limiter allows a batch, Next() takes what has arrived without waiting.
 //
 // Metrics, on arrival: the data age, and the |TD error| of each arrival
 // under the current networks (one AbsTdErrors pass over the arrivals).
@@ -75,6 +80,9 @@ class LocalReplaySource : public ReplaySource {
   // The payloads, one payload_size_ slot per ring index.
   std::vector<uint8_t> ring_;
   uint64_t batches_sampled_ = 0;
+  // Transitions generated as far as the arrivals tell (the limiter's
+  // inserted).
+  uint64_t generated_ = 0;
   // The batch Next() returned.
   std::vector<replay::SampledItem> items_;
   int sampled_count_ = 0;

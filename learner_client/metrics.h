@@ -53,13 +53,14 @@
 //                   probe_size is 0.
 //   samples_per_insert
 //                   achieved samples per insert since the start: transitions
-//                   trained on / transitions inserted. "learner": of the
+//                   trained on / transitions generated. "learner": of the
 //                   local replay memory's rate limiter (inserted =
-//                   transitions arrived, sampled = transitions trained on).
+//                   transitions generated up to the newest arrival, lost
+//                   ones included; sampled = transitions trained on).
 //                   "buffer": the entries of the batches trained on / the
 //                   increase of the server's ingest_cursor (its ServerLine)
-//                   since the learner started, so both count what the replay
-//                   memory received; null before anything was inserted.
+//                   since the learner started, so both count what the actors
+//                   generated; null before anything was inserted.
 //   data_age_mean_s, data_age_p50_s, data_age_p95_s
 //                   age at arrival of the transitions that crossed the link
 //                   in the interval: the learner's wall clock when it got

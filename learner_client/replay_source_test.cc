@@ -76,22 +76,25 @@ class OneBatch : public BatchSource {
   bool given_ = false;
 };
 
-// Hands out `per_call` transitions per Next(), numbered from 0; a payload
-// of 3 bytes for sequence `short_sequence`.
+// Hands out `per_call` transitions per Next(), numbered 0, stride,
+// 2 * stride, ... (the numbers between were lost on the way); a payload of
+// 3 bytes for sequence `short_sequence`.
 class Forwarder : public TransitionStream {
  public:
-  Forwarder(int per_call, uint64_t short_sequence)
-      : per_call_(per_call), short_sequence_(short_sequence) {}
+  Forwarder(int per_call, uint64_t short_sequence, uint64_t stride = 1)
+      : per_call_(per_call), short_sequence_(short_sequence), stride_(stride) {}
   absl::Status Next(absl::Duration, std::vector<ForwardedItem>* out) override {
     out->clear();
     payloads_.clear();
-    for (int i = 0; i < per_call_; ++i) {
-      const uint64_t s = next_++;
-      payloads_.push_back(s == short_sequence_ ? std::vector<uint8_t>(3, 0)
-                                               : Encode(MakeTransition(static_cast<int>(s))));
+    sequences_.clear();
+    for (int i = 0; i < per_call_; ++i, next_ += stride_) {
+      sequences_.push_back(next_);
+      payloads_.push_back(next_ == short_sequence_
+                              ? std::vector<uint8_t>(3, 0)
+                              : Encode(MakeTransition(static_cast<int>(next_))));
     }
     for (int i = 0; i < per_call_; ++i) {
-      out->push_back({next_ - per_call_ + i, 1.0f, kNow - 2'000'000'000, payloads_[i]});
+      out->push_back({sequences_[i], 1.0f, kNow - 2'000'000'000, payloads_[i]});
     }
     return absl::OkStatus();
   }
@@ -99,7 +102,9 @@ class Forwarder : public TransitionStream {
  private:
   const int per_call_;
   const uint64_t short_sequence_;
+  const uint64_t stride_;
   uint64_t next_ = 0;
+  std::vector<uint64_t> sequences_;
   std::vector<std::vector<uint8_t>> payloads_;
 };
 
@@ -213,15 +218,31 @@ TEST_F(ReplaySourceTest, LocalSourceWaitsForTheMinimumSizeAndHoldsTheRatio) {
   EXPECT_EQ(source->Trained({1.0f}).code(), absl::StatusCode::kInternal);
   ASSERT_TRUE(source->Trained(std::vector<float>(8, 20.0f)).ok());
   EXPECT_EQ(source->rate_limiter()->sampled(), 8u);
-  EXPECT_EQ(source->rate_limiter()->inserted(), 15u);
-  EXPECT_DOUBLE_EQ(source->SamplesPerInsert().value().value(), 8.0 / 15.0);
-  // Budget 1 * (inserted - 15) + 8: the next batch needs 8 more arrivals.
-  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 19 in
-  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());   // 23 in
+  EXPECT_EQ(source->rate_limiter()->inserted(), 16u);  // generated: 5 counts
+  EXPECT_DOUBLE_EQ(source->SamplesPerInsert().value().value(), 0.5);
+  // Budget 1 * (generated - 15) + 8: the next batch needs 8 more.
+  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 20 generated
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());   // 24 generated
   ASSERT_TRUE(source->Trained(std::vector<float>(8, 1.0f)).ok());
-  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 27 in
+  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 28 generated
   EXPECT_EQ(source->rate_limiter()->sampled(), 16u);
-  EXPECT_EQ(source->rate_limiter()->inserted(), 27u);
+  EXPECT_EQ(source->rate_limiter()->inserted(), 28u);
+}
+
+TEST_F(ReplaySourceTest, LocalSourceCountsGeneratedTransitionsNotArrivals) {
+  // Every other transition is lost on the way (sequences 0, 2, 4, ...): the
+  // limiter counts what the actors generated, as the buffer node's does.
+  Forwarder stream(/*per_call=*/4, /*short_sequence=*/~uint64_t{0}, /*stride=*/2);
+  LearnerLoopOptions o = LocalOptions();
+  o.min_replay_size = 8;
+  std::unique_ptr<LocalReplaySource> source =
+      LocalReplaySource::Create(o, &stream, context_).value();
+  EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  EXPECT_EQ(source->local_size(), 8u);
+  EXPECT_EQ(source->rate_limiter()->inserted(), 15u);  // sequences 0..14
+  ASSERT_TRUE(source->Trained(std::vector<float>(8, 1.0f)).ok());
+  EXPECT_DOUBLE_EQ(source->SamplesPerInsert().value().value(), 8.0 / 15.0);
 }
 
 }  // namespace
