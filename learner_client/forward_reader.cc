@@ -47,6 +47,11 @@ absl::Status ForwardReaderOptions::Validate() const {
         absl::StrCat("ForwardReaderOptions.poll_initial=", absl::FormatDuration(poll_initial),
                      " poll_max=", absl::FormatDuration(poll_max), ": need 0 < initial <= max"));
   }
+  if (busy_poll_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ForwardReaderOptions.busy_poll_interval=", absl::FormatDuration(busy_poll_interval),
+        " must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -91,6 +96,7 @@ absl::StatusOr<std::unique_ptr<ForwardReader>> ForwardReader::Create(
   r->incarnation_ = line.incarnation;
   r->journal_target_ = line.journal_end;
   r->journal_next_ = line.journal_end;
+  r->server_ingested_ = line.ingest_cursor;
   if (options.from_oldest) {
     r->journal_next_ = line.journal_end > protocol::kJournalEntries
                            ? line.journal_end - protocol::kJournalEntries
@@ -137,6 +143,7 @@ absl::Status ForwardReader::PostCursorRead() {
   wr.rkey = control.rkey;
   RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(&wr, 1), TrafficClass::kPolling));
   cursor_read_pending_ = true;
+  last_cursor_post_ = absl::Now();
   return absl::OkStatus();
 }
 
@@ -267,6 +274,7 @@ absl::StatusOr<bool> ForwardReader::PollCompletions() {
         // Only a new connection sees another epoch; Resync handles it.
         continue;
       }
+      server_ingested_ = line.ingest_cursor;
       if (line.journal_end > journal_target_) {
         journal_target_ = line.journal_end;
         poll_interval_ = options_.poll_initial;
@@ -340,6 +348,7 @@ absl::Status ForwardReader::Resync() {
     incarnation_ = line.incarnation;
   }
   journal_target_ = line.journal_end;
+  server_ingested_ = line.ingest_cursor;
   return absl::OkStatus();
 }
 
@@ -365,8 +374,11 @@ absl::Status ForwardReader::Next(absl::Duration timeout, std::vector<ForwardedTr
     absl::StatusOr<bool> polled = PollCompletions();
     absl::Status status = polled.status();
     const absl::Time now = absl::Now();
-    if (status.ok() && !cursor_read_pending_ && journal_next_ >= journal_target_ &&
-        journal_read_count_ == 0 && runs_.empty() && now >= next_cursor_read_) {
+    const bool caught_up =
+        journal_next_ >= journal_target_ && journal_read_count_ == 0 && runs_.empty();
+    if (status.ok() && !cursor_read_pending_ &&
+        (caught_up ? now >= next_cursor_read_
+                   : now >= last_cursor_post_ + options_.busy_poll_interval)) {
       status = PostCursorRead();
     }
     if (status.ok() && journal_read_count_ == 0 && journal_next_ < journal_target_) {

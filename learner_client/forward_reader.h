@@ -90,6 +90,10 @@ struct ForwardReaderOptions {
   // while the journal does not grow, up to poll_max.
   absl::Duration poll_initial = absl::Microseconds(50);
   absl::Duration poll_max = absl::Milliseconds(2);
+  // READs of the ServerLine while behind, at most this often (>= 0): the
+  // journal's end and the server's ingest cursor (server_ingested()) stay
+  // this fresh even when the link binds. 64 bytes of polling each.
+  absl::Duration busy_poll_interval = absl::Milliseconds(20);
 
   absl::Status Validate() const;
 };
@@ -148,6 +152,10 @@ class ForwardReader {
   uint64_t next_sequence() const { return forward_next_; }
   // The journal end as last READ.
   uint64_t known_cursor() const { return journal_target_; }
+  // The server's ingest cursor (transitions its ingest accepted, which is
+  // what the actors generated) in the last ServerLine READ; no extra
+  // traffic. Restarts with the server's counts after a new epoch.
+  uint64_t server_ingested() const { return server_ingested_; }
   const ForwardReaderStats& stats() const { return stats_; }
 
  private:
@@ -195,15 +203,17 @@ class ForwardReader {
   uint64_t queued_ = 0;               // sequences in runs_
   uint64_t journal_next_ = 0;         // first journal entry not READ
   uint64_t journal_target_ = 0;       // journal_end as last READ
-  uint64_t journal_read_first_ = 0;   // the entry the pending journal READ starts at
-  uint32_t journal_read_count_ = 0;   // entries it covers (0: none pending)
-  uint64_t forward_next_ = 0;         // journal order of the next to hand over
-  uint64_t forward_post_ = 0;         // journal order of the next to READ
+  uint64_t server_ingested_ = 0;
+  uint64_t journal_read_first_ = 0;  // the entry the pending journal READ starts at
+  uint32_t journal_read_count_ = 0;  // entries it covers (0: none pending)
+  uint64_t forward_next_ = 0;        // journal order of the next to hand over
+  uint64_t forward_post_ = 0;        // journal order of the next to READ
   uint64_t epoch_ = 0;
   uint64_t incarnation_ = 0;
   uint64_t generation_ = 0;
   bool cursor_read_pending_ = false;
   absl::Time next_cursor_read_ = absl::InfinitePast();
+  absl::Time last_cursor_post_ = absl::InfinitePast();
   absl::Duration poll_interval_;
   uint64_t next_wr_id_ = 1;
 

@@ -127,6 +127,30 @@ TEST_F(ForwardReaderTest, StartsAtTheCursorOrAtTheOldestTransitionStillHeld) {
   ExpectForwarded(from_cursor.get(), 300, 10);
 }
 
+// While it is behind, the reader still learns the server's ingest cursor
+// (what the actors generated), at most busy_poll_interval late.
+TEST_F(ForwardReaderTest, KnowsTheServersIngestCursorWhileBehind) {
+  Insert(0, 20);
+  ForwardReaderOptions options;
+  options.chunk_slots = 1;  // one sequence per READ: slow to catch up
+  options.max_chunks_in_flight = 1;
+  options.busy_poll_interval = absl::ZeroDuration();
+  options.from_oldest = true;
+  auto reader = *ForwardReader::Create(learner_.get(), options);
+  EXPECT_EQ(reader->server_ingested(), 20u);
+  std::vector<ForwardedTransition> batch;
+  uint64_t handed_over = 0;
+  ASSERT_TRUE(reader->Next(absl::Seconds(1), &batch).ok());
+  handed_over += batch.size();
+  Insert(20, 100);
+  for (int i = 0; i < 10 && reader->server_ingested() < 120; ++i) {
+    ASSERT_TRUE(reader->Next(absl::Seconds(1), &batch).ok());
+    handed_over += batch.size();
+  }
+  EXPECT_EQ(reader->server_ingested(), 120u);
+  EXPECT_LT(handed_over, 120u);  // learnt before it caught up
+}
+
 TEST_F(ForwardReaderTest, OnlyALearnerCanForward) {
   EXPECT_EQ(ForwardReader::Create(actor_.get(), {}).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -33,8 +33,8 @@
 //
 // The learner placement's local memory obeys a replay::RateLimiter
 // (samples_per_insert, spi_error_buffer, min_replay_size): inserted =
-// transitions generated (up to the newest arrival, lost ones included),
-// sampled = transitions trained on. In the buffer placement the server
+// transitions generated (TransitionStream::generated(): those the
+// forwarding lost included), sampled = transitions trained on. In the buffer placement the server
 // enforces it with the same counts; the loop only reports the achieved
 // ratio. Payloads may carry padding after their encoding (actor
 // --payload_pad_bytes); only the encoding is stored (rl::EncodedTransitionPrefix).
@@ -147,6 +147,10 @@ class TransitionStream {
   // Clears *out and fills it with what arrived, waiting up to `timeout` for
   // something; OK with *out empty when nothing did.
   virtual absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) = 0;
+  // Transitions the server has ingested (the actors generated), as last
+  // seen without asking the link; nullopt when the stream does not know.
+  // May start again lower after a server restart.
+  virtual std::optional<uint64_t> generated() const { return std::nullopt; }
 };
 
 // Where the learner publishes its parameters.

@@ -88,8 +88,8 @@ DEFINE_int64(min_replay_size, 1000,
              "learner placement: transitions stored before training starts (the server's "
              "--min_size_to_sample)");
 DEFINE_double(samples_per_insert, 0,
-              "learner placement: target transitions trained on per transition generated (up to "
-              "the newest arrival, lost ones included), enforced "
+              "learner placement: target transitions trained on per transition generated (the "
+              "server's ingest cursor: what forwarding lost counts too), enforced "
               "by a rate limiter on the local replay memory (0: no limit; the buffer placement's "
               "limit is the server's flag)");
 DEFINE_double(spi_error_buffer, 0,

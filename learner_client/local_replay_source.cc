@@ -2,7 +2,6 @@
 
 #include "learner_client/local_replay_source.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -34,15 +33,13 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
       ring_(memory_->capacity() * payload_size_),
       items_(options.batch_size),
       arrival_batch_(std::make_unique<rl::TransitionBatch>(context.observation_size,
-                                                           context.observation_type)) {}
+                                                           context.observation_type)) {
+  // Where the stream starts forwarding: counting starts there too.
+  generated_seen_ = stream->generated();
+}
 
 absl::Status LocalReplaySource::Accept() {
-  // Generated: every sequence up to the newest arrival, also those the
-  // forwarding lost or skipped and those left out below.
-  uint64_t newest = generated_;
-  for (const ForwardedItem& item : arrivals_) newest = std::max(newest, item.sequence + 1);
-  limiter_.Inserted(newest - generated_);
-  generated_ = newest;
+  if (!stream_->generated().has_value()) limiter_.Inserted(arrivals_.size());
   arrival_batch_->Clear();
   kept_arrivals_.clear();
   const uint64_t now_ns = context_.wall_clock_ns();
@@ -81,10 +78,21 @@ absl::Status LocalReplaySource::Accept() {
   return absl::OkStatus();
 }
 
+void LocalReplaySource::CountGenerated() {
+  const std::optional<uint64_t> seen = stream_->generated();
+  if (!seen.has_value()) return;
+  // A restarted server may count again from lower: from there on.
+  if (generated_seen_.has_value() && *seen > *generated_seen_) {
+    limiter_.Inserted(*seen - *generated_seen_);
+  }
+  generated_seen_ = *seen;
+}
+
 absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::TransitionBatch* batch,
                                              std::vector<float>* weights) {
   const bool ready = limiter_.CanSample(batch_size_, memory_->size());
   RETURN_IF_ERROR(stream_->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
+  CountGenerated();
   if (!arrivals_.empty()) RETURN_IF_ERROR(Accept());
   if (!limiter_.CanSample(batch_size_, memory_->size())) return false;
 

@@ -10,12 +10,14 @@
 // Its memory obeys a replay::RateLimiter (LearnerLoopOptions::
 // samples_per_insert, spi_error_buffer, min_replay_size): inserted =
 // transitions generated, sampled = transitions trained on, as the buffer
-// node's limiter counts them. Generated is read from the forwarded
-// numbering (ForwardedItem::sequence, ingest order): every transition up
-// to the newest arrival, those the forwarding lost or skipped included. So
-// at the same samples per insert every placement trains as much per
-// transition the actors made, whatever the link delivers. While the
-// limiter allows a batch, Next() takes what has arrived without waiting.
+// node's limiter counts them. Generated is the server's ingest cursor as
+// the stream last saw it (TransitionStream::generated(), counted from its
+// value when the source is made), so transitions the forwarding lost or
+// skipped count too,
+// and at one samples per insert every placement trains as much per
+// transition the actors made, whatever the link delivers. A stream that
+// does not know falls back to counting arrivals. While the limiter allows
+// a batch, Next() takes what has arrived without waiting.
 //
 // Metrics, on arrival: the data age, and the |TD error| of each arrival
 // under the current networks (one AbsTdErrors pass over the arrivals).
@@ -68,6 +70,8 @@ class LocalReplaySource : public ReplaySource {
                     std::unique_ptr<replay::ReplayMemory> memory);
   // Decodes, checks, measures and stores arrivals_ (what the stream gave).
   absl::Status Accept();
+  // Counts what the server ingested since the last reading as inserted.
+  void CountGenerated();
 
   const replay::BetaSchedule beta_;
   const uint32_t batch_size_;
@@ -80,9 +84,8 @@ class LocalReplaySource : public ReplaySource {
   // The payloads, one payload_size_ slot per ring index.
   std::vector<uint8_t> ring_;
   uint64_t batches_sampled_ = 0;
-  // Transitions generated as far as the arrivals tell (the limiter's
-  // inserted).
-  uint64_t generated_ = 0;
+  // The stream's generated() at the last reading.
+  std::optional<uint64_t> generated_seen_;
   // The batch Next() returned.
   std::vector<replay::SampledItem> items_;
   int sampled_count_ = 0;

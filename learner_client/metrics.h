@@ -55,8 +55,9 @@
 //                   achieved samples per insert since the start: transitions
 //                   trained on / transitions generated. "learner": of the
 //                   local replay memory's rate limiter (inserted =
-//                   transitions generated up to the newest arrival, lost
-//                   ones included; sampled = transitions trained on).
+//                   transitions generated: the server's ingest cursor as
+//                   the forward reader last saw it; sampled = transitions
+//                   trained on).
 //                   "buffer": the entries of the batches trained on / the
 //                   increase of the server's ingest_cursor (its ServerLine)
 //                   since the learner started, so both count what the actors

@@ -147,6 +147,11 @@ absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> prioritie
                                         [&] { return priority_writer_->Write(last_batch_, all); });
 }
 
+std::optional<uint64_t> LearnerServiceIo::generated() const {
+  if (forward_reader_ == nullptr) return std::nullopt;
+  return forward_reader_->server_ingested();
+}
+
 absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<ForwardedItem>* out) {
   if (forward_reader_ == nullptr) {
     return absl::FailedPreconditionError("no forwarded transitions in the buffer placement");

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,7 @@ class LearnerServiceIo : public BatchSource,
   uint64_t transitions_dropped() const override { return transitions_dropped_; }
   // TransitionStream (learner placement).
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
+  std::optional<uint64_t> generated() const override;
   // ParamsSink.
   absl::Status Publish(absl::Span<const uint8_t> params) override;
   absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;
