@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "learner_client/replay_source.h"
+#include "learner_client/update_governor.h"
 #include "rl/environment.h"
 #include "rl/make_environment.h"
 #include "rl/params_format.h"
@@ -58,6 +59,10 @@ double Huber(double x, double delta) {
 }  // namespace
 
 absl::Status LearnerLoopOptions::Validate() const {
+  if (!(max_updates_per_s >= 0) || !std::isfinite(max_updates_per_s)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_updates_per_s=", max_updates_per_s, " must be finite and >= 0"));
+  }
   if (!(max_priority > 0) || !std::isfinite(max_priority)) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_priority=", max_priority, " must be finite and > 0"));
@@ -233,8 +238,11 @@ absl::StatusOr<std::optional<size_t>> LearnerLoop::SerializeFinite(uint64_t vers
 
 absl::Status LearnerLoop::Round(absl::Duration timeout, bool* trained) {
   *trained = false;
+  const absl::Duration held = governor_->Delay(absl::Now());
+  if (held > absl::ZeroDuration()) return source_->Idle(std::min(held, timeout));
   ASSIGN_OR_RETURN(const bool got, source_->Next(timeout, batch_.get(), &weights_));
   if (!got) return absl::OkStatus();
+  governor_->Updated(absl::Now());
   ASSIGN_OR_RETURN(const rl::TrainStepResult result, learner_->TrainStep(*batch_, weights_));
   metrics_.RecordTrainStep(result.loss, result.abs_td_errors);
   RETURN_IF_ERROR(source_->Trained(result.abs_td_errors));
@@ -338,6 +346,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
   absl::Time next_snapshot = start_ + options_.snapshot_interval;
   const bool evaluates = options_.eval_interval != absl::InfiniteDuration();
   RETURN_IF_ERROR(source_->Start());
+  governor_ = std::make_unique<UpdateGovernor>(options_.max_updates_per_s, start_);
   RETURN_IF_ERROR(PublishParams());
   RETURN_IF_ERROR(Snapshot());
   bool solved_stop = false;

@@ -255,6 +255,10 @@ struct LearnerLoopOptions {
   // invalid). Finite, > 0. The server bounds them again (its own
   // --max_priority).
   float max_priority = 1e6f;
+  // At most this many train steps per second (learner_client/
+  // update_governor.h), so that placements can be compared at equal
+  // updates; 0: as fast as data allows. >= 0, finite.
+  double max_updates_per_s = 0;
   // Publish parameters every this many train steps (and at the start).
   // 0: never.
   int64_t publish_every = 100;
@@ -288,6 +292,7 @@ struct LearnerLoopOptions {
 replay::RateLimiterOptions LocalLimiterOptions(const LearnerLoopOptions& options);
 
 class ReplaySource;
+class UpdateGovernor;
 
 class LearnerLoop {
  public:
@@ -343,6 +348,7 @@ class LearnerLoop {
   MetricsRecorder metrics_;
   std::unique_ptr<rl::DqnLearner> learner_;
   std::unique_ptr<ReplaySource> source_;
+  std::unique_ptr<UpdateGovernor> governor_;  // made by Run()
 
   std::unique_ptr<rl::TransitionBatch> probe_;
   mutable std::vector<float> probe_errors_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -228,6 +229,30 @@ TEST(LearnerLoopTest, LearnerPlacementStoresEveryArrivalAndTrainsOnceEnoughAreSt
   EXPECT_TRUE(s.loss_mean_last_half.has_value());
 }
 
+TEST(LearnerLoopTest, MaxUpdatesPerSecondHoldsTheLoopBackInEveryPlacement) {
+  // 20 steps at 100/s take at least 190 ms however fast the steps are; the
+  // learner placement keeps taking arrivals in while it is held back.
+  FakeBatches batches(1000);
+  FakeStream stream(1000, 40);
+  for (ReplayPlacement placement : {ReplayPlacement::kBuffer, ReplayPlacement::kLearner}) {
+    LearnerLoopOptions o = SmallOptions(placement);
+    o.max_train_steps = 20;
+    o.max_updates_per_s = 100;
+    o.eval_interval = absl::InfiniteDuration();
+    LearnerIo io;
+    io.batches = &batches;
+    io.stream = &stream;
+    auto loop = LearnerLoop::Create(o, io);
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    const std::atomic<bool> stop{false};
+    const absl::Time start = absl::Now();
+    ASSERT_TRUE((*loop)->Run(stop).ok());
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(190)) << ReplayPlacementName(placement);
+    EXPECT_EQ((*loop)->learner().train_steps(), 20);
+  }
+  EXPECT_EQ(stream.remaining, 0);  // 1000 arrived in 25 calls
+}
+
 TEST(LearnerLoopTest, LearnerPlacementDoesNotTrainBeforeTheMinimumReplaySize) {
   FakeStream stream(60, 20);
   LearnerLoopOptions o = SmallOptions(ReplayPlacement::kLearner);
@@ -325,6 +350,18 @@ TEST(LearnerLoopTest, SnapshotsAtTheStartOnTheIntervalGridAndAtTheEnd) {
   }
   // No evaluation ran: the summary has none.
   EXPECT_EQ((*loop)->Summary().evaluations, 0u);
+}
+
+TEST(LearnerLoopTest, RefusesANegativeOrInfiniteUpdateRate) {
+  FakeBatches batches(1);
+  for (double rate :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+    o.max_updates_per_s = rate;
+    EXPECT_EQ(LearnerLoop::Create(o, {&batches, nullptr, nullptr, nullptr, {}, {}}).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << rate;
+  }
 }
 
 TEST(LearnerLoopTest, RefusesStopWhenSolvedWithoutEvaluationsAndSnapshotsWithoutASink) {

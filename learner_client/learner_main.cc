@@ -15,6 +15,7 @@
 // --metrics_listen=127.0.0.1:9465 serves the latest progress record to
 // Prometheus at /metrics (learner_client/prometheus_metrics.h).
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,9 @@ DEFINE_int64(beta_steps, 100000, "learner placement: batches over which beta is 
 DEFINE_int64(min_replay_size, 1000,
              "learner placement: transitions stored before training starts (the server's "
              "--min_size_to_sample)");
+DEFINE_double(max_updates_per_s, 0,
+              "at most this many train steps per second, in either placement, so that runs "
+              "can be compared at equal updates (0: as fast as data allows)");
 DEFINE_double(samples_per_insert, 0,
               "learner placement: target transitions trained on per transition generated (the "
               "server's ingest cursor: what forwarding lost counts too), enforced "
@@ -242,6 +246,11 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   RETURN_IF_ERROR(CheckAtLeast("min_replay_size", FLAGS_min_replay_size, 1));
   o.min_replay_size = static_cast<uint64_t>(FLAGS_min_replay_size);
   o.samples_per_insert = FLAGS_samples_per_insert;
+  if (!(FLAGS_max_updates_per_s >= 0) || !std::isfinite(FLAGS_max_updates_per_s)) {
+    return FlagError("max_updates_per_s", absl::StrCat(FLAGS_max_updates_per_s),
+                     "must be finite and >= 0");
+  }
+  o.max_updates_per_s = FLAGS_max_updates_per_s;
   o.spi_error_buffer = FLAGS_spi_error_buffer;
   RETURN_IF_ERROR(CheckAtLeast("probe_size", FLAGS_probe_size, 0));
   o.probe_size = FLAGS_probe_size;

@@ -108,6 +108,14 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
   return true;
 }
 
+absl::Status LocalReplaySource::Idle(absl::Duration timeout) {
+  // Forwarding goes on while training is held back.
+  RETURN_IF_ERROR(stream_->Next(timeout, &arrivals_));
+  CountGenerated();
+  if (!arrivals_.empty()) RETURN_IF_ERROR(Accept());
+  return absl::OkStatus();
+}
+
 absl::Status LocalReplaySource::Trained(absl::Span<const float> abs_td_errors) {
   if (abs_td_errors.size() != static_cast<size_t>(sampled_count_)) {
     return absl::InternalError(absl::StrCat(abs_td_errors.size(), " |TD errors| for a batch of ",

@@ -58,6 +58,7 @@ class LocalReplaySource : public ReplaySource {
 
   absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
                             std::vector<float>* weights) override;
+  absl::Status Idle(absl::Duration timeout) override;
   absl::Status Trained(absl::Span<const float> abs_td_errors) override;
   absl::StatusOr<std::optional<double>> SamplesPerInsert() override;
   uint64_t transitions_dropped() const override { return drops_.count(); }

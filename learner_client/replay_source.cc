@@ -25,6 +25,11 @@ void RecordDataAge(MetricsRecorder* metrics, uint64_t insert_time_ns, uint64_t n
   metrics->RecordDataAge(age * 1e-9);
 }
 
+absl::Status ReplaySource::Idle(absl::Duration timeout) {
+  absl::SleepFor(timeout);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ReplaySource>> MakeReplaySource(const LearnerLoopOptions& options,
                                                                const LearnerIo& io,
                                                                const ReplaySourceContext& context) {

@@ -101,6 +101,9 @@ class ReplaySource {
   // cannot be re-established.
   virtual absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
                                     std::vector<float>* weights) = 0;
+  // The loop may not train now (LearnerLoopOptions::max_updates_per_s): take
+  // in data for up to `timeout` without making a batch. The default sleeps.
+  virtual absl::Status Idle(absl::Duration timeout);
   // The batch Next() returned last was trained on; `abs_td_errors` holds one
   // |TD error| per row, under the networks before the update: the rows' new
   // priorities (bounded by max_priority).

@@ -101,6 +101,9 @@ def add_arguments(p):
                    help="environment steps per second per actor (0: unlimited; default 150)")
     p.add_argument("--duration_s", type=float, default=0, help="learner run time (0: no limit)")
     p.add_argument("--train_steps", type=int, default=0, help="learner train steps (0: no limit)")
+    p.add_argument("--max_updates_per_s", type=float, default=0,
+                   help="learner train steps per second at most, for runs compared at equal "
+                   "updates (0: as fast as data allows)")
     p.add_argument("--stop_when_solved", action="store_true")
     # Shared hyper-parameters.
     p.add_argument("--n_step", type=int, default=3)
@@ -171,6 +174,9 @@ def finish(args):
             raise PlanError("--%s must be >= %d, got %r" % (name, low, getattr(args, name)))
     if args.samples_per_insert < 0:
         raise PlanError("--samples_per_insert must be >= 0")
+    if not 0 <= args.max_updates_per_s < float("inf"):
+        raise PlanError("--max_updates_per_s must be finite and >= 0, got %r"
+                        % args.max_updates_per_s)
     if args.samples_per_insert > 0 and args.spi_error_buffer == 0:
         args.spi_error_buffer = SPI_SLACK_BATCHES * args.batch_size
     if args.payload_pad_bytes < 0:
@@ -290,6 +296,8 @@ def learner_flags(args):
         flags.append("--duration_s=%r" % args.duration_s)
     if args.train_steps > 0:
         flags.append("--train_steps=%d" % args.train_steps)
+    if args.max_updates_per_s > 0:
+        flags.append("--max_updates_per_s=%r" % args.max_updates_per_s)
     if args.stop_when_solved:
         flags.append("--stop_when_solved")
     return flags
