@@ -64,7 +64,7 @@ absl::StatusOr<bool> BufferReplaySource::Next(absl::Duration timeout, rl::Transi
   }
   const uint64_t now_ns = context_.wall_clock_ns();
   for (const EntryOrigin& origin : origins_) {
-    if (origin.arrived) RecordDataAge(context_.metrics, origin.insert_time_ns, now_ns);
+    RecordDataAge(context_.metrics, origin.insert_time_ns, now_ns);
   }
   return true;
 }

@@ -6,9 +6,10 @@
 // read through a BatchSource, and the batch's new priorities go back
 // through it.
 //
-// Metrics: the data age of each entry whose payload crossed the link with
-// the batch, on arrival (which is when it is trained on), and the |TD error|
-// of those entries as TrainStep computes it before its update.
+// Metrics: the data age of every entry of the batch, crossed or held by
+// the learner cache, when the batch is given to train on, and the |TD
+// error| of the entries that crossed the link as TrainStep computes it
+// before its update.
 //
 // Bad data: an entry rl::CheckTrainable refuses is left out of the batch
 // and counted; its priority written back is 0 (the lowest the server

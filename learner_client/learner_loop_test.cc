@@ -535,12 +535,12 @@ TEST(LearnerLoopTest, BufferPlacementSamplesPerInsertIsEntriesTrainedOnOverTheSe
   EXPECT_DOUBLE_EQ(*s.samples_per_insert, 30.0 * kBatch / 120.0);
 }
 
-TEST(LearnerLoopTest, BufferPlacementAgesAndCountsOnlyTheEntriesThatCrossedTheLink) {
+TEST(LearnerLoopTest, BufferPlacementAgesEveryEntryAndCountsOnlyTheEntriesThatCrossedTheLink) {
   constexpr uint64_t kNow = uint64_t{1'700'000'000} * 1'000'000'000;
   FakeBatches batches(4);
   batches.with_origins = true;
   batches.arrived_insert_ns = kNow - 2'000'000'000;  // 2 s old
-  batches.cached_insert_ns = kNow - 100'000'000'000;
+  batches.cached_insert_ns = kNow - 10'000'000'000;
   std::vector<ProgressRecord> records;
   LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
   o.max_train_steps = 4;
@@ -553,14 +553,14 @@ TEST(LearnerLoopTest, BufferPlacementAgesAndCountsOnlyTheEntriesThatCrossedTheLi
   ASSERT_TRUE((*loop)->Run(stop).ok());
   ASSERT_FALSE(records.empty());
   const ProgressRecord& r = records.back();
-  EXPECT_DOUBLE_EQ(*r.data_age_mean_s, 2.0);
-  EXPECT_DOUBLE_EQ(*r.data_age_p50_s, 2.0);
-  EXPECT_DOUBLE_EQ(*r.data_age_p95_s, 2.0);
+  // Ages at training time: half the entries 2 s old, half 10 s (cached).
+  EXPECT_DOUBLE_EQ(*r.data_age_mean_s, 6.0);
+  EXPECT_DOUBLE_EQ(*r.data_age_p95_s, 10.0);
   EXPECT_EQ(r.transferred, 4u * kBatch / 2);  // the cached half did not cross
-  EXPECT_DOUBLE_EQ(*(*loop)->Summary().data_age_mean_s, 2.0);
+  EXPECT_DOUBLE_EQ(*(*loop)->Summary().data_age_mean_s, 6.0);
 }
 
-TEST(LearnerLoopTest, LearnerPlacementAgesArrivalsAndStripsTheirPadding) {
+TEST(LearnerLoopTest, LearnerPlacementAgesWhatItTrainsOnAndStripsThePadding) {
   constexpr uint64_t kNow = uint64_t{1'700'000'000} * 1'000'000'000;
   FakeStream stream(300, 40, /*pad=*/500);
   stream.insert_ns = kNow - 3'500'000'000;

@@ -31,6 +31,7 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
       limiter_(LocalLimiterOptions(options)),
       memory_(std::move(memory)),
       ring_(memory_->capacity() * payload_size_),
+      insert_ns_(memory_->capacity(), 0),
       items_(options.batch_size),
       arrival_batch_(std::make_unique<rl::TransitionBatch>(context.observation_size,
                                                            context.observation_type)) {
@@ -42,7 +43,6 @@ absl::Status LocalReplaySource::Accept() {
   if (!stream_->generated().has_value()) limiter_.Inserted(arrivals_.size());
   arrival_batch_->Clear();
   kept_arrivals_.clear();
-  const uint64_t now_ns = context_.wall_clock_ns();
   for (const ForwardedItem& item : arrivals_) {
     // The encoding, without the actor's padding, is what is stored.
     const absl::StatusOr<absl::Span<const uint8_t>> encoded =
@@ -60,7 +60,6 @@ absl::Status LocalReplaySource::Accept() {
       drops_.Count(1, absl::StrCat("forwarded transition ", item.sequence, ": ", usable.message()));
       continue;
     }
-    RecordDataAge(context_.metrics, item.insert_time_ns, now_ns);
     RETURN_IF_ERROR(arrival_batch_->Add(scratch_));
     kept_arrivals_.push_back(item);
   }
@@ -73,6 +72,7 @@ absl::Status LocalReplaySource::Accept() {
   for (const ForwardedItem& item : arrivals_) {
     const uint64_t index = item.sequence & mask;
     std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
+    insert_ns_[index] = item.insert_time_ns;
     memory_->Insert(index, item.sequence, item.initial_priority);
   }
   return absl::OkStatus();
@@ -100,7 +100,9 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
   sampled_count_ = memory_->SampleBatch(batch_size_, beta, absl::MakeSpan(items_));
   batch->Clear();
   weights->resize(sampled_count_);
+  const uint64_t now_ns = context_.wall_clock_ns();
   for (int i = 0; i < sampled_count_; ++i) {
+    RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
     RETURN_IF_ERROR(batch->AddEncoded(
         absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
     (*weights)[i] = items_[i].weight;

@@ -19,8 +19,9 @@
 // does not know falls back to counting arrivals. While the limiter allows
 // a batch, Next() takes what has arrived without waiting.
 //
-// Metrics, on arrival: the data age, and the |TD error| of each arrival
-// under the current networks (one AbsTdErrors pass over the arrivals).
+// Metrics: the data age of each sampled transition when it is given to
+// train on, and, on arrival, the |TD error| of each arrival under the
+// current networks (one AbsTdErrors pass over the arrivals).
 //
 // Bad data: a forwarded transition that does not decode to the
 // environment's shape, or that rl::CheckTrainable refuses, is left out and
@@ -82,8 +83,10 @@ class LocalReplaySource : public ReplaySource {
   DropCounter drops_;
   replay::RateLimiter limiter_;
   std::unique_ptr<replay::ReplayMemory> memory_;
-  // The payloads, one payload_size_ slot per ring index.
+  // The payloads, one payload_size_ slot per ring index, and their
+  // insert times (ForwardedItem::insert_time_ns).
   std::vector<uint8_t> ring_;
+  std::vector<uint64_t> insert_ns_;
   uint64_t batches_sampled_ = 0;
   // The stream's generated() at the last reading.
   std::optional<uint64_t> generated_seen_;

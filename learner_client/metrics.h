@@ -63,12 +63,14 @@
 //                   since the learner started, so both count what the actors
 //                   generated; null before anything was inserted.
 //   data_age_mean_s, data_age_p50_s, data_age_p95_s
-//                   age at arrival of the transitions that crossed the link
-//                   in the interval: the learner's wall clock when it got
-//                   them minus the actor's SlotHeader::insert_time_ns (so
-//                   across hosts as good as their clock synchronisation);
-//                   transitions without an insert time are not counted;
-//                   null when none.
+//                   age of the transitions trained on in the interval, at
+//                   the moment the learner takes them for a train step
+//                   (every batch entry, a transition sampled again counted
+//                   again; the same in every placement): the learner's wall
+//                   clock then minus the actor's SlotHeader::insert_time_ns
+//                   (so across hosts as good as their clock
+//                   synchronisation); transitions without an insert time
+//                   are not counted; null when none.
 //   transitions_fetched_total, distinct_transitions_fetched_total
 //                   cumulative transition payloads READ over the link by the
 //                   learner's readers (a re-READ counts again), and the
@@ -225,7 +227,7 @@ class MetricsRecorder {
   void RecordTransferred(absl::Span<const float> abs_td_errors);
   // The link's cumulative traffic, as the clients count it.
   void SetLinkStats(const LinkStats& link) { link_ = link; }
-  // Ages at arrival (seconds) of transitions that crossed the link.
+  // The age (seconds) of a transition taken for a train step.
   void RecordDataAge(double seconds);
   // The probe loss now (nullopt: none).
   void SetProbeLoss(std::optional<double> loss) { probe_loss_ = loss; }

@@ -21,9 +21,9 @@
 //   }
 //
 // A source records, through its ReplaySourceContext, the metrics that
-// depend on where data comes from: the age of data when it reaches the
-// learner and the |TD error| of each transition that crossed the link
-// (learner_client/metrics.h). It drops and counts what cannot be trained on
+// depend on where data comes from: the age of each transition it gives to
+// train on, when it gives it, and the |TD error| of each transition that
+// crossed the link (learner_client/metrics.h). It drops and counts what cannot be trained on
 // (DropCounter): bad data never ends a run.
 //
 // Thread safety: as the loop's; one thread uses a source.
@@ -80,7 +80,7 @@ class DropCounter {
 };
 
 // Records the age of a transition sealed at `insert_time_ns` (0: unknown,
-// not recorded) that reached the learner at `now_ns`. Clocks of two hosts
+// not recorded) taken for a train step at `now_ns`. Clocks of two hosts
 // may disagree: a transition from the future counts as age 0.
 void RecordDataAge(MetricsRecorder* metrics, uint64_t insert_time_ns, uint64_t now_ns);
 

@@ -176,11 +176,12 @@ TEST_F(ReplaySourceTest, BufferSourceMeasuresArrivalsAndWritesBoundedPriorities)
   EXPECT_EQ(p[1], 3.0f);
   EXPECT_EQ(p[2], 10.0f);  // bounded
   EXPECT_TRUE(std::isnan(p[3]));
-  // Only entries 0 and 2 crossed: their |TD errors| and ages (1 s and 3 s).
+  // Only entries 0 and 2 crossed: their |TD errors|; every entry's age
+  // (1 s to 4 s) when the batch was given.
   const SummaryRecord summary = metrics_.Summary(1.0);
   EXPECT_EQ(metrics_.link_transitions_total(), 2u);
   ASSERT_TRUE(summary.data_age_mean_s.has_value());
-  EXPECT_NEAR(*summary.data_age_mean_s, 2.0, 1e-9);
+  EXPECT_NEAR(*summary.data_age_mean_s, 2.5, 1e-9);
   ingested = 108;  // 4 trained on per 8 ingested
   EXPECT_DOUBLE_EQ(source.SamplesPerInsert().value().value(), 0.5);
   EXPECT_FALSE(source.Next(absl::ZeroDuration(), &batch_, &weights_).value());

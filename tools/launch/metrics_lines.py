@@ -222,7 +222,7 @@ def demo_summary_lines(summary, demo_wall_s, env="CartPole-v1"):
                      % priority)
     for key, label, fmt in (("probe_loss", "probe loss (last):", "%.4g"),
                             ("samples_per_insert", "samples per insert:", "%.2f"),
-                            ("data_age_mean_s", "data age on arrival:", "%.3g s (mean)")):
+                            ("data_age_mean_s", "data age when trained on:", "%.3g s (mean)")):
         value = summary.get(key)
         if is_figure(value):
             lines.append("  %-26s%s" % (label, fmt % value))
