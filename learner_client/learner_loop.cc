@@ -324,7 +324,14 @@ absl::Status LearnerLoop::EmitProgress() {
     ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
     metrics_.SetActorTotals(totals);
   }
-  if (io_.link_stats) metrics_.SetLinkStats(io_.link_stats());
+  if (io_.link_stats) {
+    LinkStats link = io_.link_stats();
+    // After the link counts: every transition they name is ingested by then.
+    if (io_.server_ingested) {
+      ASSIGN_OR_RETURN(link.server_ingested, io_.server_ingested());
+    }
+    metrics_.SetLinkStats(link);
+  }
   metrics_.SetDropped(source_->transitions_dropped(), params_withheld_);
   ASSIGN_OR_RETURN(const std::optional<double> probe_loss, ProbeLoss());
   metrics_.SetProbeLoss(probe_loss);

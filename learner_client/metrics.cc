@@ -50,7 +50,8 @@ JsonObject& AddLink(JsonObject& json, const LinkStats& link) {
       .Add("link_bytes_params", link.params)
       .Add("link_bytes_control", link.control)
       .Add("transitions_fetched_total", link.transitions_fetched)
-      .Add("distinct_transitions_fetched_total", link.distinct_transitions_fetched);
+      .Add("distinct_transitions_fetched_total", link.distinct_transitions_fetched)
+      .Add("server_ingested_total", link.server_ingested);
 }
 
 // The q-quantile (0..1) of `values` (nearest rank); reorders them.

@@ -76,6 +76,12 @@
 //                   learner's readers (a re-READ counts again), and the
 //                   distinct transitions among them (a transition READ twice,
 //                   e.g. sampled again without a cache, counts once).
+//   server_ingested_total
+//                   the server's ingest cursor (transitions the actors
+//                   generated), read just after the link counts, so that
+//                   distinct_transitions_fetched_total / it (coverage)
+//                   never exceeds 1; 0 when unknown. env_steps, from the
+//                   actors' own periodic reports, lags both.
 //   link_bytes_experience, link_bytes_metadata, link_bytes_polling,
 //   link_bytes_priorities, link_bytes_params, link_bytes_control
 //                   cumulative link bytes by traffic class
@@ -147,6 +153,10 @@ struct LinkStats {
   uint64_t control = 0;
   uint64_t transitions_fetched = 0;
   uint64_t distinct_transitions_fetched = 0;
+  // The server's ingest cursor read just after the counts above: the
+  // transitions generated so far, never fewer than the distinct ones
+  // fetched; 0 when unknown.
+  uint64_t server_ingested = 0;
 
   uint64_t total_bytes() const {
     return experience + metadata + polling + priorities + params + control;

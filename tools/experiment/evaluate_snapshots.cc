@@ -4,7 +4,7 @@
 // learner wrote with --snapshot_dir, evaluated here, after the run, so that
 // evaluation never competes with training for the learner's CPU.
 //
-//   evaluate_snapshots --snapshot_dir=DIR --env=CartPole-v1 --hidden=64,64 \
+//   evaluate_snapshots --snapshot_dir=DIR --env=CartPole-v1 --hidden=64,64
 //       [--episodes=100] [--seed=1000003] [--out=FILE]
 //
 // Reads DIR/snapshot-<k>.params for k = 0, 1, ... (learner_client/

@@ -124,6 +124,10 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes):
     half = duration_s / 2.0
     env_steps = summary.get("env_steps") or 0
     distinct = summary.get("distinct_transitions_fetched_total")
+    # Coverage's denominator: the server's ingest cursor, read with the
+    # fetched counts (so coverage <= 1); older records only have the
+    # actors' env_steps, which lag.
+    generated = summary.get("server_ingested_total") or env_steps
     return {
         "curve": points,
         "auc": area_under_curve(points, duration_s),
@@ -142,7 +146,7 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes):
         "env_steps": env_steps,
         "generation_per_s": generation_rate(progress, half),
         "generation_bytes_per_s": (generation_rate(progress, half) or 0) * slot_bytes or None,
-        "coverage": (distinct / env_steps) if distinct is not None and env_steps else None,
+        "coverage": (distinct / generated) if distinct is not None and generated else None,
         "buffer_node_drops": buffer_node_drops(run_dir),
     }
 
