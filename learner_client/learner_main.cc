@@ -146,6 +146,8 @@ DEFINE_string(metrics_listen, "",
               "HOST:PORT to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9465 "
               "(empty: off). HOST is an IP address; port 0: the OS picks one (printed). The "
               "figures are the latest progress record's.");
+DEFINE_string(metrics_port_file, "",
+              "if set, the metrics port is written to this file (with --metrics_listen)");
 DEFINE_double(connect_timeout_s, 30, "how long the first connection is retried");
 DEFINE_double(reconnect_timeout_s, 60,
               "how long the learner keeps reconnecting when the server goes away");
@@ -219,6 +221,10 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   ASSIGN_OR_RETURN(c.retry.reconnect_timeout,
                    Seconds("reconnect_timeout_s", FLAGS_reconnect_timeout_s, false));
   ASSIGN_OR_RETURN(c.metrics, MetricsOptionsFromFlags());
+  if (!FLAGS_metrics_port_file.empty() && !c.metrics.has_value()) {
+    return FlagError("metrics_port_file", FLAGS_metrics_port_file, "needs --metrics_listen");
+  }
+  c.metrics_port_file = FLAGS_metrics_port_file;
 
   LearnerLoopOptions& o = c.loop;
   {

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "common/port_file.h"
 #include "common/status_macros.h"
 #include "common/verification_log.h"
 #include "glog/logging.h"
@@ -23,6 +24,9 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
                        return exported.Render();
                      }));
     std::cerr << "metrics on " << metrics_http->url() << std::endl;
+    if (!options.metrics_port_file.empty()) {
+      RETURN_IF_ERROR(WritePortFile(options.metrics_port_file, metrics_http->port()));
+    }
   }
   // Only a learner-placement learner is given keys to the slots, commit
   // words and forward journal (protocol/handshake.h).

@@ -42,6 +42,7 @@ struct LearnerRunOptions {
   // What the learner's flags say of the actors' transitions.
   ExpectedTransitions expected;
   std::optional<MetricsHttpOptions> metrics;  // serve /metrics
+  std::string metrics_port_file;              // its port, written; empty: none
   std::string metrics_out;                    // JSON lines; empty: none
   std::string snapshot_dir;                   // SnapshotWriter; empty: none
   std::string verification_log;               // common/verification_log.h; empty: none

@@ -11,24 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/port_file.h"
 #include "common/status_macros.h"
 #include "common/verification_log.h"
 #include "glog/logging.h"
 #include "replay_server/prometheus_metrics.h"
 
 namespace dreplay::server {
-
-absl::Status WritePortFile(const std::string& path, uint16_t port) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << port << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status RunServer(const ServerRunOptions& options, StopSignals& signals) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider,

@@ -38,10 +38,6 @@ struct ServerRunOptions {
 // (prefixed "--metrics_listen: "), the port files'.
 absl::Status RunServer(const ServerRunOptions& options, StopSignals& signals);
 
-// Writes `port` and a newline to `path` through a temporary file and a
-// rename, so a reader never sees a partial port.
-absl::Status WritePortFile(const std::string& path, uint16_t port);
-
 }  // namespace dreplay::server
 
 #endif  // DREPLAY_REPLAY_SERVER_SERVER_RUN_H_

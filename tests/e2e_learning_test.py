@@ -15,7 +15,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import urllib.request
 
 from tools.launch import metrics_lines
 
@@ -61,6 +63,9 @@ class E2eLearningTest(unittest.TestCase):
         self.assertGreater(summary["transitions_fetched_total"], 0)
         self.assertEqual(sum(summary["link_bytes_" + c] for c in LINK_CLASSES),
                          summary["link_bytes_total"])
+        # Read after the fetched counts: coverage cannot exceed 1.
+        self.assertGreaterEqual(summary["server_ingested_total"],
+                                summary["distinct_transitions_fetched_total"])
 
     def run_local(self, placement, extra):
         out_dir = tempfile.mkdtemp(prefix="e2e-%s-" % placement,
@@ -90,6 +95,35 @@ class E2eLearningTest(unittest.TestCase):
         self.assertIsNotNone(summary, "no summary record:\n" + output)
         self.assertTrue(progress, "no progress record")
         return progress, summary
+
+    def test_metrics_listen_serves_the_server_and_the_learner(self):
+        out_dir = tempfile.mkdtemp(prefix="e2e-metrics-", dir=os.environ.get("TEST_TMPDIR"))
+        bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
+        proc = subprocess.Popen(
+            [sys.executable, runfile("tools/launch/run_local.py"), "--bin_dir", bin_dir,
+             "--env", "CartPole-v1", "--actors", "1", "--duration_s", "8",
+             "--eval_interval_s", "100", "--metrics_listen", "127.0.0.1", "--out_dir", out_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            urls_file = os.path.join(out_dir, "metrics_urls")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(urls_file) and proc.poll() is None:
+                self.assertLess(time.monotonic(), deadline, "no metrics_urls within 60 s")
+                time.sleep(0.05)
+            with open(urls_file) as f:
+                urls = f.read().split()
+            self.assertEqual(len(urls), 2, urls)
+            pages = [urllib.request.urlopen(u, timeout=10).read().decode() for u in urls]
+            self.assertIn("dreplay_server_inserted_total", pages[0])
+            self.assertIn("dreplay_learner_up", pages[1])
+            output = proc.communicate(timeout=PROCESS_TIMEOUT_S)[0].decode(errors="replace")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(proc.returncode, 0, output)
+        for name, url in zip(("server", "learner"), urls):
+            self.assertIn("%s metrics: %s" % (name, url), output)
 
     def test_buffer_placement_learns_well_above_a_random_policy(self):
         progress, summary = self.run_local("buffer", [

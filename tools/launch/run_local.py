@@ -42,6 +42,7 @@ Only the Python standard library is used.
 import argparse
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -181,12 +182,13 @@ def stop_all(groups, grace_s=STOP_GRACE_S):
     return codes
 
 
-def wait_for_port(server, port_file, timeout_s):
+def wait_for_port(process, port_file, timeout_s, what="the replay server"):
+    """The port `process` (`what`, for errors) writes to `port_file`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RunError("the replay server exited (code %d) before listening:\n%s" %
-                           (server.poll(), server.tail()))
+        if process.poll() is not None:
+            raise RunError("%s exited (code %d) before listening:\n%s" %
+                           (what, process.poll(), process.tail()))
         try:
             with open(port_file) as f:
                 text = f.read().strip()
@@ -195,7 +197,7 @@ def wait_for_port(server, port_file, timeout_s):
         except (OSError, ValueError):
             pass
         time.sleep(0.05)
-    raise RunError("the replay server did not listen within %.0f s" % timeout_s)
+    raise RunError("%s did not listen within %.0f s" % (what, timeout_s))
 
 
 def build(args):
@@ -249,14 +251,28 @@ def token_argv(token_file):
     return ["--auth_token_file=" + token_file] if token_file else ["--insecure"]
 
 
+def metrics_argv(args, name):
+    """--metrics_listen: `name` (server, learner) serves /metrics on a port
+    the OS picks and writes it to OUT_DIR/<name>.metrics_port."""
+    if not args.metrics_listen:
+        return []
+    return ["--metrics_listen=%s:0" % args.metrics_listen,
+            "--metrics_port_file=" + metrics_port_file(args, name)]
+
+
+def metrics_port_file(args, name):
+    return os.path.join(os.path.abspath(args.out_dir), name + ".metrics_port")
+
+
 def server_argv(args, port_file, layout, token_file=None):
     return ([binary(args, "server"), "--listen=127.0.0.1:0", "--port_file=" + port_file] +
-            launch_plan.server_flags(args, layout) + token_argv(token_file) + args.server_flag)
+            launch_plan.server_flags(args, layout) + token_argv(token_file) +
+            metrics_argv(args, "server") + args.server_flag)
 
 
 def learner_argv(args, address, token_file=None):
     argv = [binary(args, "learner")] + token_argv(token_file) + ["--server=" + address]
-    argv += launch_plan.learner_flags(args)
+    argv += launch_plan.learner_flags(args) + metrics_argv(args, "learner")
     if args.metrics_out:
         argv.append("--metrics_out=" + os.path.abspath(args.metrics_out))
     return argv + args.learner_flag
@@ -265,6 +281,20 @@ def learner_argv(args, address, token_file=None):
 def actor_argv(args, address, index, credential_file=None):
     return ([binary(args, "actor")] + token_argv(credential_file) + ["--server=" + address] +
             launch_plan.actor_flags(args, index) + args.actor_flag)
+
+
+def show_metrics_urls(args, server, learner):
+    """Waits for the server's and the learner's metrics ports, prints their
+    URLs and writes them to OUT_DIR/metrics_urls, one per line."""
+    host = args.metrics_listen if ":" not in args.metrics_listen else "[%s]" % args.metrics_listen
+    urls = []
+    for name, process in (("server", server), ("learner", learner)):
+        port = wait_for_port(process, metrics_port_file(args, name), SERVER_START_TIMEOUT_S,
+                             "the %s's metrics endpoint" % name)
+        urls.append("http://%s:%d/metrics" % (host, port))
+        log("%s metrics: %s" % (name, urls[-1]))
+    with open(os.path.join(args.out_dir, "metrics_urls"), "w") as f:
+        f.write("".join(u + "\n" for u in urls))
 
 
 def run(args):
@@ -282,8 +312,9 @@ def run(args):
     try:
         layout = actor_layout(args)
         port_file = os.path.join(out_dir, "server.port")
-        if os.path.exists(port_file):
-            os.remove(port_file)
+        for stale in [port_file] + [metrics_port_file(args, n) for n in ("server", "learner")]:
+            if os.path.exists(stale):
+                os.remove(stale)
         token_file, credential_files = make_credentials(out_dir, args.actors)
         server = Process("server", server_argv(args, port_file, layout, token_file),
                          os.path.join(out_dir, "server.log"), cpus=args.rest_cpus)
@@ -294,6 +325,8 @@ def run(args):
                           os.path.join(out_dir, "learner.log"), stdout_lines=show,
                           cpus=args.learner_cpus)
         log("learner (pid %d): %s placement over link %s" % (learner.pid, args.replay_placement, args.link))
+        if args.metrics_listen:
+            show_metrics_urls(args, server, learner)
         for i in range(args.actors):
             actors.append(Process("actor-%d" % i, actor_argv(args, address, i, credential_files[i]),
                                   os.path.join(out_dir, "actor-%d.log" % i),
@@ -337,6 +370,10 @@ def parse_args(argv):
     launch_plan.add_arguments(p)
     p.add_argument("--mode", help=argparse.SUPPRESS)  # the former name, refused below
     p.add_argument("--metrics_out", default="", help="learner metrics, JSON lines")
+    p.add_argument("--metrics_listen", default="", metavar="ADDRESS",
+                   help="the server and the learner serve Prometheus metrics on this IP address "
+                   "(e.g. 127.0.0.1), each at a port the OS picks; their URLs are printed and "
+                   "written to OUT_DIR/metrics_urls")
     p.add_argument("--out_dir", default="", help="logs (default: a new directory in /tmp)")
     p.add_argument("--build", action="store_true", help="bazel build the binaries first")
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
@@ -361,6 +398,12 @@ def parse_args(argv):
         launch_plan.finish(args)
     except launch_plan.PlanError as e:
         p.error(str(e))
+    if args.metrics_listen:
+        try:
+            ipaddress.ip_address(args.metrics_listen)
+        except ValueError:
+            p.error("--metrics_listen must be an IP address such as 127.0.0.1, got %r"
+                    % args.metrics_listen)
     args.learner_cpus = args.rest_cpus = None
     if args.pin_cpus:
         parts = args.pin_cpus.split(":")
