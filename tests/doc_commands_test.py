@@ -113,7 +113,8 @@ RULES = [
      Skip("minutes of CPU; //tests:experiment_quick_test runs the quick set on CartPole-v1")),
     ("docs/minatar.md", r"tools/bench/minatar_bench\.py --json( --run_flag=--pin_cpus=0:1)?$",
      Skip("a 10-minute benchmark")),
-    ("docs/minatar.md", r"tools/bench/minatar_curves\.py( --seeds 1)? --run_flag=--pin_cpus=0:1$",
+    ("docs/minatar.md",
+     r"tools/bench/minatar_curves\.py( --seeds [0-9,]+)? --run_flag=--pin_cpus=0:1$",
      Skip("an hour per game and seed; //tests:minatar_curves_test runs it for seconds")),
     ("docs/minatar.md", r"tools/bench/minatar_curves\.py --plot_only$",
      Skip("rewrites the committed curves; //tests:minatar_curves_test draws them from a "
