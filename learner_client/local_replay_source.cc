@@ -78,22 +78,22 @@ absl::Status LocalReplaySource::Accept() {
   return absl::OkStatus();
 }
 
-void LocalReplaySource::CountGenerated() {
-  const std::optional<uint64_t> seen = stream_->generated();
-  if (!seen.has_value()) return;
-  // A restarted server may count again from lower: from there on.
-  if (generated_seen_.has_value() && *seen > *generated_seen_) {
-    limiter_.Inserted(*seen - *generated_seen_);
+absl::Status LocalReplaySource::Receive(absl::Duration timeout) {
+  RETURN_IF_ERROR(stream_->Next(timeout, &arrivals_));
+  if (const std::optional<uint64_t> seen = stream_->generated(); seen.has_value()) {
+    // A restarted server may count again from lower: from there on.
+    if (generated_seen_.has_value() && *seen > *generated_seen_) {
+      limiter_.Inserted(*seen - *generated_seen_);
+    }
+    generated_seen_ = *seen;
   }
-  generated_seen_ = *seen;
+  return arrivals_.empty() ? absl::OkStatus() : Accept();
 }
 
 absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::TransitionBatch* batch,
                                              std::vector<float>* weights) {
   const bool ready = limiter_.CanSample(batch_size_, memory_->size());
-  RETURN_IF_ERROR(stream_->Next(ready ? absl::ZeroDuration() : timeout, &arrivals_));
-  CountGenerated();
-  if (!arrivals_.empty()) RETURN_IF_ERROR(Accept());
+  RETURN_IF_ERROR(Receive(ready ? absl::ZeroDuration() : timeout));
   if (!limiter_.CanSample(batch_size_, memory_->size())) return false;
 
   const double beta = beta_.At(batches_sampled_++);
@@ -112,10 +112,7 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
 
 absl::Status LocalReplaySource::Idle(absl::Duration timeout) {
   // Forwarding goes on while training is held back.
-  RETURN_IF_ERROR(stream_->Next(timeout, &arrivals_));
-  CountGenerated();
-  if (!arrivals_.empty()) RETURN_IF_ERROR(Accept());
-  return absl::OkStatus();
+  return Receive(timeout);
 }
 
 absl::Status LocalReplaySource::Trained(absl::Span<const float> abs_td_errors) {

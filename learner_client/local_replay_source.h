@@ -72,8 +72,9 @@ class LocalReplaySource : public ReplaySource {
                     std::unique_ptr<replay::ReplayMemory> memory);
   // Decodes, checks, measures and stores arrivals_ (what the stream gave).
   absl::Status Accept();
-  // Counts what the server ingested since the last reading as inserted.
-  void CountGenerated();
+  // Takes what the stream gives within `timeout`, counts what the server
+  // ingested since the last reading as inserted, and Accept()s arrivals.
+  absl::Status Receive(absl::Duration timeout);
 
   const replay::BetaSchedule beta_;
   const uint32_t batch_size_;

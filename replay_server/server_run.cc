@@ -2,9 +2,7 @@
 
 #include "replay_server/server_run.h"
 
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <utility>
