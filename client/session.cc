@@ -249,6 +249,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   RETURN_IF_ERROR(protocol::CheckDirectoryForRole(directory_, options_.role, block.header.config,
                                                   options_.learner_placement));
   server_line_ = block.server;
+  policy_ = block.policy;
   return absl::OkStatus();
 }
 

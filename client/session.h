@@ -172,6 +172,10 @@ class ClientSession {
   // The remote region of `kind`; FailedPrecondition when this role was not
   // given it (the server never sends a key a role must not use).
   absl::StatusOr<verbs::RemoteRegion> Region(protocol::RegionKind kind) const;
+  // The server's replay policy, as READ at the last connection (written
+  // once by a server process, so a server restarted with other flags shows
+  // its own after the reconnection).
+  const protocol::PolicyLine& policy() const { return policy_; }
   // The ServerLine as last READ (at connect, or by ReadServerLine).
   const protocol::ServerLine& server_line() const { return server_line_; }
   uint64_t epoch() const { return server_line_.epoch; }
@@ -269,6 +273,7 @@ class ClientSession {
   protocol::RegionDirectory directory_;
   protocol::LayoutConfig config_;
   protocol::ServerLine server_line_{};
+  protocol::PolicyLine policy_{};
   uint64_t generation_ = 0;
   uint64_t next_sync_id_ = 1;
   int num_sinks_ = 1;

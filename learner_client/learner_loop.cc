@@ -28,6 +28,8 @@ const char* ReplayPlacementName(ReplayPlacement placement) {
       return "buffer";
     case ReplayPlacement::kLearner:
       return "learner";
+    case ReplayPlacement::kHybrid:
+      return "hybrid";
   }
   return "unknown";
 }
@@ -35,8 +37,9 @@ const char* ReplayPlacementName(ReplayPlacement placement) {
 absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name) {
   if (name == "buffer") return ReplayPlacement::kBuffer;
   if (name == "learner") return ReplayPlacement::kLearner;
+  if (name == "hybrid") return ReplayPlacement::kHybrid;
   return absl::InvalidArgumentError(
-      absl::StrCat("replay placement \"", name, "\" is neither buffer nor learner"));
+      absl::StrCat("replay placement \"", name, "\" is not buffer, learner or hybrid"));
 }
 
 replay::RateLimiterOptions LocalLimiterOptions(const LearnerLoopOptions& o) {
@@ -75,7 +78,7 @@ absl::Status LearnerLoopOptions::Validate() const {
   if (d.network.observation_size == 0) d.network.observation_size = 1;
   if (d.network.action_count == 0) d.network.action_count = 1;
   RETURN_IF_ERROR(d.Validate());
-  if (placement == ReplayPlacement::kLearner) {
+  if (placement != ReplayPlacement::kBuffer) {  // a replay memory at the learner
     RETURN_IF_ERROR(memory.Validate());
     RETURN_IF_ERROR(beta.Validate());
     if (batch_size == 0) return absl::InvalidArgumentError("batch_size=0 must be >= 1");

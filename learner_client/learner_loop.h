@@ -92,8 +92,12 @@ namespace dreplay::learner {
 // parameters (each counted every time).
 inline constexpr absl::Duration kDropWarningInterval = absl::Seconds(10);
 
-enum class ReplayPlacement { kBuffer, kLearner };
-// "buffer", "learner".
+// Where the replay memory is sampled: at the buffer node (buffer), at the
+// learner from every transition forwarded in order (learner), or at the
+// learner from what the buffer node forwards once each, chosen by priority
+// or by a forwarding control (hybrid; replay_server --forward).
+enum class ReplayPlacement { kBuffer, kLearner, kHybrid };
+// "buffer", "learner", "hybrid".
 const char* ReplayPlacementName(ReplayPlacement placement);
 // Inverse of ReplayPlacementName; InvalidArgument naming the bad value.
 absl::StatusOr<ReplayPlacement> ParseReplayPlacement(const std::string& name);

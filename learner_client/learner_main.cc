@@ -51,7 +51,9 @@ DEFINE_bool(insecure, false,
 
 DEFINE_string(replay_placement, "buffer",
               "buffer: replay memory at the buffer node (READ pre-sampled batches); learner: "
-              "replay memory here (READ every transition)");
+              "replay memory here (READ every transition); hybrid: replay memory here, fed "
+              "with what the buffer node forwards once each (its --forward chooses what: by "
+              "priority, uniformly, or oldest first)");
 DEFINE_string(env, "CartPole-v1",
               "environment (CartPole-v1, Acrobot-v1, MountainCar-v0, MinAtar/Breakout, "
               "MinAtar/Asterix, MinAtar/Freeway, MinAtar/Seaquest, MinAtar/SpaceInvaders)");
@@ -80,24 +82,27 @@ DEFINE_double(max_grad_norm, 10.0, "gradient norm clipping (0: off)");
 DEFINE_bool(double_dqn, true, "double DQN targets");
 DEFINE_int64(seed, 1, "seed of the initial network (the actors' --seed gives them the same)");
 
-DEFINE_double(alpha, 0.6, "learner placement: prioritization exponent (the server's)");
-DEFINE_double(priority_epsilon, 1e-6, "learner placement: added to priorities (the server's)");
-DEFINE_double(beta, 0.4, "learner placement: initial importance-sampling exponent");
-DEFINE_double(beta_final, 1.0, "learner placement: final importance-sampling exponent");
-DEFINE_int64(beta_steps, 100000, "learner placement: batches over which beta is annealed");
+DEFINE_double(alpha, 0.6, "learner and hybrid placements: prioritization exponent");
+DEFINE_double(priority_epsilon, 1e-6, "learner and hybrid placements: added to priorities");
+DEFINE_double(beta, 0.4, "learner and hybrid placements: initial importance-sampling exponent");
+DEFINE_double(beta_final, 1.0, "learner and hybrid placements: final importance-sampling exponent");
+DEFINE_int64(beta_steps, 100000,
+             "learner and hybrid placements: batches over which beta is annealed");
 DEFINE_int64(min_replay_size, 1000,
-             "learner placement: transitions stored before training starts (the server's "
-             "--min_size_to_sample)");
+             "learner and hybrid placements: transitions stored before training starts (as "
+             "the buffer placement's server --min_size_to_sample)");
 DEFINE_double(max_updates_per_s, 0,
-              "at most this many train steps per second, in either placement, so that runs "
+              "at most this many train steps per second, in every placement, so that runs "
               "can be compared at equal updates (0: as fast as data allows)");
 DEFINE_double(samples_per_insert, 0,
-              "learner placement: target transitions trained on per transition generated (the "
+              "learner and hybrid placements: target transitions trained on per transition "
+              "generated (the "
               "server's ingest cursor: what forwarding lost counts too), enforced "
               "by a rate limiter on the local replay memory (0: no limit; the buffer placement's "
               "limit is the server's flag)");
 DEFINE_double(spi_error_buffer, 0,
-              "learner placement: the rate limiter's slack in transitions (>= the batch size "
+              "learner and hybrid placements: the rate limiter's slack in transitions (>= the "
+              "batch size "
               "with a --samples_per_insert limit)");
 DEFINE_string(forward_policy, "in_order",
               "learner placement: in_order (every transition, in sequence order) or freshest "
@@ -160,7 +165,7 @@ constexpr char kUsage[] =
     "the DQN learner: trains on experiences from the replay server across a long link, "
     "publishes parameters for the actors, reports metrics.\n"
     "Exit status: 0 after a run, 1 failure, 2 bad flag.\n"
-    "Usage: learner --server=HOST:PORT [--replay_placement=buffer|learner] "
+    "Usage: learner --server=HOST:PORT [--replay_placement=buffer|learner|hybrid] "
     "[--link=10km-25g] [--stop_when_solved] [--metrics_out=FILE] ...";
 
 bool FlagIsDefault(const char* name) {
@@ -230,7 +235,8 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   {
     absl::StatusOr<ReplayPlacement> placement = ParseReplayPlacement(FLAGS_replay_placement);
     if (!placement.ok()) {
-      return FlagError("replay_placement", FLAGS_replay_placement, "must be buffer or learner");
+      return FlagError("replay_placement", FLAGS_replay_placement,
+                       "must be buffer, learner or hybrid");
     }
     o.placement = *placement;
   }

@@ -1,8 +1,9 @@
 // Copyright dreplay authors.
 //
-// local_replay_source.h: the learner placement's ReplaySource
-// (replay_source.h). The buffer node only forwards: every ingested
-// transition arrives, in order, from a TransitionStream. The source inserts
+// local_replay_source.h: the ReplaySource (replay_source.h) of the learner
+// and hybrid placements. The buffer node only forwards: every ingested
+// transition arrives in order (learner), or those it chose, once each
+// (hybrid), from a TransitionStream. The source inserts
 // it (with the actor's initial priority) into its own replay::ReplayMemory,
 // the same code as the server's, samples batches from it with the same
 // alpha and beta schedule, and updates the priorities locally.

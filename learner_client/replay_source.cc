@@ -2,6 +2,7 @@
 
 #include "learner_client/replay_source.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -40,9 +41,12 @@ absl::StatusOr<std::unique_ptr<ReplaySource>> MakeReplaySource(const LearnerLoop
       }
       return std::unique_ptr<ReplaySource>(
           new BufferReplaySource(io.batches, io.server_ingested, context));
-    case ReplayPlacement::kLearner: {
+    case ReplayPlacement::kLearner:
+    case ReplayPlacement::kHybrid: {
       if (io.stream == nullptr) {
-        return absl::InvalidArgumentError("the learner placement needs a transition stream");
+        return absl::InvalidArgumentError(absl::StrCat("the ",
+                                                       ReplayPlacementName(options.placement),
+                                                       " placement needs a transition stream"));
       }
       ASSIGN_OR_RETURN(std::unique_ptr<LocalReplaySource> source,
                        LocalReplaySource::Create(options, io.stream, context));

@@ -11,6 +11,9 @@
 //   learner  LocalReplaySource (local_replay_source.h): every transition
 //            the server forwards, kept in a local prioritized memory that
 //            is sampled and updated at the learner.
+//   hybrid   LocalReplaySource too, over the transitions the server
+//            forwards once each (chosen by priority, uniformly or oldest
+//            first: replay_server --forward), in staged batches.
 //
 // One round of the loop:
 //

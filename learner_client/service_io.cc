@@ -5,11 +5,33 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "protocol/leases.h"
 
 namespace dreplay::learner {
+
+namespace {
+
+// The buffer placement trains on sampled batches, the hybrid placement
+// keeps forwarded ones: each needs a server that stages what it expects.
+absl::Status CheckServerForwarding(ReplayPlacement placement, const protocol::PolicyLine& policy) {
+  const bool forwarding = policy.forward != 0;
+  if (placement == ReplayPlacement::kBuffer && forwarding) {
+    return absl::FailedPreconditionError(
+        "the server forwards each transition once (replay_server --forward): train on it with "
+        "--replay_placement=hybrid, or restart the server with --forward=off");
+  }
+  if (placement == ReplayPlacement::kHybrid && !forwarding) {
+    return absl::FailedPreconditionError(
+        "the hybrid placement needs a server that forwards each transition once: start "
+        "replay_server with --forward=priority (or uniform, or fifo)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     client::ClientSession* session, const LearnerServiceIoOptions& options) {
@@ -17,11 +39,13 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("forward_policy=", options.forward_policy, " must be in_order or freshest"));
   }
+  RETURN_IF_ERROR(CheckServerForwarding(options.placement, session->policy()));
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
-  if (options.placement == ReplayPlacement::kBuffer) {
+  if (options.placement != ReplayPlacement::kLearner) {
     BatchReaderOptions reader = options.batch_reader;
-    reader.learner_cache = options.learner_cache;
+    // A forwarded transition crosses once: nothing to keep for later batches.
+    reader.learner_cache = options.learner_cache && options.placement == ReplayPlacement::kBuffer;
     ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
     ASSIGN_OR_RETURN(io->priority_writer_, PriorityWriter::Create(session));
   } else {
@@ -29,6 +53,11 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     reader.policy =
         options.forward_policy == "freshest" ? ForwardPolicy::kFreshest : ForwardPolicy::kInOrder;
     ASSIGN_OR_RETURN(io->forward_reader_, ForwardReader::Create(session, reader));
+  }
+  if (options.placement == ReplayPlacement::kHybrid) {
+    // Generated transitions are counted from here.
+    ASSIGN_OR_RETURN(io->hybrid_generated_, io->server_ingested());
+    io->generated_read_at_ = absl::Now();
   }
   ASSIGN_OR_RETURN(io->publisher_, ParamPublisher::Create(session));
   ASSIGN_OR_RETURN(io->stats_reader_, client::StatsReader::Create(session));
@@ -41,8 +70,8 @@ LearnerServiceIo::~LearnerServiceIo() = default;
 
 LearnerIo LearnerServiceIo::io() {
   LearnerIo io;
-  if (batch_reader_ != nullptr) io.batches = this;
-  if (forward_reader_ != nullptr) io.stream = this;
+  if (options_.placement == ReplayPlacement::kBuffer) io.batches = this;
+  if (options_.placement != ReplayPlacement::kBuffer) io.stream = this;
   io.params = this;
   io.actors = this;
   io.link_stats = [this] { return link_stats(); };
@@ -81,23 +110,13 @@ absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
 absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::TransitionBatch* batch,
                                             std::vector<float>* weights,
                                             std::vector<EntryOrigin>* origins) {
-  if (batch_reader_ == nullptr) {
-    return absl::FailedPreconditionError("no batches in the learner placement");
+  if (options_.placement != ReplayPlacement::kBuffer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no sampled batches in the ", ReplayPlacementName(options_.placement), " placement"));
   }
-  // DeadlineExceeded is "not staged in time", not a lost connection.
-  absl::StatusOr<StagedBatch> staged = batch_reader_->Next(timeout);
-  if (absl::IsDeadlineExceeded(staged.status())) return false;
-  if (!staged.ok()) {
-    staged = client::RetryWhileDisconnected(options_.retry, [&]() -> absl::StatusOr<StagedBatch> {
-      absl::StatusOr<StagedBatch> next = batch_reader_->Next(timeout);
-      if (absl::IsDeadlineExceeded(next.status())) {
-        return absl::NotFoundError("not staged yet");
-      }
-      return next;
-    });
-    if (absl::IsNotFound(staged.status())) return false;
-    if (!staged.ok()) return staged.status();
-  }
+  absl::StatusOr<StagedBatch> staged = ReadStaged(timeout);
+  if (absl::IsNotFound(staged.status())) return false;
+  if (!staged.ok()) return staged.status();
   batch->Clear();
   weights->clear();
   origins->clear();
@@ -122,6 +141,20 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   return true;
 }
 
+absl::StatusOr<StagedBatch> LearnerServiceIo::ReadStaged(absl::Duration timeout) {
+  // DeadlineExceeded is "not staged in time", not a lost connection.
+  absl::StatusOr<StagedBatch> staged = batch_reader_->Next(timeout);
+  if (absl::IsDeadlineExceeded(staged.status())) return absl::NotFoundError("not staged yet");
+  if (staged.ok()) return staged;
+  return client::RetryWhileDisconnected(options_.retry, [&]() -> absl::StatusOr<StagedBatch> {
+    absl::StatusOr<StagedBatch> next = batch_reader_->Next(timeout);
+    if (absl::IsDeadlineExceeded(next.status())) {
+      return absl::NotFoundError("not staged yet");
+    }
+    return next;
+  });
+}
+
 void LearnerServiceIo::RecordAccepted(const StagedBatch& batch, uint32_t i) {
   const protocol::BatchEntry& entry = batch.entry(i);
   const bool ok = protocol::VerifySlot(batch.slot(i), session_->config().slot_size,
@@ -131,8 +164,10 @@ void LearnerServiceIo::RecordAccepted(const StagedBatch& batch, uint32_t i) {
 }
 
 absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> priorities) {
-  if (priority_writer_ == nullptr) {
-    return absl::FailedPreconditionError("no priorities in the learner placement");
+  if (options_.placement != ReplayPlacement::kBuffer) {
+    return absl::FailedPreconditionError(absl::StrCat("no priorities to write back in the ",
+                                                      ReplayPlacementName(options_.placement),
+                                                      " placement"));
   }
   absl::Span<const float> all = priorities;
   if (kept_entries_.size() != last_batch_.size() && priorities.size() == kept_entries_.size()) {
@@ -148,11 +183,53 @@ absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> prioritie
 }
 
 std::optional<uint64_t> LearnerServiceIo::generated() const {
+  if (options_.placement == ReplayPlacement::kHybrid) return hybrid_generated_;
   if (forward_reader_ == nullptr) return std::nullopt;
   return forward_reader_->server_ingested();
 }
 
+absl::Status LearnerServiceIo::NextForwardedBatch(absl::Duration timeout,
+                                                  std::vector<ForwardedItem>* out) {
+  out->clear();
+  const absl::Time now = absl::Now();
+  if (now - generated_read_at_ >= kGeneratedReadInterval) {
+    ASSIGN_OR_RETURN(hybrid_generated_, server_ingested());
+    generated_read_at_ = now;
+  }
+  // The batches ready, the first waited for: their payloads are copied out
+  // (the reader reuses its buffers), and each is answered at once.
+  hybrid_payloads_.clear();
+  hybrid_offsets_.clear();
+  for (uint32_t take = 0; take < batch_reader_->depth(); ++take) {
+    absl::StatusOr<StagedBatch> staged = ReadStaged(take == 0 ? timeout : absl::ZeroDuration());
+    if (absl::IsNotFound(staged.status())) break;
+    if (!staged.ok()) return staged.status();
+    for (uint32_t i = 0; i < staged->size(); ++i) {
+      const absl::Span<const uint8_t> payload = staged->payload(i);
+      hybrid_offsets_.push_back(hybrid_payloads_.size());
+      hybrid_payloads_.insert(hybrid_payloads_.end(), payload.begin(), payload.end());
+      out->push_back({hybrid_arrivals_++,
+                      staged->slot_header(i).initial_priority,
+                      staged->insert_time_ns(i),
+                      {}});
+      if (options_.verification_log) RecordAccepted(*staged, i);
+    }
+    // An update of no records: the batch arrived, its staging slot is free.
+    RETURN_IF_ERROR(client::RetryWhileDisconnected(options_.retry, [&] {
+      return priority_writer_->Write(staged->batch_number(), staged->epoch(), staged->incarnation(),
+                                     {});
+    }));
+  }
+  for (size_t k = 0; k < out->size(); ++k) {
+    const size_t end = k + 1 < out->size() ? hybrid_offsets_[k + 1] : hybrid_payloads_.size();
+    (*out)[k].payload =
+        absl::MakeConstSpan(hybrid_payloads_.data() + hybrid_offsets_[k], end - hybrid_offsets_[k]);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<ForwardedItem>* out) {
+  if (options_.placement == ReplayPlacement::kHybrid) return NextForwardedBatch(timeout, out);
   if (forward_reader_ == nullptr) {
     return absl::FailedPreconditionError("no forwarded transitions in the buffer placement");
   }

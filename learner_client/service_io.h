@@ -6,6 +6,15 @@
 //
 //   buffer placement   a BatchReader and a PriorityWriter behind BatchSource
 //   learner placement  a ForwardReader behind TransitionStream
+//   hybrid placement   a BatchReader behind TransitionStream: the staged
+//                      batches ready (up to the reader's depth; the server
+//                      forwards each transition once, replay_server
+//                      --forward) are handed over whole, copied out,
+//                      numbered in arrival order, with the actor's initial
+//                      priority, and answered with an update of no records
+//                      (which frees its staging slot); generated() is the
+//                      ServerLine's ingest_cursor, READ at most every
+//                      kGeneratedReadInterval
 //   both               a ParamPublisher behind ParamsSink, a StatsReader
 //                      behind ActorStatsSource, link_stats() counting what
 //                      all of them moved over the link (by traffic class)
@@ -84,10 +93,15 @@ class LearnerServiceIo : public BatchSource,
                          public ParamsSink,
                          public ActorStatsSource {
  public:
+  static constexpr absl::Duration kGeneratedReadInterval = absl::Milliseconds(20);
+
   // `session` (a learner's; for the learner placement opened with
   // ClientSessionOptions::learner_placement) is not owned and must outlive
   // this object. Errors: the clients' Create() (ForwardReader's
-  // FailedPrecondition for a session without learner_placement).
+  // FailedPrecondition for a session without learner_placement);
+  // FailedPrecondition when the server's policy does not stage what the
+  // placement needs (the buffer placement against a forwarding server, the
+  // hybrid placement against one that does not forward).
   static absl::StatusOr<std::unique_ptr<LearnerServiceIo>> Create(
       client::ClientSession* session, const LearnerServiceIoOptions& options);
   ~LearnerServiceIo() override;
@@ -113,7 +127,7 @@ class LearnerServiceIo : public BatchSource,
                             std::vector<EntryOrigin>* origins) override;
   absl::Status WritePriorities(absl::Span<const float> priorities) override;
   uint64_t transitions_dropped() const override { return transitions_dropped_; }
-  // TransitionStream (learner placement).
+  // TransitionStream (learner and hybrid placements).
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
   std::optional<uint64_t> generated() const override;
   // ParamsSink.
@@ -124,6 +138,11 @@ class LearnerServiceIo : public BatchSource,
 
  private:
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
+  // The next staged batch within `timeout`, retried while disconnected;
+  // NotFound when none was staged in time.
+  absl::StatusOr<StagedBatch> ReadStaged(absl::Duration timeout);
+  // TransitionStream::Next of the hybrid placement.
+  absl::Status NextForwardedBatch(absl::Duration timeout, std::vector<ForwardedItem>* out);
   // Writes entry i's A record to options_.verification_log.
   void RecordAccepted(const StagedBatch& batch, uint32_t i);
   // Writes a forwarded transition's A record to options_.verification_log.
@@ -141,6 +160,13 @@ class LearnerServiceIo : public BatchSource,
   std::vector<float> entry_priorities_;  // scratch: one per entry of it
   uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
+  // Hybrid placement: transitions handed over, and the server's ingest
+  // cursor as last READ (at generated_read_at_).
+  uint64_t hybrid_arrivals_ = 0;
+  std::vector<uint8_t> hybrid_payloads_;  // what Next() handed over last
+  std::vector<size_t> hybrid_offsets_;    // where each payload starts
+  std::optional<uint64_t> hybrid_generated_;
+  absl::Time generated_read_at_ = absl::InfinitePast();
 };
 
 }  // namespace dreplay::learner

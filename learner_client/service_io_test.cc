@@ -8,6 +8,8 @@
 #include "learner_client/service_io.h"
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -60,10 +62,18 @@ class LearnerServiceIoTest : public ::testing::Test {
     return session.ok() ? std::move(*session) : nullptr;
   }
 
+  // A server that forwards each transition once (the hybrid placement's).
+  void RestartForwarding(protocol::ForwardMode mode) {
+    server_.reset();
+    server::ReplayServerOptions options = SmallServerOptions();
+    options.core.sampler.forward = mode;
+    server_ = StartServer(server_host_.get(), options);
+  }
+
   // Inserts `count` payloads made by `payload` through one actor.
   template <typename Payload>
-  void Insert(uint64_t count, Payload payload) {
-    std::unique_ptr<ClientSession> actor = Connect(Role::kActor, 1);
+  void Insert(uint64_t count, Payload payload, uint32_t actor_id = 1) {
+    std::unique_ptr<ClientSession> actor = Connect(Role::kActor, actor_id);
     auto writer = actor::ExperienceWriter::Create(actor.get(), {});
     ASSERT_TRUE(writer.ok()) << writer.status();
     for (uint64_t t = 0; t < count; ++t) {
@@ -184,6 +194,72 @@ TEST_F(LearnerServiceIoTest, TheStreamForwardsEveryTransitionInOrder) {
     return sequences.size() >= kInserted;
   }));
   EXPECT_EQ(sequences, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(LearnerServiceIoTest, TheHybridStreamGetsEachTransitionOnceAndFreesTheStaging) {
+  RestartForwarding(protocol::ForwardMode::kForwardPriority);
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kHybrid);
+  const LearnerIo loop_io = io->io();
+  EXPECT_EQ(loop_io.batches, nullptr);
+  ASSERT_NE(loop_io.stream, nullptr);
+  // Two leases' worth (8 batches, twice the staging depth): staging goes
+  // on only if every batch is answered.
+  const uint64_t lease = learner->config().capacity / learner->config().leases;
+  Insert(
+      lease, [](uint64_t t) { return Encoded(t); }, 1);
+  Insert(
+      lease, [](uint64_t t) { return Encoded(1000 + t); }, 2);
+  std::vector<uint64_t> arrivals;
+  std::multiset<float> firsts;
+  std::vector<ForwardedItem> items;
+  ASSERT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(loop_io.stream->Next(kNextTimeout, &items).ok());
+    for (const ForwardedItem& item : items) {
+      arrivals.push_back(item.sequence);
+      rl::Transition t;
+      EXPECT_TRUE(rl::DecodeTransition(item.payload, kObservationSize, &t).ok());
+      firsts.insert(t.observation[0]);
+      EXPECT_EQ(item.initial_priority, 1.0f);
+      EXPECT_GT(item.insert_time_ns, 0u);
+    }
+    return arrivals.size() >= 2 * lease;
+  }));
+  ASSERT_EQ(arrivals.size(), 2 * lease);
+  std::multiset<float> expected;
+  for (uint64_t t = 0; t < lease; ++t) {
+    expected.insert(static_cast<float>(t));
+    expected.insert(static_cast<float>(1000 + t));
+  }
+  EXPECT_EQ(firsts, expected) << "every transition, once";
+  for (uint64_t k = 0; k < arrivals.size(); ++k) EXPECT_EQ(arrivals[k], k);
+  // Nothing more crosses, and the generated count is the server's.
+  EXPECT_TRUE(loop_io.stream->Next(kShortWait, &items).ok());
+  EXPECT_TRUE(items.empty());
+  ASSERT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(loop_io.stream->Next(absl::ZeroDuration(), &items).ok());
+    return loop_io.stream->generated() == std::optional<uint64_t>(2 * lease);
+  }));
+  EXPECT_EQ(loop_io.link_stats().transitions_fetched, 2 * lease);
+}
+
+TEST_F(LearnerServiceIoTest, APlacementRefusesAServerThatStagesTheOtherKindOfBatch) {
+  {
+    std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+    LearnerServiceIoOptions options;
+    options.placement = ReplayPlacement::kHybrid;
+    const absl::Status status = LearnerServiceIo::Create(learner.get(), options).status();
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "--forward=priority")) << status;
+  }
+  RestartForwarding(protocol::ForwardMode::kForwardFifo);
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  EXPECT_EQ(learner->policy().forward, static_cast<uint32_t>(protocol::ForwardMode::kForwardFifo));
+  LearnerServiceIoOptions options;
+  options.placement = ReplayPlacement::kBuffer;
+  const absl::Status status = LearnerServiceIo::Create(learner.get(), options).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "--replay_placement=hybrid")) << status;
 }
 
 TEST_F(LearnerServiceIoTest, ReadSumsTheActorsLinesAndPublishIsCounted) {

@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 12;
+inline constexpr uint32_t kLayoutVersion = 13;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -151,6 +151,14 @@ static_assert(sizeof(ServerLine) == kCacheLine, "");
 static_assert(offsetof(ServerLine, incarnation) == 32, "");
 static_assert(offsetof(ServerLine, journal_end) == 40, "");
 
+// PolicyLine::forward.
+enum class ForwardMode : uint32_t {
+  kForwardOff = 0,
+  kForwardPriority = 1,
+  kForwardUniform = 2,
+  kForwardFifo = 3,
+};
+
 // The server's replay policy, written once before registration: the
 // samples-per-insert rate limiter (replay/rate_limiter.h) the sampler obeys.
 struct alignas(kCacheLine) PolicyLine {
@@ -164,8 +172,16 @@ struct alignas(kCacheLine) PolicyLine {
   // 1: ingest pauses (and with it the actors, through the actor window)
   // while inserts run more than the error buffer ahead of samples.
   uint32_t spi_block_actors = 0;
-  uint32_t reserved0 = 0;
-  uint64_t reserved[4] = {};
+  // How the sampler stages batches (layout 13): ForwardMode. kForwardOff:
+  // sampled with replacement under the limiter above, for a learner that
+  // trains on them (the buffer placement). Otherwise each transition is
+  // staged at most once, for a learner that keeps its own replay (the
+  // hybrid placement), chosen by priority, uniformly, or oldest first from
+  // a drop-oldest queue of forward_queue transitions; the limiter's fields
+  // then do not apply.
+  uint32_t forward = 0;
+  uint64_t forward_queue = 0;  // kForwardFifo only: the queue's bound
+  uint64_t reserved[3] = {};
 };
 static_assert(sizeof(PolicyLine) == kCacheLine, "");
 

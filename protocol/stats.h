@@ -64,7 +64,11 @@ struct alignas(kCacheLine) StatsBlock {
   // Committed, verified slots whose payload failed the transition check
   // (transition_check.h), dropped; this process's count.
   uint64_t transitions_invalid;
-  uint64_t reserved[16];
+  // Forwarding (PolicyLine::forward, layout 13): transitions left behind
+  // unforwarded, dropped from the front of the FIFO queue or overwritten
+  // in it before their turn.
+  uint64_t forward_dropped;
+  uint64_t reserved[15];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -80,6 +84,7 @@ static_assert(offsetof(StatsBlock, actors_connected) == 384, "");
 static_assert(offsetof(StatsBlock, priority_sum) == 144, "");
 static_assert(offsetof(StatsBlock, limiter_sample_waits) == 184, "");
 static_assert(offsetof(StatsBlock, transitions_invalid) == 240, "");
+static_assert(offsetof(StatsBlock, forward_dropped) == 248, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

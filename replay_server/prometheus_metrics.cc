@@ -40,12 +40,15 @@ void RenderFlow(const protocol::StatsBlock& s, PrometheusText* out) {
               "copy_reject (overwritten while being staged), restore (failed verification when "
               "a checkpoint was restored), invalid (whole, but failed the transition check "
               "against the spec: non-finite reward or observation, action out of range, ...; "
-              "counted since this process started).");
+              "counted since this process started), forward_dropped (--forward=fifo: left "
+              "unforwarded, dropped from the queue's front or overwritten in it; this "
+              "process).");
   out->Sample({{"cause", "overrun"}}, s.overrun_slots);
   out->Sample({{"cause", "torn"}}, s.torn_slots);
   out->Sample({{"cause", "invalid"}}, s.transitions_invalid);
   out->Sample({{"cause", "copy_reject"}}, s.sample_copy_rejects);
   out->Sample({{"cause", "restore"}}, s.restore_dropped);
+  out->Sample({{"cause", "forward_dropped"}}, s.forward_dropped);
   out->Counter("dreplay_server_priorities_bounded_total",
                "Priorities clamped to --max_priority (actors' initial ones and the learner's "
                "updates), or initial ones taken as no estimate (NaN, infinite or negative).",

@@ -33,6 +33,14 @@ absl::Status ReplayCoreOptions::Validate() const {
   RETURN_IF_ERROR(m.Validate());
   RETURN_IF_ERROR(ingest.Validate());
   RETURN_IF_ERROR(sampler.Validate());
+  if (sampler.forward == protocol::ForwardMode::kForwardUniform &&
+      memory.mode != replay::SamplingMode::kUniform) {
+    return absl::InvalidArgumentError("uniform forwarding needs a uniform replay memory");
+  }
+  if (sampler.forward == protocol::ForwardMode::kForwardPriority &&
+      memory.mode != replay::SamplingMode::kPrioritized) {
+    return absl::InvalidArgumentError("priority forwarding needs a prioritized replay memory");
+  }
   if (update_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("update_timeout=", absl::FormatDuration(update_timeout), " must be > 0"));
@@ -97,6 +105,10 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
   policy.spi_error_buffer = limiter.error_buffer;
   policy.min_size_to_sample = limiter.min_size_to_sample;
   policy.spi_block_actors = limiter.block_inserts ? 1 : 0;
+  policy.forward = static_cast<uint32_t>(options_.sampler.forward);
+  if (options_.sampler.forward == protocol::ForwardMode::kForwardFifo) {
+    policy.forward_queue = options_.sampler.forward_queue;
+  }
   std::memcpy(&regions_->control()->policy, &policy, sizeof(policy));
   ingest_ = std::make_unique<Ingest>(
       config, options_.ingest, regions_->control(),
@@ -105,9 +117,10 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
   updates_ =
       std::make_unique<PriorityUpdates>(config, regions_->mailbox(), regions_->staging(),
                                         options_.ingest.max_priority, memory_.get(), &counters_);
-  sampler_ = std::make_unique<Sampler>(config, options_.sampler, regions_->control(),
-                                       regions_->slots(), regions_->commits(), regions_->staging(),
-                                       memory_.get(), &counters_, clock_);
+  sampler_ = std::make_unique<Sampler>(
+      config, options_.sampler, regions_->control(), regions_->slots(), regions_->commits(),
+      regions_->staging(), memory_.get(), &counters_, clock_,
+      static_cast<const uint8_t*>(regions_->region(protocol::RegionKind::kLeases)));
   ingest_->Restart({}, 0);
   sampler_->Restart(epoch_, incarnation_);
   PublishStats();
@@ -243,6 +256,7 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->learner_cache_resets, c.learner_cache_resets);
   StoreRelease(&s->priorities_bounded, c.priorities_bounded);
   StoreRelease(&s->transitions_invalid, ingest_->transitions_invalid());
+  StoreRelease(&s->forward_dropped, sampler_->forward_dropped());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 

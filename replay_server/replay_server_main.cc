@@ -89,6 +89,16 @@ DEFINE_int64(actor_window, 0,
              "the lease keeps most of it sampleable when its actor outpaces ingest");
 
 DEFINE_string(sampler, "prioritized", "prioritized or uniform");
+DEFINE_string(forward, "off",
+              "off: stage sampled batches for a learner that trains on them (the buffer "
+              "placement). priority, uniform or fifo: stage each transition once, for a learner "
+              "that keeps its own replay (the hybrid placement): drawn by priority (--alpha), "
+              "uniformly, or oldest first from a drop-oldest queue of --forward_queue; the "
+              "learner then enforces the rate limit (--samples_per_insert must stay 0) and "
+              "--min_size_to_sample does not apply");
+DEFINE_int64(forward_queue, 4096,
+             "--forward=fifo: the queue keeps the newest this many transitions ingested and "
+             "drops older ones unforwarded");
 DEFINE_double(alpha, 0.6, "prioritization exponent, in [0, 1]");
 DEFINE_double(priority_epsilon, 1e-6, "added to raw priorities, > 0");
 DEFINE_double(beta, 0.4, "importance-sampling exponent at the start of the annealing");
@@ -155,6 +165,38 @@ constexpr char kUsage[] =
     "Exit status: 0 clean stop, 1 failure, 2 bad flag.\n"
     "Usage: replay_server [--listen=HOST:PORT] [--capacity=N] [--slot_size=B] ...";
 
+// --forward and --forward_queue (after --sampler).
+absl::Status ForwardFromFlags(const protocol::LayoutConfig& l, ReplayCoreOptions* c) {
+  using protocol::ForwardMode;
+  if (FLAGS_forward == "off") {
+    c->sampler.forward = ForwardMode::kForwardOff;
+  } else if (FLAGS_forward == "priority") {
+    c->sampler.forward = ForwardMode::kForwardPriority;
+    if (c->memory.mode != replay::SamplingMode::kPrioritized) {
+      return FlagError("forward", FLAGS_forward, "draws by priority: leave --sampler=prioritized");
+    }
+  } else if (FLAGS_forward == "uniform") {
+    c->sampler.forward = ForwardMode::kForwardUniform;
+    if (!gflags::GetCommandLineFlagInfoOrDie("sampler").is_default &&
+        c->memory.mode != replay::SamplingMode::kUniform) {
+      return FlagError("forward", FLAGS_forward, "draws uniformly: drop --sampler=prioritized");
+    }
+    c->memory.mode = replay::SamplingMode::kUniform;
+  } else if (FLAGS_forward == "fifo") {
+    c->sampler.forward = ForwardMode::kForwardFifo;
+  } else {
+    return FlagError("forward", FLAGS_forward, "must be off, priority, uniform or fifo");
+  }
+  RETURN_IF_ERROR(CheckRange("forward_queue", FLAGS_forward_queue, 1, l.capacity));
+  c->sampler.forward_queue = static_cast<uint64_t>(FLAGS_forward_queue);
+  if (FLAGS_forward != "off" && (FLAGS_samples_per_insert != 0 || FLAGS_spi_block_actors)) {
+    return FlagError("forward", FLAGS_forward,
+                     "stages each transition once: the learner enforces the rate limit, so "
+                     "leave --samples_per_insert and --spi_block_actors unset");
+  }
+  return absl::OkStatus();
+}
+
 // Turns the flags into server options; every error names the flag.
 // The replay core's options: sampling, the rate limiter, timeouts.
 absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOptions* core) {
@@ -166,6 +208,7 @@ absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOpt
   } else {
     return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
   }
+  RETURN_IF_ERROR(ForwardFromFlags(l, &c));
   c.memory.capacity = l.capacity;
   c.memory.alpha = FLAGS_alpha;
   c.memory.priority_epsilon = FLAGS_priority_epsilon;

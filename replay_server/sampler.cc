@@ -20,6 +20,16 @@ absl::Status SamplerOptions::Validate() const {
   if (max_draws_per_entry == 0) {
     return absl::InvalidArgumentError("sampler max_draws_per_entry=0 must be >= 1");
   }
+  if (forward != protocol::ForwardMode::kForwardOff) {
+    if (rate_limiter.samples_per_insert > 0 || rate_limiter.block_inserts) {
+      return absl::InvalidArgumentError(
+          "forwarding stages each transition once: the learner keeps the replay and its rate "
+          "limit, so the server's samples_per_insert must be 0 and block_inserts off");
+    }
+    if (forward == protocol::ForwardMode::kForwardFifo && forward_queue == 0) {
+      return absl::InvalidArgumentError("sampler forward_queue=0 must be >= 1");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -48,7 +58,7 @@ SlotCopy CopySlotConsistent(const protocol::LayoutConfig& config, const uint8_t*
 Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options,
                  protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
                  uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters,
-                 Clock* clock)
+                 Clock* clock, const uint8_t* leases_region)
     : config_(config),
       options_(options),
       control_(control),
@@ -69,11 +79,19 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
       staged_generation_(config.staging_depth),
       staged_references_(config.staging_depth) {
   CHECK_EQ(memory->capacity(), config.capacity);
+  if (options.forward == protocol::ForwardMode::kForwardFifo) {
+    CHECK(leases_region != nullptr) << "the FIFO forwarder reads the journal";
+    queue_ = std::make_unique<ForwardQueue>(config, options.forward_queue, leases_region, control);
+  }
+  if (options.forward == protocol::ForwardMode::kForwardUniform) {
+    CHECK(memory->options().mode == replay::SamplingMode::kUniform);
+  }
 }
 
 void Sampler::ResetLearnerCache(bool learner_cache) {
   holdings_.Clear();
-  learner_cache_ = learner_cache;
+  // A forwarded transition crosses once: nothing is ever staged as a reference.
+  learner_cache_ = learner_cache && !forwarding();
   ++cache_generation_;
   ++counters_->learner_cache_resets;
 }
@@ -94,6 +112,7 @@ void Sampler::Restart(uint64_t epoch, uint64_t incarnation) {
   limiter_wait_since_ = absl::InfinitePast();
   holdings_.Clear();
   ++cache_generation_;
+  if (queue_ != nullptr) queue_->Restart();
   StoreRelease(&control_->server.epoch, epoch_);
   StoreRelease(&control_->server.incarnation, incarnation_);
   StoreRelease(&control_->server.batches_staged, next_batch_);
@@ -115,6 +134,7 @@ void Sampler::ReleaseOldest(bool learner_received) {
 }
 
 bool Sampler::StageOne() {
+  if (queue_ != nullptr) forward_dropped_ += queue_->Refill();
   if (next_batch_ >= released_ + config_.staging_depth) {
     if (!stalled_) ++counters_->staging_stalls;
     stalled_ = true;
@@ -122,7 +142,10 @@ bool Sampler::StageOne() {
   }
   stalled_ = false;
   const uint32_t batch_size = config_.batch_size;
-  if (!limiter_.CanSample(batch_size, memory_->size())) {
+  if (forwarding()) {
+    const uint64_t waiting = queue_ != nullptr ? queue_->size() : memory_->size();
+    if (waiting < batch_size) return false;
+  } else if (!limiter_.CanSample(batch_size, memory_->size())) {
     if (memory_->size() >= options_.rate_limiter.min_size_to_sample) {
       // Held back by the ratio, not by the memory's size.
       ++counters_->limiter_sample_waits;
@@ -131,9 +154,26 @@ bool Sampler::StageOne() {
     return false;
   }
 
-  const uint64_t n = next_batch_;
-  uint8_t* base = staging_ + protocol::StagingSlotOffset(config_, n);
-  uint8_t* payloads = base + protocol::StagingPayloadsOffset(config_);
+  uint8_t* payloads = staging_ + protocol::StagingSlotOffset(config_, next_batch_) +
+                      protocol::StagingPayloadsOffset(config_);
+  uint32_t payload_count = 0;
+  const uint32_t count =
+      queue_ != nullptr ? TakeQueued(payloads) : DrawBatch(payloads, &payload_count);
+  if (queue_ != nullptr) payload_count = count;
+  if (count == 0) return false;
+  double beta = 0;
+  if (forwarding()) {
+    for (uint32_t k = 0; k < count; ++k) items_[k].weight = 1.0f;
+  } else {
+    beta = options_.beta.At(counters_->batches_staged);
+    memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
+  }
+  CommitBatch(count, payload_count, beta);
+  return true;
+}
+
+uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
+  const uint32_t batch_size = config_.batch_size;
   // Draw the whole batch at once (the tree descents overlap), then prefetch
   // every drawn slot and commit word before copying.
   memory_->SampleStrata(batch_size, absl::MakeSpan(items_.data(), batch_size));
@@ -145,7 +185,6 @@ bool Sampler::StageOne() {
     __builtin_prefetch(&commits_[items_[j].index]);
   }
   uint32_t count = 0;
-  uint32_t payload_count = 0;
   for (uint32_t j = 0; j < batch_size; ++j) {
     replay::SampledItem item = items_[j];  // items_[count] may be overwritten below
     for (uint32_t draw = 0; draw < options_.max_draws_per_entry; ++draw) {
@@ -153,7 +192,8 @@ bool Sampler::StageOne() {
         if (memory_->size() == 0) break;
         item = memory_->SampleOne(j, batch_size);
       }
-      // An index removed by an earlier entry of this batch is drawn again.
+      // An index removed by an earlier entry of this batch (a copy reject,
+      // or forwarded) is drawn again.
       if (memory_->sequence(item.index) != item.sequence) continue;
       const uint64_t* commit = &commits_[item.index];
       if (learner_cache_ && holdings_.Holds(item.index, item.sequence)) {
@@ -166,20 +206,49 @@ bool Sampler::StageOne() {
         }
       } else if (CopySlotConsistent(
                      config_, slots_ + item.index * config_.slot_size, commit, item.sequence,
-                     payloads + uint64_t{payload_count} * config_.slot_size) == SlotCopy::kOk) {
+                     payloads + uint64_t{*payload_count} * config_.slot_size) == SlotCopy::kOk) {
         cached_[count] = 0;
         items_[count++] = item;
-        ++payload_count;
+        ++*payload_count;
+        // Forwarded once: never drawn again.
+        if (forwarding()) memory_->Remove(item.index);
         break;
       }
       memory_->Remove(item.index);
       ++counters_->sample_copy_rejects;
     }
   }
-  if (count == 0) return false;
+  return count;
+}
 
-  const double beta = options_.beta.At(counters_->batches_staged);
-  memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
+uint32_t Sampler::TakeQueued(uint8_t* payloads) {
+  uint32_t count = 0;
+  while (count < config_.batch_size && queue_->size() > 0) {
+    const QueuedTransition t = queue_->PopFront();
+    // Overwritten (or found torn by ingest) since it was queued: left behind.
+    if (memory_->sequence(t.index) != t.sequence) {
+      ++forward_dropped_;
+      continue;
+    }
+    if (CopySlotConsistent(config_, slots_ + t.index * config_.slot_size, &commits_[t.index],
+                           t.sequence,
+                           payloads + uint64_t{count} * config_.slot_size) != SlotCopy::kOk) {
+      ++counters_->sample_copy_rejects;
+      ++forward_dropped_;
+      memory_->Remove(t.index);
+      continue;
+    }
+    cached_[count] = 0;
+    items_[count] = replay::SampledItem{t.index, t.sequence, 0.0, 1.0f};
+    ++count;
+    memory_->Remove(t.index);
+  }
+  return count;
+}
+
+void Sampler::CommitBatch(uint32_t count, uint32_t payload_count, double beta) {
+  const uint64_t n = next_batch_;
+  uint8_t* base = staging_ + protocol::StagingSlotOffset(config_, n);
   const uint64_t slot = n % config_.staging_depth;
   for (uint32_t k = 0; k < count; ++k) {
     const uint32_t index = static_cast<uint32_t>(items_[k].index);
@@ -229,7 +298,6 @@ bool Sampler::StageOne() {
   counters_->staged_payloads += payload_count;
   counters_->staged_cached += count - payload_count;
   StoreRelease(&control_->server.batches_staged, next_batch_);
-  return true;
 }
 
 }  // namespace dreplay::server

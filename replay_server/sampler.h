@@ -48,6 +48,17 @@
 // staging_depth batches are outstanding, and a batch the learner may still be
 // READing is never overwritten. The replay core drives this.
 //
+// Forwarding (options.forward not kForwardOff; the hybrid placement, whose
+// learner keeps its own replay): each transition is staged at most once.
+// A batch is staged only when batch_size transitions not yet forwarded are
+// there, and the rate limiter does not apply. kForwardPriority and
+// kForwardUniform draw a batch as above (the memory's mode makes the draw
+// proportional or uniform) and remove each copied entry from the memory, so
+// it is never drawn again; kForwardFifo takes the oldest of the newest
+// forward_queue transitions ingest handled (forward_queue.h), dropping
+// older ones, and skips those overwritten meanwhile (both counted in
+// forward_dropped()). Entries are never references and their weights are 1.
+//
 // Every store into the staging ring is a word-wise atomic store (the learner
 // READs it concurrently); every read of the slot ring is an atomic load.
 //
@@ -60,6 +71,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,6 +81,7 @@
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
+#include "replay_server/forward_queue.h"
 #include "replay_server/learner_cache.h"
 
 namespace dreplay::server {
@@ -103,6 +116,13 @@ struct SamplerOptions {
   replay::RateLimiterOptions rate_limiter;
   // Draws per batch entry before the entry is left out (copy rejects). >= 1.
   uint32_t max_draws_per_entry = 4;
+  // Stage each transition once, for a learner that keeps its own replay
+  // (see the file comment); kForwardUniform needs a kUniform memory and
+  // every mode but kForwardOff a limiter without samples_per_insert or
+  // block_inserts (checked by ReplayCore::Create).
+  protocol::ForwardMode forward = protocol::ForwardMode::kForwardOff;
+  // kForwardFifo: the queue's bound, in transitions (>= 1).
+  uint64_t forward_queue = 4096;
 
   absl::Status Validate() const;
 };
@@ -110,12 +130,14 @@ struct SamplerOptions {
 class Sampler {
  public:
   // Pointers are not owned and must outlive the Sampler. `control`, `slots`,
-  // `commits`, `staging` are the regions laid out for `config`.
+  // `commits`, `staging` are the regions laid out for `config`;
+  // `leases_region` too, needed only for kForwardFifo (its journal).
   // REQUIRES: config and options are valid, memory->capacity() ==
   // config.capacity.
   Sampler(const protocol::LayoutConfig& config, const SamplerOptions& options,
           protocol::ControlBlock* control, const uint8_t* slots, const uint64_t* commits,
-          uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock);
+          uint8_t* staging, replay::ReplayMemory* memory, ReplayCounters* counters, Clock* clock,
+          const uint8_t* leases_region = nullptr);
 
   // Stages batch next_batch() if its staging slot is free and the rate
   // limiter allows a batch (which needs min_size_to_sample transitions in
@@ -141,6 +163,11 @@ class Sampler {
   bool learner_cache() const { return learner_cache_; }
   const LearnerHoldings& holdings() const { return holdings_; }
 
+  bool forwarding() const { return options_.forward != protocol::ForwardMode::kForwardOff; }
+  // Transitions the FIFO forwarder left behind (dropped from its queue, or
+  // overwritten in it) in this process.
+  uint64_t forward_dropped() const { return forward_dropped_; }
+
   // Batches staged in this epoch (the next batch number).
   uint64_t next_batch() const { return next_batch_; }
   // Batches released in this epoch (their staging slots are free again).
@@ -165,6 +192,16 @@ class Sampler {
   uint64_t epoch() const { return epoch_; }
 
  private:
+  // The draws of a sampled (or priority/uniform forwarded) batch into
+  // items_ and `payloads`; returns the entries kept, *payload_count the
+  // slots copied.
+  uint32_t DrawBatch(uint8_t* payloads, uint32_t* payload_count);
+  // The FIFO forwarder's batch, as DrawBatch.
+  uint32_t TakeQueued(uint8_t* payloads);
+  // Writes entries, header, checksum and commit line of batch next_batch()
+  // with `count` entries, and counts it.
+  void CommitBatch(uint32_t count, uint32_t payload_count, double beta);
+
   const protocol::LayoutConfig config_;
   const SamplerOptions options_;
   protocol::ControlBlock* const control_;
@@ -180,6 +217,8 @@ class Sampler {
   uint64_t next_batch_ = 0;
   uint64_t released_ = 0;
   bool stalled_ = false;
+  uint64_t forward_dropped_ = 0;
+  std::unique_ptr<ForwardQueue> queue_;  // kForwardFifo only
   replay::RateLimiter limiter_;
   absl::Time limiter_wait_since_ = absl::InfinitePast();  // first limited step
   std::vector<absl::Time> staged_at_;                     // per staging slot

@@ -5,7 +5,9 @@ by tools/launch/run_local.py on loopback with the soft provider and an emulated
   * buffer placement: within a bounded time the learner's
     greedy evaluation goes well above a random policy (about 22);
   * learner placement: a short run completes and reports the
-    transferred-experience metrics.
+    transferred-experience metrics;
+  * hybrid placement, forwarding by priority and as the FIFO control: short
+    runs complete, and no transition crosses twice.
 
 Each run has a time limit; the buffer run also ends as soon as an evaluation
 reaches kStopReturn, so it usually takes well under its limit.
@@ -166,6 +168,27 @@ class E2eLearningTest(unittest.TestCase):
         for key in ("loss", "transferred", "transferred_priority", "link_bytes_per_s",
                     "link_transitions_per_s", "actor_return_mean"):
             self.assertIn(key, last)
+
+    def test_hybrid_placement_forwards_each_transition_once(self):
+        # The server forwards by priority, and as the FIFO control; the
+        # learner keeps its own replay at 4 samples per insert.
+        for policy in ("priority", "fifo"):
+            with self.subTest(forward_policy=policy):
+                progress, summary = self.run_local("hybrid", [
+                    "--forward_policy", policy,
+                    "--duration_s", str(BASELINE_LIMIT_S),
+                    "--samples_per_insert", "4",
+                ])
+                self.assertEqual(summary["replay_placement"], "hybrid")
+                self.assertGreater(summary["train_steps"], 0)
+                self.check_common_metrics(summary)
+                # Staged once each: every transition that crossed was new.
+                self.assertEqual(summary["transitions_fetched_total"],
+                                 summary["distinct_transitions_fetched_total"])
+                self.assertLessEqual(summary["samples_per_insert"], 4.0)
+                self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
+                for rec in progress:
+                    self.assertEqual(rec["replay_placement"], "hybrid")
 
     def test_minatar_crosses_the_link_as_bytes_and_trains(self):
         # MinAtar's network in the actors and the learner; transitions

@@ -87,6 +87,30 @@ class RunLocalLayoutTest(unittest.TestCase):
         self.assertIn("--observation=pixels84", self.run_local.actor_argv(
             self.args("--env", "MinAtar/Breakout", "--observation", "pixels84"), "x:1", 0))
 
+    def test_the_hybrid_placement_forwards_at_the_server_and_limits_at_the_learner(self):
+        layout = self.run_local.actor_layout(self.args())
+        for policy, queue in (("priority", None), ("uniform", None), ("fifo", "1024")):
+            with self.subTest(forward_policy=policy):
+                extra = ["--forward_queue", queue] if queue else []
+                args = self.args("--replay_placement", "hybrid", "--forward_policy", policy,
+                                 "--samples_per_insert", "2", *extra)
+                server = flag_values(self.run_local.server_argv(args, "/tmp/port", layout))
+                learner = flag_values(self.run_local.learner_argv(args, "x:1"))
+                self.assertEqual(server["forward"], policy)
+                self.assertEqual(server.get("forward_queue"), queue)
+                self.assertNotIn("samples_per_insert", server)
+                self.assertEqual(learner["samples_per_insert"], "2.0")
+                self.assertEqual(learner["replay_placement"], "hybrid")
+                self.assertNotIn("forward_policy", learner)
+        # The placement's default, and policies of another placement refused.
+        self.assertEqual(self.args("--replay_placement", "hybrid").forward_policy, "priority")
+        self.assertEqual(self.args("--replay_placement", "learner").forward_policy, "in_order")
+        for bad in (["--replay_placement", "hybrid", "--forward_policy", "freshest"],
+                    ["--replay_placement", "learner", "--forward_policy", "fifo"],
+                    ["--replay_placement", "buffer", "--forward_policy", "priority"]):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit):
+                self.args(*bad)
+
     def test_pixels84_is_refused_for_an_environment_without_a_rendering(self):
         with self.assertRaises(SystemExit):
             self.args("--env", "CartPole-v1", "--observation", "pixels84")

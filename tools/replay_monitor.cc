@@ -144,6 +144,22 @@ std::optional<double> ActorStepRate(const MonitorSnapshot* before, const ActorLi
 
 namespace {
 
+// PolicyLine::forward by name (protocol::ForwardMode).
+const char* ForwardName(uint32_t forward) {
+  switch (forward) {
+    case 0:
+      return "off";
+    case 1:
+      return "priority";
+    case 2:
+      return "uniform";
+    case 3:
+      return "fifo";
+    default:
+      return "unknown";
+  }
+}
+
 const char* LeaseStateName(uint32_t state) {
   switch (static_cast<protocol::LeaseState>(state)) {
     case protocol::LeaseState::kNeverHeld:
@@ -218,6 +234,8 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                  .Add("spi_error_buffer", p.spi_error_buffer)
                                  .Add("min_size_to_sample", p.min_size_to_sample)
                                  .Add("spi_block_actors", p.spi_block_actors)
+                                 .Add("forward", ForwardName(p.forward))
+                                 .Add("forward_queue", p.forward_queue)
                                  .Done();
   const std::string ratio =
       JsonObject(kDoubleDigits)
@@ -255,6 +273,7 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                 .Add("staging_stalls", s.staging_stalls)
                                 .Add("priorities_bounded", s.priorities_bounded)
                                 .Add("transitions_invalid", s.transitions_invalid)
+                                .Add("forward_dropped", s.forward_dropped)
                                 .Done();
   const std::string clients = JsonObject(kDoubleDigits)
                                   .Add("actors", s.actors_connected)
@@ -358,7 +377,8 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         s.checkpoints_written);
   const protocol::PolicyLine& p = info.policy;
   const std::string target =
-      p.samples_per_insert > 0
+      p.forward != 0 ? absl::StrFormat("forwarding %s, the learner limits", ForwardName(p.forward))
+      : p.samples_per_insert > 0
           ? absl::StrFormat("target %.3g +- %.4g%s", p.samples_per_insert, p.spi_error_buffer,
                             p.spi_block_actors != 0 ? ", blocks actors" : "")
           : std::string("no limit");
@@ -377,11 +397,11 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         "drops     torn %d  overrun %d  invalid_transitions %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"
                         "          mailbox_rejects %d  update_timeouts %d  restore_dropped %d  "
-                        "staging_stalls %d  priorities_bounded %d\n",
+                        "staging_stalls %d  priorities_bounded %d  forward_dropped %d\n",
                         s.torn_slots, s.overrun_slots, s.transitions_invalid, s.sample_copy_rejects,
                         s.priority_updates_stale, s.priority_updates_invalid, s.mailbox_rejects,
                         s.updates_timed_out, s.restore_dropped, s.staging_stalls,
-                        s.priorities_bounded);
+                        s.priorities_bounded, s.forward_dropped);
   absl::StrAppendFormat(&out,
                         "clients   actors %d  learners %d  monitors %d  (connections %d, "
                         "rejected %d)\n",

@@ -11,6 +11,7 @@
 #   tools/run_demo.sh                     # defaults: budget 600 s
 #   tools/run_demo.sh --budget_s 300
 #   tools/run_demo.sh --replay_placement learner   # the replay memory at the learner
+#   tools/run_demo.sh --replay_placement hybrid    # at the learner, forwarded by priority
 #   tools/run_demo.sh --seed 2 --lr 5e-4  # anything else goes to tools/launch/run_local.py
 #   tools/run_demo.sh --samples_per_insert 0 --nolearner_cache   # no limit, no cache
 #   tools/run_demo.sh --env MinAtar/Breakout [--observation pixels84]
@@ -35,6 +36,7 @@ cd "$(dirname "$0")/.."
 
 budget_s=600
 env=CartPole-v1
+placement=buffer
 pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +44,9 @@ while [ $# -gt 0 ]; do
     --budget_s=*) budget_s="${1#*=}"; shift ;;
     --env) env="$2"; shift 2 ;;
     --env=*) env="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --replay_placement) placement="$2"; shift 2 ;;
+    --replay_placement=*) placement="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
@@ -59,11 +63,11 @@ solve=(--stop_when_solved)
 # (100 episodes every 5 s left a shared-core learner a few batches a minute).
 evaluation=()
 case "$env" in MinAtar/*) solve=() evaluation=(--eval_interval_s 30 --eval_episodes 20) ;; esac
-echo "run_demo: 4 actors, buffer placement, $env, link 10km-25g, 16 samples per insert," \
+echo "run_demo: 4 actors, $placement placement, $env, link 10km-25g, 16 samples per insert," \
   "budget ${budget_s} s; logs in $out"
 start=$(date +%s.%N)
 set +e
-python3 tools/launch/run_local.py --replay_placement buffer --link 10km-25g --env "$env" \
+python3 tools/launch/run_local.py --replay_placement "$placement" --link 10km-25g --env "$env" \
   --actors 4 --samples_per_insert 16 "${solve[@]+"${solve[@]}"}" \
   "${evaluation[@]+"${evaluation[@]}"}" --duration_s "$budget_s" \
   --metrics_out "$metrics" --out_dir "$out" "${pass[@]+"${pass[@]}"}"

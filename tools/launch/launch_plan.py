@@ -45,7 +45,11 @@ import sys
 # from `actor --print_layout`.
 ENVIRONMENTS = ("Acrobot-v1", "CartPole-v1", "MountainCar-v0", "MinAtar/Asterix",
                 "MinAtar/Breakout", "MinAtar/Freeway", "MinAtar/Seaquest", "MinAtar/SpaceInvaders")
-PLACEMENTS = ("buffer", "learner")
+PLACEMENTS = ("buffer", "learner", "hybrid")
+# What the server forwards first in the hybrid placement (replay_server
+# --forward), and the order of the learner placement's forwarding.
+HYBRID_FORWARD = ("priority", "uniform", "fifo")
+LEARNER_FORWARD = ("in_order", "freshest")
 # Defaults that depend on the environment: MinAtar's published DQN settings
 # (batch 32, replay 100,000 rounded up to a power of two, 5,000 transitions
 # before training, step size 0.00025, a target update every 1,000 steps;
@@ -80,7 +84,9 @@ def add_arguments(p):
     """The plan's options, on an argparse parser. Options left None take
     the environment's default in finish()."""
     p.add_argument("--replay_placement", choices=PLACEMENTS, default="buffer",
-                   help="where the replay memory is: buffer (at the buffer node) or learner "
+                   help="where the replay memory is: buffer (sampled at the buffer node), "
+                   "learner (at the learner, fed every transition in order) or hybrid (at the "
+                   "learner, fed what the buffer node forwards once each: --forward_policy) "
                    "(default buffer)")
     p.add_argument("--link", default="10km-25g",
                    help="emulated learner link (none, 10km-25g, DELAY_US:GBPS; default 10km-25g)")
@@ -146,8 +152,14 @@ def add_arguments(p):
                    "transition once (transfer-once; the default)")
     p.add_argument("--nolearner_cache", dest="learner_cache", action="store_false",
                    help="buffer placement: the learner READs every batch entry")
-    p.add_argument("--forward_policy", choices=("in_order", "freshest"), default="in_order",
-                   help="learner placement: the order the server's transitions are forwarded in")
+    p.add_argument("--forward_policy", choices=LEARNER_FORWARD + HYBRID_FORWARD, default=None,
+                   help="learner placement: in_order (default) or freshest, the order the "
+                   "server's transitions are READ in; hybrid placement: priority (default), "
+                   "uniform or fifo, what the server forwards first (fifo: oldest first from a "
+                   "drop-oldest queue of --forward_queue)")
+    p.add_argument("--forward_queue", type=int, default=4096,
+                   help="hybrid placement, --forward_policy fifo: transitions the server's "
+                   "queue keeps (default 4096)")
     p.add_argument("--payload_pad_bytes", type=int, default=0,
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
@@ -174,6 +186,7 @@ def finish(args):
             raise PlanError("--%s must be >= %d, got %r" % (name, low, getattr(args, name)))
     if args.samples_per_insert < 0:
         raise PlanError("--samples_per_insert must be >= 0")
+    check_forward_policy(args)
     if not 0 <= args.max_updates_per_s < float("inf"):
         raise PlanError("--max_updates_per_s must be finite and >= 0, got %r"
                         % args.max_updates_per_s)
@@ -188,6 +201,23 @@ def finish(args):
     except ValueError:
         raise PlanError("--hidden must be a comma-separated list of sizes, got %r" % args.hidden)
     return args
+
+
+def check_forward_policy(args):
+    """Fills the placement's default --forward_policy and checks it fits."""
+    allowed = {"learner": LEARNER_FORWARD, "hybrid": HYBRID_FORWARD}.get(args.replay_placement)
+    if allowed is None:
+        if args.forward_policy is not None:
+            raise PlanError("--forward_policy is for the learner and hybrid placements, not %s"
+                            % args.replay_placement)
+        return
+    if args.forward_policy is None:
+        args.forward_policy = allowed[0]
+    if args.forward_policy not in allowed:
+        raise PlanError("--forward_policy=%s: the %s placement takes %s" % (
+            args.forward_policy, args.replay_placement, ", ".join(allowed)))
+    if not 1 <= args.forward_queue <= args.capacity:
+        raise PlanError("--forward_queue must be in [1, --capacity], got %d" % args.forward_queue)
 
 
 def options(**overrides):
@@ -256,6 +286,10 @@ def server_flags(args, layout):
     ]
     if args.replay_placement == "buffer" and args.samples_per_insert > 0:
         flags += spi_flags(args)
+    if args.replay_placement == "hybrid":
+        flags.append("--forward=" + args.forward_policy)
+        if args.forward_policy == "fifo":
+            flags.append("--forward_queue=%d" % args.forward_queue)
     return flags
 
 
@@ -290,6 +324,9 @@ def learner_flags(args):
     if args.replay_placement == "learner":
         # The learner placement's rate limit is enforced by the learner.
         flags += spi_flags(args) + ["--forward_policy=" + args.forward_policy]
+    elif args.replay_placement == "hybrid":
+        # So is the hybrid placement's; what crosses is the server's choice.
+        flags += spi_flags(args)
     else:
         flags.append("--learner_cache" if args.learner_cache else "--nolearner_cache")
     if args.duration_s > 0:

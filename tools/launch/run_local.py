@@ -10,7 +10,10 @@ link (--link).
 --replay_placement buffer: replay memory at the buffer node (the learner
 READs the batches it pre-samples, keeping what it received: the learner
 cache, --nolearner_cache to READ every entry); --replay_placement learner:
-replay memory at the learner (the server forwards every transition). The
+replay memory at the learner (the server forwards every transition);
+--replay_placement hybrid: replay memory at the learner, fed what the
+server forwards once each (by priority, or with --forward_policy uniform or
+fifo, the forwarding controls). The
 hyper-parameters that several processes must agree on (n-step, gamma,
 network, batch size, replay capacity, alpha and beta, seed) are options of
 this script; the launch plan (tools/launch/launch_plan.py, which every
