@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "protocol/leases.h"
@@ -42,22 +41,21 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   RETURN_IF_ERROR(CheckServerForwarding(options.placement, session->policy()));
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
-  if (options.placement != ReplayPlacement::kLearner) {
+  if (options.placement == ReplayPlacement::kBuffer) {
     BatchReaderOptions reader = options.batch_reader;
-    // A forwarded transition crosses once: nothing to keep for later batches.
-    reader.learner_cache = options.learner_cache && options.placement == ReplayPlacement::kBuffer;
+    reader.learner_cache = options.learner_cache;
     ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
     ASSIGN_OR_RETURN(io->priority_writer_, PriorityWriter::Create(session));
+  } else if (options.placement == ReplayPlacement::kHybrid) {
+    ForwardedBatchReaderOptions reader;
+    reader.batch_reader = options.batch_reader;
+    reader.batch_reader.learner_cache = false;  // a forwarded transition crosses once
+    ASSIGN_OR_RETURN(io->forwarded_reader_, ForwardedBatchReader::Create(session, reader));
   } else {
     ForwardReaderOptions reader = options.forward_reader;
     reader.policy =
         options.forward_policy == "freshest" ? ForwardPolicy::kFreshest : ForwardPolicy::kInOrder;
     ASSIGN_OR_RETURN(io->forward_reader_, ForwardReader::Create(session, reader));
-  }
-  if (options.placement == ReplayPlacement::kHybrid) {
-    // Generated transitions are counted from here.
-    ASSIGN_OR_RETURN(io->hybrid_generated_, io->server_ingested());
-    io->generated_read_at_ = absl::Now();
   }
   ASSIGN_OR_RETURN(io->publisher_, ParamPublisher::Create(session));
   ASSIGN_OR_RETURN(io->stats_reader_, client::StatsReader::Create(session));
@@ -96,6 +94,9 @@ LinkStats LearnerServiceIo::link_stats() const {
   } else if (forward_reader_ != nullptr) {
     link.transitions_fetched = forward_reader_->stats().transitions_fetched;
     link.distinct_transitions_fetched = forward_reader_->stats().distinct_transitions_fetched;
+  } else if (forwarded_reader_ != nullptr) {
+    link.transitions_fetched = forwarded_reader_->stats().transitions_fetched;
+    link.distinct_transitions_fetched = forwarded_reader_->stats().distinct_transitions_fetched;
   }
   return link;
 }
@@ -183,58 +184,21 @@ absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> prioritie
 }
 
 std::optional<uint64_t> LearnerServiceIo::generated() const {
-  if (options_.placement == ReplayPlacement::kHybrid) return hybrid_generated_;
+  if (forwarded_reader_ != nullptr) return forwarded_reader_->server_ingested();
   if (forward_reader_ == nullptr) return std::nullopt;
   return forward_reader_->server_ingested();
 }
 
-absl::Status LearnerServiceIo::NextForwardedBatch(absl::Duration timeout,
-                                                  std::vector<ForwardedItem>* out) {
-  out->clear();
-  const absl::Time now = absl::Now();
-  if (now - generated_read_at_ >= kGeneratedReadInterval) {
-    ASSIGN_OR_RETURN(hybrid_generated_, server_ingested());
-    generated_read_at_ = now;
-  }
-  // The batches ready, the first waited for: their payloads are copied out
-  // (the reader reuses its buffers), and each is answered at once.
-  hybrid_payloads_.clear();
-  hybrid_offsets_.clear();
-  for (uint32_t take = 0; take < batch_reader_->depth(); ++take) {
-    absl::StatusOr<StagedBatch> staged = ReadStaged(take == 0 ? timeout : absl::ZeroDuration());
-    if (absl::IsNotFound(staged.status())) break;
-    if (!staged.ok()) return staged.status();
-    for (uint32_t i = 0; i < staged->size(); ++i) {
-      const absl::Span<const uint8_t> payload = staged->payload(i);
-      hybrid_offsets_.push_back(hybrid_payloads_.size());
-      hybrid_payloads_.insert(hybrid_payloads_.end(), payload.begin(), payload.end());
-      out->push_back({hybrid_arrivals_++,
-                      staged->slot_header(i).initial_priority,
-                      staged->insert_time_ns(i),
-                      {}});
-      if (options_.verification_log) RecordAccepted(*staged, i);
-    }
-    // An update of no records: the batch arrived, its staging slot is free.
-    RETURN_IF_ERROR(client::RetryWhileDisconnected(options_.retry, [&] {
-      return priority_writer_->Write(staged->batch_number(), staged->epoch(), staged->incarnation(),
-                                     {});
-    }));
-  }
-  for (size_t k = 0; k < out->size(); ++k) {
-    const size_t end = k + 1 < out->size() ? hybrid_offsets_[k + 1] : hybrid_payloads_.size();
-    (*out)[k].payload =
-        absl::MakeConstSpan(hybrid_payloads_.data() + hybrid_offsets_[k], end - hybrid_offsets_[k]);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<ForwardedItem>* out) {
-  if (options_.placement == ReplayPlacement::kHybrid) return NextForwardedBatch(timeout, out);
-  if (forward_reader_ == nullptr) {
+  if (forward_reader_ != nullptr) {
+    RETURN_IF_ERROR(client::RetryWhileDisconnected(
+        options_.retry, [&] { return forward_reader_->Next(timeout, &forwarded_); }));
+  } else if (forwarded_reader_ != nullptr) {
+    RETURN_IF_ERROR(client::RetryWhileDisconnected(
+        options_.retry, [&] { return forwarded_reader_->Next(timeout, &forwarded_); }));
+  } else {
     return absl::FailedPreconditionError("no forwarded transitions in the buffer placement");
   }
-  RETURN_IF_ERROR(client::RetryWhileDisconnected(
-      options_.retry, [&] { return forward_reader_->Next(timeout, &forwarded_); }));
   out->clear();
   for (const ForwardedTransition& t : forwarded_) {
     out->push_back({t.sequence, t.initial_priority(), t.insert_time_ns(), t.payload});

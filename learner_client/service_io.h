@@ -6,15 +6,9 @@
 //
 //   buffer placement   a BatchReader and a PriorityWriter behind BatchSource
 //   learner placement  a ForwardReader behind TransitionStream
-//   hybrid placement   a BatchReader behind TransitionStream: the staged
-//                      batches ready (up to the reader's depth; the server
-//                      forwards each transition once, replay_server
-//                      --forward) are handed over whole, copied out,
-//                      numbered in arrival order, with the actor's initial
-//                      priority, and answered with an update of no records
-//                      (which frees its staging slot); generated() is the
-//                      ServerLine's ingest_cursor, READ at most every
-//                      kGeneratedReadInterval
+//   hybrid placement   a ForwardedBatchReader behind TransitionStream (the
+//                      server forwards each transition once, replay_server
+//                      --forward; forwarded_batch_reader.h)
 //   both               a ParamPublisher behind ParamsSink, a StatsReader
 //                      behind ActorStatsSource, link_stats() counting what
 //                      all of them moved over the link (by traffic class)
@@ -60,6 +54,7 @@
 #include "common/verification_log.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/forward_reader.h"
+#include "learner_client/forwarded_batch_reader.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/metrics.h"
 #include "learner_client/param_publisher.h"
@@ -93,8 +88,6 @@ class LearnerServiceIo : public BatchSource,
                          public ParamsSink,
                          public ActorStatsSource {
  public:
-  static constexpr absl::Duration kGeneratedReadInterval = absl::Milliseconds(20);
-
   // `session` (a learner's; for the learner placement opened with
   // ClientSessionOptions::learner_placement) is not owned and must outlive
   // this object. Errors: the clients' Create() (ForwardReader's
@@ -141,8 +134,6 @@ class LearnerServiceIo : public BatchSource,
   // The next staged batch within `timeout`, retried while disconnected;
   // NotFound when none was staged in time.
   absl::StatusOr<StagedBatch> ReadStaged(absl::Duration timeout);
-  // TransitionStream::Next of the hybrid placement.
-  absl::Status NextForwardedBatch(absl::Duration timeout, std::vector<ForwardedItem>* out);
   // Writes entry i's A record to options_.verification_log.
   void RecordAccepted(const StagedBatch& batch, uint32_t i);
   // Writes a forwarded transition's A record to options_.verification_log.
@@ -150,9 +141,10 @@ class LearnerServiceIo : public BatchSource,
 
   const LearnerServiceIoOptions options_;
   client::ClientSession* session_ = nullptr;
-  std::unique_ptr<BatchReader> batch_reader_;        // buffer placement
-  std::unique_ptr<PriorityWriter> priority_writer_;  // buffer placement
-  std::unique_ptr<ForwardReader> forward_reader_;    // learner placement
+  std::unique_ptr<BatchReader> batch_reader_;               // buffer placement
+  std::unique_ptr<PriorityWriter> priority_writer_;         // buffer placement
+  std::unique_ptr<ForwardReader> forward_reader_;           // learner placement
+  std::unique_ptr<ForwardedBatchReader> forwarded_reader_;  // hybrid placement
   std::unique_ptr<ParamPublisher> publisher_;
   std::unique_ptr<client::StatsReader> stats_reader_;
   StagedBatch last_batch_;               // the batch Next() returned last
@@ -160,13 +152,6 @@ class LearnerServiceIo : public BatchSource,
   std::vector<float> entry_priorities_;  // scratch: one per entry of it
   uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
-  // Hybrid placement: transitions handed over, and the server's ingest
-  // cursor as last READ (at generated_read_at_).
-  uint64_t hybrid_arrivals_ = 0;
-  std::vector<uint8_t> hybrid_payloads_;  // what Next() handed over last
-  std::vector<size_t> hybrid_offsets_;    // where each payload starts
-  std::optional<uint64_t> hybrid_generated_;
-  absl::Time generated_read_at_ = absl::InfinitePast();
 };
 
 }  // namespace dreplay::learner

@@ -15,6 +15,7 @@
 #include "learner_client/priority_writer.h"
 #include "protocol/mailbox.h"
 #include "pybind11/numpy.h"
+#include "python/arrays.h"
 #include "python/session.h"
 #include "python/status_error.h"
 #include "rl/transition.h"
@@ -22,14 +23,6 @@
 namespace dreplay::python {
 namespace py = pybind11;
 namespace {
-
-// A vector handed to NumPy without a copy: the array owns it.
-template <typename T>
-py::array_t<T> ToArray(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
-  auto* owned = new std::vector<T>(std::move(values));
-  py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>(shape, owned->data(), free_when_done);
-}
 
 // One batch, copied out of the reader's buffers (see the header comment).
 struct BatchCopy {
@@ -114,18 +107,7 @@ py::dict BatchDict(BatchCopy&& b) {
   d["arrived"] = ToArray(std::move(b.arrived), {n}).attr("astype")("bool");
   d["payloads"] = ToArray(std::move(b.payloads), {n, static_cast<py::ssize_t>(b.payload_stride)});
   d["lengths"] = ToArray(std::move(b.lengths), {n});
-  if (b.decoded) {
-    // TransitionBatch's vectors are const: copy them once (small next to
-    // the payloads, which are not copied again).
-    const rl::TransitionBatch& t = *b.transitions;
-    const py::ssize_t m = t.observation_size();
-    d["observations"] = ToArray(std::vector<float>(t.observations()), {n, m});
-    d["actions"] = ToArray(std::vector<int64_t>(t.actions()), {n});
-    d["rewards"] = ToArray(std::vector<float>(t.rewards()), {n});
-    d["discounts"] = ToArray(std::vector<float>(t.discounts()), {n});
-    d["dones"] = ToArray(std::vector<float>(t.dones()), {n});
-    d["next_observations"] = ToArray(std::vector<float>(t.next_observations()), {n, m});
-  }
+  if (b.decoded) AddTransitionArrays(*b.transitions, &d);
   return d;
 }
 
@@ -141,7 +123,13 @@ class PyBatchReader {
     absl::StatusOr<std::unique_ptr<learner::BatchReader>> reader;
     {
       SessionCall call(*session_);
-      reader = learner::BatchReader::Create(&session_->client(), options);
+      if (session_->client().policy().forward != 0) {
+        reader = absl::FailedPreconditionError(
+            "the server forwards each transition once (replay_server --forward): read with "
+            "connect(..., placement=\"hybrid\") and forward_reader()");
+      } else {
+        reader = learner::BatchReader::Create(&session_->client(), options);
+      }
       max_payload_ = session_->client().config().max_payload();
       observation_size_ = session_->client().config().observation_size;
       observation_type_ = ObservationTypeOf(session_->client().config());

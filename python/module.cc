@@ -6,6 +6,7 @@
 
 #include "pybind11/pybind11.h"
 #include "python/actor_clients.h"
+#include "python/forward_clients.h"
 #include "python/learner_clients.h"
 #include "python/monitor.h"
 #include "python/rl_bindings.h"
@@ -18,6 +19,7 @@ PYBIND11_MODULE(_dreplay, m) {
   dreplay::python::RegisterSession(m);
   dreplay::python::RegisterActorClients(m);
   dreplay::python::RegisterLearnerClients(m);
+  dreplay::python::RegisterForwardClients(m);
   dreplay::python::RegisterMonitor(m);
   dreplay::python::RegisterRl(m);
 }

@@ -34,6 +34,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Connect(const ConnectArgs& arg
                    client::ConnectionOptionsFromFlags(flags, role, args.actor_id));
   options.session.connect_deadline = absl::Seconds(args.connect_timeout_s);
   options.session.learner_cache = args.learner_cache;
+  options.session.learner_placement = args.learner_placement;
   std::shared_ptr<Session> session(new Session());
   ASSIGN_OR_RETURN(session->provider_, verbs::CreateProvider(options.provider));
   ASSIGN_OR_RETURN(session->session_,
@@ -171,6 +172,7 @@ void RegisterSession(py::module_& m) {
       .def_readwrite("actor_id", &ConnectArgs::actor_id)
       .def_readwrite("connect_timeout_s", &ConnectArgs::connect_timeout_s)
       .def_readwrite("learner_cache", &ConnectArgs::learner_cache)
+      .def_readwrite("learner_placement", &ConnectArgs::learner_placement)
       .def_readwrite("insecure", &ConnectArgs::insecure);
 }
 

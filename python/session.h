@@ -47,6 +47,9 @@ struct ConnectArgs {
   uint32_t actor_id = 0;
   double connect_timeout_s = 10;
   bool learner_cache = false;
+  // A learner of the learner placement: keys to the slots, commit words
+  // and forward journal (ClientSessionOptions::learner_placement).
+  bool learner_placement = false;
   bool insecure = false;  // no token: a server started with --insecure
 };
 

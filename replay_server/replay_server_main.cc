@@ -98,7 +98,7 @@ DEFINE_string(forward, "off",
               "--min_size_to_sample does not apply");
 DEFINE_int64(forward_queue, 4096,
              "--forward=fifo: the queue keeps the newest this many transitions ingested and "
-             "drops older ones unforwarded");
+             "drops older ones unforwarded (at most --capacity; the default is cut to it)");
 DEFINE_double(alpha, 0.6, "prioritization exponent, in [0, 1]");
 DEFINE_double(priority_epsilon, 1e-6, "added to raw priorities, > 0");
 DEFINE_double(beta, 0.4, "importance-sampling exponent at the start of the annealing");
@@ -187,8 +187,16 @@ absl::Status ForwardFromFlags(const protocol::LayoutConfig& l, ReplayCoreOptions
   } else {
     return FlagError("forward", FLAGS_forward, "must be off, priority, uniform or fifo");
   }
-  RETURN_IF_ERROR(CheckRange("forward_queue", FLAGS_forward_queue, 1, l.capacity));
-  c->sampler.forward_queue = static_cast<uint64_t>(FLAGS_forward_queue);
+  if (c->sampler.forward == ForwardMode::kForwardFifo) {
+    if (gflags::GetCommandLineFlagInfoOrDie("forward_queue").is_default) {
+      c->sampler.forward_queue = std::min<uint64_t>(FLAGS_forward_queue, l.capacity);
+    } else {
+      RETURN_IF_ERROR(CheckRange("forward_queue", FLAGS_forward_queue, 1, l.capacity));
+      c->sampler.forward_queue = static_cast<uint64_t>(FLAGS_forward_queue);
+    }
+  } else if (!gflags::GetCommandLineFlagInfoOrDie("forward_queue").is_default) {
+    return FlagError("forward_queue", absl::StrCat(FLAGS_forward_queue), "needs --forward=fifo");
+  }
   if (FLAGS_forward != "off" && (FLAGS_samples_per_insert != 0 || FLAGS_spi_block_actors)) {
     return FlagError("forward", FLAGS_forward,
                      "stages each transition once: the learner enforces the rate limit, so "

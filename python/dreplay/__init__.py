@@ -30,11 +30,13 @@ from dreplay._dreplay import (DeadlineExceededError, Environment, Error, Invalid
                               actor_credential, environment_names, make_environment,
                               parse_transition_spec)
 from dreplay.batches import Batch
-from dreplay.clients import (BatchReader, ExperienceWriter, ParamFetcher, ParamPublisher,
-                             PriorityWriter, Session, StatsReader, connect)
+from dreplay.clients import (ActorStatsPublisher, BatchReader, ExperienceWriter, ForwardReader,
+                             ParamFetcher, ParamPublisher, PriorityWriter, Session, StatsReader,
+                             connect)
 
 __all__ = [
-    "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error", "ExperienceWriter",
+    "ActorStatsPublisher", "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error",
+    "ExperienceWriter", "ForwardReader",
     "InvalidArgumentError", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
     "StatsReader", "actor_credential", "connect", "environment_names", "make_environment", "parse_transition_spec",
 ]

@@ -14,8 +14,12 @@ from dreplay import _dreplay
 from dreplay.batches import Batch
 
 
+PLACEMENTS = ("buffer", "learner", "hybrid")
+
+
 def connect(server, role="learner", token_file=None, provider="auto", link=None, *, token=None,
-            actor_id=0, connect_timeout_s=10.0, learner_cache=None, insecure=False):
+            actor_id=0, connect_timeout_s=10.0, learner_cache=None, insecure=False,
+            placement="buffer"):
     """Connects to the replay server at "HOST:PORT" as `role` ("actor",
     "learner" or "monitor"; an actor with `actor_id`), with the server's
     auth token from `token_file` (its first line, a file of mode 0600) or
@@ -30,9 +34,24 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     only; default: on for a learner) asks the server for transfer-once
     staging: each transition crosses the link at most once, as a reference
     afterwards; the batches are the same. learner_cache=False fetches every
-    entry."""
+    entry.
+
+    `placement` (learners only) is where the learner's replay memory is:
+    "buffer" (sampled at the buffer node: batch_reader() and
+    priority_writer()), "learner" (at this learner, fed every transition in
+    order: forward_reader()) or "hybrid" (at this learner, fed what a server
+    started with --forward sends once each: forward_reader() too). The
+    learner placement asks the server for the keys its reader needs; the
+    hybrid placement needs a forwarding server, and the buffer placement one
+    that does not forward (both checked when the reader is made)."""
+    if placement not in PLACEMENTS:
+        raise ValueError("placement=%r: must be one of %s" % (placement, ", ".join(PLACEMENTS)))
+    if placement != "buffer" and role != "learner":
+        raise ValueError("placement=%r is for learners, not %s" % (placement, role))
     if learner_cache is None:
-        learner_cache = role == "learner"
+        learner_cache = role == "learner" and placement == "buffer"
+    if learner_cache and placement != "buffer":
+        raise ValueError("learner_cache is the buffer placement's")
     args = _dreplay.ConnectArgs()
     args.server = server
     args.role = role
@@ -44,15 +63,17 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     args.connect_timeout_s = connect_timeout_s
     args.learner_cache = learner_cache
     args.insecure = insecure
-    return Session(_dreplay._connect(args), role, learner_cache)
+    args.learner_placement = placement == "learner"
+    return Session(_dreplay._connect(args), role, learner_cache, placement)
 
 
 class Session:
     """A connection to a replay server; make it with dreplay.connect()."""
 
-    def __init__(self, native, role, learner_cache=False):
+    def __init__(self, native, role, learner_cache=False, placement="buffer"):
         self._native = native
         self.role = role
+        self.placement = placement
         # Whether the server stages references for this learner
         # (connect(learner_cache=...)); batch readers follow it.
         self.learner_cache = learner_cache
@@ -89,6 +110,27 @@ class Session:
             learner_cache = self.learner_cache
         return BatchReader(_dreplay.BatchReader(self._native, depth, verify_slots, learner_cache,
                                                 decode))
+
+    def forward_reader(self, policy="in_order", window=0, chunk_slots=256, chunks_in_flight=8,
+                       depth=0, decode=True):
+        """The transitions the server forwards, for a learner that keeps its
+        own replay memory (placement "learner" or "hybrid"). Learner
+        placement: every transition ingested, oldest first (`policy`
+        "in_order"), or the newest `window` when behind ("freshest"), READ in
+        chunks of `chunk_slots`. Hybrid placement: the batches a server
+        started with --forward stages, each transition once (what crosses is
+        the server's choice; `depth` batches READ ahead). See ForwardReader."""
+        if self.placement == "buffer":
+            raise ValueError("forward_reader() is for the learner and hybrid placements: "
+                             "connect(..., placement=\"learner\" or \"hybrid\")")
+        native = _dreplay.ForwardReader(self._native, self.placement == "hybrid", policy, window,
+                                        chunk_slots, chunks_in_flight, depth, decode)
+        return ForwardReader(native)
+
+    def actor_stats_publisher(self):
+        """An actor's line in the server's actors region: environment steps,
+        episodes and returns, which the learner and monitors read."""
+        return ActorStatsPublisher(_dreplay.ActorStatsPublisher(self._native))
 
     def priority_writer(self):
         return PriorityWriter(_dreplay.PriorityWriter(self._native))
@@ -165,6 +207,64 @@ class BatchReader:
 
     def stats(self):
         return self._native.stats()
+
+
+class ForwardReader:
+    """Transitions forwarded to a learner that keeps its own replay memory;
+    make it with Session.forward_reader().
+
+        reader = learner.forward_reader()
+        while training:
+            got = reader.next(timeout_s=0.01)
+            for i in range(len(got["sequences"])):
+                memory.add(got["observations"][i], got["actions"][i], ...,
+                           priority=got["initial_priorities"][i])
+
+    next() returns a dict of arrays Python owns, one row per transition:
+    "sequences" (arrival order, increasing), "leases" and "lease_sequences"
+    (where it was written), "initial_priorities" (the actor's; 0: none),
+    "insert_time_ns", "payloads" [n, max_payload] with "lengths", and with
+    decode=True the transition's columns as Batch has them
+    ("observations", "actions", "rewards", "discounts", "dones",
+    "next_observations"). `server_ingested` is the server's ingest cursor as
+    last READ: the transitions the actors generated, for a replay ratio that
+    counts what the forwarding left behind too."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def next(self, timeout_s=1.0):
+        return self._native.next(timeout_s)
+
+    @property
+    def server_ingested(self):
+        return self._native.server_ingested
+
+    @property
+    def kind(self):
+        """"journal" (learner placement) or "forwarded_batches" (hybrid)."""
+        return self._native.kind
+
+    def stats(self):
+        return self._native.stats()
+
+
+class ActorStatsPublisher:
+    """An actor's counts and returns, WRITTEN to its line of the server's
+    actors region; make it with Session.actor_stats_publisher()."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def record_step(self, steps=1):
+        self._native.record_step(steps)
+
+    def record_episode(self, episode_return):
+        self._native.record_episode(float(episode_return))
+
+    def publish(self, transitions):
+        """WRITEs the line now, with `transitions` committed so far."""
+        self._native.publish(int(transitions))
 
 
 class PriorityWriter:

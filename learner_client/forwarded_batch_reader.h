@@ -1,0 +1,99 @@
+// Copyright dreplay authors.
+//
+// forwarded_batch_reader.h: the hybrid placement's data path at the
+// learner. A server started with --forward stages each transition at most
+// once (protocol/README.md, "Forwarding"): by priority, uniformly, or
+// oldest first. This reader takes those batches as they are staged, copies
+// their transitions out, answers each batch with an update of no records
+// (which frees its staging slot for the next one), and hands the
+// transitions over in arrival order, as the learner placement's
+// ForwardReader does (forward_reader.h): the caller keeps its own replay.
+//
+//   ASSIGN_OR_RETURN(auto reader, ForwardedBatchReader::Create(session.get(), {}));
+//   std::vector<ForwardedTransition> fresh;
+//   while (training) {
+//     RETURN_IF_ERROR(reader->Next(absl::Milliseconds(1), &fresh));
+//     for (const ForwardedTransition& t : fresh) local_memory.Insert(t.sequence, t.payload, ...);
+//     ...
+//   }
+//
+// One Next() takes the first batch within `timeout`, then every batch the
+// BatchReader has already READ, up to its depth. ForwardedTransition::
+// sequence numbers the transitions 0, 1, 2, ... in arrival order; lease
+// and lease_sequence say which slot of which lease each came from, and
+// header points at its copied slot (header and payload), valid until the
+// next Next(). A failure after the first batch ends the take early: what
+// was taken is handed over and the next call meets the failure. A batch
+// whose answer was lost is staged again after a reconnection (the
+// BatchReader's resynchronisation), so a transition can arrive twice then.
+//
+// server_ingested(): the ServerLine's ingest_cursor (the transitions the
+// actors generated), READ by Next() at most every
+// options.generated_read_interval (polling on the link).
+//
+// Thread safety: not thread-safe; one thread uses it (and its session).
+
+#ifndef DREPLAY_LEARNER_CLIENT_FORWARDED_BATCH_READER_H_
+#define DREPLAY_LEARNER_CLIENT_FORWARDED_BATCH_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/session.h"
+#include "learner_client/batch_reader.h"
+#include "learner_client/forward_reader.h"
+#include "learner_client/priority_writer.h"
+
+namespace dreplay::learner {
+
+struct ForwardedBatchReaderOptions {
+  // depth and verify_slots; learner_cache must stay off (a forwarded
+  // transition never crosses again).
+  BatchReaderOptions batch_reader;
+  absl::Duration generated_read_interval = absl::Milliseconds(20);
+
+  absl::Status Validate() const;
+};
+
+class ForwardedBatchReader {
+ public:
+  // `session` (a learner's) is not owned and must outlive the reader.
+  // FailedPrecondition when the server does not forward (its PolicyLine);
+  // InvalidArgument for bad options; the clients' errors otherwise.
+  static absl::StatusOr<std::unique_ptr<ForwardedBatchReader>> Create(
+      client::ClientSession* session, const ForwardedBatchReaderOptions& options);
+
+  // Clears *out and fills it with what arrived (see the file comment),
+  // waiting up to `timeout` for the first batch; OK with *out empty when
+  // none was staged in time. Errors: the session's.
+  absl::Status Next(absl::Duration timeout, std::vector<ForwardedTransition>* out);
+
+  // The server's ingest cursor as last READ.
+  uint64_t server_ingested() const { return server_ingested_; }
+  const BatchReaderStats& stats() const { return reader_->stats(); }
+
+ private:
+  ForwardedBatchReader(client::ClientSession* session, const ForwardedBatchReaderOptions& options)
+      : session_(session), options_(options) {}
+  // Copies `batch`'s slots out and appends its transitions to *out.
+  void Take(const StagedBatch& batch, std::vector<ForwardedTransition>* out);
+
+  client::ClientSession* const session_;
+  const ForwardedBatchReaderOptions options_;
+  std::unique_ptr<BatchReader> reader_;
+  std::unique_ptr<PriorityWriter> writer_;
+  std::vector<uint8_t> slots_;     // the copied slots of the last Next()
+  std::vector<size_t> offsets_;    // where each transition's slot starts in slots_
+  std::vector<uint32_t> lengths_;  // and its payload's length
+  uint64_t arrivals_ = 0;
+  uint64_t server_ingested_ = 0;
+  absl::Time ingested_read_at_ = absl::InfinitePast();
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_FORWARDED_BATCH_READER_H_
