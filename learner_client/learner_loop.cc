@@ -166,7 +166,6 @@ absl::Status LearnerLoop::Init() {
   probe_ = std::make_unique<rl::TransitionBatch>(spec.observation_size, spec.observation_type);
   RETURN_IF_ERROR(CollectProbeSet(spec.observation_size));
   ReplaySourceContext context;
-  context.learner = learner_.get();
   context.metrics = &metrics_;
   context.observation_size = spec.observation_size;
   context.observation_type = spec.observation_type;

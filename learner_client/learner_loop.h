@@ -25,11 +25,12 @@
 // (replay_source.h: buffer_replay_source.h, local_replay_source.h); the
 // loop itself does not branch on the placement.
 //
-// Both placements are measured identically (learner_client/metrics.h): the
-// |TD error| of every transition that crosses the link is computed by the
-// current networks when it arrives, before training on it (in "buffer" that
-// is the abs_td_errors of the TrainStep() that consumes the batch; in
-// "learner" an AbsTdErrors() pass over each arrival).
+// Every placement is measured identically (learner_client/metrics.h): the
+// |TD error| of a transition that crossed the link is taken at its first
+// training use, from the abs_td_errors of that TrainStep() (in "buffer" the
+// step that consumes the batch it arrived in; in "learner" and "hybrid" its
+// first sampling from the local memory), so no arm pays for an extra
+// forward pass.
 //
 // The learner placement's local memory obeys a replay::RateLimiter
 // (samples_per_insert, spi_error_buffer, min_replay_size): inserted =

@@ -32,16 +32,14 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
       memory_(std::move(memory)),
       ring_(memory_->capacity() * payload_size_),
       insert_ns_(memory_->capacity(), 0),
-      items_(options.batch_size),
-      arrival_batch_(std::make_unique<rl::TransitionBatch>(context.observation_size,
-                                                           context.observation_type)) {
+      unused_(memory_->capacity(), 0),
+      items_(options.batch_size) {
   // Where the stream starts forwarding: counting starts there too.
   generated_seen_ = stream->generated();
 }
 
 absl::Status LocalReplaySource::Accept() {
   if (!stream_->generated().has_value()) limiter_.Inserted(arrivals_.size());
-  arrival_batch_->Clear();
   kept_arrivals_.clear();
   for (const ForwardedItem& item : arrivals_) {
     // The encoding, without the actor's padding, is what is stored.
@@ -60,19 +58,16 @@ absl::Status LocalReplaySource::Accept() {
       drops_.Count(1, absl::StrCat("forwarded transition ", item.sequence, ": ", usable.message()));
       continue;
     }
-    RETURN_IF_ERROR(arrival_batch_->Add(scratch_));
     kept_arrivals_.push_back(item);
   }
   arrivals_.swap(kept_arrivals_);
-  if (arrivals_.empty()) return absl::OkStatus();
-  arrival_errors_.resize(arrivals_.size());
-  RETURN_IF_ERROR(context_.learner->AbsTdErrors(*arrival_batch_, absl::MakeSpan(arrival_errors_)));
-  context_.metrics->RecordTransferred(arrival_errors_);
+  context_.metrics->RecordArrived(arrivals_.size());
   const uint64_t mask = memory_->capacity() - 1;
   for (const ForwardedItem& item : arrivals_) {
     const uint64_t index = item.sequence & mask;
     std::memcpy(ring_.data() + index * payload_size_, item.payload.data(), payload_size_);
     insert_ns_[index] = item.insert_time_ns;
+    unused_[index] = 1;
     memory_->Insert(index, item.sequence, item.initial_priority);
   }
   return absl::OkStatus();
@@ -120,10 +115,19 @@ absl::Status LocalReplaySource::Trained(absl::Span<const float> abs_td_errors) {
     return absl::InternalError(absl::StrCat(abs_td_errors.size(), " |TD errors| for a batch of ",
                                             sampled_count_, " rows"));
   }
+  first_use_errors_.clear();
   for (int i = 0; i < sampled_count_; ++i) {
-    memory_->UpdatePriority(items_[i].index, items_[i].sequence,
+    const uint64_t index = items_[i].index;
+    // The first training use of what crossed: its |TD error| now is the
+    // transferred priority (an index sampled twice counts once).
+    if (unused_[index] != 0 && memory_->sequence(index) == items_[i].sequence) {
+      unused_[index] = 0;
+      first_use_errors_.push_back(abs_td_errors[i]);
+    }
+    memory_->UpdatePriority(index, items_[i].sequence,
                             BoundPriority(abs_td_errors[i], context_.max_priority));
   }
+  context_.metrics->RecordFirstUse(first_use_errors_);
   limiter_.Sampled(static_cast<uint64_t>(sampled_count_));
   return absl::OkStatus();
 }

@@ -20,9 +20,10 @@
 // does not know falls back to counting arrivals. While the limiter allows
 // a batch, Next() takes what has arrived without waiting.
 //
-// Metrics: the data age of each sampled transition when it is given to
-// train on, and, on arrival, the |TD error| of each arrival under the
-// current networks (one AbsTdErrors pass over the arrivals).
+// Metrics: the arrivals (they crossed the link), the data age of each
+// sampled transition when it is given to train on, and the |TD error| of
+// each arrival at its first training use (the train step's own, so no
+// extra forward pass: MetricsRecorder::RecordFirstUse).
 //
 // Bad data: a forwarded transition that does not decode to the
 // environment's shape, or that rl::CheckTrainable refuses, is left out and
@@ -89,6 +90,8 @@ class LocalReplaySource : public ReplaySource {
   // insert times (ForwardedItem::insert_time_ns).
   std::vector<uint8_t> ring_;
   std::vector<uint64_t> insert_ns_;
+  // Per ring index: its transition was not trained on yet.
+  std::vector<uint8_t> unused_;
   uint64_t batches_sampled_ = 0;
   // The stream's generated() at the last reading.
   std::optional<uint64_t> generated_seen_;
@@ -98,8 +101,7 @@ class LocalReplaySource : public ReplaySource {
   // Scratch for arrivals.
   std::vector<ForwardedItem> arrivals_;
   std::vector<ForwardedItem> kept_arrivals_;
-  std::unique_ptr<rl::TransitionBatch> arrival_batch_;
-  std::vector<float> arrival_errors_;
+  std::vector<float> first_use_errors_;
   rl::Transition scratch_;
 };
 

@@ -172,14 +172,24 @@ void MetricsRecorder::RecordDataAge(double seconds) {
   interval_ages_.push_back(seconds);
 }
 
-void MetricsRecorder::RecordTransferred(absl::Span<const float> abs_td_errors) {
+void MetricsRecorder::RecordArrived(uint64_t count) {
+  transferred_total_ += count;
+  interval_transferred_ += count;
+}
+
+void MetricsRecorder::RecordFirstUse(absl::Span<const float> abs_td_errors) {
   if (abs_td_errors.empty()) return;
   double sum = 0;
   for (float e : abs_td_errors) sum += e;
-  arrivals_.push_back({train_steps(), sum, abs_td_errors.size()});
-  transferred_total_ += abs_td_errors.size();
-  interval_transferred_ += abs_td_errors.size();
+  first_uses_.push_back({train_steps(), sum, abs_td_errors.size()});
+  first_uses_total_ += abs_td_errors.size();
   interval_priority_sum_ += sum;
+  interval_priority_count_ += abs_td_errors.size();
+}
+
+void MetricsRecorder::RecordTransferred(absl::Span<const float> abs_td_errors) {
+  RecordArrived(abs_td_errors.size());
+  RecordFirstUse(abs_td_errors);
 }
 
 bool MetricsRecorder::RecordEvaluation(double wall_s, double mean_return) {
@@ -203,8 +213,8 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   const uint64_t steps = train_steps() - interval_first_step_;
   if (steps > 0) r.loss = interval_loss_sum_ / static_cast<double>(steps);
   r.transferred = interval_transferred_;
-  if (interval_transferred_ > 0) {
-    r.transferred_priority = interval_priority_sum_ / static_cast<double>(interval_transferred_);
+  if (interval_priority_count_ > 0) {
+    r.transferred_priority = interval_priority_sum_ / static_cast<double>(interval_priority_count_);
   }
   r.link_bytes_total = link_.total_bytes();
   r.link_transitions_total = transferred_total_;
@@ -242,6 +252,7 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   interval_loss_sum_ = 0;
   interval_transferred_ = 0;
   interval_priority_sum_ = 0;
+  interval_priority_count_ = 0;
   interval_link_bytes_start_ = link_.total_bytes();
   interval_transitions_start_ = transferred_total_;
   interval_trained_error_sum_ = 0;
@@ -282,7 +293,7 @@ SummaryRecord MetricsRecorder::Summary(double wall_s) const {
   if (loss_count > 0) s.loss_mean_last_half = loss_sum / static_cast<double>(loss_count);
   double priority_sum = 0;
   uint64_t priority_count = 0;
-  for (const Arrival& a : arrivals_) {
+  for (const FirstUse& a : first_uses_) {
     if (static_cast<double>(a.train_steps) >= half) {
       priority_sum += a.priority_sum;
       priority_count += a.count;

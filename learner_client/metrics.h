@@ -18,11 +18,15 @@
 //                   again after a reconnection crossed again and counts
 //                   again.
 //   transferred_priority
-//                   mean |TD error| of those transitions, computed by the
-//                   learner's current online and target networks when they
-//                   arrive, before any training on them (the
-//                   abs_td_errors of the TrainStep() that consumes a staged
-//                   batch; DqnLearner::AbsTdErrors() of forwarded ones);
+//                   mean |TD error| of the transitions that crossed the
+//                   link, taken at their first training use in the
+//                   interval: the abs_td_errors of the first TrainStep()
+//                   whose batch holds them, under the networks before its
+//                   update (in "buffer" the step that consumes the staged
+//                   batch they arrived in; in "learner" and "hybrid" the
+//                   first sampling from the local replay memory). No arm
+//                   spends an extra forward pass on it; a transition
+//                   evicted before it was ever sampled is not counted.
 //                   null when none.
 //   link_bytes_total, link_transitions_total
 //                   cumulative bytes and transitions over the learner's link:
@@ -104,7 +108,7 @@
 // the last half of training (train steps >= final train_steps / 2):
 // loss_mean_last_half (mean loss per step) and
 // transferred_priority_mean_last_half (mean |TD error| of the transitions
-// that arrived while train_steps was in that range); and probe_loss (the
+// first trained on while train_steps was in that range); and probe_loss (the
 // last), samples_per_insert, data_age_mean_s (over the whole run), the
 // fetched totals and the link bytes by class as in the last progress record.
 //
@@ -233,7 +237,13 @@ class MetricsRecorder {
 
   // One train step with its loss and the |TD errors| of its batch.
   void RecordTrainStep(double loss, absl::Span<const float> abs_td_errors = {});
-  // Transitions that crossed the link with their |TD errors| on arrival.
+  // `count` transitions crossed the link.
+  void RecordArrived(uint64_t count);
+  // Transitions that crossed the link, at their first training use: the
+  // |TD errors| their first TrainStep() computed (before its update).
+  void RecordFirstUse(absl::Span<const float> abs_td_errors);
+  // Both at once: transitions trained on as they arrive (the buffer
+  // placement's staged entries).
   void RecordTransferred(absl::Span<const float> abs_td_errors);
   // The link's cumulative traffic, as the clients count it.
   void SetLinkStats(const LinkStats& link) { link_ = link; }
@@ -260,12 +270,14 @@ class MetricsRecorder {
 
   uint64_t train_steps() const { return loss_by_step_.size(); }
   uint64_t link_transitions_total() const { return transferred_total_; }
+  // Transitions whose first training use was recorded (RecordFirstUse).
+  uint64_t first_uses_total() const { return first_uses_total_; }
   bool solved() const { return solved_; }
   const ActorTotals& actor_totals() const { return actors_; }
 
  private:
-  struct Arrival {
-    uint64_t train_steps;  // train_steps() when they arrived
+  struct FirstUse {
+    uint64_t train_steps;  // train_steps() when they were first trained on
     double priority_sum;
     uint64_t count;
   };
@@ -275,8 +287,9 @@ class MetricsRecorder {
   const double solve_return_;
 
   std::vector<float> loss_by_step_;
-  std::vector<Arrival> arrivals_;
+  std::vector<FirstUse> first_uses_;
   uint64_t transferred_total_ = 0;
+  uint64_t first_uses_total_ = 0;
   LinkStats link_;
   std::optional<double> probe_loss_;
   std::optional<double> samples_per_insert_;
@@ -298,6 +311,7 @@ class MetricsRecorder {
   double interval_loss_sum_ = 0;
   uint64_t interval_transferred_ = 0;
   double interval_priority_sum_ = 0;
+  uint64_t interval_priority_count_ = 0;
   uint64_t interval_link_bytes_start_ = 0;
   uint64_t interval_transitions_start_ = 0;
   double interval_trained_error_sum_ = 0;

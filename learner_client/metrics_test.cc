@@ -41,6 +41,21 @@ TEST(MetricsTest, ProgressAveragesTheLossOverTheStepsOfItsIntervalOnly) {
   EXPECT_FALSE(empty.loss.has_value());
 }
 
+TEST(MetricsTest, ArrivalsAndFirstUsesAreCountedApart) {
+  MetricsRecorder m("hybrid", 1, 475.0);
+  m.RecordArrived(5);
+  ProgressRecord r = m.Progress(1.0);
+  EXPECT_EQ(r.transferred, 5u);
+  EXPECT_FALSE(r.transferred_priority.has_value()) << "nothing trained on yet";
+  m.RecordFirstUse(std::vector<float>{1.0f, 3.0f});
+  r = m.Progress(2.0);
+  EXPECT_EQ(r.transferred, 0u);
+  ASSERT_TRUE(r.transferred_priority.has_value());
+  EXPECT_DOUBLE_EQ(*r.transferred_priority, 2.0);
+  EXPECT_EQ(m.link_transitions_total(), 5u);
+  EXPECT_EQ(m.first_uses_total(), 2u);
+}
+
 TEST(MetricsTest, TransferredPriorityIsTheMeanOverTransitionsNotOverArrivals) {
   MetricsRecorder m("learner", 1, 475);
   m.RecordTransferred(std::vector<float>{1.0f});

@@ -25,9 +25,9 @@
 //
 // A source records, through its ReplaySourceContext, the metrics that
 // depend on where data comes from: the age of each transition it gives to
-// train on, when it gives it, and the |TD error| of each transition that
-// crossed the link (learner_client/metrics.h). It drops and counts what cannot be trained on
-// (DropCounter): bad data never ends a run.
+// train on, when it gives it, the transitions that crossed the link, and
+// the |TD error| of each at its first training use (learner_client/metrics.h). It drops and counts
+// what cannot be trained on (DropCounter): bad data never ends a run.
 //
 // Thread safety: as the loop's; one thread uses a source.
 
@@ -56,7 +56,6 @@ namespace dreplay::learner {
 // What a source may use of the loop. Pointers are not owned and outlive the
 // source.
 struct ReplaySourceContext {
-  const rl::DqnLearner* learner = nullptr;  // |TD errors| of arrivals
   MetricsRecorder* metrics = nullptr;
   // The environment's shape: what a transition must decode to.
   int observation_size = 0;

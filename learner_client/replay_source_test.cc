@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -113,13 +114,6 @@ class Forwarder : public TransitionStream {
 class ReplaySourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    rl::DqnOptions dqn;
-    dqn.network.observation_size = kObservation;
-    dqn.network.action_count = 2;
-    dqn.network.hidden_sizes = {8};
-    dqn.seed = 3;
-    learner_ = rl::DqnLearner::Create(dqn).value();
-    context_.learner = learner_.get();
     context_.metrics = &metrics_;
     context_.observation_size = kObservation;
     context_.action_count = 2;
@@ -137,7 +131,6 @@ class ReplaySourceTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<rl::DqnLearner> learner_;
   MetricsRecorder metrics_{"test", 0, 1.0};
   ReplaySourceContext context_;
   rl::TransitionBatch batch_{kObservation};
@@ -230,6 +223,45 @@ TEST_F(ReplaySourceTest, LocalSourceWaitsForTheMinimumSizeAndHoldsTheRatio) {
   EXPECT_FALSE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());  // 28 generated
   EXPECT_EQ(source->rate_limiter()->sampled(), 16u);
   EXPECT_EQ(source->rate_limiter()->inserted(), 28u);
+}
+
+// The transitions a batch of MakeTransition()s holds, by their k.
+std::set<int> Rows(const rl::TransitionBatch& batch) {
+  std::set<int> rows;
+  for (size_t r = 0; r < batch.size(); ++r) {
+    rows.insert(static_cast<int>(std::lround(batch.observations()[r * kObservation] / 0.01f)));
+  }
+  return rows;
+}
+
+TEST_F(ReplaySourceTest, LocalSourceTakesTheTransferredPriorityAtFirstUse) {
+  Forwarder stream(/*per_call=*/8, /*short_sequence=*/~uint64_t{0});
+  LearnerLoopOptions o = LocalOptions();
+  o.min_replay_size = 8;
+  o.samples_per_insert = 0;
+  o.spi_error_buffer = 0;
+  std::unique_ptr<LocalReplaySource> source =
+      LocalReplaySource::Create(o, &stream, context_).value();
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  EXPECT_EQ(metrics_.link_transitions_total(), 8u);  // arrivals, counted as they arrive
+  EXPECT_EQ(metrics_.first_uses_total(), 0u);        // nothing trained on yet
+  const std::set<int> first = Rows(batch_);
+  ASSERT_TRUE(source->Trained(std::vector<float>(batch_.size(), 2.0f)).ok());
+  // Each distinct transition once, however often the batch drew it.
+  EXPECT_EQ(metrics_.first_uses_total(), first.size());
+  const ProgressRecord r = metrics_.Progress(1.0);
+  EXPECT_EQ(r.transferred, 8u);
+  ASSERT_TRUE(r.transferred_priority.has_value());
+  EXPECT_DOUBLE_EQ(*r.transferred_priority, 2.0);
+  // The next batch: 8 more arrived; what the first batch used is not new.
+  ASSERT_TRUE(source->Next(absl::ZeroDuration(), &batch_, &weights_).value());
+  std::set<int> fresh;
+  for (int k : Rows(batch_)) {
+    if (first.count(k) == 0) fresh.insert(k);
+  }
+  ASSERT_TRUE(source->Trained(std::vector<float>(batch_.size(), 4.0f)).ok());
+  EXPECT_EQ(metrics_.first_uses_total(), first.size() + fresh.size());
+  EXPECT_EQ(metrics_.link_transitions_total(), 16u);
 }
 
 TEST_F(ReplaySourceTest, LocalSourceCountsGeneratedTransitionsNotArrivals) {

@@ -218,8 +218,8 @@ def demo_summary_lines(summary, demo_wall_s, env="CartPole-v1"):
                          "transition trained on (%.2fx the %.1f B of one transfer)" % per_distinct)
     priority = summary.get("transferred_priority_mean_last_half")
     if priority is not None:
-        lines.append("  transferred priority:     %.3g (mean |TD error| on arrival, last half)"
-                     % priority)
+        lines.append("  transferred priority:     %.3g (mean |TD error| at first training use, "
+                     "last half)" % priority)
     for key, label, fmt in (("probe_loss", "probe loss (last):", "%.4g"),
                             ("samples_per_insert", "samples per insert:", "%.2f"),
                             ("data_age_mean_s", "data age when trained on:", "%.3g s (mean)")):
