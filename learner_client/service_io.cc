@@ -13,21 +13,14 @@ namespace dreplay::learner {
 
 namespace {
 
-// The buffer placement trains on sampled batches, the hybrid placement
-// keeps forwarded ones: each needs a server that stages what it expects.
-absl::Status CheckServerForwarding(ReplayPlacement placement, const protocol::PolicyLine& policy) {
-  const bool forwarding = policy.forward != 0;
-  if (placement == ReplayPlacement::kBuffer && forwarding) {
-    return absl::FailedPreconditionError(
-        "the server forwards each transition once (replay_server --forward): train on it with "
-        "--replay_placement=hybrid, or restart the server with --forward=off");
-  }
-  if (placement == ReplayPlacement::kHybrid && !forwarding) {
-    return absl::FailedPreconditionError(
-        "the hybrid placement needs a server that forwards each transition once: start "
-        "replay_server with --forward=priority (or uniform, or fifo)");
-  }
-  return absl::OkStatus();
+// The buffer placement trains on sampled batches: a forwarding server
+// stages each transition once, with no weights (the hybrid placement's
+// reader checks the converse).
+absl::Status CheckNotForwarding(const protocol::PolicyLine& policy) {
+  if (policy.forward == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "the server forwards each transition once (replay_server --forward): train on it with "
+      "--replay_placement=hybrid, or restart the server with --forward=off");
 }
 
 }  // namespace
@@ -38,10 +31,10 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("forward_policy=", options.forward_policy, " must be in_order or freshest"));
   }
-  RETURN_IF_ERROR(CheckServerForwarding(options.placement, session->policy()));
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
   if (options.placement == ReplayPlacement::kBuffer) {
+    RETURN_IF_ERROR(CheckNotForwarding(session->policy()));
     BatchReaderOptions reader = options.batch_reader;
     reader.learner_cache = options.learner_cache;
     ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
