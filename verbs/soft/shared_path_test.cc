@@ -219,13 +219,21 @@ TEST_F(SharedPathTest, AMappingReachesNothingOnceItsQueuePairFailed) {
   ASSERT_TRUE(WaitForMapping(Request(1, Opcode::kWrite, window->rkey, 2 * page_, 0, 64), 1));
   char* kept = KeepMapping(memory_, 2 * page_, 2 * page_);
   ASSERT_NE(kept, nullptr);
-  // The peer's end goes; the server's queue pair fails when it notices.
+  const auto segment_fd = [&] {
+    const auto segments = ShareableMemory::FindSegments(memory_.data() + 2 * page_, 2 * page_);
+    return segments.size() == 1 ? segments[0].fd : -1;
+  };
+  const int granted_fd = segment_fd();
+  // The peer's end goes; the server's queue pair fails when it notices, and
+  // then (after publishing the error) renews what it had granted.
   pair_.client.reset();
   const absl::Time deadline = absl::Now() + kTestTimeout;
-  while (pair_.server->state() != QpState::kError && absl::Now() < deadline) {
+  while ((pair_.server->state() != QpState::kError || segment_fd() == granted_fd) &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   ASSERT_EQ(pair_.server->state(), QpState::kError);
+  ASSERT_NE(segment_fd(), granted_fd) << "the granted segment was not renewed";
   kept[5] = 4;
   EXPECT_EQ(memory_.data()[2 * page_ + 5], 0);
   munmap(kept, 2 * page_);
