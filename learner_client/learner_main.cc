@@ -91,6 +91,10 @@ DEFINE_int64(beta_steps, 100000,
 DEFINE_int64(min_replay_size, 1000,
              "learner and hybrid placements: transitions stored before training starts (as "
              "the buffer placement's server --min_size_to_sample)");
+DEFINE_int64(local_capacity, 0,
+             "learner and hybrid placements: slots of the local replay memory, a power of "
+             "two (0: the server's capacity). Sized to the arrival rate, it makes the local "
+             "memory cover the same seconds of data as the buffer node's");
 DEFINE_double(max_updates_per_s, 0,
               "at most this many train steps per second, in every placement, so that runs "
               "can be compared at equal updates (0: as fast as data allows)");
@@ -302,6 +306,16 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   c.io.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
   c.io.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);
   c.io.forward_reader.max_chunks_in_flight = static_cast<uint32_t>(FLAGS_forward_chunks_in_flight);
+  RETURN_IF_ERROR(CheckAtLeast("local_capacity", FLAGS_local_capacity, 0));
+  if (FLAGS_local_capacity > 0 && o.placement == ReplayPlacement::kBuffer) {
+    return FlagError("local_capacity", absl::StrCat(FLAGS_local_capacity),
+                     "needs a replay memory at the learner (--replay_placement=learner or hybrid)");
+  }
+  if ((FLAGS_local_capacity & (FLAGS_local_capacity - 1)) != 0) {
+    return FlagError("local_capacity", absl::StrCat(FLAGS_local_capacity),
+                     "must be a power of two");
+  }
+  c.local_capacity = static_cast<uint64_t>(FLAGS_local_capacity);
   c.expected = {FLAGS_n_step, FLAGS_gamma, !FlagIsDefault("n_step"), !FlagIsDefault("gamma")};
   c.metrics_out = FLAGS_metrics_out;
   c.verification_log = FLAGS_verification_log;

@@ -35,6 +35,7 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
                    client::ConnectWithRetry(provider, options.connection.session, options.retry));
   RETURN_IF_ERROR(ApplyServerConfig(session->config(), options.expected, &options.loop));
+  if (options.local_capacity > 0) options.loop.memory.capacity = options.local_capacity;
   std::unique_ptr<MetricsFile> metrics_file;
   if (!options.metrics_out.empty()) {
     ASSIGN_OR_RETURN(metrics_file, MetricsFile::Open(options.metrics_out));
@@ -69,7 +70,11 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   LOG(INFO) << "learner: " << ReplayPlacementName(options.loop.placement) << " placement, "
             << options.loop.env << ", server " << options.server << " over link " << options.link
             << " (" << provider->name() << "), batch " << session->config().batch_size
-            << ", capacity " << session->config().capacity;
+            << ", capacity " << session->config().capacity
+            << (options.loop.placement == ReplayPlacement::kBuffer
+                    ? std::string()
+                    : absl::StrCat(", local replay memory ", options.loop.memory.capacity,
+                                   " slots"));
   const absl::Status run = loop->Run(signals.flag());
   if (!run.ok()) {
     if (!signals.requested() || !client::IsConnectionFailure(run)) return run;

@@ -39,6 +39,9 @@ struct LearnerRunOptions {
   LearnerLoopOptions loop;
   // The service clients; placement and retry are taken from above.
   LearnerServiceIoOptions io;
+  // Learner and hybrid placements: the local replay memory's slots; 0: the
+  // server's capacity.
+  uint64_t local_capacity = 0;
   // What the learner's flags say of the actors' transitions.
   ExpectedTransitions expected;
   std::optional<MetricsHttpOptions> metrics;  // serve /metrics

@@ -88,6 +88,7 @@ class E2eLearningTest(unittest.TestCase):
             "--metrics_out", metrics,
             "--out_dir", out_dir,
         ] + extra
+        self.last_out_dir = out_dir
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=PROCESS_TIMEOUT_S)
         output = proc.stdout.decode(errors="replace")
@@ -171,14 +172,20 @@ class E2eLearningTest(unittest.TestCase):
 
     def test_hybrid_placement_forwards_each_transition_once(self):
         # The server forwards by priority, and as the FIFO control; the
-        # learner keeps its own replay at 4 samples per insert.
-        for policy in ("priority", "fifo"):
+        # learner keeps its own replay at 4 samples per insert, in a memory
+        # smaller than the server's with the FIFO control.
+        for policy, local_capacity in (("priority", 0), ("fifo", 2048)):
             with self.subTest(forward_policy=policy):
                 progress, summary = self.run_local("hybrid", [
                     "--forward_policy", policy,
                     "--duration_s", str(BASELINE_LIMIT_S),
                     "--samples_per_insert", "4",
+                    "--learner_flag=--local_capacity=%d" % local_capacity,
                 ])
+                with open(os.path.join(self.last_out_dir, "learner.log"),
+                          errors="replace") as f:
+                    self.assertIn("local replay memory %d slots" % (local_capacity or 65536),
+                                  f.read())
                 self.assertEqual(summary["replay_placement"], "hybrid")
                 self.assertGreater(summary["train_steps"], 0)
                 self.check_common_metrics(summary)
