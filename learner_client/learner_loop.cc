@@ -354,7 +354,11 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
   absl::Time next_snapshot = start_ + options_.snapshot_interval;
   const bool evaluates = options_.eval_interval != absl::InfiniteDuration();
   RETURN_IF_ERROR(source_->Start());
-  governor_ = std::make_unique<UpdateGovernor>(options_.max_updates_per_s, start_);
+  // A step held up (a slow batch, an oversleep) may be caught up within 50 ms,
+  // or the achieved rate falls below the governed one by every delay.
+  governor_ = std::make_unique<UpdateGovernor>(
+      options_.max_updates_per_s, start_,
+      std::max(1.0, options_.max_updates_per_s * kGovernorCatchUpS));
   RETURN_IF_ERROR(PublishParams());
   RETURN_IF_ERROR(Snapshot());
   bool solved_stop = false;

@@ -92,6 +92,9 @@ namespace dreplay::learner {
 // The most often the loop warns about dropped transitions or withheld
 // parameters (each counted every time).
 inline constexpr absl::Duration kDropWarningInterval = absl::Seconds(10);
+// How far behind its governed schedule (max_updates_per_s) the loop may
+// catch up at once, in seconds of steps.
+inline constexpr double kGovernorCatchUpS = 0.05;
 
 // Where the replay memory is sampled: at the buffer node (buffer), at the
 // learner from every transition forwarded in order (learner), or at the
@@ -262,7 +265,9 @@ struct LearnerLoopOptions {
   float max_priority = 1e6f;
   // At most this many train steps per second (learner_client/
   // update_governor.h), so that placements can be compared at equal
-  // updates; 0: as fast as data allows. >= 0, finite.
+  // updates; 0: as fast as data allows. >= 0, finite. Steps held up are
+  // caught up within kGovernorCatchUpS, so no window longer than that
+  // trains faster than this.
   double max_updates_per_s = 0;
   // Publish parameters every this many train steps (and at the start).
   // 0: never.
