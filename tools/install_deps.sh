@@ -22,7 +22,7 @@ PACKAGES=(
   # handshake's challenge-response (libcrypto).
   libssl-dev
   # Experiments: plots
-  python3 python3-matplotlib
+  python3 python3-matplotlib python3-scipy
   # Clusters: Slurm and its authentication (tools/launch/slurm/, and the single-machine
   # cluster tests/slurm_test starts); tc for tools/launch/netns_cluster.sh's shaping
   # comes with iproute2 above.

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The statistics of tools/experiment/experiment.py: per-run figures from a run's files,
 and their aggregates over seeds (means with bootstrap intervals, paired
-differences, Kaplan-Meier survival of time to solve).
+differences with paired tests and Holm's correction, Kaplan-Meier survival of
+time to solve).
 
-Only the Python standard library is used; every random draw comes from a
-random.Random with a fixed seed, so a summary is reproducible from the runs.
+The paired tests use SciPy and NumPy (Debian's python3-scipy); the rest uses
+only the standard library. Every random draw comes from a generator with a
+fixed seed (random.Random, numpy.random.default_rng), so a summary is
+reproducible from the runs.
 """
 
 import json
@@ -13,11 +16,18 @@ import os
 import random
 import re
 import statistics
+import warnings
+
+import numpy
+import scipy.stats
 
 import metrics_lines
 
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261130
+# Paired intervals and p-values need this many seeds; with fewer a "95 %
+# interval" is little more than the values' range, so none is claimed.
+MIN_PAIRED_SEEDS = 5
 
 
 def read_jsonl(path):
@@ -64,6 +74,35 @@ def area_under_curve(points, duration_s):
         if hi > lo:
             area += (hi - lo) * (ys[i - 1] + ys[i]) / 2.0
     return area / duration_s
+
+
+def area_under_updates(points, max_updates):
+    """The mean greedy return over updates [0, max_updates]: the trapezoidal
+    area under the return-vs-train-steps curve divided by max_updates (the
+    last return is held to max_updates when the run stopped short)."""
+    if not points or max_updates <= 0:
+        return None
+    xs = [p[2] for p in points]
+    ys = [p[3] for p in points]
+    if xs[-1] < max_updates:
+        xs.append(max_updates)
+        ys.append(ys[-1])
+    area = 0.0
+    for i in range(1, len(xs)):
+        lo, hi = max(xs[i - 1], 0.0), min(xs[i], max_updates)
+        if hi > lo:
+            area += (hi - lo) * (ys[i - 1] + ys[i]) / 2.0
+    return area / max_updates
+
+
+def return_at_updates(points, updates):
+    """The greedy return of the last snapshot with train_steps <= updates,
+    or None if there is none."""
+    out = None
+    for _, _, steps, r in points:
+        if steps <= updates:
+            out = r
+    return out
 
 
 def time_to_solve(points, solve_return, duration_s):
@@ -115,11 +154,19 @@ def buffer_node_drops(run_dir):
     return sum(int(fields.get(k, 0)) for k in ("abandoned", "overrun", "torn"))
 
 
-def run_figures(run_dir, duration_s, solve_return, slot_bytes):
-    """One run's figures, defined identically for every arm."""
+# Link byte classes by direction: buffer node to learner, learner to buffer
+# node (control, the session's own messages, goes both ways).
+DOWN_CLASSES = ("experience", "metadata", "polling")
+UP_CLASSES = ("priorities", "params")
+
+
+def run_figures(run_dir, duration_s, solve_return, slot_bytes, updates=None):
+    """One run's figures, defined identically for every arm; `updates`: the
+    run's target train steps, if it has one."""
     progress, summary = metrics_lines.read(os.path.join(run_dir, "metrics.jsonl"))
     summary = summary or {}
     points = return_curve(run_dir)
+    by_class = metrics_lines.link_bytes_by_class(summary)
     tts, solved = time_to_solve(points, solve_return, duration_s)
     half = duration_s / 2.0
     env_steps = summary.get("env_steps") or 0
@@ -135,7 +182,7 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes):
         "time_to_solve_s": tts,
         "solved": solved,
         "link_bytes": summary.get("link_bytes_total"),
-        "link_bytes_by_class": metrics_lines.link_bytes_by_class(summary),
+        "link_bytes_by_class": by_class,
         "transferred_priority": window_mean(progress, "transferred_priority", half,
                                             weight_key="transferred"),
         "loss": window_mean(progress, "loss", half),
@@ -148,6 +195,10 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes):
         "generation_bytes_per_s": (generation_rate(progress, half) or 0) * slot_bytes or None,
         "coverage": (distinct / generated) if distinct is not None and generated else None,
         "buffer_node_drops": buffer_node_drops(run_dir),
+        "link_bytes_down": sum(by_class.get(c) or 0 for c in DOWN_CLASSES),
+        "link_bytes_up": sum(by_class.get(c) or 0 for c in UP_CLASSES),
+        "auc_updates": area_under_updates(points, updates) if updates else None,
+        "updates_reached": (summary.get("train_steps") or 0) / updates if updates else None,
     }
 
 
@@ -180,6 +231,85 @@ def paired_difference(a_by_seed, b_by_seed):
     out = mean_ci(diffs)
     out["wins"] = sum(1 for d in diffs if d > 0)
     return out
+
+
+def _paired_interval(d, seed):
+    """BCa 95 % bootstrap interval of the mean of d, or None if it fails."""
+    try:
+        res = scipy.stats.bootstrap((d,), numpy.mean, confidence_level=0.95,
+                                    n_resamples=BOOTSTRAP_RESAMPLES, method="BCa",
+                                    random_state=numpy.random.default_rng(seed))
+    except (ValueError, FloatingPointError):
+        return None
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else None
+
+
+def _finite_p(p):
+    p = float(p)
+    return p if math.isfinite(p) else None
+
+
+def paired_test(a_by_seed, b_by_seed, seed=BOOTSTRAP_SEED):
+    """Paired comparison of a - b over the seeds where both are figures:
+    {"n", "mean", "ci95" (BCa bootstrap), "t_p" (paired t), "wilcoxon_p"
+    (signed rank), "wins", "losses"}. Intervals and p-values need
+    MIN_PAIRED_SEEDS seeds; p-values are two-sided."""
+    seeds = sorted(s for s in set(a_by_seed) & set(b_by_seed)
+                   if metrics_lines.is_figure(a_by_seed[s])
+                   and metrics_lines.is_figure(b_by_seed[s]))
+    d = [float(a_by_seed[s]) - float(b_by_seed[s]) for s in seeds]
+    out = {
+        "n": len(d),
+        "mean": statistics.fmean(d) if d else None,
+        "ci95": None,
+        "t_p": None,
+        "wilcoxon_p": None,
+        "wins": sum(1 for x in d if x > 0),
+        "losses": sum(1 for x in d if x < 0),
+    }
+    if len(d) < MIN_PAIRED_SEEDS:
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if min(d) == max(d):
+            out["ci95"] = [out["mean"], out["mean"]]
+        else:
+            out["ci95"] = _paired_interval(numpy.array(d), seed)
+            out["t_p"] = _finite_p(scipy.stats.ttest_1samp(d, 0.0).pvalue)
+        try:
+            out["wilcoxon_p"] = _finite_p(scipy.stats.wilcoxon(d).pvalue)
+        except ValueError:
+            pass  # every difference is 0
+    return out
+
+
+def holm(p_by_name):
+    """Holm's step-down adjustment of {name: p}; a None p stays None."""
+    named = sorted(((p, name) for name, p in p_by_name.items() if p is not None),
+                   key=lambda pn: pn[0])
+    m = len(named)
+    out = {name: None for name in p_by_name}
+    running = 0.0
+    for j, (p, name) in enumerate(named):
+        running = max(running, min(1.0, (m - j) * p))
+        out[name] = running
+    return out
+
+
+def aa_valid(test):
+    """{"valid", "reason"} of an A/A contrast's paired_test: invalid when its
+    interval excludes 0, unknown (None) without an interval."""
+    ci = test.get("ci95")
+    if ci is None:
+        if (test.get("n") or 0) < MIN_PAIRED_SEEDS:
+            return {"valid": None, "reason": "fewer than %d paired seeds" % MIN_PAIRED_SEEDS}
+        return {"valid": None, "reason": "no bootstrap interval"}
+    lo, hi = ci
+    if lo > 0 or hi < 0:
+        return {"valid": False, "reason": "the A/A interval [%.4g, %.4g] excludes 0: "
+                "the experiment is invalid" % (lo, hi)}
+    return {"valid": True, "reason": "the A/A interval [%.4g, %.4g] includes 0" % (lo, hi)}
 
 
 def kaplan_meier(times_solved):

@@ -2,9 +2,13 @@
 """Tests of tools/experiment/experiment_stats.py: the experiment's statistics."""
 
 import json
+import math
 import os
+import statistics
 import tempfile
 import unittest
+
+import scipy.stats
 
 from tools.experiment import experiment_stats as st
 
@@ -22,6 +26,34 @@ class AreaUnderCurveTest(unittest.TestCase):
 
     def test_no_points_no_area(self):
         self.assertIsNone(st.area_under_curve([], 10.0))
+
+
+class AreaUnderUpdatesTest(unittest.TestCase):
+
+    def test_is_the_mean_return_over_the_updates(self):
+        # Return 0 at step 0, 100 at step 50, 100 at step 100: the area is
+        # 50 x 50 + 50 x 100 over 100 updates.
+        points = [(0.0, 0, 0, 0.0), (3.0, 0, 50, 100.0), (9.0, 0, 100, 100.0)]
+        self.assertAlmostEqual(st.area_under_updates(points, 100), 75.0)
+        # Only the first 50 updates count: the ramp, mean 50.
+        self.assertAlmostEqual(st.area_under_updates(points, 50), 50.0)
+
+    def test_holds_the_last_return_to_max_updates(self):
+        points = [(0.0, 0, 0, 10.0), (5.0, 0, 40, 30.0)]
+        # 40 x 20 (ramp) + 60 x 30 (held) over 100.
+        self.assertAlmostEqual(st.area_under_updates(points, 100), 26.0)
+
+    def test_no_points_or_no_updates_no_area(self):
+        self.assertIsNone(st.area_under_updates([], 100))
+        self.assertIsNone(st.area_under_updates([(0.0, 0, 0, 1.0)], 0))
+
+    def test_return_at_updates_is_the_last_snapshot_not_past_them(self):
+        points = [(0.0, 0, 0, 10.0), (5.0, 0, 40, 30.0), (9.0, 0, 80, 50.0)]
+        self.assertEqual(st.return_at_updates(points, 40), 30.0)
+        self.assertEqual(st.return_at_updates(points, 79), 30.0)
+        self.assertEqual(st.return_at_updates(points, 1000), 50.0)
+        self.assertIsNone(st.return_at_updates(points[1:], 39))
+        self.assertIsNone(st.return_at_updates([], 10))
 
 
 class TimeToSolveTest(unittest.TestCase):
@@ -74,6 +106,103 @@ class BootstrapTest(unittest.TestCase):
         self.assertEqual(d["n"], 2)
         self.assertAlmostEqual(d["mean"], 0.5)
         self.assertEqual(d["wins"], 1)
+
+
+class PairedTestTest(unittest.TestCase):
+
+    def test_t_and_wilcoxon_match_a_hand_computation(self):
+        diffs = [1.0, 2.0, 3.0, 4.0, 6.0]
+        a = {seed: 10.0 + d for seed, d in enumerate(diffs)}
+        b = {seed: 10.0 for seed in range(len(diffs))}
+        r = st.paired_test(a, b)
+        self.assertEqual((r["n"], r["wins"], r["losses"]), (5, 5, 0))
+        self.assertAlmostEqual(r["mean"], 3.2)
+        t = statistics.fmean(diffs) / (statistics.stdev(diffs) / math.sqrt(len(diffs)))
+        self.assertAlmostEqual(t, 3.2 / math.sqrt(3.7 / 5))
+        self.assertAlmostEqual(r["t_p"], 2 * scipy.stats.t.sf(t, len(diffs) - 1))
+        # Every difference positive: the exact signed-rank p is 2 / 2^5.
+        self.assertAlmostEqual(r["wilcoxon_p"], 2 / 32)
+
+    def test_bca_interval_contains_the_mean_and_is_reproducible(self):
+        diffs = [0.5, -1.0, 2.0, 1.5, 3.0, 0.0, 2.5, 1.0]
+        a = {seed: d for seed, d in enumerate(diffs)}
+        b = {seed: 0.0 for seed in range(len(diffs))}
+        r = st.paired_test(a, b)
+        lo, hi = r["ci95"]
+        self.assertLess(lo, r["mean"])
+        self.assertGreater(hi, r["mean"])
+        self.assertGreaterEqual(lo, -1.0)
+        self.assertLessEqual(hi, 3.0)
+        self.assertEqual(st.paired_test(a, b)["ci95"], [lo, hi])
+        self.assertEqual((r["wins"], r["losses"]), (6, 1))
+
+    def test_fewer_than_five_seeds_claim_nothing(self):
+        r = st.paired_test({1: 3.0, 2: 5.0, 3: 4.0, 4: 9.0}, {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0})
+        self.assertEqual(r, {"n": 4, "mean": 4.25, "ci95": None, "t_p": None,
+                             "wilcoxon_p": None, "wins": 4, "losses": 0})
+
+    def test_missing_seeds_and_non_figures_are_dropped(self):
+        a = {1: 3.0, 2: 5.0, 3: None, 4: 9.0, 5: 2.0, 6: 7.0, 7: 1.0}
+        b = {1: 1.0, 2: 6.0, 3: 1.0, 4: float("nan"), 5: 1.0, 6: 1.0, 8: 1.0}
+        r = st.paired_test(a, b)
+        # Seeds 1, 2, 5 and 6: differences 2, -1, 1, 6.
+        self.assertEqual((r["n"], r["wins"], r["losses"]), (4, 3, 1))
+        self.assertAlmostEqual(r["mean"], 2.0)
+        self.assertIsNone(r["ci95"])
+
+    def test_constant_differences_have_a_point_interval_and_no_t(self):
+        ones = {seed: 1.0 for seed in range(5)}
+        r = st.paired_test({seed: 3.0 for seed in range(5)}, ones)
+        self.assertEqual(r["ci95"], [2.0, 2.0])
+        self.assertIsNone(r["t_p"])
+        self.assertAlmostEqual(r["wilcoxon_p"], 2 / 32)
+        same = st.paired_test(ones, ones)
+        self.assertEqual((same["mean"], same["ci95"], same["t_p"], same["wilcoxon_p"]),
+                         (0.0, [0.0, 0.0], None, None))
+
+    def test_no_common_seeds(self):
+        r = st.paired_test({1: 1.0}, {2: 1.0})
+        self.assertEqual((r["n"], r["mean"], r["ci95"]), (0, None, None))
+
+
+class HolmTest(unittest.TestCase):
+
+    def test_worked_example(self):
+        adj = st.holm({"a": 0.01, "b": 0.04, "c": 0.03, "none": None})
+        self.assertAlmostEqual(adj["a"], 0.03)  # 3 x 0.01
+        self.assertAlmostEqual(adj["c"], 0.06)  # 2 x 0.03
+        self.assertAlmostEqual(adj["b"], 0.06)  # 1 x 0.04, raised to stay monotone
+        self.assertIsNone(adj["none"])
+
+    def test_monotone_and_capped_at_one(self):
+        p = {"a": 0.2, "b": 0.001, "c": 0.6, "d": 0.19}
+        adj = st.holm(p)
+        self.assertAlmostEqual(adj["b"], 0.004)
+        self.assertAlmostEqual(adj["d"], 0.57)
+        self.assertAlmostEqual(adj["a"], 0.57)  # 2 x 0.2, raised to stay monotone
+        self.assertAlmostEqual(adj["c"], 0.6)
+        order = sorted(p, key=p.get)
+        self.assertEqual([adj[k] for k in order], sorted(adj.values()))
+        # 2 x 0.6 is capped at 1, and 0.7 raised to it.
+        self.assertEqual(st.holm({"x": 0.6, "y": 0.7}), {"x": 1.0, "y": 1.0})
+        self.assertEqual(st.holm({}), {})
+
+
+class AaValidTest(unittest.TestCase):
+
+    def test_an_interval_excluding_zero_invalidates(self):
+        v = st.aa_valid({"n": 5, "ci95": [0.5, 2.0]})
+        self.assertIs(v["valid"], False)
+        self.assertIn("excludes 0", v["reason"])
+        self.assertIs(st.aa_valid({"n": 5, "ci95": [-3.0, -0.1]})["valid"], False)
+
+    def test_an_interval_including_zero_is_valid(self):
+        self.assertIs(st.aa_valid({"n": 5, "ci95": [-0.5, 2.0]})["valid"], True)
+        self.assertIs(st.aa_valid({"n": 5, "ci95": [0.0, 0.0]})["valid"], True)
+
+    def test_without_an_interval_validity_is_unknown(self):
+        r = st.paired_test({s: 1.0 for s in range(3)}, {s: 0.0 for s in range(3)})
+        self.assertEqual(st.aa_valid(r), {"valid": None, "reason": "fewer than 5 paired seeds"})
 
 
 class RunFiguresTest(unittest.TestCase):
