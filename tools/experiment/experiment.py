@@ -1,54 +1,66 @@
-#!/usr/bin/env python3
-"""The long-haul experiment: where does replay at the buffer node (the
-buffer placement, the paper's "proposal") beat replay at the learner (the
-learner placement, the paper's "existing approach"), and by how much? A
-regime map with controls and confidence intervals.
+#!/usr/bin/python3
+"""The placement experiment: where should the prioritized replay memory
+live when a long link separates actors from the learner? At the buffer node
+(the buffer placement, the paper's "proposal"), at the learner (the learner
+placement, the paper's "existing approach"), or at both (hybrid: the buffer
+node forwards by priority into a learner-side replay)? Every arm is run at
+the same governed update rate, over the same seconds of data, with paired
+seeds.
 
 Arms (each a placement and its data path):
-  learner-in_order   replay at the learner; the buffer node forwards every
-                      transition, oldest first (lapped ones are lost)
-  learner-freshest   the same, but a reader that falls behind jumps to the
-                      newest transitions
-  buffer              replay at the buffer node; the learner READs
-                      pre-sampled prioritized batches
-  buffer-cache      the same with the transfer-once cache: a transition the
-                      learner holds is not sent again
+  learner-fifo      replay at the learner; the buffer node pushes the newest
+                    transitions, oldest first, through a drop-oldest queue
+  learner-freshest  replay at the learner; it pulls the ring, jumping to the
+                    newest transitions when it falls behind
+  learner-uniform   replay at the learner; the buffer node forwards a uniform
+                    draw without replacement (subsampling without priority)
+  hybrid            replay at the learner; the buffer node forwards by
+                    priority, without replacement
+  buffer            replay at the buffer node; the learner READs pre-sampled
+                    prioritized batches
+  buffer-cache      the same with the transfer-once cache
+  hybrid-aa         hybrid again, as a separate arm: the A/A check (the
+                    experiment is invalid if its interval against hybrid
+                    excludes 0)
 
-Regimes (REGIMES below state every number: generation rate, transition
-size, link bandwidth and delay, samples per insert): the paper's fibre
-(link not binding), a WAN that the actors' data outruns 2-4 times, at a
-DQN-like replay ratio (8) and an Ape-X-like one (0.5); plus the alpha = 0
-control of the transferred-priority metric.
+Cells. Each is a link load rho = G s / B (G transitions generated per
+second, s bytes per slot, B the link's bytes per second: the load if every
+generated transition crossed) and a replay ratio u, updates per generated
+transition. The learner trains at R = UPDATES_PER_S updates/s in every
+cell (learner --max_updates_per_s, the governor), so G = R / u; B follows
+from rho. kappa = C s / B = rho u batch is the load if every sample the
+learner consumes crossed: the buffer placement's. The primary cells are
+rho 2 and 8 at u = 0.25 (DQN's one update per four environment steps),
+where forwarding everything does not fit the link.
 
-Controls, the same in every arm: the learner pinned to CPU 0, the buffer
-node and actors to the rest (run_local.py --pin_cpus); greedy evaluation
-offline, from parameter snapshots taken every 2 s (tools/experiment/evaluate_snapshots,
-100 episodes each), so evaluation never competes with training; every
-window is the same wall-clock window; the arms' order is shuffled per seed;
-the seeds are paired (seed k gives every arm the same initial network,
-actors and environments); the bytes in flight on the long link are sized
-alike (about 150 kB on the WAN).
+Controls, the same in every arm: the governor; the learner pinned to CPU 0,
+the buffer node and actors to the rest; replay memories sized to the same
+seconds of data (CAPACITY_S: the buffer node's at G, a learner-side one at
+the rate that can arrive, min(G, B / s)); greedy evaluation offline from
+snapshots every SNAPSHOT_UPDATES updates' worth of time (100 episodes
+each); every arm's window the same; the arms' order shuffled per seed;
+seeds paired (seed k gives every arm the same initial network, actors and
+environments).
 
 Outputs under --out:
-  runs/<regime>/<arm>-seed<k>/   run_local's logs, metrics.jsonl, snap/
-                                 (snapshots) and evals.jsonl
-  summary.json, summary.md       the figures (shape: see experiment_report.py)
-  return_vs_time.png, return_vs_bytes.png, survival.png, regime_map.png
+  runs/<cell>/<arm>-seed<k>/   run_local's logs, metrics.jsonl, snap/ and evals.jsonl
+  summary.json, summary.md     the figures (shape: see experiment_report.py)
+  return_vs_updates.png, return_vs_time.png, return_vs_bytes.png, placement_map.png
 
 Usage:
-  tools/experiment/experiment.sh          # the default set (81 runs, about 66 min on 2 cores)
-  tools/experiment/experiment.sh --quick  # a smoke run (about 2 min)
-  tools/experiment/experiment.sh --full   # 10 seeds everywhere, 90 s runs (170 runs, about 4.5 h)
+  tools/experiment/experiment.sh           # the default set (206 runs, about 2.5 h on 2 cores)
+  tools/experiment/experiment.sh --quick   # a smoke run of the seven arms (about 2 min)
+  tools/experiment/experiment.sh --full    # 40k updates, 10 seeds in every cell (300 runs, about 8 h)
   tools/experiment/experiment.py --summarize_only --out DIR   # re-summarize finished runs
-  tools/experiment/experiment.py --quick --env MinAtar/Breakout [--observation pixels84]
+  tools/experiment/experiment.py --quick --env Acrobot-v1
 
-The environment is CartPole-v1 unless --env names another (MinAtar's, e.g.);
-time-to-solve figures use CartPole-v1's threshold, which MinAtar runs never
-reach: for them the return curves and areas are the figures.
+The environment is CartPole-v1 unless --env names another (Acrobot-v1,
+MinAtar's); time-to-solve figures use CartPole-v1's threshold.
 """
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -63,106 +75,74 @@ import experiment_stats  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ARMS = {
-    "learner-in_order": {"replay_placement": "learner", "forward_policy": "in_order"},
+    "learner-fifo": {"replay_placement": "hybrid", "forward_policy": "fifo"},
     "learner-freshest": {"replay_placement": "learner", "forward_policy": "freshest"},
+    "learner-uniform": {"replay_placement": "hybrid", "forward_policy": "uniform"},
+    "hybrid": {"replay_placement": "hybrid", "forward_policy": "priority"},
     "buffer": {"replay_placement": "buffer", "learner_cache": False},
     "buffer-cache": {"replay_placement": "buffer", "learner_cache": True},
+    "hybrid-aa": {"replay_placement": "hybrid", "forward_policy": "priority"},
 }
 ARM_TITLES = {
-    "learner-in_order": "learner placement, in order",
-    "learner-freshest": "learner placement, freshest",
-    "buffer": "buffer placement",
+    "learner-fifo": "learner placement, FIFO push (drop-oldest)",
+    "learner-freshest": "learner placement, freshest pull",
+    "learner-uniform": "learner placement, uniform forwarding",
+    "hybrid": "hybrid: prioritized forwarding + learner replay",
+    "buffer": "buffer placement (proposal)",
     "buffer-cache": "buffer placement + transfer-once cache",
+    "hybrid-aa": "hybrid, A/A duplicate",
 }
+# The contrasts named in advance (a minus b), Holm-corrected together over
+# the primary cells; the A/A contrast checks the experiment itself.
+CONTRASTS = (("hybrid", "learner-freshest"), ("buffer", "hybrid"), ("buffer-cache", "hybrid"))
+AA_CONTRAST = ("hybrid-aa", "hybrid")
 
-# Every regime's numbers. delay_us is one way; gbps the link's bandwidth;
-# the generation rate G is actors x actor_rate transitions/s (each env step
-# makes one n-step transition); the transition size s is the slot size for
-# the padded payload (actor --print_layout). The READ depth of each arm is
-# sized so that about the same bytes are in flight on the long link.
-REGIMES = {
-    "fibre-spi8": {
-        "title": "10 km fibre, 25 Gb/s, SPI 8 (link not binding)",
-        "link": "10km-25g", "delay_us": 50, "gbps": 25.0,
-        "actors": 4, "envs_per_actor": 2, "actor_rate": 500, "payload_pad_bytes": 0,
-        "samples_per_insert": 8.0, "alpha": 0.6,
-        "forward": (256, 8, 16384), "staging_depth": 8, "batch_depth": 0,
-    },
-    "wan-spi8": {
-        "title": "1000 km WAN, 8 Mb/s, 1 KiB transitions, SPI 8 (link-bound, DQN-like)",
-        "link": "5000:0.008", "delay_us": 5000, "gbps": 0.008,
-        "actors": 4, "envs_per_actor": 2, "actor_rate": 500, "payload_pad_bytes": 1024,
-        "samples_per_insert": 8.0, "alpha": 0.6,
-        "forward": (32, 4, 2048), "staging_depth": 8, "batch_depth": 2,
-    },
-    "wan-spi0.5": {
-        "title": "1000 km WAN, 4.8 Mb/s, 16 k transitions/s, SPI 0.5 (link-bound, Ape-X-like)",
-        "link": "5000:0.0048", "delay_us": 5000, "gbps": 0.0048,
-        "actors": 4, "envs_per_actor": 4, "actor_rate": 4000, "payload_pad_bytes": 0,
-        "samples_per_insert": 0.5, "alpha": 0.6,
-        "forward": (256, 4, 8192), "staging_depth": 16, "batch_depth": 16,
-    },
-}
-# The alpha = 0 controls of the transferred-priority metric (how much of its
-# ratio is the sampling rule): "<regime>-alpha0" is <regime> with uniform
-# sampling at the buffer node, run for the buffer placement's two arms (the learner
-# placement's transfers do not depend on the buffer node's alpha).
-CONTROL_SUFFIX = "-alpha0"
-CONTROL_ARMS = ("buffer", "buffer-cache")
-PRIMARY = "wan-spi0.5"
-# The equal-train-steps control of the primary regime: each placement's rate
-# limiter counts what enters its own replay memory, so on a link-bound
-# regime the learner placement (counting arrivals) trains fewer steps than
-# the buffer placement (counting generation). Here the learner placement runs at the
-# replay ratio that gives it the buffer placement's train steps per second (its
-# arrivals x EQUAL_STEPS_SPI = the buffer placement's achieved samples/s).
-EQUAL_STEPS_SUFFIX = "-equal-steps"
-EQUAL_STEPS_SPI = 0.9
-# The paper's regime (its fibre) and the primary one: where the paper's two
-# metrics are reported beside their alpha = 0 controls.
-PAPER_REGIMES = ("fibre-spi8", PRIMARY)
-
-# (regime, arms, seeds) per set, and the run length.
-SETS = {
-    "default": {"duration_s": 45, "plan": [
-        ("fibre-spi8", list(ARMS), 3), ("wan-spi8", list(ARMS), 3),
-        (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
-        ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 3),
-        (PRIMARY + EQUAL_STEPS_SUFFIX, ["learner-freshest"], 5)]},
-    "quick": {"duration_s": 6, "plan": [
-        ("wan-spi8", list(ARMS), 1), (PRIMARY, list(ARMS), 1),
-        (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 1)]},
-    "full": {"duration_s": 90, "plan": [
-        ("fibre-spi8", list(ARMS), 10), ("wan-spi8", list(ARMS), 10),
-        (PRIMARY, list(ARMS), 10), (PRIMARY + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
-        ("fibre-spi8" + CONTROL_SUFFIX, list(CONTROL_ARMS), 10),
-        (PRIMARY + EQUAL_STEPS_SUFFIX, ["learner-freshest"], 10)]},
-}
-SOLVE_RETURN = 475.0
-SNAPSHOT_INTERVAL_S = 2.0
+UPDATES_PER_S = 500.0  # R: the governed update rate of every arm
+BATCH_SIZE = 64
+DELAY_US = 5000  # one way: a 1000 km WAN
+CAPACITY_S = 20.0  # every replay memory holds about this many seconds of data
+# The rate limiter's samples per insert, as a multiple of u x batch: a guard
+# against an arm whose actors fall behind, not the bound (the governor is).
+SPI_SLACK = 2.0
+START_MARGIN_S = 6.0
+SNAPSHOT_UPDATES = 1000  # a snapshot every this many updates' worth of time
 EVAL_EPISODES = 100
+SOLVE_RETURN = 475.0
+# Each cell: rho, u, the padding that sets the slot size s (so that B stays
+# above what polling and parameters need), the actors, and the transitions
+# stored before training starts (the same in every arm).
+CELLS = {
+    "rho0.5-u8": {"rho": 0.5, "u": 8.0, "pad": 16384, "actors": 2, "envs_per_actor": 1,
+                  "min_replay": 64},
+    "rho2-u0.25": {"rho": 2.0, "u": 0.25, "pad": 1024, "actors": 2, "envs_per_actor": 4,
+                   "min_replay": 1000},
+    "rho8-u0.25": {"rho": 8.0, "u": 0.25, "pad": 1024, "actors": 2, "envs_per_actor": 4,
+                   "min_replay": 1000},
+    "rho8-u8": {"rho": 8.0, "u": 8.0, "pad": 16384, "actors": 2, "envs_per_actor": 1,
+                "min_replay": 64},
+}
+PRIMARY = ("rho2-u0.25", "rho8-u0.25")
+# "<cell>-alpha0": the cell with uniform sampling at the buffer node, for
+# the buffer placement's arms: the control of the transferred-priority ratio.
+CONTROL_SUFFIX = "-alpha0"
+CONTROL_ARMS = ["buffer", "buffer-cache"]
+ALL_ARMS = list(ARMS)
+NO_AA = [a for a in ARMS if a != "hybrid-aa"]
+SETS = {
+    "default": {"updates": 16000, "plan": [
+        ("rho2-u0.25", ALL_ARMS, 10), ("rho8-u0.25", ALL_ARMS, 10),
+        ("rho0.5-u8", NO_AA, 5), ("rho8-u8", NO_AA, 5),
+        ("rho2-u0.25" + CONTROL_SUFFIX, CONTROL_ARMS, 3)]},
+    "quick": {"updates": 1000, "plan": [("rho2-u0.25", ALL_ARMS, 1)]},
+    "full": {"updates": 40000, "plan": [
+        ("rho2-u0.25", ALL_ARMS, 10), ("rho8-u0.25", ALL_ARMS, 10),
+        ("rho0.5-u8", ALL_ARMS, 10), ("rho8-u8", ALL_ARMS, 10),
+        ("rho2-u0.25" + CONTROL_SUFFIX, CONTROL_ARMS, 10)]},
+}
 
 
 def log(msg):
     print("experiment: " + msg, file=sys.stderr, flush=True)
-
-
-def regime(name):
-    if name.endswith(EQUAL_STEPS_SUFFIX):
-        base = name[:-len(EQUAL_STEPS_SUFFIX)]
-        r = dict(REGIMES[base])
-        r["title"] = REGIMES[base]["title"] + (
-            ", learner placement at SPI %g: the buffer placement's train steps (control)" %
-            EQUAL_STEPS_SPI)
-        r["samples_per_insert"] = EQUAL_STEPS_SPI
-        return r
-    if name.endswith(CONTROL_SUFFIX):
-        base = name[:-len(CONTROL_SUFFIX)]
-        r = dict(REGIMES[base])
-        r["title"] = REGIMES[base]["title"] + ", alpha = 0 (control)"
-        r["alpha"] = 0.0
-        return r
-    return REGIMES[name]
 
 
 def default_bin_dir():
@@ -175,16 +155,47 @@ BIN_DIR = [default_bin_dir()]  # --bin_dir
 ENV = {"env": "CartPole-v1", "observation": "native"}
 
 
-def bin_dir():
-    return BIN_DIR[0]
-
-
-def slot_bytes(r):
-    """The slot size of a regime's transitions, from `actor --print_layout`."""
-    out = subprocess.run([os.path.join(bin_dir(), "actor_client", "actor"), "--print_layout",
-                          "--payload_pad_bytes=%d" % r["payload_pad_bytes"]],
+def slot_bytes(pad):
+    """The slot size of transitions padded by `pad`, from `actor --print_layout`."""
+    out = subprocess.run([os.path.join(BIN_DIR[0], "actor_client", "actor"), "--print_layout",
+                          "--env=" + ENV["env"], "--observation=" + ENV["observation"],
+                          "--payload_pad_bytes=%d" % pad],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
     return json.loads(out.stdout.decode())["slot_size"]
+
+
+def power_of_two(x, floor):
+    """The power of two nearest x (in log), at least floor."""
+    return max(floor, 1 << max(0, round(math.log2(max(x, 1.0)))))
+
+
+def cell(name, updates):
+    """A cell's every number, derived from rho, u and the governed rate."""
+    base = name[:-len(CONTROL_SUFFIX)] if name.endswith(CONTROL_SUFFIX) else name
+    c = dict(CELLS[base])
+    s = slot_bytes(c["pad"])
+    g = UPDATES_PER_S / c["u"]
+    link_bytes_per_s = g * s / c["rho"]
+    arrival = min(g, link_bytes_per_s / s)
+    floor = max(2 * BATCH_SIZE, 2 * c["min_replay"])
+    c.update(
+        name=name, slot_bytes=s, generation_per_s=g, link_bytes_per_s=link_bytes_per_s,
+        link="%d:%.6g" % (DELAY_US, link_bytes_per_s * 8 / 1e9),
+        kappa=c["rho"] * c["u"] * BATCH_SIZE,
+        samples_per_insert=SPI_SLACK * c["u"] * BATCH_SIZE,
+        alpha=0.0 if name != base else 0.6, actor_rate=g / c["actors"],
+        capacity=power_of_two(g * CAPACITY_S, floor),
+        local_capacity=power_of_two(arrival * CAPACITY_S, floor),
+        updates=updates, schedule_s=updates / UPDATES_PER_S,
+        # The governed schedule, the fill before training (at the rate that
+        # can arrive) and a margin for the processes' start; an arm that
+        # keeps the rate stops at `updates`, before the window's end.
+        duration_s=updates / UPDATES_PER_S + c["min_replay"] / arrival + START_MARGIN_S,
+        title="rho %g, u %g (kappa %g)%s" % (c["rho"], c["u"], c["rho"] * c["u"] * BATCH_SIZE,
+                                             ", alpha 0 (control)" if name != base else ""))
+    c["capacity_s"] = c["capacity"] / g
+    c["local_capacity_s"] = c["local_capacity"] / arrival
+    return c
 
 
 def pin_cpus():
@@ -192,40 +203,51 @@ def pin_cpus():
     return "0:1-%d" % (n - 1) if n > 2 else ("0:1" if n == 2 else "")
 
 
-def run_argv(r, arm, seed, duration_s, run_dir):
+def run_argv(c, arm, seed, run_dir, governed):
     a = ARMS[arm]
-    chunk_slots, chunks, window = r["forward"]
     argv = [
         sys.executable, os.path.join(ROOT, "tools", "launch", "run_local.py"),
         "--env", ENV["env"], "--observation", ENV["observation"],
-        "--replay_placement", a["replay_placement"], "--link", r["link"], "--seed", str(seed),
-        "--actors", str(r["actors"]), "--envs_per_actor", str(r["envs_per_actor"]),
-        "--actor_rate", str(r["actor_rate"]), "--payload_pad_bytes", str(r["payload_pad_bytes"]),
-        "--samples_per_insert", repr(r["samples_per_insert"]), "--alpha", repr(r["alpha"]),
-        "--staging_depth", str(r["staging_depth"]),
-        "--duration_s", repr(float(duration_s)), "--eval_interval_s", "0",
+        "--replay_placement", a["replay_placement"], "--link", c["link"], "--seed", str(seed),
+        "--actors", str(c["actors"]), "--envs_per_actor", str(c["envs_per_actor"]),
+        "--actor_rate", repr(c["actor_rate"]), "--payload_pad_bytes", str(c["pad"]),
+        "--batch_size", str(BATCH_SIZE), "--capacity", str(c["capacity"]),
+        "--min_replay", str(c["min_replay"]),
+        "--samples_per_insert", repr(c["samples_per_insert"]), "--alpha", repr(c["alpha"]),
+        "--train_steps", str(c["updates"]), "--staging_depth", "8",
+        "--duration_s", repr(c["duration_s"]), "--eval_interval_s", "0",
         "--progress_interval_s", "2.5",
         "--metrics_out", os.path.join(run_dir, "metrics.jsonl"), "--out_dir", run_dir,
-        "--bin_dir", bin_dir(),
+        "--bin_dir", BIN_DIR[0],
         "--learner_flag=--snapshot_dir=" + os.path.join(run_dir, "snap"),
-        "--learner_flag=--snapshot_interval_s=%r" % SNAPSHOT_INTERVAL_S,
+        "--learner_flag=--snapshot_interval_s=%r" % (SNAPSHOT_UPDATES / UPDATES_PER_S),
     ]
+    if governed:
+        argv += ["--max_updates_per_s", repr(UPDATES_PER_S)]
     if pin_cpus():
         argv += ["--pin_cpus", pin_cpus()]
-    if a["replay_placement"] == "learner":
+    placement = a["replay_placement"]
+    if placement != "buffer":
         argv += ["--forward_policy", a["forward_policy"],
-                 "--learner_flag=--forward_chunk_slots=%d" % chunk_slots,
-                 "--learner_flag=--forward_chunks_in_flight=%d" % chunks,
-                 "--learner_flag=--forward_window=%d" % window]
-    else:
-        argv.append("--learner_flag=--batch_depth=%d" % r["batch_depth"])
+                 "--learner_flag=--local_capacity=%d" % c["local_capacity"]]
+    if a.get("forward_policy") == "fifo":
+        argv += ["--forward_queue", str(min(4096, c["capacity"]))]
+    if placement == "learner":
+        # About 2x the bandwidth-delay product in flight, in chunks of a few
+        # milliseconds of the link.
+        chunk = max(1, min(32, int(c["link_bytes_per_s"] * 0.004 / c["slot_bytes"])))
+        argv += ["--learner_flag=--forward_chunk_slots=%d" % chunk,
+                 "--learner_flag=--forward_chunks_in_flight=4",
+                 "--learner_flag=--forward_window=%d" % min(2048, c["capacity"] // 2)]
+    if placement == "buffer":
+        argv.append("--learner_flag=--batch_depth=2")
         # Explicit either way: run_local.py's default is the cache.
         argv.append("--learner_cache" if a["learner_cache"] else "--nolearner_cache")
     return argv
 
 
 def evaluate(run_dir):
-    argv = [os.path.join(bin_dir(), "tools", "experiment", "evaluate_snapshots"),
+    argv = [os.path.join(BIN_DIR[0], "tools", "experiment", "evaluate_snapshots"),
             "--snapshot_dir=" + os.path.join(run_dir, "snap"),
             "--episodes=%d" % EVAL_EPISODES, "--out=" + os.path.join(run_dir, "evals.jsonl"),
             "--env=" + ENV["env"], "--observation=" + ENV["observation"]]
@@ -242,19 +264,22 @@ def complete(run_dir):
 
 
 def schedule(plan, order_seed):
-    """[(regime, arm, seed)]: regime by regime, seed by seed, the arms of
-    each (regime, seed) in an order drawn for it."""
+    """[(cell, arm, seed)]: seed by seed, cell by cell, the arms of each
+    (cell, seed) in an order drawn for it (arms interleaved within a seed)."""
     runs = []
-    for name, arms, seeds in plan:
-        for seed in range(1, seeds + 1):
+    for seed in range(1, max(seeds for _, _, seeds in plan) + 1):
+        for name, arms, seeds in plan:
+            if seed > seeds:
+                continue
             order = list(arms)
             random.Random("%d/%s/%d" % (order_seed, name, seed)).shuffle(order)
             runs += [(name, arm, seed) for arm in order]
     return runs
 
 
-def run_all(args, plan, duration_s):
+def run_all(args, plan, updates):
     runs = schedule(plan, args.order_seed)
+    cells = {name: cell(name, updates) for name, _, _ in plan}
     started = time.monotonic()
     for i, (name, arm, seed) in enumerate(runs):
         run_dir = os.path.join(args.out, "runs", name, "%s-seed%d" % (arm, seed))
@@ -262,7 +287,7 @@ def run_all(args, plan, duration_s):
             log("[%d/%d] reusing %s" % (i + 1, len(runs), run_dir))
             continue
         os.makedirs(run_dir, exist_ok=True)
-        argv = run_argv(regime(name), arm, seed, duration_s, run_dir)
+        argv = run_argv(cells[name], arm, seed, run_dir, not args.ungoverned)
         elapsed = time.monotonic() - started
         log("[%d/%d] %s %s seed %d (%.0f min elapsed)" % (i + 1, len(runs), name, arm, seed,
                                                          elapsed / 60))
@@ -273,12 +298,10 @@ def run_all(args, plan, duration_s):
         evaluate(run_dir)
 
 
-def summarize(args, plan, duration_s):
-    regimes = []
-    auc_by_seed = {}
+def summarize(args, plan, updates):
+    cells = []
     for name, arms, _ in plan:
-        r = regime(name)
-        s = slot_bytes(r)
+        c = cell(name, updates)
         figures = {}
         for arm in arms:
             base = os.path.join(args.out, "runs", name)
@@ -287,14 +310,19 @@ def summarize(args, plan, duration_s):
                 prefix = arm + "-seed"
                 if entry.startswith(prefix) and complete(os.path.join(base, entry)):
                     by_seed[int(entry[len(prefix):])] = experiment_stats.run_figures(
-                        os.path.join(base, entry), duration_s, SOLVE_RETURN, s)
+                        os.path.join(base, entry), c["duration_s"], SOLVE_RETURN,
+                        c["slot_bytes"], updates)
             figures[arm] = by_seed
-            auc_by_seed[(name, arm)] = {seed: f["auc"] for seed, f in by_seed.items()}
-        regimes.append(experiment_report.regime_summary(name, r, s, figures, duration_s))
-    if not any(by_seed for by_seed in auc_by_seed.values()):
+        cells.append(experiment_report.cell_summary(c, figures))
+    if not any(a["seeds"] for c in cells for a in c["arms"]):
         raise RuntimeError("no complete run under %s" % os.path.join(args.out, "runs"))
-    return experiment_report.assemble(regimes, PRIMARY, PAPER_REGIMES, CONTROL_SUFFIX,
-                                      EQUAL_STEPS_SUFFIX, duration_s, auc_by_seed)
+    return experiment_report.assemble(
+        cells, design={"updates_per_s": UPDATES_PER_S, "governed": not args.ungoverned,
+                       "updates": updates, "batch_size": BATCH_SIZE, "delay_us": DELAY_US,
+                       "capacity_s": CAPACITY_S, "eval_episodes": EVAL_EPISODES,
+                       "snapshot_updates": SNAPSHOT_UPDATES, "env": ENV["env"],
+                       "observation": ENV["observation"]},
+        primary=PRIMARY, contrasts=CONTRASTS, aa=AA_CONTRAST, control_suffix=CONTROL_SUFFIX)
 
 
 def main(argv):
@@ -303,8 +331,13 @@ def main(argv):
     p.add_argument("--out", default=os.path.join(ROOT, "out", "experiment"),
                    help="output directory (default out/experiment)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--quick", action="store_true", help="the smoke set (about 2 min)")
-    group.add_argument("--full", action="store_true", help="the full set (170 runs, about 4.5 h)")
+    group.add_argument("--quick", action="store_true",
+                       help="the smoke set: one seed of every arm in one cell (about 2 min)")
+    group.add_argument("--full", action="store_true",
+                       help="40k updates, 10 seeds in every cell (about 8 h)")
+    p.add_argument("--ungoverned", action="store_true",
+                   help="no update governor: every arm at its own maximum rate (stopping at "
+                   "the set's updates or its window's end)")
     p.add_argument("--order_seed", type=int, default=1,
                    help="seed of the arms' run order (default 1)")
     p.add_argument("--resume", action="store_true", help="keep the runs already complete")
@@ -316,7 +349,8 @@ def main(argv):
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
                    help="where the built binaries are (default: bazel-out/k8-opt/bin, else "
                    "bazel-bin)")
-    p.add_argument("--env", default="CartPole-v1", help="the environment (default CartPole-v1)")
+    p.add_argument("--env", default="CartPole-v1",
+                   help="the environment (default CartPole-v1; Acrobot-v1, MinAtar/...)")
     p.add_argument("--observation", choices=("native", "pixels84"), default="native",
                    help="pixels84: MinAtar only")
     args = p.parse_args(argv)
@@ -324,23 +358,18 @@ def main(argv):
         BIN_DIR[0] = args.bin_dir
     ENV.update(env=args.env, observation=args.observation)
     chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
-    plan, duration_s = chosen["plan"], chosen["duration_s"]
+    plan, updates = chosen["plan"], chosen["updates"]
     os.makedirs(args.out, exist_ok=True)
-    if args.report_only:
-        try:
-            with open(os.path.join(args.out, "summary.json")) as f:
-                summary = json.load(f)
-        except (OSError, ValueError) as e:
-            log("error: cannot read the summary: %s" % e)
-            return 1
-        experiment_report.write(args.out, summary, ARM_TITLES)
-        log("redrew %s" % ", ".join(os.path.join(args.out, f) for f in experiment_report.OUTPUTS))
-        return 0
     try:
+        if args.report_only:
+            experiment_report.redraw(args.out, ARM_TITLES)
+            log("redrew %s" % ", ".join(os.path.join(args.out, f)
+                                        for f in experiment_report.OUTPUTS))
+            return 0
         if not args.summarize_only:
-            run_all(args, plan, duration_s)
-        summary = summarize(args, plan, duration_s)
-    except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+            run_all(args, plan, updates)
+        summary = summarize(args, plan, updates)
+    except (RuntimeError, ValueError, subprocess.CalledProcessError, OSError) as e:
         log("error: %s" % e)
         return 1
     experiment_report.write(args.out, summary, ARM_TITLES)
