@@ -102,12 +102,21 @@ class RunLocalLayoutTest(unittest.TestCase):
                 self.assertEqual(learner["samples_per_insert"], "2.0")
                 self.assertEqual(learner["replay_placement"], "hybrid")
                 self.assertNotIn("forward_policy", learner)
+        # The fifo queue defaults to 4096, cut to a smaller capacity; other
+        # policies take no queue.
+        fifo = ("--replay_placement", "hybrid", "--forward_policy", "fifo")
+        self.assertEqual(self.args(*fifo).forward_queue, 4096)
+        self.assertEqual(self.args(*fifo, "--capacity", "1024").forward_queue, 1024)
+        self.assertEqual(self.args("--replay_placement", "hybrid", "--capacity",
+                                   "1024").forward_queue, None)
         # The placement's default, and policies of another placement refused.
         self.assertEqual(self.args("--replay_placement", "hybrid").forward_policy, "priority")
         self.assertEqual(self.args("--replay_placement", "learner").forward_policy, "in_order")
         for bad in (["--replay_placement", "hybrid", "--forward_policy", "freshest"],
                     ["--replay_placement", "learner", "--forward_policy", "fifo"],
-                    ["--replay_placement", "buffer", "--forward_policy", "priority"]):
+                    ["--replay_placement", "buffer", "--forward_policy", "priority"],
+                    ["--replay_placement", "hybrid", "--forward_queue", "64"],
+                    ["--replay_placement", "buffer", "--forward_queue", "64"]):
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 self.args(*bad)
 

@@ -50,6 +50,7 @@ PLACEMENTS = ("buffer", "learner", "hybrid")
 # --forward), and the order of the learner placement's forwarding.
 HYBRID_FORWARD = ("priority", "uniform", "fifo")
 LEARNER_FORWARD = ("in_order", "freshest")
+DEFAULT_FORWARD_QUEUE = 4096  # the fifo forwarder's queue, cut to the capacity
 # Defaults that depend on the environment: MinAtar's published DQN settings
 # (batch 32, replay 100,000 rounded up to a power of two, 5,000 transitions
 # before training, step size 0.00025, a target update every 1,000 steps;
@@ -157,9 +158,9 @@ def add_arguments(p):
                    "server's transitions are READ in; hybrid placement: priority (default), "
                    "uniform or fifo, what the server forwards first (fifo: oldest first from a "
                    "drop-oldest queue of --forward_queue)")
-    p.add_argument("--forward_queue", type=int, default=4096,
+    p.add_argument("--forward_queue", type=int, default=None,
                    help="hybrid placement, --forward_policy fifo: transitions the server's "
-                   "queue keeps (default 4096)")
+                   "queue keeps (default 4096, or --capacity if smaller)")
     p.add_argument("--payload_pad_bytes", type=int, default=0,
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
@@ -210,12 +211,20 @@ def check_forward_policy(args):
         if args.forward_policy is not None:
             raise PlanError("--forward_policy is for the learner and hybrid placements, not %s"
                             % args.replay_placement)
+        if args.forward_queue is not None:
+            raise PlanError("--forward_queue is for --forward_policy fifo")
         return
     if args.forward_policy is None:
         args.forward_policy = allowed[0]
     if args.forward_policy not in allowed:
         raise PlanError("--forward_policy=%s: the %s placement takes %s" % (
             args.forward_policy, args.replay_placement, ", ".join(allowed)))
+    if args.forward_policy != "fifo":
+        if args.forward_queue is not None:
+            raise PlanError("--forward_queue is for --forward_policy fifo")
+        return
+    if args.forward_queue is None:
+        args.forward_queue = min(DEFAULT_FORWARD_QUEUE, args.capacity)
     if not 1 <= args.forward_queue <= args.capacity:
         raise PlanError("--forward_queue must be in [1, --capacity], got %d" % args.forward_queue)
 
