@@ -338,6 +338,9 @@ def main(argv):
     p.add_argument("--ungoverned", action="store_true",
                    help="no update governor: every arm at its own maximum rate (stopping at "
                    "the set's updates or its window's end)")
+    p.add_argument("--cells", default="",
+                   help="comma-separated cells of the set to run and summarize (default: all; "
+                   "e.g. the primary ones, %s)" % ",".join(PRIMARY))
     p.add_argument("--order_seed", type=int, default=1,
                    help="seed of the arms' run order (default 1)")
     p.add_argument("--resume", action="store_true", help="keep the runs already complete")
@@ -359,6 +362,13 @@ def main(argv):
     ENV.update(env=args.env, observation=args.observation)
     chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
     plan, updates = chosen["plan"], chosen["updates"]
+    if args.cells:
+        wanted = args.cells.split(",")
+        unknown = [c for c in wanted if c not in [name for name, _, _ in plan]]
+        if unknown:
+            p.error("--cells: %s not in this set (%s)" % (
+                ",".join(unknown), ",".join(name for name, _, _ in plan)))
+        plan = [entry for entry in plan if entry[0] in wanted]
     os.makedirs(args.out, exist_ok=True)
     try:
         if args.report_only:
