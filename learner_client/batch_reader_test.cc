@@ -135,6 +135,42 @@ TEST_F(BatchReaderTest, RoundTripReturnsValidBatchesInOrderAndAppliesPriorities)
                         sizeof(protocol::CommitLine)));
 }
 
+TEST_F(BatchReaderTest, AnUpdateIsReadyOnlyOnceTheBufferItReusesIsWritten) {
+  ReplayServerOptions one_lease = SmallServerOptions();
+  one_lease.layout.leases = 1;
+  auto server = StartServer(server_host_.get(), one_lease);
+  InsertThroughActor(*server, 0, 200);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 200; }));
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kLearner);
+  absl::StatusOr<verbs::LinkModel> link = verbs::ParseLinkModel("50000:1");  // 50 ms each way
+  ASSERT_TRUE(link.ok()) << link.status();
+  o.qp.link = *link;
+  auto session = ClientSession::Connect(learner_host_.get(), o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto reader = *BatchReader::Create(session->get(), {});
+  auto priorities = *PriorityWriter::Create(session->get());
+  const uint64_t depth = server->config().staging_depth;
+  absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const uint64_t n = batch->batch_number();
+  absl::StatusOr<bool> ready = priorities->Ready(n);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(*ready);
+  ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 0.5f)).ok());
+  // Batch n + depth reuses n's buffer: not before n's WRITE completes, a
+  // round trip (100 ms) later. The other buffers are free.
+  ready = priorities->Ready(n + depth);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_FALSE(*ready);
+  ready = priorities->Ready(n + 1);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(*ready);
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<bool> r = priorities->Ready(n + depth);
+    return r.ok() && *r;
+  }));
+}
+
 TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
   auto session = ConnectLearner(*server);

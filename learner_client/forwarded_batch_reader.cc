@@ -2,9 +2,9 @@
 
 #include "learner_client/forwarded_batch_reader.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <utility>
 
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -35,49 +35,20 @@ absl::StatusOr<std::unique_ptr<ForwardedBatchReader>> ForwardedBatchReader::Crea
   std::unique_ptr<ForwardedBatchReader> reader(new ForwardedBatchReader(session, options));
   ASSIGN_OR_RETURN(reader->reader_, BatchReader::Create(session, options.batch_reader));
   ASSIGN_OR_RETURN(reader->writer_, PriorityWriter::Create(session));
-  ASSIGN_OR_RETURN(reader->sink_, session->AddSink());
-  ASSIGN_OR_RETURN(reader->line_, client::RegisteredBuffer::Create(session->provider(),
-                                                                   sizeof(protocol::ServerLine)));
   // Generated transitions are counted from here.
-  ASSIGN_OR_RETURN(const protocol::ServerLine line, session->ReadServerLine());
-  reader->server_ingested_ = line.ingest_cursor;
-  reader->ingested_read_at_ = absl::Now();
+  ASSIGN_OR_RETURN(reader->line_,
+                   client::ServerLinePoller::Create(session, options.generated_read_interval));
   return reader;
 }
 
-absl::Status ForwardedBatchReader::PollServerLine(absl::Time now) {
-  if (line_generation_ != session_->generation()) {  // a new connection: nothing in flight
-    line_pending_ = false;
-    line_generation_ = session_->generation();
+absl::StatusOr<bool> ForwardedBatchReader::AnswerableBy(absl::Time deadline) {
+  while (true) {
+    ASSIGN_OR_RETURN(const bool ready, writer_->Ready(reader_->next_batch()));
+    if (ready) return true;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    absl::SleepFor(std::min(deadline - now, kAnswerPoll));
   }
-  verbs::Completion completions[4];
-  const int n = session_->Poll(sink_, absl::MakeSpan(completions));
-  for (int i = 0; i < n; ++i) {
-    if (!completions[i].ok()) return completions[i].ToStatus();
-    protocol::ServerLine line;
-    std::memcpy(&line, line_->data(), sizeof(line));
-    server_ingested_ = line.ingest_cursor;
-    line_pending_ = false;
-  }
-  if (line_pending_ || now - ingested_read_at_ < options_.generated_read_interval) {
-    return absl::OkStatus();
-  }
-  // Posted, never waited for: on a busy link the answer queues behind the
-  // batches in flight, and the learner trains meanwhile.
-  ASSIGN_OR_RETURN(const verbs::RemoteRegion control,
-                   session_->Region(protocol::RegionKind::kControl));
-  verbs::WorkRequest wr;
-  wr.wr_id = client::ClientSession::WrId(sink_, ++line_reads_);
-  wr.opcode = verbs::Opcode::kRead;
-  wr.local = line_->mr();
-  wr.local_addr = line_->data();
-  wr.length = sizeof(protocol::ServerLine);
-  wr.remote_addr = control.addr + offsetof(protocol::ControlBlock, server);
-  wr.rkey = control.rkey;
-  RETURN_IF_ERROR(session_->Post(absl::MakeConstSpan(&wr, 1), client::TrafficClass::kPolling));
-  line_pending_ = true;
-  ingested_read_at_ = now;
-  return absl::OkStatus();
 }
 
 void ForwardedBatchReader::Take(const StagedBatch& batch, std::vector<ForwardedTransition>* out) {
@@ -104,10 +75,22 @@ absl::Status ForwardedBatchReader::Next(absl::Duration timeout,
   slots_.clear();
   offsets_.clear();
   lengths_.clear();
-  RETURN_IF_ERROR(PollServerLine(absl::Now()));
+  RETURN_IF_ERROR(line_->Poll().status());
+  const absl::Time deadline = absl::Now() + timeout;
   absl::Status status;
   for (uint32_t take = 0; take < reader_->depth(); ++take) {
-    absl::StatusOr<StagedBatch> batch = reader_->Next(take == 0 ? timeout : absl::ZeroDuration());
+    // A batch is taken only when its answer can be posted at once. On a
+    // busy link the completion of the answer that used the same buffer
+    // queues behind the batches in flight; waiting for it would stop the
+    // learner's training, so the batch stays staged until then.
+    absl::StatusOr<bool> answerable = AnswerableBy(take == 0 ? deadline : absl::Now());
+    if (!answerable.ok()) {
+      status = answerable.status();
+      break;
+    }
+    if (!*answerable) break;
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    absl::StatusOr<StagedBatch> batch = reader_->Next(take == 0 ? left : absl::ZeroDuration());
     if (absl::IsDeadlineExceeded(batch.status())) break;  // none staged (yet)
     if (!batch.ok()) {
       status = batch.status();

@@ -150,6 +150,11 @@ absl::Status PriorityWriter::Write(const StagedBatch& batch, absl::Span<const fl
   return Write(batch.batch_number(), batch.epoch(), batch.incarnation(), records_);
 }
 
+absl::StatusOr<bool> PriorityWriter::Ready(uint64_t batch_number) {
+  RETURN_IF_ERROR(Reap(nullptr));
+  return !slots_[batch_number % depth_].outstanding;
+}
+
 absl::Status PriorityWriter::Flush() {
   for (Slot& slot : slots_) RETURN_IF_ERROR(Reap(&slot));
   return absl::OkStatus();

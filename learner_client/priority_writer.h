@@ -67,6 +67,11 @@ class PriorityWriter {
   // answered). InvalidArgument unless priorities.size() == batch.size().
   absl::Status Write(const StagedBatch& batch, absl::Span<const float> priorities);
 
+  // Whether Write(batch_number, ...) would post at once, without waiting for
+  // the local buffer it reuses: handles the completions there are, and
+  // never waits. Connection errors as Write's.
+  absl::StatusOr<bool> Ready(uint64_t batch_number);
+
   // Waits (blocking, up to the session's op_timeout) until every update
   // written so far has been placed at the server.
   absl::Status Flush();
