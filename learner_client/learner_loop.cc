@@ -293,7 +293,7 @@ absl::Status LearnerLoop::Snapshot() {
   record.wall_s = WallSeconds();
   record.train_steps = metrics_.train_steps();
   if (io_.actors != nullptr) {
-    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->ReadKnown());
     metrics_.SetActorTotals(totals);
   }
   record.env_steps = metrics_.actor_totals().env_steps;
@@ -320,15 +320,19 @@ absl::Status LearnerLoop::Evaluate() {
   return absl::OkStatus();
 }
 
-absl::Status LearnerLoop::EmitProgress() {
+absl::Status LearnerLoop::EmitProgress(bool last) {
+  // Only the last record waits for the link: on a link that data saturates
+  // a READ's answer queues behind it, and training would stop meanwhile.
   if (io_.actors != nullptr) {
-    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    ASSIGN_OR_RETURN(const ActorTotals totals, last ? io_.actors->Read() : io_.actors->ReadKnown());
     metrics_.SetActorTotals(totals);
   }
   if (io_.link_stats) {
     LinkStats link = io_.link_stats();
     // After the link counts: every transition they name is ingested by then.
-    if (io_.server_ingested) {
+    if (!last && io_.server_ingested_known) {
+      ASSIGN_OR_RETURN(link.server_ingested, io_.server_ingested_known());
+    } else if (io_.server_ingested) {
       ASSIGN_OR_RETURN(link.server_ingested, io_.server_ingested());
     }
     metrics_.SetLinkStats(link);
@@ -396,7 +400,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
       while (next_snapshot <= now) next_snapshot += options_.snapshot_interval;
     }
     if (now >= next_progress) {
-      RETURN_IF_ERROR(EmitProgress());
+      RETURN_IF_ERROR(EmitProgress(/*last=*/false));
       next_progress = now + options_.progress_interval;
     }
   }
@@ -405,7 +409,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(Evaluate());
   }
   end_ = absl::Now();
-  RETURN_IF_ERROR(EmitProgress());
+  RETURN_IF_ERROR(EmitProgress(/*last=*/true));
   return absl::OkStatus();
 }
 

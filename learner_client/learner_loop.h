@@ -183,6 +183,9 @@ class ActorStatsSource {
  public:
   virtual ~ActorStatsSource() = default;
   virtual absl::StatusOr<ActorTotals> Read() = 0;
+  // What is known without waiting for the link (the periodic progress and
+  // snapshots use it; the last progress record reads). By default, Read().
+  virtual absl::StatusOr<ActorTotals> ReadKnown() { return Read(); }
 };
 
 // Where the run stood when a parameter snapshot was taken: what offline
@@ -215,6 +218,10 @@ struct LearnerIo {
   // replay memory has received), for the achieved samples per insert; empty:
   // unknown.
   std::function<absl::StatusOr<uint64_t>()> server_ingested;
+  // The same as known without waiting for the link, possibly older than
+  // the link counts (the periodic progress uses it; the last progress
+  // record, whose coverage must not exceed 1, reads); empty: read.
+  std::function<absl::StatusOr<uint64_t>()> server_ingested_known;
   // The wall clock (ns since the Unix epoch, CLOCK_REALTIME) that data ages
   // are measured with; empty: absl::Now().
   std::function<uint64_t()> wall_clock_ns;
@@ -351,7 +358,9 @@ class LearnerLoop {
   absl::Status PublishDueParams();
   absl::Status Snapshot();
   absl::Status Evaluate();
-  absl::Status EmitProgress();
+  // `last`: the run's last record, from counters read now; otherwise from
+  // what is known without waiting for the link.
+  absl::Status EmitProgress(bool last);
 
   const LearnerLoopOptions options_;
   const LearnerIo io_;

@@ -52,6 +52,15 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   }
   ASSIGN_OR_RETURN(io->publisher_, ParamPublisher::Create(session));
   ASSIGN_OR_RETURN(io->stats_reader_, client::StatsReader::Create(session));
+  ASSIGN_OR_RETURN(io->actor_lines_, client::ActorLinesPoller::Create(session));
+  ASSIGN_OR_RETURN(const std::vector<protocol::ActorLine> lines,
+                   client::RetryWhileDisconnected(options.retry,
+                                                  [&] { return io->stats_reader_->ReadActors(); }));
+  io->actor_lines_->Seed(lines);
+  if (options.placement == ReplayPlacement::kBuffer) {
+    ASSIGN_OR_RETURN(io->server_line_,
+                     client::ServerLinePoller::Create(session, absl::ZeroDuration()));
+  }
   return io;
 }
 
@@ -67,6 +76,11 @@ LearnerIo LearnerServiceIo::io() {
   io.actors = this;
   io.link_stats = [this] { return link_stats(); };
   io.server_ingested = [this] { return server_ingested(); };
+  io.server_ingested_known = [this]() -> absl::StatusOr<uint64_t> {
+    if (const std::optional<uint64_t> g = generated(); g.has_value()) return *g;
+    ASSIGN_OR_RETURN(const protocol::ServerLine line, server_line_->Poll());
+    return line.ingest_cursor;
+  };
   return io;
 }
 
@@ -218,10 +232,8 @@ absl::StatusOr<bool> LearnerServiceIo::PublishIfIdle(absl::Span<const uint8_t> p
                                         [&] { return publisher_->PublishIfIdle(params); });
 }
 
-absl::StatusOr<ActorTotals> LearnerServiceIo::Read() {
-  ASSIGN_OR_RETURN(
-      const std::vector<protocol::ActorLine> lines,
-      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadActors(); }));
+namespace {
+ActorTotals SumActorLines(const std::vector<protocol::ActorLine>& lines) {
   ActorTotals totals;
   for (const protocol::ActorLine& line : lines) {
     totals.env_steps += line.env_steps;
@@ -231,6 +243,20 @@ absl::StatusOr<ActorTotals> LearnerServiceIo::Read() {
     ++totals.actors;
   }
   return totals;
+}
+}  // namespace
+
+absl::StatusOr<ActorTotals> LearnerServiceIo::Read() {
+  ASSIGN_OR_RETURN(
+      const std::vector<protocol::ActorLine> lines,
+      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadActors(); }));
+  actor_lines_->Seed(lines);
+  return SumActorLines(lines);
+}
+
+absl::StatusOr<ActorTotals> LearnerServiceIo::ReadKnown() {
+  ASSIGN_OR_RETURN(const std::vector<protocol::ActorLine> lines, actor_lines_->Poll());
+  return SumActorLines(lines);
 }
 
 }  // namespace dreplay::learner

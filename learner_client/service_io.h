@@ -48,7 +48,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/actor_lines_poller.h"
 #include "client/retry.h"
+#include "client/server_line_poller.h"
 #include "client/session.h"
 #include "client/stats_reader.h"
 #include "common/verification_log.h"
@@ -128,6 +130,7 @@ class LearnerServiceIo : public BatchSource,
   absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;
   // ActorStatsSource.
   absl::StatusOr<ActorTotals> Read() override;
+  absl::StatusOr<ActorTotals> ReadKnown() override;
 
  private:
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
@@ -147,9 +150,12 @@ class LearnerServiceIo : public BatchSource,
   std::unique_ptr<ForwardedBatchReader> forwarded_reader_;  // hybrid placement
   std::unique_ptr<ParamPublisher> publisher_;
   std::unique_ptr<client::StatsReader> stats_reader_;
-  StagedBatch last_batch_;               // the batch Next() returned last
-  std::vector<uint32_t> kept_entries_;   // its entries that decoded
-  std::vector<float> entry_priorities_;  // scratch: one per entry of it
+  // What the progress records take without waiting for the link.
+  std::unique_ptr<client::ActorLinesPoller> actor_lines_;
+  std::unique_ptr<client::ServerLinePoller> server_line_;  // buffer placement
+  StagedBatch last_batch_;                                 // the batch Next() returned last
+  std::vector<uint32_t> kept_entries_;                     // its entries that decoded
+  std::vector<float> entry_priorities_;                    // scratch: one per entry of it
   uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
 };
