@@ -128,7 +128,7 @@ DEFINE_int32(probe_size, 1024,
              "collected at the start) whose unweighted TD loss is reported (0: none)");
 DEFINE_int64(probe_seed, 12345, "seed of the probe set's environment and actions");
 DEFINE_int32(batch_depth, 0,
-             "buffer placement: batch READs in flight (0: the server's staging "
+             "buffer and hybrid placements: batch READs in flight (0: the server's staging "
              "depth)");
 
 DEFINE_int64(train_steps, 0, "stop after this many train steps (0: no limit)");

@@ -239,8 +239,12 @@ def run_argv(c, arm, seed, run_dir, governed):
         argv += ["--learner_flag=--forward_chunk_slots=%d" % chunk,
                  "--learner_flag=--forward_chunks_in_flight=4",
                  "--learner_flag=--forward_window=%d" % min(2048, c["capacity"] // 2)]
-    if placement == "buffer":
+    if placement != "learner":
+        # Staged batches (read or forwarded): two in flight in every such
+        # arm, which keeps each cell's link busy (a batch outlasts the
+        # round trip) with the same bytes queued.
         argv.append("--learner_flag=--batch_depth=2")
+    if placement == "buffer":
         # Explicit either way: run_local.py's default is the cache.
         argv.append("--learner_cache" if a["learner_cache"] else "--nolearner_cache")
     return argv
