@@ -57,42 +57,34 @@ def return_curve(run_dir):
     return points
 
 
-def area_under_curve(points, duration_s):
-    """The mean greedy return over [0, duration_s]: the trapezoidal area under
-    the return-vs-time curve divided by duration_s (the last return is held
-    to the end when the last snapshot came a little early)."""
-    if not points:
+def mean_return_over(points, x_index, end):
+    """The mean greedy return over x in [0, end], x being point[x_index]
+    (0: time, 2: train steps): the trapezoidal area under the return curve
+    divided by end, the last return held to the end when the last snapshot
+    came short of it. None without points or with end <= 0."""
+    if not points or end <= 0:
         return None
-    xs = [p[0] for p in points]
+    xs = [p[x_index] for p in points]
     ys = [p[3] for p in points]
-    if xs[-1] < duration_s:
-        xs.append(duration_s)
+    if xs[-1] < end:
+        xs.append(end)
         ys.append(ys[-1])
     area = 0.0
     for i in range(1, len(xs)):
-        lo, hi = max(xs[i - 1], 0.0), min(xs[i], duration_s)
+        lo, hi = max(xs[i - 1], 0.0), min(xs[i], end)
         if hi > lo:
             area += (hi - lo) * (ys[i - 1] + ys[i]) / 2.0
-    return area / duration_s
+    return area / end
+
+
+def area_under_curve(points, duration_s):
+    """The mean greedy return over the run's [0, duration_s]."""
+    return mean_return_over(points, 0, duration_s)
 
 
 def area_under_updates(points, max_updates):
-    """The mean greedy return over updates [0, max_updates]: the trapezoidal
-    area under the return-vs-train-steps curve divided by max_updates (the
-    last return is held to max_updates when the run stopped short)."""
-    if not points or max_updates <= 0:
-        return None
-    xs = [p[2] for p in points]
-    ys = [p[3] for p in points]
-    if xs[-1] < max_updates:
-        xs.append(max_updates)
-        ys.append(ys[-1])
-    area = 0.0
-    for i in range(1, len(xs)):
-        lo, hi = max(xs[i - 1], 0.0), min(xs[i], max_updates)
-        if hi > lo:
-            area += (hi - lo) * (ys[i - 1] + ys[i]) / 2.0
-    return area / max_updates
+    """The mean greedy return over updates [0, max_updates]."""
+    return mean_return_over(points, 2, max_updates)
 
 
 def return_at_updates(points, updates):
