@@ -143,6 +143,8 @@ RULES = [
      Skip("//tests:experiment_quick_test runs it")),
     ("docs/experiment.md", r"tools/experiment/experiment\.sh( --full| --ungoverned)?$",
      Skip("about 2.5 hours (8 with --full); --quick is the smoke run")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --cells rho2-u0\.25,rho8-u0\.25$",
+     Skip("97 minutes; //tests:experiment_quick_test runs the quick set")),
     ("docs/experiment.md", r"tools/experiment/experiment\.py --report_only --out out/experiment$",
      Skip("needs a finished run's summary; //tests:experiment_quick_test summarizes a run "
           "and rebuilds the report from summary.json alone")),
