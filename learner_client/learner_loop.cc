@@ -286,14 +286,14 @@ std::string SnapshotRecord::ToJson() const {
       index, wall_s, train_steps, env_steps, link_bytes_total);
 }
 
-absl::Status LearnerLoop::Snapshot() {
+absl::Status LearnerLoop::Snapshot(bool last) {
   if (options_.snapshot_interval == absl::InfiniteDuration()) return absl::OkStatus();
   SnapshotRecord record;
   record.index = snapshots_++;
   record.wall_s = WallSeconds();
   record.train_steps = metrics_.train_steps();
   if (io_.actors != nullptr) {
-    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->ReadKnown());
+    ASSIGN_OR_RETURN(const ActorTotals totals, last ? io_.actors->Read() : io_.actors->ReadKnown());
     metrics_.SetActorTotals(totals);
   }
   record.env_steps = metrics_.actor_totals().env_steps;
@@ -364,7 +364,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
       options_.max_updates_per_s, start_,
       std::max(1.0, options_.max_updates_per_s * kGovernorCatchUpS));
   RETURN_IF_ERROR(PublishParams());
-  RETURN_IF_ERROR(Snapshot());
+  RETURN_IF_ERROR(Snapshot(/*last=*/false));
   bool solved_stop = false;
   while (!stop.load(std::memory_order_relaxed)) {
     if (options_.max_train_steps > 0 &&
@@ -395,7 +395,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
       }
     }
     if (now >= next_snapshot) {
-      RETURN_IF_ERROR(Snapshot());
+      RETURN_IF_ERROR(Snapshot(/*last=*/false));
       // On the grid from the start, so snapshots of every run line up.
       while (next_snapshot <= now) next_snapshot += options_.snapshot_interval;
     }
@@ -404,7 +404,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
       next_progress = now + options_.progress_interval;
     }
   }
-  RETURN_IF_ERROR(Snapshot());
+  RETURN_IF_ERROR(Snapshot(/*last=*/true));
   if (evaluates && !solved_stop && !(metrics_.solved() && options_.stop_when_solved)) {
     RETURN_IF_ERROR(Evaluate());
   }

@@ -356,7 +356,9 @@ class LearnerLoop {
   // Publishes the current parameters if a publication is due and the link
   // is free of the previous one (ParamsSink::PublishIfIdle).
   absl::Status PublishDueParams();
-  absl::Status Snapshot();
+  // `last`: the run's last snapshot, with the actors' counts read now (as
+  // the last progress record's); otherwise with what is known.
+  absl::Status Snapshot(bool last);
   absl::Status Evaluate();
   // `last`: the run's last record, from counters read now; otherwise from
   // what is known without waiting for the link.
