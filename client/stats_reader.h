@@ -2,7 +2,7 @@
 //
 // stats_reader.h: READs what the server and the actors publish for
 // monitoring, without server CPU: the stats region (StatsBlock; monitors
-// only) and the actors region (ActorLine per actor; monitors and the
+// and the learner) and the actors region (ActorLine per actor; monitors and the
 // learner).
 //
 //   ASSIGN_OR_RETURN(auto session, ClientSession::Connect(provider, monitor_options));

@@ -277,6 +277,7 @@ uint32_t RoleAccess(Role role, RegionKind kind, bool learner_placement) {
         case RegionKind::kControl:
         case RegionKind::kStaging:
         case RegionKind::kActors:
+        case RegionKind::kStats:  // its summary's crossing percentile (layout 14)
           return kAccessRead;
         case RegionKind::kMailbox:
           return kAccessWrite;

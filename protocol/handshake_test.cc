@@ -264,6 +264,7 @@ TEST(HandshakeTest, RoleAccessFollowsTheLayoutTable) {
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kStaging, false), kAccessRead);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kMailbox, false), kAccessWrite);
   EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kParams, false), kAccessRead | kAccessWrite);
+  EXPECT_EQ(RoleAccess(Role::kLearner, RegionKind::kStats, false), kAccessRead);
   for (uint32_t k = 0; k < kNumRegionKinds; ++k) {
     const auto kind = static_cast<RegionKind>(k);
     const uint32_t access = RoleAccess(Role::kMonitor, kind, false);

@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
-// stats.h: the stats region (the server's counters, READ by monitors) and the
-// actors region (one line of episode statistics per actor).
+// stats.h: the stats region (the server's counters, READ by monitors and
+// the learner) and the actors region (one line of episode statistics per
+// actor).
 //
 // Part of the replay service's wire contract (protocol/README.md): shared by
 // the server and its clients through RDMA-registered memory. Nothing here
@@ -68,7 +69,13 @@ struct alignas(kCacheLine) StatsBlock {
   // unforwarded, dropped from the front of the FIFO queue or overwritten
   // in it before their turn.
   uint64_t forward_dropped;
-  uint64_t reserved[15];
+  // Crossing percentiles (layout 14; replay_server/crossing_percentiles.h):
+  // the sum of the percentiles, within the memory's priority distribution,
+  // of the copied entries of the batches measured, and their count. This
+  // process's totals (not checkpointed).
+  double crossing_percentile_sum;
+  uint64_t crossing_percentile_count;
+  uint64_t reserved[13];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -85,6 +92,8 @@ static_assert(offsetof(StatsBlock, priority_sum) == 144, "");
 static_assert(offsetof(StatsBlock, limiter_sample_waits) == 184, "");
 static_assert(offsetof(StatsBlock, transitions_invalid) == 240, "");
 static_assert(offsetof(StatsBlock, forward_dropped) == 248, "");
+static_assert(offsetof(StatsBlock, crossing_percentile_sum) == 256, "");
+static_assert(offsetof(StatsBlock, crossing_percentile_count) == 264, "");
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

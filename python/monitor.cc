@@ -45,6 +45,11 @@ py::dict StatsDict(const protocol::StatsBlock& s) {
   DREPLAY_FIELD(staged_payloads);
   DREPLAY_FIELD(staged_cached);
   DREPLAY_FIELD(learner_cache_resets);
+  DREPLAY_FIELD(priorities_bounded);
+  DREPLAY_FIELD(transitions_invalid);
+  DREPLAY_FIELD(forward_dropped);
+  DREPLAY_FIELD(crossing_percentile_sum);
+  DREPLAY_FIELD(crossing_percentile_count);
   DREPLAY_FIELD(actors_connected);
   DREPLAY_FIELD(learners_connected);
   DREPLAY_FIELD(monitors_connected);

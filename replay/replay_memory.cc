@@ -59,6 +59,7 @@ ReplayMemory::ReplayMemory(const ReplayMemoryOptions& options)
     : options_(options),
       tree_(options.capacity),
       sequences_(options.capacity, kNoSequence),
+      rank_keys_(options.capacity, std::numeric_limits<float>::quiet_NaN()),
       rng_(options.seed) {}
 
 double ReplayMemory::StoredValue(float raw_priority) const {
@@ -68,6 +69,11 @@ double ReplayMemory::StoredValue(float raw_priority) const {
   // Keep every valid index drawable and the tree finite.
   return std::min(std::max(v, std::numeric_limits<double>::min()),
                   std::numeric_limits<double>::max() / static_cast<double>(capacity()));
+}
+
+float ReplayMemory::RankKey(float raw_priority) {
+  return raw_priority > 0 && std::isfinite(raw_priority) ? raw_priority
+                                                         : std::numeric_limits<float>::infinity();
 }
 
 bool ReplayMemory::InsertReadsMax(float raw_priority) const {
@@ -87,6 +93,7 @@ void ReplayMemory::Insert(uint64_t index, uint64_t sequence, float raw_priority)
   if (observer_ != nullptr) observer_->BeforeEntryChange(index);
   if (sequences_[index] == kNoSequence) ++size_;
   sequences_[index] = sequence;
+  rank_keys_[index] = RankKey(raw_priority);
   tree_.Set(index, value);
 }
 
@@ -110,6 +117,7 @@ void ReplayMemory::InsertRun(uint64_t first_index, uint64_t first_sequence,
     if (observer_ != nullptr) observer_->BeforeEntryChange(index);
     if (sequences_[index] == kNoSequence) ++size_;
     sequences_[index] = first_sequence + k;
+    rank_keys_[index] = RankKey(raw);
   }
   tree_.SetRange(first_index + applied, absl::MakeConstSpan(run_values_).subspan(applied));
 }
@@ -120,6 +128,7 @@ void ReplayMemory::RemoveRun(uint64_t first_index, uint64_t count) {
     if (sequences_[index] == kNoSequence) continue;  // its leaf is already 0
     if (observer_ != nullptr) observer_->BeforeEntryChange(index);
     sequences_[index] = kNoSequence;
+    rank_keys_[index] = std::numeric_limits<float>::quiet_NaN();
     --size_;
   }
   run_values_.assign(count, 0.0);
@@ -131,12 +140,14 @@ void ReplayMemory::Remove(uint64_t index) {
   if (sequences_[index] == kNoSequence) return;
   if (observer_ != nullptr) observer_->BeforeEntryChange(index);
   sequences_[index] = kNoSequence;
+  rank_keys_[index] = std::numeric_limits<float>::quiet_NaN();
   --size_;
   tree_.Set(index, 0);
 }
 
 void ReplayMemory::Clear() {
   std::fill(sequences_.begin(), sequences_.end(), kNoSequence);
+  std::fill(rank_keys_.begin(), rank_keys_.end(), std::numeric_limits<float>::quiet_NaN());
   tree_.Clear();
   size_ = 0;
 }
@@ -148,6 +159,7 @@ ReplayMemory::UpdateResult ReplayMemory::UpdatePriority(uint64_t index, uint64_t
   }
   if (sequence == kNoSequence || sequences_[index] != sequence) return UpdateResult::kStale;
   tree_.Set(index, StoredValue(raw_priority));
+  rank_keys_[index] = raw_priority;  // finite and >= 0: an estimate, 0 included
   return UpdateResult::kApplied;
 }
 
@@ -233,6 +245,7 @@ absl::Status ReplayMemory::Restore(absl::Span<const double> stored_values,
     }
   }
   size_ = 0;
+  std::fill(rank_keys_.begin(), rank_keys_.end(), std::numeric_limits<float>::quiet_NaN());
   for (uint64_t i = 0; i < capacity(); ++i) {
     sequences_[i] = sequences[i];
     if (sequences[i] != kNoSequence) ++size_;

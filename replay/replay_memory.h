@@ -153,6 +153,16 @@ class ReplayMemory {
   double stored_priority(uint64_t index) const { return tree_.Get(index); }
   // The stored value a raw priority maps to (for tests and checkpoints).
   double StoredValue(float raw_priority) const;
+  // Rank keys, one per index, in both modes: the raw priority last set
+  // (Insert, InsertRun, UpdatePriority), +infinity for an insert without an
+  // estimate (not a finite value > 0: it ranks with the highest, as a
+  // prioritized memory stores it; RankKey), NaN for an invalid index and for an index restored
+  // from a checkpoint (which keeps stored values, not raw priorities) until
+  // it is set again. For ranking what the memory holds
+  // (replay_server/crossing_percentiles.h); one float per index.
+  absl::Span<const float> rank_keys() const { return rank_keys_; }
+  float rank_key(uint64_t index) const { return rank_keys_[index]; }
+  static float RankKey(float raw_priority);
 
   // One draw from stratum `stratum` of `num_strata` equal parts of the
   // total. REQUIRES: size() > 0, stratum < num_strata.
@@ -196,6 +206,7 @@ class ReplayMemory {
   const ReplayMemoryOptions options_;
   SumTree tree_;
   std::vector<uint64_t> sequences_;
+  std::vector<float> rank_keys_;
   uint64_t size_ = 0;
   std::mt19937_64 rng_;
   ReplayMemoryObserver* observer_ = nullptr;

@@ -126,6 +126,8 @@ TEST(ReplayMemoryTest, RunsGiveExactlyWhatSingleInsertsAndRemovesGive) {
   for (uint64_t i = 0; i < kCapacity; ++i) {
     ASSERT_EQ(run->sequence(i), single->sequence(i)) << i;
     ASSERT_EQ(run->stored_priority(i), single->stored_priority(i)) << i;
+    const float a = run->rank_key(i), b = single->rank_key(i);
+    ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << i;
   }
   EXPECT_TRUE(run_log.calls == single_log.calls);
   EXPECT_GT(run_log.calls.size(), 1000u);
@@ -287,6 +289,38 @@ TEST(ReplayMemoryTest, RestoreLoadsValuesAndRejectsInconsistentOnes) {
   EXPECT_EQ(m->Restore(bad, sequences).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(m->size(), 0u);
   EXPECT_FALSE(m->Restore(values, absl::MakeSpan(sequences).first(3)).ok());
+}
+
+TEST(ReplayMemoryTest, RankKeysFollowRawPrioritiesInBothModes) {
+  for (const SamplingMode mode : {SamplingMode::kPrioritized, SamplingMode::kUniform}) {
+    auto m = MakeMemory(4, 0.6, 1e-6, mode);
+    EXPECT_TRUE(std::isnan(m->rank_key(0)));
+    m->Insert(0, 1, 2.5f);
+    m->Insert(1, 2, std::nanf(""));  // no estimate: ranks with the highest
+    m->Insert(2, 3, 0.0f);
+    const std::vector<float> run = {0.25f, 7.0f};
+    m->InsertRun(2, 10, run);  // replaces index 2's entry
+    EXPECT_EQ(m->rank_key(0), 2.5f);
+    EXPECT_TRUE(std::isinf(m->rank_key(1)));
+    EXPECT_EQ(m->rank_key(2), 0.25f);
+    EXPECT_EQ(m->rank_key(3), 7.0f);
+    ASSERT_EQ(m->UpdatePriority(3, 11, 0.0f), ReplayMemory::UpdateResult::kApplied);
+    EXPECT_EQ(m->rank_key(3), 0.0f);  // an update of 0 is an estimate
+    EXPECT_EQ(m->UpdatePriority(0, 99, 5.0f), ReplayMemory::UpdateResult::kStale);
+    EXPECT_EQ(m->rank_key(0), 2.5f);
+    m->Remove(0);
+    m->RemoveRun(1, 2);
+    for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(m->rank_key(i))) << i;
+    EXPECT_EQ(m->rank_keys().size(), 4u);
+    m->Clear();
+    EXPECT_TRUE(std::isnan(m->rank_key(3)));
+  }
+  // A restore keeps stored values, not raw priorities: no key until set.
+  auto m = MakeMemory(2, 1.0, 0.5);
+  m->Insert(0, 1, 3.0f);
+  ASSERT_TRUE(m->Restore(std::vector<double>{1.0, 2.0}, std::vector<uint64_t>{4, 5}).ok());
+  EXPECT_TRUE(std::isnan(m->rank_key(0)));
+  EXPECT_TRUE(std::isnan(m->rank_key(1)));
 }
 
 TEST(BetaScheduleTest, AnnealsLinearlyThenHolds) {

@@ -180,5 +180,33 @@ TEST_F(ForwardSamplerTest, FifoSkipsWhatWasOverwrittenBeforeItsTurn) {
   EXPECT_EQ(sampler_->forward_dropped(), capacity / 2 - 2 * config().batch_size);
 }
 
+// Crossing percentiles (crossing_percentiles.h): one batch per period is
+// ranked against what the memory held before it, in every mode.
+TEST_F(ForwardSamplerTest, CrossingPercentilesRankWhatWasForwarded) {
+  Make(ForwardMode::kForwardPriority);
+  InsertAndIngest(24, 1.0f);
+  InsertAndIngest(8, 1000.0f);
+  Staged staged;
+  ASSERT_TRUE(StageAndTake(&staged));
+  // The 8 at 1000 crossed, each ranked among the 32 held: (24 + 8 / 2) / 32.
+  EXPECT_EQ(sampler_->crossing().count(), 8u);
+  EXPECT_DOUBLE_EQ(sampler_->crossing().sum(), 8 * 87.5);
+  InsertAndIngest(8, 1.0f);
+  ASSERT_TRUE(StageAndTake(&staged));
+  EXPECT_EQ(sampler_->crossing().count(), 8u) << "within the period: not measured";
+  clock_.Advance(absl::Milliseconds(50));
+  ASSERT_TRUE(StageAndTake(&staged));
+  EXPECT_EQ(sampler_->crossing().count(), 16u);
+
+  // FIFO: the oldest cross whatever their priority. Priorities 1 .. 16 in
+  // arrival order; the first batch takes 1 .. 8: (k - 0.5) / 16 on average
+  // 25.
+  Make(ForwardMode::kForwardFifo);
+  for (int k = 1; k <= 16; ++k) InsertAndIngest(1, static_cast<float>(k));
+  ASSERT_TRUE(StageAndTake(&staged));
+  EXPECT_EQ(sampler_->crossing().count(), 8u);
+  EXPECT_DOUBLE_EQ(sampler_->crossing().sum() / 8, 25.0);
+}
+
 }  // namespace
 }  // namespace dreplay::server

@@ -3,6 +3,7 @@
 #include "replay_server/prometheus_metrics.h"
 
 #include <cstdint>
+#include <limits>
 
 #include "common/prometheus_text.h"
 
@@ -112,6 +113,17 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
              s.priority_sum);
   out->Gauge("dreplay_server_max_priority", "Largest priority^alpha in the replay memory.",
              s.priority_max);
+  out->Counter("dreplay_server_crossing_measured_total",
+               "Staged entries that crossed the link (copied) whose percentile in the memory's "
+               "priority distribution was measured (one batch per 50 ms; this process).",
+               s.crossing_percentile_count);
+  out->Gauge("dreplay_server_crossing_percentile_mean",
+             "Mean percentile (0 to 100) of the measured crossing entries' priorities among "
+             "those the memory held (about 50 for uniform or FIFO choice; NaN before the "
+             "first).",
+             s.crossing_percentile_count > 0
+                 ? s.crossing_percentile_sum / static_cast<double>(s.crossing_percentile_count)
+                 : std::numeric_limits<double>::quiet_NaN());
 }
 
 void RenderConnections(const ConnectionCounts& c, PrometheusText* out) {

@@ -257,6 +257,8 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->priorities_bounded, c.priorities_bounded);
   StoreRelease(&s->transitions_invalid, ingest_->transitions_invalid());
   StoreRelease(&s->forward_dropped, sampler_->forward_dropped());
+  StoreReleaseDouble(&s->crossing_percentile_sum, sampler_->crossing().sum());
+  StoreRelease(&s->crossing_percentile_count, sampler_->crossing().count());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 

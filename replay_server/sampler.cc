@@ -17,6 +17,10 @@ absl::Status SamplerOptions::Validate() const {
   if (absl::Status s = rate_limiter.Validate(1); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampler rate_limiter: ", s.message()));
   }
+  if (crossing_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampler crossing_period=", absl::FormatDuration(crossing_period), " must be >= 0"));
+  }
   if (max_draws_per_entry == 0) {
     return absl::InvalidArgumentError("sampler max_draws_per_entry=0 must be >= 1");
   }
@@ -68,6 +72,7 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
       memory_(memory),
       counters_(counters),
       clock_(clock),
+      crossing_(options.crossing_period, config.batch_size),
       limiter_(options.rate_limiter),
       staged_at_(config.staging_depth),
       items_(config.batch_size),
@@ -157,9 +162,14 @@ bool Sampler::StageOne() {
   uint8_t* payloads = staging_ + protocol::StagingSlotOffset(config_, next_batch_) +
                       protocol::StagingPayloadsOffset(config_);
   uint32_t payload_count = 0;
+  measuring_ = crossing_.Due(clock_->Now());
   const uint32_t count =
       queue_ != nullptr ? TakeQueued(payloads) : DrawBatch(payloads, &payload_count);
   if (queue_ != nullptr) payload_count = count;
+  if (measuring_) {
+    crossing_.Finish(memory_->rank_keys(), /*keys_left_memory=*/forwarding(), clock_->Now());
+    measuring_ = false;
+  }
   if (count == 0) return false;
   double beta = 0;
   if (forwarding()) {
@@ -210,6 +220,7 @@ uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
         cached_[count] = 0;
         items_[count++] = item;
         ++*payload_count;
+        if (measuring_) crossing_.Add(memory_->rank_key(item.index));
         // Forwarded once: never drawn again.
         if (forwarding()) memory_->Remove(item.index);
         break;
@@ -241,6 +252,7 @@ uint32_t Sampler::TakeQueued(uint8_t* payloads) {
     cached_[count] = 0;
     items_[count] = replay::SampledItem{t.index, t.sequence, 0.0, 1.0f};
     ++count;
+    if (measuring_) crossing_.Add(memory_->rank_key(t.index));
     memory_->Remove(t.index);
   }
   return count;

@@ -59,6 +59,11 @@
 // older ones, and skips those overwritten meanwhile (both counted in
 // forward_dropped()). Entries are never references and their weights are 1.
 //
+// Crossing percentiles: one staged batch per options.crossing_period has
+// the rank keys of its copied entries (taken as each is copied, before a
+// forwarded entry leaves the memory) ranked against the memory's
+// (crossing_percentiles.h), in every mode, so the placements compare.
+//
 // Every store into the staging ring is a word-wise atomic store (the learner
 // READs it concurrently); every read of the slot ring is an atomic load.
 //
@@ -81,6 +86,7 @@
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
 #include "replay_server/counters.h"
+#include "replay_server/crossing_percentiles.h"
 #include "replay_server/forward_queue.h"
 #include "replay_server/learner_cache.h"
 
@@ -123,6 +129,9 @@ struct SamplerOptions {
   protocol::ForwardMode forward = protocol::ForwardMode::kForwardOff;
   // kForwardFifo: the queue's bound, in transitions (>= 1).
   uint64_t forward_queue = 4096;
+  // Crossing percentiles (crossing_percentiles.h): at most one staged batch
+  // is measured per this period (>= 0; 0 measures every batch).
+  absl::Duration crossing_period = absl::Milliseconds(50);
 
   absl::Status Validate() const;
 };
@@ -167,6 +176,9 @@ class Sampler {
   // Transitions the FIFO forwarder left behind (dropped from its queue, or
   // overwritten in it) in this process.
   uint64_t forward_dropped() const { return forward_dropped_; }
+  // Where the copied (link-crossing) entries of the batches measured sit
+  // in the memory's priority distribution, in this process.
+  const CrossingPercentiles& crossing() const { return crossing_; }
 
   // Batches staged in this epoch (the next batch number).
   uint64_t next_batch() const { return next_batch_; }
@@ -218,6 +230,8 @@ class Sampler {
   uint64_t released_ = 0;
   bool stalled_ = false;
   uint64_t forward_dropped_ = 0;
+  CrossingPercentiles crossing_;
+  bool measuring_ = false;               // this batch's copied entries go to crossing_
   std::unique_ptr<ForwardQueue> queue_;  // kForwardFifo only
   replay::RateLimiter limiter_;
   absl::Time limiter_wait_since_ = absl::InfinitePast();  // first limited step

@@ -96,6 +96,11 @@ std::optional<double> CachedFraction(const StatsBlock& stats) {
   return static_cast<double>(stats.staged_cached) / static_cast<double>(staged);
 }
 
+std::optional<double> CrossingPercentileMean(const StatsBlock& stats) {
+  if (stats.crossing_percentile_count == 0) return std::nullopt;
+  return stats.crossing_percentile_sum / static_cast<double>(stats.crossing_percentile_count);
+}
+
 std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before,
                                          const MonitorSnapshot& now) {
   const StatsBlock& b = now.stats;
@@ -249,6 +254,8 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                    .Add("staged_cached", s.staged_cached)
                                    .Add("cached_fraction", CachedFraction(s))
                                    .Add("learner_cache_resets", s.learner_cache_resets)
+                                   .Add("crossing_percentile_mean", CrossingPercentileMean(s))
+                                   .Add("crossing_measured", s.crossing_percentile_count)
                                    .Done();
   std::string rates = "null";
   if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
@@ -389,10 +396,14 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         s.limiter_sample_waits, s.limiter_sample_wait_ns / kNanosPerSecond,
                         s.limiter_insert_wait_ns / kNanosPerSecond);
   const std::optional<double> cached = CachedFraction(s);
-  absl::StrAppendFormat(&out, "transfer  payloads %d  cached %d (%s)  cache_resets %d\n",
+  const std::optional<double> crossing = CrossingPercentileMean(s);
+  absl::StrAppendFormat(&out,
+                        "transfer  payloads %d  cached %d (%s)  cache_resets %d  crossing "
+                        "percentile %s\n",
                         s.staged_payloads, s.staged_cached,
                         cached.has_value() ? absl::StrFormat("%.1f%%", 100 * *cached) : "-",
-                        s.learner_cache_resets);
+                        s.learner_cache_resets,
+                        crossing.has_value() ? absl::StrFormat("%.1f", *crossing) : "-");
   absl::StrAppendFormat(&out,
                         "drops     torn %d  overrun %d  invalid_transitions %d  copy_rejects %d  "
                         "stale_updates %d  invalid_updates %d\n"

@@ -79,6 +79,13 @@ def test_the_hybrid_placement_reads_each_transition_once():
         assert reader.next(timeout_s=0.2)["sequences"].size == 0
         stats = reader.stats()
         assert stats["transitions_fetched"] == stats["distinct_transitions_fetched"] == SENT
+        # The server measured where what it forwarded sat in its priority
+        # distribution (one batch per 50 ms: at least the first).
+        server = connect(service, "monitor").stats_reader().read_stats()
+        assert server["forward_dropped"] == 0
+        assert server["crossing_percentile_count"] > 0
+        mean = server["crossing_percentile_sum"] / server["crossing_percentile_count"]
+        assert 0 <= mean <= 100
         # The buffer placement's reader refuses this server, and says why
         # (one learner at a time: this one goes first).
         del reader, learner
