@@ -337,6 +337,10 @@ absl::Status LearnerLoop::EmitProgress(bool last) {
     }
     metrics_.SetLinkStats(link);
   }
+  if (last && io_.crossing_percentile) {
+    ASSIGN_OR_RETURN(const std::optional<double> crossing, io_.crossing_percentile());
+    metrics_.SetCrossingPercentile(crossing);
+  }
   metrics_.SetDropped(source_->transitions_dropped(), params_withheld_);
   ASSIGN_OR_RETURN(const std::optional<double> probe_loss, ProbeLoss());
   metrics_.SetProbeLoss(probe_loss);

@@ -222,6 +222,10 @@ struct LearnerIo {
   // the link counts (the periodic progress uses it; the last progress
   // record, whose coverage must not exceed 1, reads); empty: read.
   std::function<absl::StatusOr<uint64_t>()> server_ingested_known;
+  // The mean percentile, within the buffer node's priority distribution,
+  // of the transitions that crossed the link (protocol StatsBlock), READ
+  // for the last progress record only; empty or nullopt: unknown.
+  std::function<absl::StatusOr<std::optional<double>>()> crossing_percentile;
   // The wall clock (ns since the Unix epoch, CLOCK_REALTIME) that data ages
   // are measured with; empty: absl::Now().
   std::function<uint64_t()> wall_clock_ns;

@@ -535,6 +535,28 @@ TEST(LearnerLoopTest, BufferPlacementSamplesPerInsertIsEntriesTrainedOnOverTheSe
   EXPECT_DOUBLE_EQ(*s.samples_per_insert, 30.0 * kBatch / 120.0);
 }
 
+TEST(LearnerLoopTest, OnlyTheLastRecordReadsTheCrossingPercentile) {
+  FakeBatches batches(30);
+  std::vector<ProgressRecord> records;
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.max_train_steps = 30;
+  LearnerIo io{&batches, nullptr, nullptr,
+               nullptr,  {},      [&](const ProgressRecord& r) { records.push_back(r); }};
+  int reads = 0;
+  io.crossing_percentile = [&]() -> absl::StatusOr<std::optional<double>> {
+    ++reads;
+    return std::optional<double>(64.0);
+  };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  EXPECT_EQ(reads, 1);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().crossing_percentile, std::optional<double>(64.0));
+  EXPECT_EQ((*loop)->Summary().crossing_percentile, std::optional<double>(64.0));
+}
+
 TEST(LearnerLoopTest, BufferPlacementAgesEveryEntryAndCountsOnlyTheEntriesThatCrossedTheLink) {
   constexpr uint64_t kNow = uint64_t{1'700'000'000} * 1'000'000'000;
   FakeBatches batches(4);

@@ -95,7 +95,8 @@ std::string ProgressRecord::ToJson() const {
       .Add("samples_per_insert", samples_per_insert)
       .Add("data_age_mean_s", data_age_mean_s)
       .Add("data_age_p50_s", data_age_p50_s)
-      .Add("data_age_p95_s", data_age_p95_s);
+      .Add("data_age_p95_s", data_age_p95_s)
+      .Add("crossing_percentile", crossing_percentile);
   return AddLink(json, link).Done();
 }
 
@@ -124,7 +125,8 @@ std::string SummaryRecord::ToJson() const {
       .Add("evaluations", evaluations)
       .Add("probe_loss", probe_loss)
       .Add("samples_per_insert", samples_per_insert)
-      .Add("data_age_mean_s", data_age_mean_s);
+      .Add("data_age_mean_s", data_age_mean_s)
+      .Add("crossing_percentile", crossing_percentile);
   return AddLink(json, link).Done();
 }
 
@@ -227,6 +229,7 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   }
   r.probe_loss = probe_loss_;
   r.samples_per_insert = samples_per_insert_;
+  r.crossing_percentile = crossing_percentile_;
   if (!interval_ages_.empty()) {
     double sum = 0;
     for (double age : interval_ages_) sum += age;
@@ -279,6 +282,7 @@ SummaryRecord MetricsRecorder::Summary(double wall_s) const {
   s.link = link_;
   s.probe_loss = probe_loss_;
   s.samples_per_insert = samples_per_insert_;
+  s.crossing_percentile = crossing_percentile_;
   if (data_age_count_ > 0) s.data_age_mean_s = data_age_sum_ / static_cast<double>(data_age_count_);
   // The last half of training: train steps k (1-based) with k >= final / 2.
   const double half = static_cast<double>(train_steps()) / 2.0;

@@ -96,6 +96,16 @@
 //                   return of the last (up to 100) episodes of every actor
 //                   (sum of returns_sum / sum of returns_count); null when
 //                   no episode finished yet.
+//   crossing_percentile
+//                   where the transitions that crossed the link sat in the
+//                   buffer node's priority distribution: the mean
+//                   percentile (0 to 100) of each one's raw priority among
+//                   those the node held when it was staged (the server's
+//                   StatsBlock; replay_server/crossing_percentiles.h). About
+//                   50 for uniform or FIFO choice. The last record only (the
+//                   learner READs it then), and only where the node stages
+//                   what crosses ("buffer", "hybrid"); null otherwise (the
+//                   freshest and in-order readers READ the slot ring).
 //   eval_return_mean
 //                   the mean undiscounted return of the last greedy
 //                   evaluation (eval_episodes episodes of the learner's
@@ -109,8 +119,9 @@
 // loss_mean_last_half (mean loss per step) and
 // transferred_priority_mean_last_half (mean |TD error| of the transitions
 // first trained on while train_steps was in that range); and probe_loss (the
-// last), samples_per_insert, data_age_mean_s (over the whole run), the
-// fetched totals and the link bytes by class as in the last progress record.
+// last), samples_per_insert, data_age_mean_s (over the whole run),
+// crossing_percentile, the fetched totals and the link bytes by class as in
+// the last progress record.
 //
 // Records are JSON objects, one per line (JSON lines); numbers that are not
 // finite are written as null. Both kinds start with type ("progress" or
@@ -189,6 +200,7 @@ struct ProgressRecord {
   std::optional<double> data_age_mean_s;
   std::optional<double> data_age_p50_s;
   std::optional<double> data_age_p95_s;
+  std::optional<double> crossing_percentile;
   LinkStats link;  // bytes by class and fetched counts
   // Batch entries and forwarded transitions the learner left out because
   // they do not decode or cannot be trained on (rl::CheckTrainable), and
@@ -222,6 +234,7 @@ struct SummaryRecord {
   std::optional<double> probe_loss;  // the last
   std::optional<double> samples_per_insert;
   std::optional<double> data_age_mean_s;  // over the run
+  std::optional<double> crossing_percentile;
   LinkStats link;
 
   std::string ToJson() const;
@@ -253,6 +266,8 @@ class MetricsRecorder {
   void SetProbeLoss(std::optional<double> loss) { probe_loss_ = loss; }
   // Achieved samples per insert since the start (nullopt: unknown yet).
   void SetSamplesPerInsert(std::optional<double> spi) { samples_per_insert_ = spi; }
+  // The server's mean crossing percentile (nullopt: unknown).
+  void SetCrossingPercentile(std::optional<double> p) { crossing_percentile_ = p; }
   void SetActorTotals(const ActorTotals& totals) { actors_ = totals; }
   // Totals of ProgressRecord::transitions_dropped and params_withheld.
   void SetDropped(uint64_t transitions, uint64_t params) {
@@ -293,6 +308,7 @@ class MetricsRecorder {
   LinkStats link_;
   std::optional<double> probe_loss_;
   std::optional<double> samples_per_insert_;
+  std::optional<double> crossing_percentile_;
   double data_age_sum_ = 0;
   uint64_t data_age_count_ = 0;
   ActorTotals actors_;

@@ -166,6 +166,7 @@ TEST(MetricsTest, ProgressJsonHasEveryFieldAndNullForMissingValues) {
                             "\"data_age_mean_s\":null",
                             "\"data_age_p50_s\":null",
                             "\"data_age_p95_s\":null",
+                            "\"crossing_percentile\":null",
                             "\"link_bytes_experience\":0",
                             "\"link_bytes_metadata\":0",
                             "\"link_bytes_polling\":0",
@@ -190,7 +191,7 @@ TEST(MetricsTest, SummaryJsonHasEveryField) {
         "\"link_bytes_total\":0", "\"link_transitions_total\":0", "\"loss_mean_last_half\":null",
         "\"transferred_priority_mean_last_half\":null", "\"probe_loss\":null",
         "\"samples_per_insert\":null", "\"data_age_mean_s\":null", "\"link_bytes_control\":0",
-        "\"distinct_transitions_fetched_total\":0"}) {
+        "\"distinct_transitions_fetched_total\":0", "\"crossing_percentile\":null"}) {
     EXPECT_TRUE(Contains(json, field)) << field << " in " << json;
   }
 }
@@ -259,6 +260,14 @@ TEST(MetricsTest, ProbeLossAndSamplesPerInsertAreReportedAsSet) {
   const SummaryRecord s = m.Summary(1.0);
   EXPECT_DOUBLE_EQ(*s.probe_loss, 0.25);
   EXPECT_DOUBLE_EQ(*s.samples_per_insert, 4.0);
+}
+
+TEST(MetricsTest, TheCrossingPercentileIsReportedAsSet) {
+  MetricsRecorder m("buffer", 1, 475);
+  m.SetCrossingPercentile(71.5);
+  EXPECT_TRUE(Contains(m.Progress(1.0).ToJson(), "\"crossing_percentile\":71.5"));
+  EXPECT_DOUBLE_EQ(*m.Summary(1.0).crossing_percentile, 71.5);
+  EXPECT_TRUE(Contains(m.Summary(1.0).ToJson(), "\"crossing_percentile\":71.5"));
 }
 
 TEST(MetricsTest, JsonEscapesQuotesInStrings) {

@@ -76,6 +76,7 @@ LearnerIo LearnerServiceIo::io() {
   io.actors = this;
   io.link_stats = [this] { return link_stats(); };
   io.server_ingested = [this] { return server_ingested(); };
+  io.crossing_percentile = [this] { return crossing_percentile(); };
   io.server_ingested_known = [this]() -> absl::StatusOr<uint64_t> {
     if (const std::optional<uint64_t> g = generated(); g.has_value()) return *g;
     ASSIGN_OR_RETURN(const protocol::ServerLine line, server_line_->Poll());
@@ -113,6 +114,14 @@ absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
       const protocol::ServerLine line,
       client::RetryWhileDisconnected(options_.retry, [&] { return session_->ReadServerLine(); }));
   return line.ingest_cursor;
+}
+
+absl::StatusOr<std::optional<double>> LearnerServiceIo::crossing_percentile() {
+  ASSIGN_OR_RETURN(
+      const protocol::StatsBlock stats,
+      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadStats(); }));
+  if (stats.crossing_percentile_count == 0) return std::optional<double>();
+  return stats.crossing_percentile_sum / static_cast<double>(stats.crossing_percentile_count);
 }
 
 absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::TransitionBatch* batch,

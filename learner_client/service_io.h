@@ -105,7 +105,7 @@ class LearnerServiceIo : public BatchSource,
 
   // For LearnerLoop::Create(): `batches` (buffer placement) or `stream`
   // (learner placement), `params`, `actors`, `link_stats` and
-  // `server_ingested`; points into this object. on_progress and
+  // `server_ingested`, `crossing_percentile`; points into this object. on_progress and
   // wall_clock_ns are left to the caller.
   LearnerIo io();
 
@@ -115,6 +115,9 @@ class LearnerServiceIo : public BatchSource,
   LinkStats link_stats() const;
   // The server's ingest_cursor, READ now (retried while disconnected).
   absl::StatusOr<uint64_t> server_ingested();
+  // The mean crossing percentile of the server's stats region, READ now
+  // (retried while disconnected); nullopt before any was measured.
+  absl::StatusOr<std::optional<double>> crossing_percentile();
 
   // BatchSource (buffer placement).
   absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,

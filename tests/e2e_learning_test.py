@@ -144,6 +144,11 @@ class E2eLearningTest(unittest.TestCase):
         self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
         self.assertIsNotNone(summary["loss_mean_last_half"])
         self.check_common_metrics(summary)
+        # Prioritized sampling: what crossed sat above the middle of the
+        # buffer node's priority distribution.
+        self.assertIsNotNone(summary["crossing_percentile"])
+        self.assertGreater(summary["crossing_percentile"], 50)
+        self.assertLessEqual(summary["crossing_percentile"], 100)
         for rec in progress:
             self.assertEqual(rec["replay_placement"], "buffer")
 
@@ -165,6 +170,8 @@ class E2eLearningTest(unittest.TestCase):
         # The limiter never lets sampling run ahead of 4 per insert (past the
         # first --min_replay transitions, which cover its error buffer).
         self.assertLessEqual(summary["samples_per_insert"], 4.0)
+        # The in-order reader READs the ring: the buffer node stages nothing.
+        self.assertIsNone(summary["crossing_percentile"])
         last = progress[-1]
         for key in ("loss", "transferred", "transferred_priority", "link_bytes_per_s",
                     "link_transitions_per_s", "actor_return_mean"):
@@ -194,6 +201,9 @@ class E2eLearningTest(unittest.TestCase):
                                  summary["distinct_transitions_fetched_total"])
                 self.assertLessEqual(summary["samples_per_insert"], 4.0)
                 self.assertIsNotNone(summary["transferred_priority_mean_last_half"])
+                self.assertIsNotNone(summary["crossing_percentile"])
+                self.assertGreaterEqual(summary["crossing_percentile"], 0)
+                self.assertLessEqual(summary["crossing_percentile"], 100)
                 for rec in progress:
                     self.assertEqual(rec["replay_placement"], "hybrid")
 

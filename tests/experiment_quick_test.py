@@ -66,6 +66,16 @@ class ExperimentQuickTest(unittest.TestCase):
                     evals = [json.loads(line) for line in f if line.strip()]
                 self.assertGreaterEqual(len(evals), 3)
                 self.assertEqual([e["index"] for e in evals], list(range(len(evals))))
+                # Where the buffer node stages what crosses, the percentile of
+                # what crossed in its priority distribution; the freshest
+                # reader READs the ring itself, so none there.
+                crossing = a["crossing_percentile"]["mean"]
+                if a["name"] == "learner-freshest":
+                    self.assertIsNone(crossing)
+                else:
+                    self.assertIsNotNone(crossing, a["name"])
+                    self.assertGreaterEqual(crossing, 0)
+                    self.assertLessEqual(crossing, 100)
             # The learner-side arms train at about the governed rate: most
             # of the set's updates within the window (which leaves a margin
             # for a loaded machine).

@@ -32,8 +32,8 @@ import experiment_stats as st
 OUTPUTS = ("summary.json", "summary.md", "return_vs_updates.png", "return_vs_time.png",
            "return_vs_bytes.png", "placement_map.png")
 FIGURES = ("auc_updates", "final_return", "updates_reached", "link_bytes", "link_bytes_down",
-           "link_bytes_up", "transferred_priority", "loss", "probe_loss", "data_age_s",
-           "samples_per_insert", "train_steps", "coverage", "generation_per_s",
+           "link_bytes_up", "transferred_priority", "crossing_percentile", "loss", "probe_loss",
+           "data_age_s", "samples_per_insert", "train_steps", "coverage", "generation_per_s",
            "buffer_node_drops")
 BASELINE = "learner-freshest"
 PAPER_RATIOS = ("loss_ratio", "probe_loss_ratio", "transferred_priority_ratio",
@@ -185,15 +185,16 @@ def cell_markdown(c, design, titles):
             c["duration_s"]))
     lines += ["", "| arm | seeds | AUC (mean greedy return over the window) | AUC over updates | "
               "final return | updates reached / %d | link MB down | link MB up | "
-              "transferred priority | probe loss | data age s | coverage |" % design["updates"],
-              "|" + " --- |" * 12]
+              "transferred priority | crossing percentile | probe loss | data age s | "
+              "coverage |" % design["updates"],
+              "|" + " --- |" * 13]
     for a in c["arms"]:
-        lines.append(("| %s | %d |" + " %s |" * 10) % (
+        lines.append(("| %s | %d |" + " %s |" * 11) % (
             titles.get(a["name"], a["name"]), len(a["seeds"]), fmt(a["auc"]),
             fmt(a["auc_updates"]), fmt(a["final_return"]), fmt(a["updates_reached"]),
             fmt(a["link_bytes_down"], 1e6), fmt(a["link_bytes_up"], 1e6),
-            fmt(a["transferred_priority"]), fmt(a["probe_loss"]), fmt(a["data_age_s"]),
-            fmt(a["coverage"])))
+            fmt(a["transferred_priority"]), fmt(a.get("crossing_percentile")),
+            fmt(a["probe_loss"]), fmt(a["data_age_s"]), fmt(a["coverage"])))
     diffs = c["auc_minus_learner_freshest"]
     if diffs:
         lines += ["", "AUC minus the learner placement (freshest), paired by seed (BCa 95 % "

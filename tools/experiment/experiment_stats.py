@@ -177,6 +177,9 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes, updates=None):
         "link_bytes_by_class": by_class,
         "transferred_priority": window_mean(progress, "transferred_priority", half,
                                             weight_key="transferred"),
+        # Where what crossed sat in the buffer node's priority distribution
+        # (0 to 100; null where the node does not stage what crosses).
+        "crossing_percentile": summary.get("crossing_percentile"),
         "loss": window_mean(progress, "loss", half),
         "probe_loss": window_mean(progress, "probe_loss", half),
         "data_age_s": summary.get("data_age_mean_s"),
