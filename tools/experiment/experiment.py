@@ -43,16 +43,22 @@ seeds paired (seed k gives every arm the same initial network, actors and
 environments).
 
 Outputs under --out:
+  design.json                  what every run under --out shares
   runs/<cell>/<arm>-seed<k>/   run_local's logs, metrics.jsonl, snap/ and evals.jsonl
   summary.json, summary.md     the figures (shape: see experiment_report.py)
   return_vs_updates.png, return_vs_time.png, return_vs_bytes.png, placement_map.png
 
 Usage:
-  tools/experiment/experiment.sh           # the default set (206 runs, about 2.5 h on 2 cores)
+  tools/experiment/experiment.sh           # the default set (210 runs, about 2.5 h on 2 cores)
   tools/experiment/experiment.sh --quick   # a smoke run of the seven arms (about 2 min)
   tools/experiment/experiment.sh --full    # 40k updates, 10 seeds in every cell (300 runs, about 8 h)
   tools/experiment/experiment.py --summarize_only --out DIR   # re-summarize finished runs
   tools/experiment/experiment.py --quick --env Acrobot-v1
+  tools/experiment/experiment.py --cells rho8-u0.25 --seeds 20 --resume   # 10 more seeds
+
+Every run under one --out shares its environment, observation, updates and
+governor (out/design.json records them; another --out is needed to change
+one).
 
 The environment is CartPole-v1 unless --env names another (Acrobot-v1,
 MinAtar's); time-to-solve figures use CartPole-v1's threshold.
@@ -132,7 +138,7 @@ SETS = {
     "default": {"updates": 16000, "plan": [
         ("rho2-u0.25", ALL_ARMS, 10), ("rho8-u0.25", ALL_ARMS, 10),
         ("rho0.5-u8", NO_AA, 5), ("rho8-u8", NO_AA, 5),
-        ("rho2-u0.25" + CONTROL_SUFFIX, CONTROL_ARMS, 3)]},
+        ("rho2-u0.25" + CONTROL_SUFFIX, CONTROL_ARMS, 5)]},
     "quick": {"updates": 1000, "plan": [("rho2-u0.25", ALL_ARMS, 1)]},
     "full": {"updates": 40000, "plan": [
         ("rho2-u0.25", ALL_ARMS, 10), ("rho8-u0.25", ALL_ARMS, 10),
@@ -302,6 +308,28 @@ def run_all(args, plan, updates):
         evaluate(run_dir)
 
 
+def run_design(args, updates):
+    """What every run under one --out must share."""
+    return {"env": ENV["env"], "observation": ENV["observation"], "updates": updates,
+            "governed": not args.ungoverned}
+
+
+def check_design(out, design):
+    """Records `design` in out/design.json, or refuses an --out whose runs
+    were made with another (so --resume never mixes them)."""
+    path = os.path.join(out, "design.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            recorded = json.load(f)
+        if recorded != design:
+            raise ValueError("%s holds runs of %s, not %s: choose another --out" % (
+                out, json.dumps(recorded, sort_keys=True), json.dumps(design, sort_keys=True)))
+        return
+    with open(path, "w") as f:
+        json.dump(design, f, sort_keys=True)
+        f.write("\n")
+
+
 def summarize(args, plan, updates):
     cells = []
     for name, arms, _ in plan:
@@ -347,6 +375,10 @@ def main(argv):
                    "e.g. the primary ones, %s)" % ",".join(PRIMARY))
     p.add_argument("--order_seed", type=int, default=1,
                    help="seed of the arms' run order (default 1)")
+    p.add_argument("--seeds", type=int, default=0,
+                   help="run seeds 1..N in every chosen cell instead of the set's count (e.g. "
+                   "more seeds where a check needs them; the summary takes every complete "
+                   "seed under --out)")
     p.add_argument("--resume", action="store_true", help="keep the runs already complete")
     p.add_argument("--summarize_only", action="store_true",
                    help="only summarize the runs under --out")
@@ -373,8 +405,14 @@ def main(argv):
             p.error("--cells: %s not in this set (%s)" % (
                 ",".join(unknown), ",".join(name for name, _, _ in plan)))
         plan = [entry for entry in plan if entry[0] in wanted]
+    if args.seeds < 0:
+        p.error("--seeds=%d must be >= 1 (0: the set's)" % args.seeds)
+    if args.seeds:
+        plan = [(name, arms, args.seeds) for name, arms, _ in plan]
     os.makedirs(args.out, exist_ok=True)
     try:
+        if not args.report_only:
+            check_design(args.out, run_design(args, updates))
         if args.report_only:
             experiment_report.redraw(args.out, ARM_TITLES)
             log("redrew %s" % ", ".join(os.path.join(args.out, f)
