@@ -76,7 +76,12 @@ LearnerIo LearnerServiceIo::io() {
   io.actors = this;
   io.link_stats = [this] { return link_stats(); };
   io.server_ingested = [this] { return server_ingested(); };
-  io.crossing_percentile = [this] { return crossing_percentile(); };
+  // The learner placement READs the slot ring: nothing the server stages
+  // crosses (it stages for no one), so its measure would not be of what
+  // crossed.
+  if (options_.placement != ReplayPlacement::kLearner) {
+    io.crossing_percentile = [this] { return crossing_percentile(); };
+  }
   io.server_ingested_known = [this]() -> absl::StatusOr<uint64_t> {
     if (const std::optional<uint64_t> g = generated(); g.has_value()) return *g;
     ASSIGN_OR_RETURN(const protocol::ServerLine line, server_line_->Poll());

@@ -105,7 +105,8 @@ class LearnerServiceIo : public BatchSource,
 
   // For LearnerLoop::Create(): `batches` (buffer placement) or `stream`
   // (learner placement), `params`, `actors`, `link_stats` and
-  // `server_ingested`, `crossing_percentile`; points into this object. on_progress and
+  // `server_ingested`, `crossing_percentile` (not in the learner
+  // placement); points into this object. on_progress and
   // wall_clock_ns are left to the caller.
   LearnerIo io();
 

@@ -73,9 +73,9 @@ class CrossingPercentiles {
 
   const absl::Duration period_;
   absl::Time next_ = absl::InfinitePast();
-  std::vector<float> batch_;    // keys added, sorted by Finish
-  std::vector<double> less_;    // per sorted key: memory keys below it
-  std::vector<double> equal_;   // per sorted key: memory keys equal to it
+  std::vector<float> batch_;   // keys added, sorted by Finish
+  std::vector<double> less_;   // per sorted key: memory keys below it
+  std::vector<double> equal_;  // per sorted key: memory keys equal to it
   uint32_t added_ = 0;
   uint64_t offset_ = 0;  // the first key read, modulo the step
   double sum_ = 0;

@@ -114,8 +114,9 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
   out->Gauge("dreplay_server_max_priority", "Largest priority^alpha in the replay memory.",
              s.priority_max);
   out->Counter("dreplay_server_crossing_measured_total",
-               "Staged entries that crossed the link (copied) whose percentile in the memory's "
-               "priority distribution was measured (one batch per 50 ms; this process).",
+               "Staged entries copied for the link whose percentile in the memory's priority "
+               "distribution was measured (one batch per 50 ms; this process). A "
+               "learner-placement learner READs the slot ring, not the staged batches.",
                s.crossing_percentile_count);
   out->Gauge("dreplay_server_crossing_percentile_mean",
              "Mean percentile (0 to 100) of the measured crossing entries' priorities among "

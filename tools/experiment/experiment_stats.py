@@ -152,6 +152,16 @@ DOWN_CLASSES = ("experience", "metadata", "polling")
 UP_CLASSES = ("priorities", "params")
 
 
+def crossing_figure(summary):
+    """The run's crossing percentile, or None where nothing the buffer node
+    staged crossed: the learner placement's reader READs the slot ring, and
+    its buffer node stages batches for no one (a learner placement learner
+    of the first layout 14 build reported their measure; dropped here)."""
+    if summary.get("replay_placement") == "learner":
+        return None
+    return summary.get("crossing_percentile")
+
+
 def run_figures(run_dir, duration_s, solve_return, slot_bytes, updates=None):
     """One run's figures, defined identically for every arm; `updates`: the
     run's target train steps, if it has one."""
@@ -178,8 +188,8 @@ def run_figures(run_dir, duration_s, solve_return, slot_bytes, updates=None):
         "transferred_priority": window_mean(progress, "transferred_priority", half,
                                             weight_key="transferred"),
         # Where what crossed sat in the buffer node's priority distribution
-        # (0 to 100; null where the node does not stage what crosses).
-        "crossing_percentile": summary.get("crossing_percentile"),
+        # (0 to 100; see crossing_figure).
+        "crossing_percentile": crossing_figure(summary),
         "loss": window_mean(progress, "loss", half),
         "probe_loss": window_mean(progress, "probe_loss", half),
         "data_age_s": summary.get("data_age_mean_s"),

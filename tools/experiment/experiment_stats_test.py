@@ -251,6 +251,16 @@ class RunFiguresTest(unittest.TestCase):
         # No buffer-node log: no drop figure.
         self.assertIsNone(f["buffer_node_drops"])
 
+    def test_the_crossing_percentile_is_only_of_what_the_node_staged_to_cross(self):
+        self.assertEqual(st.crossing_figure({"replay_placement": "hybrid",
+                                             "crossing_percentile": 61.5}), 61.5)
+        self.assertEqual(st.crossing_figure({"replay_placement": "buffer",
+                                             "crossing_percentile": 70.0}), 70.0)
+        self.assertIsNone(st.crossing_figure({"replay_placement": "buffer"}))
+        # The learner placement READs the ring: its node's batches never cross.
+        self.assertIsNone(st.crossing_figure({"replay_placement": "learner",
+                                              "crossing_percentile": 52.0}))
+
     def test_buffer_node_drops_come_from_the_last_stats_line(self):
         run = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         with open(os.path.join(run, "server.log"), "w") as f:
