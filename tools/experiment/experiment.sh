@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the placement experiment (the replay memory at the buffer node, at
 # the learner, or both) on this machine. See tools/experiment/experiment.py --help.
-#   tools/experiment/experiment.sh          # the default set (206 runs, about 2.5 h on 2 cores)
+#   tools/experiment/experiment.sh          # the default set (210 runs, about 2.5 h on 2 cores)
 #   tools/experiment/experiment.sh --quick  # the seven arms once in one cell (about 2 min)
 #   tools/experiment/experiment.sh --full   # 40k updates, 10 seeds in every cell (300 runs, about 8 h)
 set -euo pipefail
