@@ -145,6 +145,9 @@ RULES = [
      Skip("about 2.5 hours (8 with --full); --quick is the smoke run")),
     ("docs/experiment.md", r"tools/experiment/experiment\.py --cells rho2-u0\.25,rho8-u0\.25$",
      Skip("97 minutes; //tests:experiment_quick_test runs the quick set")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --env Acrobot-v1 --cells rho8-u0\.25 "
+     r"--seeds 5 --out out/experiment-acrobot$",
+     Skip("26 minutes; //tests:experiment_quick_test runs the quick set")),
     ("docs/experiment.md", r"tools/experiment/experiment\.py --resume$",
      Skip("54 minutes after the primary cells; //tools/experiment:experiment_test checks "
           "what --resume keeps apart")),
