@@ -55,6 +55,8 @@ Usage:
   tools/experiment/experiment.py --summarize_only --out DIR   # re-summarize finished runs
   tools/experiment/experiment.py --quick --env Acrobot-v1
   tools/experiment/experiment.py --cells rho8-u0.25 --seeds 20 --resume   # 10 more seeds
+  tools/experiment/experiment.py --cells rho8-u0.25 --arms hybrid,hybrid-aa --seeds 20 \
+      --out out/experiment-aa   # an A/A check of its own (40 runs, about 30 min)
 
 Every run under one --out shares its environment, observation, updates and
 governor (out/design.json records them; another --out is needed to change
@@ -287,6 +289,18 @@ def schedule(plan, order_seed):
     return runs
 
 
+def restrict_arms(plan, wanted):
+    """The plan with only the wanted arms in each cell (cells left with none
+    are dropped); ValueError names an arm that no chosen cell has."""
+    known = {arm for _, arms, _ in plan for arm in arms}
+    unknown = [a for a in wanted if a not in known]
+    if unknown:
+        raise ValueError("%s not in the chosen cells (%s)" % (",".join(unknown),
+                                                              ",".join(sorted(known))))
+    restricted = [(name, [a for a in arms if a in wanted], seeds) for name, arms, seeds in plan]
+    return [entry for entry in restricted if entry[1]]
+
+
 def run_all(args, plan, updates):
     runs = schedule(plan, args.order_seed)
     cells = {name: cell(name, updates) for name, _, _ in plan}
@@ -373,6 +387,10 @@ def main(argv):
     p.add_argument("--cells", default="",
                    help="comma-separated cells of the set to run and summarize (default: all; "
                    "e.g. the primary ones, %s)" % ",".join(PRIMARY))
+    p.add_argument("--arms", default="",
+                   help="comma-separated arms to run and summarize in each chosen cell "
+                   "(default: the set's; e.g. hybrid,hybrid-aa for an A/A check of its own "
+                   "under another --out)")
     p.add_argument("--order_seed", type=int, default=1,
                    help="seed of the arms' run order (default 1)")
     p.add_argument("--seeds", type=int, default=0,
@@ -405,6 +423,11 @@ def main(argv):
             p.error("--cells: %s not in this set (%s)" % (
                 ",".join(unknown), ",".join(name for name, _, _ in plan)))
         plan = [entry for entry in plan if entry[0] in wanted]
+    if args.arms:
+        try:
+            plan = restrict_arms(plan, args.arms.split(","))
+        except ValueError as e:
+            p.error("--arms: %s" % e)
     if args.seeds < 0:
         p.error("--seeds=%d must be >= 1 (0: the set's)" % args.seeds)
     if args.seeds:

@@ -123,13 +123,16 @@ def by_seed_of(c, arm):
 
 def assemble(cells, design, primary, contrasts, aa, control_suffix):
     """The summary: the cells, the named contrasts in the primary cells
-    (Holm-corrected together, on the paired t-test's p), the A/A check."""
+    (Holm-corrected together, on the paired t-test's p; a contrast whose
+    arms were not run, as under --arms, is left out), the A/A check."""
     by_name = {c["name"]: c for c in cells}
     named = []
     for name in primary:
         if name not in by_name:
             continue
         for a, b in contrasts:
+            if not (arm_of(by_name[name], a) and arm_of(by_name[name], b)):
+                continue
             named.append({"cell": name, "a": a, "b": b, "test": st.paired_test(
                 by_seed_of(by_name[name], a), by_seed_of(by_name[name], b))})
     holm = st.holm({i: n["test"]["t_p"] for i, n in enumerate(named)})

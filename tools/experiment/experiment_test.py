@@ -27,6 +27,23 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual(runs, ex.schedule(plan, order_seed=1))
 
 
+    def test_arms_keeps_only_the_wanted_arms_of_each_cell(self):
+        plan = [("rho2-u0.25", ["a", "b", "c"], 2), ("rho8-u8", ["a", "b"], 1)]
+        self.assertEqual(ex.restrict_arms(plan, ["c", "b"]),
+                         [("rho2-u0.25", ["b", "c"], 2), ("rho8-u8", ["b"], 1)])
+        self.assertEqual(ex.restrict_arms(plan, ["c"]), [("rho2-u0.25", ["c"], 2)])
+        with self.assertRaisesRegex(ValueError, "d not in the chosen cells"):
+            ex.restrict_arms(plan, ["a", "d"])
+
+    def test_main_refuses_an_unknown_arm(self):
+        with tempfile.TemporaryDirectory() as out:
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit):
+                ex.main(["--out", out, "--arms", "hybrid,nonesuch"])
+            self.assertIn("nonesuch not in the chosen cells", stderr.getvalue())
+            self.assertFalse(os.path.exists(os.path.join(out, "runs")))
+
+
 class DesignTest(unittest.TestCase):
 
     def test_an_out_directory_keeps_one_design(self):
