@@ -15,6 +15,8 @@ PACKAGES=(
   # Libraries
   libabsl-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
   libbenchmark-dev libtorch-dev libxxhash-dev
+  # Frames compressed on the long link (replay/frame_codec.h)
+  libzstd-dev liblz4-dev
   # Metrics: the HTTP server of the /metrics endpoints, and promtool, which
   # the tests run to check the exposition text.
   libmicrohttpd-dev prometheus
