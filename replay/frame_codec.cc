@@ -125,8 +125,8 @@ absl::StatusOr<std::unique_ptr<FrameCodec>> FrameCodec::Create(const CodecOption
     if (contexts->compress == nullptr || contexts->decompress == nullptr) {
       return absl::ResourceExhaustedError("zstd: cannot allocate a compression context");
     }
-    const size_t set = ZSTD_CCtx_setParameter(contexts->compress, ZSTD_c_compressionLevel,
-                                              options.level);
+    const size_t set =
+        ZSTD_CCtx_setParameter(contexts->compress, ZSTD_c_compressionLevel, options.level);
     if (ZSTD_isError(set)) {
       return absl::InvalidArgumentError(
           absl::StrCat("zstd: level ", options.level, ": ", ZSTD_getErrorName(set)));
@@ -180,8 +180,8 @@ absl::StatusOr<size_t> FrameCodec::Compress(absl::Span<const uint8_t> chunk,
       written = LZ4_compress_HC(in, out, in_size, out_size, options_.level);
       break;
     case CodecKind::kZstd: {
-      const size_t n = ZSTD_compress2(contexts_->compress, block.data(), block.size(),
-                                      chunk.data(), chunk.size());
+      const size_t n = ZSTD_compress2(contexts_->compress, block.data(), block.size(), chunk.data(),
+                                      chunk.size());
       if (ZSTD_isError(n)) return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
       return n;
     }
@@ -206,13 +206,12 @@ absl::Status FrameCodec::Decompress(absl::Span<const uint8_t> block, absl::Span<
     case CodecKind::kLz4:
     case CodecKind::kLz4Hc: {
       if (block.size() > kMaxChunkBytes || chunk.size() > kMaxChunkBytes) return mismatch(-1);
-      const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(block.data()),
-                                        reinterpret_cast<char*>(chunk.data()),
-                                        static_cast<int>(block.size()),
-                                        static_cast<int>(chunk.size()));
+      const int n = LZ4_decompress_safe(
+          reinterpret_cast<const char*>(block.data()), reinterpret_cast<char*>(chunk.data()),
+          static_cast<int>(block.size()), static_cast<int>(chunk.size()));
       if (n < 0) {
-        return absl::DataLossError(absl::StrFormat(
-            "%s: a block of %d bytes is corrupt", CodecKindName(options_.kind), block.size()));
+        return absl::DataLossError(absl::StrFormat("%s: a block of %d bytes is corrupt",
+                                                   CodecKindName(options_.kind), block.size()));
       }
       if (static_cast<size_t>(n) != chunk.size()) return mismatch(n);
       return absl::OkStatus();
@@ -221,8 +220,8 @@ absl::Status FrameCodec::Decompress(absl::Span<const uint8_t> block, absl::Span<
       const size_t n = ZSTD_decompressDCtx(contexts_->decompress, chunk.data(), chunk.size(),
                                            block.data(), block.size());
       if (ZSTD_isError(n)) {
-        return absl::DataLossError(absl::StrFormat("zstd: a block of %d bytes: %s", block.size(),
-                                                   ZSTD_getErrorName(n)));
+        return absl::DataLossError(
+            absl::StrFormat("zstd: a block of %d bytes: %s", block.size(), ZSTD_getErrorName(n)));
       }
       if (n != chunk.size()) return mismatch(static_cast<int64_t>(n));
       return absl::OkStatus();

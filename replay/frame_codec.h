@@ -92,8 +92,7 @@ class FrameCodec {
   // INVALID_ARGUMENT when chunk is empty or above kMaxChunkBytes, or block
   // is smaller than MaxCompressedSize(chunk.size()); INTERNAL when the
   // library fails.
-  absl::StatusOr<size_t> Compress(absl::Span<const uint8_t> chunk,
-                                  absl::Span<uint8_t> block);
+  absl::StatusOr<size_t> Compress(absl::Span<const uint8_t> chunk, absl::Span<uint8_t> block);
 
   // Decompresses `block` into `chunk`, which must be the chunk's raw size.
   // DATA_LOSS when the block is corrupt or does not decode to exactly

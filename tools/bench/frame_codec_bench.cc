@@ -49,7 +49,8 @@
 
 DEFINE_int32(frames_per_game, 2048, "frames of each of the five games");
 DEFINE_int32(run_frames, 32, "frames in a chunk of the run chunking");
-DEFINE_int32(batch_size, 64, "transitions whose distinct frames make a chunk of the batch chunking");
+DEFINE_int32(batch_size, 64,
+             "transitions whose distinct frames make a chunk of the batch chunking");
 DEFINE_int32(batches_per_game, 64, "batch chunks drawn from each game's frames");
 DEFINE_string(codecs, "lz4:1,lz4hc:9,zstd:-3,zstd:1,zstd:3,zstd:9",
               "comma-separated codecs, KIND[:LEVEL] (raw, lz4, lz4hc, zstd)");
@@ -75,7 +76,7 @@ constexpr int kStackDepth = rl::minatar::kFrameStackDepth;
 // One game's frames, in play order, and the first frame of each episode.
 struct GameFrames {
   std::string game;
-  std::vector<uint8_t> bytes;   // frames * kFrameBytes
+  std::vector<uint8_t> bytes;  // frames * kFrameBytes
   std::vector<bool> episode_start;
   size_t frames() const { return episode_start.size(); }
 };
@@ -91,8 +92,8 @@ struct Options {
 
   absl::Status Validate() const {
     if (frames_per_game < kStackDepth + 2) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--frames_per_game=%d: at least %d frames", frames_per_game, kStackDepth + 2));
+      return absl::InvalidArgumentError(absl::StrFormat("--frames_per_game=%d: at least %d frames",
+                                                        frames_per_game, kStackDepth + 2));
     }
     if (run_frames < 1 || run_frames > frames_per_game) {
       return absl::InvalidArgumentError(
@@ -308,12 +309,11 @@ int Run(BinaryMain& binary, const Options& o) {
   const std::vector<Chunking> chunkings = MakeChunkings(games, o);
   std::vector<Figures> figures;
   if (!FLAGS_json) {
-    std::printf("%-9s %-6s %7s %8s %9s %11s %13s\n", "codec", "chunk", "chunks", "ratio",
-                "B/frame", "comp MB/s", "decomp MB/s");
+    std::printf("%-9s %-6s %7s %8s %9s %11s %13s\n", "codec", "chunk", "chunks", "ratio", "B/frame",
+                "comp MB/s", "decomp MB/s");
   }
   for (const replay::CodecOptions& options : o.codecs) {
-    absl::StatusOr<std::unique_ptr<replay::FrameCodec>> codec =
-        replay::FrameCodec::Create(options);
+    absl::StatusOr<std::unique_ptr<replay::FrameCodec>> codec = replay::FrameCodec::Create(options);
     if (!codec.ok()) return binary.Failure(codec.status());
     for (const Chunking& c : chunkings) {
       absl::StatusOr<Figures> f = Measure(**codec, c, o.min_cpu_s);
