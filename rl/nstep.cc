@@ -65,17 +65,13 @@ absl::Status NStepAccumulator::AddStep(int action, double reward,
 
 void NStepAccumulator::EmitOldest(bool done, std::vector<Transition>* out) {
   CHECK(!pending_.empty());
-  double sum = 0.0;
-  double factor = 1.0;
-  for (const PendingStep& step : pending_) {
-    sum += factor * step.reward;
-    factor *= options_.discount;
-  }
+  NStepReturn sum;
+  for (const PendingStep& step : pending_) sum.Add(step.reward, options_.discount);
   Transition transition;
   transition.observation = std::move(pending_.front().observation);
   transition.action = pending_.front().action;
-  transition.reward = static_cast<float>(sum);
-  transition.discount = static_cast<float>(factor);  // gamma^steps
+  transition.reward = static_cast<float>(sum.reward);
+  transition.discount = static_cast<float>(sum.discount);  // gamma^steps
   transition.done = done;
   transition.steps = static_cast<uint8_t>(pending_.size());
   transition.next_observation = current_observation_;

@@ -40,6 +40,19 @@ struct NStepOptions {
   absl::Status Validate() const;
 };
 
+// An n-step return, accumulated oldest reward first: reward is the sum of
+// gamma^i r_i, discount gamma^k after k rewards (the factor owed to the
+// bootstrap value). The one definition of that arithmetic, so that every
+// producer of n-step transitions gives the same floats.
+struct NStepReturn {
+  double reward = 0.0;
+  double discount = 1.0;
+  void Add(double r, double gamma) {
+    reward += discount * r;
+    discount *= gamma;
+  }
+};
+
 class NStepAccumulator {
  public:
   // REQUIRES: options.Validate().ok() and observation_size > 0 (checked).
