@@ -2,6 +2,7 @@
 
 #include "protocol/frame_record.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,39 @@ absl::Status CheckTransitionFields(const FrameRecordView& r) {
 }
 
 }  // namespace
+
+std::vector<uint64_t> FrameRecordSequences(const FrameRecordView& record, uint64_t sequence) {
+  std::vector<uint64_t> out;
+  out.reserve(2 * record.header.depth);
+  for (int i = 0; i < record.header.depth; ++i)
+    out.push_back(sequence - record.observation_refs[i]);
+  for (int i = 0; i < record.header.depth; ++i) out.push_back(sequence - record.next_refs[i]);
+  return out;
+}
+
+TransitionFault CheckFrameRecord(const TransitionSpec& spec, int depth,
+                                 absl::Span<const uint8_t> payload, FrameRecordView* out) {
+  if (spec.observation_type != ObservationType::kUint8) return TransitionFault::kObservationType;
+  if (payload.size() < kFrameRecordHeaderBytes) return TransitionFault::kTooShort;
+  FrameRecordHeader h;
+  std::memcpy(&h, payload.data(), kFrameRecordHeaderBytes);
+  if (depth < 1 || h.depth != depth || spec.observation_size % depth != 0) {
+    return TransitionFault::kObservationSize;
+  }
+  const uint32_t frame_bytes = static_cast<uint32_t>(spec.observation_size / depth);
+  if (h.frame_bytes != 0 && h.frame_bytes != frame_bytes) return TransitionFault::kObservationSize;
+  const size_t size =
+      h.frame_bytes != 0 ? FrameRecordBytes(depth, frame_bytes) : FrameRecordRefsEnd(depth);
+  if (payload.size() < size) return TransitionFault::kTooShort;
+  if ((h.flags & kFrameHasTransition) != 0) {
+    if (h.action < 0 || h.action >= spec.action_count) return TransitionFault::kAction;
+    if (!std::isfinite(h.reward)) return TransitionFault::kReward;
+    if (!(h.discount >= 0.0f && h.discount <= 1.0f)) return TransitionFault::kDiscount;
+    if (h.steps > spec.n_step) return TransitionFault::kFields;
+  }
+  if (!DecodeFrameRecord(payload, frame_bytes, out).ok()) return TransitionFault::kFields;
+  return TransitionFault::kNone;
+}
 
 bool IsFrameRecord(absl::Span<const uint8_t> payload) {
   return payload.size() > offsetof(FrameRecordHeader, kind) &&

@@ -47,10 +47,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "protocol/transition_check.h"
+#include "protocol/transition_spec.h"
 
 namespace dreplay::protocol {
 
@@ -133,6 +136,30 @@ absl::Status DecodeFrameRecord(absl::Span<const uint8_t> bytes, size_t frame_byt
 // start of `out`; returns its size. INVALID_ARGUMENT when `out` is too
 // small or the record would not decode (DecodeFrameRecord's rules).
 absl::StatusOr<size_t> EncodeFrameRecord(const FrameRecordView& record, absl::Span<uint8_t> out);
+
+// The sequences of the records the transition in `record` (at `sequence`)
+// needs: its observation's frames then its next observation's, oldest
+// first, record.header.depth each, repeats included (a reference of 0 is
+// `sequence` itself). REQUIRES: record.has_transition().
+std::vector<uint64_t> FrameRecordSequences(const FrameRecordView& record, uint64_t sequence);
+
+// Whether `payload` is a frame record of stacks of `depth` frames that a
+// learner can train on under `spec`, whose observation_size is the stack's
+// bytes (depth x frame bytes) and whose observation type is u8; the server
+// runs it at ingest, the learner before it trains, as CheckTransition() for
+// encoded transitions. The first fault, in this order:
+//   kObservationType  spec's observations are not u8
+//   kTooShort         shorter than the header, or than the header states
+//   kObservationSize  depth is not `depth`, or frame_bytes is neither 0 nor
+//                     spec.observation_size / depth
+//   kAction           a transition's action outside [0, spec.action_count)
+//   kReward           a transition's reward is not finite
+//   kDiscount         a transition's discount outside [0, 1]
+//   kFields           steps above spec.n_step, or anything else
+//                     DecodeFrameRecord() refuses
+// kNone, with `*out` decoded, when it passes. Never allocates when it passes.
+TransitionFault CheckFrameRecord(const TransitionSpec& spec, int depth,
+                                 absl::Span<const uint8_t> payload, FrameRecordView* out);
 
 // True when byte 18 of `payload` marks a frame record (an encoded
 // transition has an observation type, 0 or 1, there).

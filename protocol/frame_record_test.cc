@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -155,6 +156,62 @@ TEST(FrameRecordTest, DecodeRefusesEveryFieldNoEncoderWrites) {
   EXPECT_TRUE(absl::IsInvalidArgument(Decode(short_bytes)));
   FrameRecordView r;
   EXPECT_TRUE(absl::IsInvalidArgument(DecodeFrameRecord(good, kFrame + 1, &r)));
+}
+
+TEST(FrameRecordTest, SequencesListBothStacksOldestFirst) {
+  const std::vector<uint8_t> frame = Frame(5);
+  const FrameRecordView r = Transition(frame);
+  EXPECT_EQ(FrameRecordSequences(r, 100), (std::vector<uint64_t>{94, 95, 96, 97, 97, 98, 99, 100}));
+}
+
+TransitionSpec PixelSpec() {
+  TransitionSpec spec;
+  spec.env = "MinAtar/Breakout";
+  spec.observation_size = 4 * kFrame;
+  spec.action_count = 6;
+  spec.n_step = 3;
+  spec.gamma = 0.99;
+  spec.observation_type = ObservationType::kUint8;
+  return spec;
+}
+
+TEST(FrameRecordTest, TheCheckAcceptsRecordsOfTheSpecAndNamesEachFault) {
+  const std::vector<uint8_t> frame = Frame(6);
+  const TransitionSpec spec = PixelSpec();
+  FrameRecordView out;
+  EXPECT_EQ(CheckFrameRecord(spec, 4, Encode(Transition(frame)), &out), TransitionFault::kNone);
+  EXPECT_EQ(out.header.steps, 3);
+  FrameRecordView start{};
+  start.header.flags = kFrameHasFrame | kFrameEpisodeStart;
+  start.header.depth = 4;
+  start.frame = frame;
+  EXPECT_EQ(CheckFrameRecord(spec, 4, Encode(start), &out), TransitionFault::kNone);
+
+  TransitionSpec floats = spec;
+  floats.observation_type = ObservationType::kFloat32;
+  const std::vector<uint8_t> good = Encode(Transition(frame));
+  EXPECT_EQ(CheckFrameRecord(floats, 4, good, &out), TransitionFault::kObservationType);
+  EXPECT_EQ(CheckFrameRecord(spec, 3, good, &out), TransitionFault::kObservationSize);
+  TransitionSpec wider = spec;
+  wider.observation_size = 4 * (kFrame + 1);
+  EXPECT_EQ(CheckFrameRecord(wider, 4, good, &out), TransitionFault::kObservationSize);
+  EXPECT_EQ(CheckFrameRecord(spec, 4, absl::MakeConstSpan(good).first(100), &out),
+            TransitionFault::kTooShort);
+  FrameRecordView r = Transition(frame);
+  r.header.action = 6;
+  EXPECT_EQ(CheckFrameRecord(spec, 4, Encode(r), &out), TransitionFault::kAction);
+  r = Transition(frame);
+  r.header.steps = 4;
+  EXPECT_EQ(CheckFrameRecord(spec, 4, Encode(r), &out), TransitionFault::kFields);
+  r = Transition(frame);
+  r.header.reward = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(CheckFrameRecord(spec, 4, Encode(r), &out), TransitionFault::kReward);
+  std::vector<uint8_t> bad_discount = good;
+  bad_discount[15] = 0x40;  // discount about 3.9
+  EXPECT_EQ(CheckFrameRecord(spec, 4, bad_discount, &out), TransitionFault::kDiscount);
+  std::vector<uint8_t> bad_flags = good;
+  bad_flags[19] = 0x80;
+  EXPECT_EQ(CheckFrameRecord(spec, 4, bad_flags, &out), TransitionFault::kFields);
 }
 
 }  // namespace

@@ -225,7 +225,7 @@ TEST(FrameRecorderTest, ATransitionIsNotFoundOnceARecordItNeedsIsOverwritten) {
     ASSERT_TRUE(protocol::DecodeFrameRecord(bytes, 16, &view).ok());
     if (!view.has_transition()) continue;
     bool held = true;
-    for (uint64_t s : StackSequences(view, q)) held = held && newest - s < kRing;
+    for (uint64_t s : protocol::FrameRecordSequences(view, q)) held = held && newest - s < kRing;
     absl::StatusOr<StackedTransition> t =
         AssembleStacks(q, 16, checker.Lookup(kRing), absl::MakeSpan(obs), absl::MakeSpan(next));
     if (held) {

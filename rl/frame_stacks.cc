@@ -5,21 +5,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 
 namespace dreplay::rl {
 
 using protocol::FrameRecordView;
-
-std::vector<uint64_t> StackSequences(const FrameRecordView& record, uint64_t sequence) {
-  CHECK(record.has_transition());
-  std::vector<uint64_t> out;
-  out.reserve(2 * record.header.depth);
-  for (int i = 0; i < record.header.depth; ++i)
-    out.push_back(sequence - record.observation_refs[i]);
-  for (int i = 0; i < record.header.depth; ++i) out.push_back(sequence - record.next_refs[i]);
-  return out;
-}
 
 absl::StatusOr<StackedTransition> AssembleStacks(uint64_t sequence, size_t frame_bytes,
                                                  RecordLookup lookup,

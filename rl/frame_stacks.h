@@ -17,7 +17,6 @@
 #define DREPLAY_RL_FRAME_STACKS_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -38,12 +37,6 @@ struct StackedTransition {
   uint8_t steps = 1;
   int depth = 0;
 };
-
-// The sequences of the records that the transition in `record` (at
-// `sequence`) needs: its observation's frames then its next observation's,
-// oldest first, `record.header.depth` each, repeats included. REQUIRES:
-// record.has_transition().
-std::vector<uint64_t> StackSequences(const protocol::FrameRecordView& record, uint64_t sequence);
 
 // Writes the observation and next observation of the transition at
 // `sequence` (depth x frame_bytes bytes each, oldest frame first) and
