@@ -275,6 +275,24 @@ void TransitionBatch::KeepRows(absl::Span<const uint32_t> rows) {
   dones_.resize(out);
 }
 
+absl::Status TransitionBatch::AddBytes(int32_t action, float reward, float discount, bool done,
+                                       absl::Span<const uint8_t> observation,
+                                       absl::Span<const uint8_t> next_observation) {
+  if (observation.size() != observation_size_ || next_observation.size() != observation_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch holds observations of ", observation_size_, " values, transition has ",
+                     observation.size(), " and ", next_observation.size()));
+  }
+  observations_.insert(observations_.end(), observation.begin(), observation.end());
+  actions_.push_back(action);
+  rewards_.push_back(reward);
+  discounts_.push_back(discount);
+  dones_.push_back(done ? 1.0f : 0.0f);
+  next_observations_.insert(next_observations_.end(), next_observation.begin(),
+                            next_observation.end());
+  return absl::OkStatus();
+}
+
 absl::Status TransitionBatch::AddEncoded(absl::Span<const uint8_t> encoded) {
   RETURN_IF_ERROR(DecodeTransition(encoded, observation_size_, &scratch_, observation_type_));
   return Add(scratch_);

@@ -122,6 +122,14 @@ class TransitionBatch {
   // error the batch is unchanged.
   absl::Status AddEncoded(absl::Span<const uint8_t> encoded);
 
+  // Appends one transition whose observations are bytes (a frame stack
+  // assembled from frame records, rl/frame_stacks.h), each byte a value.
+  // INVALID_ARGUMENT if an observation's size is not observation_size(); on
+  // error the batch is unchanged.
+  absl::Status AddBytes(int32_t action, float reward, float discount, bool done,
+                        absl::Span<const uint8_t> observation,
+                        absl::Span<const uint8_t> next_observation);
+
   // CheckTrainable() for row i. REQUIRES: i < size().
   absl::Status CheckRow(size_t i, int action_count) const;
   // Keeps only the rows `rows` names (ascending, each < size()), in that

@@ -224,6 +224,23 @@ TEST(TransitionBatchTest, LaysTransitionsOutAsRows) {
   EXPECT_TRUE(batch.observations().empty());
 }
 
+TEST(TransitionBatchTest, AddsRowsOfBytesAsTheirValues) {
+  TransitionBatch batch(3, ObservationType::kUint8);
+  const uint8_t obs[] = {0, 7, 255};
+  const uint8_t next[] = {1, 2, 3};
+  ASSERT_TRUE(batch.AddBytes(2, 0.5f, 0.25f, true, obs, next).ok());
+  EXPECT_EQ(batch.observations(), (std::vector<float>{0, 7, 255}));
+  EXPECT_EQ(batch.next_observations(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(batch.actions(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(batch.rewards(), (std::vector<float>{0.5f}));
+  EXPECT_EQ(batch.discounts(), (std::vector<float>{0.25f}));
+  EXPECT_EQ(batch.dones(), (std::vector<float>{1.0f}));
+  const uint8_t short_obs[] = {1, 2};
+  EXPECT_EQ(batch.AddBytes(0, 0, 1, false, short_obs, next).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batch.size(), 1u);
+}
+
 TEST(TransitionBatchTest, RejectsOtherObservationSizesAndStaysUnchanged) {
   TransitionBatch batch(6);
   EXPECT_EQ(batch.Add(MakeTransition()).code(), absl::StatusCode::kInvalidArgument);
