@@ -125,8 +125,7 @@ absl::StatusOr<std::optional<double>> LearnerServiceIo::crossing_percentile() {
   ASSIGN_OR_RETURN(
       const protocol::StatsBlock stats,
       client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadStats(); }));
-  if (stats.crossing_percentile_count == 0) return std::optional<double>();
-  return stats.crossing_percentile_sum / static_cast<double>(stats.crossing_percentile_count);
+  return protocol::CrossingPercentileMean(stats);
 }
 
 absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::TransitionBatch* batch,

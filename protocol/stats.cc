@@ -9,6 +9,11 @@
 
 namespace dreplay::protocol {
 
+std::optional<double> CrossingPercentileMean(const StatsBlock& stats) {
+  if (stats.crossing_percentile_count == 0) return std::nullopt;
+  return stats.crossing_percentile_sum / static_cast<double>(stats.crossing_percentile_count);
+}
+
 void SealActorLine(ActorLine* line) {
   line->checksum = XXH3_64bits_withSeed(reinterpret_cast<const uint8_t*>(line) + sizeof(uint64_t),
                                         sizeof(ActorLine) - sizeof(uint64_t), kChecksumSeed);

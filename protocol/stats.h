@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "protocol/config.h"
@@ -94,6 +95,10 @@ static_assert(offsetof(StatsBlock, transitions_invalid) == 240, "");
 static_assert(offsetof(StatsBlock, forward_dropped) == 248, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_sum) == 256, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_count) == 264, "");
+
+// The mean of the measured crossing percentiles (0 to 100) of `stats`;
+// nullopt before any was measured.
+std::optional<double> CrossingPercentileMean(const StatsBlock& stats);
 
 // ---------------------------------------------------------------------------
 // Actors region: config.max_actors ActorLine, line a for actor id a. Each

@@ -118,13 +118,12 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
                "distribution was measured (one batch per 50 ms; this process). A "
                "learner-placement learner READs the slot ring, not the staged batches.",
                s.crossing_percentile_count);
-  out->Gauge("dreplay_server_crossing_percentile_mean",
-             "Mean percentile (0 to 100) of the measured crossing entries' priorities among "
-             "those the memory held (about 50 for uniform or FIFO choice; NaN before the "
-             "first).",
-             s.crossing_percentile_count > 0
-                 ? s.crossing_percentile_sum / static_cast<double>(s.crossing_percentile_count)
-                 : std::numeric_limits<double>::quiet_NaN());
+  out->Gauge(
+      "dreplay_server_crossing_percentile_mean",
+      "Mean percentile (0 to 100) of the measured crossing entries' priorities among "
+      "those the memory held (about 50 for uniform or FIFO choice; NaN before the "
+      "first).",
+      protocol::CrossingPercentileMean(s).value_or(std::numeric_limits<double>::quiet_NaN()));
 }
 
 void RenderConnections(const ConnectionCounts& c, PrometheusText* out) {

@@ -96,11 +96,6 @@ std::optional<double> CachedFraction(const StatsBlock& stats) {
   return static_cast<double>(stats.staged_cached) / static_cast<double>(staged);
 }
 
-std::optional<double> CrossingPercentileMean(const StatsBlock& stats) {
-  if (stats.crossing_percentile_count == 0) return std::nullopt;
-  return stats.crossing_percentile_sum / static_cast<double>(stats.crossing_percentile_count);
-}
-
 std::vector<std::string> MonitorWarnings(const MonitorSnapshot* before,
                                          const MonitorSnapshot& now) {
   const StatsBlock& b = now.stats;
@@ -249,14 +244,15 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
           .Add("limiter_sample_wait_s", s.limiter_sample_wait_ns / kNanosPerSecond)
           .Add("limiter_insert_wait_s", s.limiter_insert_wait_ns / kNanosPerSecond)
           .Done();
-  const std::string transfer = JsonObject(kDoubleDigits)
-                                   .Add("staged_payloads", s.staged_payloads)
-                                   .Add("staged_cached", s.staged_cached)
-                                   .Add("cached_fraction", CachedFraction(s))
-                                   .Add("learner_cache_resets", s.learner_cache_resets)
-                                   .Add("crossing_percentile_mean", CrossingPercentileMean(s))
-                                   .Add("crossing_measured", s.crossing_percentile_count)
-                                   .Done();
+  const std::string transfer =
+      JsonObject(kDoubleDigits)
+          .Add("staged_payloads", s.staged_payloads)
+          .Add("staged_cached", s.staged_cached)
+          .Add("cached_fraction", CachedFraction(s))
+          .Add("learner_cache_resets", s.learner_cache_resets)
+          .Add("crossing_percentile_mean", protocol::CrossingPercentileMean(s))
+          .Add("crossing_measured", s.crossing_percentile_count)
+          .Done();
   std::string rates = "null";
   if (const std::optional<MonitorRates> r = ComputeRates(before, now)) {
     rates = JsonObject(kDoubleDigits)
@@ -396,7 +392,7 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
                         s.limiter_sample_waits, s.limiter_sample_wait_ns / kNanosPerSecond,
                         s.limiter_insert_wait_ns / kNanosPerSecond);
   const std::optional<double> cached = CachedFraction(s);
-  const std::optional<double> crossing = CrossingPercentileMean(s);
+  const std::optional<double> crossing = protocol::CrossingPercentileMean(s);
   absl::StrAppendFormat(&out,
                         "transfer  payloads %d  cached %d (%s)  cache_resets %d  crossing "
                         "percentile %s\n",

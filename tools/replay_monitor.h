@@ -82,11 +82,6 @@ std::optional<double> AchievedSamplesPerInsert(const protocol::StatsBlock& stats
 // nullopt before anything was staged.
 std::optional<double> CachedFraction(const protocol::StatsBlock& stats);
 
-// Mean percentile (0 to 100) of the measured link-crossing entries within
-// the memory's priority distribution (replay_server/crossing_percentiles.h);
-// nullopt before any was measured.
-std::optional<double> CrossingPercentileMean(const protocol::StatsBlock& stats);
-
 // Conditions an operator should act on, as sentences (empty: none). Today:
 // invalid priority records from the learner (NaN, infinite, negative or not
 // of the batch), which leave their transitions' priorities unchanged, so a
