@@ -119,6 +119,8 @@ RULES = [
     ("docs/minatar.md", r"tools/bench/minatar_curves\.py --plot_only$",
      Skip("rewrites the committed curves; //tests:minatar_curves_test draws them from a "
           "result of its own")),
+    ("docs/benchmarks.md", r"bazel-bin/tools/bench/frame_codec_bench --json$",
+     Run(edits=[(r"$", " --frames_per_game=64 --batches_per_game=4 --min_cpu_s=0")], json=True)),
     ("docs/benchmarks.md", r"bazel-bin/tools/bench/peer_bench ",
      Skip("needs Redis and gRPC servers; //tools/bench:peer_bench_test runs every arm")),
     ("docs/roce.md", r"bazel-bin/tools/bench/verbs_bench --server --port=18515$",
@@ -148,6 +150,15 @@ RULES = [
     ("docs/experiment.md", r"tools/experiment/experiment\.py --env Acrobot-v1 --cells rho8-u0\.25 "
      r"--seeds 5 --out out/experiment-acrobot$",
      Skip("26 minutes; //tests:experiment_quick_test runs the quick set")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --cells rho8-u0\.25 --arms "
+     r"hybrid,hybrid-aa --seeds 20 --out out/experiment-aa$",
+     Skip("28 minutes; //tools/experiment:experiment_test checks what --arms runs")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --env Acrobot-v1 --cells "
+     r"(rho0\.5-u8,rho8-u8|rho2-u0\.25) --seeds 5 --out out/experiment-acrobot --resume$",
+     Skip("40 and 25 minutes; //tests:experiment_quick_test runs the quick set")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --ungoverned --cells rho8-u0\.25 "
+     r"--arms \S+ --seeds 5 --out out/experiment-ungoverned$",
+     Skip("about 25 minutes; //tests:experiment_quick_test runs the quick set")),
     ("docs/experiment.md", r"tools/experiment/experiment\.py --resume$",
      Skip("54 minutes after the primary cells; //tools/experiment:experiment_test checks "
           "what --resume keeps apart")),
