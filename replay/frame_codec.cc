@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -167,7 +168,8 @@ absl::StatusOr<size_t> FrameCodec::Compress(absl::Span<const uint8_t> chunk,
   const char* in = reinterpret_cast<const char*>(chunk.data());
   char* out = reinterpret_cast<char*>(block.data());
   const int in_size = static_cast<int>(chunk.size());
-  const int out_size = static_cast<int>(std::min<size_t>(block.size(), kMaxChunkBytes));
+  const int out_size = static_cast<int>(
+      std::min<size_t>(block.size(), static_cast<size_t>(std::numeric_limits<int>::max())));
   int written = 0;
   switch (options_.kind) {
     case CodecKind::kRaw:

@@ -63,14 +63,15 @@ FrameRecorder::Record FrameRecorder::FrameOnlyRecord(uint64_t sequence,
 absl::Status FrameRecorder::TransitionRecord(const std::deque<PendingStep>& pending, size_t index,
                                              const std::vector<uint64_t>& next_stack,
                                              uint64_t sequence, bool done,
-                                             absl::Span<const uint8_t> frame, Record* out) {
+                                             absl::Span<const uint8_t> frame, Record* out) const {
   FrameRecordView view{};
   view.header.flags =
       protocol::kFrameHasTransition | (frame.empty() ? 0 : protocol::kFrameHasFrame);
   view.header.depth = static_cast<uint8_t>(options_.depth);
   NStepReturn sum;
-  for (size_t i = index; i < pending.size(); ++i)
+  for (size_t i = index; i < pending.size(); ++i) {
     sum.Add(pending[i].reward, options_.nstep.discount);
+  }
   view.header.action = pending[index].action;
   view.header.reward = static_cast<float>(sum.reward);
   view.header.discount = static_cast<float>(sum.discount);
@@ -132,7 +133,7 @@ absl::Status FrameRecorder::AddStep(int environment, int action, double reward,
   for (size_t i = 0; i < completes; ++i) {
     // A terminal state has no value to bootstrap from; a truncated episode
     // stopped in a state that still has one.
-    absl::Status s = TransitionRecord(pending, i, stack, sequence + i, ends && terminated,
+    absl::Status s = TransitionRecord(pending, i, stack, sequence + i, terminated,
                                       i == 0 ? frame : absl::Span<const uint8_t>(), &records[i]);
     if (!s.ok()) return s;
   }

@@ -105,7 +105,7 @@ class FrameRecorder {
   // OUT_OF_RANGE when a reference is too long.
   absl::Status TransitionRecord(const std::deque<PendingStep>& pending, size_t index,
                                 const std::vector<uint64_t>& next_stack, uint64_t sequence,
-                                bool done, absl::Span<const uint8_t> frame, Record* out);
+                                bool done, absl::Span<const uint8_t> frame, Record* out) const;
   // The record at `sequence` with `frame` and no transition.
   Record FrameOnlyRecord(uint64_t sequence, absl::Span<const uint8_t> frame,
                          bool episode_start) const;
