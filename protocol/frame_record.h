@@ -7,6 +7,11 @@
 // steps; rl/frame_stacks.h assembles a transition's stacks from them. This
 // is its one definition.
 //
+// Not on the wire yet: no slot, staged batch or region of layout version
+// 14 carries a frame record, and no peer exchanges one. The layout version
+// that puts records in slots (with LayoutConfig's frame stack depth) bumps
+// kLayoutVersion and enters protocol/README.md's history then.
+//
 // An actor appends records to one sequence (its lease: record q follows
 // record q - 1). A reference is a back distance d: the frame in record
 // q - d. So a record only ever refers to itself and to records before it,
