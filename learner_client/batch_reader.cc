@@ -79,7 +79,8 @@ BatchReader::BatchReader(ClientSession* session, const BatchReaderOptions& optio
       depth_(depth),
       stride_(protocol::StagingSlotStride(session->config())),
       buffers_(depth),
-      entries_(depth) {}
+      entries_(depth),
+      records_(depth) {}
 
 BatchReader::~BatchReader() = default;
 
@@ -216,7 +217,8 @@ absl::Status BatchReader::Check(Buffer* b) {
     const auto* entries =
         reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
     const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
-    for (uint32_t i = 0; i < header.count; ++i) {
+    // CheckBatchImage bounded count + record_count by the entry capacity.
+    for (uint32_t i = 0; i < header.count + header.record_count; ++i) {
       if (protocol::EntryCached(entries[i])) continue;
       if (protocol::VerifySlot(slot, config.slot_size, entries[i].slot_sequence) !=
           protocol::SlotCheck::kOk) {
@@ -242,21 +244,28 @@ void BatchReader::Resolve(uint32_t b) {
   const auto* staged =
       reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
   const uint32_t count = std::min(header.count, config.batch_size);
+  const uint32_t all =
+      std::min(count + header.record_count, protocol::StagingEntryCapacity(config));
   std::vector<StagedEntry>& out = entries_[b];
   out.clear();
+  records_[b].clear();
   // The arrived slots first: they are new in the cache before any reference
   // of this batch is looked up (a batch never holds two sequences of one
   // index: it is sampled from one state of the memory).
   const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < all; ++i) {
     if (protocol::EntryCached(staged[i])) continue;
     const uint32_t index = protocol::EntryIndex(staged[i]);
     const uint64_t value = protocol::CommitValue(staged[i].slot_sequence);
-    ++stats_.transitions_fetched;
-    uint64_t& seen = fetched_[index];
-    if (value > seen) {
-      ++stats_.distinct_transitions_fetched;
-      seen = value;
+    if (i < count) {
+      ++stats_.transitions_fetched;
+      uint64_t& seen = fetched_[index];
+      if (value > seen) {
+        ++stats_.distinct_transitions_fetched;
+        seen = value;
+      }
+    } else {
+      ++stats_.records_fetched;
     }
     if (!cache_sequence_.empty() && index < config.capacity) {
       std::memcpy(cache_slots_.get() + uint64_t{index} * config.slot_size, slot, config.slot_size);
@@ -265,7 +274,7 @@ void BatchReader::Resolve(uint32_t b) {
     slot += config.slot_size;
   }
   slot = img + protocol::StagingPayloadsOffset(config);
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < all; ++i) {
     StagedEntry e;
     e.entry = staged[i];
     e.entry.slot_index = protocol::EntryIndex(staged[i]);
@@ -283,7 +292,7 @@ void BatchReader::Resolve(uint32_t b) {
       ++stats_.cache_hits;
       e.slot = cache_slots_.get() + uint64_t{index} * config.slot_size;
     }
-    out.push_back(e);
+    (i < count ? out : records_[b]).push_back(e);
   }
 }
 
@@ -422,7 +431,7 @@ absl::StatusOr<StagedBatch> BatchReader::Next(absl::Duration timeout) {
     if (head.state == State::kReady && head.batch == next_) {
       const auto b = static_cast<uint32_t>(next_ % depth_);
       Resolve(b);
-      const StagedBatch batch(image(b), entries_[b]);
+      const StagedBatch batch(image(b), entries_[b], records_[b]);
       ++next_;
       highest_returned_ = std::max(highest_returned_, next_);
       release_pending_ = true;

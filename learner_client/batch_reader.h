@@ -120,14 +120,21 @@ class StagedBatch {
   // True when the transition's slot crossed the link with this batch; false
   // when the learner cache served it.
   bool arrived(uint32_t i) const { return entries_[i].arrived; }
+  // Frames stored once (LayoutConfig::frame_stack > 0): the frame records
+  // the batch's transitions refer to, besides the transitions themselves
+  // (protocol/staging.h), as they arrived or from the learner cache;
+  // records it could not serve are left out. Empty otherwise.
+  absl::Span<const StagedEntry> records() const { return records_; }
 
  private:
   friend class BatchReader;
-  StagedBatch(const uint8_t* image, absl::Span<const StagedEntry> entries)
-      : image_(image), entries_(entries) {}
+  StagedBatch(const uint8_t* image, absl::Span<const StagedEntry> entries,
+              absl::Span<const StagedEntry> records)
+      : image_(image), entries_(entries), records_(records) {}
 
   const uint8_t* image_ = nullptr;  // the batch's staging image, 64-byte aligned
   absl::Span<const StagedEntry> entries_;
+  absl::Span<const StagedEntry> records_;
 };
 
 struct BatchReaderOptions {
@@ -159,6 +166,9 @@ struct BatchReaderStats {
   // distinct (index, sequence) among them.
   uint64_t transitions_fetched = 0;
   uint64_t distinct_transitions_fetched = 0;
+  // Frame records (frames stored once) that crossed the link in those
+  // batches; transitions_fetched counts the transitions only.
+  uint64_t records_fetched = 0;
   uint64_t cache_hits = 0;    // references served from the learner cache
   uint64_t cache_misses = 0;  // references it could not serve (left out)
   uint64_t bad_slots = 0;     // batches with a copied slot failing VerifySlot
@@ -239,6 +249,7 @@ class BatchReader {
   std::unique_ptr<client::RegisteredBuffer> buffers_memory_;
   std::vector<Buffer> buffers_;
   std::vector<std::vector<StagedEntry>> entries_;  // per buffer, for Resolve
+  std::vector<std::vector<StagedEntry>> records_;  // the same, frame records
   // The learner cache: capacity slots, and CommitValue of the sequence each
   // holds (0: none). Empty without options.learner_cache.
   std::unique_ptr<uint8_t[]> cache_slots_;

@@ -497,7 +497,6 @@ class FakeStagingServer {
     header->batch_number = n;
     header->epoch = 1;
     header->count = static_cast<uint32_t>(entries.size());
-    header->slot_size = c.slot_size;
     header->size = c.capacity;
     header->beta = 0.4f;
     header->payload_count = payload_count;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "learner_client/frame_batch.h"
 #include "protocol/leases.h"
 
 namespace dreplay::learner {
@@ -33,6 +34,16 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   }
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
+  const uint32_t frame_stack = session->config().frame_stack;
+  if (frame_stack > 0 && options.placement != ReplayPlacement::kBuffer) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server stores frames once (frame_stack=", frame_stack, "), which the ",
+                     ReplayPlacementName(options.placement),
+                     " placement does not support yet: use the buffer placement"));
+  }
+  if (frame_stack > 0) {
+    io->frames_ = std::make_unique<FrameBatchAssembler>(session->config());
+  }
   if (options.placement == ReplayPlacement::kBuffer) {
     RETURN_IF_ERROR(CheckNotForwarding(session->policy()));
     BatchReaderOptions reader = options.batch_reader;
@@ -142,10 +153,16 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   weights->clear();
   origins->clear();
   kept_entries_.clear();
+  if (frames_ != nullptr) frames_->Index(*staged);
   for (uint32_t i = 0; i < staged->size(); ++i) {
-    absl::StatusOr<absl::Span<const uint8_t>> encoded =
-        rl::EncodedTransitionPrefix(staged->payload(i));
-    const absl::Status s = encoded.ok() ? batch->AddEncoded(*encoded) : encoded.status();
+    absl::Status s;
+    if (frames_ != nullptr) {
+      s = frames_->Add(*staged, i, batch);  // the stacks, from the batch's records
+    } else {
+      absl::StatusOr<absl::Span<const uint8_t>> encoded =
+          rl::EncodedTransitionPrefix(staged->payload(i));
+      s = encoded.ok() ? batch->AddEncoded(*encoded) : encoded.status();
+    }
     if (!s.ok()) {
       ++transitions_dropped_;
       LOG_EVERY_N(WARNING, 1000) << "batch " << staged->batch_number() << " entry " << i

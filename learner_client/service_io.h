@@ -57,6 +57,7 @@
 #include "learner_client/batch_reader.h"
 #include "learner_client/forward_reader.h"
 #include "learner_client/forwarded_batch_reader.h"
+#include "learner_client/frame_batch.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/metrics.h"
 #include "learner_client/param_publisher.h"
@@ -159,7 +160,9 @@ class LearnerServiceIo : public BatchSource,
   std::unique_ptr<client::ServerLinePoller> server_line_;  // buffer placement
   StagedBatch last_batch_;                                 // the batch Next() returned last
   std::vector<uint32_t> kept_entries_;                     // its entries that decoded
-  std::vector<float> entry_priorities_;                    // scratch: one per entry of it
+  // Frames stored once (the layout's frame_stack): assembles the stacks.
+  std::unique_ptr<FrameBatchAssembler> frames_;
+  std::vector<float> entry_priorities_;  // scratch: one per entry of it
   uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
 };

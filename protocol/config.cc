@@ -55,8 +55,11 @@ absl::Status LayoutConfig::Validate() const {
         "leases=", leases, " must be in [1, ", kMaxLeases, "] with capacity=", capacity,
         " / leases >= ", kMinLeaseSlots, " slots per lease"));
   }
-  if (reserved0 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("reserved0=", reserved0, " must be 0"));
+  if (frame_stack > kMaxFrameStack ||
+      (frame_stack > 0 && (observation_size == 0 || observation_size % frame_stack != 0))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame_stack=", frame_stack, " must be 0 or in [1, ", kMaxFrameStack,
+                     "] dividing observation_size=", observation_size));
   }
   if (actor_window > capacity) {
     return absl::InvalidArgumentError(
@@ -90,7 +93,7 @@ bool LayoutConfig::operator==(const LayoutConfig& o) const {
          batch_size == o.batch_size && staging_depth == o.staging_depth &&
          observation_size == o.observation_size && num_actions == o.num_actions &&
          max_actors == o.max_actors && actor_window == o.actor_window && leases == o.leases &&
-         reserved0 == o.reserved0 &&
+         frame_stack == o.frame_stack &&
          std::memcmp(transition_spec, o.transition_spec, kTransitionSpecBytes) == 0;
 }
 
@@ -99,7 +102,8 @@ std::string LayoutConfig::DebugString() const {
                       " staging_depth=", staging_depth, " param_bytes=", param_bytes,
                       " observation_size=", observation_size, " num_actions=", num_actions,
                       " max_actors=", max_actors, " actor_window=", actor_window,
-                      " leases=", leases, " transition_spec=\"", spec(), "\"");
+                      " leases=", leases, " frame_stack=", frame_stack, " transition_spec=\"",
+                      spec(), "\"");
 }
 
 std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
@@ -125,6 +129,7 @@ std::string LayoutConfig::FirstDifference(const LayoutConfig& o) const {
     return diff("actor_window", actor_window, o.actor_window);
   }
   if (leases != o.leases) return diff("leases", leases, o.leases);
+  if (frame_stack != o.frame_stack) return diff("frame_stack", frame_stack, o.frame_stack);
   return "";
 }
 

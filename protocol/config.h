@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 14;
+inline constexpr uint32_t kLayoutVersion = 15;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.
@@ -43,6 +43,7 @@ inline constexpr uint64_t kMaxParamBytes = uint64_t{1} << 32;
 inline constexpr uint32_t kMaxActors = 1u << 16;
 inline constexpr uint32_t kMaxLeases = 1u << 16;
 inline constexpr uint64_t kMinLeaseSlots = 2;
+inline constexpr uint32_t kMaxFrameStack = 16;  // protocol::kMaxFrameStackDepth
 inline constexpr size_t kTransitionSpecBytes = 64;
 
 constexpr uint64_t RoundUp(uint64_t n, uint64_t multiple) {
@@ -78,7 +79,12 @@ struct LayoutConfig {
   // remainder, capacity % leases slots at the end of the ring, is unused).
   // In [1, kMaxLeases]; capacity / leases must be at least kMinLeaseSlots.
   uint32_t leases = 1;
-  uint32_t reserved0 = 0;
+  // Frames stored once (layout 15; protocol/frame_record.h): 0, slots hold
+  // encoded transitions; D in [1, kMaxFrameStackDepth], slots hold frame
+  // records of stacks of D frames, observation_size (the stack's elements)
+  // is a multiple of D, and a staged batch carries the records its
+  // transitions need after them (StagingEntryCapacity()).
+  uint32_t frame_stack = 0;
 
   // OK, or InvalidArgument naming the first bad field and its value.
   absl::Status Validate() const;
@@ -108,6 +114,7 @@ static_assert(offsetof(LayoutConfig, max_actors) == 36, "");
 static_assert(offsetof(LayoutConfig, transition_spec) == 40, "");
 static_assert(offsetof(LayoutConfig, actor_window) == 104, "");
 static_assert(offsetof(LayoutConfig, leases) == 112, "");
+static_assert(offsetof(LayoutConfig, frame_stack) == 116, "");
 
 // ---------------------------------------------------------------------------
 // Control block.

@@ -7,10 +7,10 @@
 // steps; rl/frame_stacks.h assembles a transition's stacks from them. This
 // is its one definition.
 //
-// Not on the wire yet: no slot, staged batch or region of layout version
-// 14 carries a frame record, and no peer exchanges one. The layout version
-// that puts records in slots (with LayoutConfig's frame stack depth) bumps
-// kLayoutVersion and enters protocol/README.md's history then.
+// On the wire since layout version 15: a server whose LayoutConfig has a
+// frame_stack D holds one record per slot (after the SlotHeader), and its
+// staged batches carry the records their transitions need
+// (protocol/staging.h).
 //
 // An actor appends records to one sequence (its lease: record q follows
 // record q - 1). A reference is a back distance d: the frame in record
@@ -57,13 +57,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "protocol/config.h"
 #include "protocol/transition_check.h"
 #include "protocol/transition_spec.h"
 
 namespace dreplay::protocol {
 
 inline constexpr uint8_t kFrameRecordKind = 2;
-inline constexpr int kMaxFrameStackDepth = 16;
+inline constexpr int kMaxFrameStackDepth = static_cast<int>(kMaxFrameStack);
 // The longest back distance a reference can state.
 inline constexpr uint32_t kMaxFrameReference = 65535;
 

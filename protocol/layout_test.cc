@@ -73,6 +73,23 @@ TEST(LayoutConfigTest, ActorWindowDefaultsToTheCapacityAndMayNotExceedIt) {
   EXPECT_NE(c.Validate().message().find("actor_window=1025"), std::string::npos);
 }
 
+TEST(LayoutConfigTest, FrameStackDividesTheObservationAndSizesTheStagedEntries) {
+  LayoutConfig c = TestConfig();
+  EXPECT_EQ(StagingEntryCapacity(c), c.batch_size);
+  c.frame_stack = 2;  // observation_size 4: two frames of 2 elements
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_EQ(StagingEntryCapacity(c), c.batch_size * 5);
+  EXPECT_EQ(StagingCommitOffset(c),
+            StagingPayloadsOffset(c) + RoundUp(uint64_t{c.batch_size} * 5 * c.slot_size, 64));
+  c.frame_stack = 3;
+  EXPECT_NE(c.Validate().message().find("frame_stack=3"), std::string::npos);
+  c.frame_stack = kMaxFrameStack + 1;
+  EXPECT_FALSE(c.Validate().ok());
+  LayoutConfig d = TestConfig();
+  d.frame_stack = 4;
+  EXPECT_EQ(TestConfig().FirstDifference(d), "frame_stack: 0 vs 4");
+}
+
 TEST(LayoutConfigTest, FirstDifferenceNamesTheField) {
   LayoutConfig a = TestConfig();
   LayoutConfig b = TestConfig();
@@ -264,17 +281,17 @@ TEST(ChecksumTest, BatchChecksumEqualsAOneShotHashOfTheCoveredBytes) {
 // A staged batch as the sampler writes it: `count` entries of which the
 // first `payload_count` carry a copied slot, committed for `batch_number`.
 std::vector<uint8_t> StagedImage(const LayoutConfig& c, uint64_t batch_number, uint32_t count,
-                                 uint32_t payload_count) {
+                                 uint32_t payload_count, uint32_t record_count = 0) {
   std::vector<uint8_t> stage(StagingSlotStride(c), 0x5A);
   BatchHeader h{};
   h.batch_number = batch_number;
   h.epoch = 3;
   h.count = count;
-  h.slot_size = c.slot_size;
+  h.record_count = record_count;
   h.payload_count = payload_count;
   h.used_bytes = StagingUsedBytes(c, payload_count);
   std::memcpy(stage.data(), &h, sizeof(h));
-  h.checksum = BatchChecksum(c, stage.data(), count, payload_count);
+  h.checksum = BatchChecksum(c, stage.data(), count + record_count, payload_count);
   std::memcpy(stage.data(), &h, sizeof(h));
   CommitLine line{};
   line.commit = BatchCommitValue(batch_number);
@@ -304,6 +321,23 @@ TEST(StagingTest, TheCommitLineSaysHowMuchToReadAndThatPrefixVerifies) {
   EXPECT_EQ(CheckBatchImage(c, torn.data(), *bytes, 7, 3).code(), absl::StatusCode::kDataLoss);
   line.used_bytes = StagingUsedBytes(c, c.batch_size) + 1;
   EXPECT_EQ(StagedBatchBytes(c, line, 7).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(StagingTest, FrameRecordEntriesFollowTheTransitionsOnlyWithAFrameStack) {
+  LayoutConfig c = TestConfig();
+  c.frame_stack = 2;
+  // 32 transitions and 100 records, 120 of them copied: more than
+  // batch_size, within batch_size * 5.
+  std::vector<uint8_t> stage = StagedImage(c, 2, 32, 120, 100);
+  EXPECT_TRUE(CheckStagedBatch(c, stage.data(), 2, 3).ok());
+  // The records' entries are covered by the checksum.
+  stage[StagingEntriesOffset(c) + 131 * sizeof(BatchEntry)] ^= 1;
+  EXPECT_EQ(CheckStagedBatch(c, stage.data(), 2, 3).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(CheckStagedBatch(c, StagedImage(c, 2, 32, 120, 129).data(), 2, 3).code(),
+            absl::StatusCode::kDataLoss);  // more entries than the capacity
+  const LayoutConfig plain = TestConfig();
+  EXPECT_EQ(CheckStagedBatch(plain, StagedImage(plain, 2, 3, 3, 1).data(), 2, 3).code(),
+            absl::StatusCode::kDataLoss);  // records without a frame stack
 }
 
 TEST(StagingTest, CachedEntriesKeepTheirIndexBehindTheFlag) {

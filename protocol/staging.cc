@@ -14,10 +14,10 @@
 
 namespace dreplay::protocol {
 
-uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count,
+uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
                        uint32_t payload_count) {
-  count = std::min(count, c.batch_size);
-  payload_count = std::min(payload_count, c.batch_size);
+  entries = std::min(entries, StagingEntryCapacity(c));
+  payload_count = std::min(payload_count, StagingEntryCapacity(c));
   const auto* p = static_cast<const uint8_t*>(staging_slot);
   XXH3_state_t state;
   // A state on the stack must be initialized before a seeded reset (the
@@ -25,7 +25,7 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
   XXH3_INITSTATE(&state);
   XXH3_64bits_reset_withSeed(&state, kChecksumSeed);
   XXH3_64bits_update(&state, p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
-  XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{count} * sizeof(BatchEntry));
+  XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{entries} * sizeof(BatchEntry));
   XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), uint64_t{payload_count} * c.slot_size);
   return XXH3_64bits_digest(&state);
 }
@@ -37,7 +37,7 @@ absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const Comm
         absl::StrCat("batch ", batch_number, " is not staged yet (commit ", line.commit, ")"));
   }
   if (line.used_bytes < StagingUsedBytes(config, 0) ||
-      line.used_bytes > StagingUsedBytes(config, config.batch_size)) {
+      line.used_bytes > StagingUsedBytes(config, StagingEntryCapacity(config))) {
     return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " says it uses ",
                                             line.used_bytes, " bytes (torn read)"));
   }
@@ -59,16 +59,18 @@ absl::Status CheckBatchImage(const LayoutConfig& config, const void* image, uint
   }
   // Only a whole image is judged: a READ that overlapped the server's write
   // can pair a new header with old entries.
-  if (header.count > config.batch_size || header.payload_count > header.count ||
-      header.slot_size != config.slot_size ||
+  const uint64_t entries = uint64_t{header.count} + header.record_count;
+  if (header.count > config.batch_size || entries > StagingEntryCapacity(config) ||
+      (config.frame_stack == 0 && header.record_count != 0) || header.payload_count > entries ||
       header.used_bytes != StagingUsedBytes(config, header.payload_count) ||
       header.used_bytes > image_bytes) {
     return absl::DataLossError(absl::StrCat(
-        "staged batch ", batch_number, " header has count ", header.count, " payload_count ",
-        header.payload_count, " slot_size ", header.slot_size, " used_bytes ", header.used_bytes,
-        " for an image of ", image_bytes, " bytes (torn read)"));
+        "staged batch ", batch_number, " header has count ", header.count, " record_count ",
+        header.record_count, " payload_count ", header.payload_count, " used_bytes ",
+        header.used_bytes, " for an image of ", image_bytes, " bytes (torn read)"));
   }
-  if (BatchChecksum(config, p, header.count, header.payload_count) != header.checksum) {
+  if (BatchChecksum(config, p, static_cast<uint32_t>(entries), header.payload_count) !=
+      header.checksum) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
   }

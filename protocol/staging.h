@@ -23,20 +23,31 @@ namespace dreplay::protocol {
 // Staging ring: staging_depth staging slots of StagingSlotStride() bytes.
 //
 //   [0, 64)                            BatchHeader
-//   [64, StagingPayloadsOffset)        batch_size BatchEntry (16 B each)
-//   [StagingPayloadsOffset, ...)       up to batch_size copied slots of
-//                                      slot_size B, packed: one per entry
-//                                      that carries its payload
+//   [64, StagingPayloadsOffset)        StagingEntryCapacity BatchEntry slots
+//                                      (16 B each): count transitions,
+//                                      then record_count frame records
+//   [StagingPayloadsOffset, ...)       up to StagingEntryCapacity copied
+//                                      slots of slot_size B, packed: one per
+//                                      entry that carries its payload
 //   [StagingCommitOffset, +64)         CommitLine: BatchCommitValue(n) and
 //                                      used_bytes, last
 //
-// An entry whose transition the learner already holds (transfer-once
-// learner cache, see Hello::learner_cache) carries no payload: its
-// slot_index has kEntryCachedBit set. The other entries' slots follow each
-// other from StagingPayloadsOffset in entry order, so a batch uses only
+// An entry whose slot the learner already holds (transfer-once learner
+// cache, see Hello::learner_cache) carries no payload: its slot_index has
+// kEntryCachedBit set. The other entries' slots follow each other from
+// StagingPayloadsOffset in entry order, so a batch uses only
 // [0, StagingPayloadsOffset + payload_count * slot_size) of its staging slot
 // (BatchHeader::used_bytes); the learner READs the commit line first and
 // then just those bytes.
+//
+// Frames stored once (LayoutConfig::frame_stack D > 0, layout 15): the
+// count transition entries are frame records that carry a transition
+// (protocol/frame_record.h). After them come record_count entries of weight
+// 0, one per other record the transitions' stacks refer to, each once per
+// batch (a record that is itself one of the batch's transitions is not
+// repeated); a record the learner holds is a reference like any entry. So
+// a batch has at most batch_size * (2D + 1) entries. Priority updates
+// answer the count transitions only.
 
 struct BatchHeader {
   // XXH3-64 (kChecksumSeed) of header bytes [8, 64), then entries [0, count),
@@ -44,11 +55,11 @@ struct BatchHeader {
   uint64_t checksum;
   uint64_t batch_number;
   uint64_t epoch;
-  uint32_t count;          // entries in this batch (<= batch_size)
-  uint32_t slot_size;      // stride of the copied slots (== config.slot_size)
+  uint32_t count;          // transition entries in this batch (<= batch_size)
+  uint32_t record_count;   // frame record entries after them (0 without frame_stack)
   uint64_t size;           // N: valid transitions in memory when sampled
   float beta;              // importance-sampling exponent used
-  uint32_t payload_count;  // entries that carry their copied slot
+  uint32_t payload_count;  // entries (of both kinds) that carry their copied slot
   uint64_t used_bytes;     // StagingPayloadsOffset + payload_count * slot_size
   uint64_t incarnation;    // ServerLine::incarnation of the server that staged it
 };
@@ -90,12 +101,19 @@ static_assert(sizeof(CommitLine) == kCacheLine, "");
 
 constexpr uint64_t BatchCommitValue(uint64_t batch_number) { return batch_number + 1; }
 
+// The most entries (transitions and frame records) a batch can have:
+// batch_size, or batch_size * (2 * frame_stack + 1) with frames stored once.
+inline uint32_t StagingEntryCapacity(const LayoutConfig& c) {
+  return c.batch_size * (2 * c.frame_stack + 1);
+}
 inline uint64_t StagingEntriesOffset(const LayoutConfig&) { return sizeof(BatchHeader); }
 inline uint64_t StagingPayloadsOffset(const LayoutConfig& c) {
-  return StagingEntriesOffset(c) + RoundUp(uint64_t{c.batch_size} * sizeof(BatchEntry), kCacheLine);
+  return StagingEntriesOffset(c) +
+         RoundUp(uint64_t{StagingEntryCapacity(c)} * sizeof(BatchEntry), kCacheLine);
 }
 inline uint64_t StagingCommitOffset(const LayoutConfig& c) {
-  return StagingPayloadsOffset(c) + RoundUp(uint64_t{c.batch_size} * c.slot_size, kCacheLine);
+  return StagingPayloadsOffset(c) +
+         RoundUp(uint64_t{StagingEntryCapacity(c)} * c.slot_size, kCacheLine);
 }
 inline uint64_t StagingSlotStride(const LayoutConfig& c) {
   return StagingCommitOffset(c) + sizeof(CommitLine);
@@ -110,10 +128,11 @@ inline uint64_t StagingUsedBytes(const LayoutConfig& c, uint32_t payload_count) 
   return StagingPayloadsOffset(c) + uint64_t{payload_count} * c.slot_size;
 }
 
-// Checksum of staging slot image `staging_slot` whose header says `count`
-// entries and `payload_count` copied slots; both are clamped to batch_size.
-// Reads [0, StagingUsedBytes(payload_count)) of the image only.
-uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t count,
+// Checksum of staging slot image `staging_slot` whose header says `entries`
+// entries (count + record_count) and `payload_count` copied slots; both are
+// clamped to StagingEntryCapacity. Reads [0, StagingUsedBytes(payload_count))
+// of the image only.
+uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
                        uint32_t payload_count);
 
 // Learner side, first READ: the commit line of the staging slot of

@@ -8,12 +8,23 @@
 
 namespace dreplay::replay {
 
-FrameTable::FrameTable(uint64_t capacity)
+FrameTable::FrameTable(uint64_t capacity, uint32_t max_needs)
     : held_(capacity, 0),
       head_(capacity, kNone),
       next_(capacity, kNone),
-      dependent_sequence_(capacity, 0) {
+      dependent_sequence_(capacity, 0),
+      max_needs_(max_needs),
+      needs_(capacity * max_needs, 0),
+      need_count_(capacity, 0) {
   CHECK_GE(capacity, 1u);
+  CHECK_LE(max_needs, 255u);
+}
+
+void FrameTable::SetNeeds(uint64_t index, absl::Span<const uint16_t> distances) {
+  DCHECK_LT(index, held_.size());
+  CHECK_LE(distances.size(), max_needs_);
+  std::copy(distances.begin(), distances.end(), needs_.begin() + index * max_needs_);
+  need_count_[index] = static_cast<uint8_t>(distances.size());
 }
 
 void FrameTable::Hold(uint64_t index, uint64_t sequence, bool has_frame) {

@@ -29,13 +29,15 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 
 namespace dreplay::replay {
 
 class FrameTable {
  public:
-  // A table of `capacity` slots, holding nothing. REQUIRES: capacity >= 1.
-  explicit FrameTable(uint64_t capacity);
+  // A table of `capacity` slots, holding nothing, with room for
+  // `max_needs` needs per slot (SetNeeds()). REQUIRES: capacity >= 1.
+  explicit FrameTable(uint64_t capacity, uint32_t max_needs = 0);
 
   uint64_t capacity() const { return held_.size(); }
 
@@ -65,6 +67,15 @@ class FrameTable {
       uint64_t index,
       absl::FunctionRef<void(uint64_t transition_index, uint64_t transition_sequence)> release);
 
+  // The back distances (>= 1, distinct) from the transition in slot
+  // `index` to the other records its stacks refer to, for a sampler that
+  // stages them with it. Kept until the slot's next SetNeeds().
+  // REQUIRES: index < capacity(); distances.size() <= max_needs.
+  void SetNeeds(uint64_t index, absl::Span<const uint16_t> distances);
+  absl::Span<const uint16_t> Needs(uint64_t index) const {
+    return absl::MakeConstSpan(&needs_[index * max_needs_], need_count_[index]);
+  }
+
   // Holds nothing (a new epoch).
   void Clear();
 
@@ -79,6 +90,9 @@ class FrameTable {
   std::vector<uint64_t> head_;
   std::vector<uint64_t> next_;
   std::vector<uint64_t> dependent_sequence_;  // the registered transition's sequence
+  const uint32_t max_needs_;
+  std::vector<uint16_t> needs_;      // max_needs_ per slot
+  std::vector<uint8_t> need_count_;  // per slot
 };
 
 }  // namespace dreplay::replay

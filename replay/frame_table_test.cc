@@ -29,6 +29,19 @@ TEST(FrameTableTest, HoldsTheRecordItWasGivenWithOrWithoutAFrame) {
   EXPECT_FALSE(table.Holds(0, 0));
 }
 
+TEST(FrameTableTest, KeepsEachSlotsNeedsUntilTheyAreSetAgain) {
+  FrameTable table(4, /*max_needs=*/3);
+  EXPECT_TRUE(table.Needs(2).empty());
+  const uint16_t needs[] = {3, 1, 2};
+  table.SetNeeds(2, needs);
+  ASSERT_EQ(table.Needs(2).size(), 3u);
+  EXPECT_EQ(table.Needs(2)[0], 3);
+  EXPECT_EQ(table.Needs(2)[2], 2);
+  EXPECT_TRUE(table.Needs(3).empty());
+  table.SetNeeds(2, absl::MakeConstSpan(needs, 1));
+  EXPECT_EQ(table.Needs(2).size(), 1u);
+}
+
 TEST(FrameTableTest, ReleasingARecordReleasesEveryTransitionRegisteredUnderIt) {
   FrameTable table(8);
   table.Hold(2, 10, true);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
 #include "glog/logging.h"
+#include "protocol/frame_record.h"
 #include "protocol/transition_check.h"
 
 namespace dreplay::server {
@@ -66,10 +67,15 @@ Ingest::Ingest(const protocol::LayoutConfig& config, const IngestOptions& option
       insert_delays_(insert_delays),
       spec_(CheckedSpec(config)),
       leases_(config.leases),
-      run_(memory, options.max_per_lease) {}
+      run_(memory, options.max_per_lease) {
+  if (config.frame_stack > 0) {
+    frames_ = std::make_unique<replay::FrameTable>(config.capacity, 2 * config.frame_stack);
+  }
+}
 
 void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
   handled_total_ = 0;
+  if (frames_ != nullptr) frames_->Clear();
   for (uint32_t l = 0; l < leases_.size(); ++l) {
     Lease& lease = leases_[l];
     lease = Lease{};
@@ -177,6 +183,51 @@ bool Ingest::TransitionValid(const uint8_t* slot, const protocol::SlotHeader& he
   return protocol::CheckTransition(*spec_, payload) == protocol::TransitionFault::kNone;
 }
 
+bool Ingest::AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t* slot,
+                          const protocol::SlotHeader& header) {
+  const absl::Span<const uint8_t> payload(slot + sizeof(protocol::SlotHeader),
+                                          header.payload_length);
+  protocol::FrameRecordView record;
+  if (!spec_.has_value() ||
+      protocol::CheckFrameRecord(*spec_, static_cast<int>(config_.frame_stack), payload, &record) !=
+          protocol::TransitionFault::kNone) {
+    return false;
+  }
+  frames_->Hold(index, q, record.has_frame());
+  if (!record.has_transition()) {
+    ++frame_only_records_;
+    return false;
+  }
+  // The distinct back distances, each of a record held with its frame.
+  uint16_t needs[2 * protocol::kMaxFrameStackDepth];
+  size_t need_count = 0;
+  uint16_t oldest = 0;
+  const int depth = record.header.depth;
+  for (int k = 0; k < 2 * depth; ++k) {
+    const uint16_t d = k < depth ? record.observation_refs[k] : record.next_refs[k - depth];
+    const uint64_t s = q - d;
+    if (d > q || !frames_->HoldsFrame(protocol::LeaseSlotIndex(config_, l, s), s)) {
+      ++frames_missing_;
+      return false;
+    }
+    if (d == 0 || std::find(needs, needs + need_count, d) != needs + need_count) continue;
+    needs[need_count++] = d;
+    oldest = std::max(oldest, d);
+  }
+  if (oldest > 0) frames_->AddDependent(protocol::LeaseSlotIndex(config_, l, q - oldest), index, q);
+  frames_->SetNeeds(index, absl::MakeConstSpan(needs, need_count));
+  return true;
+}
+
+void Ingest::ReleaseFrames(uint64_t index) {
+  frames_->Release(index, [&](uint64_t j, uint64_t q_j) {
+    if (memory_->sequence(j) != q_j) return;  // replaced or removed already
+    run_.Flush();
+    memory_->Remove(j);
+    ++frames_evicted_;
+  });
+}
+
 void Ingest::RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns) {
   if (insert_delays_ == nullptr || insert_time_ns == 0) return;
   // A writer stamps its whole batch alike, and the wall clock is read once
@@ -228,6 +279,7 @@ void Ingest::EvictAhead(uint32_t l) {
     const auto* header =
         reinterpret_cast<const protocol::SlotHeader*>(slots_ + index * config_.slot_size);
     if (LoadRelaxed(&header->sequence) != s) break;  // not being written yet
+    if (frames_ != nullptr) ReleaseFrames(index);
     if (run_count > 0 && index != run_first + run_count) {
       memory_->RemoveRun(run_first, run_count);
       run_count = 0;
@@ -255,13 +307,26 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
           protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk;
       protocol::SlotHeader header;
       if (verified) std::memcpy(&header, slot, sizeof(header));
-      if (verified && TransitionValid(slot, header)) {
+      if (frames_ != nullptr) ReleaseFrames(index);
+      // Verified slots: a transition to insert, a frame record held but not
+      // sampled, or nothing a learner can train on.
+      bool insert = false, held = false;
+      if (verified && frames_ != nullptr) {
+        insert = AcceptRecord(l, index, q, slot, header);
+        held = !insert && frames_->Holds(index, q);
+      } else if (verified) {
+        insert = TransitionValid(slot, header);
+      }
+      if (insert) {
         run_.Add(index, q, BoundPriority(header.initial_priority, &lease));
         ++counters_->inserted;
         ++lease.inserted;
         RecordInsertDelay(header.insert_time_ns, wall_now_ns);
         if (options_.verification_log)
           options_.verification_log->Ingested(index, q, header.checksum);
+      } else if (held) {
+        run_.Flush();
+        memory_->Remove(index);
       } else if (verified) {
         // Whole and committed, but nothing a learner can train on.
         run_.Flush();
@@ -280,6 +345,7 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
     } else if (commit > protocol::CommitValue(q)) {
       // A later sequence was committed into the slot (q was lapped), or the
       // actor forged the word: either way q is skipped.
+      if (frames_ != nullptr) ReleaseFrames(index);
       run_.Flush();
       memory_->Remove(index);
       ++counters_->overrun_slots;

@@ -82,6 +82,20 @@
 // above the file's floor (whole laps past its committed prefix): sequences the previous server may
 // have handed out are skipped.
 //
+// Frames stored once (config.frame_stack D > 0; protocol/frame_record.h):
+// every verified slot must hold a frame record that
+// protocol::CheckFrameRecord accepts under the spec (else invalid, as
+// above). A record is kept in frames() (whether its slot holds its frame);
+// it enters the memory only when it carries a transition whose every
+// referenced record (its lease's sequence q - d) is held with its frame
+// (else counted in frames_missing() and never sampled), registered under
+// the oldest, with its needs (the distinct back distances) for the
+// sampler. Whenever a slot is overwritten (evicted ahead, or its new
+// sequence handled, whatever the outcome), the records it held are
+// released and every transition that needed them leaves the memory
+// (counted in frames_evicted()). Only inserted transitions count as
+// inserted.
+//
 // Thread safety: none; one thread (the replay core) calls Step(). Step()
 // never allocates and never blocks.
 
@@ -89,6 +103,7 @@
 #define DREPLAY_REPLAY_SERVER_INGEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -99,6 +114,7 @@
 #include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "protocol/transition_spec.h"
+#include "replay/frame_table.h"
 #include "replay/replay_memory.h"
 #include "replay_server/checkpoint/sequence_reservations.h"
 #include "replay_server/clock.h"
@@ -152,6 +168,15 @@ class Ingest {
   uint64_t transitions_invalid() const { return invalid_total_; }
   // Whether payloads are checked (the config's spec parses).
   bool checks_transitions() const { return spec_.has_value(); }
+  // Frames stored once (config.frame_stack > 0): the records held; nullptr
+  // otherwise.
+  const replay::FrameTable* frames() const { return frames_.get(); }
+  // Records held as frames only (no transition), transitions whose
+  // records were not all held, and transitions released because a record
+  // they needed was overwritten, since this Ingest was made.
+  uint64_t frame_only_records() const { return frame_only_records_; }
+  uint64_t frames_missing() const { return frames_missing_; }
+  uint64_t frames_evicted() const { return frames_evicted_; }
 
   // Restarts at `cursors` (one per lease; empty: all 0) and journal number
   // `journal_end` after a checkpoint restore, and publishes them.
@@ -203,6 +228,14 @@ class Ingest {
   // True when the verified slot at `slot` holds a transition the spec
   // accepts (always, without a spec).
   bool TransitionValid(const uint8_t* slot, const protocol::SlotHeader& header) const;
+  // Frames stored once: the verified record q of lease l at `index`, whose
+  // header is `header`. Holds it; true when it carries a transition to
+  // insert (its records all held; registered and its needs set).
+  bool AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t* slot,
+                    const protocol::SlotHeader& header);
+  // Slot `index` is being overwritten: releases what it held and removes
+  // the transitions that needed it from the memory.
+  void ReleaseFrames(uint64_t index);
   void AppendJournal(uint32_t l, uint64_t first, uint64_t count);
   void PublishLease(uint32_t l);
   void RecordInsertDelay(uint64_t insert_time_ns, int64_t* wall_now_ns);
@@ -224,6 +257,10 @@ class Ingest {
   // The config's spec when it parses: payloads are checked against it.
   const std::optional<protocol::TransitionSpec> spec_;
   uint64_t invalid_total_ = 0;
+  std::unique_ptr<replay::FrameTable> frames_;  // frame_stack > 0 only
+  uint64_t frame_only_records_ = 0;
+  uint64_t frames_missing_ = 0;
+  uint64_t frames_evicted_ = 0;
 
   std::vector<Lease> leases_;
   uint32_t next_lease_ = 0;  // where the next step starts

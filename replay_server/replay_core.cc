@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
+#include "protocol/transition_spec.h"
 #include "replay_server/checkpoint/checkpoint.h"
 #include "replay_server/verification_log.h"
 
@@ -23,6 +24,29 @@ uint64_t DrawIncarnation() {
     incarnation = (uint64_t{device()} << 32) ^ device();
   }
   return incarnation;
+}
+
+// Frames stored once need a spec of u8 stacks to check records against,
+// and a buffer-placement sampler: forwarding would move records to a
+// learner-side replay, which does not keep them yet.
+absl::Status CheckFrameStack(const protocol::LayoutConfig& config,
+                             const ReplayCoreOptions& options) {
+  if (config.frame_stack == 0) return absl::OkStatus();
+  const absl::StatusOr<protocol::TransitionSpec> spec =
+      protocol::TransitionSpec::Parse(config.spec());
+  if (!spec.ok() || spec->observation_type != protocol::ObservationType::kUint8 ||
+      spec->observation_size != static_cast<int>(config.observation_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame_stack=", config.frame_stack, " needs a transition spec of u8 stacks of ",
+        "observation_size=", config.observation_size, " elements; the spec is \"", config.spec(),
+        "\""));
+  }
+  if (options.sampler.forward != protocol::ForwardMode::kForwardOff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame_stack=", config.frame_stack,
+                     " works with the buffer placement only: forwarding is not supported"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -83,6 +107,7 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Create(ReplayRegions* re
   if (absl::Status s = options.sampler.rate_limiter.Validate(config.batch_size); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampler rate_limiter: ", s.message()));
   }
+  RETURN_IF_ERROR(CheckFrameStack(config, options));
   ASSIGN_OR_RETURN(std::unique_ptr<replay::ReplayMemory> memory,
                    replay::ReplayMemory::Create(memory_options));
   return std::unique_ptr<ReplayCore>(new ReplayCore(
@@ -121,6 +146,7 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
       config, options_.sampler, regions_->control(), regions_->slots(), regions_->commits(),
       regions_->staging(), memory_.get(), &counters_, clock_,
       static_cast<const uint8_t*>(regions_->region(protocol::RegionKind::kLeases)));
+  if (ingest_->frames() != nullptr) sampler_->UseFrames(ingest_->frames());
   ingest_->Restart({}, 0);
   sampler_->Restart(epoch_, incarnation_);
   PublishStats();

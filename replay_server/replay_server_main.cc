@@ -74,6 +74,10 @@ DEFINE_int64(param_bytes, 1 << 20, "largest parameter blob the learner may publi
 DEFINE_string(transition_spec, "", "description of the payload encoding, published to clients");
 DEFINE_int64(observation_size, 0, "elements per observation (published, informational)");
 DEFINE_int64(num_actions, 0, "number of discrete actions (published, informational)");
+DEFINE_int64(frame_stack, 0,
+             "frames stored once: slots hold frame records of stacks of this many frames "
+             "(actor --frame_stack; needs a u8 --transition_spec and --observation_size "
+             "dividing into frames; buffer placement, no checkpoints); 0: encoded transitions");
 DEFINE_int64(leases, 16,
              "actors served at once: the ring is split into this many equal leases of "
              "capacity / leases slots, one per connected actor, fixed at start (an actor writes "
@@ -292,6 +296,8 @@ absl::StatusOr<ReplayServerOptions> OptionsFromFlags() {
   l.leases = static_cast<uint32_t>(FLAGS_leases);
   l.max_actors = static_cast<uint32_t>(FLAGS_actor_ids > 0 ? FLAGS_actor_ids : FLAGS_leases);
   l.actor_window = static_cast<uint64_t>(FLAGS_actor_window);
+  RETURN_IF_ERROR(CheckRange("frame_stack", FLAGS_frame_stack, 0, protocol::kMaxFrameStack));
+  l.frame_stack = static_cast<uint32_t>(FLAGS_frame_stack);
   {
     const absl::Status s = l.set_spec(FLAGS_transition_spec);
     if (!s.ok()) return FlagError("transition_spec", FLAGS_transition_spec, s.message());

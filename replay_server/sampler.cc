@@ -76,10 +76,10 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
       limiter_(options.rate_limiter),
       staged_at_(config.staging_depth),
       items_(config.batch_size),
-      cached_(config.batch_size),
-      entries_(config.batch_size),
+      cached_(protocol::StagingEntryCapacity(config)),
+      entries_(protocol::StagingEntryCapacity(config)),
       holdings_(config.capacity),
-      staged_entries_(uint64_t{config.staging_depth} * config.batch_size),
+      staged_entries_(uint64_t{config.staging_depth} * protocol::StagingEntryCapacity(config)),
       staged_count_(config.staging_depth),
       staged_generation_(config.staging_depth),
       staged_references_(config.staging_depth) {
@@ -91,6 +91,14 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
   if (options.forward == protocol::ForwardMode::kForwardUniform) {
     CHECK(memory->options().mode == replay::SamplingMode::kUniform);
   }
+}
+
+void Sampler::UseFrames(const replay::FrameTable* frames) {
+  CHECK_GT(config_.frame_stack, 0u);
+  CHECK(!forwarding()) << "forwarding keeps no records";
+  frames_ = frames;
+  record_items_.resize(protocol::StagingEntryCapacity(config_) - config_.batch_size);
+  in_batch_.assign(config_.capacity, 0);
 }
 
 void Sampler::ResetLearnerCache(bool learner_cache) {
@@ -128,7 +136,8 @@ void Sampler::ReleaseOldest(bool learner_received) {
   DCHECK(HasOutstanding());
   const uint64_t slot = released_ % config_.staging_depth;
   if (learner_received && learner_cache_ && staged_generation_[slot] == cache_generation_) {
-    const protocol::BatchEntry* entries = &staged_entries_[slot * config_.batch_size];
+    const protocol::BatchEntry* entries =
+        &staged_entries_[slot * protocol::StagingEntryCapacity(config_)];
     for (uint32_t k = 0; k < staged_count_[slot]; ++k) {
       holdings_.MarkHeld(protocol::EntryIndex(entries[k]), entries[k].slot_sequence);
     }
@@ -171,6 +180,11 @@ bool Sampler::StageOne() {
     measuring_ = false;
   }
   if (count == 0) return false;
+  int64_t record_count = 0;
+  if (frames_ != nullptr) {
+    record_count = StageRecords(payloads, count, &payload_count);
+    if (record_count < 0) return false;
+  }
   double beta = 0;
   if (forwarding()) {
     for (uint32_t k = 0; k < count; ++k) items_[k].weight = 1.0f;
@@ -178,8 +192,49 @@ bool Sampler::StageOne() {
     beta = options_.beta.At(counters_->batches_staged);
     memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
   }
-  CommitBatch(count, payload_count, beta);
+  CommitBatch(count, static_cast<uint32_t>(record_count), payload_count, beta);
   return true;
+}
+
+int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* payload_count) {
+  const uint64_t mark = ++attempt_;
+  for (uint32_t k = 0; k < count; ++k) in_batch_[items_[k].index] = mark;
+  const uint64_t lease_slots = protocol::LeaseSlots(config_);
+  uint32_t records = 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    const uint64_t q = items_[k].sequence;
+    const auto lease = static_cast<uint32_t>(items_[k].index / lease_slots);
+    for (const uint16_t d : frames_->Needs(items_[k].index)) {
+      const uint64_t s = q - d;
+      const uint64_t index = protocol::LeaseSlotIndex(config_, lease, s);
+      if (in_batch_[index] == mark) continue;  // in the batch already
+      in_batch_[index] = mark;
+      const uint64_t* commit = &commits_[index];
+      const uint32_t e = count + records;
+      if (!frames_->HoldsFrame(index, s)) {
+        cached_[e] = 2;  // not held: fails below, like a copy
+      } else if (learner_cache_ && holdings_.Holds(index, s) &&
+                 LoadAcquire(commit) == protocol::CommitValue(s)) {
+        cached_[e] = 1;
+      } else if (CopySlotConsistent(config_, slots_ + index * config_.slot_size, commit, s,
+                                    payloads + uint64_t{*payload_count} * config_.slot_size) ==
+                 SlotCopy::kOk) {
+        cached_[e] = 0;
+        ++*payload_count;
+      } else {
+        cached_[e] = 2;
+      }
+      if (cached_[e] == 2) {
+        // The record is being overwritten: the transition goes (ingest
+        // would release it soon), and the batch is drawn again.
+        memory_->Remove(items_[k].index);
+        ++counters_->sample_copy_rejects;
+        return -1;
+      }
+      record_items_[records++] = replay::SampledItem{index, s, 0.0, 0.0f};
+    }
+  }
+  return records;
 }
 
 uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
@@ -258,36 +313,38 @@ uint32_t Sampler::TakeQueued(uint8_t* payloads) {
   return count;
 }
 
-void Sampler::CommitBatch(uint32_t count, uint32_t payload_count, double beta) {
+void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payload_count,
+                          double beta) {
   const uint64_t n = next_batch_;
   uint8_t* base = staging_ + protocol::StagingSlotOffset(config_, n);
   const uint64_t slot = n % config_.staging_depth;
-  for (uint32_t k = 0; k < count; ++k) {
-    const uint32_t index = static_cast<uint32_t>(items_[k].index);
-    entries_[k] = protocol::BatchEntry{items_[k].sequence,
-                                       cached_[k] ? (index | protocol::kEntryCachedBit) : index,
-                                       items_[k].weight};
+  const uint32_t entries = count + record_count;
+  for (uint32_t k = 0; k < entries; ++k) {
+    const replay::SampledItem& item = k < count ? items_[k] : record_items_[k - count];
+    const uint32_t index = static_cast<uint32_t>(item.index);
+    entries_[k] = protocol::BatchEntry{
+        item.sequence, cached_[k] ? (index | protocol::kEntryCachedBit) : index, item.weight};
   }
-  std::copy(entries_.begin(), entries_.begin() + count,
-            staged_entries_.begin() + slot * config_.batch_size);
-  staged_count_[slot] = count;
+  std::copy(entries_.begin(), entries_.begin() + entries,
+            staged_entries_.begin() + slot * protocol::StagingEntryCapacity(config_));
+  staged_count_[slot] = entries;
   staged_generation_[slot] = cache_generation_;
-  staged_references_[slot] = payload_count < count;
+  staged_references_[slot] = payload_count < entries;
   CopyToShared(base + protocol::StagingEntriesOffset(config_), entries_.data(),
-               uint64_t{count} * sizeof(protocol::BatchEntry));
+               uint64_t{entries} * sizeof(protocol::BatchEntry));
   protocol::BatchHeader header{};
   header.batch_number = n;
   header.epoch = epoch_;
   header.incarnation = incarnation_;
   header.count = count;
-  header.slot_size = config_.slot_size;
+  header.record_count = record_count;
   header.size = memory_->size();
   header.beta = static_cast<float>(beta);
   header.payload_count = payload_count;
   header.used_bytes = protocol::StagingUsedBytes(config_, header.payload_count);
   CopyToShared(base, &header, sizeof(header));
   // Plain reads of memory only this thread writes.
-  header.checksum = protocol::BatchChecksum(config_, base, count, header.payload_count);
+  header.checksum = protocol::BatchChecksum(config_, base, entries, header.payload_count);
   StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(protocol::BatchHeader, checksum)),
                header.checksum);
   uint8_t* const commit_line = base + protocol::StagingCommitOffset(config_);
@@ -308,7 +365,7 @@ void Sampler::CommitBatch(uint32_t count, uint32_t payload_count, double beta) {
   ++counters_->batches_staged;
   counters_->sampled += count;
   counters_->staged_payloads += payload_count;
-  counters_->staged_cached += count - payload_count;
+  counters_->staged_cached += entries - payload_count;
   StoreRelease(&control_->server.batches_staged, next_batch_);
 }
 

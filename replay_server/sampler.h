@@ -59,6 +59,14 @@
 // older ones, and skips those overwritten meanwhile (both counted in
 // forward_dropped()). Entries are never references and their weights are 1.
 //
+// Frames stored once (config.frame_stack > 0, UseFrames()): after the
+// transitions, each record their stacks need (replay::FrameTable::Needs)
+// that the batch does not hold yet is staged once, as a reference when the
+// learner holds it, else copied with the same seqlock check, with weight 0
+// (protocol/staging.h). A record that fails its copy (being overwritten)
+// removes the transition that needed it from the memory and the batch is
+// drawn again at the next step. Forwarding is not supported with frames.
+//
 // Crossing percentiles: one staged batch per options.crossing_period has
 // the rank keys of its copied entries (taken as each is copied, before a
 // forwarded entry leaves the memory) ranked against the memory's
@@ -82,6 +90,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "protocol/layout.h"
+#include "replay/frame_table.h"
 #include "replay/rate_limiter.h"
 #include "replay/replay_memory.h"
 #include "replay_server/clock.h"
@@ -154,6 +163,11 @@ class Sampler {
   // was rejected is not staged.
   bool StageOne();
 
+  // Frames stored once: `frames` (ingest's table, not owned, outlives the
+  // Sampler) says which records each transition needs. REQUIRES:
+  // config.frame_stack > 0, not forwarding.
+  void UseFrames(const replay::FrameTable* frames);
+
   // Ingest accepted `n` more transitions (the limiter's inserted count).
   void Inserted(uint64_t n) { limiter_.Inserted(n); }
   // True while ingest must pause (rate_limiter.block_inserts only).
@@ -210,9 +224,14 @@ class Sampler {
   uint32_t DrawBatch(uint8_t* payloads, uint32_t* payload_count);
   // The FIFO forwarder's batch, as DrawBatch.
   uint32_t TakeQueued(uint8_t* payloads);
+  // Frames stored once: stages the records the `count` transitions in
+  // items_ need after them, copying from payload position *payload_count;
+  // returns how many, or -1 when a copy failed (the batch is abandoned).
+  int64_t StageRecords(uint8_t* payloads, uint32_t count, uint32_t* payload_count);
   // Writes entries, header, checksum and commit line of batch next_batch()
-  // with `count` entries, and counts it.
-  void CommitBatch(uint32_t count, uint32_t payload_count, double beta);
+  // with `count` transitions (items_) and `record_count` records
+  // (record_items_), and counts it.
+  void CommitBatch(uint32_t count, uint32_t record_count, uint32_t payload_count, double beta);
 
   const protocol::LayoutConfig config_;
   const SamplerOptions options_;
@@ -237,8 +256,14 @@ class Sampler {
   absl::Time limiter_wait_since_ = absl::InfinitePast();  // first limited step
   std::vector<absl::Time> staged_at_;                     // per staging slot
   std::vector<replay::SampledItem> items_;                // batch_size
-  std::vector<uint8_t> cached_;                           // batch_size: entry is a reference
-  std::vector<protocol::BatchEntry> entries_;             // batch_size
+  std::vector<uint8_t> cached_;                           // entry capacity: entry is a reference
+  std::vector<protocol::BatchEntry> entries_;             // entry capacity
+  // Frames stored once: ingest's table, the records staged after the
+  // transitions, and per slot the attempt that last put it in a batch.
+  const replay::FrameTable* frames_ = nullptr;
+  std::vector<replay::SampledItem> record_items_;
+  std::vector<uint64_t> in_batch_;
+  uint64_t attempt_ = 0;
 
   // Transfer-once. cache_generation_ changes with every reset; a batch marks
   // holdings on release only if it was staged in the current generation
@@ -248,7 +273,7 @@ class Sampler {
   uint64_t cache_generation_ = 0;
   // Per staging slot: the staged entries (private copy), their count, the
   // generation staged in, whether any entry is a reference.
-  std::vector<protocol::BatchEntry> staged_entries_;  // staging_depth * batch_size
+  std::vector<protocol::BatchEntry> staged_entries_;  // staging_depth * entry capacity
   std::vector<uint32_t> staged_count_;
   std::vector<uint64_t> staged_generation_;
   std::vector<uint8_t> staged_references_;
