@@ -17,7 +17,9 @@
 //     publishes, before the actor writes anything.
 //
 // payload_bytes is rl::EncodedTransitionSize() of the observation size and
-// type (u8 for MinAtar, f32 otherwise) plus
+// type (u8 for MinAtar, f32 otherwise), or with a frame stack D the bytes
+// of a frame record with one frame of observation_size / D bytes
+// (protocol::FrameRecordBytes), plus
 // payload_pad_bytes (the actor's --payload_pad_bytes, ActorLoopOptions);
 // slot_size is protocol::SlotSizeFor() of it (the server's --slot_size must
 // be at least that); params_bytes is the size of the serialized network
@@ -49,6 +51,9 @@ struct ActorLayout {
   size_t slot_size = 0;
   size_t params_bytes = 0;
   size_t payload_pad_bytes = 0;  // included in payload_bytes
+  // Frames stored once (ActorLoopOptions::frame_stack): payload_bytes is
+  // then a frame record's (one frame, its references), not a transition's.
+  int frame_stack = 0;
 
   // The environment `env` (a MakeEnvironment() name) observing as
   // `observation`, n-step transitions with `n_step` and `gamma`, a Q-network
@@ -58,7 +63,7 @@ struct ActorLayout {
   static absl::StatusOr<ActorLayout> Compute(const std::string& env,
                                              rl::ObservationMode observation, int n_step,
                                              double gamma, const std::vector<int>& hidden_sizes,
-                                             size_t payload_pad_bytes = 0);
+                                             size_t payload_pad_bytes = 0, int frame_stack = 0);
 
   // The JSON object of the file comment, on one line (no newline).
   std::string ToJson() const;

@@ -12,6 +12,8 @@
 #include "rl/qnet.h"
 #include "rl/transition.h"
 
+#include "protocol/frame_record.h"
+
 namespace dreplay::actor {
 namespace {
 
@@ -74,8 +76,34 @@ TEST(ActorLayoutTest, JsonHoldsEveryFieldOnOneLine) {
             "\"transition_spec\":\"env=CartPole-v1 obs=4 act=2 nstep=3 gamma=0.99\","
             "\"observation_size\":4,\"num_actions\":2,\"payload_bytes\":" +
                 std::to_string(layout.payload_bytes) +
-                ",\"slot_size\":" + std::to_string(layout.slot_size) + ",\"params_bytes\":" +
-                std::to_string(layout.params_bytes) + ",\"payload_pad_bytes\":0}");
+                ",\"slot_size\":" + std::to_string(layout.slot_size) +
+                ",\"params_bytes\":" + std::to_string(layout.params_bytes) +
+                ",\"payload_pad_bytes\":0,\"frame_stack\":0}");
+}
+
+TEST(ActorLayoutTest, AFrameStackMakesThePayloadOneFrameRecord) {
+  const absl::StatusOr<ActorLayout> frames = ActorLayout::Compute(
+      "MinAtar/Breakout", rl::ObservationMode::kPixels84, 3, 0.99, {64}, 0, /*frame_stack=*/4);
+  ASSERT_TRUE(frames.ok()) << frames.status();
+  EXPECT_EQ(frames->payload_bytes, protocol::FrameRecordBytes(4, 84 * 84));
+  EXPECT_EQ(frames->slot_size, protocol::SlotSizeFor(frames->payload_bytes));
+  EXPECT_NE(frames->ToJson().find("\"frame_stack\":4"), std::string::npos);
+  // The server must store frames once too, with the same depth.
+  protocol::LayoutConfig c;
+  c.capacity = 1024;
+  c.slot_size = static_cast<uint32_t>(frames->slot_size);
+  c.observation_size = static_cast<uint32_t>(frames->spec.observation_size);
+  c.num_actions = static_cast<uint32_t>(frames->spec.action_count);
+  ASSERT_TRUE(c.set_spec(frames->spec.ToString()).ok());
+  const absl::Status plain_server = CheckServerConfig(c, *frames, 0);
+  EXPECT_EQ(plain_server.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(plain_server.message().find("frame_stack"), std::string::npos) << plain_server;
+  c.frame_stack = 4;
+  EXPECT_TRUE(CheckServerConfig(c, *frames, 0).ok());
+  // Native observations have no frames.
+  EXPECT_FALSE(
+      ActorLayout::Compute("MinAtar/Breakout", rl::ObservationMode::kNative, 3, 0.99, {64}, 0, 4)
+          .ok());
 }
 
 TEST(ActorLayoutTest, PaddingIsPartOfThePayloadAndTheSlot) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "protocol/frame_record.h"
 #include "rl/dqn.h"
 #include "rl/make_environment.h"
 #include "rl/policy.h"
@@ -73,6 +74,15 @@ absl::Status ActorLoopOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("payload_pad_bytes=", payload_pad_bytes, " must be <= ", kMaxPayloadPadBytes));
   }
+  if (frame_stack < 0 || frame_stack > protocol::kMaxFrameStackDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("frame_stack=", frame_stack, " must be in [0, ",
+                                                   protocol::kMaxFrameStackDepth, "]"));
+  }
+  if (frame_stack > 0 && payload_pad_bytes > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("payload_pad_bytes=", payload_pad_bytes,
+                     " cannot pad frame records (frame_stack=", frame_stack, ")"));
+  }
   if (param_refresh_steps < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("param_refresh_steps=", param_refresh_steps, " must be >= 1"));
@@ -93,9 +103,18 @@ absl::Status ActorLoopOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("stats_interval=", absl::FormatDuration(stats_interval), " must be > 0"));
   }
-  const absl::Status env_status = rl::MakeEnvironment(env, observation).status();
-  if (!env_status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", env_status.message()));
+  const absl::StatusOr<std::unique_ptr<rl::Environment>> made =
+      rl::MakeEnvironment(env, observation);
+  if (!made.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("env=", env, ": ", made.status().message()));
+  }
+  const rl::EnvironmentSpec& spec = (*made)->spec();
+  if (frame_stack > 0 && (spec.observation_layout != rl::ObservationLayout::kPixels84 ||
+                          spec.observation_channels != frame_stack)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame_stack=", frame_stack, " needs observations of ", frame_stack,
+        " stacked frames; env=", env, " observing ", rl::ObservationModeName(observation), " has ",
+        spec.observation_channels, " (frames: --observation=pixels84 --frame_stack=4)"));
   }
   return absl::OkStatus();
 }
@@ -149,7 +168,53 @@ absl::Status ActorLoop::Init() {
       rl::EncodedTransitionSize(observation_size_, observation_type_) + options_.payload_pad_bytes,
       0);
   pending_.reserve(options_.flush_batch + options_.num_envs * options_.nstep.n);
+  if (options_.frame_stack > 0) {
+    rl::FrameRecorderOptions recorder;
+    recorder.nstep = options_.nstep;
+    recorder.depth = options_.frame_stack;
+    recorder.frame_bytes = static_cast<size_t>(observation_size_ / options_.frame_stack);
+    recorder.environments = options_.num_envs;
+    recorder_ = std::make_unique<rl::FrameRecorder>(recorder);
+    frame_.resize(recorder.frame_bytes);
+    for (int e = 0; e < options_.num_envs; ++e) {
+      RETURN_IF_ERROR(RecordEpisodeStart(e, envs_[e].observation));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status ActorLoop::RecordEpisodeStart(int e, absl::Span<const float> observation) {
+  // The newest frame is the stack's last (frames oldest first); its values
+  // are whole numbers in [0, 255] (the encoding's u8).
+  std::copy(observation.end() - frame_.size(), observation.end(), frame_.begin());
+  records_.clear();
+  RETURN_IF_ERROR(recorder_->BeginEpisode(e, frame_, &records_));
+  QueueRecords(records_);
+  return absl::OkStatus();
+}
+
+absl::Status ActorLoop::RecordStep(int e, int action, const rl::StepResult& step) {
+  const std::vector<float>& observation = step.observation;
+  std::copy(observation.end() - frame_.size(), observation.end(), frame_.begin());
+  records_.clear();
+  RETURN_IF_ERROR(recorder_->AddStep(e, action, step.reward, frame_, step.terminated,
+                                     step.truncated, &records_));
+  QueueRecords(records_);
+  return absl::OkStatus();
+}
+
+void ActorLoop::QueueRecords(const std::vector<rl::FrameRecorder::Record>& records) {
+  // Called before completed_ joins pending_: its transitions, in order, are
+  // the records' that carry one (the recorder and the accumulator follow
+  // the same n-step rules, rl/frame_recorder.h).
+  int64_t next = static_cast<int64_t>(pending_.size());
+  for (const rl::FrameRecorder::Record& r : records) {
+    protocol::FrameRecordView view;
+    CHECK(protocol::DecodeFrameRecord(r.bytes, frame_.size(), &view).ok());
+    pending_records_.push_back({r.bytes, view.has_transition() ? next++ : -1});
+  }
+  CHECK_EQ(next, static_cast<int64_t>(pending_.size() + completed_.size()))
+      << "the recorder and the n-step accumulator disagree";
 }
 
 absl::Status ActorLoop::Step() {
@@ -169,6 +234,7 @@ absl::Status ActorLoop::Step() {
     completed_.clear();
     RETURN_IF_ERROR(state.nstep->AddStep(action, step.reward, step.observation, step.terminated,
                                          step.truncated, &completed_));
+    if (recorder_ != nullptr) RETURN_IF_ERROR(RecordStep(e, action, step));
     for (rl::Transition& transition : completed_) pending_.push_back(std::move(transition));
     if (step.done()) {
       ++stats_.episodes;
@@ -177,6 +243,8 @@ absl::Status ActorLoop::Step() {
       state.episode_return = 0;
       state.observation = state.env->Reset();
       RETURN_IF_ERROR(state.nstep->BeginEpisode(state.observation));
+      completed_.clear();
+      if (recorder_ != nullptr) RETURN_IF_ERROR(RecordEpisodeStart(e, state.observation));
     } else {
       state.observation = std::move(step.observation);
     }
@@ -202,6 +270,7 @@ absl::Status ActorLoop::FlushPending() {
   RETURN_IF_ERROR(rl::ComputeAbsTdErrors(*network_, *network_, *batch_, /*double_dqn=*/true,
                                          absl::MakeSpan(priorities_)));
   for (float& p : priorities_) p = std::isnan(p) ? 0.0f : std::min(p, options_.max_priority);
+  if (recorder_ != nullptr) return FlushRecords();
   for (size_t i = 0; i < pending_.size(); ++i) {
     ASSIGN_OR_RETURN(const size_t bytes, rl::EncodeTransition(pending_[i], absl::MakeSpan(encoded_),
                                                               observation_type_));
@@ -210,6 +279,19 @@ absl::Status ActorLoop::FlushPending() {
     stats_.priority_sum += priorities_[i];
   }
   stats_.transitions += pending_.size();
+  pending_.clear();
+  return io_.experience->Flush();
+}
+
+absl::Status ActorLoop::FlushRecords() {
+  for (const PendingRecord& r : pending_records_) {
+    const float priority = r.transition >= 0 ? priorities_[r.transition] : 0.0f;
+    RETURN_IF_ERROR(io_.experience->Append(r.bytes, priority));
+    if (r.transition >= 0) stats_.priority_sum += priority;
+  }
+  stats_.transitions += pending_.size();
+  stats_.records += pending_records_.size();
+  pending_records_.clear();
   pending_.clear();
   return io_.experience->Flush();
 }

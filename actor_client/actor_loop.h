@@ -68,6 +68,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "rl/environment.h"
+#include "rl/frame_recorder.h"
 #include "rl/nstep.h"
 #include "rl/qnet.h"
 #include "rl/random.h"
@@ -152,6 +153,13 @@ struct ActorLoopOptions {
   // bandwidth and memory without changing the learning problem. In [0,
   // kMaxPayloadPadBytes].
   size_t payload_pad_bytes = 0;
+  // Frames stored once (the server's --frame_stack): 0 appends encoded
+  // transitions; D > 0 appends frame records (rl/frame_recorder.h) of
+  // stacks of D frames instead: each new frame once, each transition as
+  // references, with the priority its transition gets (records without a
+  // transition get none). Needs an observation of D stacked frames
+  // (pixels84: 4) and no payload_pad_bytes. In [0, 16].
+  int frame_stack = 0;
   // Initial priorities (|TD error| under the actor's network) above this
   // are sent as this; NaN as 0 ("no estimate": the server uses its current
   // maximum). Finite, > 0. The server bounds them again (its own
@@ -176,6 +184,7 @@ struct ActorLoopStats {
   uint64_t env_steps = 0;        // all environments together
   uint64_t episodes = 0;         // finished
   uint64_t transitions = 0;      // appended to the sink
+  uint64_t records = 0;          // frame records appended (frame_stack > 0)
   uint64_t param_refreshes = 0;  // newer parameters loaded
   double last_return = 0;        // of the last finished episode
   double priority_sum = 0;       // of the initial priorities appended
@@ -224,7 +233,17 @@ class ActorLoop {
   // Computes priorities of the pending transitions, appends them and
   // flushes the sink.
   absl::Status FlushPending();
+  // Frames stored once: FlushPending's appends, of the queued records.
+  absl::Status FlushRecords();
   absl::Status RefreshParams();
+  // Frames stored once: the records of environment e's episode start
+  // (observation) or step, queued behind the pending transitions; the
+  // records that carry a transition take the next of completed_'s, in
+  // order.
+  absl::Status RecordEpisodeStart(int e, absl::Span<const float> observation);
+  absl::Status RecordStep(int e, int action, const rl::StepResult& step);
+  // The records queued; each carries pending_[transition] or none (-1).
+  void QueueRecords(const std::vector<rl::FrameRecorder::Record>& records);
 
   const ActorLoopOptions options_;
   const ActorIo io_;
@@ -240,6 +259,16 @@ class ActorLoop {
   std::vector<float> q_values_;      // num_envs x action_count
   std::vector<rl::Transition> completed_;
   std::vector<rl::Transition> pending_;  // waiting for their priorities
+  // Frames stored once: the recorder, the records waiting for their
+  // transitions' priorities, and scratch.
+  std::unique_ptr<rl::FrameRecorder> recorder_;
+  struct PendingRecord {
+    std::vector<uint8_t> bytes;
+    int64_t transition;  // into pending_, or -1
+  };
+  std::vector<PendingRecord> pending_records_;
+  std::vector<rl::FrameRecorder::Record> records_;
+  std::vector<uint8_t> frame_;
   std::unique_ptr<rl::TransitionBatch> batch_;
   std::vector<float> priorities_;
   std::vector<uint8_t> encoded_;

@@ -14,6 +14,9 @@
 #include "rl/policy.h"
 #include "rl/transition.h"
 
+#include "protocol/frame_record.h"
+#include "rl/frame_stacks.h"
+
 namespace dreplay::actor {
 namespace {
 
@@ -131,6 +134,69 @@ TEST(ActorLoopTest, AppendsDecodableTransitionsWithTheirTdErrorsAsPriorities) {
     EXPECT_GT(sink.priorities[i], 0.0f);
   }
   EXPECT_EQ((*loop)->stats().transitions, sink.payloads.size());
+}
+
+// The records a frames-stored-once loop appends hold, byte for byte, the
+// transitions the same loop appends without it, with the same priorities.
+TEST(ActorLoopTest, FrameRecordsCarryTheSameTransitionsAndPriorities) {
+  ActorLoopOptions o = SmallOptions();
+  o.env = "MinAtar/Breakout";
+  o.observation = rl::ObservationMode::kPixels84;
+  o.flush_batch = 4;
+  FakeSink plain_sink, frames_sink;
+  auto plain = ActorLoop::Create(o, {&plain_sink, nullptr, nullptr});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  o.frame_stack = 4;
+  auto frames = ActorLoop::Create(o, {&frames_sink, nullptr, nullptr});
+  ASSERT_TRUE(frames.ok()) << frames.status();
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE((*plain)->Step().ok());
+    ASSERT_TRUE((*frames)->Step().ok());
+  }
+  ASSERT_GE((*plain)->stats().episodes, 1u) << "the run must cross an episode boundary";
+  const size_t frame_bytes = 84 * 84;
+  const size_t stack = 4 * frame_bytes;
+  std::vector<uint8_t> observation(stack), next(stack);
+  auto lookup = [&](uint64_t q) -> absl::Span<const uint8_t> {
+    if (q >= frames_sink.payloads.size()) return {};
+    return frames_sink.payloads[q];
+  };
+  size_t t = 0;
+  for (uint64_t q = 0; q < frames_sink.payloads.size(); ++q) {
+    protocol::FrameRecordView view;
+    ASSERT_TRUE(protocol::DecodeFrameRecord(frames_sink.payloads[q], frame_bytes, &view).ok());
+    if (!view.has_transition()) continue;
+    ASSERT_LT(t, plain_sink.payloads.size());
+    auto stacked = rl::AssembleStacks(q, frame_bytes, lookup, absl::MakeSpan(observation),
+                                      absl::MakeSpan(next));
+    ASSERT_TRUE(stacked.ok()) << stacked.status();
+    auto expected =
+        rl::DecodeTransition(plain_sink.payloads[t], stack, rl::ObservationType::kUint8);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_EQ(std::vector<float>(observation.begin(), observation.end()), expected->observation)
+        << "transition " << t;
+    EXPECT_EQ(std::vector<float>(next.begin(), next.end()), expected->next_observation);
+    EXPECT_EQ(stacked->action, expected->action);
+    EXPECT_FLOAT_EQ(stacked->reward, expected->reward);
+    EXPECT_FLOAT_EQ(stacked->discount, expected->discount);
+    EXPECT_EQ(stacked->done, expected->done);
+    EXPECT_FLOAT_EQ(frames_sink.priorities[q], plain_sink.priorities[t]);
+    ++t;
+  }
+  EXPECT_EQ(t, plain_sink.payloads.size());
+  EXPECT_EQ((*frames)->stats().transitions, t);
+  EXPECT_EQ((*frames)->stats().records, frames_sink.payloads.size());
+  // About one frame per step, not two stacks.
+  EXPECT_LT(frames_sink.payloads.size() * (frame_bytes + 64), t * 2 * stack / 4);
+}
+
+TEST(ActorLoopTest, RefusesAFrameStackTheObservationDoesNotHave) {
+  FakeSink sink;
+  ActorLoopOptions o = SmallOptions();
+  o.frame_stack = 4;  // CartPole observes no frames
+  auto loop = ActorLoop::Create(o, {&sink, nullptr, nullptr});
+  ASSERT_FALSE(loop.ok());
+  EXPECT_NE(loop.status().message().find("frame_stack=4"), std::string::npos) << loop.status();
 }
 
 TEST(ActorLoopTest, InitialPrioritiesAreClampedToMaxPriority) {

@@ -94,6 +94,11 @@ DEFINE_int64(payload_pad_bytes, 0,
              "moved across every link like the transition, never fed to the network (the "
              "learner strips them); models rich observations such as camera frames. "
              "--print_layout includes them in payload_bytes and slot_size");
+DEFINE_int32(frame_stack, 0,
+             "frames stored once: write each new frame once and each transition as references "
+             "(frame records), for a server started with the same --frame_stack; needs "
+             "--observation=pixels84 and 4. --print_layout then gives a record's slot_size. "
+             "0: write encoded transitions");
 DEFINE_int64(param_refresh_steps, 500,
              "environment steps (all environments together) between parameter refreshes");
 DEFINE_int64(max_env_steps, 0, "stop after this many environment steps (0: no limit)");
@@ -148,6 +153,7 @@ absl::StatusOr<ActorLoopOptions> LoopOptionsFromFlags() {
   o.flush_batch = FLAGS_flush_batch;
   RETURN_IF_ERROR(CheckAtLeast("payload_pad_bytes", FLAGS_payload_pad_bytes, 0));
   o.payload_pad_bytes = static_cast<size_t>(FLAGS_payload_pad_bytes);
+  o.frame_stack = FLAGS_frame_stack;
   o.max_priority = static_cast<float>(FLAGS_max_priority);
   o.param_refresh_steps = FLAGS_param_refresh_steps;
   o.max_env_steps = FLAGS_max_env_steps;
@@ -198,7 +204,7 @@ int Run(const BinaryMain& binary) {
   if (!options.ok()) return binary.BadFlag(options.status());
   const absl::StatusOr<ActorLayout> layout = ActorLayout::Compute(
       options->env, options->observation, options->nstep.n, options->nstep.discount,
-      options->hidden_sizes, options->payload_pad_bytes);
+      options->hidden_sizes, options->payload_pad_bytes, options->frame_stack);
   if (!layout.ok()) return binary.BadFlag(layout.status());
   if (FLAGS_print_layout) {
     std::cout << layout->ToJson() << std::endl;
