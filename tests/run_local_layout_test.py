@@ -120,6 +120,26 @@ class RunLocalLayoutTest(unittest.TestCase):
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 self.args(*bad)
 
+    def test_frame_stack_makes_actors_and_server_store_each_frame_once(self):
+        args = self.args("--env", "MinAtar/Breakout", "--observation", "pixels84",
+                         "--frame_stack", "4", "--actors", "2", "--capacity", "4096")
+        layout = self.run_local.actor_layout(args)
+        # A record: 40 bytes of header and references, then one frame.
+        self.assertEqual(layout["payload_bytes"], 40 + 84 * 84)
+        self.assertEqual(layout["frame_stack"], 4)
+        server = flag_values(self.run_local.server_argv(args, "/tmp/port", layout))
+        self.assertEqual(server["frame_stack"], "4")
+        self.assertEqual(server["actor_window"], "1024")  # half of each lease
+        self.assertEqual(flag_values(self.run_local.actor_argv(args, "x:1", 0))["frame_stack"],
+                         "4")
+        for bad in (["--frame_stack", "4"],  # native CartPole has no frames
+                    ["--env", "MinAtar/Breakout", "--observation", "pixels84",
+                     "--frame_stack", "3"],
+                    ["--env", "MinAtar/Breakout", "--observation", "pixels84",
+                     "--frame_stack", "4", "--replay_placement", "hybrid"]):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit):
+                self.args(*bad)
+
     def test_pixels84_is_refused_for_an_environment_without_a_rendering(self):
         with self.assertRaises(SystemExit):
             self.args("--env", "CartPole-v1", "--observation", "pixels84")

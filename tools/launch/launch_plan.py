@@ -164,6 +164,10 @@ def add_arguments(p):
     p.add_argument("--payload_pad_bytes", type=int, default=0,
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
+    p.add_argument("--frame_stack", type=int, default=0,
+                   help="pixels84, buffer placement: store each frame once (4, the stack's "
+                   "frames): actors write frame records, batches carry each frame they need once "
+                   "and the learner assembles the stacks; 0: whole transitions")
     p.add_argument("--probe_size", type=int, default=None,
                    help="transitions in the learner's probe set (0: no probe loss; default "
                    "1024, pixels84 128)")
@@ -195,6 +199,13 @@ def finish(args):
         args.spi_error_buffer = SPI_SLACK_BATCHES * args.batch_size
     if args.payload_pad_bytes < 0:
         raise PlanError("--payload_pad_bytes must be >= 0")
+    if args.frame_stack not in (0, 4):
+        raise PlanError("--frame_stack must be 0 or 4 (pixels84's stack), got %d"
+                        % args.frame_stack)
+    if args.frame_stack and (args.observation != "pixels84" or args.replay_placement != "buffer"
+                             or args.payload_pad_bytes):
+        raise PlanError("--frame_stack needs --observation=pixels84, --replay_placement=buffer "
+                        "and no --payload_pad_bytes")
     if args.capacity < 2 or args.capacity & (args.capacity - 1):
         raise PlanError("--capacity must be a power of two, got %d" % args.capacity)
     try:
@@ -248,7 +259,8 @@ def actor_layout(bin_dir, args):
     argv = [os.path.join(bin_dir, ACTOR_BINARY), "--print_layout", "--env=" + args.env,
             "--observation=" + args.observation, "--n_step=%d" % args.n_step,
             "--gamma=%r" % args.gamma, "--hidden=" + args.hidden,
-            "--payload_pad_bytes=%d" % args.payload_pad_bytes]
+            "--payload_pad_bytes=%d" % args.payload_pad_bytes,
+            "--frame_stack=%d" % args.frame_stack]
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               stdin=subprocess.DEVNULL)
@@ -295,6 +307,12 @@ def server_flags(args, layout):
     ]
     if args.replay_placement == "buffer" and args.samples_per_insert > 0:
         flags += spi_flags(args)
+    if args.frame_stack:
+        # Records stay referenced for about envs x (stack + n) sequences
+        # behind the newest: an actor half a lease ahead of ingest leaves
+        # them held (protocol/frame_record.h).
+        flags += ["--frame_stack=%d" % args.frame_stack,
+                  "--actor_window=%d" % max(1, args.capacity // args.actors // 2)]
     if args.replay_placement == "hybrid":
         flags.append("--forward=" + args.forward_policy)
         if args.forward_policy == "fifo":
@@ -369,6 +387,7 @@ def actor_flags(args, index=None):
         "--epsilon_base=%r" % args.epsilon_base,
         "--epsilon_alpha=%r" % args.epsilon_alpha,
         "--payload_pad_bytes=%d" % args.payload_pad_bytes,
+        "--frame_stack=%d" % args.frame_stack,
     ]
 
 
