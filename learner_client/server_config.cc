@@ -38,8 +38,10 @@ absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
         absl::StrCat("the server expects observations of ", config.observation_size, " values; ",
                      options->env, " has ", spec.observation_size));
   }
+  // With frames stored once a slot holds one frame record, whose size the
+  // server checks at ingest; the stacks are assembled at this end.
   const size_t encoded = rl::EncodedTransitionSize(spec.observation_size, spec.observation_type);
-  if (encoded > config.max_payload()) {
+  if (config.frame_stack == 0 && encoded > config.max_payload()) {
     return absl::FailedPreconditionError(absl::StrCat("a ", options->env, " transition takes ",
                                                       encoded, " bytes; the server's slots hold ",
                                                       config.max_payload()));

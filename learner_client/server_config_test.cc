@@ -79,5 +79,20 @@ TEST(ApplyServerConfigTest, SaysWhatDoesNotFit) {
   EXPECT_FALSE(ApplyServerConfig(CartPoleServer(), {}, &options).ok());
 }
 
+TEST(ApplyServerConfigTest, AFrameStackServersSlotsHoldOneFrameNotATransition) {
+  LearnerLoopOptions options;
+  options.env = "MinAtar/Breakout";
+  options.observation = rl::ObservationMode::kPixels84;
+  protocol::LayoutConfig config = CartPoleServer();
+  config.observation_size = 4 * 84 * 84;
+  config.num_actions = 6;
+  config.slot_size = 7096 + 40;  // a record: 40 bytes, then one 84x84 frame
+  ASSERT_TRUE(config.set_spec("env=MinAtar/Breakout obs=28224u8 act=6 nstep=3 gamma=0.99").ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(ApplyServerConfig(config, {}, &options)));
+  config.frame_stack = 4;
+  const absl::Status s = ApplyServerConfig(config, {}, &options);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 }  // namespace
 }  // namespace dreplay::learner
