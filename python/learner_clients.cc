@@ -127,6 +127,11 @@ class PyBatchReader {
         reader = absl::FailedPreconditionError(
             "the server forwards each transition once (replay_server --forward): read with "
             "connect(..., placement=\"hybrid\") and forward_reader()");
+      } else if (session_->client().config().frame_stack != 0) {
+        reader = absl::FailedPreconditionError(absl::StrCat(
+            "the server stores frames once (replay_server --frame_stack=",
+            session_->client().config().frame_stack,
+            "): the Python package does not assemble frame stacks yet; use the C++ learner"));
       } else {
         reader = learner::BatchReader::Create(&session_->client(), options);
       }

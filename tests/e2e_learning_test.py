@@ -46,6 +46,10 @@ def runfile(path):
     return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
 
 
+# A pixels84 transition sent whole: two stacks of 4 84x84 frames, and its
+# 20-byte header.
+PIXELS84_TRANSITION_BYTES = 20 + 8 * 84 * 84
+
 LINK_CLASSES = ("experience", "metadata", "polling", "priorities", "params", "control")
 
 
@@ -225,6 +229,25 @@ class E2eLearningTest(unittest.TestCase):
         self.assertGreaterEqual(per_transition, MINATAR_U8_TRANSITION_BYTES)
         self.assertLess(per_transition, MINATAR_F32_TRANSITION_BYTES)
         self.assertIsNotNone(summary["eval_return_mean"])
+
+    def test_pixels84_frames_stored_once_cross_the_link_and_train(self):
+        # Each 84x84 frame written, stored and moved once: the learner
+        # assembles the stacks of the transitions it samples from the
+        # records each batch carries (//learner_client:frames_e2e_test
+        # checks them byte for byte).
+        progress, summary = self.run_local("buffer", [
+            "--env", "MinAtar/Breakout", "--observation", "pixels84", "--frame_stack", "4",
+            "--actors", "1", "--envs_per_actor", "2", "--capacity", "4096",
+            "--min_replay", "100", "--eval_episodes", "2", "--probe_size", "16",
+            "--duration_s", str(MINATAR_LIMIT_S),
+        ])
+        self.assertGreater(summary["train_steps"], 0)
+        # A transition's records: one frame at the least, and fewer bytes
+        # than its two stacks sent whole.
+        per_transition = summary["link_bytes_experience"] / summary["link_transitions_total"]
+        self.assertGreater(per_transition, 84 * 84)
+        self.assertLess(per_transition, PIXELS84_TRANSITION_BYTES)
+
 
 if __name__ == "__main__":
     unittest.main()
