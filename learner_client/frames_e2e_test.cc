@@ -248,6 +248,11 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
   EXPECT_GT(read.records_fetched, 0u);
   EXPECT_GE(stats.inserted, stream.transitions.size() / 2);
   EXPECT_LE(stats.inserted, stream.transitions.size());
+  // Episode starts are frames only; transitions left as their records were
+  // overwritten, lap after lap.
+  EXPECT_EQ(stats.frame_only_records + stream.transitions.size(), stream.records.size());
+  EXPECT_GT(stats.frames_evicted, stream.transitions.size() / 2);
+  EXPECT_EQ(stats.inserted + stats.frames_missing, stream.transitions.size());
   if (learner_cache) {
     EXPECT_GT(read.cache_hits, 0u) << "records the learner held never crossed again";
   } else {

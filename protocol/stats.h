@@ -76,7 +76,14 @@ struct alignas(kCacheLine) StatsBlock {
   // process's totals (not checkpointed).
   double crossing_percentile_sum;
   uint64_t crossing_percentile_count;
-  uint64_t reserved[13];
+  // Frames stored once (layout 15, LayoutConfig::frame_stack): records
+  // held as frames only (no transition), transitions not inserted because
+  // a record they refer to was not held, and transitions that left the
+  // memory because a record they needed was overwritten. This process's.
+  uint64_t frame_only_records;
+  uint64_t frames_missing;
+  uint64_t frames_evicted;
+  uint64_t reserved[10];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -95,6 +102,7 @@ static_assert(offsetof(StatsBlock, transitions_invalid) == 240, "");
 static_assert(offsetof(StatsBlock, forward_dropped) == 248, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_sum) == 256, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_count) == 264, "");
+static_assert(offsetof(StatsBlock, frames_evicted) == 288, "");
 
 // The mean of the measured crossing percentiles (0 to 100) of `stats`;
 // nullopt before any was measured.

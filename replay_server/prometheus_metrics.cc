@@ -113,6 +113,18 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
              s.priority_sum);
   out->Gauge("dreplay_server_max_priority", "Largest priority^alpha in the replay memory.",
              s.priority_max);
+  out->Counter("dreplay_server_frame_only_records_total",
+               "--frame_stack: records held as frames only, carrying no transition (this "
+               "process).",
+               s.frame_only_records);
+  out->Counter("dreplay_server_frames_missing_total",
+               "--frame_stack: transitions not inserted because a record they refer to was not "
+               "held (overwritten already, or never written; this process).",
+               s.frames_missing);
+  out->Counter("dreplay_server_frames_evicted_total",
+               "--frame_stack: transitions removed from the memory because a record they need "
+               "was overwritten (this process).",
+               s.frames_evicted);
   out->Counter("dreplay_server_crossing_measured_total",
                "Staged entries copied for the link whose percentile in the memory's priority "
                "distribution was measured (one batch per 50 ms; this process). A "

@@ -285,6 +285,9 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->forward_dropped, sampler_->forward_dropped());
   StoreReleaseDouble(&s->crossing_percentile_sum, sampler_->crossing().sum());
   StoreRelease(&s->crossing_percentile_count, sampler_->crossing().count());
+  StoreRelease(&s->frame_only_records, ingest_->frame_only_records());
+  StoreRelease(&s->frames_missing, ingest_->frames_missing());
+  StoreRelease(&s->frames_evicted, ingest_->frames_evicted());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 

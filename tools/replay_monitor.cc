@@ -277,6 +277,9 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                 .Add("priorities_bounded", s.priorities_bounded)
                                 .Add("transitions_invalid", s.transitions_invalid)
                                 .Add("forward_dropped", s.forward_dropped)
+                                .Add("frame_only_records", s.frame_only_records)
+                                .Add("frames_missing", s.frames_missing)
+                                .Add("frames_evicted", s.frames_evicted)
                                 .Done();
   const std::string clients = JsonObject(kDoubleDigits)
                                   .Add("actors", s.actors_connected)
