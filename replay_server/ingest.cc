@@ -221,8 +221,10 @@ bool Ingest::AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t*
 
 void Ingest::ReleaseFrames(uint64_t index) {
   frames_->Release(index, [&](uint64_t j, uint64_t q_j) {
-    if (memory_->sequence(j) != q_j) return;  // replaced or removed already
+    // A transition still in the pending run is not in memory yet: flush
+    // first, or it would escape the release.
     run_.Flush();
+    if (memory_->sequence(j) != q_j) return;  // replaced or removed already
     memory_->Remove(j);
     ++frames_evicted_;
   });

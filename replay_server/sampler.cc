@@ -99,6 +99,7 @@ void Sampler::UseFrames(const replay::FrameTable* frames) {
   frames_ = frames;
   record_items_.resize(protocol::StagingEntryCapacity(config_) - config_.batch_size);
   in_batch_.assign(config_.capacity, 0);
+  in_batch_sequence_.assign(config_.capacity, 0);
 }
 
 void Sampler::ResetLearnerCache(bool learner_cache) {
@@ -198,7 +199,10 @@ bool Sampler::StageOne() {
 
 int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* payload_count) {
   const uint64_t mark = ++attempt_;
-  for (uint32_t k = 0; k < count; ++k) in_batch_[items_[k].index] = mark;
+  for (uint32_t k = 0; k < count; ++k) {
+    in_batch_[items_[k].index] = mark;
+    in_batch_sequence_[items_[k].index] = items_[k].sequence;
+  }
   const uint64_t lease_slots = protocol::LeaseSlots(config_);
   uint32_t records = 0;
   for (uint32_t k = 0; k < count; ++k) {
@@ -207,8 +211,11 @@ int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* paylo
     for (const uint16_t d : frames_->Needs(items_[k].index)) {
       const uint64_t s = q - d;
       const uint64_t index = protocol::LeaseSlotIndex(config_, lease, s);
-      if (in_batch_[index] == mark) continue;  // in the batch already
+      // In the batch already, as this very sequence; the same slot holding
+      // a later sequence means the frame is gone (HoldsFrame says so below).
+      if (in_batch_[index] == mark && in_batch_sequence_[index] == s) continue;
       in_batch_[index] = mark;
+      in_batch_sequence_[index] = s;
       const uint64_t* commit = &commits_[index];
       const uint32_t e = count + records;
       if (!frames_->HoldsFrame(index, s)) {

@@ -263,6 +263,7 @@ class Sampler {
   const replay::FrameTable* frames_ = nullptr;
   std::vector<replay::SampledItem> record_items_;
   std::vector<uint64_t> in_batch_;
+  std::vector<uint64_t> in_batch_sequence_;  // the sequence marked in in_batch_
   uint64_t attempt_ = 0;
 
   // Transfer-once. cache_generation_ changes with every reset; a batch marks
