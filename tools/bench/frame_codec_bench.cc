@@ -1,14 +1,14 @@
 // Copyright dreplay authors.
 //
 // frame_codec_bench: how well, and how fast, each codec of
-// replay/frame_codec.h compresses pixels84 frames (MinAtar's 10x10 grid
+// common/frame_codec.h compresses pixels84 frames (MinAtar's 10x10 grid
 // rendered to 84x84 grays, rl/minatar/render.h), the figures that choose
 // the long link's codec and level.
 //
 // The frames: --frames_per_game frames of each of MinAtar's five games,
 // played by a uniformly random policy from --seed, one 7,056-byte frame per
 // step (the newest of the 4-frame stack; an episode's first frame too).
-// Each codec (--codecs, KIND[:LEVEL] as replay/frame_codec.h names them)
+// Each codec (--codecs, KIND[:LEVEL] as common/frame_codec.h names them)
 // compresses them in three chunkings, the units the link would carry:
 //   frame   each frame alone (a transfer-once cache that lacks one frame)
 //   run     --run_frames consecutive frames of one game (a forwarded run,
@@ -41,9 +41,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/binary_main.h"
+#include "common/frame_codec.h"
 #include "common/json_writer.h"
 #include "gflags/gflags.h"
-#include "replay/frame_codec.h"
 #include "rl/make_environment.h"
 #include "rl/minatar/render.h"
 
@@ -86,7 +86,7 @@ struct Options {
   int run_frames = 0;
   int batch_size = 0;
   int batches_per_game = 0;
-  std::vector<replay::CodecOptions> codecs;
+  std::vector<CodecOptions> codecs;
   double min_cpu_s = 0;
   uint64_t seed = 0;
 
@@ -209,7 +209,7 @@ struct Figures {
 
 // Compresses every chunk, then decompresses every block and compares; then
 // repeats each way until it has run --min_cpu_s, for the speeds.
-absl::StatusOr<Figures> Measure(replay::FrameCodec& codec, const Chunking& c, double min_cpu_s) {
+absl::StatusOr<Figures> Measure(FrameCodec& codec, const Chunking& c, double min_cpu_s) {
   // The blocks are allocated (and their pages touched) before the clock
   // starts: it times the codec, not the allocator.
   std::vector<std::vector<uint8_t>> blocks(c.chunks.size());
@@ -312,8 +312,8 @@ int Run(BinaryMain& binary, const Options& o) {
     std::printf("%-9s %-6s %7s %8s %9s %11s %13s\n", "codec", "chunk", "chunks", "ratio", "B/frame",
                 "comp MB/s", "decomp MB/s");
   }
-  for (const replay::CodecOptions& options : o.codecs) {
-    absl::StatusOr<std::unique_ptr<replay::FrameCodec>> codec = replay::FrameCodec::Create(options);
+  for (const CodecOptions& options : o.codecs) {
+    absl::StatusOr<std::unique_ptr<FrameCodec>> codec = FrameCodec::Create(options);
     if (!codec.ok()) return binary.Failure(codec.status());
     for (const Chunking& c : chunkings) {
       absl::StatusOr<Figures> f = Measure(**codec, c, o.min_cpu_s);
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
   options.min_cpu_s = FLAGS_min_cpu_s;
   options.seed = FLAGS_seed;
   for (absl::string_view text : absl::StrSplit(FLAGS_codecs, ',', absl::SkipEmpty())) {
-    absl::StatusOr<dreplay::replay::CodecOptions> codec = dreplay::replay::ParseCodecOptions(text);
+    absl::StatusOr<dreplay::CodecOptions> codec = dreplay::ParseCodecOptions(text);
     if (!codec.ok()) return binary.BadFlag(codec.status());
     options.codecs.push_back(*codec);
   }

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay/frame_codec.h"
+#include "common/frame_codec.h"
 
 #include <cstdint>
 #include <random>
@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace dreplay::replay {
+namespace dreplay {
 namespace {
 
 constexpr CodecKind kKinds[] = {CodecKind::kRaw, CodecKind::kLz4, CodecKind::kLz4Hc,
@@ -149,4 +149,4 @@ TEST(FrameCodecTest, OptionsParseKindAndLevelAndRefuseWhatIsOutOfRange) {
 }
 
 }  // namespace
-}  // namespace dreplay::replay
+}  // namespace dreplay

@@ -29,8 +29,8 @@
 // Thread safety: a FrameCodec is not thread-safe (it reuses its zstd
 // contexts); use one per thread. Create() may be called from any thread.
 
-#ifndef DREPLAY_REPLAY_FRAME_CODEC_H_
-#define DREPLAY_REPLAY_FRAME_CODEC_H_
+#ifndef DREPLAY_COMMON_FRAME_CODEC_H_
+#define DREPLAY_COMMON_FRAME_CODEC_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +42,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace dreplay::replay {
+namespace dreplay {
 
 enum class CodecKind { kRaw, kLz4, kLz4Hc, kZstd };
 
@@ -107,6 +107,6 @@ class FrameCodec {
   const std::unique_ptr<Contexts> contexts_;  // zstd only; null otherwise
 };
 
-}  // namespace dreplay::replay
+}  // namespace dreplay
 
-#endif  // DREPLAY_REPLAY_FRAME_CODEC_H_
+#endif  // DREPLAY_COMMON_FRAME_CODEC_H_

@@ -1,6 +1,6 @@
 // Copyright dreplay authors.
 
-#include "replay/frame_codec.h"
+#include "common/frame_codec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,7 +14,7 @@
 #include "lz4hc.h"
 #include "zstd.h"
 
-namespace dreplay::replay {
+namespace dreplay {
 namespace {
 
 constexpr int kLz4MaxAcceleration = 65537;  // LZ4_ACCELERATION_MAX
@@ -232,4 +232,4 @@ absl::Status FrameCodec::Decompress(absl::Span<const uint8_t> block, absl::Span<
   return absl::InternalError("unknown codec");
 }
 
-}  // namespace dreplay::replay
+}  // namespace dreplay
