@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -62,6 +63,21 @@ absl::StatusOr<std::unique_ptr<BatchReader>> BatchReader::Create(
   std::unique_ptr<BatchReader> reader(new BatchReader(session, options, sink, depth));
   ASSIGN_OR_RETURN(reader->buffers_memory_,
                    client::RegisteredBuffer::Create(session->provider(), depth * stride));
+  if (const uint32_t codec = session->policy().link_codec; codec != 0) {
+    static constexpr CodecKind kKinds[] = {CodecKind::kRaw, CodecKind::kLz4, CodecKind::kLz4Hc,
+                                           CodecKind::kZstd};
+    if (codec >= std::size(kKinds)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the server compresses batches with link codec ", codec,
+                       ", which this learner does not know"));
+    }
+    CodecOptions options;
+    options.kind = kKinds[codec];
+    options.level = DefaultCodecLevel(options.kind);
+    ASSIGN_OR_RETURN(reader->codec_, FrameCodec::Create(options));
+    reader->unpacked_stride_ = uint64_t{protocol::StagingEntryCapacity(config)} * config.slot_size;
+    reader->unpacked_.reset(new uint8_t[depth * reader->unpacked_stride_]);
+  }
   if (options.learner_cache) {
     // Not zero-filled: only the slots the cache holds are ever read.
     reader->cache_slots_.reset(new uint8_t[uint64_t{config.capacity} * config.slot_size]);
@@ -213,10 +229,17 @@ absl::Status BatchReader::Check(Buffer* b) {
         absl::StrCat("staged batch ", b->batch, " is of server incarnation ", header.incarnation,
                      ", expected ", incarnation_));
   }
+  if (!Unpack(b)) {
+    // The checksum held, so the server staged a block that does not
+    // decompress: never hand it over (counted as a bad slot).
+    ++stats_.bad_slots;
+    ScheduleRetry(b, /*grow=*/true);
+    return absl::OkStatus();
+  }
   if (options_.verify_slots) {
     const auto* entries =
         reinterpret_cast<const protocol::BatchEntry*>(img + protocol::StagingEntriesOffset(config));
-    const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
+    const uint8_t* slot = payloads(BufferIndex(b));
     // CheckBatchImage bounded count + record_count by the entry capacity.
     for (uint32_t i = 0; i < header.count + header.record_count; ++i) {
       if (protocol::EntryCached(entries[i])) continue;
@@ -237,6 +260,37 @@ absl::Status BatchReader::Check(Buffer* b) {
   return absl::OkStatus();
 }
 
+uint32_t BatchReader::BufferIndex(const Buffer* buffer) const {
+  return static_cast<uint32_t>(buffer - buffers_.data());
+}
+
+const uint8_t* BatchReader::payloads(uint32_t b) const {
+  const uint8_t* img = image(b);
+  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+  if (header.packed_bytes != 0) return unpacked_.get() + b * unpacked_stride_;
+  return img + protocol::StagingPayloadsOffset(session_->config());
+}
+
+bool BatchReader::Unpack(Buffer* buffer) {
+  const uint32_t b = BufferIndex(buffer);
+  const uint8_t* img = image(b);
+  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+  if (header.packed_bytes == 0) return true;
+  if (codec_ == nullptr) return false;  // the server's policy names no codec
+  const protocol::LayoutConfig& config = session_->config();
+  const absl::Status s = codec_->Decompress(
+      absl::MakeConstSpan(img + protocol::StagingPayloadsOffset(config), header.packed_bytes),
+      absl::MakeSpan(unpacked_.get() + b * unpacked_stride_,
+                     uint64_t{header.payload_count} * config.slot_size));
+  if (!s.ok()) {
+    LOG_EVERY_N(WARNING, 1000) << "staged batch " << buffer->batch << " (" << google::COUNTER
+                               << " so far): " << s;
+    return false;
+  }
+  stats_.unpacked_bytes += uint64_t{header.payload_count} * config.slot_size;
+  return true;
+}
+
 void BatchReader::Resolve(uint32_t b) {
   const LayoutConfig& config = session_->config();
   const uint8_t* img = image(b);
@@ -252,7 +306,7 @@ void BatchReader::Resolve(uint32_t b) {
   // The arrived slots first: they are new in the cache before any reference
   // of this batch is looked up (a batch never holds two sequences of one
   // index: it is sampled from one state of the memory).
-  const uint8_t* slot = img + protocol::StagingPayloadsOffset(config);
+  const uint8_t* slot = payloads(b);
   for (uint32_t i = 0; i < all; ++i) {
     if (protocol::EntryCached(staged[i])) continue;
     const uint32_t index = protocol::EntryIndex(staged[i]);
@@ -273,7 +327,7 @@ void BatchReader::Resolve(uint32_t b) {
     }
     slot += config.slot_size;
   }
-  slot = img + protocol::StagingPayloadsOffset(config);
+  slot = payloads(b);
   for (uint32_t i = 0; i < all; ++i) {
     StagedEntry e;
     e.entry = staged[i];

@@ -73,6 +73,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/session.h"
+#include "common/frame_codec.h"
 #include "protocol/layout.h"
 
 namespace dreplay::learner {
@@ -172,7 +173,10 @@ struct BatchReaderStats {
   uint64_t cache_hits = 0;    // references served from the learner cache
   uint64_t cache_misses = 0;  // references it could not serve (left out)
   uint64_t bad_slots = 0;     // batches with a copied slot failing VerifySlot
-  uint64_t resyncs = 0;       // restarts from the ServerLine
+  // Link compression: the bytes of copied slots decompressed from packed
+  // batches (their link bytes are the READs').
+  uint64_t unpacked_bytes = 0;
+  uint64_t resyncs = 0;  // restarts from the ServerLine
   uint64_t epoch_changes = 0;
   uint64_t reconnects = 0;   // reconnections this reader triggered
   uint64_t redelivered = 0;  // batches returned again after a resync
@@ -232,6 +236,13 @@ class BatchReader {
   // Checks a completed batch READ; returns FailedPrecondition on an epoch
   // or incarnation change.
   absl::Status Check(Buffer* buffer);
+  // Decompresses the packed payloads of the checked batch in `buffer` (link
+  // compression, BatchHeader::packed_bytes) into its unpacked area; false
+  // when they do not decompress. True for a batch staged as it is.
+  bool Unpack(Buffer* buffer);
+  uint32_t BufferIndex(const Buffer* buffer) const;
+  // The copied slots of the batch in buffer b: in its image, or unpacked.
+  const uint8_t* payloads(uint32_t b) const;
   // Builds the entries of the batch in buffer `b` (updating the learner
   // cache and the fetch stats) as it is returned.
   void Resolve(uint32_t b);
@@ -253,6 +264,11 @@ class BatchReader {
   // The learner cache: capacity slots, and CommitValue of the sequence each
   // holds (0: none). Empty without options.learner_cache.
   std::unique_ptr<uint8_t[]> cache_slots_;
+  // Link compression (the server's PolicyLine::link_codec): the codec and
+  // each buffer's unpacked copied slots.
+  std::unique_ptr<FrameCodec> codec_;
+  std::unique_ptr<uint8_t[]> unpacked_;
+  uint64_t unpacked_stride_ = 0;
   std::vector<uint64_t> cache_sequence_;
   // CommitValue of the highest sequence fetched per slot index, for
   // distinct_transitions_fetched.

@@ -3,7 +3,8 @@
 // Frames stored once, end to end over the soft provider: an actor writes
 // frame records (rl::FrameRecorder) of several environments with episodes
 // of random lengths into a lease it laps many times, while a learner READs
-// staged batches (with and without the transfer-once cache), assembles each
+// staged batches (with and without the transfer-once cache, raw and
+// compressed on the link with zstd), assembles each
 // transition's stacks (FrameBatchAssembler) and answers with priorities.
 // Every transition that reaches the learner must equal, byte for byte, the
 // one the actor built from its own frame stacks (an n-step accumulator over
@@ -16,11 +17,13 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actor_client/experience_writer.h"
 #include "client/session.h"
+#include "common/frame_codec.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
@@ -122,8 +125,9 @@ Stream MakeStream(uint32_t seed) {
   return stream;
 }
 
-server::ReplayServerOptions FramesServerOptions() {
+server::ReplayServerOptions FramesServerOptions(bool link_codec) {
   server::ReplayServerOptions o = testing::SmallServerOptions();
+  if (link_codec) o.core.sampler.link_codec = CodecOptions{CodecKind::kZstd, 1};
   protocol::LayoutConfig& l = o.layout;
   l.capacity = 256;
   l.leases = 1;
@@ -141,15 +145,16 @@ server::ReplayServerOptions FramesServerOptions() {
   return o;
 }
 
-class FramesEndToEndTest : public ::testing::TestWithParam<bool> {};
+// (learner cache, link compression)
+class FramesEndToEndTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
-  const bool learner_cache = GetParam();
-  const Stream stream = MakeStream(learner_cache ? 11 : 12);
+  const auto [learner_cache, link_codec] = GetParam();
+  const Stream stream = MakeStream((learner_cache ? 11 : 12) + (link_codec ? 2 : 0));
   auto server_host = testing::SoftProvider();
   auto actor_host = testing::SoftProvider();
   auto learner_host = testing::SoftProvider();
-  auto server = testing::StartServer(server_host.get(), FramesServerOptions());
+  auto server = testing::StartServer(server_host.get(), FramesServerOptions(link_codec));
   const protocol::LayoutConfig& config = server->config();
 
   client::ClientSessionOptions learner_options = testing::SessionOptions(*server, Role::kLearner);
@@ -241,7 +246,8 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
             << stats.inserted << " of " << stream.transitions.size() << "; records fetched "
             << read.records_fetched << ", transitions fetched " << read.transitions_fetched
             << ", cache hits " << read.cache_hits << ", misses " << read.cache_misses
-            << ", copy rejects " << stats.sample_copy_rejects;
+            << ", copy rejects " << stats.sample_copy_rejects << ", unpacked "
+            << read.unpacked_bytes << " bytes";
   // Enough of the stream crossed, records with the transitions, and the
   // ring was lapped many times over.
   EXPECT_GE(checked, 800u) << batches << " batches";
@@ -253,6 +259,13 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
   EXPECT_EQ(stats.frame_only_records + stream.transitions.size(), stream.records.size());
   EXPECT_GT(stats.frames_evicted, stream.transitions.size() / 2);
   EXPECT_EQ(stats.inserted + stats.frames_missing, stream.transitions.size());
+  if (link_codec) {
+    // Batches crossed packed (their headers and padding shrink) and were
+    // unpacked before any stack above was assembled from them.
+    EXPECT_GT(read.unpacked_bytes, 0u);
+  } else {
+    EXPECT_EQ(read.unpacked_bytes, 0u);
+  }
   if (learner_cache) {
     EXPECT_GT(read.cache_hits, 0u) << "records the learner held never crossed again";
   } else {
@@ -260,9 +273,11 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WithAndWithoutTheLearnerCache, FramesEndToEndTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "LearnerCache" : "NoCache";
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutTheLearnerCacheAndLinkCompression, FramesEndToEndTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
+                           return absl::StrCat(std::get<0>(info.param) ? "LearnerCache" : "NoCache",
+                                               std::get<1>(info.param) ? "Zstd" : "Raw");
                          });
 
 }  // namespace

@@ -166,6 +166,14 @@ enum class ForwardMode : uint32_t {
   kForwardFifo = 3,
 };
 
+// PolicyLine::link_codec: the compression of staged batches' copied slots.
+enum class LinkCodec : uint32_t {
+  kNone = 0,
+  kLz4 = 1,
+  kLz4Hc = 2,
+  kZstd = 3,
+};
+
 // The server's replay policy, written once before registration: the
 // samples-per-insert rate limiter (replay/rate_limiter.h) the sampler obeys.
 struct alignas(kCacheLine) PolicyLine {
@@ -188,7 +196,12 @@ struct alignas(kCacheLine) PolicyLine {
   // then do not apply.
   uint32_t forward = 0;
   uint64_t forward_queue = 0;  // kForwardFifo only: the queue's bound
-  uint64_t reserved[3] = {};
+  // Staged batches' copied slots compressed on the link (layout 15):
+  // LinkCodec, and its level. A batch says whether its payloads are
+  // (BatchHeader::packed_bytes); this says with what.
+  uint32_t link_codec = 0;
+  int32_t link_codec_level = 0;
+  uint64_t reserved[2] = {};
 };
 static_assert(sizeof(PolicyLine) == kCacheLine, "");
 

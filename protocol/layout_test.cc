@@ -323,6 +323,54 @@ TEST(StagingTest, TheCommitLineSaysHowMuchToReadAndThatPrefixVerifies) {
   EXPECT_EQ(StagedBatchBytes(c, line, 7).status().code(), absl::StatusCode::kDataLoss);
 }
 
+// A batch whose payload_count copied slots went into one packed block of
+// packed_bytes bytes (link compression).
+std::vector<uint8_t> PackedImage(const LayoutConfig& c, uint64_t batch_number, uint32_t count,
+                                 uint32_t payload_count, uint32_t packed_bytes) {
+  std::vector<uint8_t> stage(StagingSlotStride(c), 0x5A);
+  BatchHeader h{};
+  h.batch_number = batch_number;
+  h.epoch = 3;
+  h.count = count;
+  h.payload_count = payload_count;
+  h.packed_bytes = packed_bytes;
+  h.used_bytes = StagingPayloadsOffset(c) + packed_bytes;
+  std::memcpy(stage.data(), &h, sizeof(h));
+  h.checksum = BatchChecksumBytes(c, stage.data(), count, packed_bytes);
+  std::memcpy(stage.data(), &h, sizeof(h));
+  return stage;
+}
+
+TEST(StagingTest, APackedBatchIsReadAndCheckedUpToItsBlockAndMustBeSmaller) {
+  const LayoutConfig c = TestConfig();
+  EXPECT_EQ(StagedPayloadBytes(c, 3, 0), 3 * c.slot_size);
+  EXPECT_EQ(StagedPayloadBytes(c, 3, 17), 17u);
+  const uint32_t packed = c.slot_size + 3;  // two slots packed, odd size
+  const std::vector<uint8_t> stage = PackedImage(c, 4, 5, 2, packed);
+  const uint64_t bytes = StagingPayloadsOffset(c) + packed;
+  EXPECT_TRUE(CheckBatchImage(c, stage.data(), bytes, 4, 3).ok());
+  // The block's last byte is covered; the byte after it is not.
+  std::vector<uint8_t> torn = stage;
+  torn[bytes - 1] ^= 1;
+  EXPECT_EQ(CheckBatchImage(c, torn.data(), bytes, 4, 3).code(), absl::StatusCode::kDataLoss);
+  torn = stage;
+  torn[bytes] ^= 1;
+  EXPECT_TRUE(CheckBatchImage(c, torn.data(), bytes + 1, 4, 3).ok());
+  // A block no smaller than the slots it packs, or a used_bytes that does
+  // not end at the block, is a torn or forged header.
+  const std::vector<uint8_t> not_smaller = PackedImage(c, 4, 5, 2, 2 * c.slot_size);
+  EXPECT_EQ(CheckBatchImage(c, not_smaller.data(), StagingSlotStride(c), 4, 3).code(),
+            absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> wrong_end = stage;
+  BatchHeader h;
+  std::memcpy(&h, wrong_end.data(), sizeof(h));
+  h.used_bytes += 1;
+  h.checksum = BatchChecksumBytes(c, wrong_end.data(), h.count, packed + 1);
+  std::memcpy(wrong_end.data(), &h, sizeof(h));
+  EXPECT_EQ(CheckBatchImage(c, wrong_end.data(), StagingSlotStride(c), 4, 3).code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(StagingTest, FrameRecordEntriesFollowTheTransitionsOnlyWithAFrameStack) {
   LayoutConfig c = TestConfig();
   c.frame_stack = 2;

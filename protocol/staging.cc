@@ -16,8 +16,14 @@ namespace dreplay::protocol {
 
 uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
                        uint32_t payload_count) {
-  entries = std::min(entries, StagingEntryCapacity(c));
   payload_count = std::min(payload_count, StagingEntryCapacity(c));
+  return BatchChecksumBytes(c, staging_slot, entries, uint64_t{payload_count} * c.slot_size);
+}
+
+uint64_t BatchChecksumBytes(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
+                            uint64_t payload_bytes) {
+  entries = std::min(entries, StagingEntryCapacity(c));
+  payload_bytes = std::min(payload_bytes, StagingCommitOffset(c) - StagingPayloadsOffset(c));
   const auto* p = static_cast<const uint8_t*>(staging_slot);
   XXH3_state_t state;
   // A state on the stack must be initialized before a seeded reset (the
@@ -26,7 +32,7 @@ uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t
   XXH3_64bits_reset_withSeed(&state, kChecksumSeed);
   XXH3_64bits_update(&state, p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
   XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{entries} * sizeof(BatchEntry));
-  XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), uint64_t{payload_count} * c.slot_size);
+  XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), payload_bytes);
   return XXH3_64bits_digest(&state);
 }
 
@@ -62,15 +68,20 @@ absl::Status CheckBatchImage(const LayoutConfig& config, const void* image, uint
   const uint64_t entries = uint64_t{header.count} + header.record_count;
   if (header.count > config.batch_size || entries > StagingEntryCapacity(config) ||
       (config.frame_stack == 0 && header.record_count != 0) || header.payload_count > entries ||
-      header.used_bytes != StagingUsedBytes(config, header.payload_count) ||
+      (header.packed_bytes != 0 &&
+       header.packed_bytes >= uint64_t{header.payload_count} * config.slot_size) ||
+      header.used_bytes !=
+          StagingPayloadsOffset(config) +
+              StagedPayloadBytes(config, header.payload_count, header.packed_bytes) ||
       header.used_bytes > image_bytes) {
-    return absl::DataLossError(absl::StrCat(
-        "staged batch ", batch_number, " header has count ", header.count, " record_count ",
-        header.record_count, " payload_count ", header.payload_count, " used_bytes ",
-        header.used_bytes, " for an image of ", image_bytes, " bytes (torn read)"));
+    return absl::DataLossError(
+        absl::StrCat("staged batch ", batch_number, " header has count ", header.count,
+                     " record_count ", header.record_count, " payload_count ", header.payload_count,
+                     " packed_bytes ", header.packed_bytes, " used_bytes ", header.used_bytes,
+                     " for an image of ", image_bytes, " bytes (torn read)"));
   }
-  if (BatchChecksum(config, p, static_cast<uint32_t>(entries), header.payload_count) !=
-      header.checksum) {
+  if (BatchChecksumBytes(config, p, static_cast<uint32_t>(entries),
+                         header.used_bytes - StagingPayloadsOffset(config)) != header.checksum) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " fails its checksum (torn read)"));
   }

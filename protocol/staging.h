@@ -55,12 +55,17 @@ struct BatchHeader {
   uint64_t checksum;
   uint64_t batch_number;
   uint64_t epoch;
-  uint32_t count;          // transition entries in this batch (<= batch_size)
-  uint32_t record_count;   // frame record entries after them (0 without frame_stack)
-  uint64_t size;           // N: valid transitions in memory when sampled
+  uint32_t count;         // transition entries in this batch (<= batch_size)
+  uint32_t record_count;  // frame record entries after them (0 without frame_stack)
+  uint32_t size;          // N: valid transitions in memory when sampled
+  // 0: the copied slots follow the entries as they are. Otherwise the
+  // payload area holds one block of packed_bytes bytes, compressed with
+  // PolicyLine::link_codec, which decompresses to the payload_count copied
+  // slots (and is smaller than they are).
+  uint32_t packed_bytes;
   float beta;              // importance-sampling exponent used
   uint32_t payload_count;  // entries (of both kinds) that carry their copied slot
-  uint64_t used_bytes;     // StagingPayloadsOffset + payload_count * slot_size
+  uint64_t used_bytes;     // StagingPayloadsOffset + StagedPayloadBytes()
   uint64_t incarnation;    // ServerLine::incarnation of the server that staged it
 };
 static_assert(sizeof(BatchHeader) == kCacheLine, "BatchHeader is a wire structure");
@@ -68,6 +73,7 @@ static_assert(offsetof(BatchHeader, batch_number) == 8, "");
 static_assert(offsetof(BatchHeader, epoch) == 16, "");
 static_assert(offsetof(BatchHeader, count) == 24, "");
 static_assert(offsetof(BatchHeader, size) == 32, "");
+static_assert(offsetof(BatchHeader, packed_bytes) == 36, "");
 static_assert(offsetof(BatchHeader, beta) == 40, "");
 static_assert(offsetof(BatchHeader, payload_count) == 44, "");
 static_assert(offsetof(BatchHeader, used_bytes) == 48, "");
@@ -128,12 +134,23 @@ inline uint64_t StagingUsedBytes(const LayoutConfig& c, uint32_t payload_count) 
   return StagingPayloadsOffset(c) + uint64_t{payload_count} * c.slot_size;
 }
 
+// The bytes of the payload area a batch uses: its packed block, or its
+// copied slots as they are.
+inline uint64_t StagedPayloadBytes(const LayoutConfig& c, uint32_t payload_count,
+                                   uint32_t packed_bytes) {
+  return packed_bytes != 0 ? packed_bytes : uint64_t{payload_count} * c.slot_size;
+}
+
 // Checksum of staging slot image `staging_slot` whose header says `entries`
 // entries (count + record_count) and `payload_count` copied slots; both are
 // clamped to StagingEntryCapacity. Reads [0, StagingUsedBytes(payload_count))
 // of the image only.
 uint64_t BatchChecksum(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
                        uint32_t payload_count);
+// The same over `payload_bytes` bytes of the payload area (a packed block),
+// clamped to the area.
+uint64_t BatchChecksumBytes(const LayoutConfig& c, const void* staging_slot, uint32_t entries,
+                            uint64_t payload_bytes);
 
 // Learner side, first READ: the commit line of the staging slot of
 // `batch_number`. The bytes of the slot to READ next (used_bytes) when that

@@ -134,6 +134,13 @@ ReplayCore::ReplayCore(ReplayRegions* regions, const ReplayCoreOptions& options,
   if (options_.sampler.forward == protocol::ForwardMode::kForwardFifo) {
     policy.forward_queue = options_.sampler.forward_queue;
   }
+  if (const auto& codec = options_.sampler.link_codec; codec.has_value()) {
+    static constexpr protocol::LinkCodec kLinkCodec[] = {
+        protocol::LinkCodec::kNone, protocol::LinkCodec::kLz4, protocol::LinkCodec::kLz4Hc,
+        protocol::LinkCodec::kZstd};  // by CodecKind
+    policy.link_codec = static_cast<uint32_t>(kLinkCodec[static_cast<int>(codec->kind)]);
+    policy.link_codec_level = codec->level;
+  }
   std::memcpy(&regions_->control()->policy, &policy, sizeof(policy));
   ingest_ = std::make_unique<Ingest>(
       config, options_.ingest, regions_->control(),

@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "common/binary_main.h"
 #include "common/flag_values.h"
+#include "common/frame_codec.h"
 #include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "common/stop_signals.h"
@@ -78,6 +79,10 @@ DEFINE_int64(frame_stack, 0,
              "frames stored once: slots hold frame records of stacks of this many frames "
              "(actor --frame_stack; needs a u8 --transition_spec and --observation_size "
              "dividing into frames; buffer placement, no checkpoints); 0: encoded transitions");
+DEFINE_string(link_codec, "raw",
+              "compress each staged batch's transitions (and frame records) on the link: raw "
+              "(off), lz4[:ACCELERATION], lz4hc[:LEVEL] or zstd[:LEVEL]; a batch that would not "
+              "shrink goes as it is (docs/benchmarks.md#frame-compression)");
 DEFINE_int64(leases, 16,
              "actors served at once: the ring is split into this many equal leases of "
              "capacity / leases slots, one per connected actor, fixed at start (an actor writes "
@@ -221,6 +226,11 @@ absl::Status CoreOptionsFromFlags(const protocol::LayoutConfig& l, ReplayCoreOpt
     return FlagError("sampler", FLAGS_sampler, "must be prioritized or uniform");
   }
   RETURN_IF_ERROR(ForwardFromFlags(l, &c));
+  {
+    absl::StatusOr<CodecOptions> codec = ParseCodecOptions(FLAGS_link_codec);
+    if (!codec.ok()) return FlagError("link_codec", FLAGS_link_codec, codec.status().message());
+    if (codec->kind != CodecKind::kRaw) c.sampler.link_codec = *codec;
+  }
   c.memory.capacity = l.capacity;
   c.memory.alpha = FLAGS_alpha;
   c.memory.priority_epsilon = FLAGS_priority_epsilon;

@@ -21,6 +21,11 @@ absl::Status SamplerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "sampler crossing_period=", absl::FormatDuration(crossing_period), " must be >= 0"));
   }
+  if (link_codec.has_value()) {
+    if (absl::Status s = link_codec->Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sampler link_codec: ", s.message()));
+    }
+  }
   if (max_draws_per_entry == 0) {
     return absl::InvalidArgumentError("sampler max_draws_per_entry=0 must be >= 1");
   }
@@ -90,6 +95,14 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
   }
   if (options.forward == protocol::ForwardMode::kForwardUniform) {
     CHECK(memory->options().mode == replay::SamplingMode::kUniform);
+  }
+  if (options.link_codec.has_value() && options.link_codec->kind != CodecKind::kRaw) {
+    absl::StatusOr<std::unique_ptr<FrameCodec>> codec = FrameCodec::Create(*options.link_codec);
+    CHECK(codec.ok()) << codec.status();  // validated options; out of memory otherwise
+    codec_ = *std::move(codec);
+    const uint64_t area = uint64_t{protocol::StagingEntryCapacity(config)} * config.slot_size;
+    unpacked_.resize(area);
+    packed_.resize(codec_->MaxCompressedSize(area));
   }
 }
 
@@ -169,8 +182,11 @@ bool Sampler::StageOne() {
     return false;
   }
 
-  uint8_t* payloads = staging_ + protocol::StagingSlotOffset(config_, next_batch_) +
-                      protocol::StagingPayloadsOffset(config_);
+  // With a link codec the copies gather in unpacked_, compressed at commit.
+  uint8_t* payloads = codec_ != nullptr
+                          ? unpacked_.data()
+                          : staging_ + protocol::StagingSlotOffset(config_, next_batch_) +
+                                protocol::StagingPayloadsOffset(config_);
   uint32_t payload_count = 0;
   measuring_ = crossing_.Due(clock_->Now());
   const uint32_t count =
@@ -320,6 +336,27 @@ uint32_t Sampler::TakeQueued(uint8_t* payloads) {
   return count;
 }
 
+uint32_t Sampler::Pack(uint8_t* area, uint32_t payload_count) {
+  const uint64_t raw = uint64_t{payload_count} * config_.slot_size;
+  packed_in_ += raw;
+  if (codec_ == nullptr) {
+    packed_out_ += raw;
+    return 0;
+  }
+  const absl::Span<const uint8_t> slots(unpacked_.data(), raw);
+  const absl::StatusOr<size_t> n =
+      raw == 0 ? absl::StatusOr<size_t>(0) : codec_->Compress(slots, absl::MakeSpan(packed_));
+  if (n.ok() && *n > 0 && *n < raw) {
+    CopyToShared(area, packed_.data(), *n);
+    packed_out_ += *n;
+    return static_cast<uint32_t>(*n);
+  }
+  LOG_IF_EVERY_N(WARNING, !n.ok(), 1000) << "staged as it is: " << n.status();
+  CopyToShared(area, unpacked_.data(), raw);  // would not shrink
+  packed_out_ += raw;
+  return 0;
+}
+
 void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payload_count,
                           double beta) {
   const uint64_t n = next_batch_;
@@ -345,13 +382,16 @@ void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payloa
   header.incarnation = incarnation_;
   header.count = count;
   header.record_count = record_count;
-  header.size = memory_->size();
+  header.size = static_cast<uint32_t>(memory_->size());
   header.beta = static_cast<float>(beta);
   header.payload_count = payload_count;
-  header.used_bytes = protocol::StagingUsedBytes(config_, header.payload_count);
+  header.packed_bytes = Pack(base + protocol::StagingPayloadsOffset(config_), payload_count);
+  header.used_bytes = protocol::StagingPayloadsOffset(config_) +
+                      protocol::StagedPayloadBytes(config_, payload_count, header.packed_bytes);
   CopyToShared(base, &header, sizeof(header));
   // Plain reads of memory only this thread writes.
-  header.checksum = protocol::BatchChecksum(config_, base, entries, header.payload_count);
+  header.checksum = protocol::BatchChecksumBytes(
+      config_, base, entries, header.used_bytes - protocol::StagingPayloadsOffset(config_));
   StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(protocol::BatchHeader, checksum)),
                header.checksum);
   uint8_t* const commit_line = base + protocol::StagingCommitOffset(config_);

@@ -67,6 +67,12 @@
 // removes the transition that needed it from the memory and the batch is
 // drawn again at the next step. Forwarding is not supported with frames.
 //
+// Link compression (options.link_codec): the copied slots are gathered in
+// a private buffer, then compressed into the staging slot's payload area
+// when that makes them smaller (BatchHeader::packed_bytes); the batch
+// checksum covers what is staged. packed_in() and packed_out() count the
+// bytes before and after.
+//
 // Crossing percentiles: one staged batch per options.crossing_period has
 // the rank keys of its copied entries (taken as each is copied, before a
 // forwarded entry leaves the memory) ranked against the memory's
@@ -85,10 +91,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/frame_codec.h"
 #include "protocol/layout.h"
 #include "replay/frame_table.h"
 #include "replay/rate_limiter.h"
@@ -138,6 +146,10 @@ struct SamplerOptions {
   protocol::ForwardMode forward = protocol::ForwardMode::kForwardOff;
   // kForwardFifo: the queue's bound, in transitions (>= 1).
   uint64_t forward_queue = 4096;
+  // Compress each staged batch's copied slots into one block on the link
+  // (protocol/staging.h, BatchHeader::packed_bytes); a batch that would not
+  // shrink is staged as it is. nullopt (or raw): never.
+  std::optional<CodecOptions> link_codec;
   // Crossing percentiles (crossing_percentiles.h): at most one staged batch
   // is measured per this period (>= 0; 0 measures every batch).
   absl::Duration crossing_period = absl::Milliseconds(50);
@@ -194,6 +206,11 @@ class Sampler {
   // in the memory's priority distribution, in this process.
   const CrossingPercentiles& crossing() const { return crossing_; }
 
+  // Link compression: copied-slot bytes of the batches staged, and what
+  // the payload areas held (equal without a codec), in this process.
+  uint64_t packed_in() const { return packed_in_; }
+  uint64_t packed_out() const { return packed_out_; }
+
   // Batches staged in this epoch (the next batch number).
   uint64_t next_batch() const { return next_batch_; }
   // Batches released in this epoch (their staging slots are free again).
@@ -228,6 +245,11 @@ class Sampler {
   // items_ need after them, copying from payload position *payload_count;
   // returns how many, or -1 when a copy failed (the batch is abandoned).
   int64_t StageRecords(uint8_t* payloads, uint32_t count, uint32_t* payload_count);
+  // Stages the payload_count copied slots gathered in unpacked_ into the
+  // payload area `area`: compressed when that shrinks them (returns the
+  // block's bytes), else as they are (returns 0; also without a codec,
+  // where they were copied there directly).
+  uint32_t Pack(uint8_t* area, uint32_t payload_count);
   // Writes entries, header, checksum and commit line of batch next_batch()
   // with `count` transitions (items_) and `record_count` records
   // (record_items_), and counts it.
@@ -261,6 +283,13 @@ class Sampler {
   // Frames stored once: ingest's table, the records staged after the
   // transitions, and per slot the attempt that last put it in a batch.
   const replay::FrameTable* frames_ = nullptr;
+  // Link compression: the codec, the copied slots gathered for it, the
+  // compressed block, and the bytes counted.
+  std::unique_ptr<FrameCodec> codec_;
+  std::vector<uint8_t> unpacked_;
+  std::vector<uint8_t> packed_;
+  uint64_t packed_in_ = 0;
+  uint64_t packed_out_ = 0;
   std::vector<replay::SampledItem> record_items_;
   std::vector<uint64_t> in_batch_;
   std::vector<uint64_t> in_batch_sequence_;  // the sequence marked in in_batch_

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "common/frame_codec.h"
 #include "common/shared_words.h"
 #include "gtest/gtest.h"
 #include "replay_server/ingest.h"
@@ -243,6 +245,54 @@ TEST_F(CopySlotConsistentTest, RejectsAPayloadChangedMidCopyWithTheSameHeader) {
             SlotCopy::kBadSlot);
 }
 
+TEST_F(SamplerTest, WithALinkCodecTheCopiedSlotsArePackedAndUnpackToTheSlots) {
+  SamplerOptions so;
+  so.beta = replay::BetaSchedule{0.5, 0.5, 0};
+  so.rate_limiter.min_size_to_sample = 4;
+  so.link_codec = CodecOptions{CodecKind::kZstd, 1};
+  ASSERT_TRUE(so.Validate().ok());
+  sampler_ = std::make_unique<Sampler>(config(), so, regions_->control(), regions_->slots(),
+                                       regions_->commits(), regions_->staging(), memory_.get(),
+                                       &counters_, &clock_);
+  sampler_->Restart(kEpoch, kIncarnation);
+  InsertAndIngest(20);
+  ASSERT_TRUE(sampler_->StageOne());
+  const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
+  ASSERT_TRUE(protocol::CheckStagedBatch(config(), image.data(), 0, kEpoch).ok());
+  protocol::BatchHeader header;
+  std::memcpy(&header, image.data(), sizeof(header));
+  const uint64_t raw = uint64_t{header.payload_count} * config().slot_size;
+  ASSERT_EQ(header.payload_count, config().batch_size);
+  // Slots of 128-byte payloads in larger slots shrink.
+  ASSERT_GT(header.packed_bytes, 0u);
+  EXPECT_LT(header.packed_bytes, raw);
+  EXPECT_EQ(header.used_bytes, protocol::StagingPayloadsOffset(config()) + header.packed_bytes);
+  EXPECT_EQ(sampler_->packed_in(), raw);
+  EXPECT_EQ(sampler_->packed_out(), header.packed_bytes);
+  std::unique_ptr<FrameCodec> codec = FrameCodec::Create(*so.link_codec).value();
+  std::vector<uint8_t> slots(raw);
+  ASSERT_TRUE(
+      codec
+          ->Decompress(absl::MakeConstSpan(image.data() + protocol::StagingPayloadsOffset(config()),
+                                           header.packed_bytes),
+                       absl::MakeSpan(slots))
+          .ok());
+  for (uint32_t k = 0; k < header.count; ++k) {
+    protocol::BatchEntry entry;
+    std::memcpy(
+        &entry,
+        image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
+        sizeof(entry));
+    const uint8_t* copy = slots.data() + uint64_t{k} * config().slot_size;
+    EXPECT_EQ(std::memcmp(copy, regions_->slot(entry.slot_index), config().slot_size), 0);
+  }
+  // The block is what the checksum covers: a flipped byte in it is caught.
+  std::vector<uint8_t> torn = image;
+  torn[protocol::StagingPayloadsOffset(config()) + header.packed_bytes - 1] ^= 1;
+  EXPECT_EQ(protocol::CheckStagedBatch(config(), torn.data(), 0, kEpoch).code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(SamplerOptionsTest, RejectsBadValues) {
   SamplerOptions options;
   EXPECT_TRUE(options.Validate().ok());
@@ -254,6 +304,11 @@ TEST(SamplerOptionsTest, RejectsBadValues) {
   options.max_draws_per_entry = 1;
   options.beta.initial = 2;
   EXPECT_FALSE(options.Validate().ok());
+  options.beta.initial = 0.4;
+  options.link_codec = CodecOptions{CodecKind::kZstd, 99};
+  const absl::Status s = options.Validate();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("link_codec"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -120,6 +120,19 @@ class RunLocalLayoutTest(unittest.TestCase):
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 self.args(*bad)
 
+    def test_link_codec_reaches_the_server_only(self):
+        for extra, expected in ((["--link_codec", "zstd:3"], "zstd:3"), ([], None)):
+            with self.subTest(extra=extra):
+                args = self.args(*extra)
+                layout = self.run_local.actor_layout(args)
+                server = flag_values(self.run_local.server_argv(args, "/tmp/port", layout))
+                self.assertEqual(server.get("link_codec"), expected)
+                self.assertNotIn("link_codec",
+                                 flag_values(self.run_local.actor_argv(args, "x:1", 0)))
+        for bad in ("gzip", "zstd:x", "zstd:"):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit):
+                self.args("--link_codec", bad)
+
     def test_frame_stack_makes_actors_and_server_store_each_frame_once(self):
         args = self.args("--env", "MinAtar/Breakout", "--observation", "pixels84",
                          "--frame_stack", "4", "--actors", "2", "--capacity", "4096")

@@ -38,6 +38,7 @@ Only the Python standard library is used.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -168,6 +169,10 @@ def add_arguments(p):
                    help="pixels84, buffer placement: store each frame once (4, the stack's "
                    "frames): actors write frame records, batches carry each frame they need once "
                    "and the learner assembles the stacks; 0: whole transitions")
+    p.add_argument("--link_codec", default="raw",
+                   help="the server compresses staged batches on the link: raw (off), "
+                   "lz4[:ACCELERATION], lz4hc[:LEVEL] or zstd[:LEVEL] (replay_server --link_codec; "
+                   "learners follow the server)")
     p.add_argument("--probe_size", type=int, default=None,
                    help="transitions in the learner's probe set (0: no probe loss; default "
                    "1024, pixels84 128)")
@@ -199,6 +204,9 @@ def finish(args):
         args.spi_error_buffer = SPI_SLACK_BATCHES * args.batch_size
     if args.payload_pad_bytes < 0:
         raise PlanError("--payload_pad_bytes must be >= 0")
+    if not re.fullmatch(r"(raw|lz4|lz4hc|zstd)(:-?[0-9]+)?", args.link_codec):
+        raise PlanError("--link_codec must be raw, lz4[:N], lz4hc[:N] or zstd[:N], got %r"
+                        % args.link_codec)
     if args.frame_stack not in (0, 4):
         raise PlanError("--frame_stack must be 0 or 4 (pixels84's stack), got %d"
                         % args.frame_stack)
@@ -313,6 +321,8 @@ def server_flags(args, layout):
         # them held (protocol/frame_record.h).
         flags += ["--frame_stack=%d" % args.frame_stack,
                   "--actor_window=%d" % max(1, args.capacity // args.actors // 2)]
+    if args.link_codec != "raw":
+        flags.append("--link_codec=" + args.link_codec)
     if args.replay_placement == "hybrid":
         flags.append("--forward=" + args.forward_policy)
         if args.forward_policy == "fifo":

@@ -154,9 +154,10 @@ def experience_per_distinct(summary):
     bytes of one transfer, the bytes of one transfer), or None when nothing
     was fetched or distinct transitions were not counted.
 
-    Every fetched transition crosses as one whole slot, so experience bytes
-    / transitions fetched is a slot's bytes, and the ratio is how many times
-    the link carried each distinct transition trained on (1.0: each once).
+    Experience bytes / transitions fetched is what one transfer took on the
+    link on average (a whole slot, less with --link_codec, more with frame
+    records), and the ratio is how many times the link carried each
+    distinct transition trained on (1.0: each once).
     """
     fetched = summary.get("transitions_fetched_total") or 0
     distinct = summary.get("distinct_transitions_fetched_total") or 0
