@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/thread_cpu.h"
 #include "glog/logging.h"
 
 namespace dreplay::learner {
@@ -278,10 +279,12 @@ bool BatchReader::Unpack(Buffer* buffer) {
   if (header.packed_bytes == 0) return true;
   if (codec_ == nullptr) return false;  // the server's policy names no codec
   const protocol::LayoutConfig& config = session_->config();
+  const uint64_t cpu_before = ThreadCpuNanos();
   const absl::Status s = codec_->Decompress(
       absl::MakeConstSpan(img + protocol::StagingPayloadsOffset(config), header.packed_bytes),
       absl::MakeSpan(unpacked_.get() + b * unpacked_stride_,
                      uint64_t{header.payload_count} * config.slot_size));
+  stats_.unpack_cpu_ns += ThreadCpuNanos() - cpu_before;
   if (!s.ok()) {
     LOG_EVERY_N(WARNING, 1000) << "staged batch " << buffer->batch << " (" << google::COUNTER
                                << " so far): " << s;

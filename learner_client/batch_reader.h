@@ -176,7 +176,8 @@ struct BatchReaderStats {
   // Link compression: the bytes of copied slots decompressed from packed
   // batches (their link bytes are the READs').
   uint64_t unpacked_bytes = 0;
-  uint64_t resyncs = 0;  // restarts from the ServerLine
+  uint64_t unpack_cpu_ns = 0;  // this reader's thread's CPU time decompressing
+  uint64_t resyncs = 0;        // restarts from the ServerLine
   uint64_t epoch_changes = 0;
   uint64_t reconnects = 0;   // reconnections this reader triggered
   uint64_t redelivered = 0;  // batches returned again after a resync

@@ -83,7 +83,13 @@ struct alignas(kCacheLine) StatsBlock {
   uint64_t frame_only_records;
   uint64_t frames_missing;
   uint64_t frames_evicted;
-  uint64_t reserved[10];
+  // Link compression (replay_server --link_codec): copied-slot bytes of the
+  // staged batches, what their payload areas held (less when packed), and
+  // the core thread's CPU time compressing. This process's.
+  uint64_t link_packed_in_bytes;
+  uint64_t link_packed_out_bytes;
+  uint64_t link_pack_cpu_ns;
+  uint64_t reserved[7];
   uint64_t generation_end;
   // Connection handling (own line, other writer).
   uint64_t actors_connected;
@@ -103,6 +109,7 @@ static_assert(offsetof(StatsBlock, forward_dropped) == 248, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_sum) == 256, "");
 static_assert(offsetof(StatsBlock, crossing_percentile_count) == 264, "");
 static_assert(offsetof(StatsBlock, frames_evicted) == 288, "");
+static_assert(offsetof(StatsBlock, link_pack_cpu_ns) == 312, "");
 
 // The mean of the measured crossing percentiles (0 to 100) of `stats`;
 // nullopt before any was measured.

@@ -125,6 +125,18 @@ void RenderPolicyAndState(const ServerMetrics& m, PrometheusText* out) {
                "--frame_stack: transitions removed from the memory because a record they need "
                "was overwritten (this process).",
                s.frames_evicted);
+  out->Counter("dreplay_server_link_packed_in_bytes_total",
+               "--link_codec: copied-slot bytes of the staged batches before compression (this "
+               "process).",
+               s.link_packed_in_bytes);
+  out->Counter("dreplay_server_link_packed_out_bytes_total",
+               "--link_codec: bytes the staged batches' payload areas held, compressed where that "
+               "made them smaller (this process).",
+               s.link_packed_out_bytes);
+  out->Counter("dreplay_server_link_pack_cpu_seconds_total",
+               "--link_codec: CPU time the core thread spent compressing staged batches (this "
+               "process).",
+               static_cast<double>(s.link_pack_cpu_ns) * 1e-9);
   out->Counter("dreplay_server_crossing_measured_total",
                "Staged entries copied for the link whose percentile in the memory's priority "
                "distribution was measured (one batch per 50 ms; this process). A "

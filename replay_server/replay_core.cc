@@ -295,6 +295,9 @@ void ReplayCore::PublishStats() {
   StoreRelease(&s->frame_only_records, ingest_->frame_only_records());
   StoreRelease(&s->frames_missing, ingest_->frames_missing());
   StoreRelease(&s->frames_evicted, ingest_->frames_evicted());
+  StoreRelease(&s->link_packed_in_bytes, sampler_->packed_in());
+  StoreRelease(&s->link_packed_out_bytes, sampler_->packed_out());
+  StoreRelease(&s->link_pack_cpu_ns, sampler_->pack_cpu_ns());
   StoreRelease(&s->generation_end, stats_generation_);
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
+#include "common/thread_cpu.h"
 #include "glog/logging.h"
 
 namespace dreplay::server {
@@ -344,8 +345,10 @@ uint32_t Sampler::Pack(uint8_t* area, uint32_t payload_count) {
     return 0;
   }
   const absl::Span<const uint8_t> slots(unpacked_.data(), raw);
+  const uint64_t cpu_before = ThreadCpuNanos();
   const absl::StatusOr<size_t> n =
       raw == 0 ? absl::StatusOr<size_t>(0) : codec_->Compress(slots, absl::MakeSpan(packed_));
+  pack_cpu_ns_ += ThreadCpuNanos() - cpu_before;
   if (n.ok() && *n > 0 && *n < raw) {
     CopyToShared(area, packed_.data(), *n);
     packed_out_ += *n;

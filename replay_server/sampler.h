@@ -210,6 +210,8 @@ class Sampler {
   // the payload areas held (equal without a codec), in this process.
   uint64_t packed_in() const { return packed_in_; }
   uint64_t packed_out() const { return packed_out_; }
+  // The CPU time (this thread's) spent compressing.
+  uint64_t pack_cpu_ns() const { return pack_cpu_ns_; }
 
   // Batches staged in this epoch (the next batch number).
   uint64_t next_batch() const { return next_batch_; }
@@ -290,6 +292,7 @@ class Sampler {
   std::vector<uint8_t> packed_;
   uint64_t packed_in_ = 0;
   uint64_t packed_out_ = 0;
+  uint64_t pack_cpu_ns_ = 0;
   std::vector<replay::SampledItem> record_items_;
   std::vector<uint64_t> in_batch_;
   std::vector<uint64_t> in_batch_sequence_;  // the sequence marked in in_batch_

@@ -280,6 +280,9 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
                                 .Add("frame_only_records", s.frame_only_records)
                                 .Add("frames_missing", s.frames_missing)
                                 .Add("frames_evicted", s.frames_evicted)
+                                .Add("link_packed_in_bytes", s.link_packed_in_bytes)
+                                .Add("link_packed_out_bytes", s.link_packed_out_bytes)
+                                .Add("link_pack_cpu_ns", s.link_pack_cpu_ns)
                                 .Done();
   const std::string clients = JsonObject(kDoubleDigits)
                                   .Add("actors", s.actors_connected)
