@@ -121,6 +121,10 @@ RULES = [
           "result of its own")),
     ("docs/benchmarks.md", r"bazel-bin/tools/bench/frame_codec_bench --json$",
      Run(edits=[(r"$", " --frames_per_game=64 --batches_per_game=4 --min_cpu_s=0")], json=True)),
+    ("docs/benchmarks.md", r"bazel-bin/tools/bench/frame_feed_bench ",
+     Run(edits=[(r"$", " --trace_steps=256 --consume_rate=800 --samples_per_insert=4"
+                 " --batch_size=32 --capacity=1024 --warmup_s=0.2 --window_s=0.5")],
+         json=True)),
     ("docs/benchmarks.md", r"bazel-bin/tools/bench/peer_bench ",
      Skip("needs Redis and gRPC servers; //tools/bench:peer_bench_test runs every arm")),
     ("docs/roce.md", r"bazel-bin/tools/bench/verbs_bench --server --port=18515$",
