@@ -5,17 +5,21 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "learner_client/batch_reader.h"
+#include "learner_client/frame_batch.h"
 #include "learner_client/param_publisher.h"
 #include "learner_client/priority_writer.h"
 #include "protocol/mailbox.h"
 #include "pybind11/numpy.h"
 #include "python/arrays.h"
+#include "python/frame_batches.h"
 #include "python/session.h"
 #include "python/status_error.h"
 #include "rl/transition.h"
@@ -41,19 +45,67 @@ struct BatchCopy {
   std::vector<uint32_t> lengths;
   bool decoded = false;
   std::unique_ptr<rl::TransitionBatch> transitions;
+  std::optional<FramesCopy> frames;  // a frame-stack server's
 };
 
-// Copies `batch` (and decodes its transitions when `decode`); runs without
+// How a batch's transitions are read.
+struct ReadShape {
+  const protocol::LayoutConfig* config = nullptr;
+  uint32_t max_payload = 0;
+  bool decode = false;
+  uint32_t observation_size = 0;
+  rl::ObservationType observation_type = rl::ObservationType::kFloat32;
+  learner::FrameBatchAssembler* assembler = nullptr;  // a frame-stack server's
+};
+
+// Decodes (or, with frames, assembles) the transitions of `batch` into
+// out->transitions; *rows gets the entries kept: with frames, a transition
+// whose records the learner cache could not serve is left out.
+absl::Status DecodeRows(const learner::StagedBatch& batch, const ReadShape& shape,
+                        std::vector<uint32_t>* rows, BatchCopy* out) {
+  if (shape.observation_size == 0) {
+    return absl::FailedPreconditionError(
+        "the server publishes no observation_size: read with decode=False");
+  }
+  out->transitions =
+      std::make_unique<rl::TransitionBatch>(shape.observation_size, shape.observation_type);
+  if (shape.assembler != nullptr) shape.assembler->Index(batch);
+  for (uint32_t i = 0; i < batch.size(); ++i) {
+    absl::Status s;
+    if (shape.assembler != nullptr) {
+      s = shape.assembler->Add(batch, i, out->transitions.get());
+      if (absl::IsNotFound(s)) continue;
+    } else {
+      absl::StatusOr<absl::Span<const uint8_t>> encoded =
+          rl::EncodedTransitionPrefix(batch.payload(i));
+      s = encoded.ok() ? out->transitions->AddEncoded(*encoded) : encoded.status();
+    }
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("entry ", i, " of batch ", out->batch_number, ": ", s.message()));
+    }
+    rows->push_back(i);
+  }
+  out->decoded = true;
+  return absl::OkStatus();
+}
+
+// Copies `batch` (decoding its transitions when shape.decode); runs without
 // the GIL.
-absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, bool decode,
-                       uint32_t observation_size, rl::ObservationType observation_type,
-                       BatchCopy* out) {
-  const uint32_t n = batch.size();
+absl::Status CopyBatch(const learner::StagedBatch& batch, const ReadShape& shape, BatchCopy* out) {
   out->batch_number = batch.batch_number();
   out->epoch = batch.epoch();
   out->incarnation = batch.incarnation();
-  out->size = n;
   out->beta = batch.header().beta;
+  std::vector<uint32_t> rows;
+  if (shape.decode) {
+    RETURN_IF_ERROR(DecodeRows(batch, shape, &rows, out));
+  } else {
+    for (uint32_t i = 0; i < batch.size(); ++i) rows.push_back(i);
+  }
+  const auto n = static_cast<uint32_t>(rows.size());
+  const uint32_t max_payload = shape.max_payload;
+  out->size = n;
   out->payload_stride = max_payload;
   out->weights.resize(n);
   out->sequences.resize(n);
@@ -62,34 +114,22 @@ absl::Status CopyBatch(const learner::StagedBatch& batch, uint32_t max_payload, 
   out->arrived.resize(n);
   out->payloads.assign(size_t{n} * max_payload, 0);
   out->lengths.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    out->weights[i] = batch.weight(i);
-    out->sequences[i] = batch.entry(i).slot_sequence;
-    out->indices[i] = batch.entry(i).slot_index;
-    out->insert_time_ns[i] = batch.insert_time_ns(i);
-    out->arrived[i] = batch.arrived(i) ? 1 : 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = rows[k];
+    out->weights[k] = batch.weight(i);
+    out->sequences[k] = batch.entry(i).slot_sequence;
+    out->indices[k] = batch.entry(i).slot_index;
+    out->insert_time_ns[k] = batch.insert_time_ns(i);
+    out->arrived[k] = batch.arrived(i) ? 1 : 0;
     absl::Span<const uint8_t> payload = batch.payload(i);
     const size_t length = std::min<size_t>(payload.size(), max_payload);
-    std::memcpy(out->payloads.data() + size_t{i} * max_payload, payload.data(), length);
-    out->lengths[i] = static_cast<uint32_t>(length);
+    std::memcpy(out->payloads.data() + size_t{k} * max_payload, payload.data(), length);
+    out->lengths[k] = static_cast<uint32_t>(length);
   }
-  if (!decode) return absl::OkStatus();
-  if (observation_size == 0) {
-    return absl::FailedPreconditionError(
-        "the server publishes no observation_size: read with decode=False");
+  if (shape.config->frame_stack > 0) {
+    out->frames.emplace();
+    RETURN_IF_ERROR(CopyFrames(batch, *shape.config, rows, &*out->frames));
   }
-  out->transitions = std::make_unique<rl::TransitionBatch>(observation_size, observation_type);
-  for (uint32_t i = 0; i < n; ++i) {
-    absl::StatusOr<absl::Span<const uint8_t>> encoded =
-        rl::EncodedTransitionPrefix(batch.payload(i));
-    if (!encoded.ok()) return encoded.status();
-    absl::Status s = out->transitions->AddEncoded(*encoded);
-    if (!s.ok()) {
-      return absl::Status(
-          s.code(), absl::StrCat("entry ", i, " of batch ", out->batch_number, ": ", s.message()));
-    }
-  }
-  out->decoded = true;
   return absl::OkStatus();
 }
 
@@ -108,6 +148,7 @@ py::dict BatchDict(BatchCopy&& b) {
   d["payloads"] = ToArray(std::move(b.payloads), {n, static_cast<py::ssize_t>(b.payload_stride)});
   d["lengths"] = ToArray(std::move(b.lengths), {n});
   if (b.decoded) AddTransitionArrays(*b.transitions, &d);
+  if (b.frames.has_value()) AddFrameArrays(*std::move(b.frames), &d);
   return d;
 }
 
@@ -115,7 +156,7 @@ class PyBatchReader {
  public:
   PyBatchReader(std::shared_ptr<Session> session, uint32_t depth, bool verify_slots,
                 bool learner_cache, bool decode)
-      : session_(session), decode_(decode) {
+      : session_(session) {
     learner::BatchReaderOptions options;
     options.depth = depth;
     options.verify_slots = verify_slots;
@@ -127,17 +168,19 @@ class PyBatchReader {
         reader = absl::FailedPreconditionError(
             "the server forwards each transition once (replay_server --forward): read with "
             "connect(..., placement=\"hybrid\") and forward_reader()");
-      } else if (session_->client().config().frame_stack != 0) {
-        reader = absl::FailedPreconditionError(absl::StrCat(
-            "the server stores frames once (replay_server --frame_stack=",
-            session_->client().config().frame_stack,
-            "): the Python package does not assemble frame stacks yet; use the C++ learner"));
       } else {
         reader = learner::BatchReader::Create(&session_->client(), options);
       }
-      max_payload_ = session_->client().config().max_payload();
-      observation_size_ = session_->client().config().observation_size;
-      observation_type_ = ObservationTypeOf(session_->client().config());
+      config_ = session_->client().config();
+      shape_.config = &config_;
+      shape_.max_payload = config_.max_payload();
+      shape_.decode = decode;
+      shape_.observation_size = config_.observation_size;
+      shape_.observation_type = ObservationTypeOf(config_);
+      if (config_.frame_stack > 0) {
+        assembler_ = std::make_unique<learner::FrameBatchAssembler>(config_);
+        shape_.assembler = assembler_.get();
+      }
     }
     reader_ = ValueOrThrow(std::move(reader));
   }
@@ -156,9 +199,7 @@ class PyBatchReader {
     {
       SessionCall call(*session_);
       absl::StatusOr<learner::StagedBatch> batch = reader_->Next(absl::Seconds(timeout_s));
-      status = batch.ok() ? CopyBatch(*batch, max_payload_, decode_, observation_size_,
-                                      observation_type_, &copy)
-                          : batch.status();
+      status = batch.ok() ? CopyBatch(*batch, shape_, &copy) : batch.status();
     }
     ThrowIfError(status);
     return BatchDict(std::move(copy));
@@ -193,10 +234,9 @@ class PyBatchReader {
 
  private:
   std::shared_ptr<Session> session_;
-  const bool decode_;
-  uint32_t max_payload_ = 0;
-  uint32_t observation_size_ = 0;
-  rl::ObservationType observation_type_ = rl::ObservationType::kFloat32;
+  protocol::LayoutConfig config_;
+  ReadShape shape_;
+  std::unique_ptr<learner::FrameBatchAssembler> assembler_;  // a frame-stack server's
   std::unique_ptr<learner::BatchReader> reader_;
 };
 

@@ -7,6 +7,7 @@
 #include "pybind11/pybind11.h"
 #include "python/actor_clients.h"
 #include "python/forward_clients.h"
+#include "python/frame_batches.h"
 #include "python/learner_clients.h"
 #include "python/monitor.h"
 #include "python/rl_bindings.h"
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_dreplay, m) {
   dreplay::python::RegisterForwardClients(m);
   dreplay::python::RegisterMonitor(m);
   dreplay::python::RegisterRl(m);
+  dreplay::python::RegisterFrameRecorder(m);
 }

@@ -63,6 +63,7 @@ py::dict ConfigDict(const protocol::LayoutConfig& c) {
   d["max_actors"] = c.max_actors;
   d["transition_spec"] = c.spec();
   d["actor_window"] = c.actor_window;
+  d["frame_stack"] = c.frame_stack;  // frames stored once: dreplay.FrameCache
   return d;
 }
 

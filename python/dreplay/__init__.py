@@ -26,17 +26,18 @@ dreplay.params.
 """
 
 from dreplay import _dreplay
-from dreplay._dreplay import (DeadlineExceededError, Environment, Error, InvalidArgumentError,
-                              actor_credential, environment_names, make_environment,
-                              parse_transition_spec)
+from dreplay._dreplay import (DeadlineExceededError, Environment, Error, FrameRecorder,
+                              InvalidArgumentError, actor_credential, environment_names,
+                              make_environment, parse_transition_spec)
 from dreplay.batches import Batch
+from dreplay.frame_cache import FrameCache
 from dreplay.clients import (ActorStatsPublisher, BatchReader, ExperienceWriter, ForwardReader,
                              ParamFetcher, ParamPublisher, PriorityWriter, Session, StatsReader,
                              connect)
 
 __all__ = [
     "ActorStatsPublisher", "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error",
-    "ExperienceWriter", "ForwardReader",
+    "ExperienceWriter", "ForwardReader", "FrameCache", "FrameRecorder",
     "InvalidArgumentError", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
     "StatsReader", "actor_credential", "connect", "environment_names", "make_environment", "parse_transition_spec",
 ]

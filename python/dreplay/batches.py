@@ -18,6 +18,16 @@ and, when the reader decodes (rl/transition.h's encoding):
   observations [B, m] float32, actions [B] int64, rewards [B] float32,
   discounts [B] float32 (gamma^steps), dones [B] float32 (1.0: terminated),
   next_observations [B, m] float32
+and, from a server that stores frames once (replay_server --frame_stack D;
+payloads are then frame records, decoded observations the stacks assembled
+on the CPU, and a transition whose records the learner cache could not
+serve is left out when decoding), for dreplay.FrameCache (F = m / D):
+  frame_indices [R] uint32, frame_sequences [R] uint64, frames [R, F] uint8
+      the frames that arrived with the batch, once each, by server slot
+  observation_slots, next_observation_slots [B, D] uint32,
+  observation_sequences, next_observation_sequences [B, D] uint64
+      the frames of each transition's two stacks, oldest first
+  actions, rewards, discounts, dones   as above, also without decoding
 """
 
 TRANSITION_FIELDS = ("observations", "actions", "rewards", "discounts", "dones",
@@ -51,9 +61,18 @@ class Batch:
         """The raw payload of entry i, as bytes."""
         return bytes(self._fields["payloads"][i, :self._fields["lengths"][i]])
 
+    @property
+    def has_frames(self):
+        """True for a batch of a server that stores frames once."""
+        return "frames" in self._fields
+
     def numpy(self):
-        """The arrays, by name (the transitions' and the entries')."""
+        """The arrays, by name (the transitions' and the entries', and the
+        frames' of a frame-stack server)."""
         names = ENTRY_FIELDS + (TRANSITION_FIELDS if self.decoded else ("payloads", "lengths"))
+        if self.has_frames:
+            from dreplay.frame_cache import FRAME_FIELDS
+            names += FRAME_FIELDS
         return {name: self._fields[name] for name in names}
 
     def torch(self, device=None):

@@ -64,6 +64,22 @@ def test_python_learner_trains_minatar_with_the_cpp_actor_running_its_network(tm
     assert int(summary["env_steps"]) > 0
 
 
+def test_python_learner_trains_on_frames_stored_once_from_its_frame_cache(tmp_path):
+    # pixels84 stacks with each frame stored once: the C++ actor writes frame
+    # records and the learner gathers the stacks in its FrameCache.
+    pytest.importorskip("torch")
+    bin_dir = os.path.dirname(os.path.dirname(binary("replay_server/replay_server")))
+    summary = run_example("python_learner.py", [
+        "--env=MinAtar/Breakout", "--observation=pixels84", "--frame_stack=4",
+        "--train_steps=10", "--batch_size=32", "--publish_every=5", "--actors=1",
+        "--actor_rate=2000", "--min_replay=200", "--eval_episodes=0", "--link=none",
+        "--device=cpu", "--bin_dir=" + bin_dir, "--out_dir=" + str(tmp_path / "logs")], tmp_path)
+    assert int(summary["train_steps"]) == 10
+    assert int(summary["batches"]) == 10
+    assert int(summary["params_version"]) >= 3
+    assert int(summary["env_steps"]) > 0
+
+
 def test_python_actor_inserts_transitions_a_reader_decodes(tmp_path):
     pytest.importorskip("torch")
     with ReplayService(batch_size=16, min_size_to_sample=16) as service:
