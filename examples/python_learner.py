@@ -7,6 +7,7 @@ and C++ actors.
     PYTHONPATH=bazel-bin/python/lib /usr/bin/python3 examples/python_learner.py
     ... examples/python_learner.py --device=cuda --budget_s 600
     ... examples/python_learner.py --env=MinAtar/Breakout [--observation=pixels84]
+    ... examples/python_learner.py --env=MinAtar/Breakout --observation=pixels84 --frame_stack=4
 
 By default it starts what the demo starts (tools/run_demo.sh), with
 tools/launch/run_local.py's functions and defaults: a replay server (buffer
@@ -26,6 +27,10 @@ gradient norm clipped to 10, a hard target update every --target_update
 steps (MinAtar: 1000). Each batch's |TD errors| go back as its new priorities. Every
 --publish_every steps it publishes the online network in the params format,
 which the C++ actors load to act (epsilon-greedy, their Ape-X ladder).
+
+With --frame_stack=4 (pixels84) the server and actors store each frame
+once, and the learner keeps the frames on its device (dreplay.FrameCache)
+and gathers each batch's stacks there.
 
 Every --eval_interval_s it evaluates the greedy policy over --eval_episodes
 episodes of the C++ environment (the bound rl/ environments, stepped in
@@ -131,7 +136,7 @@ def start_service(args):
             "--hidden", ",".join(str(h) for h in args.hidden_sizes),
             "--batch_size", str(args.batch_size), "--min_replay", str(args.min_replay),
             "--actor_rate", str(args.actor_rate), "--env", args.env,
-            "--observation", args.observation]
+            "--observation", args.observation, "--frame_stack", str(args.frame_stack)]
     if args.bin_dir:
         argv += ["--bin_dir", args.bin_dir]
     if args.out_dir:
@@ -179,7 +184,10 @@ def train(args, address, groups):
             config["transition_spec"], args.env, args.observation))
     dqn = DoubleDqn(args, env, device)
     eval_net = params.network_for(env, args.hidden_sizes)
-    reader = learner.batch_reader()
+    frames = config["frame_stack"] > 0
+    # With frames stored once, the stacks are gathered on the device.
+    cache = dreplay.FrameCache(config, device) if frames else None
+    reader = learner.batch_reader(decode=not frames)
     priorities = learner.priority_writer()
     publisher = learner.param_publisher()
     publisher.publish_state_dict(dqn.online.state_dict())
@@ -197,7 +205,10 @@ def train(args, address, groups):
         if groups:
             check_alive(groups)
         batch = reader.next(timeout_s=NEXT_TIMEOUT_S)
-        loss, td = dqn.train_step(batch.torch(device))
+        if cache is None:
+            loss, td = dqn.train_step(batch.torch(device))
+        else:
+            loss, td = train_on_frames(dqn, cache, batch)
         priorities.write(batch, td)
         if dqn.steps % args.publish_every == 0:
             # Encoding from the CPU copy; never waits for the link.
@@ -223,6 +234,25 @@ def train(args, address, groups):
     return solved
 
 
+def train_on_frames(dqn, cache, batch):
+    """One step on a frame-stack server's batch: its new frames into the
+    device cache, the stacks gathered there (uint8, the values the CPU
+    decoding gives as floats). A row whose frames the cache lacks (none in
+    normal running) is not trained on and keeps the batch's mean priority."""
+    cache.add(batch)
+    t = cache.stacks(batch)
+    valid = t.pop("valid")
+    for name in ("observations", "next_observations"):
+        t[name] = t[name].float()
+    if bool(valid.all()):
+        return dqn.train_step(t)
+    loss, td_valid = dqn.train_step({name: value[valid] for name, value in t.items()})
+    td = torch.full(valid.shape, float(td_valid.mean()) if len(td_valid) else 1.0,
+                    device=td_valid.device)
+    td[valid] = td_valid
+    return loss, td
+
+
 def reader_actor_lines(learner):
     try:
         return learner.stats_reader().read_actors()
@@ -243,6 +273,9 @@ def parse_args(argv):
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--observation", default="native", choices=("native", "pixels84"),
                    help="pixels84: MinAtar only, 4 stacked 84x84 frames, the Nature CNN")
+    p.add_argument("--frame_stack", type=int, default=0, choices=(0, 4),
+                   help="pixels84: store each frame once (4); the learner gathers the stacks "
+                        "on --device from its frame cache")
     p.add_argument("--actors", type=int, default=4)
     p.add_argument("--actor_rate", type=float, default=150.0, help="steps/s per actor")
     p.add_argument("--seed", type=int, default=1)
