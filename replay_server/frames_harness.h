@@ -228,6 +228,17 @@ class FramesHarness {
     CheckBatches();
   }
 
+  // Saves a checkpoint at `path` and restores it into the core, as a
+  // restarted server would: a new epoch whose batches count from 0 again,
+  // and a learner that holds nothing. The model is unchanged.
+  void SaveAndRestore(const std::string& path) {
+    ASSERT_TRUE(core_->SaveCheckpoint(path).ok());
+    ASSERT_TRUE(core_->RestoreCheckpoint(path).ok());
+    epoch_ = core_->epoch();
+    next_batch_ = 0;
+    learner_holds_.clear();
+  }
+
   // Counts over the run.
   uint64_t inserted() const { return inserted_; }
   uint64_t missing() const { return missing_; }
@@ -412,7 +423,7 @@ class FramesHarness {
   void CheckBatch(uint64_t n) {
     const LayoutConfig& c = config();
     const std::vector<uint8_t> image = testing::ReadStagingSlot(*regions_, n);
-    ASSERT_TRUE(protocol::CheckStagedBatch(c, image.data(), n, kEpoch).ok());
+    ASSERT_TRUE(protocol::CheckStagedBatch(c, image.data(), n, epoch_).ok());
     BatchHeader header;
     std::memcpy(&header, image.data(), sizeof(header));
     ASSERT_GE(header.count, 1u);
@@ -525,7 +536,7 @@ class FramesHarness {
     }
     transitions_staged_ += header.count;
     records_staged_ += header.record_count;
-    testing::WriteUpdate(*regions_, n, kEpoch, update);
+    testing::WriteUpdate(*regions_, n, epoch_, update);
   }
 
   const Shape shape_;
@@ -538,6 +549,7 @@ class FramesHarness {
   // The learner's copies, by slot index: (sequence, record).
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>> learner_holds_;
   uint64_t next_batch_ = 0;
+  uint64_t epoch_ = kEpoch;
   uint64_t skipped_ = 0;
   uint64_t inserted_ = 0, missing_ = 0, frame_only_ = 0;
   uint64_t batches_checked_ = 0, transitions_staged_ = 0, records_staged_ = 0;

@@ -12,6 +12,7 @@
 // from the batch's slots alone, are compared byte for byte with those the
 // writer's own records give.
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -261,6 +262,35 @@ TEST(FramesTest, SkippedSequencesAcrossManyLapsLeaveTheMemoryAsTheModelSays) {
     EXPECT_GT(h.missing(), 0u);
     EXPECT_GT(h.frames_evicted(), 0u);
   }
+}
+
+// A checkpoint keeps frames stored once: the restored core holds the same
+// transitions, rebuilds which records each needs, releases them as new
+// records overwrite theirs, and stages stacks that are still the writer's.
+TEST(FramesTest, ACheckpointRestoreKeepsEveryTransitionAndItsRecords) {
+  Shape shape;
+  shape.environments = 3;
+  shape.capacity = 256;
+  shape.seed = 7;
+  FramesHarness h(shape, /*learner_cache=*/true);
+  for (int i = 0; i < 60; ++i) {
+    h.WriteSome(24);
+    h.Step();
+  }
+  const uint64_t held = h.core().memory().size();
+  ASSERT_GT(held, 0u);
+  h.SaveAndRestore(std::string(getenv("TEST_TMPDIR")) + "/frames.ckpt");
+  EXPECT_EQ(h.core().epoch(), 2u);
+  EXPECT_EQ(h.core().memory().size(), held);
+  const uint64_t batches_before = h.batches_checked();
+  // Laps of the ring after the restore: the model's checks hold at every
+  // step (memory, counters, every staged batch's stacks).
+  for (int i = 0; i < 60; ++i) {
+    h.WriteSome(24);
+    h.Step();
+  }
+  EXPECT_GT(h.batches_checked(), batches_before + 10);
+  EXPECT_GT(h.next_sequence(0), 2 * h.lease_slots());
 }
 
 TEST(FramesTest, CreateRefusesFrameStackWithForwarding) {

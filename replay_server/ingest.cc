@@ -86,6 +86,7 @@ void Ingest::Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end) {
   }
   journal_end_ = journal_end;
   next_lease_ = 0;
+  if (frames_ != nullptr) RebuildFrames();
   StoreRelease(&control_->server.ingest_cursor, handled_total_);
   StoreRelease(&control_->server.journal_end, journal_end_);
 }
@@ -183,21 +184,65 @@ bool Ingest::TransitionValid(const uint8_t* slot, const protocol::SlotHeader& he
   return protocol::CheckTransition(*spec_, payload) == protocol::TransitionFault::kNone;
 }
 
-bool Ingest::AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t* slot,
-                          const protocol::SlotHeader& header) {
+std::optional<protocol::FrameRecordView> Ingest::CheckedRecord(
+    const uint8_t* slot, const protocol::SlotHeader& header) const {
   const absl::Span<const uint8_t> payload(slot + sizeof(protocol::SlotHeader),
                                           header.payload_length);
   protocol::FrameRecordView record;
   if (!spec_.has_value() ||
       protocol::CheckFrameRecord(*spec_, static_cast<int>(config_.frame_stack), payload, &record) !=
           protocol::TransitionFault::kNone) {
-    return false;
+    return std::nullopt;
   }
-  frames_->Hold(index, q, record.has_frame());
-  if (!record.has_transition()) {
+  return record;
+}
+
+bool Ingest::AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t* slot,
+                          const protocol::SlotHeader& header) {
+  const std::optional<protocol::FrameRecordView> record = CheckedRecord(slot, header);
+  if (!record.has_value()) return false;
+  frames_->Hold(index, q, record->has_frame());
+  if (!record->has_transition()) {
     ++frame_only_records_;
     return false;
   }
+  if (!DependOnRecords(l, index, q, *record)) {
+    ++frames_missing_;
+    return false;
+  }
+  return true;
+}
+
+void Ingest::RebuildFrames() {
+  for (uint32_t l = 0; l < leases_.size(); ++l) {
+    const uint64_t end = leases_[l].cursor;
+    const uint64_t begin = end > lease_slots_ ? end - lease_slots_ : 0;
+    // The records first, oldest to newest: a transition's records are all
+    // older than it.
+    for (uint64_t q = begin; q < end; ++q) {
+      const uint64_t index = protocol::LeaseSlotIndex(config_, l, q);
+      const uint8_t* slot = slots_ + index * config_.slot_size;
+      std::optional<protocol::FrameRecordView> record;
+      if (LoadAcquire(&commits_[index]) == protocol::CommitValue(q) &&
+          protocol::VerifySlot(slot, config_.slot_size, q) == protocol::SlotCheck::kOk) {
+        protocol::SlotHeader header;
+        std::memcpy(&header, slot, sizeof(header));
+        record = CheckedRecord(slot, header);
+      }
+      if (record.has_value()) frames_->Hold(index, q, record->has_frame());
+      // A restored transition stays only with every record it needs.
+      if (memory_->sequence(index) != q) continue;
+      if (!record.has_value() || !record->has_transition() ||
+          !DependOnRecords(l, index, q, *record)) {
+        memory_->Remove(index);
+        ++frames_evicted_;
+      }
+    }
+  }
+}
+
+bool Ingest::DependOnRecords(uint32_t l, uint64_t index, uint64_t q,
+                             const protocol::FrameRecordView& record) {
   // The distinct back distances, each of a record held with its frame.
   uint16_t needs[2 * protocol::kMaxFrameStackDepth];
   size_t need_count = 0;
@@ -207,7 +252,6 @@ bool Ingest::AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t*
     const uint16_t d = k < depth ? record.observation_refs[k] : record.next_refs[k - depth];
     const uint64_t s = q - d;
     if (d > q || !frames_->HoldsFrame(protocol::LeaseSlotIndex(config_, l, s), s)) {
-      ++frames_missing_;
       return false;
     }
     if (d == 0 || std::find(needs, needs + need_count, d) != needs + need_count) continue;

@@ -112,6 +112,7 @@
 #include "absl/types/span.h"
 #include "common/bucket_histogram.h"
 #include "common/verification_log.h"
+#include "protocol/frame_record.h"
 #include "protocol/layout.h"
 #include "protocol/transition_spec.h"
 #include "replay/frame_table.h"
@@ -179,7 +180,11 @@ class Ingest {
   uint64_t frames_evicted() const { return frames_evicted_; }
 
   // Restarts at `cursors` (one per lease; empty: all 0) and journal number
-  // `journal_end` after a checkpoint restore, and publishes them.
+  // `journal_end` after a checkpoint restore, and publishes them. With
+  // frames stored once, rebuilds the frame table from the restored slots
+  // and keeps each restored transition only if every record it needs is
+  // held with its frame (the others leave the memory, counted in
+  // frames_evicted()).
   // REQUIRES: cursors is empty or has config.leases entries.
   void Restart(absl::Span<const uint64_t> cursors, uint64_t journal_end);
 
@@ -233,6 +238,17 @@ class Ingest {
   // insert (its records all held; registered and its needs set).
   bool AcceptRecord(uint32_t l, uint64_t index, uint64_t q, const uint8_t* slot,
                     const protocol::SlotHeader& header);
+  // The record in the verified slot at `slot` (nullopt if the spec refuses
+  // it).
+  std::optional<protocol::FrameRecordView> CheckedRecord(const uint8_t* slot,
+                                                         const protocol::SlotHeader& header) const;
+  // Registers the transition of record q of lease l at `index` under the
+  // records it needs; false (nothing registered) when one is not held with
+  // its frame.
+  bool DependOnRecords(uint32_t l, uint64_t index, uint64_t q,
+                       const protocol::FrameRecordView& record);
+  // After a restore: the frame table from the slots each lease holds.
+  void RebuildFrames();
   // Slot `index` is being overwritten: releases what it held and removes
   // the transitions that needed it from the memory.
   void ReleaseFrames(uint64_t index);

@@ -78,11 +78,6 @@ absl::Status ReplayServerOptions::Validate() const {
         "ReplayServerOptions.max_clients=", max_clients, " must be at least leases (",
         layout.leases, ") + 1 learner + max_monitors (", max_monitors, ") = ", reserved));
   }
-  if (layout.frame_stack > 0 && !checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReplayServerOptions.checkpoint_dir is set with frame_stack=", layout.frame_stack,
-        ": checkpoints of frame records are not supported"));
-  }
   RETURN_IF_ERROR(PositiveDuration("checkpoint_interval", checkpoint_interval));
   if (checkpoint_keep < 1 || checkpoint_keep > kMaxCheckpointKeep) {
     return absl::InvalidArgumentError(

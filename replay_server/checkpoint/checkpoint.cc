@@ -131,6 +131,15 @@ class SlotStreamer {
         ++stats_->pending_kept;
         return;
       }
+      // Frames stored once: the record of the lease's last lap there, which
+      // transitions kept may need for their stacks (a frame-only record is
+      // not in the memory, and a record's own transition may have left).
+      if (c_.frame_stack > 0 && pending >= lease_slots_ &&
+          Holds(commit, out, pending - lease_slots_)) {
+        commits_[i] = protocol::CommitValue(pending - lease_slots_);
+        ++stats_->records_kept;
+        return;
+      }
     }
     std::memset(out, 0, c_.slot_size);
   }
@@ -466,10 +475,10 @@ std::string CheckpointWriteStats::Summary() const {
       "the cut took %d steps over %.3f ms, the longest holding the core %.3f ms (ingest cursor "
       "%d); %d bytes written in %.3f s "
       "(%.1f MB/s); %d slots kept, %d overwritten during the write (recorded empty), %d "
-      "committed but not ingested kept; params version %d",
+      "committed but not ingested kept, %d frame records kept; params version %d",
       cut_steps, absl::ToDoubleMilliseconds(cut_time), absl::ToDoubleMilliseconds(cut_pause),
       cut_ingest_cursor, bytes, absl::ToDoubleSeconds(write_time), bytes_per_second() / 1e6,
-      slots_kept, slots_absent, pending_kept, params_version);
+      slots_kept, slots_absent, pending_kept, records_kept, params_version);
 }
 
 absl::StatusOr<CheckpointWriteStats> WriteCheckpoint(const std::string& path,

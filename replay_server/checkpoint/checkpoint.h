@@ -150,6 +150,7 @@ struct CheckpointWriteStats {
   uint64_t slots_kept = 0;      // entries of the cut written
   uint64_t slots_absent = 0;    // entries of the cut overwritten before they were written
   uint64_t pending_kept = 0;    // committed, not ingested at the cut, written
+  uint64_t records_kept = 0;    // frames stored once: the leases' last-lap records, written
   uint64_t params_version = 0;  // 0: none published, or none caught whole
   // Bytes per second of write_time.
   double bytes_per_second() const;
