@@ -10,8 +10,9 @@ DQN on MinAtar/Breakout's pixels84 stacks (4 frames of 84x84), batch
            with no replay service at all, the ceiling;
   dreplay  batches from a replay server and C++ actors on this host (soft
            provider, pixels84 with frames stored once, buffer placement,
-           prioritized), the frames kept on the device by a
-           dreplay.FrameCache and the stacks gathered there.
+           prioritized), read ahead by a thread (BatchReader.prefetched),
+           the frames kept on the device by a dreplay.FrameCache and the
+           stacks gathered there.
 
 It prints each arm's updates a second and their ratio (the goal is at
 least 0.9), the bytes the dreplay arm copies from host to device a second
@@ -221,11 +222,13 @@ def run_dreplay_arm(learner, args, out_dir):
                                   provider="soft", link="none", connect_timeout_s=30.0)
         cache = dreplay.FrameCache(session.config, learner.device)
         reader = session.batch_reader(decode=False)
+        # A thread reads (and copies) the next batches while the GPU trains.
+        batches = reader.prefetched(timeout_s=60.0, ahead=2)
         priorities = session.priority_writer()
         moved = [0]
 
         def one_update():
-            batch = reader.next(timeout_s=60.0)
+            batch = next(batches)
             cache.add(batch)
             t = cache.stacks(batch)
             moved[0] += sum(getattr(batch, name).nbytes for name in (
@@ -245,6 +248,7 @@ def run_dreplay_arm(learner, args, out_dir):
             one_update()
         moved_before, service_cpu = moved[0], children_cpu_s(service)
         updates, seconds, cpu = measure(learner, one_update, 0, args.seconds, args.max_updates)
+        batches.close()
         return dict(updates=updates, seconds=seconds, learner_cpu_s=cpu,
                     service_cpu_s=children_cpu_s(service) - service_cpu,
                     h2d_bytes=moved[0] - moved_before,

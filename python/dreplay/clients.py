@@ -8,6 +8,9 @@ a time (a lock in the extension, taken with the GIL released); Python
 threads may share a session. A client keeps its session alive.
 """
 
+import queue
+import threading
+
 import numpy as np
 
 from dreplay import _dreplay
@@ -204,6 +207,52 @@ class BatchReader:
 
     def __iter__(self):
         return self.batches()
+
+    def prefetched(self, count=None, timeout_s=30.0, ahead=2):
+        """Yields `count` batches (None: forever), as batches() does, while a
+        thread of its own reads up to `ahead` more (the READs, the copies,
+        decompression and CPU assembly, all without the GIL), so that they
+        stay off the training loop's critical path. Batches come in order;
+        answer each with PriorityWriter.write as usual, and keep `ahead`
+        below the server's staging_depth (the server stages no further
+        ahead of the updates). The thread stops and is joined when the
+        generator is closed or exhausted (a read in progress first ends,
+        within timeout_s); its errors are raised here, in order."""
+        if ahead < 1:
+            raise ValueError("ahead=%r: at least 1" % (ahead,))
+        out = queue.Queue(maxsize=ahead)
+        stop = threading.Event()
+
+        def read():
+            n = 0
+            while not stop.is_set() and (count is None or n < count):
+                try:
+                    item = (self.next(timeout_s), None)
+                except Exception as e:  # handed to the consumer, in order
+                    item = (None, e)
+                while not stop.is_set():
+                    try:
+                        out.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if item[1] is not None:
+                    return
+                n += 1
+
+        thread = threading.Thread(target=read, name="dreplay-prefetch", daemon=True)
+        thread.start()
+        try:
+            n = 0
+            while count is None or n < count:
+                batch, error = out.get()
+                if error is not None:
+                    raise error
+                yield batch
+                n += 1
+        finally:
+            stop.set()
+            thread.join()
 
     def stats(self):
         return self._native.stats()

@@ -174,6 +174,30 @@ def test_errors_carry_the_cpp_message(service):
     assert e.value.code and e.value.message in str(e.value)
 
 
+def test_prefetched_batches_come_in_order_and_the_thread_is_joined(service):
+    # Earlier tests' transitions are in the memory.
+    learner = connect(service, "learner")
+    reader = learner.batch_reader()
+    priorities = learner.priority_writer()
+    threads = threading.active_count()
+    numbers = []
+    for batch in reader.prefetched(count=6, timeout_s=WAIT_S, ahead=2):
+        assert batch.size == 8 and batch.decoded
+        numbers.append(batch.batch_number)
+        priorities.write(batch, np.ones(batch.size, np.float32))
+    assert numbers == list(range(numbers[0], numbers[0] + 6))
+    assert threading.active_count() == threads  # the reading thread was joined
+    # Closed early, the generator stops its thread too; what it read ahead
+    # is the reader's, not answered.
+    batches = reader.prefetched(timeout_s=WAIT_S, ahead=1)
+    first = next(batches)
+    priorities.write(first, np.ones(first.size, np.float32))
+    batches.close()
+    assert threading.active_count() == threads
+    with pytest.raises(ValueError):
+        next(reader.prefetched(ahead=0))
+
+
 def test_blocking_calls_release_the_gil():
     with ReplayService(min_size_to_sample=1000) as service:
         reader = connect(service, "learner").batch_reader()
