@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -28,7 +29,11 @@
 #include "gtest/gtest.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/frame_batch.h"
+#include "learner_client/frame_stream_testing.h"
+#include "learner_client/local_replay_source.h"
+#include "learner_client/metrics.h"
 #include "learner_client/priority_writer.h"
+#include "learner_client/service_io.h"
 #include "protocol/frame_record.h"
 #include "replay_server/server.h"
 #include "rl/frame_recorder.h"
@@ -41,89 +46,12 @@ namespace {
 
 using protocol::Role;
 
-constexpr int kDepth = 4;
-constexpr size_t kFrameBytes = 24;
-constexpr size_t kStackBytes = kDepth * kFrameBytes;
-constexpr int kEnvironments = 3;
-constexpr int kActions = 4;
-constexpr int kRecords = 4000;  // about 16 laps of the 256-slot lease
-
-// The stream an actor writes: records in sequence order, and the
-// transition each record that carries one stands for, as the actor built
-// it from its own stacks.
-struct Stream {
-  std::vector<std::vector<uint8_t>> records;
-  std::map<uint64_t, rl::Transition> transitions;  // by record sequence
-};
-
-Stream MakeStream(uint32_t seed) {
-  std::mt19937 random(seed);
-  const rl::NStepOptions nstep{/*n=*/3, /*discount=*/0.9};
-  rl::FrameRecorder recorder({nstep, kDepth, kFrameBytes, kEnvironments});
-  struct Env {
-    std::deque<std::vector<uint8_t>> stack;
-    std::unique_ptr<rl::NStepAccumulator> nstep;
-    int steps_left = 0;
-  };
-  std::vector<Env> envs(kEnvironments);
-  Stream stream;
-  std::vector<rl::FrameRecorder::Record> records;
-  std::vector<rl::Transition> completed;
-  auto frame = [&] {
-    std::vector<uint8_t> f(kFrameBytes);
-    for (uint8_t& b : f) b = static_cast<uint8_t>(random());
-    return f;
-  };
-  auto stacked = [](const Env& env) {
-    std::vector<float> out;
-    for (const auto& f : env.stack) out.insert(out.end(), f.begin(), f.end());
-    return out;
-  };
-  // Appends `records`, pairing those with a transition with `completed`.
-  auto append = [&] {
-    size_t t = 0;
-    for (rl::FrameRecorder::Record& r : records) {
-      protocol::FrameRecordView view;
-      CHECK(protocol::DecodeFrameRecord(r.bytes, kFrameBytes, &view).ok());
-      const uint64_t q = stream.records.size();
-      CHECK_EQ(r.sequence, q);
-      if (view.has_transition()) stream.transitions[q] = completed.at(t++);
-      stream.records.push_back(std::move(r.bytes));
-    }
-    CHECK_EQ(t, completed.size());
-    records.clear();
-    completed.clear();
-  };
-  auto begin = [&](int e) {
-    Env& env = envs[e];
-    const std::vector<uint8_t> first = frame();
-    env.stack.assign(kDepth, first);
-    env.nstep = std::make_unique<rl::NStepAccumulator>(nstep, kStackBytes);
-    CHECK(env.nstep->BeginEpisode(stacked(env)).ok());
-    env.steps_left = 1 + static_cast<int>(random() % 12);
-    CHECK(recorder.BeginEpisode(e, first, &records).ok());
-    append();
-  };
-  for (int e = 0; e < kEnvironments; ++e) begin(e);
-  while (stream.records.size() < kRecords) {
-    // Environments step in a random order, so references reach back unevenly.
-    const int e = static_cast<int>(random() % kEnvironments);
-    Env& env = envs[e];
-    const int action = static_cast<int>(random() % kActions);
-    const double reward = static_cast<int>(random() % 5) - 2;
-    const std::vector<uint8_t> next = frame();
-    env.stack.pop_front();
-    env.stack.push_back(next);
-    const bool end = --env.steps_left == 0;
-    const bool terminated = end && random() % 2 == 0;
-    const bool truncated = end && !terminated;
-    CHECK(env.nstep->AddStep(action, reward, stacked(env), terminated, truncated, &completed).ok());
-    CHECK(recorder.AddStep(e, action, reward, next, terminated, truncated, &records).ok());
-    append();
-    if (end) begin(e);
-  }
-  return stream;
-}
+using frame_stream_testing::kActions;
+using frame_stream_testing::kDepth;
+using frame_stream_testing::kFrameBytes;
+using frame_stream_testing::kStackBytes;
+using frame_stream_testing::MakeStream;
+using frame_stream_testing::Stream;
 
 server::ReplayServerOptions FramesServerOptions(bool link_codec) {
   server::ReplayServerOptions o = testing::SmallServerOptions();
@@ -144,6 +72,40 @@ server::ReplayServerOptions FramesServerOptions(bool link_codec) {
             .ok());
   return o;
 }
+
+// Writes a stream's records in flushes of 16, as an actor, on a thread of
+// its own; after each flush it waits until `may_go_on(flushes)` holds.
+struct StreamWriter {
+  StreamWriter(verbs::Provider* host, const server::ReplayServer& server, const Stream& stream,
+               std::function<bool(uint64_t)> may_go_on)
+      : thread([&, host, may_go_on] {
+          auto session =
+              client::ClientSession::Connect(host, testing::SessionOptions(server, Role::kActor));
+          if (!session.ok()) {
+            status = session.status();
+          } else {
+            actor::ExperienceWriterOptions o;
+            o.max_batch = 16;
+            auto writer = actor::ExperienceWriter::Create(session->get(), o);
+            status = writer.status();
+            for (size_t q = 0; writer.ok() && status.ok() && q < stream.records.size(); ++q) {
+              status = (*writer)->Append(stream.records[q], 1.0f + q % 7);
+              if (q % 16 == 15 && status.ok()) {
+                status = (*writer)->Flush();
+                const uint64_t flushes = q / 16;
+                testing::WaitFor([&] { return may_go_on(flushes); });
+              }
+            }
+            if (writer.ok() && status.ok()) status = (*writer)->Flush();
+          }
+          done = true;
+        }) {}
+  void Join() { thread.join(); }
+
+  std::atomic<bool> done{false};
+  absl::Status status;
+  std::thread thread;  // last: starts once the others are made
+};
 
 // (learner cache, link compression)
 class FramesEndToEndTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
@@ -169,35 +131,13 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
   ASSERT_TRUE(priorities.ok()) << priorities.status();
   FrameBatchAssembler assembler(config);
 
-  // The actor writes the whole stream in flushes of 16 records, while the
-  // learner trains; it runs at most 2 flushes ahead of the learner's
-  // batches, so that both move through the stream together (and the ring
-  // is lapped under the sampler many times).
-  std::atomic<bool> actor_done{false};
+  // The actor runs at most 2 flushes ahead of the learner's batches, so
+  // that both move through the stream together (and the ring is lapped
+  // under the sampler many times).
   std::atomic<uint64_t> batches_read{0};
-  absl::Status actor_status;
-  std::thread actor([&] {
-    auto session = client::ClientSession::Connect(actor_host.get(),
-                                                  testing::SessionOptions(*server, Role::kActor));
-    if (!session.ok()) {
-      actor_status = session.status();
-    } else {
-      actor::ExperienceWriterOptions o;
-      o.max_batch = 16;
-      auto writer = actor::ExperienceWriter::Create(session->get(), o);
-      actor_status = writer.status();
-      for (size_t q = 0; writer.ok() && actor_status.ok() && q < stream.records.size(); ++q) {
-        actor_status = (*writer)->Append(stream.records[q], 1.0f + q % 7);
-        if (q % 16 == 15 && actor_status.ok()) {
-          actor_status = (*writer)->Flush();
-          const uint64_t flushes = q / 16;
-          testing::WaitFor([&] { return 2 * batches_read.load() + 2 >= flushes; });
-        }
-      }
-      if (writer.ok() && actor_status.ok()) actor_status = (*writer)->Flush();
-    }
-    actor_done = true;
-  });
+  StreamWriter actor(actor_host.get(), *server, stream,
+                     [&](uint64_t flushes) { return 2 * batches_read.load() + 2 >= flushes; });
+  const std::atomic<bool>& actor_done = actor.done;
 
   std::mt19937 random(5);
   rl::TransitionBatch batch(kStackBytes, rl::ObservationType::kUint8);
@@ -237,8 +177,8 @@ TEST_P(FramesEndToEndTest, EveryTransitionTheLearnerGetsIsTheOneTheActorBuilt) {
     for (float& p : update) p = 0.1f + static_cast<float>(random() % 20);
     ASSERT_TRUE((*priorities)->Write(*staged, update).ok());
   }
-  actor.join();
-  ASSERT_TRUE(actor_status.ok()) << actor_status;
+  actor.Join();
+  ASSERT_TRUE(actor.status.ok()) << actor.status;
   ASSERT_TRUE(actor_done) << "the actor did not finish in time";
   const protocol::StatsBlock stats = server->ReadStats();
   const BatchReaderStats& read = (*reader)->stats();
@@ -279,6 +219,87 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutTheLearnerCacheAndLinkCompression, Frames
                            return absl::StrCat(std::get<0>(info.param) ? "LearnerCache" : "NoCache",
                                                std::get<1>(info.param) ? "Zstd" : "Raw");
                          });
+
+// The learner placement: every record is forwarded in order and kept in
+// the learner's own replay (LocalReplaySource with a LocalFrameStore);
+// every transition it samples to train on is one the actor built, byte for
+// byte (looked up by its observation stack, which the random frames make
+// unique).
+TEST(FramesLearnerPlacementTest, EveryTransitionSampledIsOneTheActorBuilt) {
+  const Stream stream = MakeStream(17);
+  std::multimap<std::vector<float>, const rl::Transition*> by_observation;
+  for (const auto& [q, t] : stream.transitions) by_observation.emplace(t.observation, &t);
+  auto server_host = testing::SoftProvider();
+  auto actor_host = testing::SoftProvider();
+  auto learner_host = testing::SoftProvider();
+  auto server = testing::StartServer(server_host.get(), FramesServerOptions(false));
+  client::ClientSessionOptions learner_options = testing::SessionOptions(*server, Role::kLearner);
+  learner_options.learner_placement = true;
+  auto learner = client::ClientSession::Connect(learner_host.get(), learner_options);
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  LearnerServiceIoOptions io_options;
+  io_options.placement = ReplayPlacement::kLearner;
+  auto io = LearnerServiceIo::Create(learner->get(), io_options);
+  ASSERT_TRUE(io.ok()) << io.status();
+  LearnerLoopOptions loop;
+  loop.placement = ReplayPlacement::kLearner;
+  loop.memory.capacity = 512;
+  loop.batch_size = 8;
+  loop.min_replay_size = 64;
+  loop.samples_per_insert = 1;
+  loop.spi_error_buffer = 64;
+  MetricsRecorder metrics("test", 0, 1.0);
+  ReplaySourceContext context;
+  context.metrics = &metrics;
+  context.observation_size = kStackBytes;
+  context.observation_type = rl::ObservationType::kUint8;
+  context.action_count = kActions;
+  context.frame_stack = kDepth;
+  context.wall_clock_ns = [] { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())); };
+  auto source = LocalReplaySource::Create(loop, io->get(), context);
+  ASSERT_TRUE(source.ok()) << source.status();
+
+  std::atomic<uint64_t> batches{0};
+  StreamWriter actor(actor_host.get(), *server, stream,
+                     [&](uint64_t flushes) { return batches.load() + 8 >= flushes; });
+  rl::TransitionBatch batch(kStackBytes, rl::ObservationType::kUint8);
+  std::vector<float> weights;
+  uint64_t checked = 0, after_actor = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (after_actor < 40 && absl::Now() < deadline) {
+    if (actor.done) ++after_actor;
+    absl::StatusOr<bool> ready = (*source)->Next(absl::Milliseconds(100), &batch, &weights);
+    ASSERT_TRUE(ready.ok()) << ready.status();
+    if (!*ready) continue;
+    const size_t m = kStackBytes;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const std::vector<float> observation(batch.observations().begin() + i * m,
+                                           batch.observations().begin() + (i + 1) * m);
+      const std::vector<float> next(batch.next_observations().begin() + i * m,
+                                    batch.next_observations().begin() + (i + 1) * m);
+      bool found = false;
+      auto [first, last] = by_observation.equal_range(observation);
+      for (auto it = first; it != last && !found; ++it) {
+        const rl::Transition& t = *it->second;
+        found = t.next_observation == next && t.action == batch.actions()[i] &&
+                t.reward == batch.rewards()[i] && t.discount == batch.discounts()[i] &&
+                (t.done ? 1.0f : 0.0f) == batch.dones()[i];
+      }
+      ASSERT_TRUE(found) << "row " << i << ": no transition of the actor's has these stacks";
+      ++checked;
+    }
+    ASSERT_TRUE((*source)->Trained(std::vector<float>(batch.size(), 0.5f)).ok());
+    ++batches;
+  }
+  actor.Join();
+  ASSERT_TRUE(actor.status.ok()) << actor.status;
+  ASSERT_TRUE(actor.done) << "the actor did not finish in time";
+  LOG(INFO) << "checked " << checked << " sampled transitions; local memory "
+            << (*source)->local_size() << ", dropped " << (*source)->transitions_dropped();
+  EXPECT_GE(checked, 800u);
+  EXPECT_EQ((*source)->transitions_dropped(), 0u);
+  EXPECT_GT((*source)->local_size(), 64u);
+}
 
 }  // namespace
 }  // namespace dreplay::learner

@@ -171,6 +171,7 @@ absl::Status LearnerLoop::Init() {
   context.observation_type = spec.observation_type;
   context.action_count = spec.action_count;
   context.max_priority = options_.max_priority;
+  context.frame_stack = options_.frame_stack;
   context.wall_clock_ns = [this] { return WallClockNs(); };
   ASSIGN_OR_RETURN(source_, MakeReplaySource(options_, io_, context));
   start_ = absl::Now();

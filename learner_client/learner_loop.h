@@ -142,6 +142,10 @@ class BatchSource {
 // TransitionStream::Next().
 struct ForwardedItem {
   uint64_t sequence = 0;
+  // The lease it was written in and its sequence there (frame records
+  // refer back along it).
+  uint32_t lease = 0;
+  uint64_t lease_sequence = 0;
   float initial_priority = 0;   // the actor's; <= 0: none
   uint64_t insert_time_ns = 0;  // as EntryOrigin's
   // The encoded transition, possibly followed by the actor's padding.
@@ -237,6 +241,11 @@ struct LearnerIo {
 
 struct LearnerLoopOptions {
   ReplayPlacement placement = ReplayPlacement::kBuffer;
+  // Frames stored once (the server's LayoutConfig::frame_stack; set by
+  // ApplyServerConfig): in the learner placement the forwarded payloads are
+  // frame records, kept in a LocalFrameStore (local_frames.h). 0: encoded
+  // transitions.
+  int frame_stack = 0;
   // The environment (a MakeEnvironment() name) and what it observes
   // (pixels84: MinAtar only): the network's shape and the greedy
   // evaluation.

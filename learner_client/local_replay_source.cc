@@ -30,16 +30,43 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
       payload_size_(rl::EncodedTransitionSize(context.observation_size, context.observation_type)),
       limiter_(LocalLimiterOptions(options)),
       memory_(std::move(memory)),
-      ring_(memory_->capacity() * payload_size_),
+      ring_(context.frame_stack > 0 ? 0 : memory_->capacity() * payload_size_),
       insert_ns_(memory_->capacity(), 0),
       unused_(memory_->capacity(), 0),
       items_(options.batch_size) {
   // Where the stream starts forwarding: counting starts there too.
   generated_seen_ = stream->generated();
+  if (context.frame_stack > 0) {
+    frames_ = std::make_unique<LocalFrameStore>(
+        memory_->capacity(), context.frame_stack,
+        static_cast<size_t>(context.observation_size / context.frame_stack));
+  }
+}
+
+absl::Status LocalReplaySource::AcceptRecords() {
+  context_.metrics->RecordArrived(arrivals_.size());
+  const uint64_t mask = memory_->capacity() - 1;
+  for (const ForwardedItem& item : arrivals_) {
+    const uint64_t index = item.sequence & mask;
+    bool insert = false;
+    const absl::Status s = frames_->Accept(index, item.sequence, item.lease, item.lease_sequence,
+                                           item.payload, memory_.get(), &insert);
+    if (!s.ok()) {
+      drops_.Count(1, absl::StrCat("forwarded record ", item.lease_sequence, " of lease ",
+                                   item.lease, ": ", s.message()));
+      continue;
+    }
+    if (!insert) continue;
+    insert_ns_[index] = item.insert_time_ns;
+    unused_[index] = 1;
+    memory_->Insert(index, item.sequence, item.initial_priority);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LocalReplaySource::Accept() {
   if (!stream_->generated().has_value()) limiter_.Inserted(arrivals_.size());
+  if (frames_ != nullptr) return AcceptRecords();
   kept_arrivals_.clear();
   for (const ForwardedItem& item : arrivals_) {
     // The encoding, without the actor's padding, is what is stored.
@@ -98,8 +125,13 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
   const uint64_t now_ns = context_.wall_clock_ns();
   for (int i = 0; i < sampled_count_; ++i) {
     RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
-    RETURN_IF_ERROR(batch->AddEncoded(
-        absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
+    if (frames_ != nullptr) {
+      // The memory holds only transitions whose records the store holds.
+      RETURN_IF_ERROR(frames_->Assemble(items_[i].index, batch));
+    } else {
+      RETURN_IF_ERROR(batch->AddEncoded(
+          absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
+    }
     (*weights)[i] = items_[i].weight;
   }
   return true;

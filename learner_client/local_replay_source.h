@@ -25,6 +25,11 @@
 // each arrival at its first training use (the train step's own, so no
 // extra forward pass: MetricsRecorder::RecordFirstUse).
 //
+// Frames stored once (context.frame_stack > 0): the arrivals are frame
+// records; a LocalFrameStore keeps them, the memory holds the transitions
+// whose records are all held, and batches are assembled from the store.
+// A record that does not decode is left out and counted.
+//
 // Bad data: a forwarded transition that does not decode to the
 // environment's shape, or that rl::CheckTrainable refuses, is left out and
 // counted. Payloads may carry padding after their encoding (actor
@@ -43,6 +48,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "learner_client/learner_loop.h"
+#include "learner_client/local_frames.h"
 #include "learner_client/replay_source.h"
 #include "replay/rate_limiter.h"
 #include "replay/replay_memory.h"
@@ -74,6 +80,8 @@ class LocalReplaySource : public ReplaySource {
                     std::unique_ptr<replay::ReplayMemory> memory);
   // Decodes, checks, measures and stores arrivals_ (what the stream gave).
   absl::Status Accept();
+  // The same for frame records (frames_).
+  absl::Status AcceptRecords();
   // Takes what the stream gives within `timeout`, counts what the server
   // ingested since the last reading as inserted, and Accept()s arrivals.
   absl::Status Receive(absl::Duration timeout);
@@ -86,6 +94,7 @@ class LocalReplaySource : public ReplaySource {
   DropCounter drops_;
   replay::RateLimiter limiter_;
   std::unique_ptr<replay::ReplayMemory> memory_;
+  std::unique_ptr<LocalFrameStore> frames_;  // frames stored once
   // The payloads, one payload_size_ slot per ring index, and their
   // insert times (ForwardedItem::insert_time_ns).
   std::vector<uint8_t> ring_;

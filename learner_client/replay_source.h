@@ -64,6 +64,9 @@ struct ReplaySourceContext {
   // New priorities above this are written as this (NaN kept: the server
   // counts it invalid).
   float max_priority = 1e6f;
+  // Frames stored once: stacks of this many frames, whose records the
+  // learner placement receives (0: encoded transitions).
+  int frame_stack = 0;
   // Wall clock (ns since the Unix epoch) for data ages; required.
   std::function<uint64_t()> wall_clock_ns;
 };

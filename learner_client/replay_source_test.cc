@@ -95,7 +95,12 @@ class Forwarder : public TransitionStream {
                               : Encode(MakeTransition(static_cast<int>(next_))));
     }
     for (int i = 0; i < per_call_; ++i) {
-      out->push_back({sequences_[i], 1.0f, kNow - 2'000'000'000, payloads_[i]});
+      ForwardedItem item;
+      item.sequence = sequences_[i];
+      item.initial_priority = 1.0f;
+      item.insert_time_ns = kNow - 2'000'000'000;
+      item.payload = payloads_[i];
+      out->push_back(item);
     }
     return absl::OkStatus();
   }

@@ -49,6 +49,7 @@ absl::Status ApplyServerConfig(const protocol::LayoutConfig& config,
   options->nstep.n = ours.n_step;
   options->nstep.discount = ours.gamma;
   options->memory.capacity = config.capacity;
+  options->frame_stack = static_cast<int>(config.frame_stack);
   options->batch_size = config.batch_size;
   return absl::OkStatus();
 }

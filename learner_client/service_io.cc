@@ -35,11 +35,11 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
   const uint32_t frame_stack = session->config().frame_stack;
-  if (frame_stack > 0 && options.placement != ReplayPlacement::kBuffer) {
+  if (frame_stack > 0 && options.placement == ReplayPlacement::kHybrid) {
     return absl::FailedPreconditionError(
         absl::StrCat("the server stores frames once (frame_stack=", frame_stack, "), which the ",
                      ReplayPlacementName(options.placement),
-                     " placement does not support yet: use the buffer placement"));
+                     " placement does not support yet: use the buffer or the learner placement"));
   }
   if (frame_stack > 0) {
     io->frames_ = std::make_unique<FrameBatchAssembler>(session->config());
@@ -238,7 +238,14 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
   }
   out->clear();
   for (const ForwardedTransition& t : forwarded_) {
-    out->push_back({t.sequence, t.initial_priority(), t.insert_time_ns(), t.payload});
+    ForwardedItem item;
+    item.sequence = t.sequence;
+    item.lease = t.lease;
+    item.lease_sequence = t.lease_sequence;
+    item.initial_priority = t.initial_priority();
+    item.insert_time_ns = t.insert_time_ns();
+    item.payload = t.payload;
+    out->push_back(item);
     if (options_.verification_log) RecordForwarded(t);
   }
   return absl::OkStatus();

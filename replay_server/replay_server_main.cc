@@ -78,7 +78,7 @@ DEFINE_int64(num_actions, 0, "number of discrete actions (published, information
 DEFINE_int64(frame_stack, 0,
              "frames stored once: slots hold frame records of stacks of this many frames "
              "(actor --frame_stack; needs a u8 --transition_spec and --observation_size "
-             "dividing into frames; buffer placement); 0: encoded transitions");
+             "dividing into frames; buffer or learner placement); 0: encoded transitions");
 DEFINE_string(link_codec, "raw",
               "compress each staged batch's transitions (and frame records) on the link: raw "
               "(off), lz4[:ACCELERATION], lz4hc[:LEVEL] or zstd[:LEVEL]; a batch that would not "

@@ -145,6 +145,9 @@ class RunLocalLayoutTest(unittest.TestCase):
         self.assertEqual(server["actor_window"], "1024")  # half of each lease
         self.assertEqual(flag_values(self.run_local.actor_argv(args, "x:1", 0))["frame_stack"],
                          "4")
+        learner = self.args("--env", "MinAtar/Breakout", "--observation", "pixels84",
+                            "--frame_stack", "4", "--replay_placement", "learner")
+        self.assertEqual(learner.frame_stack, 4)
         for bad in (["--frame_stack", "4"],  # native CartPole has no frames
                     ["--env", "MinAtar/Breakout", "--observation", "pixels84",
                      "--frame_stack", "3"],

@@ -166,9 +166,9 @@ def add_arguments(p):
                    help="bytes every actor appends to each transition, stored and moved but not "
                    "trained on (a model of rich observations such as camera frames)")
     p.add_argument("--frame_stack", type=int, default=0,
-                   help="pixels84, buffer placement: store each frame once (4, the stack's "
-                   "frames): actors write frame records, batches carry each frame they need once "
-                   "and the learner assembles the stacks; 0: whole transitions")
+                   help="pixels84, buffer or learner placement: store each frame once (4, the "
+                   "stack's frames): actors write frame records, each frame crosses the link "
+                   "about once and the learner assembles the stacks; 0: whole transitions")
     p.add_argument("--link_codec", default="raw",
                    help="the server compresses staged batches on the link: raw (off), "
                    "lz4[:ACCELERATION], lz4hc[:LEVEL] or zstd[:LEVEL] (replay_server --link_codec; "
@@ -210,10 +210,10 @@ def finish(args):
     if args.frame_stack not in (0, 4):
         raise PlanError("--frame_stack must be 0 or 4 (pixels84's stack), got %d"
                         % args.frame_stack)
-    if args.frame_stack and (args.observation != "pixels84" or args.replay_placement != "buffer"
+    if args.frame_stack and (args.observation != "pixels84" or args.replay_placement == "hybrid"
                              or args.payload_pad_bytes):
-        raise PlanError("--frame_stack needs --observation=pixels84, --replay_placement=buffer "
-                        "and no --payload_pad_bytes")
+        raise PlanError("--frame_stack needs --observation=pixels84, the buffer or the learner "
+                        "placement, and no --payload_pad_bytes")
     if args.capacity < 2 or args.capacity & (args.capacity - 1):
         raise PlanError("--capacity must be a power of two, got %d" % args.capacity)
     try:
