@@ -2,16 +2,11 @@
 
 #include "replay_server/checkpoint/checkpoint_pauses.h"
 
-#include <time.h>
-
 #include "absl/time/clock.h"
+#include "common/thread_cpu.h"
 
 namespace dreplay::server {
-absl::Duration ThreadCpuTime() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return absl::DurationFromTimespec(ts);
-}
+absl::Duration ThreadCpuTime() { return absl::Nanoseconds(ThreadCpuNanos()); }
 
 CheckpointStepTimer::CheckpointStepTimer() : start_(absl::Now()), cpu_start_(ThreadCpuTime()) {}
 
