@@ -115,7 +115,8 @@ ExperienceWriter::ExperienceWriter(ClientSession* session, const ExperienceWrite
       actor_id_(session->options().actor_id),
       room_backoff_(options.room_backoff_initial) {}
 
-ExperienceWriter::~ExperienceWriter() = default;
+// Its memory is freed only once no request of its own still uses it.
+ExperienceWriter::~ExperienceWriter() { session_->Settle(sink_); }
 
 absl::Status ExperienceWriter::Append(absl::Span<const uint8_t> payload, float initial_priority) {
   if (payload.size() > config().max_payload()) {

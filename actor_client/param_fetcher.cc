@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<ParamFetcher>> ParamFetcher::Create(
 ParamFetcher::ParamFetcher(ClientSession* session, const ParamFetcherOptions& options, int sink)
     : session_(session), options_(options), sink_(sink) {}
 
-ParamFetcher::~ParamFetcher() = default;
+// Its memory is freed only once no request of its own still uses it.
+ParamFetcher::~ParamFetcher() { session_->Settle(sink_); }
 
 absl::Status ParamFetcher::Read(uint64_t offset, uint64_t length, uint8_t* local) {
   ASSIGN_OR_RETURN(const verbs::RemoteRegion params, session_->Region(RegionKind::kParams));

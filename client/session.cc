@@ -131,7 +131,7 @@ RegisteredBuffer::~RegisteredBuffer() {
 }
 
 ClientSession::ClientSession(verbs::Provider* provider, const ClientSessionOptions& options)
-    : provider_(provider), options_(options), sinks_(1) {}
+    : provider_(provider), options_(options), sinks_(1), outstanding_(1, 0) {}
 
 ClientSession::~ClientSession() {
   // The queue pair goes first: nothing may land in the buffers afterwards.
@@ -231,7 +231,7 @@ absl::Status ClientSession::ConnectOnce(bool first) {
   qp_ = std::move(connection.qp);
   handshake_bytes_ += payload.size() + connection.reply.size();
   ASSIGN_OR_RETURN(directory_, AwaitKeyGrant(hello, *directory));
-  for (auto& sink : sinks_) sink.clear();
+  ResetSinks();
   ++generation_;  // the session's own READ below already uses this connection
 
   RETURN_IF_ERROR(ReadSync(protocol::RegionKind::kControl, 0, sizeof(protocol::ControlBlock),
@@ -312,7 +312,7 @@ absl::Status ClientSession::Reconnect(uint64_t seen_generation, const absl::Stat
   LOG(WARNING) << protocol::RoleName(options_.role) << " connection " << generation_ << " to "
                << options_.host << ":" << options_.port << " failed (" << why << "); reconnecting";
   DropQueuePair();
-  for (auto& sink : sinks_) sink.clear();
+  ResetSinks();
   return ConnectWithRetry(/*first=*/false);
 }
 
@@ -322,12 +322,42 @@ absl::StatusOr<int> ClientSession::AddSink() {
         absl::StrCat("a session has at most ", kMaxSinks, " completion sinks"));
   }
   sinks_.emplace_back();
+  outstanding_.push_back(0);
   return num_sinks_++;
+}
+
+void ClientSession::ResetSinks() {
+  for (auto& sink : sinks_) sink.clear();
+  std::fill(outstanding_.begin(), outstanding_.end(), 0);
+}
+
+void ClientSession::CountPosted(absl::Span<const verbs::WorkRequest> wrs) {
+  for (const verbs::WorkRequest& wr : wrs) {
+    const auto sink = static_cast<size_t>(wr.wr_id >> (64 - kSinkBits));
+    if (wr.signaled && sink < outstanding_.size()) ++outstanding_[sink];
+  }
+}
+
+void ClientSession::Settle(int sink) {
+  CHECK(sink >= 0 && static_cast<size_t>(sink) < sinks_.size()) << "bad sink " << sink;
+  const absl::Time deadline = absl::Now() + options_.op_timeout;
+  while (qp_ != nullptr && qp_->state() != verbs::QpState::kError) {
+    Drain();
+    if (outstanding_[sink] == 0) break;
+    if (absl::Now() >= deadline) {
+      LOG(WARNING) << outstanding_[sink] << " requests of completion sink " << sink
+                   << " still outstanding after " << absl::FormatDuration(options_.op_timeout);
+      break;
+    }
+    absl::SleepFor(kPollSleep);
+  }
+  sinks_[sink].clear();
 }
 
 absl::Status ClientSession::Post(absl::Span<const verbs::WorkRequest> wrs, TrafficClass traffic) {
   if (qp_ == nullptr) return absl::UnavailableError("not connected");
   RETURN_IF_ERROR(qp_->PostSend(wrs));
+  CountPosted(wrs);
   verbs::QueuePairTraffic t;
   verbs::CountInitiated(wrs, &t);
   posted_.Add(traffic, t.initiated());
@@ -339,6 +369,7 @@ absl::Status ClientSession::Post(absl::Span<const verbs::WorkRequest> wrs,
   CHECK_EQ(wrs.size(), classes.size()) << "one traffic class per work request";
   if (qp_ == nullptr) return absl::UnavailableError("not connected");
   RETURN_IF_ERROR(qp_->PostSend(wrs));
+  CountPosted(wrs);
   for (size_t i = 0; i < wrs.size(); ++i) {
     verbs::QueuePairTraffic t;
     verbs::CountInitiated(wrs.subspan(i, 1), &t);
@@ -372,6 +403,8 @@ void ClientSession::Drain() {
     for (int i = 0; i < n; ++i) {
       const auto sink = static_cast<size_t>(batch[i].wr_id >> (64 - kSinkBits));
       if (sink < sinks_.size()) {
+        // Error completions may include unsignaled requests: never below 0.
+        if (outstanding_[sink] > 0) --outstanding_[sink];
         sinks_[sink].push_back(std::move(batch[i]));
       } else {
         LOG(ERROR) << "completion for unknown sink " << sink << ": " << batch[i].ToStatus();

@@ -211,6 +211,12 @@ class ClientSession {
   // completions of the sink are dropped: use it only on a sink whose
   // requests are all waited for this way.
   absl::Status Wait(int sink, uint64_t wr_id, absl::Duration timeout);
+  // Waits (up to op_timeout) until every signaled request that `sink` posted
+  // on the current queue pair has completed, then drops the sink's
+  // completions. A client calls it before it frees the memory its requests
+  // use: deregistering memory under an outstanding request fails the queue
+  // pair. Returns at once when the queue pair has already failed.
+  void Settle(int sink);
 
   // Reconnects (blocking; see the file comment) if generation() is still
   // `seen_generation`; returns OK at once if someone already did. `why` is
@@ -258,6 +264,10 @@ class ClientSession {
   void Drain();
   // Destroys the queue pair, keeping its traffic counts.
   void DropQueuePair();
+  // Empties every sink: a new connection starts with nothing outstanding.
+  void ResetSinks();
+  // Counts the signaled requests just posted against their sinks.
+  void CountPosted(absl::Span<const verbs::WorkRequest> wrs);
 
   verbs::Provider* const provider_;
   const ClientSessionOptions options_;
@@ -278,6 +288,9 @@ class ClientSession {
   uint64_t next_sync_id_ = 1;
   int num_sinks_ = 1;
   std::vector<std::deque<verbs::Completion>> sinks_;
+  // Per sink: signaled requests posted on the current queue pair and not
+  // yet completed.
+  std::vector<uint64_t> outstanding_;
 
   // Link accounting.
   LinkBytes posted_;                 // by the class their client named

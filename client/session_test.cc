@@ -2,6 +2,7 @@
 
 #include "client/session.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -154,6 +155,42 @@ TEST_F(ClientSessionTest, SinksSeeOnlyTheirOwnCompletions) {
   ASSERT_TRUE(testing::WaitFor([&] { return session->Poll(a, absl::MakeSpan(&c, 1)) == 1; }));
   EXPECT_EQ(ClientSession::WrIdPayload(c.wr_id), 100u);
   EXPECT_EQ(session->Poll(b, absl::MakeSpan(&c, 1)), 0);
+}
+
+// Memory may be freed once Settle returns: deregistering it under an
+// outstanding READ would fail the queue pair (a slow link keeps the READ
+// outstanding when Settle is called).
+TEST_F(ClientSessionTest, SettleWaitsForASinksRequestsBeforeItsMemoryGoes) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  ClientSessionOptions o = SessionOptions(*server, protocol::Role::kMonitor);
+  absl::StatusOr<verbs::LinkModel> link = verbs::ParseLinkModel("20000:1");  // 20 ms each way
+  ASSERT_TRUE(link.ok()) << link.status();
+  o.qp.link = *link;
+  auto session = *ClientSession::Connect(client_host_.get(), o);
+  const int sink = *session->AddSink();
+  session->Settle(sink);  // nothing outstanding: returns at once
+  auto buffer = *RegisteredBuffer::Create(client_host_.get(), 4096);
+  const verbs::RemoteRegion control = *session->Region(protocol::RegionKind::kControl);
+  verbs::WorkRequest wr;
+  wr.wr_id = ClientSession::WrId(sink, 7);
+  wr.opcode = verbs::Opcode::kRead;
+  wr.local = buffer->mr();
+  wr.local_addr = buffer->data();
+  wr.length = sizeof(protocol::ControlBlock);
+  wr.remote_addr = control.addr;
+  wr.rkey = control.rkey;
+  ASSERT_TRUE(session->Post(absl::MakeConstSpan(&wr, 1)).ok());
+  const absl::Time start = absl::Now();
+  session->Settle(sink);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(20));  // it did wait for the READ
+  protocol::ControlBlock block;
+  std::memcpy(&block, buffer->data(), sizeof(block));
+  EXPECT_EQ(block.header.magic, protocol::kMagic);
+  verbs::Completion c;
+  EXPECT_EQ(session->Poll(sink, absl::MakeSpan(&c, 1)), 0);  // dropped
+  buffer.reset();
+  EXPECT_EQ(session->qp()->state(), verbs::QpState::kReady) << session->qp()->error();
+  EXPECT_TRUE(session->ReadServerLine().ok());
 }
 
 // link_bytes() and traffic() at one moment: the server's heartbeats may

@@ -99,7 +99,8 @@ BatchReader::BatchReader(ClientSession* session, const BatchReaderOptions& optio
       entries_(depth),
       records_(depth) {}
 
-BatchReader::~BatchReader() = default;
+// Its memory is freed only once no request of its own still uses it.
+BatchReader::~BatchReader() { session_->Settle(sink_); }
 
 uint8_t* BatchReader::image(uint32_t b) const { return buffers_memory_->data() + b * stride_; }
 

@@ -171,6 +171,38 @@ TEST_F(BatchReaderTest, AnUpdateIsReadyOnlyOnceTheBufferItReusesIsWritten) {
   }));
 }
 
+// A writer dropped right after its WRITE (as a Python temporary is) must not
+// take the connection with it: its memory goes only once the WRITE is done.
+TEST_F(BatchReaderTest, AWriterDestroyedAfterItsWriteLeavesTheConnectionWorking) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  InsertThroughActor(*server, 0, 200);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 200; }));
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kLearner);
+  absl::StatusOr<verbs::LinkModel> link = verbs::ParseLinkModel("20000:1");  // 20 ms each way
+  ASSERT_TRUE(link.ok()) << link.status();
+  o.qp.link = *link;
+  auto session = ClientSession::Connect(learner_host_.get(), o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto reader = *BatchReader::Create(session->get(), {});
+  absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  {
+    auto priorities = *PriorityWriter::Create(session->get());
+    ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 0.5f)).ok());
+  }
+  EXPECT_EQ((*session)->qp()->state(), verbs::QpState::kReady) << (*session)->qp()->error();
+  absl::StatusOr<StagedBatch> next = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->batch_number(), batch->batch_number() + 1);
+  EXPECT_EQ((*session)->generation(), 1u);
+  // The update arrived: each record applied (or stale, where the batch
+  // sampled one entry twice).
+  EXPECT_TRUE(WaitFor([&] {
+    const protocol::StatsBlock stats = server->ReadStats();
+    return stats.priority_updates_applied + stats.priority_updates_stale == batch->size();
+  }));
+}
+
 TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {
   auto server = StartServer(server_host_.get(), SmallServerOptions());
   auto session = ConnectLearner(*server);

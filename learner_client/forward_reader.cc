@@ -115,7 +115,8 @@ ForwardReader::ForwardReader(ClientSession* session, const ForwardReaderOptions&
       window_(window),
       poll_interval_(options.poll_initial) {}
 
-ForwardReader::~ForwardReader() = default;
+// Its memory is freed only once no request of its own still uses it.
+ForwardReader::~ForwardReader() { session_->Settle(sink_); }
 
 uint64_t* ForwardReader::commits_of(uint32_t chunk) const {
   return reinterpret_cast<uint64_t*>(memory_->data() + protocol::kCacheLine + kJournalBufferBytes +

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<ParamPublisher>> ParamPublisher::Create(ClientSes
 
 ParamPublisher::ParamPublisher(ClientSession* session, int sink) : session_(session), sink_(sink) {}
 
-ParamPublisher::~ParamPublisher() = default;
+// Its memory is freed only once no request of its own still uses it.
+ParamPublisher::~ParamPublisher() { session_->Settle(sink_); }
 
 absl::Status ParamPublisher::SyncVersion() {
   RETURN_IF_ERROR(session_->ReadSync(RegionKind::kParams, 0, sizeof(ParamsHeader), buffer_->mr(),

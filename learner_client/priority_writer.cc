@@ -42,7 +42,8 @@ PriorityWriter::PriorityWriter(ClientSession* session, int sink)
   records_.reserve(session->config().batch_size);
 }
 
-PriorityWriter::~PriorityWriter() = default;
+// Its memory is freed only once no request of its own still uses it.
+PriorityWriter::~PriorityWriter() { session_->Settle(sink_); }
 
 absl::Status PriorityWriter::Recover(const absl::Status& failure) {
   if (!client::IsConnectionFailure(failure)) return failure;
