@@ -11,9 +11,13 @@
 //   held(i) == CommitValue(q)   the learner holds sequence q of slot i
 //   held(i) == 0                nothing known
 //
-// A batch's entries are marked held when the batch is released because its
-// priority update was consumed (the learner READ the batch and answered),
-// never when it is released by the update timeout. The sampler then stages
+// A batch's entries are marked held when the batch is staged: the learner
+// READs batches in order and keeps what each carried before it looks up the
+// next one's references, so the batches staged ahead of the learner's
+// priority updates need not carry a slot again. A batch released by the
+// update timeout may never have been READ (a paused learner skips it): its
+// entries are forgotten then, and a later batch that referred to them is a
+// miss the learner counts and leaves out. The sampler then stages
 // an entry whose slot is held with the drawn sequence as a reference
 // (kEntryCachedBit, no copied slot). The key carries the sequence, and the
 // sampler draws (index, sequence) pairs the memory holds now, so a slot
@@ -59,6 +63,8 @@ class LearnerHoldings {
   void MarkHeld(uint64_t index, uint64_t sequence) {
     held_[index] = protocol::CommitValue(sequence);
   }
+  // Forgets what the learner holds in slot `index`.
+  void Forget(uint64_t index) { held_[index] = 0; }
   // Forgets everything.
   void Clear();
   // Slots held (linear scan, for tests).

@@ -150,11 +150,14 @@ void Sampler::Restart(uint64_t epoch, uint64_t incarnation) {
 void Sampler::ReleaseOldest(bool learner_received) {
   DCHECK(HasOutstanding());
   const uint64_t slot = released_ % config_.staging_depth;
-  if (learner_received && learner_cache_ && staged_generation_[slot] == cache_generation_) {
+  if (!learner_received && learner_cache_ && staged_generation_[slot] == cache_generation_) {
+    // Perhaps never READ: what it carried is not counted on again (a later
+    // batch that referred to it may miss, which the learner leaves out).
     const protocol::BatchEntry* entries =
         &staged_entries_[slot * protocol::StagingEntryCapacity(config_)];
     for (uint32_t k = 0; k < staged_count_[slot]; ++k) {
-      holdings_.MarkHeld(protocol::EntryIndex(entries[k]), entries[k].slot_sequence);
+      const uint64_t index = protocol::EntryIndex(entries[k]);
+      if (holdings_.Holds(index, entries[k].slot_sequence)) holdings_.Forget(index);
     }
   }
   ++released_;
@@ -376,6 +379,13 @@ void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payloa
             staged_entries_.begin() + slot * protocol::StagingEntryCapacity(config_));
   staged_count_[slot] = entries;
   staged_generation_[slot] = cache_generation_;
+  if (learner_cache_) {
+    // The learner reads batches in order and keeps what each carried, so a
+    // later batch refers to these without waiting for this one's update.
+    for (uint32_t k = 0; k < entries; ++k) {
+      holdings_.MarkHeld(protocol::EntryIndex(entries_[k]), entries_[k].slot_sequence);
+    }
+  }
   staged_references_[slot] = payload_count < entries;
   CopyToShared(base + protocol::StagingEntriesOffset(config_), entries_.data(),
                uint64_t{entries} * sizeof(protocol::BatchEntry));

@@ -224,9 +224,9 @@ class Sampler {
   absl::Time oldest_staged_at() const { return staged_at_[released_ % staged_at_.size()]; }
   // Frees the staging slot of the oldest outstanding batch and publishes
   // batches_released. `learner_received`: the batch's priority update was
-  // consumed, so the learner holds its entries (marked held when the cache
-  // is on and the batch was staged for this learner); false when released
-  // by timeout or dropped. REQUIRES: HasOutstanding().
+  // consumed; false when released by timeout or dropped, and then the
+  // entries it marked held when it was staged (cache on, staged for this
+  // learner) are forgotten. REQUIRES: HasOutstanding().
   void ReleaseOldest(bool learner_received);
 
   // Starts a new epoch: batch numbers restart at 0, every staging slot is
