@@ -17,9 +17,11 @@
 //   if (insert) memory->Insert(i, q, priority);
 //   RETURN_IF_ERROR(store.Assemble(i, &batch));  // a sampled slot
 //
-// Records of one lease arrive in their sequence order, and the ring is
-// overwritten in arrival order, so a transition's oldest record is always
-// overwritten before it (replay::FrameTable's condition).
+// Records of one lease arrive in their sequence order, and the caller puts
+// arrival k into slot k mod capacity (every arrival, so the ring is
+// overwritten in arrival order even when records were lost on the way), so
+// a transition's oldest record is always overwritten before the others it
+// needs (replay::FrameTable's condition).
 //
 // Thread safety: none; the learner loop's thread.
 

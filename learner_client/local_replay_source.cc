@@ -47,9 +47,12 @@ absl::Status LocalReplaySource::AcceptRecords() {
   context_.metrics->RecordArrived(arrivals_.size());
   const uint64_t mask = memory_->capacity() - 1;
   for (const ForwardedItem& item : arrivals_) {
-    const uint64_t index = item.sequence & mask;
+    // Numbered by arrival, not by item.sequence (which skips what was lost
+    // on the way): the store needs its ring overwritten in arrival order.
+    const uint64_t sequence = records_arrived_++;
+    const uint64_t index = sequence & mask;
     bool insert = false;
-    const absl::Status s = frames_->Accept(index, item.sequence, item.lease, item.lease_sequence,
+    const absl::Status s = frames_->Accept(index, sequence, item.lease, item.lease_sequence,
                                            item.payload, memory_.get(), &insert);
     if (!s.ok()) {
       drops_.Count(1, absl::StrCat("forwarded record ", item.lease_sequence, " of lease ",
@@ -59,7 +62,7 @@ absl::Status LocalReplaySource::AcceptRecords() {
     if (!insert) continue;
     insert_ns_[index] = item.insert_time_ns;
     unused_[index] = 1;
-    memory_->Insert(index, item.sequence, item.initial_priority);
+    memory_->Insert(index, sequence, item.initial_priority);
   }
   return absl::OkStatus();
 }

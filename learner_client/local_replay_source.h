@@ -95,6 +95,7 @@ class LocalReplaySource : public ReplaySource {
   replay::RateLimiter limiter_;
   std::unique_ptr<replay::ReplayMemory> memory_;
   std::unique_ptr<LocalFrameStore> frames_;  // frames stored once
+  uint64_t records_arrived_ = 0;             // numbers the frame records by arrival
   // The payloads, one payload_size_ slot per ring index, and their
   // insert times (ForwardedItem::insert_time_ns).
   std::vector<uint8_t> ring_;
