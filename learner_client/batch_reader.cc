@@ -140,8 +140,9 @@ absl::Status BatchReader::PostBatchRead(Buffer* b) {
   uint8_t* img = image(static_cast<uint32_t>(b->batch % depth_));
   const uint64_t remote = staging.addr + protocol::StagingSlotOffset(config, b->batch);
   const uint64_t payloads = protocol::StagingPayloadsOffset(config);
-  // Header and entries (metadata), then the copied slots (experience): RC
-  // executes them in order, so the last one's completion covers both.
+  // Header and the entries used (metadata), then the copied slots
+  // (experience): RC executes them in order, so the last one's completion
+  // covers both.
   verbs::WorkRequest wrs[2];
   const TrafficClass classes[2] = {TrafficClass::kMetadata, TrafficClass::kExperience};
   const int n = b->used_bytes > payloads ? 2 : 1;
@@ -152,7 +153,8 @@ absl::Status BatchReader::PostBatchRead(Buffer* b) {
     wr.signaled = i == n - 1;
     wr.local = buffers_memory_->mr();
     const uint64_t begin = i == 0 ? 0 : payloads;
-    const uint64_t end = i == 0 ? std::min(b->used_bytes, payloads) : b->used_bytes;
+    const uint64_t end =
+        i == 0 ? protocol::StagingEntriesOffset(config) + b->entry_bytes : b->used_bytes;
     wr.local_addr = img + begin;
     wr.length = static_cast<uint32_t>(end - begin);
     wr.remote_addr = remote + begin;
@@ -205,15 +207,33 @@ absl::Status BatchReader::CheckLine(Buffer* b) {
     ScheduleRetry(b, /*grow=*/false);
     return absl::OkStatus();
   }
+  if (line.entry_bytes % sizeof(protocol::BatchEntry) != 0 ||
+      line.entry_bytes >
+          uint64_t{protocol::StagingEntryCapacity(config)} * sizeof(protocol::BatchEntry)) {
+    ++stats_.torn;  // an impossible entry_bytes: READ it again
+    ScheduleRetry(b, /*grow=*/false);
+    return absl::OkStatus();
+  }
   b->used_bytes = *used;
+  b->entry_bytes = line.entry_bytes;
   return PostBatchRead(b);
+}
+
+uint64_t BatchReader::BytesRead(const Buffer& b) const {
+  const LayoutConfig& config = session_->config();
+  return protocol::StagingEntriesOffset(config) + b.entry_bytes + b.used_bytes -
+         protocol::StagingPayloadsOffset(config);
 }
 
 absl::Status BatchReader::Check(Buffer* b) {
   const LayoutConfig& config = session_->config();
   const uint8_t* img = image(static_cast<uint32_t>(b->batch % depth_));
-  const absl::Status status =
-      protocol::CheckBatchImage(config, img, b->used_bytes, b->batch, epoch_);
+  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
+  absl::Status status = protocol::CheckBatchImage(config, img, b->used_bytes, b->batch, epoch_);
+  if (status.ok() && (uint64_t{header.count} + header.record_count) * sizeof(protocol::BatchEntry) >
+                         b->entry_bytes) {
+    status = absl::DataLossError("more entries than the commit line said (torn read)");
+  }
   if (absl::IsUnavailable(status)) {
     ++stats_.not_staged;
     ScheduleRetry(b, /*grow=*/true);
@@ -225,7 +245,6 @@ absl::Status BatchReader::Check(Buffer* b) {
     return absl::OkStatus();
   }
   if (!status.ok()) return status;  // FailedPrecondition: another epoch
-  const auto& header = *reinterpret_cast<const protocol::BatchHeader*>(img);
   if (header.incarnation != incarnation_) {
     return absl::FailedPreconditionError(
         absl::StrCat("staged batch ", b->batch, " is of server incarnation ", header.incarnation,
@@ -293,6 +312,13 @@ bool BatchReader::Unpack(Buffer* buffer) {
   }
   stats_.unpacked_bytes += uint64_t{header.payload_count} * config.slot_size;
   return true;
+}
+
+const uint8_t* StagedBatch::cached_slot(uint64_t index, uint64_t sequence) const {
+  if (index >= cache_.capacity || cache_.sequences[index] != protocol::CommitValue(sequence)) {
+    return nullptr;
+  }
+  return cache_.slots + index * cache_.slot_size;
 }
 
 void BatchReader::Resolve(uint32_t b) {
@@ -368,7 +394,7 @@ absl::StatusOr<bool> BatchReader::PollCompletions() {
     if (b.batch != batch || b.state != expected) continue;  // stale
     ++stats_.reads;
     if (batch_phase) {
-      stats_.bytes_read += b.used_bytes;
+      stats_.bytes_read += BytesRead(b);
       RETURN_IF_ERROR(Check(&b));
     } else {
       ++stats_.polls;
@@ -489,7 +515,12 @@ absl::StatusOr<StagedBatch> BatchReader::Next(absl::Duration timeout) {
     if (head.state == State::kReady && head.batch == next_) {
       const auto b = static_cast<uint32_t>(next_ % depth_);
       Resolve(b);
-      const StagedBatch batch(image(b), entries_[b], records_[b]);
+      StagedBatch::CacheView cache;
+      if (!cache_sequence_.empty()) {
+        cache = {cache_slots_.get(), cache_sequence_.data(), cache_sequence_.size(),
+                 session_->config().slot_size};
+      }
+      const StagedBatch batch(image(b), entries_[b], records_[b], cache);
       ++next_;
       highest_returned_ = std::max(highest_returned_, next_);
       release_pending_ = true;

@@ -122,20 +122,33 @@ class StagedBatch {
   // when the learner cache served it.
   bool arrived(uint32_t i) const { return entries_[i].arrived; }
   // Frames stored once (LayoutConfig::frame_stack > 0): the frame records
-  // the batch's transitions refer to, besides the transitions themselves
-  // (protocol/staging.h), as they arrived or from the learner cache;
-  // records it could not serve are left out. Empty otherwise.
+  // the batch carries besides its transitions (protocol/staging.h), those
+  // its transitions refer to that the learner did not hold. Empty otherwise.
   absl::Span<const StagedEntry> records() const { return records_; }
+  // The learner cache's copy of slot `index` (SlotHeader, then the
+  // payload) if it holds exactly `sequence` there; nullptr otherwise, and
+  // always without the cache. How a record the batch does not carry is
+  // found. Valid until the reader's next Next().
+  const uint8_t* cached_slot(uint64_t index, uint64_t sequence) const;
+
+  // What a batch sees of the reader's learner cache.
+  struct CacheView {
+    const uint8_t* slots = nullptr;
+    const uint64_t* sequences = nullptr;  // CommitValue of each slot's sequence
+    uint64_t capacity = 0;                // 0: no cache
+    uint32_t slot_size = 0;
+  };
 
  private:
   friend class BatchReader;
   StagedBatch(const uint8_t* image, absl::Span<const StagedEntry> entries,
-              absl::Span<const StagedEntry> records)
-      : image_(image), entries_(entries), records_(records) {}
+              absl::Span<const StagedEntry> records, const CacheView& cache)
+      : image_(image), entries_(entries), records_(records), cache_(cache) {}
 
   const uint8_t* image_ = nullptr;  // the batch's staging image, 64-byte aligned
   absl::Span<const StagedEntry> entries_;
   absl::Span<const StagedEntry> records_;
+  CacheView cache_;
 };
 
 struct BatchReaderOptions {
@@ -219,6 +232,7 @@ class BatchReader {
     State state = State::kIdle;
     bool outstanding = false;  // a READ into it has not completed
     uint64_t used_bytes = 0;   // of the batch being READ
+    uint64_t entry_bytes = 0;  // of its entry area, as its commit line says
     absl::Time retry_at;
     absl::Duration backoff;
   };
@@ -228,7 +242,10 @@ class BatchReader {
   uint8_t* image(uint32_t b) const;
   // Posts the commit line READ of `batch` into its buffer.
   absl::Status PostRead(uint64_t batch);
-  // Posts the READs of the first b->used_bytes of b's batch.
+  // Bytes the READs of b's batch move: header, entries used, copied slots.
+  uint64_t BytesRead(const Buffer& b) const;
+  // Posts the READs of b's batch: [0, StagingEntriesOffset + entry_bytes)
+  // and [StagingPayloadsOffset, used_bytes).
   absl::Status PostBatchRead(Buffer* b);
   void ScheduleRetry(Buffer* buffer, bool grow);
   // Handles a completed commit line READ; flags superseded_ when the slot

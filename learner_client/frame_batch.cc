@@ -28,12 +28,20 @@ void FrameBatchAssembler::Index(const StagedBatch& batch) {
 absl::Status FrameBatchAssembler::Add(const StagedBatch& batch, uint32_t i,
                                       rl::TransitionBatch* out) {
   const uint64_t lease = batch.entry(i).slot_index / lease_slots_;
+  // In the batch, else in the learner cache (a record the learner held is
+  // not carried again).
   auto lookup = [&](uint64_t sequence) -> absl::Span<const uint8_t> {
-    const auto it = slots_.find(protocol::LeaseSlotIndex(config_, lease, sequence));
-    if (it == slots_.end()) return {};
-    const auto* header = reinterpret_cast<const protocol::SlotHeader*>(it->second);
+    const uint64_t index = protocol::LeaseSlotIndex(config_, lease, sequence);
+    const auto it = slots_.find(index);
+    const uint8_t* slot = it == slots_.end() ? nullptr : it->second;
+    if (slot == nullptr ||
+        reinterpret_cast<const protocol::SlotHeader*>(slot)->sequence != sequence) {
+      slot = batch.cached_slot(index, sequence);
+      if (slot == nullptr) return {};
+    }
+    const auto* header = reinterpret_cast<const protocol::SlotHeader*>(slot);
     if (header->sequence != sequence || header->payload_length > config_.max_payload()) return {};
-    return absl::MakeConstSpan(it->second + sizeof(protocol::SlotHeader), header->payload_length);
+    return absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), header->payload_length);
   };
   ASSIGN_OR_RETURN(const rl::StackedTransition t,
                    rl::AssembleStacks(batch.entry(i).slot_sequence, frame_bytes_, lookup,

@@ -140,6 +140,8 @@ class FakeStagingServer {
         c, img, header->count, header->used_bytes - protocol::StagingPayloadsOffset(c));
     auto* line = reinterpret_cast<protocol::CommitLine*>(img + protocol::StagingCommitOffset(c));
     StoreRelease(&line->used_bytes, header->used_bytes);
+    StoreRelease(&line->entry_bytes,
+                 uint64_t{header->count + header->record_count} * sizeof(protocol::BatchEntry));
     StoreRelease(&line->commit, protocol::BatchCommitValue(n));
   }
 

@@ -38,15 +38,17 @@ namespace dreplay::protocol {
 // StagingPayloadsOffset in entry order, so a batch uses only
 // [0, StagingPayloadsOffset + payload_count * slot_size) of its staging slot
 // (BatchHeader::used_bytes); the learner READs the commit line first and
-// then just those bytes.
+// then just those bytes, and of the entry area only the entries the batch
+// has (CommitLine::entry_bytes).
 //
 // Frames stored once (LayoutConfig::frame_stack D > 0, layout 15): the
 // count transition entries are frame records that carry a transition
 // (protocol/frame_record.h). After them come record_count entries of weight
 // 0, one per other record the transitions' stacks refer to, each once per
 // batch (a record that is itself one of the batch's transitions is not
-// repeated); a record the learner holds is a reference like any entry. So
-// a batch has at most batch_size * (2D + 1) entries. Priority updates
+// repeated); a record the learner holds (transfer-once) is not listed: the
+// learner finds it in its store by the transition's own back references.
+// So a batch has at most batch_size * (2D + 1) entries. Priority updates
 // answer the count transitions only.
 
 struct BatchHeader {
@@ -101,7 +103,12 @@ struct CommitLine {
   // that READs this line first knows how much of the slot to READ. Mailbox
   // entries: 0.
   uint64_t used_bytes;
-  uint64_t reserved[6];
+  // Staging slots: the bytes of the entry area the batch's entries use,
+  // (count + record_count) * sizeof(BatchEntry), so that the reader READs
+  // [0, StagingEntriesOffset + entry_bytes) and not the whole area (layout
+  // 15). Mailbox entries: 0.
+  uint64_t entry_bytes;
+  uint64_t reserved[5];
 };
 static_assert(sizeof(CommitLine) == kCacheLine, "");
 

@@ -494,13 +494,21 @@ class FramesHarness {
         if (transitions.count(record) == 0) needed.insert(record);
       }
     }
+    // Listed: needed ones, each once. Not listed: held by the learner.
     std::set<std::pair<uint64_t, uint64_t>> records;
     for (uint32_t k = header.count; k < entries; ++k) {
       const bool first =
           records.insert({protocol::EntryIndex(entry[k]), entry[k].slot_sequence}).second;
       EXPECT_TRUE(first) << "record " << entry[k].slot_sequence << " staged twice";
+      EXPECT_EQ(needed.count({protocol::EntryIndex(entry[k]), entry[k].slot_sequence}), 1u)
+          << "record " << entry[k].slot_sequence << " staged though no transition needs it";
     }
-    EXPECT_EQ(records, needed);
+    for (const auto& [index, q] : needed) {
+      if (records.count({index, q}) > 0) continue;
+      const auto held = learner_holds_.find(index);
+      EXPECT_TRUE(held != learner_holds_.end() && held->second.first == q)
+          << "record " << q << " in slot " << index << " neither staged nor held by the learner";
+    }
     EXPECT_EQ(header.record_count, records.size());
 
     // Each transition's stacks from the batch alone, against the writer's.
@@ -512,9 +520,13 @@ class FramesHarness {
       const uint64_t index = protocol::EntryIndex(entry[k]);
       const auto l = static_cast<uint32_t>(index / lease_slots_);
       const uint64_t q = entry[k].slot_sequence;
+      // From the batch, else from what the learner holds.
       const auto from_batch = [&](uint64_t s) -> absl::Span<const uint8_t> {
         const auto it = in_batch.find({l, s});
-        return it == in_batch.end() ? absl::Span<const uint8_t>() : absl::MakeConstSpan(it->second);
+        if (it != in_batch.end()) return absl::MakeConstSpan(it->second);
+        const auto held = learner_holds_.find(protocol::LeaseSlotIndex(c, l, s));
+        if (held == learner_holds_.end() || held->second.first != s) return {};
+        return absl::MakeConstSpan(held->second.second);
       };
       const auto from_writer = [&](uint64_t s) { return Written(l, s); };
       const absl::StatusOr<rl::StackedTransition> got = rl::AssembleStacks(

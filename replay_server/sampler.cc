@@ -242,7 +242,9 @@ int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* paylo
         cached_[e] = 2;  // not held: fails below, like a copy
       } else if (learner_cache_ && holdings_.Holds(index, s) &&
                  LoadAcquire(commit) == protocol::CommitValue(s)) {
-        cached_[e] = 1;
+        // The learner holds it and finds it by the transition's own
+        // references: no entry.
+        continue;
       } else if (CopySlotConsistent(config_, slots_ + index * config_.slot_size, commit, s,
                                     payloads + uint64_t{*payload_count} * config_.slot_size) ==
                  SlotCopy::kOk) {
@@ -408,6 +410,9 @@ void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payloa
   StoreRelaxed(reinterpret_cast<uint64_t*>(base + offsetof(protocol::BatchHeader, checksum)),
                header.checksum);
   uint8_t* const commit_line = base + protocol::StagingCommitOffset(config_);
+  StoreRelaxed(
+      reinterpret_cast<uint64_t*>(commit_line + offsetof(protocol::CommitLine, entry_bytes)),
+      uint64_t{entries} * sizeof(protocol::BatchEntry));
   StoreRelaxed(
       reinterpret_cast<uint64_t*>(commit_line + offsetof(protocol::CommitLine, used_bytes)),
       header.used_bytes);
