@@ -6,7 +6,11 @@ read reuses) before it returns, so a Batch and its arrays stay valid for as
 long as Python holds them, whatever is read afterwards. Batch.torch() wraps
 them with torch.from_numpy(): the CPU tensors share the arrays' memory (no
 copy) and keep them alive; writing to one writes to the other. With a
-device other than the CPU, the tensors are copies on that device.
+device other than the CPU, the tensors are copies on that device: for a
+CUDA device, each array is first copied into page-locked host memory
+(torch's caching host allocator), so the host-to-device copy is a DMA
+that does not block the calling thread. BatchReader.prefetched(device=)
+makes those copies on its own thread, ahead of the training loop.
 
 Arrays (B = batch.size, m = observation size):
   weights [B] float32          importance-sampling weights
@@ -41,6 +45,7 @@ class Batch:
 
     def __init__(self, fields):
         self._fields = fields
+        self._on_device = {}  # str(device) -> tensors, made once
         self.batch_number = fields["batch_number"]
         self.epoch = fields["epoch"]
         self.incarnation = fields["incarnation"]
@@ -82,11 +87,22 @@ class Batch:
         import torch  # only this method needs torch
         if not self.decoded:
             raise ValueError("batch %d was read with decode=False" % self.batch_number)
+        if device is not None:
+            device = torch.device(device)
+            if device.type == "cpu":
+                device = None
+        if device is not None and str(device) in self._on_device:
+            return dict(self._on_device[str(device)])
+        pinned = device is not None and device.type == "cuda"
         out = {}
         for name in TRANSITION_FIELDS + ("weights",):
             tensor = torch.from_numpy(self._fields[name])
+            if pinned:
+                tensor = tensor.pin_memory()  # the copy below then does not block
             out[name] = tensor if device is None else tensor.to(device, non_blocking=True)
-        return out
+        if device is not None:
+            self._on_device[str(device)] = out
+        return dict(out)
 
     def __len__(self):
         return self.size

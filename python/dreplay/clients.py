@@ -208,7 +208,7 @@ class BatchReader:
     def __iter__(self):
         return self.batches()
 
-    def prefetched(self, count=None, timeout_s=30.0, ahead=2):
+    def prefetched(self, count=None, timeout_s=30.0, ahead=2, device=None):
         """Yields `count` batches (None: forever), as batches() does, while a
         thread of its own reads up to `ahead` more (the READs, the copies,
         decompression and CPU assembly, all without the GIL), so that they
@@ -217,9 +217,17 @@ class BatchReader:
         below the server's staging_depth (the server stages no further
         ahead of the updates). The thread stops and is joined when the
         generator is closed or exhausted (a read in progress first ends,
-        within timeout_s); its errors are raised here, in order."""
+        within timeout_s); its errors are raised here, in order.
+
+        With `device` (a torch device, for a reader that decodes), the
+        thread also makes each batch's tensors there (Batch.torch(device):
+        through page-locked memory for CUDA, without blocking), so that the
+        loop's batch.torch(device) returns them at once."""
         if ahead < 1:
             raise ValueError("ahead=%r: at least 1" % (ahead,))
+        if device is not None:
+            import torch  # only the device option needs torch
+            device = torch.device(device)
         out = queue.Queue(maxsize=ahead)
         stop = threading.Event()
 
@@ -227,7 +235,10 @@ class BatchReader:
             n = 0
             while not stop.is_set() and (count is None or n < count):
                 try:
-                    item = (self.next(timeout_s), None)
+                    batch = self.next(timeout_s)
+                    if device is not None:
+                        batch.torch(device)  # kept on the batch
+                    item = (batch, None)
                 except Exception as e:  # handed to the consumer, in order
                     item = (None, e)
                 while not stop.is_set():

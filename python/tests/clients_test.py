@@ -198,6 +198,35 @@ def test_prefetched_batches_come_in_order_and_the_thread_is_joined(service):
         next(reader.prefetched(ahead=0))
 
 
+def test_prefetched_makes_the_device_tensors_on_its_thread(service):
+    # No GPU here: torch's "meta" device stands in for one (tensors with a
+    # shape and no data), which is enough to see where they were made.
+    torch = pytest.importorskip("torch")
+    learner = connect(service, "learner")
+    reader = learner.batch_reader()
+    priorities = learner.priority_writer()
+    made_on = {}
+    original = dreplay.Batch.torch
+
+    def recording(batch, device=None):
+        made_on.setdefault(batch.batch_number, threading.current_thread().name)
+        return original(batch, device)
+
+    dreplay.Batch.torch = recording
+    try:
+        for batch in reader.prefetched(count=3, timeout_s=WAIT_S, device="meta"):
+            tensors = batch.torch("meta")
+            assert tensors["observations"].device.type == "meta"
+            assert tensors["observations"].shape == (batch.size, 4)
+            # Made once, on the reading thread; the loop gets the same ones.
+            assert batch.torch("meta")["actions"] is tensors["actions"]
+            assert made_on[batch.batch_number] == "dreplay-prefetch"
+            priorities.write(batch, np.ones(batch.size, np.float32))
+    finally:
+        dreplay.Batch.torch = original
+    assert len(made_on) == 3
+
+
 def test_blocking_calls_release_the_gil():
     with ReplayService(min_size_to_sample=1000) as service:
         reader = connect(service, "learner").batch_reader()

@@ -185,7 +185,9 @@ class Chaos:
         actor does not replay its episodes."""
         a = self.args
         return launch_plan.options(
-            env=a.env, seed=a.seed + 1000 * actor_start, actors=a.actors, capacity=a.capacity,
+            env=a.env, observation=a.observation, frame_stack=a.frame_stack,
+            link_codec=a.link_codec, seed=a.seed + 1000 * actor_start, actors=a.actors,
+            capacity=a.capacity,
             batch_size=a.batch_size, staging_depth=4, min_replay=2 * a.batch_size,
             replay_placement=a.replay_placement, link="none", provider="soft",
             learner_soft_transport=a.soft_transport, actor_rate=a.actor_rate, flush_batch=16,
@@ -536,6 +538,13 @@ def parse_args(argv):
     p.add_argument("--actor_rate", type=float, default=200,
                    help="environment steps per second per actor (default 200)")
     p.add_argument("--env", default="CartPole-v1", choices=launch_plan.ENVIRONMENTS)
+    p.add_argument("--observation", default="native", choices=("native", "pixels84"),
+                   help="MinAtar's observations: native, or 84x84 u8 frames (default native)")
+    p.add_argument("--frame_stack", type=int, default=0,
+                   help="frames stored once, stacks of this depth (4 for pixels84; default 0: "
+                   "off)")
+    p.add_argument("--link_codec", default="raw",
+                   help="the server's link compression: raw, lz4[:N], lz4hc[:N], zstd[:N]")
     p.add_argument("--grace_s", type=float, default=30.0,
                    help="how long a process may take to exit after SIGTERM (default 30)")
     p.add_argument("--progress_interval_s", type=float, default=10.0,
