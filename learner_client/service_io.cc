@@ -126,9 +126,18 @@ LinkStats LearnerServiceIo::link_stats() const {
 }
 
 absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
+  // A READ on a failed connection fails again: reconnect before retrying.
   ASSIGN_OR_RETURN(
       const protocol::ServerLine line,
-      client::RetryWhileDisconnected(options_.retry, [&] { return session_->ReadServerLine(); }));
+      client::RetryWhileDisconnected(options_.retry, [&]() -> absl::StatusOr<protocol::ServerLine> {
+        const uint64_t generation = session_->generation();
+        absl::StatusOr<protocol::ServerLine> read = session_->ReadServerLine();
+        if (!read.ok() && client::IsConnectionFailure(read.status())) {
+          RETURN_IF_ERROR(session_->Reconnect(generation, read.status()));
+          return session_->ReadServerLine();
+        }
+        return read;
+      }));
   return line.ingest_cursor;
 }
 

@@ -96,6 +96,28 @@ class LearnerServiceIoTest : public ::testing::Test {
   std::unique_ptr<server::ReplayServer> server_;
 };
 
+// A server restarted on its port: reading what it ingested reconnects
+// rather than READing on the failed connection until the retry gives up.
+TEST_F(LearnerServiceIoTest, ServerIngestedFollowsARestartedServer) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  ASSERT_NE(io, nullptr);
+  Insert(5, Encoded);
+  ASSERT_TRUE(testing::WaitFor([&] {
+    absl::StatusOr<uint64_t> n = io->server_ingested();
+    return n.ok() && *n == 5;
+  }));
+  const uint64_t generation = learner->generation();
+  server::ReplayServerOptions options = SmallServerOptions();
+  options.port = server_->port();
+  server_.reset();
+  server_ = StartServer(server_host_.get(), options);
+  absl::StatusOr<uint64_t> ingested = io->server_ingested();
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  EXPECT_EQ(*ingested, 0u);  // the new server's
+  EXPECT_GT(learner->generation(), generation);
+}
+
 TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
   std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
