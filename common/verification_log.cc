@@ -56,6 +56,17 @@ void VerificationLog::Ingested(uint64_t index, uint64_t sequence, uint64_t check
                        sequence, checksum));
 }
 
+void VerificationLog::HeldAsRecord(uint64_t index, uint64_t sequence, uint64_t checksum) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "F %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n", index,
+                       sequence, checksum));
+}
+
+void VerificationLog::Evicted(uint64_t index, uint64_t sequence) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "E %" PRIu64 " %" PRIu64 "\n", index, sequence));
+}
+
 void VerificationLog::Torn(uint64_t index, uint64_t sequence) {
   char line[kMaxRecord];
   Write(line, snprintf(line, sizeof(line), "T %" PRIu64 " %" PRIu64 "\n", index, sequence));

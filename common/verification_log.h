@@ -16,6 +16,16 @@
 //                                            (ingest may have begun)
 //   I <index> <sequence> <checksum>          the server ingested a slot
 //   T <index> <sequence>                     ... declared a slot torn
+//   F <index> <sequence> <checksum>          ... (frames stored once) took a
+//                                            verified slot as a frame record
+//                                            that adds no transition to the
+//                                            memory (the slot's old entry
+//                                            leaves it)
+//   E <index> <sequence>                     ... (frames stored once) removed
+//                                            the transition at <index>: a
+//                                            record it needs was overwritten,
+//                                            or (before a B record) did not
+//                                            survive the restore
 //   K <id> <epoch> <ingest_cursor>           ... cut checkpoint <id> (ids count
 //                                            from 1 in each start): the cut
 //                                            holds the memory as every
@@ -75,6 +85,8 @@ class VerificationLog {
   void Started(uint64_t epoch);
   void Ingested(uint64_t index, uint64_t sequence, uint64_t checksum);
   void Torn(uint64_t index, uint64_t sequence);
+  void HeldAsRecord(uint64_t index, uint64_t sequence, uint64_t checksum);
+  void Evicted(uint64_t index, uint64_t sequence);
   void CheckpointCut(uint64_t id, uint64_t epoch, uint64_t ingest_cursor);
   void SlotAbsent(uint64_t cut_id, uint64_t index, uint64_t sequence);
   void CheckpointWritten(uint64_t cut_id);

@@ -236,6 +236,7 @@ void Ingest::RebuildFrames() {
           !DependOnRecords(l, index, q, *record)) {
         memory_->Remove(index);
         ++frames_evicted_;
+        if (options_.verification_log) options_.verification_log->Evicted(index, q);
       }
     }
   }
@@ -271,6 +272,7 @@ void Ingest::ReleaseFrames(uint64_t index) {
     if (memory_->sequence(j) != q_j) return;  // replaced or removed already
     memory_->Remove(j);
     ++frames_evicted_;
+    if (options_.verification_log) options_.verification_log->Evicted(j, q_j);
   });
 }
 
@@ -373,12 +375,17 @@ uint64_t Ingest::StepLease(uint32_t l, uint64_t budget, int64_t* wall_now_ns) {
       } else if (held) {
         run_.Flush();
         memory_->Remove(index);
+        if (options_.verification_log)
+          options_.verification_log->HeldAsRecord(index, q, header.checksum);
       } else if (verified) {
-        // Whole and committed, but nothing a learner can train on.
+        // Whole and committed, but nothing a learner can train on (with
+        // frames: a record whose transition needs a record not held).
         run_.Flush();
         memory_->Remove(index);
         ++invalid_total_;
         ++lease.invalid;
+        if (frames_ != nullptr && options_.verification_log)
+          options_.verification_log->HeldAsRecord(index, q, header.checksum);
       } else if (Recheck(l, q)) {
         break;  // the data may still be on its way: read it again next step
       } else {

@@ -3,9 +3,10 @@ seed): processes are killed, paused and restarted and links dropped and
 stalled, and every invariant must hold: the run exits 0 and its JSON says
 nothing was torn-accepted or lost unexpectedly, and every commit an actor
 saw was ingested or lost with a replaced server. The schedule of a seed is
-fixed, so the server, the learner and the actors are each restarted. Two
-short runs do the same on the same-host transport (--soft_transport=auto)
-and in the learner placement."""
+fixed, so the server, the learner and the actors are each restarted. Three
+short runs do the same on the same-host transport (--soft_transport=auto),
+in the learner placement, and with frames stored once (pixels84, zstd on
+the link)."""
 
 import json
 import os
@@ -19,9 +20,9 @@ DURATION_S = 100
 SMOKE_DURATION_S = 25
 SEED = 7
 KEYS = ["duration_s", "kills", "server_restarts", "learner_restarts", "actor_restarts",
-        "reconnects", "same_host_mappings", "transitions_committed", "torn_rejected",
-        "lost_since_checkpoint", "unexpected_losses", "torn_accepted", "actor_commits_ingested",
-        "actor_commits_lost", "actor_commits_unaccounted"]
+        "reconnects", "same_host_mappings", "transitions_committed", "records_held",
+        "torn_rejected", "lost_since_checkpoint", "unexpected_losses", "torn_accepted",
+        "actor_commits_ingested", "actor_commits_lost", "actor_commits_unaccounted"]
 
 
 def runfile(path):
@@ -68,6 +69,13 @@ class ChaosTest(unittest.TestCase):
 
     def test_a_short_run_of_the_learner_placement_holds_them(self):
         self.run_chaos(SMOKE_DURATION_S, "--replay_placement", "learner")
+
+    def test_a_short_run_with_frames_stored_once_holds_them(self):
+        figures, _ = self.run_chaos(SMOKE_DURATION_S, "--env", "MinAtar/Breakout",
+                                    "--observation", "pixels84", "--frame_stack", "4",
+                                    "--link_codec", "zstd:3", "--actors", "2", "--capacity",
+                                    "4096")
+        self.assertGreater(figures["records_held"], 0)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ or cut what the same-host transport moves through shared memory; with
 --soft_transport=auto the data moves that way, and the proxies fault only
 the connections).
 --replay_placement=learner runs the learner placement instead (the learner
-keeps the replay memory and enforces the replay ratio). Every --event_interval_s on average (an
+keeps the replay memory and enforces the replay ratio). --env MinAtar/...
+--observation pixels84 --frame_stack 4 stores frames once (--link_codec
+compresses them on the link). Every --event_interval_s on average (an
 exponential gap) one event hits one process, chosen uniformly among the
 server, the learner and the actors:
 
@@ -59,7 +61,8 @@ actor_restarts, reconnects (the clients' "reconnecting" log lines),
 same_host_mappings (with --soft_transport=auto, the clients' mappings of
 the server's memory: 0 there is a failure),
 transitions_committed (distinct transitions the server verified and
-ingested), torn_rejected (slots the server declared torn), and
+ingested), records_held (with frames: verified slots taken as frame
+records that add no transition), torn_rejected (slots the server declared torn), and
 lost_since_checkpoint, unexpected_losses, torn_accepted,
 actor_commits_ingested, actor_commits_lost, actor_commits_unaccounted as
 above. Exit

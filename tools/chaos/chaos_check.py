@@ -5,7 +5,11 @@ one per learner start) and checks the invariants tools/chaos/chaos.py promises.
 
 The server's records build a model of its replay memory, slot index by slot
 index: I (ingested) puts (sequence, checksum) at an index, T (torn) counts a
-rejected slot and empties the index. Checkpoints are cut on the core's
+rejected slot and empties the index; with frames stored once, F (a frame
+record that adds no transition) empties the index too, and E removes a
+transition whose records were overwritten (an E before the B record: one
+the restore dropped because a record it needs did not survive the write,
+counted as evicted_at_checkpoint). Checkpoints are cut on the core's
 thread and written while the core runs: K <id> snapshots the model (the
 cut), D <id> names an entry of the cut the writer found overwritten (saved
 absent: the actor was evicting it), C <id> says the write ended. A
@@ -78,6 +82,7 @@ class Report:
         self.torn_accepted = 0
         self.duplicates = 0
         self.evicted_at_checkpoint = 0
+        self.records_held = 0  # F records: frame records that add no transition
         self.unknown_restores = 0  # B records that name no cut of an earlier start
         self.bad_absences = 0  # D or C records that name no entry or cut
         self.reingested_after_restore = 0  # the same transition ingested by a later start
@@ -135,6 +140,7 @@ class Report:
     def figures(self):
         return {
             "transitions_committed": self.transitions_committed,
+            "records_held": self.records_held,
             "torn_rejected": self.torn_rejected,
             "lost_since_checkpoint": self.lost_since_checkpoint,
             "unexpected_losses": self.unexpected_losses,
@@ -145,7 +151,8 @@ class Report:
         }
 
 
-_FIELDS = {"S": 1, "I": 3, "T": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4, "P": 4}
+_FIELDS = {"S": 1, "I": 3, "T": 2, "F": 3, "E": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4,
+           "P": 4}
 
 
 def read_records(path, bad):
@@ -162,7 +169,7 @@ def read_records(path, bad):
         try:
             if kind not in _FIELDS or len(fields) != 1 + _FIELDS[kind]:
                 raise ValueError(kind)
-            if kind in ("I", "R", "A"):
+            if kind in ("I", "F", "R", "A"):
                 values = (int(fields[1]), int(fields[2]), int(fields[3], 16)) + tuple(
                     int(x) for x in fields[4:])
             elif kind == "P":
@@ -205,8 +212,11 @@ def _restores_and_cuts(server_runs, report):
             if kind == "I":
                 model[r[1]] = (r[2], r[3])
                 ingests += 1
-            elif kind == "T":
+            elif kind in ("T", "F"):
                 model.pop(r[1], None)
+            elif kind == "E":
+                if model.get(r[1], (None,))[0] == r[2]:
+                    del model[r[1]]
             elif kind == "K":
                 cuts[(start, r[1])] = {"model": dict(model), "position": ingests, "absent": {},
                                        "written": False}
@@ -237,7 +247,7 @@ def _passed_by_start(server_runs, actor_runs):
     for records in server_runs:
         seen = {}
         for r in records:
-            if r[0] in ("I", "T"):
+            if r[0] in ("I", "T", "F"):
                 seen[r[1]] = max(r[2], seen.get(r[1], r[2]))
         seen_by_start.append(seen)
     start_of_epoch = {}
@@ -300,6 +310,10 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
     back_by = []      # per start: what its restore brought back (valid)
     for run_number, records in enumerate(server_runs):
         restored = {r[1]: (r[2], r[3], r[4]) for r in records if r[0] == "R"}
+        # Frames stored once: transitions the restore dropped because a
+        # record they need did not survive the write (E before the B).
+        b_at = next((k for k, r in enumerate(records) if r[0] == "B"), 0)
+        dropped = {(r[1], r[2]) for r in records[:b_at] if r[0] == "E"}
         model = {}   # index -> (sequence, checksum) the memory holds
         passed = {}  # index -> highest sequence the memory held or rejected there
         if run_number > 0:
@@ -307,7 +321,7 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
             key = restored_cut[run_number]
             cut = cuts[key] if key is not None else {"model": {}, "absent": {}}
             for index, (seq, checksum) in cut["model"].items():
-                if cut["absent"].get(index) == seq:
+                if cut["absent"].get(index) == seq or (index, seq) in dropped:
                     report.evicted_at_checkpoint += 1  # overwritten during the write
                     continue
                 r = restored.get(index)
@@ -349,6 +363,19 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
                 report.torn_rejected += 1
                 passed[index] = max(seq, passed.get(index, seq))
                 model.pop(index, None)
+            elif kind == "F":
+                # A frame record: the server took the actor's commit (and a
+                # learner may be given the record), but the memory holds no
+                # transition there.
+                _, index, seq, checksum = r
+                ingested.setdefault((index, seq), set()).add(checksum)
+                report.records_held += 1
+                passed[index] = max(seq, passed.get(index, seq))
+                model.pop(index, None)
+            elif kind == "E":
+                _, index, seq = r
+                if model.get(index, (None,))[0] == seq:
+                    del model[index]
         ingested_by.append(mine)
     # A server followed by another start lost what it ingested after the cut
     # the next start restored (all it ingested when that cut is older than
@@ -363,7 +390,7 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
         later = set().union(*(set(m) for m in ingested_by[k + 1:]))
         report.lost_since_checkpoint += sum(
             1 for e in set(ingested_by[k][position:]) if e not in back_by[k + 1] and e not in later)
-    report.transitions_committed = sum(len(sums) for sums in ingested.values())
+    report.transitions_committed = len({e for m in ingested_by for e in m})
     _check_actor_commits(server_runs, actor_runs, ingested, report)
 
     for records in learner_runs:

@@ -42,11 +42,51 @@ def P(epoch, index, seq, checksum):
     return ("P", epoch, index, seq, checksum)
 
 
+def F(index, seq, checksum):
+    return ("F", index, seq, checksum)
+
+
+def E(index, seq):
+    return ("E", index, seq)
+
+
 # A checkpoint cut and written at once (cut 1 at epoch 1, cursor 0).
 KC = [K(1), C(1)]
 
 
 class CheckRecordsTest(unittest.TestCase):
+
+    def test_frame_records_and_evictions_are_accounted(self):
+        # Frames stored once: index 3's record adds no transition (F), and
+        # it takes index 0's place; the transition at 1 leaves when a record
+        # it needs is overwritten (E). The cut then holds only index 2.
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1), I(2, 2, 0xa2), F(0, 4, 0xf4), E(1, 1),
+                 F(3, 3, 0xf3)] + KC
+        # The restore drops nothing the cut held: index 2 comes back.
+        second = [B(), R(2, 2, 0xa2), R(0, 4, 0xf4, 0), ("S", 2), I(1, 5, 0xb5)]
+        learner = [A(0, 4, 0xf4), A(2, 2, 0xa2)]  # a record entry and a transition
+        actor = [P(1, 0, 0, 0xa0), P(1, 1, 1, 0xa1), P(1, 2, 2, 0xa2), P(1, 3, 3, 0xf3),
+                 P(1, 0, 4, 0xf4), P(2, 1, 5, 0xb5)]
+        report = chaos_check.check_records([first, second], [learner], actor_runs=[actor])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.records_held, 2)
+        self.assertEqual(report.transitions_committed, 4)
+        self.assertEqual(report.actor_commits_ingested, 6)
+        self.assertEqual(report.unexpected_losses, 0)
+
+    def test_a_transition_the_restore_dropped_for_its_records_is_no_loss(self):
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC
+        # Index 1's transition needs a record the write did not keep: the
+        # restore drops it and says so (an E before the B record).
+        dropped = [E(1, 1), B(), R(0, 0, 0xa0), R(1, 1, 0xa1, 0), ("S", 2)]
+        report = chaos_check.check_records([first, dropped], [])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.evicted_at_checkpoint, 1)
+        # Without the E, the same restore lost a transition.
+        silent = [B(), R(0, 0, 0xa0), R(1, 1, 0xa1, 0), ("S", 2)]
+        report = chaos_check.check_records([first, silent], [])
+        self.assertEqual(report.unexpected_losses, 1)
+        self.assertTrue(report.failures)
 
     def test_a_clean_history_with_a_restart_holds_every_invariant(self):
         first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
@@ -59,6 +99,7 @@ class CheckRecordsTest(unittest.TestCase):
         self.assertEqual(report.failures, [])
         self.assertEqual(report.figures(), {
             "transitions_committed": 5,
+            "records_held": 0,
             "torn_rejected": 0,
             "lost_since_checkpoint": 1,
             "unexpected_losses": 0,
