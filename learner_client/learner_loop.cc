@@ -293,8 +293,8 @@ absl::Status LearnerLoop::Snapshot(bool last) {
   record.index = snapshots_++;
   record.wall_s = WallSeconds();
   record.train_steps = metrics_.train_steps();
-  if (io_.actors != nullptr) {
-    ASSIGN_OR_RETURN(const ActorTotals totals, last ? io_.actors->Read() : io_.actors->ReadKnown());
+  if (io_.actors != nullptr && !last) {  // the last: read once by Run()
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->ReadKnown());
     metrics_.SetActorTotals(totals);
   }
   record.env_steps = metrics_.actor_totals().env_steps;
@@ -304,12 +304,13 @@ absl::Status LearnerLoop::Snapshot(bool last) {
   return io_.on_snapshot(record, absl::MakeConstSpan(params_buffer_.data(), bytes));
 }
 
-absl::Status LearnerLoop::Evaluate() {
+absl::Status LearnerLoop::Evaluate(bool last) {
   ASSIGN_OR_RETURN(const rl::EvaluationResult result,
                    EvaluateGreedy(learner_->online(), options_.env, options_.eval_episodes,
                                   options_.eval_seed, options_.observation));
-  // Solving is stamped with the actors' steps at that moment.
-  if (io_.actors != nullptr) {
+  // Solving is stamped with the actors' steps at that moment (the last
+  // evaluation's: those Run() read at the end).
+  if (io_.actors != nullptr && !last) {
     ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
     metrics_.SetActorTotals(totals);
   }
@@ -324,8 +325,8 @@ absl::Status LearnerLoop::Evaluate() {
 absl::Status LearnerLoop::EmitProgress(bool last) {
   // Only the last record waits for the link: on a link that data saturates
   // a READ's answer queues behind it, and training would stop meanwhile.
-  if (io_.actors != nullptr) {
-    ASSIGN_OR_RETURN(const ActorTotals totals, last ? io_.actors->Read() : io_.actors->ReadKnown());
+  if (io_.actors != nullptr && !last) {  // the last: read once by Run()
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->ReadKnown());
     metrics_.SetActorTotals(totals);
   }
   if (io_.link_stats) {
@@ -391,7 +392,7 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(PublishDueParams());
     now = absl::Now();
     if (now >= next_eval) {
-      RETURN_IF_ERROR(Evaluate());
+      RETURN_IF_ERROR(Evaluate(/*last=*/false));
       now = absl::Now();
       next_eval = now + options_.eval_interval;
       if (metrics_.solved() && options_.stop_when_solved) {
@@ -409,9 +410,15 @@ absl::Status LearnerLoop::Run(const std::atomic<bool>& stop) {
       next_progress = now + options_.progress_interval;
     }
   }
+  // The actors' totals at the end, read once (waiting for the link): the
+  // last snapshot and the last record count the same steps.
+  if (io_.actors != nullptr) {
+    ASSIGN_OR_RETURN(const ActorTotals totals, io_.actors->Read());
+    metrics_.SetActorTotals(totals);
+  }
   RETURN_IF_ERROR(Snapshot(/*last=*/true));
   if (evaluates && !solved_stop && !(metrics_.solved() && options_.stop_when_solved)) {
-    RETURN_IF_ERROR(Evaluate());
+    RETURN_IF_ERROR(Evaluate(/*last=*/true));
   }
   end_ = absl::Now();
   RETURN_IF_ERROR(EmitProgress(/*last=*/true));

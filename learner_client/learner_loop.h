@@ -369,12 +369,15 @@ class LearnerLoop {
   // Publishes the current parameters if a publication is due and the link
   // is free of the previous one (ParamsSink::PublishIfIdle).
   absl::Status PublishDueParams();
-  // `last`: the run's last snapshot, with the actors' counts read now (as
-  // the last progress record's); otherwise with what is known.
+  // `last`: the run's last snapshot, with the actors' counts Run() read at
+  // the end (the last progress record's too); otherwise with what is known.
   absl::Status Snapshot(bool last);
-  absl::Status Evaluate();
-  // `last`: the run's last record, from counters read now; otherwise from
-  // what is known without waiting for the link.
+  // `last`: the evaluation after the last snapshot, stamped with the
+  // actors' counts Run() read at the end.
+  absl::Status Evaluate(bool last);
+  // `last`: the run's last record, from counters read now (the actors':
+  // those Run() read at the end); otherwise from what is known without
+  // waiting for the link.
   absl::Status EmitProgress(bool last);
 
   const LearnerLoopOptions options_;

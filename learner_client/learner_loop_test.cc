@@ -130,10 +130,12 @@ class FakeActors : public ActorStatsSource {
  public:
   absl::StatusOr<ActorTotals> Read() override {
     ++reads;
+    totals.env_steps += steps_per_read;  // actors that go on stepping
     return totals;
   }
   ActorTotals totals;
   int reads = 0;
+  uint64_t steps_per_read = 0;
 };
 
 LearnerLoopOptions SmallOptions(ReplayPlacement placement) {
@@ -362,6 +364,31 @@ TEST(LearnerLoopTest, RefusesANegativeOrInfiniteUpdateRate) {
               absl::StatusCode::kInvalidArgument)
         << rate;
   }
+}
+
+// The actors step on while the run ends (and an evaluation runs): the last
+// snapshot and the summary must count the same steps.
+TEST(LearnerLoopTest, TheLastSnapshotAndTheSummaryCountTheSameEnvSteps) {
+  FakeBatches batches(1000000);
+  FakeActors actors;
+  actors.steps_per_read = 100;
+  LearnerLoopOptions o = SmallOptions(ReplayPlacement::kBuffer);
+  o.duration = absl::Milliseconds(200);
+  o.snapshot_interval = absl::Milliseconds(50);
+  o.eval_interval = absl::Milliseconds(100);
+  std::vector<SnapshotRecord> records;
+  LearnerIo io{&batches, nullptr, nullptr, &actors, {}, {}};
+  io.on_snapshot = [&](const SnapshotRecord& r, absl::Span<const uint8_t>) {
+    records.push_back(r);
+    return absl::OkStatus();
+  };
+  auto loop = LearnerLoop::Create(o, io);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const std::atomic<bool> stop{false};
+  ASSERT_TRUE((*loop)->Run(stop).ok());
+  ASSERT_FALSE(records.empty());
+  EXPECT_GT(records.back().env_steps, 0u);
+  EXPECT_EQ(records.back().env_steps, (*loop)->Summary().env_steps);
 }
 
 TEST(LearnerLoopTest, RefusesStopWhenSolvedWithoutEvaluationsAndSnapshotsWithoutASink) {
