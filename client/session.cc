@@ -59,7 +59,7 @@ absl::Status ClientSessionOptions::Validate() const {
   }
   if (learner_cache && learner_placement) {
     return absl::InvalidArgumentError(
-        "ClientSessionOptions.learner_cache=true is for the buffer placement, but "
+        "ClientSessionOptions.learner_cache=true is for the buffer and hybrid placements, but "
         "learner_placement=true");
   }
   if (auth_token.size() > protocol::kMaxAuthTokenBytes) {

@@ -321,6 +321,14 @@ const uint8_t* StagedBatch::cached_slot(uint64_t index, uint64_t sequence) const
   return cache_.slots + index * cache_.slot_size;
 }
 
+const uint8_t* BatchReader::cached_slot(uint64_t index, uint64_t sequence) const {
+  if (index >= cache_sequence_.size() ||
+      cache_sequence_[index] != protocol::CommitValue(sequence)) {
+    return nullptr;
+  }
+  return cache_slots_.get() + index * session_->config().slot_size;
+}
+
 void BatchReader::Resolve(uint32_t b) {
   const LayoutConfig& config = session_->config();
   const uint8_t* img = image(b);
@@ -433,6 +441,9 @@ absl::Status BatchReader::Resync() {
   const bool same_epoch = line.epoch == epoch_ && line.incarnation == incarnation_;
   if (epoch_ != 0 && !same_epoch) ++stats_.epoch_changes;
   if (!same_epoch) highest_returned_ = 0;
+  // A restored server may write other records under sequences the cache
+  // holds (those after its checkpoint): none is served again.
+  if (!same_epoch) std::fill(cache_sequence_.begin(), cache_sequence_.end(), 0);
   if (same_epoch && line.batches_released < highest_returned_) {
     stats_.redelivered += highest_returned_ - line.batches_released;
     highest_returned_ = line.batches_released;

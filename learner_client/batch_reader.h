@@ -218,6 +218,11 @@ class BatchReader {
   uint64_t epoch() const { return epoch_; }
   uint32_t depth() const { return depth_; }
   const BatchReaderStats& stats() const { return stats_; }
+  // The learner cache's copy of slot `index` (SlotHeader, then payload)
+  // if it holds exactly `sequence` there; nullptr otherwise, and always
+  // without the cache. Valid until the next Next(). The cache forgets
+  // everything when the server restarts (a new epoch or incarnation).
+  const uint8_t* cached_slot(uint64_t index, uint64_t sequence) const;
 
  private:
   enum class State : uint8_t {

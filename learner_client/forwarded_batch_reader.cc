@@ -16,7 +16,8 @@ absl::Status ForwardedBatchReaderOptions::Validate() const {
   RETURN_IF_ERROR(batch_reader.Validate());
   if (batch_reader.learner_cache) {
     return absl::InvalidArgumentError(
-        "a forwarded transition crosses once: the learner cache must stay off");
+        "a forwarded transition crosses once: the learner cache stays off (the reader keeps "
+        "frame records itself when the server stores frames once)");
   }
   if (generated_read_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("generated_read_interval must be >= 0");
@@ -33,7 +34,12 @@ absl::StatusOr<std::unique_ptr<ForwardedBatchReader>> ForwardedBatchReader::Crea
         "uniform, or fifo) for the hybrid placement");
   }
   std::unique_ptr<ForwardedBatchReader> reader(new ForwardedBatchReader(session, options));
-  ASSIGN_OR_RETURN(reader->reader_, BatchReader::Create(session, options.batch_reader));
+  BatchReaderOptions batches = options.batch_reader;
+  // Frames stored once: every record received is kept by its slot, where
+  // the replay's stacks are assembled from (and the server, told of the
+  // cache, leaves out what is kept).
+  batches.learner_cache = session->config().frame_stack > 0;
+  ASSIGN_OR_RETURN(reader->reader_, BatchReader::Create(session, batches));
   ASSIGN_OR_RETURN(reader->writer_, PriorityWriter::Create(session));
   // Generated transitions are counted from here.
   ASSIGN_OR_RETURN(reader->line_,
@@ -49,6 +55,18 @@ absl::StatusOr<bool> ForwardedBatchReader::AnswerableBy(absl::Time deadline) {
     if (now >= deadline) return false;
     absl::SleepFor(std::min(deadline - now, kAnswerPoll));
   }
+}
+
+absl::Span<const uint8_t> ForwardedBatchReader::HeldRecord(uint32_t lease,
+                                                           uint64_t sequence) const {
+  const protocol::LayoutConfig& c = session_->config();
+  if (lease >= c.leases) return {};
+  const uint8_t* slot =
+      reader_->cached_slot(protocol::LeaseSlotIndex(c, lease, sequence), sequence);
+  if (slot == nullptr) return {};
+  const auto* header = reinterpret_cast<const protocol::SlotHeader*>(slot);
+  if (sizeof(protocol::SlotHeader) + header->payload_length > c.slot_size) return {};
+  return absl::MakeConstSpan(slot + sizeof(protocol::SlotHeader), header->payload_length);
 }
 
 void ForwardedBatchReader::Take(const StagedBatch& batch, std::vector<ForwardedTransition>* out) {

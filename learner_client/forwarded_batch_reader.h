@@ -64,7 +64,8 @@ inline constexpr absl::Duration kAnswerPoll = absl::Microseconds(200);
 
 struct ForwardedBatchReaderOptions {
   // depth and verify_slots; learner_cache must stay off (a forwarded
-  // transition never crosses again).
+  // transition never crosses again; with frames stored once the reader
+  // keeps the records itself).
   BatchReaderOptions batch_reader;
   absl::Duration generated_read_interval = absl::Milliseconds(20);
 
@@ -87,6 +88,13 @@ class ForwardedBatchReader {
   // The server's ingest cursor as last READ.
   uint64_t server_ingested() const { return line_->known().ingest_cursor; }
   const BatchReaderStats& stats() const { return reader_->stats(); }
+
+  // Frames stored once (the server's frame_stack > 0): the reader keeps
+  // every record it receives (transitions and the records they need) by
+  // its server slot, and this is the payload of (lease, sequence) while
+  // that slot holds it; empty otherwise, and always without frames. Valid
+  // until the next Next().
+  absl::Span<const uint8_t> HeldRecord(uint32_t lease, uint64_t sequence) const;
 
  private:
   ForwardedBatchReader(client::ClientSession* session, const ForwardedBatchReaderOptions& options)

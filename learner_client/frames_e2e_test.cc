@@ -5,7 +5,9 @@
 // of random lengths into a lease it laps many times, while a learner READs
 // staged batches (with and without the transfer-once cache, raw and
 // compressed on the link with zstd), assembles each
-// transition's stacks (FrameBatchAssembler) and answers with priorities.
+// transition's stacks (FrameBatchAssembler) and answers with priorities;
+// or keeps its own replay of what the server forwards (the learner and
+// hybrid placements) and samples from it.
 // Every transition that reaches the learner must equal, byte for byte, the
 // one the actor built from its own frame stacks (an n-step accumulator over
 // the stacked observations), whatever was overwritten meanwhile.
@@ -220,30 +222,50 @@ INSTANTIATE_TEST_SUITE_P(WithAndWithoutTheLearnerCacheAndLinkCompression, Frames
                                                std::get<1>(info.param) ? "Zstd" : "Raw");
                          });
 
+// A learner that keeps its own replay (LocalReplaySource).
+struct LocalReplayCase {
+  const char* name;
+  ReplayPlacement placement;
+  protocol::ForwardMode forward;  // hybrid: the server's forwarder
+  bool learner_cache;             // hybrid: records held are not sent again
+  bool link_codec;
+};
+
+class FramesLocalReplayTest : public ::testing::TestWithParam<LocalReplayCase> {};
+
 // The learner placement: every record is forwarded in order and kept in
-// the learner's own replay (LocalReplaySource with a LocalFrameStore);
-// every transition it samples to train on is one the actor built, byte for
-// byte (looked up by its observation stack, which the random frames make
-// unique).
-TEST(FramesLearnerPlacementTest, EveryTransitionSampledIsOneTheActorBuilt) {
+// the learner's own replay (a LocalFrameStore). The hybrid placement: the
+// server forwards transitions by priority (or oldest first), each once,
+// with the records their stacks need; the learner keeps every record by
+// its server slot and assembles from there (a ForwardedFrameIndex).
+// Either way every transition it samples to train on is one the actor
+// built, byte for byte (looked up by its observation stack, which the
+// random frames make unique).
+TEST_P(FramesLocalReplayTest, EveryTransitionSampledIsOneTheActorBuilt) {
+  const LocalReplayCase& c = GetParam();
   const Stream stream = MakeStream(17);
   std::multimap<std::vector<float>, const rl::Transition*> by_observation;
   for (const auto& [q, t] : stream.transitions) by_observation.emplace(t.observation, &t);
   auto server_host = testing::SoftProvider();
   auto actor_host = testing::SoftProvider();
   auto learner_host = testing::SoftProvider();
-  auto server = testing::StartServer(server_host.get(), FramesServerOptions(false));
+  server::ReplayServerOptions server_options = FramesServerOptions(c.link_codec);
+  server_options.core.sampler.forward = c.forward;
+  auto server = testing::StartServer(server_host.get(), server_options);
   client::ClientSessionOptions learner_options = testing::SessionOptions(*server, Role::kLearner);
-  learner_options.learner_placement = true;
+  learner_options.learner_placement = c.placement == ReplayPlacement::kLearner;
+  learner_options.learner_cache = c.learner_cache;
   auto learner = client::ClientSession::Connect(learner_host.get(), learner_options);
   ASSERT_TRUE(learner.ok()) << learner.status();
   LearnerServiceIoOptions io_options;
-  io_options.placement = ReplayPlacement::kLearner;
+  io_options.placement = c.placement;
   auto io = LearnerServiceIo::Create(learner->get(), io_options);
   ASSERT_TRUE(io.ok()) << io.status();
   LearnerLoopOptions loop;
-  loop.placement = ReplayPlacement::kLearner;
-  loop.memory.capacity = 512;
+  loop.placement = c.placement;
+  // Hybrid: the records are kept by server slot (256 here), so a local
+  // replay of more transitions than that would outlive its records.
+  loop.memory.capacity = c.placement == ReplayPlacement::kLearner ? 512 : 128;
   loop.batch_size = 8;
   loop.min_replay_size = 64;
   loop.samples_per_insert = 1;
@@ -294,12 +316,36 @@ TEST(FramesLearnerPlacementTest, EveryTransitionSampledIsOneTheActorBuilt) {
   actor.Join();
   ASSERT_TRUE(actor.status.ok()) << actor.status;
   ASSERT_TRUE(actor.done) << "the actor did not finish in time";
-  LOG(INFO) << "checked " << checked << " sampled transitions; local memory "
-            << (*source)->local_size() << ", dropped " << (*source)->transitions_dropped();
+  const LinkStats link = (*io)->link_stats();
+  LOG(INFO) << c.name << ": checked " << checked << " sampled transitions; local memory "
+            << (*source)->local_size() << ", dropped " << (*source)->transitions_dropped()
+            << "; transitions fetched " << link.transitions_fetched << ", experience bytes "
+            << link.experience;
   EXPECT_GE(checked, 800u);
-  EXPECT_EQ((*source)->transitions_dropped(), 0u);
   EXPECT_GT((*source)->local_size(), 64u);
+  if (c.placement == ReplayPlacement::kLearner) {
+    EXPECT_EQ((*source)->transitions_dropped(), 0u);
+  } else {
+    // Each transition crossed once. Those whose records the learner's
+    // store (by server slot) replaced since leave its replay when sampled:
+    // prioritized forwarding takes some near the ring's tail, whose slots
+    // a newer record soon replaces (up to a tenth of the rows here).
+    EXPECT_EQ(link.transitions_fetched, link.distinct_transitions_fetched);
+    EXPECT_LT((*source)->transitions_dropped(), checked / 4);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Placements, FramesLocalReplayTest,
+    ::testing::Values(LocalReplayCase{"Learner", ReplayPlacement::kLearner,
+                                      protocol::ForwardMode::kForwardOff, false, false},
+                      LocalReplayCase{"HybridPriorityCacheZstd", ReplayPlacement::kHybrid,
+                                      protocol::ForwardMode::kForwardPriority, true, true},
+                      LocalReplayCase{"HybridPriorityNoCache", ReplayPlacement::kHybrid,
+                                      protocol::ForwardMode::kForwardPriority, false, false},
+                      LocalReplayCase{"HybridFifoCache", ReplayPlacement::kHybrid,
+                                      protocol::ForwardMode::kForwardFifo, true, false}),
+    [](const ::testing::TestParamInfo<LocalReplayCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace dreplay::learner

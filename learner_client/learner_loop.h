@@ -163,6 +163,15 @@ class TransitionStream {
   // seen without asking the link; nullopt when the stream does not know.
   // May start again lower after a server restart.
   virtual std::optional<uint64_t> generated() const { return std::nullopt; }
+  // Frames stored once, hybrid placement: the stream keeps every record
+  // it received, by the server's slot (the forwarded batches leave out
+  // those it holds), and HeldRecord() finds the record of (lease, sequence)
+  // while it is kept, empty otherwise. Streams that hand over every record
+  // in order (the learner placement) keep none.
+  virtual bool keeps_records() const { return false; }
+  virtual absl::Span<const uint8_t> HeldRecord(uint32_t /*lease*/, uint64_t /*sequence*/) const {
+    return {};
+  }
 };
 
 // Where the learner publishes its parameters.

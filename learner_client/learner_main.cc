@@ -122,7 +122,9 @@ DEFINE_int32(forward_chunks_in_flight, 8,
 DEFINE_bool(learner_cache, true,
             "buffer placement: keep the transitions already fetched and READ only the batch "
             "entries not held (transfer-once: each transition crosses the link at most once; "
-            "what is learned is the same). --nolearner_cache READs every entry");
+            "what is learned is the same). Hybrid placement with frames stored once: the "
+            "frame records already received are not sent again. --nolearner_cache READs every "
+            "entry");
 DEFINE_int32(probe_size, 1024,
              "transitions in the probe set (random actions in the learner's own environment, "
              "collected at the start) whose unweighted TD loss is reported (0: none)");
@@ -297,9 +299,12 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   RETURN_IF_ERROR(CheckAtLeast("forward_chunk_slots", FLAGS_forward_chunk_slots, 1));
   RETURN_IF_ERROR(CheckAtLeast("forward_chunks_in_flight", FLAGS_forward_chunks_in_flight, 1));
   RETURN_IF_ERROR(CheckAtLeast("n_step", FLAGS_n_step, 1));
-  // The server stages references only for a learner that keeps what it gets.
+  // The server stages references only for a learner that keeps what it gets:
+  // the buffer placement's cache, or the hybrid placement's frame records
+  // (with frames stored once; a server without frames ignores it there).
   const bool learner_cache = FLAGS_learner_cache && o.placement == ReplayPlacement::kBuffer;
-  c.connection.session.learner_cache = learner_cache;
+  c.connection.session.learner_cache =
+      FLAGS_learner_cache && o.placement != ReplayPlacement::kLearner;
   c.io.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
   c.io.learner_cache = learner_cache;
   c.io.forward_policy = FLAGS_forward_policy;

@@ -37,9 +37,17 @@ LocalReplaySource::LocalReplaySource(const LearnerLoopOptions& options, Transiti
   // Where the stream starts forwarding: counting starts there too.
   generated_seen_ = stream->generated();
   if (context.frame_stack > 0) {
-    frames_ = std::make_unique<LocalFrameStore>(
-        memory_->capacity(), context.frame_stack,
-        static_cast<size_t>(context.observation_size / context.frame_stack));
+    const auto frame_bytes = static_cast<size_t>(context.observation_size / context.frame_stack);
+    if (stream->keeps_records()) {
+      forwarded_ = std::make_unique<ForwardedFrameIndex>(
+          memory_->capacity(), context.frame_stack, frame_bytes,
+          [stream](uint32_t lease, uint64_t sequence) {
+            return stream->HeldRecord(lease, sequence);
+          });
+    } else {
+      frames_ =
+          std::make_unique<LocalFrameStore>(memory_->capacity(), context.frame_stack, frame_bytes);
+    }
   }
 }
 
@@ -52,8 +60,14 @@ absl::Status LocalReplaySource::AcceptRecords() {
     const uint64_t sequence = records_arrived_++;
     const uint64_t index = sequence & mask;
     bool insert = false;
-    const absl::Status s = frames_->Accept(index, sequence, item.lease, item.lease_sequence,
-                                           item.payload, memory_.get(), &insert);
+    absl::Status s;
+    if (forwarded_ != nullptr) {
+      if (memory_->valid(index)) memory_->Remove(index);  // the arrival takes its slot
+      s = forwarded_->Accept(index, item.lease, item.lease_sequence, item.payload, &insert);
+    } else {
+      s = frames_->Accept(index, sequence, item.lease, item.lease_sequence, item.payload,
+                          memory_.get(), &insert);
+    }
     if (!s.ok()) {
       drops_.Count(1, absl::StrCat("forwarded record ", item.lease_sequence, " of lease ",
                                    item.lease, ": ", s.message()));
@@ -69,7 +83,7 @@ absl::Status LocalReplaySource::AcceptRecords() {
 
 absl::Status LocalReplaySource::Accept() {
   if (!stream_->generated().has_value()) limiter_.Inserted(arrivals_.size());
-  if (frames_ != nullptr) return AcceptRecords();
+  if (frames_ != nullptr || forwarded_ != nullptr) return AcceptRecords();
   kept_arrivals_.clear();
   for (const ForwardedItem& item : arrivals_) {
     // The encoding, without the actor's padding, is what is stored.
@@ -126,18 +140,38 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
   batch->Clear();
   weights->resize(sampled_count_);
   const uint64_t now_ns = context_.wall_clock_ns();
+  int rows = 0;
   for (int i = 0; i < sampled_count_; ++i) {
-    RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
-    if (frames_ != nullptr) {
-      // The memory holds only transitions whose records the store holds.
-      RETURN_IF_ERROR(frames_->Assemble(items_[i].index, batch));
+    if (frames_ != nullptr || forwarded_ != nullptr) {
+      ASSIGN_OR_RETURN(const bool assembled, AssembleFrames(items_[i].index, batch));
+      if (!assembled) continue;
     } else {
       RETURN_IF_ERROR(batch->AddEncoded(
           absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
     }
-    (*weights)[i] = items_[i].weight;
+    RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
+    items_[rows] = items_[i];
+    (*weights)[rows++] = items_[i].weight;
   }
-  return true;
+  sampled_count_ = rows;
+  weights->resize(rows);
+  return rows > 0;
+}
+
+absl::StatusOr<bool> LocalReplaySource::AssembleFrames(uint64_t index, rl::TransitionBatch* batch) {
+  // The learner placement's memory holds only transitions whose records
+  // the store holds.
+  if (frames_ != nullptr) {
+    RETURN_IF_ERROR(frames_->Assemble(index, batch));
+    return true;
+  }
+  const absl::Status s = forwarded_->Assemble(index, batch);
+  if (s.ok()) return true;
+  if (!absl::IsNotFound(s)) return s;
+  // A record it needs was replaced in the stream's store since it arrived.
+  memory_->Remove(index);
+  drops_.Count(1, absl::StrCat("evicted from the local replay: ", s.message()));
+  return false;
 }
 
 absl::Status LocalReplaySource::Idle(absl::Duration timeout) {

@@ -26,9 +26,15 @@
 // extra forward pass: MetricsRecorder::RecordFirstUse).
 //
 // Frames stored once (context.frame_stack > 0): the arrivals are frame
-// records; a LocalFrameStore keeps them, the memory holds the transitions
-// whose records are all held, and batches are assembled from the store.
-// A record that does not decode is left out and counted.
+// records. Learner placement: every record arrives, in each lease's order;
+// a LocalFrameStore keeps them, the memory holds the transitions whose
+// records are all held, and batches are assembled from the store. Hybrid
+// placement: transitions arrive in the forwarder's order and the stream
+// keeps the records (TransitionStream::keeps_records()); a
+// ForwardedFrameIndex assembles from them, and a sampled transition whose
+// record the stream no longer holds leaves the memory and its row the
+// batch (counted in transitions_dropped(), as evicted). A record that
+// does not decode is left out and counted.
 //
 // Bad data: a forwarded transition that does not decode to the
 // environment's shape, or that rl::CheckTrainable refuses, is left out and
@@ -47,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "learner_client/forwarded_frames.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/local_frames.h"
 #include "learner_client/replay_source.h"
@@ -80,8 +87,11 @@ class LocalReplaySource : public ReplaySource {
                     std::unique_ptr<replay::ReplayMemory> memory);
   // Decodes, checks, measures and stores arrivals_ (what the stream gave).
   absl::Status Accept();
-  // The same for frame records (frames_).
+  // The same for frame records (frames_ or forwarded_).
   absl::Status AcceptRecords();
+  // Appends sampled slot `index`'s stacks to `batch`; false when the
+  // hybrid stream no longer holds a record it needs (it is removed).
+  absl::StatusOr<bool> AssembleFrames(uint64_t index, rl::TransitionBatch* batch);
   // Takes what the stream gives within `timeout`, counts what the server
   // ingested since the last reading as inserted, and Accept()s arrivals.
   absl::Status Receive(absl::Duration timeout);
@@ -94,8 +104,9 @@ class LocalReplaySource : public ReplaySource {
   DropCounter drops_;
   replay::RateLimiter limiter_;
   std::unique_ptr<replay::ReplayMemory> memory_;
-  std::unique_ptr<LocalFrameStore> frames_;  // frames stored once
-  uint64_t records_arrived_ = 0;             // numbers the frame records by arrival
+  std::unique_ptr<LocalFrameStore> frames_;         // frames stored once, learner placement
+  std::unique_ptr<ForwardedFrameIndex> forwarded_;  // and hybrid placement
+  uint64_t records_arrived_ = 0;                    // numbers the frame records by arrival
   // The payloads, one payload_size_ slot per ring index, and their
   // insert times (ForwardedItem::insert_time_ns).
   std::vector<uint8_t> ring_;

@@ -35,12 +35,6 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
   const uint32_t frame_stack = session->config().frame_stack;
-  if (frame_stack > 0 && options.placement == ReplayPlacement::kHybrid) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the server stores frames once (frame_stack=", frame_stack, "), which the ",
-                     ReplayPlacementName(options.placement),
-                     " placement does not support yet: use the buffer or the learner placement"));
-  }
   if (frame_stack > 0) {
     io->frames_ = std::make_unique<FrameBatchAssembler>(session->config());
   }
@@ -53,7 +47,9 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
   } else if (options.placement == ReplayPlacement::kHybrid) {
     ForwardedBatchReaderOptions reader;
     reader.batch_reader = options.batch_reader;
-    reader.batch_reader.learner_cache = false;  // a forwarded transition crosses once
+    // A forwarded transition crosses once; with frames the reader keeps
+    // the records itself.
+    reader.batch_reader.learner_cache = false;
     ASSIGN_OR_RETURN(io->forwarded_reader_, ForwardedBatchReader::Create(session, reader));
   } else {
     ForwardReaderOptions reader = options.forward_reader;
@@ -258,6 +254,15 @@ absl::Status LearnerServiceIo::Next(absl::Duration timeout, std::vector<Forwarde
     if (options_.verification_log) RecordForwarded(t);
   }
   return absl::OkStatus();
+}
+
+bool LearnerServiceIo::keeps_records() const {
+  return forwarded_reader_ != nullptr && session_->config().frame_stack > 0;
+}
+
+absl::Span<const uint8_t> LearnerServiceIo::HeldRecord(uint32_t lease, uint64_t sequence) const {
+  if (forwarded_reader_ == nullptr) return {};
+  return forwarded_reader_->HeldRecord(lease, sequence);
 }
 
 void LearnerServiceIo::RecordForwarded(const ForwardedTransition& t) {

@@ -130,6 +130,8 @@ class LearnerServiceIo : public BatchSource,
   // TransitionStream (learner and hybrid placements).
   absl::Status Next(absl::Duration timeout, std::vector<ForwardedItem>* out) override;
   std::optional<uint64_t> generated() const override;
+  bool keeps_records() const override;
+  absl::Span<const uint8_t> HeldRecord(uint32_t lease, uint64_t sequence) const override;
   // ParamsSink.
   absl::Status Publish(absl::Span<const uint8_t> params) override;
   absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;

@@ -126,13 +126,18 @@ enum class Fate {
 };
 
 // Plays a ReplayCore's actors (one FrameRecorder per lease) and learner,
-// and keeps the model the core is checked against after every step.
+// and keeps the model the core is checked against after every step. With
+// `forward` (the hybrid placement) each staged transition leaves the
+// memory, and the learner answers every batch with an update of no records.
 class FramesHarness {
  public:
-  explicit FramesHarness(const Shape& shape, bool learner_cache = false)
-      : shape_(shape), random_(shape.seed) {
+  explicit FramesHarness(const Shape& shape, bool learner_cache = false,
+                         protocol::ForwardMode forward = protocol::ForwardMode::kForwardOff)
+      : shape_(shape), forward_(forward), random_(shape.seed) {
     regions_ = ReplayRegions::Create(FramesConfig(shape)).value();
-    auto core = ReplayCore::Create(regions_.get(), CoreOptions(shape.seed), &clock_);
+    ReplayCoreOptions options = CoreOptions(shape.seed);
+    options.sampler.forward = forward;
+    auto core = ReplayCore::Create(regions_.get(), options, &clock_);
     EXPECT_TRUE(core.ok()) << core.status();
     core_ = std::move(core).value();
     lease_slots_ = protocol::LeaseSlots(config());
@@ -223,9 +228,10 @@ class FramesHarness {
     for (uint32_t l = 0; l < shape_.leases; ++l) {
       EXPECT_EQ(LoadAcquire(&regions_->lease_line(l)->ingest_cursor), leases_[l]->next_write);
     }
+    // The batches first: a forwarded transition left the memory when staged.
+    CheckBatches();
     CheckMemory();
     CheckCounters();
-    CheckBatches();
   }
 
   // Saves a checkpoint at `path` and restores it into the core, as a
@@ -247,6 +253,10 @@ class FramesHarness {
   uint64_t transitions_staged() const { return transitions_staged_; }
   uint64_t records_staged() const { return records_staged_; }
   uint64_t references_staged() const { return references_staged_; }
+  // Transitions forwarded (staged once each), and the most times any one
+  // record's slot was copied into a batch.
+  uint64_t forwarded() const { return forwarded_.size(); }
+  int most_copies() const { return most_copies_; }
   uint64_t frames_evicted() const { return Stats().frames_evicted; }
 
   protocol::StatsBlock Stats() const {
@@ -262,6 +272,7 @@ class FramesHarness {
     const uint64_t end = lease.next_write;
     const uint64_t tail = end > lease_slots_ ? end - lease_slots_ : 0;
     if (q < tail || q >= end || !lease.accepted[q]) return false;
+    if (forwarded_.count({l, q}) > 0) return false;  // left when forwarded
     for (const uint16_t d : lease.facts[q].refs) {
       if (q - d < tail) return false;  // overwritten since
     }
@@ -394,9 +405,10 @@ class FramesHarness {
     EXPECT_EQ(s.inserted, inserted_);
     EXPECT_EQ(s.frames_missing, missing_);
     EXPECT_EQ(s.frame_only_records, frame_only_);
-    // Every inserted transition that is gone left when a record it needs
-    // was overwritten: its oldest record goes before its own slot does.
-    EXPECT_EQ(s.frames_evicted, inserted_ - core_->memory().size());
+    // Every inserted transition that is gone was forwarded or left when a
+    // record it needs was overwritten: its oldest record goes before its
+    // own slot does.
+    EXPECT_EQ(s.frames_evicted, inserted_ - core_->memory().size() - forwarded_.size());
     EXPECT_EQ(s.transitions_invalid, 0u);
     EXPECT_EQ(s.torn_slots, 0u);
     EXPECT_EQ(s.overrun_slots, skipped_);
@@ -464,6 +476,7 @@ class FramesHarness {
         const uint8_t* payload = slot + sizeof(protocol::SlotHeader);
         record.assign(payload, payload + slot_header.payload_length);
         learner_holds_[index] = {q, record};
+        most_copies_ = std::max(most_copies_, ++copies_[{l, q}]);
       }
       // Byte for byte what the actor wrote there.
       const absl::Span<const uint8_t> written = Written(l, q);
@@ -475,6 +488,11 @@ class FramesHarness {
         EXPECT_TRUE(ModelHolds(l, q)) << "transition " << q << " of lease " << l
                                       << " staged though a record it needs is not held";
         transitions.insert({index, q});
+        if (forward_ != protocol::ForwardMode::kForwardOff) {
+          EXPECT_EQ(entry[k].weight, 1.0f);
+          EXPECT_TRUE(forwarded_.insert({l, q}).second)
+              << "transition " << q << " of lease " << l << " forwarded twice";
+        }
       } else {
         EXPECT_EQ(entry[k].weight, 0.0f);
       }
@@ -548,10 +566,12 @@ class FramesHarness {
     }
     transitions_staged_ += header.count;
     records_staged_ += header.record_count;
+    if (forward_ != protocol::ForwardMode::kForwardOff) update.clear();
     testing::WriteUpdate(*regions_, n, epoch_, update);
   }
 
   const Shape shape_;
+  const protocol::ForwardMode forward_;
   std::mt19937 random_;
   FakeClock clock_;
   std::unique_ptr<ReplayRegions> regions_;
@@ -566,6 +586,9 @@ class FramesHarness {
   uint64_t inserted_ = 0, missing_ = 0, frame_only_ = 0;
   uint64_t batches_checked_ = 0, transitions_staged_ = 0, records_staged_ = 0;
   uint64_t references_staged_ = 0;
+  std::set<std::pair<uint32_t, uint64_t>> forwarded_;  // (lease, sequence)
+  std::map<std::pair<uint32_t, uint64_t>, int> copies_;
+  int most_copies_ = 0;
 };
 
 }  // namespace dreplay::server::frames_testing

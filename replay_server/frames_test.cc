@@ -293,20 +293,55 @@ TEST(FramesTest, ACheckpointRestoreKeepsEveryTransitionAndItsRecords) {
   EXPECT_GT(h.next_sequence(0), 2 * h.lease_slots());
 }
 
-TEST(FramesTest, CreateRefusesFrameStackWithForwarding) {
+// The hybrid placement: each transition is forwarded once, with the
+// records its stacks need; the learner keeps what it receives, so no
+// record's slot crosses twice, and one that a later forwarded transition
+// needs as its own record is staged as a reference.
+class ForwardedFramesTest : public ::testing::TestWithParam<protocol::ForwardMode> {};
+
+TEST_P(ForwardedFramesTest, EachTransitionOnceAndEachRecordAtMostOnce) {
   Shape shape;
-  std::unique_ptr<ReplayRegions> regions = ReplayRegions::Create(FramesConfig(shape)).value();
-  FakeClock clock;
-  for (const protocol::ForwardMode mode :
-       {protocol::ForwardMode::kForwardPriority, protocol::ForwardMode::kForwardFifo}) {
-    ReplayCoreOptions options = CoreOptions(1);
-    options.sampler.forward = mode;
-    const auto core = ReplayCore::Create(regions.get(), options, &clock);
-    EXPECT_TRUE(absl::IsInvalidArgument(core.status())) << core.status();
-    EXPECT_NE(core.status().message().find("frame_stack"), std::string::npos) << core.status();
+  shape.depth = 4;
+  shape.frame_bytes = 16;
+  shape.n = 3;
+  shape.environments = 2;
+  shape.leases = 2;
+  shape.capacity = 256;
+  shape.seed = 12;
+  FramesHarness h(shape, /*learner_cache=*/true, GetParam());
+  for (int step = 0; step < 300; ++step) {
+    h.WriteSome(20);
+    h.Step();
+    if (::testing::Test::HasFailure()) return;
   }
-  EXPECT_TRUE(ReplayCore::Create(regions.get(), CoreOptions(1), &clock).ok());
+  EXPECT_GT(h.batches_checked(), 100u);
+  EXPECT_EQ(h.forwarded(), h.transitions_staged());
+  EXPECT_GT(h.forwarded(), h.inserted() / 2);
+  EXPECT_GT(h.records_staged(), 0u);
+  EXPECT_EQ(h.most_copies(), 1);
+  EXPECT_GT(h.next_sequence(0), 2 * h.lease_slots());  // the leases lapped
 }
+
+TEST_P(ForwardedFramesTest, WithoutTheLearnerCacheEveryNeededRecordIsStagedAgain) {
+  Shape shape;
+  shape.depth = 4;
+  shape.frame_bytes = 16;
+  shape.capacity = 256;
+  shape.seed = 13;
+  FramesHarness h(shape, /*learner_cache=*/false, GetParam());
+  for (int step = 0; step < 200; ++step) {
+    h.WriteSome(20);
+    h.Step();
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(h.batches_checked(), 50u);
+  EXPECT_EQ(h.references_staged(), 0u);
+  EXPECT_GT(h.most_copies(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ForwardedFramesTest,
+                         ::testing::Values(protocol::ForwardMode::kForwardPriority,
+                                           protocol::ForwardMode::kForwardFifo));
 
 TEST(FramesTest, CreateRefusesFrameStackWithoutASpecOfU8Stacks) {
   const Shape shape;

@@ -26,9 +26,7 @@ uint64_t DrawIncarnation() {
   return incarnation;
 }
 
-// Frames stored once need a spec of u8 stacks to check records against,
-// and a buffer-placement sampler: forwarding would move records to a
-// learner-side replay, which does not keep them yet.
+// Frames stored once need a spec of u8 stacks to check records against.
 absl::Status CheckFrameStack(const protocol::LayoutConfig& config,
                              const ReplayCoreOptions& options) {
   if (config.frame_stack == 0) return absl::OkStatus();
@@ -40,11 +38,6 @@ absl::Status CheckFrameStack(const protocol::LayoutConfig& config,
         "frame_stack=", config.frame_stack, " needs a transition spec of u8 stacks of ",
         "observation_size=", config.observation_size, " elements; the spec is \"", config.spec(),
         "\""));
-  }
-  if (options.sampler.forward != protocol::ForwardMode::kForwardOff) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("frame_stack=", config.frame_stack,
-                     " works with the buffer placement only: forwarding is not supported"));
   }
   return absl::OkStatus();
 }

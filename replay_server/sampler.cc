@@ -109,7 +109,6 @@ Sampler::Sampler(const protocol::LayoutConfig& config, const SamplerOptions& opt
 
 void Sampler::UseFrames(const replay::FrameTable* frames) {
   CHECK_GT(config_.frame_stack, 0u);
-  CHECK(!forwarding()) << "forwarding keeps no records";
   frames_ = frames;
   record_items_.resize(protocol::StagingEntryCapacity(config_) - config_.batch_size);
   in_batch_.assign(config_.capacity, 0);
@@ -118,8 +117,9 @@ void Sampler::UseFrames(const replay::FrameTable* frames) {
 
 void Sampler::ResetLearnerCache(bool learner_cache) {
   holdings_.Clear();
-  // A forwarded transition crosses once: nothing is ever staged as a reference.
-  learner_cache_ = learner_cache && !forwarding();
+  // A forwarded transition crosses once, so without frames nothing would
+  // ever be a reference; with frames, the records a learner holds are.
+  learner_cache_ = learner_cache && (!forwarding() || frames_ != nullptr);
   ++cache_generation_;
   ++counters_->learner_cache_resets;
 }
@@ -254,10 +254,17 @@ int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* paylo
         cached_[e] = 2;
       }
       if (cached_[e] == 2) {
+        ++counters_->sample_copy_rejects;
+        if (forwarding()) {
+          // The batch's transitions have left the memory already: this one
+          // goes without the record (the learner cannot assemble it and
+          // leaves it out), the others go on.
+          ++forward_dropped_;
+          continue;
+        }
         // The record is being overwritten: the transition goes (ingest
         // would release it soon), and the batch is drawn again.
         memory_->Remove(items_[k].index);
-        ++counters_->sample_copy_rejects;
         return -1;
       }
       record_items_[records++] = replay::SampledItem{index, s, 0.0, 0.0f};
@@ -296,6 +303,9 @@ uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
         if (LoadAcquire(commit) == protocol::CommitValue(item.sequence)) {
           cached_[count] = 1;
           items_[count++] = item;
+          // Forwarded once (it crossed before, as a record another
+          // transition needed).
+          if (forwarding()) memory_->Remove(item.index);
           break;
         }
       } else if (CopySlotConsistent(

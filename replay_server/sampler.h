@@ -57,7 +57,8 @@
 // it is never drawn again; kForwardFifo takes the oldest of the newest
 // forward_queue transitions ingest handled (forward_queue.h), dropping
 // older ones, and skips those overwritten meanwhile (both counted in
-// forward_dropped()). Entries are never references and their weights are 1.
+// forward_dropped()). Their weights are 1; without frames no entry is a
+// reference.
 //
 // Frames stored once (config.frame_stack > 0, UseFrames()): after the
 // transitions, each record their stacks need (replay::FrameTable::Needs)
@@ -65,7 +66,15 @@
 // learner holds it, else copied with the same seqlock check, with weight 0
 // (protocol/staging.h). A record that fails its copy (being overwritten)
 // removes the transition that needed it from the memory and the batch is
-// drawn again at the next step. Forwarding is not supported with frames.
+// drawn again at the next step. Forwarding with frames (the hybrid
+// placement) stages records the same way: a forwarded transition's own
+// record crosses once, and with a learner that keeps what it receives
+// (ResetLearnerCache(true)) every record does: one the learner holds is
+// left out, or staged as a reference when it is itself a transition
+// forwarded later. A record that fails its copy there leaves its
+// transition in the batch without it (the learner cannot assemble it and
+// leaves it out; counted in forward_dropped()), since the batch's
+// transitions have left the memory already.
 //
 // Link compression (options.link_codec): the copied slots are gathered in
 // a private buffer, then compressed into the staging slot's payload area

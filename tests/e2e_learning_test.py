@@ -248,6 +248,25 @@ class E2eLearningTest(unittest.TestCase):
         self.assertGreater(per_transition, 84 * 84)
         self.assertLess(per_transition, PIXELS84_TRANSITION_BYTES)
 
+    def test_pixels84_frames_forwarded_by_priority_train_a_learner_side_replay(self):
+        # The hybrid placement with frames stored once: each transition
+        # crosses once with the records its stacks need, compressed, and
+        # the learner assembles stacks from the records it keeps.
+        progress, summary = self.run_local("hybrid", [
+            "--forward_policy", "priority", "--link_codec", "zstd:3",
+            "--env", "MinAtar/Breakout", "--observation", "pixels84", "--frame_stack", "4",
+            "--actors", "1", "--envs_per_actor", "2", "--capacity", "4096",
+            "--min_replay", "100", "--eval_episodes", "2", "--probe_size", "16",
+            "--duration_s", str(MINATAR_LIMIT_S),
+        ])
+        self.assertGreater(summary["train_steps"], 0)
+        self.assertEqual(summary["transitions_fetched_total"],
+                         summary["distinct_transitions_fetched_total"])
+        # Compressed, a transition and its share of records cost less than
+        # one raw frame.
+        per_transition = summary["link_bytes_experience"] / summary["link_transitions_total"]
+        self.assertLess(per_transition, 84 * 84)
+
 
 if __name__ == "__main__":
     unittest.main()

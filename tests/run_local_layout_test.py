@@ -148,11 +148,16 @@ class RunLocalLayoutTest(unittest.TestCase):
         learner = self.args("--env", "MinAtar/Breakout", "--observation", "pixels84",
                             "--frame_stack", "4", "--replay_placement", "learner")
         self.assertEqual(learner.frame_stack, 4)
+        hybrid = self.args("--env", "MinAtar/Breakout", "--observation", "pixels84",
+                           "--frame_stack", "4", "--replay_placement", "hybrid",
+                           "--forward_policy", "priority")
+        self.assertEqual(flag_values(self.run_local.server_argv(
+            hybrid, "/tmp/port", self.run_local.actor_layout(hybrid)))["frame_stack"], "4")
         for bad in (["--frame_stack", "4"],  # native CartPole has no frames
                     ["--env", "MinAtar/Breakout", "--observation", "pixels84",
                      "--frame_stack", "3"],
                     ["--env", "MinAtar/Breakout", "--observation", "pixels84",
-                     "--frame_stack", "4", "--replay_placement", "hybrid"]):
+                     "--frame_stack", "4", "--payload_pad_bytes", "64"]):
             with self.subTest(bad=bad), self.assertRaises(SystemExit):
                 self.args(*bad)
 

@@ -210,10 +210,8 @@ def finish(args):
     if args.frame_stack not in (0, 4):
         raise PlanError("--frame_stack must be 0 or 4 (pixels84's stack), got %d"
                         % args.frame_stack)
-    if args.frame_stack and (args.observation != "pixels84" or args.replay_placement == "hybrid"
-                             or args.payload_pad_bytes):
-        raise PlanError("--frame_stack needs --observation=pixels84, the buffer or the learner "
-                        "placement, and no --payload_pad_bytes")
+    if args.frame_stack and (args.observation != "pixels84" or args.payload_pad_bytes):
+        raise PlanError("--frame_stack needs --observation=pixels84 and no --payload_pad_bytes")
     if args.capacity < 2 or args.capacity & (args.capacity - 1):
         raise PlanError("--capacity must be a power of two, got %d" % args.capacity)
     try:
