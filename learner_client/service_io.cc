@@ -121,6 +121,12 @@ LinkStats LearnerServiceIo::link_stats() const {
   return link;
 }
 
+const BatchReaderStats* LearnerServiceIo::batch_reader_stats() const {
+  if (batch_reader_ != nullptr) return &batch_reader_->stats();
+  if (forwarded_reader_ != nullptr) return &forwarded_reader_->stats();
+  return nullptr;
+}
+
 absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
   // A READ on a failed connection fails again: reconnect before retrying.
   ASSIGN_OR_RETURN(

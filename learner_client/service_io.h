@@ -115,6 +115,9 @@ class LearnerServiceIo : public BatchSource,
   uint64_t link_bytes() const { return link_stats().total_bytes(); }
   // Those bytes by traffic class, and the transitions fetched.
   LinkStats link_stats() const;
+  // The staged-batch reader's counts (buffer and hybrid placements: READs,
+  // decompression, cache); nullptr in the learner placement.
+  const BatchReaderStats* batch_reader_stats() const;
   // The server's ingest_cursor, READ now (retried while disconnected).
   absl::StatusOr<uint64_t> server_ingested();
   // The mean crossing percentile of the server's stats region, READ now

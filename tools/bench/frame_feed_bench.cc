@@ -8,6 +8,10 @@
 //   stacks          encoded transitions of stacked s and s' (u8), sent raw
 //   frames          frames stored once, batches carry each record once
 //   frames+CODEC    the same, compressed on the link (--link_codec)
+// each in the buffer placement (sampled batches), or with a prefix in
+// another: hybrid/ (the server forwards by priority into the learner's own
+// replay; hybrid-uniform/, hybrid-fifo/ forward at random or oldest
+// first), learner/ (the learner READs every record; no codec).
 //
 // Per arm: transitions consumed a second and the fraction of the rate
 // reached, link bytes by class and direction per new and per sampled
@@ -16,6 +20,7 @@
 //
 //   bazel run -c opt //tools/bench:frame_feed_bench -- --json
 
+#include <cinttypes>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -36,8 +41,9 @@
 DEFINE_string(game, "MinAtar/Breakout", "the MinAtar game the trace is recorded from");
 DEFINE_int32(trace_steps, 4096, "steps in the recorded trace (the actor replays it in a loop)");
 DEFINE_string(arms, "stacks,frames,frames+lz4,frames+zstd:3",
-              "the arms, in order: stacks, frames, frames+CODEC (CODEC as --link_codec names it: "
-              "lz4[:N], lz4hc[:N], zstd[:N])");
+              "the arms, in order: [PLACEMENT/]stacks, frames or frames+CODEC (CODEC as "
+              "--link_codec names it: lz4[:N], lz4hc[:N], zstd[:N]); PLACEMENT buffer (the "
+              "default), hybrid, hybrid-uniform, hybrid-fifo or learner (no CODEC)");
 DEFINE_double(consume_rate, 6800,
               "C: transitions a second the learner emulator consumes at most (default: 170 k/s, "
               "an H200's double DQN at batch 512, scaled by the 1/25 of a 1 Gb/s link to 25 GbE)");
@@ -73,6 +79,22 @@ constexpr double kRawStackedBytes = 2.0 * 4 * 84 * 84;
 absl::StatusOr<FrameFeedArm> ParseArm(absl::string_view text) {
   FrameFeedArm arm;
   arm.name = std::string(text);
+  if (const size_t slash = text.find('/'); slash != absl::string_view::npos) {
+    const absl::string_view placement = text.substr(0, slash);
+    text = text.substr(slash + 1);
+    if (placement == "hybrid" || placement == "hybrid-uniform" || placement == "hybrid-fifo") {
+      arm.placement = FeedPlacement::kHybrid;
+      arm.forward = placement == "hybrid"           ? protocol::ForwardMode::kForwardPriority
+                    : placement == "hybrid-uniform" ? protocol::ForwardMode::kForwardUniform
+                                                    : protocol::ForwardMode::kForwardFifo;
+    } else if (placement == "learner") {
+      arm.placement = FeedPlacement::kLearner;
+    } else if (placement != "buffer") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--arms: \"", arm.name, "\": placement \"", placement,
+                       "\" is not buffer, hybrid, hybrid-uniform, hybrid-fifo or learner"));
+    }
+  }
   if (text == "stacks") {
     arm.kind = TraceFeeder::kStacks;
     return arm;
@@ -86,6 +108,11 @@ absl::StatusOr<FrameFeedArm> ParseArm(absl::string_view text) {
           absl::StrCat("--arms: \"", text, "\": ", codec.status().message()));
     }
     if (codec->kind != CodecKind::kRaw) arm.link_codec = *codec;
+    if (arm.link_codec.has_value() && arm.placement == FeedPlacement::kLearner) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--arms: \"", arm.name,
+                       "\": the learner placement READs slots as written, uncompressed"));
+    }
     return arm;
   }
   return absl::InvalidArgumentError(
@@ -128,6 +155,7 @@ std::string ArmJson(const FrameFeedResult& r, const Figures& f) {
       .Add("consumed_per_s", r.consumed_per_s())
       .Add("fraction_of_rate", f.fraction)
       .Add("left_out", r.left_out)
+      .Add("distinct_fetched_per_s", r.distinct_fetched / r.seconds)
       .Add("inserted", r.inserted)
       .Add("records_inserted", r.records_inserted)
       .Add("samples_per_insert", static_cast<double>(r.consumed) / r.inserted)
@@ -158,10 +186,12 @@ std::string ArmJson(const FrameFeedResult& r, const Figures& f) {
 void PrintArm(const FrameFeedResult& r, const Figures& f) {
   std::printf(
       "%-14s consumed %7.0f/s (%.2f of C)  inserted %6.0f/s  link %8.0f B/new %7.0f B/sampled "
-      "(experience %.0f B/new; down %.1f MB, up %.2f MB)  %.3f Gb/s at %.0f/s",
+      "(experience %.0f B/new; down %.1f MB, up %.2f MB)  %.3f Gb/s at %.0f/s  distinct "
+      "%.0f/s crossed, %" PRIu64 " left out",
       r.arm.name.c_str(), r.consumed_per_s(), f.fraction, r.inserted / r.seconds, f.per_new,
       f.per_sampled, f.experience_per_new, r.link_down() / 1e6,
-      (r.link.priorities + r.link.params) / 1e6, f.gbps_at_target, FLAGS_target_rate);
+      (r.link.priorities + r.link.params) / 1e6, f.gbps_at_target, FLAGS_target_rate,
+      r.distinct_fetched / r.seconds, r.left_out);
   if (r.arm.link_codec.has_value()) {
     std::printf("  codec %.1fx, compress %.3f cores (%.0f MB/s a core), decompress %.3f cores",
                 f.ratio, r.server_pack_cpu_s / r.seconds, f.compress_mb_per_cpu_s,
@@ -172,15 +202,19 @@ void PrintArm(const FrameFeedResult& r, const Figures& f) {
   std::fflush(stdout);
 }
 
-// The targets, from the measured arms: the first frames arm without a codec
-// against raw stacked s and s', the best compressed arm against it.
+// The targets, from the measured buffer-placement arms: the first frames
+// arm without a codec against raw stacked s and s', the best compressed arm
+// against it.
 std::string Targets(const std::vector<FrameFeedResult>& results,
                     const std::vector<Figures>& figures) {
   const Figures* frames = nullptr;
   const Figures* best = nullptr;
   std::string best_name;
   for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].arm.kind != TraceFeeder::kFrames) continue;
+    if (results[i].arm.kind != TraceFeeder::kFrames ||
+        results[i].arm.placement != FeedPlacement::kBuffer) {
+      continue;
+    }
     if (!results[i].arm.link_codec.has_value()) {
       if (frames == nullptr) frames = &figures[i];
     } else if (best == nullptr || figures[i].per_new < best->per_new) {
@@ -220,8 +254,20 @@ int Run(BinaryMain& binary, const FrameFeedConfig& c, const std::vector<FrameFee
   }
   std::vector<FrameFeedResult> results;
   std::vector<Figures> figures;
+  std::vector<std::string> stalled;  // JSON of the arms the link stalled
   for (const FrameFeedArm& arm : arms) {
     absl::StatusOr<FrameFeedResult> r = RunFrameFeedArm(c, arm, *trace);
+    if (absl::IsUnavailable(r.status()) || absl::IsDeadlineExceeded(r.status())) {
+      // A link too slow for the arm: nothing moved. Said, and the run goes on.
+      if (!FLAGS_json)
+        std::printf("%-14s stalled: %s\n", arm.name.c_str(), r.status().ToString().c_str());
+      stalled.push_back(JsonObject(6)
+                            .Add("arm", arm.name)
+                            .Add("stalled", true)
+                            .Add("why", r.status().ToString())
+                            .Done());
+      continue;
+    }
     if (!r.ok()) return binary.Failure(r.status());
     figures.push_back(Derive(*r, c));
     if (!FLAGS_json) PrintArm(*r, figures.back());
@@ -235,6 +281,9 @@ int Run(BinaryMain& binary, const FrameFeedConfig& c, const std::vector<FrameFee
   std::string list = "[";
   for (size_t i = 0; i < results.size(); ++i) {
     list += (i > 0 ? "," : "") + ArmJson(results[i], figures[i]);
+  }
+  for (size_t i = 0; i < stalled.size(); ++i) {
+    list += (list.size() > 1 ? "," : "") + stalled[i];
   }
   std::printf("%s\n", JsonObject(6)
                           .Add("game", trace->game)

@@ -69,8 +69,35 @@ class FrameFeedBenchTest(unittest.TestCase):
                                frames["link_bytes_per_new_transition"]
                                / packed["link_bytes_per_new_transition"], places=3)
 
+    def test_the_learner_side_placements_keep_their_own_replay(self):
+        arms = ("hybrid/frames+zstd:1", "hybrid-fifo/frames", "learner/frames")
+        run = subprocess.run([BINARY, "--json", "--arms=" + ",".join(arms)] + SMALL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             timeout=240)
+        self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+        report = {a["arm"]: a for a in json.loads(run.stdout)["arms"]}
+        self.assertEqual(set(report), set(arms))
+        for name, a in report.items():
+            with self.subTest(arm=name):
+                self.assertNotIn("stalled", a)
+                self.assertGt(a["consumed"], 0)
+                self.assertGt(a["distinct_fetched_per_s"], 0)
+                # The learner's own limiter holds the ratio to what was generated.
+                self.assertLess(a["samples_per_insert"], 4 * 1.5)
+                # Priorities stay local: the hybrid answers each forwarded
+                # batch with an update of no records, just to free its slot.
+                self.assertLess(a["link_bytes_priorities"], a["link_bytes_experience"] / 10)
+        self.assertEqual(report["learner/frames"]["link_bytes_priorities"], 0)
+        hybrid, learner = report["hybrid/frames+zstd:1"], report["learner/frames"]
+        self.assertGt(hybrid["compression_ratio"], 4)
+        # Compressed, forwarded once: fewer bytes than every record READ raw.
+        self.assertLess(hybrid["experience_bytes_per_new_transition"],
+                        0.25 * learner["experience_bytes_per_new_transition"])
+        self.assertEqual(report["hybrid-fifo/frames"]["compression_ratio"], 0)
+
     def test_a_bad_flag_exits_2_and_names_it(self):
-        for flag in ("--arms=frames+gzip", "--arms=pixels", "--capacity=1000",
+        for flag in ("--arms=frames+gzip", "--arms=pixels", "--arms=edge/frames",
+                     "--arms=learner/frames+zstd:1", "--capacity=1000",
                      "--samples_per_insert=0", "--link=fast"):
             with self.subTest(flag=flag):
                 run = subprocess.run([BINARY, flag], stdout=subprocess.PIPE,

@@ -19,7 +19,11 @@
 #include "glog/logging.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/frame_batch.h"
+#include "learner_client/learner_loop.h"
+#include "learner_client/local_replay_source.h"
+#include "learner_client/metrics.h"
 #include "learner_client/priority_writer.h"
+#include "learner_client/service_io.h"
 #include "protocol/frame_record.h"
 #include "protocol/layout.h"
 #include "replay_server/server.h"
@@ -49,6 +53,7 @@ struct Snapshot {
   protocol::StatsBlock server{};
   uint64_t consumed = 0;
   uint64_t left_out = 0;
+  uint64_t distinct_fetched = 0;
   uint64_t cpu_ns = 0;
 };
 
@@ -68,6 +73,24 @@ struct Shared {
     absl::MutexLock lock(&mu);
     return status;
   }
+};
+
+// Paces a learner at `rate` transitions a second. After a stall it catches
+// up by at most one batch, so a window never counts a burst of the time
+// lost before it.
+class Pacer {
+ public:
+  Pacer(double rate, uint32_t batch_size) : rate_(rate), slack_(absl::Seconds(batch_size / rate)) {}
+  // How long until the next batch is due (zero: now).
+  absl::Duration Wait() const { return std::max(next_ - absl::Now(), absl::ZeroDuration()); }
+  void Consumed(uint64_t n) {
+    next_ = std::max(next_, absl::Now() - slack_) + absl::Seconds(n / rate_);
+  }
+
+ private:
+  const double rate_;
+  const absl::Duration slack_;
+  absl::Time next_ = absl::InfinitePast();
 };
 
 verbs::ProviderOptions SoftProvider() {
@@ -105,9 +128,19 @@ server::ReplayServerOptions ServerOptionsFor(const FrameFeedConfig& c, const Fra
   so.core.memory.seed = c.seed;
   so.core.sampler.link_codec = arm.link_codec;
   replay::RateLimiterOptions& limiter = so.core.sampler.rate_limiter;
-  limiter.samples_per_insert = c.samples_per_insert;
   limiter.min_size_to_sample = 2 * c.batch_size;
-  limiter.error_buffer = 4.0 * c.batch_size;
+  if (arm.placement == FeedPlacement::kBuffer) {
+    limiter.samples_per_insert = c.samples_per_insert;
+    limiter.error_buffer = 4.0 * c.batch_size;
+  }
+  // The other placements keep the ratio in the learner's own replay.
+  if (arm.placement == FeedPlacement::kHybrid) {
+    so.core.sampler.forward = arm.forward;
+    so.core.sampler.forward_queue = c.capacity;
+    if (arm.forward == protocol::ForwardMode::kForwardUniform) {
+      so.core.memory.mode = replay::SamplingMode::kUniform;
+    }
+  }
   so.stats_interval = absl::InfiniteDuration();
   return so;
 }
@@ -215,9 +248,10 @@ absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const
     s->server = server.ReadStats();
     s->consumed = counts.consumed;
     s->left_out = counts.left_out;
+    s->distinct_fetched = s->reader.distinct_transitions_fetched;
     s->cpu_ns = ThreadCpuNanos();
   };
-  const absl::Time start = absl::Now();
+  Pacer pacer(c.consume_rate, c.batch_size);
   bool began = false;
   for (;;) {
     const int phase = shared->phase.load();
@@ -230,9 +264,8 @@ absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const
       return absl::OkStatus();
     }
     // The learner consumes at most consume_rate transitions a second.
-    const absl::Time due = start + absl::Seconds(counts.consumed / c.consume_rate);
-    if (due > absl::Now()) {
-      absl::SleepFor(std::min(due - absl::Now(), absl::Milliseconds(20)));
+    if (const absl::Duration wait = pacer.Wait(); wait > absl::ZeroDuration()) {
+      absl::SleepFor(std::min(wait, absl::Milliseconds(20)));
       continue;
     }
     absl::StatusOr<learner::StagedBatch> staged = reader->Next(kNextPoll);
@@ -242,6 +275,90 @@ absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const
     update.resize(staged->size());
     for (float& p : update) p = td_error(random);
     RETURN_IF_ERROR(priorities->Write(*staged, update));
+    pacer.Consumed(staged->size());
+    ++shared->batches;
+  }
+}
+
+// The hybrid and learner placements: the learner's own replay
+// (LocalReplaySource) of what the server forwards, sampled at consume_rate
+// and samples_per_insert, with random |TD errors| as priorities.
+absl::Status RunLocalLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const Trace& trace,
+                             const server::ReplayServer& server, Shared* shared, Snapshot* begin,
+                             Snapshot* end) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider,
+                   verbs::CreateProvider(SoftProvider()));
+  ClientSessionOptions so = SessionOptionsFor(server, Role::kLearner, c.link);
+  const bool hybrid = arm.placement == FeedPlacement::kHybrid;
+  so.learner_cache = hybrid && c.learner_cache;
+  so.learner_placement = !hybrid;
+  ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
+                   ClientSession::Connect(provider.get(), so));
+  learner::LearnerServiceIoOptions io_options;
+  io_options.placement =
+      hybrid ? learner::ReplayPlacement::kHybrid : learner::ReplayPlacement::kLearner;
+  ASSIGN_OR_RETURN(std::unique_ptr<learner::LearnerServiceIo> io,
+                   learner::LearnerServiceIo::Create(session.get(), io_options));
+  learner::LearnerLoopOptions loop;
+  loop.placement = io_options.placement;
+  loop.memory.capacity = c.capacity;
+  loop.memory.seed = c.seed;
+  loop.batch_size = c.batch_size;
+  loop.min_replay_size = 2 * c.batch_size;
+  loop.samples_per_insert = c.samples_per_insert;
+  loop.spi_error_buffer = 4.0 * c.batch_size;
+  learner::MetricsRecorder metrics(learner::ReplayPlacementName(loop.placement), c.seed, 1.0);
+  learner::ReplaySourceContext context;
+  context.metrics = &metrics;
+  context.observation_size = static_cast<int>(StackBytes(trace));
+  context.observation_type = rl::ObservationType::kUint8;
+  context.action_count = trace.action_count;
+  context.frame_stack = arm.kind == TraceFeeder::kFrames ? rl::minatar::kFrameStackDepth : 0;
+  context.wall_clock_ns = [] { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())); };
+  ASSIGN_OR_RETURN(std::unique_ptr<learner::LocalReplaySource> source,
+                   learner::LocalReplaySource::Create(loop, io.get(), context));
+  rl::TransitionBatch batch(StackBytes(trace), rl::ObservationType::kUint8);
+  std::vector<float> weights;
+  std::mt19937 random(static_cast<uint32_t>(c.seed));
+  std::uniform_real_distribution<float> td_error(0.05f, 2.0f);
+  std::vector<float> errors;
+  uint64_t consumed = 0;
+  auto take = [&](Snapshot* s) {
+    s->when = absl::Now();
+    s->link = session->link_bytes();
+    s->server = server.ReadStats();
+    s->consumed = consumed;
+    s->left_out = source->transitions_dropped();
+    if (const learner::BatchReaderStats* reader = io->batch_reader_stats(); reader != nullptr) {
+      s->reader = *reader;
+    }
+    s->distinct_fetched = io->link_stats().distinct_transitions_fetched;
+    s->cpu_ns = ThreadCpuNanos();
+  };
+  Pacer pacer(c.consume_rate, c.batch_size);
+  bool began = false;
+  for (;;) {
+    const int phase = shared->phase.load();
+    if (phase == kWindow && !began) {
+      take(begin);
+      began = true;
+    }
+    if (phase == kStop) {
+      if (began) take(end);
+      return absl::OkStatus();
+    }
+    if (const absl::Duration wait = pacer.Wait(); wait > absl::ZeroDuration()) {
+      // Forwarding goes on while the learner waits for its next step.
+      RETURN_IF_ERROR(source->Idle(std::min(wait, absl::Milliseconds(20))));
+      continue;
+    }
+    ASSIGN_OR_RETURN(const bool ready, source->Next(kNextPoll, &batch, &weights));
+    if (!ready) continue;
+    errors.resize(batch.size());
+    for (float& e : errors) e = td_error(random);
+    RETURN_IF_ERROR(source->Trained(errors));
+    consumed += batch.size();
+    pacer.Consumed(batch.size());
     ++shared->batches;
   }
 }
@@ -277,6 +394,12 @@ absl::Status FrameFeedConfig::Validate() const {
 absl::StatusOr<FrameFeedResult> RunFrameFeedArm(const FrameFeedConfig& c, const FrameFeedArm& arm,
                                                 const Trace& trace) {
   RETURN_IF_ERROR(c.Validate());
+  if (arm.placement == FeedPlacement::kLearner && arm.link_codec.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(arm.name,
+                     ": the learner placement READs the slots as actors wrote them; "
+                     "it has no link codec"));
+  }
   rl::NStepOptions nstep;
   nstep.n = c.nstep;
   const size_t item_bytes = TraceFeeder(&trace, arm.kind, 1, nstep).item_bytes();
@@ -292,7 +415,9 @@ absl::StatusOr<FrameFeedResult> RunFrameFeedArm(const FrameFeedConfig& c, const 
     if (!s.ok()) shared.Fail(s, "actor");
   });
   std::thread learner([&] {
-    const absl::Status s = RunLearner(c, arm, trace, *server, &shared, &begin, &end);
+    const absl::Status s = arm.placement == FeedPlacement::kBuffer
+                               ? RunLearner(c, arm, trace, *server, &shared, &begin, &end)
+                               : RunLocalLearner(c, arm, trace, *server, &shared, &begin, &end);
     if (!s.ok()) shared.Fail(s, "learner");
   });
   // Warm up: the first batch, then the warmup time; then the window.
@@ -322,6 +447,7 @@ absl::StatusOr<FrameFeedResult> RunFrameFeedArm(const FrameFeedConfig& c, const 
       r.inserted + (end.server.frame_only_records - begin.server.frame_only_records);
   r.consumed = end.consumed - begin.consumed;
   r.left_out = end.left_out - begin.left_out;
+  r.distinct_fetched = end.distinct_fetched - begin.distinct_fetched;
   const client::LinkBytes& a = begin.link;
   const client::LinkBytes& b = end.link;
   r.link.experience = b.experience - a.experience;

@@ -8,7 +8,10 @@
 // staged batches, assembles every transition's two u8 stacks into a
 // rl::TransitionBatch (as the C++ learner does before training) and writes
 // priorities back. The server's samples-per-insert limiter holds the
-// ratio.
+// ratio. In the hybrid and learner placements the emulator keeps its own
+// replay (the C++ learner's LocalReplaySource, fed by what the server
+// forwards), samples it at the same rate and ratio, and assembles the
+// stacks from there.
 //
 //   ASSIGN_OR_RETURN(FrameFeedResult r, RunFrameFeedArm(config, arm, trace));
 //
@@ -26,6 +29,7 @@
 #include "absl/time/time.h"
 #include "client/link_bytes.h"
 #include "common/frame_codec.h"
+#include "protocol/config.h"
 #include "tools/bench/frame_feed_trace.h"
 #include "verbs/options.h"
 
@@ -48,11 +52,18 @@ struct FrameFeedConfig {
   absl::Status Validate() const;
 };
 
-// One arm: how the actor writes, and how the server stages.
+// Where the learner's replay is (learner_client's ReplayPlacement).
+enum class FeedPlacement { kBuffer, kHybrid, kLearner };
+
+// One arm: where the replay is, how the actor writes, and how the server
+// stages.
 struct FrameFeedArm {
-  std::string name;  // "stacks", "frames", "frames+zstd:3"
+  std::string name;  // "stacks", "frames", "frames+zstd:3", "hybrid/frames+zstd:3"
+  FeedPlacement placement = FeedPlacement::kBuffer;
+  // kHybrid: the server's forwarder (priority, uniform or fifo).
+  protocol::ForwardMode forward = protocol::ForwardMode::kForwardPriority;
   TraceFeeder::Kind kind = TraceFeeder::kFrames;
-  std::optional<CodecOptions> link_codec;
+  std::optional<CodecOptions> link_codec;  // not with kLearner (it READs slots)
 };
 
 // What an arm measured over its window.
@@ -62,6 +73,7 @@ struct FrameFeedResult {
   uint64_t inserted = 0;                   // new transitions the server took in
   uint64_t consumed = 0;                   // transitions the learner assembled
   uint64_t left_out = 0;                   // transitions the learner could not assemble
+  uint64_t distinct_fetched = 0;           // distinct transitions that crossed the link
   uint64_t records_inserted = 0;           // frame records the server took in (frames arms)
   client::LinkBytes link;                  // the learner's session, by class
   uint64_t packed_in = 0, packed_out = 0;  // the server's link compression
