@@ -101,10 +101,19 @@ class PyForwardReader {
     {
       SessionCall call(*session_);
       client::ClientSession& client = session_->client();
+      if (client.config().frame_stack > 0) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            "the server stores frames once (frame_stack=", client.config().frame_stack,
+            "): forward_reader() hands over transitions, not frame records; train on it from "
+            "Python with the buffer placement (reader() and dreplay.FrameCache), or with the "
+            "C++ learner's --replay_placement learner or hybrid"));
+      }
       max_payload_ = client.config().max_payload();
       observation_size_ = client.config().observation_size;
       observation_type_ = ObservationTypeOf(client.config());
-      if (forwarded_batches_) {
+      if (!status.ok()) {
+        // Refused above.
+      } else if (forwarded_batches_) {
         learner::ForwardedBatchReaderOptions options;
         options.batch_reader.depth = depth;
         absl::StatusOr<std::unique_ptr<learner::ForwardedBatchReader>> r =

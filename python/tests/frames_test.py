@@ -32,10 +32,11 @@ def slot_size():
     return (40 + record + 7) // 8 * 8
 
 
-def frames_service():
+def frames_service(extra_flags=()):
     spec = "env=Frames obs=%du8 act=%d nstep=%d gamma=0.9" % (DEPTH * FRAME_BYTES, ACTIONS, N)
     return ReplayService(capacity=CAPACITY, batch_size=16, min_size_to_sample=16, leases=1,
-                         extra_flags=["--frame_stack=%d" % DEPTH, "--slot_size=%d" % slot_size(),
+                         extra_flags=list(extra_flags) + [
+                                      "--frame_stack=%d" % DEPTH, "--slot_size=%d" % slot_size(),
                                       "--transition_spec=" + spec,
                                       "--observation_size=%d" % (DEPTH * FRAME_BYTES),
                                       "--num_actions=%d" % ACTIONS,
@@ -145,6 +146,14 @@ def test_the_frame_cache_gathers_the_stacks_the_actor_built(decode):
         # 2 * depth a row would need if each stack crossed.
         assert cache.frames_added < 0.5 * 2 * DEPTH * rows, (cache.frames_added, rows)
         assert cache.frames_added <= 2 * len(writer.records)
+
+
+def test_the_forward_reader_refuses_frame_records_and_says_what_takes_them():
+    with frames_service(["--forward=priority"]) as service:
+        learner = dreplay.connect(service.address, role="learner", provider="soft",
+                                  token_file=service.token_file, placement="hybrid")
+        with pytest.raises(dreplay.Error, match="frames once.*hybrid"):
+            learner.forward_reader()
 
 
 def test_frame_cache_refuses_a_server_without_frames():
