@@ -443,7 +443,10 @@ absl::Status BatchReader::Resync() {
   if (!same_epoch) highest_returned_ = 0;
   // A restored server may write other records under sequences the cache
   // holds (those after its checkpoint): none is served again.
-  if (!same_epoch) std::fill(cache_sequence_.begin(), cache_sequence_.end(), 0);
+  if (!same_epoch && !cache_sequence_.empty()) {
+    std::fill(cache_sequence_.begin(), cache_sequence_.end(), 0);
+    ++cache_generation_;
+  }
   if (same_epoch && line.batches_released < highest_returned_) {
     stats_.redelivered += highest_returned_ - line.batches_released;
     highest_returned_ = line.batches_released;

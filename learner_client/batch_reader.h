@@ -221,8 +221,10 @@ class BatchReader {
   // The learner cache's copy of slot `index` (SlotHeader, then payload)
   // if it holds exactly `sequence` there; nullptr otherwise, and always
   // without the cache. Valid until the next Next(). The cache forgets
-  // everything when the server restarts (a new epoch or incarnation).
+  // everything when the server restarts (a new epoch or incarnation), and
+  // cache_generation() then changes.
   const uint8_t* cached_slot(uint64_t index, uint64_t sequence) const;
+  uint64_t cache_generation() const { return cache_generation_; }
 
  private:
   enum class State : uint8_t {
@@ -293,6 +295,7 @@ class BatchReader {
   std::unique_ptr<uint8_t[]> unpacked_;
   uint64_t unpacked_stride_ = 0;
   std::vector<uint64_t> cache_sequence_;
+  uint64_t cache_generation_ = 0;  // counts the times the cache was forgotten
   // CommitValue of the highest sequence fetched per slot index, for
   // distinct_transitions_fetched.
   absl::flat_hash_map<uint32_t, uint64_t> fetched_;

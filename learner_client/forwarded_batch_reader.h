@@ -95,6 +95,8 @@ class ForwardedBatchReader {
   // that slot holds it; empty otherwise, and always without frames. Valid
   // until the next Next().
   absl::Span<const uint8_t> HeldRecord(uint32_t lease, uint64_t sequence) const;
+  // Changes when the reader forgets the records it held (a server restart).
+  uint64_t records_generation() const { return reader_->cache_generation(); }
 
  private:
   ForwardedBatchReader(client::ClientSession* session, const ForwardedBatchReaderOptions& options)

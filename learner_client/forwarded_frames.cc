@@ -2,6 +2,7 @@
 
 #include "learner_client/forwarded_frames.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,18 +27,36 @@ ForwardedFrameIndex::ForwardedFrameIndex(uint64_t capacity, int depth, size_t fr
   CHECK(lookup_ != nullptr);
 }
 
-bool ForwardedFrameIndex::HoldsFrame(uint32_t lease, uint64_t sequence) const {
-  const absl::Span<const uint8_t> bytes = lookup_(lease, sequence);
-  if (bytes.empty()) return false;
-  protocol::FrameRecordView view;
-  return protocol::DecodeFrameRecord(bytes, frame_bytes_, &view).ok() && view.has_frame();
+void ForwardedFrameIndex::Release(uint64_t index) {
+  Slot& slot = slots_[index];
+  for (const uint64_t q : slot.needs) {
+    const auto it = records_.find(Key{slot.generation, slot.lease, q});
+    CHECK(it != records_.end()) << "a record kept for local slot " << index << " is gone";
+    if (--it->second.users == 0) records_.erase(it);
+  }
+  slot.needs.clear();
+  slot.held = false;
 }
 
-absl::Status ForwardedFrameIndex::Accept(uint64_t index, uint32_t lease, uint64_t lease_sequence,
-                                         absl::Span<const uint8_t> record, bool* insert) {
+absl::Span<const uint8_t> ForwardedFrameIndex::Find(uint64_t generation, uint32_t lease,
+                                                    uint64_t sequence) const {
+  if (const auto it = records_.find(Key{generation, lease, sequence}); it != records_.end()) {
+    return it->second.bytes;
+  }
+  const absl::Span<const uint8_t> bytes = lookup_(lease, sequence);
+  protocol::FrameRecordView view;
+  if (bytes.empty() || !protocol::DecodeFrameRecord(bytes, frame_bytes_, &view).ok() ||
+      !view.has_frame()) {
+    return {};
+  }
+  return bytes;
+}
+
+absl::Status ForwardedFrameIndex::Accept(uint64_t index, uint64_t generation, uint32_t lease,
+                                         uint64_t lease_sequence, absl::Span<const uint8_t> record,
+                                         bool* insert) {
   *insert = false;
-  Slot& slot = slots_[index];
-  slot.held = false;
+  Release(index);
   protocol::FrameRecordView view;
   RETURN_IF_ERROR(protocol::DecodeFrameRecord(record, frame_bytes_, &view));
   if (view.header.depth != depth_ || !view.has_transition()) {
@@ -45,16 +64,38 @@ absl::Status ForwardedFrameIndex::Accept(uint64_t index, uint32_t lease, uint64_
                                                    ": depth ", view.header.depth,
                                                    view.has_transition() ? "" : ", no transition"));
   }
+  // The records its assembly reads: its own (for its fields), then those
+  // whose frames its stacks take.
+  uint16_t distances[2 * protocol::kMaxFrameStackDepth + 1] = {0};
+  size_t count = 1;
   for (int k = 0; k < 2 * depth_; ++k) {
     const uint16_t d = k < depth_ ? view.observation_refs[k] : view.next_refs[k - depth_];
     const bool held =
-        d == 0 ? view.has_frame() : d <= lease_sequence && HoldsFrame(lease, lease_sequence - d);
+        d == 0 ? view.has_frame()
+               : d <= lease_sequence && !Find(generation, lease, lease_sequence - d).empty();
     if (!held) {
       ++missing_;
       return absl::OkStatus();
     }
+    if (std::find(distances, distances + count, d) == distances + count) distances[count++] = d;
   }
-  slot = Slot{lease, lease_sequence, true};
+  Slot& slot = slots_[index];
+  slot.generation = generation;
+  slot.lease = lease;
+  slot.sequence = lease_sequence;
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t q = lease_sequence - distances[k];
+    Record& kept = records_[Key{generation, lease, q}];
+    if (kept.users == 0) {
+      const absl::Span<const uint8_t> bytes =
+          distances[k] == 0 ? record : lookup_(lease, q);  // held: checked above
+      kept.bytes.assign(bytes.begin(), bytes.end());
+      ++records_copied_;
+    }
+    ++kept.users;
+    slot.needs.push_back(q);
+  }
+  slot.held = true;
   *insert = true;
   return absl::OkStatus();
 }
@@ -62,16 +103,15 @@ absl::Status ForwardedFrameIndex::Accept(uint64_t index, uint32_t lease, uint64_
 absl::Status ForwardedFrameIndex::Assemble(uint64_t index, rl::TransitionBatch* batch) {
   const Slot& slot = slots_[index];
   if (!slot.held) return absl::NotFoundError(absl::StrCat("local slot ", index, " holds nothing"));
-  auto lookup = [&](uint64_t sequence) { return lookup_(slot.lease, sequence); };
-  absl::StatusOr<rl::StackedTransition> t = rl::AssembleStacks(
-      slot.sequence, frame_bytes_, lookup, absl::MakeSpan(stack_), absl::MakeSpan(next_stack_));
-  if (!t.ok()) {
-    // A record was overwritten since it arrived (NOT_FOUND); one that no
-    // longer decodes or has lost its frame is as gone.
-    return absl::NotFoundError(absl::StrCat("transition ", slot.sequence, " of lease ", slot.lease,
-                                            ": ", t.status().message()));
-  }
-  return batch->AddBytes(t->action, t->reward, t->discount, t->done, stack_, next_stack_);
+  auto lookup = [&](uint64_t sequence) -> absl::Span<const uint8_t> {
+    const auto it = records_.find(Key{slot.generation, slot.lease, sequence});
+    if (it == records_.end()) return {};
+    return it->second.bytes;
+  };
+  ASSIGN_OR_RETURN(const rl::StackedTransition t,
+                   rl::AssembleStacks(slot.sequence, frame_bytes_, lookup, absl::MakeSpan(stack_),
+                                      absl::MakeSpan(next_stack_)));
+  return batch->AddBytes(t.action, t.reward, t.discount, t.done, stack_, next_stack_);
 }
 
 }  // namespace dreplay::learner

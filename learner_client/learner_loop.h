@@ -172,6 +172,9 @@ class TransitionStream {
   virtual absl::Span<const uint8_t> HeldRecord(uint32_t /*lease*/, uint64_t /*sequence*/) const {
     return {};
   }
+  // Changes whenever the stream forgets the records it held (a restarted
+  // server may write other records under the same sequences).
+  virtual uint64_t records_generation() const { return 0; }
 };
 
 // Where the learner publishes its parameters.

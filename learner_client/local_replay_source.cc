@@ -63,7 +63,8 @@ absl::Status LocalReplaySource::AcceptRecords() {
     absl::Status s;
     if (forwarded_ != nullptr) {
       if (memory_->valid(index)) memory_->Remove(index);  // the arrival takes its slot
-      s = forwarded_->Accept(index, item.lease, item.lease_sequence, item.payload, &insert);
+      s = forwarded_->Accept(index, stream_->records_generation(), item.lease, item.lease_sequence,
+                             item.payload, &insert);
     } else {
       s = frames_->Accept(index, sequence, item.lease, item.lease_sequence, item.payload,
                           memory_.get(), &insert);
@@ -140,38 +141,20 @@ absl::StatusOr<bool> LocalReplaySource::Next(absl::Duration timeout, rl::Transit
   batch->Clear();
   weights->resize(sampled_count_);
   const uint64_t now_ns = context_.wall_clock_ns();
-  int rows = 0;
   for (int i = 0; i < sampled_count_; ++i) {
-    if (frames_ != nullptr || forwarded_ != nullptr) {
-      ASSIGN_OR_RETURN(const bool assembled, AssembleFrames(items_[i].index, batch));
-      if (!assembled) continue;
+    RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
+    // The memory holds only transitions whose records the store holds.
+    if (frames_ != nullptr) {
+      RETURN_IF_ERROR(frames_->Assemble(items_[i].index, batch));
+    } else if (forwarded_ != nullptr) {
+      RETURN_IF_ERROR(forwarded_->Assemble(items_[i].index, batch));
     } else {
       RETURN_IF_ERROR(batch->AddEncoded(
           absl::MakeConstSpan(ring_.data() + items_[i].index * payload_size_, payload_size_)));
     }
-    RecordDataAge(context_.metrics, insert_ns_[items_[i].index], now_ns);
-    items_[rows] = items_[i];
-    (*weights)[rows++] = items_[i].weight;
+    (*weights)[i] = items_[i].weight;
   }
-  sampled_count_ = rows;
-  weights->resize(rows);
-  return rows > 0;
-}
-
-absl::StatusOr<bool> LocalReplaySource::AssembleFrames(uint64_t index, rl::TransitionBatch* batch) {
-  // The learner placement's memory holds only transitions whose records
-  // the store holds.
-  if (frames_ != nullptr) {
-    RETURN_IF_ERROR(frames_->Assemble(index, batch));
-    return true;
-  }
-  const absl::Status s = forwarded_->Assemble(index, batch);
-  if (s.ok()) return true;
-  if (!absl::IsNotFound(s)) return s;
-  // A record it needs was replaced in the stream's store since it arrived.
-  memory_->Remove(index);
-  drops_.Count(1, absl::StrCat("evicted from the local replay: ", s.message()));
-  return false;
+  return true;
 }
 
 absl::Status LocalReplaySource::Idle(absl::Duration timeout) {

@@ -30,11 +30,10 @@
 // a LocalFrameStore keeps them, the memory holds the transitions whose
 // records are all held, and batches are assembled from the store. Hybrid
 // placement: transitions arrive in the forwarder's order and the stream
-// keeps the records (TransitionStream::keeps_records()); a
-// ForwardedFrameIndex assembles from them, and a sampled transition whose
-// record the stream no longer holds leaves the memory and its row the
-// batch (counted in transitions_dropped(), as evicted). A record that
-// does not decode is left out and counted.
+// keeps the records it received (TransitionStream::keeps_records()); a
+// ForwardedFrameIndex keeps, from there, the records of the transitions in
+// the memory, and assembles from them. A record that does not decode is
+// left out and counted.
 //
 // Bad data: a forwarded transition that does not decode to the
 // environment's shape, or that rl::CheckTrainable refuses, is left out and
@@ -89,9 +88,6 @@ class LocalReplaySource : public ReplaySource {
   absl::Status Accept();
   // The same for frame records (frames_ or forwarded_).
   absl::Status AcceptRecords();
-  // Appends sampled slot `index`'s stacks to `batch`; false when the
-  // hybrid stream no longer holds a record it needs (it is removed).
-  absl::StatusOr<bool> AssembleFrames(uint64_t index, rl::TransitionBatch* batch);
   // Takes what the stream gives within `timeout`, counts what the server
   // ingested since the last reading as inserted, and Accept()s arrivals.
   absl::Status Receive(absl::Duration timeout);

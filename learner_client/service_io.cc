@@ -271,6 +271,10 @@ absl::Span<const uint8_t> LearnerServiceIo::HeldRecord(uint32_t lease, uint64_t 
   return forwarded_reader_->HeldRecord(lease, sequence);
 }
 
+uint64_t LearnerServiceIo::records_generation() const {
+  return forwarded_reader_ == nullptr ? 0 : forwarded_reader_->records_generation();
+}
+
 void LearnerServiceIo::RecordForwarded(const ForwardedTransition& t) {
   const protocol::LayoutConfig& c = session_->config();
   const bool ok = protocol::VerifySlot(reinterpret_cast<const uint8_t*>(t.header), c.slot_size,

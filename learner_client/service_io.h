@@ -135,6 +135,7 @@ class LearnerServiceIo : public BatchSource,
   std::optional<uint64_t> generated() const override;
   bool keeps_records() const override;
   absl::Span<const uint8_t> HeldRecord(uint32_t lease, uint64_t sequence) const override;
+  uint64_t records_generation() const override;
   // ParamsSink.
   absl::Status Publish(absl::Span<const uint8_t> params) override;
   absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;

@@ -13,7 +13,8 @@ second at --samples_per_insert, across the emulated link. The system is
 the full-size one scaled down to 2 cores: C = 6,800/s is 1/25 of the
 170 k/s of an H200 double DQN at batch 512, so every link is scaled by
 1/25 too, which keeps rho and kappa (the default links stand for 25 GbE,
-1 Gb/s, 100 Mb/s and 10 Mb/s, each with 10 km of fibre).
+1 Gb/s, 100 Mb/s and 25 Mb/s, each with 10 km of fibre; the emulator's
+slowest link is 1 Mb/s).
 
 rho = G s / B and kappa = C s / B, with G = C / samples_per_insert and s the
 raw stacked s and s' (56,448 bytes): the link's load if every generated,
@@ -37,10 +38,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RAW_STACKED_BYTES = 2 * 4 * 84 * 84
 DEFAULT_ARMS = ("frames+zstd:3,hybrid/frames+zstd:3,hybrid-uniform/frames+zstd:3,"
                 "hybrid-fifo/frames+zstd:3,learner/frames")
-# 25 GbE, 1 Gb/s, 100 Mb/s and 10 Mb/s, scaled by 1/25 with C.
-DEFAULT_LINKS = "50:1,50:0.04,50:0.004,50:0.0004"
+# 25 GbE, 1 Gb/s, 100 Mb/s and 25 Mb/s, scaled by 1/25 with C.
+DEFAULT_LINKS = "50:1,50:0.04,50:0.004,50:0.001"
 FULL_SIZE = {"50:1": "25 GbE", "50:0.04": "1 Gb/s", "50:0.004": "100 Mb/s",
-             "50:0.0004": "10 Mb/s"}
+             "50:0.001": "25 Mb/s"}
 
 
 def log(msg):
@@ -72,10 +73,10 @@ def parse_args(argv):
     for link in links:
         try:
             delay, gbps = link.split(":")
-            if float(delay) < 0 or float(gbps) <= 0:
+            if float(delay) < 0 or float(gbps) < 0.001:
                 raise ValueError
         except ValueError:
-            p.error("--links: %r is not DELAY_US:GBPS" % link)
+            p.error("--links: %r is not DELAY_US:GBPS with GBPS >= 0.001" % link)
     args.link_list = links
     return args
 

@@ -51,7 +51,7 @@ class FeedSweepTest(unittest.TestCase):
         self.assertEqual(len(report["runs"]["50:1"]), 1)
 
     def test_a_bad_argument_exits_2(self):
-        for bad in (["--links", "fast"], ["--rounds", "0"]):
+        for bad in (["--links", "fast"], ["--links", "50:0.0001"], ["--rounds", "0"]):
             with self.subTest(bad=bad):
                 run = subprocess.run([sys.executable, SCRIPT, "--binary", BINARY] + bad,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
