@@ -14,7 +14,9 @@ or cut what the same-host transport moves through shared memory; with
 --soft_transport=auto the data moves that way, and the proxies fault only
 the connections).
 --replay_placement=learner runs the learner placement instead (the learner
-keeps the replay memory and enforces the replay ratio). --env MinAtar/...
+keeps the replay memory and enforces the replay ratio), and
+--replay_placement=hybrid the hybrid one (the server forwards each
+transition once, by priority, into the learner's own replay). --env MinAtar/...
 --observation pixels84 --frame_stack 4 stores frames once (--link_codec
 compresses them on the link). Every --event_interval_s on average (an
 exponential gap) one event hits one process, chosen uniformly among the
@@ -38,7 +40,7 @@ status 0.
 Invariants (tools/chaos/chaos_check.py reads the verification logs):
   * the learner never accepted a torn or mismatched entry (torn_accepted 0),
     and accepted some: batch entries in the buffer placement, forwarded
-    transitions in the learner placement;
+    transitions in the learner and hybrid placements;
   * no transition is ingested twice;
   * every transition in the cut of a checkpoint that was later restored is
     present after the restore, unless the checkpoint's writer recorded its
@@ -536,7 +538,8 @@ def parse_args(argv):
                    help="every process's soft transport: tcp (default; the proxies carry and "
                    "fault all traffic) or auto (same-host shared memory moves the WRITEs and "
                    "READs; the proxies then fault the connections, not the data path)")
-    p.add_argument("--replay_placement", choices=("buffer", "learner"), default="buffer",
+    p.add_argument("--replay_placement", choices=("buffer", "learner", "hybrid"),
+                   default="buffer",
                    help="the learner's replay placement (default buffer)")
     p.add_argument("--actor_rate", type=float, default=200,
                    help="environment steps per second per actor (default 200)")
