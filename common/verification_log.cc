@@ -67,6 +67,11 @@ void VerificationLog::Evicted(uint64_t index, uint64_t sequence) {
   Write(line, snprintf(line, sizeof(line), "E %" PRIu64 " %" PRIu64 "\n", index, sequence));
 }
 
+void VerificationLog::Forwarded(uint64_t index, uint64_t sequence) {
+  char line[kMaxRecord];
+  Write(line, snprintf(line, sizeof(line), "X %" PRIu64 " %" PRIu64 "\n", index, sequence));
+}
+
 void VerificationLog::Torn(uint64_t index, uint64_t sequence) {
   char line[kMaxRecord];
   Write(line, snprintf(line, sizeof(line), "T %" PRIu64 " %" PRIu64 "\n", index, sequence));

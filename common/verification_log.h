@@ -26,6 +26,10 @@
 //                                            record it needs was overwritten,
 //                                            or (before a B record) did not
 //                                            survive the restore
+//   X <index> <sequence>                     ... (forwarding, the hybrid
+//                                            placement) staged the transition
+//                                            at <index> once: it left the
+//                                            memory
 //   K <id> <epoch> <ingest_cursor>           ... cut checkpoint <id> (ids count
 //                                            from 1 in each start): the cut
 //                                            holds the memory as every
@@ -87,6 +91,7 @@ class VerificationLog {
   void Torn(uint64_t index, uint64_t sequence);
   void HeldAsRecord(uint64_t index, uint64_t sequence, uint64_t checksum);
   void Evicted(uint64_t index, uint64_t sequence);
+  void Forwarded(uint64_t index, uint64_t sequence);
   void CheckpointCut(uint64_t id, uint64_t epoch, uint64_t ingest_cursor);
   void SlotAbsent(uint64_t cut_id, uint64_t index, uint64_t sequence);
   void CheckpointWritten(uint64_t cut_id);

@@ -305,7 +305,7 @@ uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
           items_[count++] = item;
           // Forwarded once (it crossed before, as a record another
           // transition needed).
-          if (forwarding()) memory_->Remove(item.index);
+          if (forwarding()) RemoveForwarded(item.index, item.sequence);
           break;
         }
       } else if (CopySlotConsistent(
@@ -316,7 +316,7 @@ uint32_t Sampler::DrawBatch(uint8_t* payloads, uint32_t* payload_count) {
         ++*payload_count;
         if (measuring_) crossing_.Add(memory_->rank_key(item.index));
         // Forwarded once: never drawn again.
-        if (forwarding()) memory_->Remove(item.index);
+        if (forwarding()) RemoveForwarded(item.index, item.sequence);
         break;
       }
       memory_->Remove(item.index);
@@ -347,9 +347,14 @@ uint32_t Sampler::TakeQueued(uint8_t* payloads) {
     items_[count] = replay::SampledItem{t.index, t.sequence, 0.0, 1.0f};
     ++count;
     if (measuring_) crossing_.Add(memory_->rank_key(t.index));
-    memory_->Remove(t.index);
+    RemoveForwarded(t.index, t.sequence);
   }
   return count;
+}
+
+void Sampler::RemoveForwarded(uint64_t index, uint64_t sequence) {
+  memory_->Remove(index);
+  if (options_.verification_log != nullptr) options_.verification_log->Forwarded(index, sequence);
 }
 
 uint32_t Sampler::Pack(uint8_t* area, uint32_t payload_count) {

@@ -106,6 +106,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/frame_codec.h"
+#include "common/verification_log.h"
 #include "protocol/layout.h"
 #include "replay/frame_table.h"
 #include "replay/rate_limiter.h"
@@ -162,6 +163,9 @@ struct SamplerOptions {
   // Crossing percentiles (crossing_percentiles.h): at most one staged batch
   // is measured per this period (>= 0; 0 measures every batch).
   absl::Duration crossing_period = absl::Milliseconds(50);
+  // Not owned; nullptr: off. An X record for every transition forwarded
+  // (common/verification_log.h), for the chaos soak's checker.
+  VerificationLog* verification_log = nullptr;
 
   absl::Status Validate() const;
 };
@@ -252,6 +256,8 @@ class Sampler {
   uint32_t DrawBatch(uint8_t* payloads, uint32_t* payload_count);
   // The FIFO forwarder's batch, as DrawBatch.
   uint32_t TakeQueued(uint8_t* payloads);
+  // A forwarded entry leaves the memory (and is logged).
+  void RemoveForwarded(uint64_t index, uint64_t sequence);
   // Frames stored once: stages the records the `count` transitions in
   // items_ need after them, copying from payload position *payload_count;
   // returns how many, or -1 when a copy failed (the batch is abandoned).

@@ -25,6 +25,7 @@ absl::Status RunServer(const ServerRunOptions& options, StopSignals& signals) {
   if (!options.verification_log.empty()) {
     ASSIGN_OR_RETURN(verification_log, VerificationLog::Open(options.verification_log));
     server_options.core.ingest.verification_log = verification_log.get();
+    server_options.core.sampler.verification_log = verification_log.get();
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
                    ReplayServer::Start(provider.get(), server_options));

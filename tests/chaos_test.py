@@ -70,6 +70,15 @@ class ChaosTest(unittest.TestCase):
     def test_a_short_run_of_the_learner_placement_holds_them(self):
         self.run_chaos(SMOKE_DURATION_S, "--replay_placement", "learner")
 
+    def test_a_short_run_of_the_hybrid_placement_with_frames_holds_them(self):
+        # Forwarded transitions leave the server's memory (X records), so a
+        # restore does not bring them back; the checker follows that.
+        figures, _ = self.run_chaos(SMOKE_DURATION_S, "--replay_placement", "hybrid",
+                                    "--env", "MinAtar/Breakout", "--observation", "pixels84",
+                                    "--frame_stack", "4", "--link_codec", "zstd:3",
+                                    "--actors", "2", "--capacity", "4096")
+        self.assertGreater(figures["records_held"], 0)
+
     def test_a_short_run_with_frames_stored_once_holds_them(self):
         figures, _ = self.run_chaos(SMOKE_DURATION_S, "--env", "MinAtar/Breakout",
                                     "--observation", "pixels84", "--frame_stack", "4",

@@ -151,7 +151,7 @@ class Report:
         }
 
 
-_FIELDS = {"S": 1, "I": 3, "T": 2, "F": 3, "E": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4,
+_FIELDS = {"S": 1, "I": 3, "T": 2, "F": 3, "E": 2, "X": 2, "K": 3, "D": 3, "C": 1, "B": 2, "R": 4, "A": 4,
            "P": 4}
 
 
@@ -214,7 +214,7 @@ def _restores_and_cuts(server_runs, report):
                 ingests += 1
             elif kind in ("T", "F"):
                 model.pop(r[1], None)
-            elif kind == "E":
+            elif kind in ("E", "X"):
                 if model.get(r[1], (None,))[0] == r[2]:
                     del model[r[1]]
             elif kind == "K":
@@ -372,7 +372,9 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
                 report.records_held += 1
                 passed[index] = max(seq, passed.get(index, seq))
                 model.pop(index, None)
-            elif kind == "E":
+            elif kind in ("E", "X"):
+                # Evicted, or forwarded once (the hybrid placement): it left
+                # the memory.
                 _, index, seq = r
                 if model.get(index, (None,))[0] == seq:
                     del model[index]

@@ -50,6 +50,10 @@ def E(index, seq):
     return ("E", index, seq)
 
 
+def X(index, seq):
+    return ("X", index, seq)
+
+
 # A checkpoint cut and written at once (cut 1 at epoch 1, cursor 0).
 KC = [K(1), C(1)]
 
@@ -87,6 +91,22 @@ class CheckRecordsTest(unittest.TestCase):
         report = chaos_check.check_records([first, silent], [])
         self.assertEqual(report.unexpected_losses, 1)
         self.assertTrue(report.failures)
+
+    def test_a_transition_forwarded_before_the_cut_is_not_expected_back(self):
+        # The hybrid placement: index 1 was forwarded (X) and left the
+        # memory before the cut, so the restore holds it invalid; index 2 was
+        # forwarded after the cut and comes back.
+        first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1), I(2, 2, 0xa2), X(1, 1)] + KC + [
+            X(2, 2)]
+        second = [B(), R(0, 0, 0xa0), R(1, 1, 0xa1, 0), R(2, 2, 0xa2), ("S", 2)]
+        learner = [A(1, 1, 0xa1), A(2, 2, 0xa2)]
+        report = chaos_check.check_records([first, second], [learner])
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.unexpected_losses, 0)
+        # An X for another sequence of the slot forwarded nothing there.
+        stale = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1), X(1, 9)] + KC
+        report = chaos_check.check_records([stale, second[:4]], [])
+        self.assertEqual(report.unexpected_losses, 1)
 
     def test_a_clean_history_with_a_restart_holds_every_invariant(self):
         first = [("S", 1), I(0, 0, 0xa0), I(1, 1, 0xa1)] + KC + [I(2, 2, 0xa2)]
