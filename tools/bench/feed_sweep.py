@@ -22,8 +22,11 @@ or every consumed, transition crossed as raw stacks.
 
 Per link and arm, as the median and the range over the rounds: the
 learner's utilisation (fraction of C consumed), distinct transitions
-crossing a second, and link bytes per sampled transition down
-(experience, metadata, polling) and up (priorities, parameters). Exit
+crossing a second, link bytes per sampled transition down (experience,
+metadata, polling) and up (priorities, parameters), and the mean
+percentile of what crossed within the buffer node's priority
+distribution (not measured in the learner placement, which stages
+nothing). Exit
 status: 0 done, 1 a run failed, 2 a bad argument.
 """
 
@@ -97,7 +100,8 @@ def arm_figures(a):
     """The figures of one arm of one run (None values for a stalled arm)."""
     if a.get("stalled"):
         return {"utilisation": 0.0, "distinct_per_s": 0.0, "down_per_sample": None,
-                "up_per_sample": None, "experience_per_sample": None, "left_out_per_s": None}
+                "up_per_sample": None, "experience_per_sample": None, "left_out_per_s": None,
+                "crossing_percentile": None}
     consumed = a["consumed"]
     return {
         "utilisation": a["fraction_of_rate"],
@@ -106,6 +110,8 @@ def arm_figures(a):
         "up_per_sample": a["link_bytes_up"] / consumed,
         "experience_per_sample": a["link_bytes_experience"] / consumed,
         "left_out_per_s": a["left_out"] / a["seconds"],
+        "crossing_percentile": (a["crossing_percentile"] if a["crossing_percentile"] >= 0
+                                else None),
     }
 
 
@@ -163,15 +169,15 @@ def main(argv):
         return 0
     print("C %.0f/s at %g samples per insert, %d rounds, %g s windows; median [range]"
           % (args.consume_rate, args.samples_per_insert, args.rounds, args.window_s))
-    print("%-10s %-9s %6s %7s  %-28s %-20s %-18s %-18s %-14s %s"
+    print("%-10s %-9s %6s %7s  %-28s %-20s %-18s %-18s %-14s %-12s %s"
           % ("link", "(full)", "rho", "kappa", "arm", "utilisation", "distinct/s",
-             "down B/sample", "up B/sample", "left out/s"))
+             "down B/sample", "up B/sample", "left out/s", "crossing pct"))
     for row in table:
-        print("%-10s %-9s %6.2f %7.1f  %-28s %-20s %-18s %-18s %-14s %s"
+        print("%-10s %-9s %6.2f %7.1f  %-28s %-20s %-18s %-18s %-14s %-12s %s"
               % (row["link"], row["full_size_link"], row["rho"], row["kappa"], row["arm"],
                  fmt(row["utilisation"], digits=2), fmt(row["distinct_per_s"]),
                  fmt(row["down_per_sample"]), fmt(row["up_per_sample"], digits=1),
-                 fmt(row["left_out_per_s"])))
+                 fmt(row["left_out_per_s"]), fmt(row["crossing_percentile"], digits=1)))
     return 0
 
 

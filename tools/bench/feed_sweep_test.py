@@ -49,6 +49,14 @@ class FeedSweepTest(unittest.TestCase):
         for arm in ARMS.split(","):
             self.assertGreater(rows[("50:1", arm)]["utilisation"]["median"], 0.8)
         self.assertEqual(len(report["runs"]["50:1"]), 1)
+        # What crossed is placed within the buffer node's priority
+        # distribution where the buffer node stages batches, and not
+        # measured where it stages nothing.
+        for arm in ("frames+zstd:1", "hybrid/frames+zstd:1"):
+            pct = rows[("50:1", arm)]["crossing_percentile"]
+            self.assertGreater(pct["median"], 0)
+            self.assertLess(pct["median"], 100)
+        self.assertIsNone(rows[("50:1", "learner/frames")]["crossing_percentile"])
 
     def test_a_bad_argument_exits_2(self):
         for bad in (["--links", "fast"], ["--links", "50:0.0001"], ["--rounds", "0"]):

@@ -156,6 +156,7 @@ std::string ArmJson(const FrameFeedResult& r, const Figures& f) {
       .Add("fraction_of_rate", f.fraction)
       .Add("left_out", r.left_out)
       .Add("distinct_fetched_per_s", r.distinct_fetched / r.seconds)
+      .Add("crossing_percentile", r.crossing_percentile)
       .Add("inserted", r.inserted)
       .Add("records_inserted", r.records_inserted)
       .Add("samples_per_insert", static_cast<double>(r.consumed) / r.inserted)

@@ -448,6 +448,12 @@ absl::StatusOr<FrameFeedResult> RunFrameFeedArm(const FrameFeedConfig& c, const 
   r.consumed = end.consumed - begin.consumed;
   r.left_out = end.left_out - begin.left_out;
   r.distinct_fetched = end.distinct_fetched - begin.distinct_fetched;
+  if (const uint64_t n =
+          end.server.crossing_percentile_count - begin.server.crossing_percentile_count;
+      n > 0) {
+    r.crossing_percentile =
+        (end.server.crossing_percentile_sum - begin.server.crossing_percentile_sum) / n;
+  }
   const client::LinkBytes& a = begin.link;
   const client::LinkBytes& b = end.link;
   r.link.experience = b.experience - a.experience;

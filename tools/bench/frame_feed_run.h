@@ -70,10 +70,15 @@ struct FrameFeedArm {
 struct FrameFeedResult {
   FrameFeedArm arm;
   double seconds = 0;
-  uint64_t inserted = 0;                   // new transitions the server took in
-  uint64_t consumed = 0;                   // transitions the learner assembled
-  uint64_t left_out = 0;                   // transitions the learner could not assemble
-  uint64_t distinct_fetched = 0;           // distinct transitions that crossed the link
+  uint64_t inserted = 0;          // new transitions the server took in
+  uint64_t consumed = 0;          // transitions the learner assembled
+  uint64_t left_out = 0;          // transitions the learner could not assemble
+  uint64_t distinct_fetched = 0;  // distinct transitions that crossed the link
+  // The mean percentile, within the server's priority distribution, of
+  // the transitions copied into staged batches (sampled or forwarded) in
+  // the window; negative when none was measured (the learner placement
+  // stages nothing).
+  double crossing_percentile = -1;
   uint64_t records_inserted = 0;           // frame records the server took in (frames arms)
   client::LinkBytes link;                  // the learner's session, by class
   uint64_t packed_in = 0, packed_out = 0;  // the server's link compression
