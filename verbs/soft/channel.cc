@@ -138,7 +138,12 @@ absl::StatusOr<RemoteRegion> Channel::BindWindow(const MemoryRegion& mr, uint64_
 }
 
 QpState Channel::state() const {
-  return failed_.load(std::memory_order_acquire) ? QpState::kError : QpState::kReady;
+  if (failed_.load(std::memory_order_acquire)) return QpState::kError;
+  // Fail() pushes the error completions, under the lock, before it
+  // publishes failed_: a caller that has polled one waits here until
+  // Fail() is done, so an error completion is never followed by kReady.
+  MutexLock lock(&mu_);
+  return state_;
 }
 
 absl::Status Channel::error() const {

@@ -96,6 +96,28 @@ TEST_P(SoftProviderAccessTest, BadRemoteAccessFailsAndKillsOnlyThatQueuePair) {
   EXPECT_EQ(bystander.client->state(), QpState::kReady);
 }
 
+TEST_F(SoftProviderTest, WhoeverPollsAnErrorCompletionFindsTheQueuePairInError) {
+  // As on a device: the queue pair is in error by the time its error
+  // completion can be polled (a caller checks state() right after it).
+  auto local = Make(client_.get(), 64, kLocalWrite);
+  auto remote = Make(server_.get(), 64, kAllRemote);
+  for (int round = 0; round < 50; ++round) {
+    QpPair pair = Connect();
+    ASSERT_NE(pair.client, nullptr);
+    std::vector<WorkRequest> wrs(64, Write(2, local.get(), 0, 8, *remote, 0));
+    wrs[0] = Read(1, local.get(), 0, 8, *remote, 0);
+    wrs[0].rkey ^= 0x5a5a5a5a;  // refused; the writes behind it are flushed
+    ASSERT_TRUE(pair.client->PostSend(wrs).ok());
+    Completion first;
+    const absl::Time deadline = absl::Now() + kTestTimeout;
+    while (pair.client->Poll(absl::MakeSpan(&first, 1)) == 0 && absl::Now() < deadline) {
+    }
+    ASSERT_EQ(first.wr_id, 1u) << "round " << round;
+    ASSERT_EQ(first.status, WcStatus::kRemoteAccessError) << first.detail;
+    ASSERT_EQ(pair.client->state(), QpState::kError) << "round " << round;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, SoftProviderAccessTest,
     ::testing::Values(AccessCase{"WriteWithoutRemoteWrite", kLocalWrite | kRemoteRead,
