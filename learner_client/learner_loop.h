@@ -172,8 +172,10 @@ class TransitionStream {
   virtual absl::Span<const uint8_t> HeldRecord(uint32_t /*lease*/, uint64_t /*sequence*/) const {
     return {};
   }
-  // Changes whenever the stream forgets the records it held (a restarted
-  // server may write other records under the same sequences).
+  // Changes whenever records under a (lease, sequence) the stream gave
+  // before may differ from those it gives now (a restarted server may
+  // write other records under the same sequences); a hybrid stream then
+  // forgets the records it held.
   virtual uint64_t records_generation() const { return 0; }
 };
 

@@ -28,17 +28,18 @@ LocalFrameStore::LocalFrameStore(uint64_t capacity, int depth, size_t frame_byte
   where_.reserve(capacity);
 }
 
-const LocalFrameStore::Slot* LocalFrameStore::Find(uint32_t lease, uint64_t sequence,
-                                                   uint64_t* index) const {
-  const auto it = where_.find({lease, sequence});
+const LocalFrameStore::Slot* LocalFrameStore::Find(uint64_t generation, uint32_t lease,
+                                                   uint64_t sequence, uint64_t* index) const {
+  const auto it = where_.find(Key{generation, lease, sequence});
   if (it == where_.end()) return nullptr;
   *index = it->second;
   return &slots_[it->second];
 }
 
-absl::Status LocalFrameStore::Accept(uint64_t index, uint64_t sequence, uint32_t lease,
-                                     uint64_t lease_sequence, absl::Span<const uint8_t> record,
-                                     replay::ReplayMemory* memory, bool* insert) {
+absl::Status LocalFrameStore::Accept(uint64_t index, uint64_t sequence, uint64_t generation,
+                                     uint32_t lease, uint64_t lease_sequence,
+                                     absl::Span<const uint8_t> record, replay::ReplayMemory* memory,
+                                     bool* insert) {
   *insert = false;
   Slot& slot = slots_[index];
   if (slot.held) {
@@ -49,7 +50,9 @@ absl::Status LocalFrameStore::Accept(uint64_t index, uint64_t sequence, uint32_t
       ++evicted_;
     });
     if (memory->valid(index)) memory->Remove(index);
-    where_.erase({slot.lease, slot.sequence});
+    // Only its own entry: a record delivered twice maps to its later slot.
+    const auto it = where_.find(Key{slot.generation, slot.lease, slot.sequence});
+    if (it != where_.end() && it->second == index) where_.erase(it);
     slot.held = false;
   }
   protocol::FrameRecordView view;
@@ -60,8 +63,8 @@ absl::Status LocalFrameStore::Accept(uint64_t index, uint64_t sequence, uint32_t
                                                    record.size(), " bytes"));
   }
   std::memcpy(records_.data() + index * record_bytes_, record.data(), record.size());
-  slot = Slot{lease, lease_sequence, true, static_cast<uint32_t>(record.size())};
-  where_[{lease, lease_sequence}] = index;
+  slot = Slot{generation, lease, lease_sequence, true, static_cast<uint32_t>(record.size())};
+  where_[Key{generation, lease, lease_sequence}] = index;
   // Records by their lease's sequence (references count back in it);
   // transitions by the memory's (`sequence`).
   table_.Hold(index, lease_sequence, view.has_frame());
@@ -73,7 +76,7 @@ absl::Status LocalFrameStore::Accept(uint64_t index, uint64_t sequence, uint32_t
   for (int k = 0; k < 2 * depth_; ++k) {
     const uint16_t d = k < depth_ ? view.observation_refs[k] : view.next_refs[k - depth_];
     uint64_t at = 0;
-    if (d > lease_sequence || Find(lease, lease_sequence - d, &at) == nullptr ||
+    if (d > lease_sequence || Find(generation, lease, lease_sequence - d, &at) == nullptr ||
         !table_.HoldsFrame(at, lease_sequence - d)) {
       ++missing_;
       return absl::OkStatus();
@@ -95,7 +98,7 @@ absl::Status LocalFrameStore::Assemble(uint64_t index, rl::TransitionBatch* batc
   if (!slot.held) return absl::NotFoundError(absl::StrCat("local slot ", index, " holds nothing"));
   auto lookup = [&](uint64_t sequence) -> absl::Span<const uint8_t> {
     uint64_t at = 0;
-    const Slot* s = Find(slot.lease, sequence, &at);
+    const Slot* s = Find(slot.generation, slot.lease, sequence, &at);
     if (s == nullptr) return {};
     return absl::MakeConstSpan(records_.data() + at * record_bytes_, s->length);
   };

@@ -13,7 +13,8 @@
 //   LocalFrameStore store(capacity, depth, frame_bytes);
 //   // an arrival into local slot i (the memory's index of its sequence):
 //   bool insert;
-//   RETURN_IF_ERROR(store.Accept(i, q, lease, lease_sequence, record, memory, &insert));
+//   RETURN_IF_ERROR(store.Accept(i, q, generation, lease, lease_sequence, record, memory,
+//                                &insert));
 //   if (insert) memory->Insert(i, q, priority);
 //   RETURN_IF_ERROR(store.Assemble(i, &batch));  // a sampled slot
 //
@@ -21,7 +22,11 @@
 // arrival k into slot k mod capacity (every arrival, so the ring is
 // overwritten in arrival order even when records were lost on the way), so
 // a transition's oldest record is always overwritten before the others it
-// needs (replay::FrameTable's condition).
+// needs (replay::FrameTable's condition). A record's references are looked
+// up among the records of its own generation
+// (TransitionStream::records_generation()): a restarted server may write
+// other records under sequences the store already holds, and a stack never
+// mixes the two.
 //
 // Thread safety: none; the learner loop's thread.
 
@@ -29,6 +34,7 @@
 #define DREPLAY_LEARNER_CLIENT_LOCAL_FRAMES_H_
 
 #include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,15 +52,17 @@ class LocalFrameStore {
   // REQUIRES: capacity >= 1, depth >= 1, frame_bytes >= 1.
   LocalFrameStore(uint64_t capacity, int depth, size_t frame_bytes);
 
-  // The record `record` (its bytes), of `lease` and `lease_sequence`,
-  // arrived into local slot `index` as the memory's `sequence`: what the
+  // The record `record` (its bytes), of `lease` and `lease_sequence` in
+  // the stream's `generation`, arrived into local slot `index` as the
+  // memory's `sequence`: what the
   // slot held is released (the transition there and those that depend on
   // the record leave `memory`, the latter counted in evicted()). Sets
   // *insert when the record carries a transition whose records are all
   // held (the caller inserts it into the memory at `index`); INVALID_ARGUMENT
   // when it does not decode (the slot then holds nothing).
-  absl::Status Accept(uint64_t index, uint64_t sequence, uint32_t lease, uint64_t lease_sequence,
-                      absl::Span<const uint8_t> record, replay::ReplayMemory* memory, bool* insert);
+  absl::Status Accept(uint64_t index, uint64_t sequence, uint64_t generation, uint32_t lease,
+                      uint64_t lease_sequence, absl::Span<const uint8_t> record,
+                      replay::ReplayMemory* memory, bool* insert);
 
   // Appends the stacks of the transition in local slot `index` to `batch`;
   // NOT_FOUND when a record is not held (it cannot be while the memory
@@ -69,21 +77,23 @@ class LocalFrameStore {
 
  private:
   struct Slot {
+    uint64_t generation = 0;
     uint32_t lease = 0;
     uint64_t sequence = 0;
     bool held = false;
     uint32_t length = 0;
   };
-  // The local slot holding (lease, sequence), or nullptr.
-  const Slot* Find(uint32_t lease, uint64_t sequence, uint64_t* index) const;
+  using Key = std::tuple<uint64_t, uint32_t, uint64_t>;  // (generation, lease, sequence)
+  // The local slot holding (generation, lease, sequence), or nullptr.
+  const Slot* Find(uint64_t generation, uint32_t lease, uint64_t sequence, uint64_t* index) const;
 
   const int depth_;
   const size_t frame_bytes_;
   const size_t record_bytes_;  // the largest record
   replay::FrameTable table_;
   std::vector<Slot> slots_;
-  std::vector<uint8_t> records_;                                        // record_bytes_ per slot
-  absl::flat_hash_map<std::pair<uint32_t, uint64_t>, uint64_t> where_;  // (lease, sequence) -> slot
+  std::vector<uint8_t> records_;              // record_bytes_ per slot
+  absl::flat_hash_map<Key, uint64_t> where_;  // -> the local slot
   std::vector<uint8_t> stack_, next_stack_;
   uint64_t missing_ = 0, evicted_ = 0;
 };

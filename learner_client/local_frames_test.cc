@@ -5,7 +5,9 @@
 // learner placement's forward reader delivers them. After every arrival
 // the memory holds exactly the transitions whose records (their own and
 // every one their stacks refer to) are still in the ring, and each one's
-// assembled stacks are, byte for byte, the ones the actor built.
+// assembled stacks are, byte for byte, the ones the actor built. Records a
+// restarted server writes under sequences the store already holds are
+// never mixed with the earlier ones.
 
 #include "learner_client/local_frames.h"
 
@@ -68,7 +70,7 @@ TEST(LocalFrameStoreTest, HoldsExactlyTheTransitionsWhoseRecordsAreInTheRingWith
     const uint64_t index = sequence % kCapacity;
     bool insert = false;
     ASSERT_TRUE(
-        store.Accept(index, sequence, l, q, streams[l].records[q], memory.get(), &insert).ok());
+        store.Accept(index, sequence, 0, l, q, streams[l].records[q], memory.get(), &insert).ok());
     if (insert) {
       memory->Insert(index, sequence, 1.0f);
       ++inserted;
@@ -107,6 +109,56 @@ TEST(LocalFrameStoreTest, HoldsExactlyTheTransitionsWhoseRecordsAreInTheRingWith
   EXPECT_GT(store.missing(), 0u);    // and some arrived after a record they need was gone
 }
 
+TEST(LocalFrameStoreTest, AfterARestartStacksAreAssembledOnlyFromRecordsOfTheNewGeneration) {
+  // Generation 0 delivers records 0-59 of lease 0; the server restarts from
+  // an older checkpoint and, in generation 1, delivers records 40-99 of the
+  // same lease with other contents (another actor's stream). Every record
+  // fits the ring, so the first 40-59 are still held when the second come.
+  const Stream before = MakeStream(21, 100);
+  const Stream after = MakeStream(77, 100);
+  replay::ReplayMemoryOptions mo;
+  mo.capacity = kCapacity;
+  std::unique_ptr<replay::ReplayMemory> memory = replay::ReplayMemory::Create(mo).value();
+  LocalFrameStore store(kCapacity, kDepth, kFrameBytes);
+  uint64_t sequence = 0;
+  std::map<uint64_t, uint64_t> slot_of;  // lease sequence (generation 1) -> local slot
+  for (uint64_t q = 0; q < 60; ++q, ++sequence) {
+    bool insert = false;
+    ASSERT_TRUE(
+        store.Accept(sequence, sequence, 0, 0, q, before.records[q], memory.get(), &insert).ok());
+    if (insert) memory->Insert(sequence, sequence, 1.0f);
+  }
+  const uint64_t missing_before = store.missing();
+  uint64_t inserted = 0, refused = 0;
+  for (uint64_t q = 40; q < 100; ++q, ++sequence) {
+    bool insert = false;
+    ASSERT_TRUE(
+        store.Accept(sequence, sequence, 1, 0, q, after.records[q], memory.get(), &insert).ok());
+    if (insert) {
+      memory->Insert(sequence, sequence, 1.0f);
+      slot_of[q] = sequence;
+    }
+    // A transition referring below 40 needs a record generation 1 never
+    // delivered: it is left out, not assembled from generation 0's.
+    bool reaches_before_restart = false;
+    for (const uint16_t d : References(after.records[q])) reaches_before_restart |= q - d < 40;
+    if (after.transitions.count(q) == 0) continue;
+    EXPECT_EQ(insert, !reaches_before_restart) << "record " << q;
+    insert ? ++inserted : ++refused;
+  }
+  EXPECT_GT(inserted, 20u);
+  EXPECT_GT(refused, 0u);
+  EXPECT_EQ(store.missing() - missing_before, refused);
+  rl::TransitionBatch batch(kStackBytes, rl::ObservationType::kUint8);
+  for (const auto& [q, slot] : slot_of) {
+    ASSERT_TRUE(memory->valid(slot));
+    batch.Clear();
+    ASSERT_TRUE(store.Assemble(slot, &batch).ok());
+    EXPECT_EQ(batch.observations(), after.transitions.at(q).observation) << "record " << q;
+    EXPECT_EQ(batch.next_observations(), after.transitions.at(q).next_observation);
+  }
+}
+
 TEST(LocalFrameStoreTest, ARecordThatDoesNotDecodeIsRefusedAndTheSlotHoldsNothing) {
   replay::ReplayMemoryOptions mo;
   mo.capacity = 8;
@@ -114,7 +166,7 @@ TEST(LocalFrameStoreTest, ARecordThatDoesNotDecodeIsRefusedAndTheSlotHoldsNothin
   LocalFrameStore store(8, kDepth, kFrameBytes);
   bool insert = true;
   const std::vector<uint8_t> garbage(40, 0xAB);
-  EXPECT_FALSE(store.Accept(0, 0, 0, 0, garbage, memory.get(), &insert).ok());
+  EXPECT_FALSE(store.Accept(0, 0, 0, 0, 0, garbage, memory.get(), &insert).ok());
   EXPECT_FALSE(insert);
   rl::TransitionBatch batch(kStackBytes, rl::ObservationType::kUint8);
   EXPECT_TRUE(absl::IsNotFound(store.Assemble(0, &batch)));

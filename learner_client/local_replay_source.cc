@@ -66,8 +66,8 @@ absl::Status LocalReplaySource::AcceptRecords() {
       s = forwarded_->Accept(index, stream_->records_generation(), item.lease, item.lease_sequence,
                              item.payload, &insert);
     } else {
-      s = frames_->Accept(index, sequence, item.lease, item.lease_sequence, item.payload,
-                          memory_.get(), &insert);
+      s = frames_->Accept(index, sequence, stream_->records_generation(), item.lease,
+                          item.lease_sequence, item.payload, memory_.get(), &insert);
     }
     if (!s.ok()) {
       drops_.Count(1, absl::StrCat("forwarded record ", item.lease_sequence, " of lease ",

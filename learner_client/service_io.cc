@@ -272,7 +272,11 @@ absl::Span<const uint8_t> LearnerServiceIo::HeldRecord(uint32_t lease, uint64_t 
 }
 
 uint64_t LearnerServiceIo::records_generation() const {
-  return forwarded_reader_ == nullptr ? 0 : forwarded_reader_->records_generation();
+  if (forwarded_reader_ != nullptr) return forwarded_reader_->records_generation();
+  // A server of another epoch or incarnation may have written other
+  // records under the sequences it forwarded before.
+  if (forward_reader_ != nullptr) return forward_reader_->stats().epoch_changes;
+  return 0;
 }
 
 void LearnerServiceIo::RecordForwarded(const ForwardedTransition& t) {
