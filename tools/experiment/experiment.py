@@ -31,7 +31,12 @@ cell (learner --max_updates_per_s, the governor), so G = R / u; B follows
 from rho. kappa = C s / B = rho u batch is the load if every sample the
 learner consumes crossed: the buffer placement's. The primary cells are
 rho 2 and 8 at u = 0.25 (DQN's one update per four environment steps),
-where forwarding everything does not fit the link.
+where forwarding everything does not fit the link. The low-kappa set
+(--low_kappa) runs the one regime where every sample the learner
+consumes fits the link but not every transition generated (kappa 0.51 <
+1 < rho 2, a quarter of a sample per generated transition, as in Ape-X):
+at R = 50 updates/s, since G = R / u is 12,500 transitions/s, about what
+one core of actors generates.
 
 Controls, the same in every arm: the governor; the learner pinned to CPU 0,
 the buffer node and actors to the rest; replay memories sized to the same
@@ -52,6 +57,7 @@ Usage:
   tools/experiment/experiment.sh           # the default set (210 runs, about 2.5 h on 2 cores)
   tools/experiment/experiment.sh --quick   # a smoke run of the seven arms (about 2 min)
   tools/experiment/experiment.sh --full    # 40k updates, 10 seeds in every cell (300 runs, about 8 h)
+  tools/experiment/experiment.py --low_kappa --out out/experiment-low-kappa   # 30 runs, about 45 min
   tools/experiment/experiment.py --summarize_only --out DIR   # re-summarize finished runs
   tools/experiment/experiment.py --quick --env Acrobot-v1
   tools/experiment/experiment.py --cells rho8-u0.25 --seeds 20 --resume   # 10 more seeds
@@ -128,6 +134,9 @@ CELLS = {
                    "min_replay": 1000},
     "rho8-u8": {"rho": 8.0, "u": 8.0, "pad": 16384, "actors": 2, "envs_per_actor": 1,
                 "min_replay": 64},
+    # kappa = 2 x 0.004 x 64 = 0.512: the low-kappa set's cell (at its R).
+    "rho2-u0.004": {"rho": 2.0, "u": 0.004, "pad": 1024, "actors": 2, "envs_per_actor": 4,
+                    "min_replay": 1000},
 }
 PRIMARY = ("rho2-u0.25", "rho8-u0.25")
 # "<cell>-alpha0": the cell with uniform sampling at the buffer node, for
@@ -142,6 +151,8 @@ SETS = {
         ("rho0.5-u8", NO_AA, 5), ("rho8-u8", NO_AA, 5),
         ("rho2-u0.25" + CONTROL_SUFFIX, CONTROL_ARMS, 5)]},
     "quick": {"updates": 1000, "plan": [("rho2-u0.25", ALL_ARMS, 1)]},
+    "low_kappa": {"updates": 3000, "updates_per_s": 50.0, "snapshot_updates": 250,
+                  "plan": [("rho2-u0.004", NO_AA, 5)]},
     "full": {"updates": 40000, "plan": [
         ("rho2-u0.25", ALL_ARMS, 10), ("rho8-u0.25", ALL_ARMS, 10),
         ("rho0.5-u8", ALL_ARMS, 10), ("rho8-u8", ALL_ARMS, 10),
@@ -177,12 +188,12 @@ def power_of_two(x, floor):
     return max(floor, 1 << max(0, round(math.log2(max(x, 1.0)))))
 
 
-def cell(name, updates):
+def cell(name, updates, rate=UPDATES_PER_S, snapshot_updates=SNAPSHOT_UPDATES):
     """A cell's every number, derived from rho, u and the governed rate."""
     base = name[:-len(CONTROL_SUFFIX)] if name.endswith(CONTROL_SUFFIX) else name
     c = dict(CELLS[base])
     s = slot_bytes(c["pad"])
-    g = UPDATES_PER_S / c["u"]
+    g = rate / c["u"]
     link_bytes_per_s = g * s / c["rho"]
     arrival = min(g, link_bytes_per_s / s)
     floor = max(2 * BATCH_SIZE, 2 * c["min_replay"])
@@ -194,11 +205,12 @@ def cell(name, updates):
         alpha=0.0 if name != base else 0.6, actor_rate=g / c["actors"],
         capacity=power_of_two(g * CAPACITY_S, floor),
         local_capacity=power_of_two(arrival * CAPACITY_S, floor),
-        updates=updates, schedule_s=updates / UPDATES_PER_S,
+        updates=updates, updates_per_s=rate, snapshot_updates=snapshot_updates,
+        schedule_s=updates / rate,
         # The governed schedule, the fill before training (at the rate that
         # can arrive) and a margin for the processes' start; an arm that
         # keeps the rate stops at `updates`, before the window's end.
-        duration_s=updates / UPDATES_PER_S + c["min_replay"] / arrival + START_MARGIN_S,
+        duration_s=updates / rate + c["min_replay"] / arrival + START_MARGIN_S,
         title="rho %g, u %g (kappa %g)%s" % (c["rho"], c["u"], c["rho"] * c["u"] * BATCH_SIZE,
                                              ", alpha 0 (control)" if name != base else ""))
     c["capacity_s"] = c["capacity"] / g
@@ -228,10 +240,10 @@ def run_argv(c, arm, seed, run_dir, governed):
         "--metrics_out", os.path.join(run_dir, "metrics.jsonl"), "--out_dir", run_dir,
         "--bin_dir", BIN_DIR[0],
         "--learner_flag=--snapshot_dir=" + os.path.join(run_dir, "snap"),
-        "--learner_flag=--snapshot_interval_s=%r" % (SNAPSHOT_UPDATES / UPDATES_PER_S),
+        "--learner_flag=--snapshot_interval_s=%r" % (c["snapshot_updates"] / c["updates_per_s"]),
     ]
     if governed:
-        argv += ["--max_updates_per_s", repr(UPDATES_PER_S)]
+        argv += ["--max_updates_per_s", repr(c["updates_per_s"])]
     if pin_cpus():
         argv += ["--pin_cpus", pin_cpus()]
     placement = a["replay_placement"]
@@ -301,9 +313,15 @@ def restrict_arms(plan, wanted):
     return [entry for entry in restricted if entry[1]]
 
 
-def run_all(args, plan, updates):
+def set_rates(chosen):
+    """(R, snapshot updates) of a set: its own, else the defaults."""
+    return (chosen.get("updates_per_s", UPDATES_PER_S),
+            chosen.get("snapshot_updates", SNAPSHOT_UPDATES))
+
+
+def run_all(args, plan, updates, rates):
     runs = schedule(plan, args.order_seed)
-    cells = {name: cell(name, updates) for name, _, _ in plan}
+    cells = {name: cell(name, updates, *rates) for name, _, _ in plan}
     started = time.monotonic()
     for i, (name, arm, seed) in enumerate(runs):
         run_dir = os.path.join(args.out, "runs", name, "%s-seed%d" % (arm, seed))
@@ -322,10 +340,13 @@ def run_all(args, plan, updates):
         evaluate(run_dir)
 
 
-def run_design(args, updates):
+def run_design(args, updates, rates):
     """What every run under one --out must share."""
-    return {"env": ENV["env"], "observation": ENV["observation"], "updates": updates,
-            "governed": not args.ungoverned}
+    design = {"env": ENV["env"], "observation": ENV["observation"], "updates": updates,
+              "governed": not args.ungoverned}
+    if rates != (UPDATES_PER_S, SNAPSHOT_UPDATES):
+        design.update(updates_per_s=rates[0], snapshot_updates=rates[1])
+    return design
 
 
 def check_design(out, design):
@@ -344,10 +365,10 @@ def check_design(out, design):
         f.write("\n")
 
 
-def summarize(args, plan, updates):
+def summarize(args, plan, updates, rates):
     cells = []
     for name, arms, _ in plan:
-        c = cell(name, updates)
+        c = cell(name, updates, *rates)
         figures = {}
         for arm in arms:
             base = os.path.join(args.out, "runs", name)
@@ -363,10 +384,10 @@ def summarize(args, plan, updates):
     if not any(a["seeds"] for c in cells for a in c["arms"]):
         raise RuntimeError("no complete run under %s" % os.path.join(args.out, "runs"))
     return experiment_report.assemble(
-        cells, design={"updates_per_s": UPDATES_PER_S, "governed": not args.ungoverned,
+        cells, design={"updates_per_s": rates[0], "governed": not args.ungoverned,
                        "updates": updates, "batch_size": BATCH_SIZE, "delay_us": DELAY_US,
                        "capacity_s": CAPACITY_S, "eval_episodes": EVAL_EPISODES,
-                       "snapshot_updates": SNAPSHOT_UPDATES, "env": ENV["env"],
+                       "snapshot_updates": rates[1], "env": ENV["env"],
                        "observation": ENV["observation"]},
         primary=PRIMARY, contrasts=CONTRASTS, aa=AA_CONTRAST, control_suffix=CONTROL_SUFFIX)
 
@@ -381,6 +402,9 @@ def main(argv):
                        help="the smoke set: one seed of every arm in one cell (about 2 min)")
     group.add_argument("--full", action="store_true",
                        help="40k updates, 10 seeds in every cell (about 8 h)")
+    group.add_argument("--low_kappa", action="store_true",
+                       help="the kappa < 1 < rho cell, rho2-u0.004: 3k updates at 50 updates/s, "
+                       "5 seeds of every arm but the A/A duplicate (about 45 min)")
     p.add_argument("--ungoverned", action="store_true",
                    help="no update governor: every arm at its own maximum rate (stopping at "
                    "the set's updates or its window's end)")
@@ -414,8 +438,9 @@ def main(argv):
     if args.bin_dir:
         BIN_DIR[0] = args.bin_dir
     ENV.update(env=args.env, observation=args.observation)
-    chosen = SETS["quick" if args.quick else "full" if args.full else "default"]
-    plan, updates = chosen["plan"], chosen["updates"]
+    chosen = SETS["quick" if args.quick else "full" if args.full
+                  else "low_kappa" if args.low_kappa else "default"]
+    plan, updates, rates = chosen["plan"], chosen["updates"], set_rates(chosen)
     if args.cells:
         wanted = args.cells.split(",")
         unknown = [c for c in wanted if c not in [name for name, _, _ in plan]]
@@ -435,15 +460,15 @@ def main(argv):
     os.makedirs(args.out, exist_ok=True)
     try:
         if not args.report_only:
-            check_design(args.out, run_design(args, updates))
+            check_design(args.out, run_design(args, updates, rates))
         if args.report_only:
             experiment_report.redraw(args.out, ARM_TITLES)
             log("redrew %s" % ", ".join(os.path.join(args.out, f)
                                         for f in experiment_report.OUTPUTS))
             return 0
         if not args.summarize_only:
-            run_all(args, plan, updates)
-        summary = summarize(args, plan, updates)
+            run_all(args, plan, updates, rates)
+        summary = summarize(args, plan, updates, rates)
     except (RuntimeError, ValueError, subprocess.CalledProcessError, OSError) as e:
         log("error: %s" % e)
         return 1

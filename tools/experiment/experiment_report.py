@@ -43,7 +43,7 @@ COLORS = {"learner-fifo": "tab:blue", "learner-freshest": "tab:cyan",
           "buffer-cache": "tab:orange", "hybrid-aa": "tab:olive"}
 CELL_KEYS = ("name", "title", "rho", "u", "kappa", "slot_bytes", "generation_per_s", "link",
              "link_bytes_per_s", "samples_per_insert", "alpha", "capacity", "capacity_s",
-             "local_capacity", "local_capacity_s", "duration_s", "min_replay")
+             "local_capacity", "local_capacity_s", "duration_s", "min_replay", "updates_per_s")
 
 
 def arm_summary(name, by_seed):

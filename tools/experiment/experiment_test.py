@@ -68,6 +68,31 @@ class DesignTest(unittest.TestCase):
             self.assertIn("choose another --out", stderr.getvalue())
             self.assertFalse(os.path.exists(os.path.join(out, "runs")))
 
+    def test_the_low_kappa_set_runs_its_cell_at_its_own_rate(self):
+        chosen = ex.SETS["low_kappa"]
+        rates = ex.set_rates(chosen)
+        self.assertEqual(rates, (50.0, 250))
+        real = ex.slot_bytes
+        ex.slot_bytes = lambda pad: 1120  # the actor's layout, without the binary
+        try:
+            (name, _, _), = chosen["plan"]
+            c = ex.cell(name, chosen["updates"], *rates)
+            argv = ex.run_argv(c, "buffer", 1, "/tmp/run", governed=True)
+        finally:
+            ex.slot_bytes = real
+        # Every sample the learner consumes fits the link; not every
+        # transition generated does.
+        self.assertLess(c["kappa"], 1.0)
+        self.assertGreater(c["rho"], 1.0)
+        self.assertAlmostEqual(c["generation_per_s"], 12500.0)
+        self.assertEqual(argv[argv.index("--max_updates_per_s") + 1], "50.0")
+        self.assertIn("--learner_flag=--snapshot_interval_s=5.0", argv)
+        args = ex.argparse.Namespace(ungoverned=False)
+        self.assertEqual(ex.run_design(args, 3000, rates)["updates_per_s"], 50.0)
+        # The default set's design is as recorded before sets had rates.
+        self.assertNotIn("updates_per_s", ex.run_design(args, 16000, ex.set_rates(ex.SETS[
+            "default"])))
+
     def test_seeds_must_be_positive(self):
         with tempfile.TemporaryDirectory() as out:
             with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
