@@ -54,9 +54,9 @@ class LocalFrameStore {
 
   // The record `record` (its bytes), of `lease` and `lease_sequence` in
   // the stream's `generation`, arrived into local slot `index` as the
-  // memory's `sequence`: what the
-  // slot held is released (the transition there and those that depend on
-  // the record leave `memory`, the latter counted in evicted()). Sets
+  // memory's `sequence`: what the slot held is released (the transition
+  // there and those that depend on the record leave `memory`, the latter
+  // counted in evicted()). Sets
   // *insert when the record carries a transition whose records are all
   // held (the caller inserts it into the memory at `index`); INVALID_ARGUMENT
   // when it does not decode (the slot then holds nothing).

@@ -57,7 +57,7 @@ Usage:
   tools/experiment/experiment.sh           # the default set (210 runs, about 2.5 h on 2 cores)
   tools/experiment/experiment.sh --quick   # a smoke run of the seven arms (about 2 min)
   tools/experiment/experiment.sh --full    # 40k updates, 10 seeds in every cell (300 runs, about 8 h)
-  tools/experiment/experiment.py --low_kappa --out out/experiment-low-kappa   # 30 runs, about 45 min
+  tools/experiment/experiment.py --low_kappa --out out/experiment-low-kappa   # 30 runs, about 31 min
   tools/experiment/experiment.py --summarize_only --out DIR   # re-summarize finished runs
   tools/experiment/experiment.py --quick --env Acrobot-v1
   tools/experiment/experiment.py --cells rho8-u0.25 --seeds 20 --resume   # 10 more seeds
@@ -404,7 +404,7 @@ def main(argv):
                        help="40k updates, 10 seeds in every cell (about 8 h)")
     group.add_argument("--low_kappa", action="store_true",
                        help="the kappa < 1 < rho cell, rho2-u0.004: 3k updates at 50 updates/s, "
-                       "5 seeds of every arm but the A/A duplicate (about 45 min)")
+                       "5 seeds of every arm but the A/A duplicate (about 31 min)")
     p.add_argument("--ungoverned", action="store_true",
                    help="no update governor: every arm at its own maximum rate (stopping at "
                    "the set's updates or its window's end)")
