@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "xxhash.h"
 
 namespace dreplay::protocol {
 namespace {

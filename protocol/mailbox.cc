@@ -7,17 +7,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "xxhash.h"
+#include "common/checksum.h"
 
 namespace dreplay::protocol {
 
 uint64_t MailboxChecksum(const LayoutConfig& c, const void* entry, uint32_t count) {
   count = std::min(count, c.batch_size);
   const auto* p = static_cast<const uint8_t*>(entry);
-  return XXH3_64bits_withSeed(
-      p + sizeof(uint64_t),
-      MailboxRecordsOffset(c) - sizeof(uint64_t) + uint64_t{count} * sizeof(PriorityRecord),
-      kChecksumSeed);
+  return Xxh3(p + sizeof(uint64_t),
+              MailboxRecordsOffset(c) - sizeof(uint64_t) + uint64_t{count} * sizeof(PriorityRecord),
+              kChecksumSeed);
 }
 
 absl::Status EncodePriorityUpdate(const LayoutConfig& config, uint64_t batch_number, uint64_t epoch,

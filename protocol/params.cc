@@ -7,15 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "xxhash.h"
+#include "common/checksum.h"
 
 namespace dreplay::protocol {
 
 uint64_t ParamsChecksum(const LayoutConfig& c, const void* half, uint64_t size) {
   size = std::min(size, c.param_bytes);
   const auto* p = static_cast<const uint8_t*>(half);
-  return XXH3_64bits_withSeed(p + sizeof(uint64_t),
-                              sizeof(ParamsHalfHeader) - sizeof(uint64_t) + size, kChecksumSeed);
+  return Xxh3(p + sizeof(uint64_t), sizeof(ParamsHalfHeader) - sizeof(uint64_t) + size,
+              kChecksumSeed);
 }
 
 absl::Status EncodeParamsHalf(const LayoutConfig& config, uint64_t version,

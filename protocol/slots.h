@@ -14,8 +14,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "common/checksum.h"
 #include "protocol/config.h"
-#include "xxhash.h"
 
 namespace dreplay::protocol {
 
@@ -62,9 +62,8 @@ inline constexpr uint64_t kNeverCommitted = 0;
 // REQUIRES: sizeof(SlotHeader) + payload_length bytes readable at `slot`.
 inline uint64_t SlotChecksum(const void* slot, uint32_t payload_length) {
   const auto* p = static_cast<const uint8_t*>(slot);
-  return XXH3_64bits_withSeed(p + kSlotChecksumBegin,
-                              sizeof(SlotHeader) - kSlotChecksumBegin + payload_length,
-                              kChecksumSeed);
+  return Xxh3(p + kSlotChecksumBegin, sizeof(SlotHeader) - kSlotChecksumBegin + payload_length,
+              kChecksumSeed);
 }
 
 enum class SlotCheck : uint8_t {

@@ -1,7 +1,5 @@
 // Copyright dreplay authors.
 
-// XXH3_state_t is used on the stack (its definition is in the static part).
-#define XXH_STATIC_LINKING_ONLY
 #include "protocol/staging.h"
 
 #include <algorithm>
@@ -9,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/checksum.h"
 #include "protocol/slots.h"
-#include "xxhash.h"
 
 namespace dreplay::protocol {
 
@@ -25,15 +23,11 @@ uint64_t BatchChecksumBytes(const LayoutConfig& c, const void* staging_slot, uin
   entries = std::min(entries, StagingEntryCapacity(c));
   payload_bytes = std::min(payload_bytes, StagingCommitOffset(c) - StagingPayloadsOffset(c));
   const auto* p = static_cast<const uint8_t*>(staging_slot);
-  XXH3_state_t state;
-  // A state on the stack must be initialized before a seeded reset (the
-  // reset skips deriving the secret when the stale seed field matches).
-  XXH3_INITSTATE(&state);
-  XXH3_64bits_reset_withSeed(&state, kChecksumSeed);
-  XXH3_64bits_update(&state, p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
-  XXH3_64bits_update(&state, p + StagingEntriesOffset(c), uint64_t{entries} * sizeof(BatchEntry));
-  XXH3_64bits_update(&state, p + StagingPayloadsOffset(c), payload_bytes);
-  return XXH3_64bits_digest(&state);
+  Xxh3Stream stream(kChecksumSeed);
+  stream.Update(p + sizeof(uint64_t), sizeof(BatchHeader) - sizeof(uint64_t));
+  stream.Update(p + StagingEntriesOffset(c), uint64_t{entries} * sizeof(BatchEntry));
+  stream.Update(p + StagingPayloadsOffset(c), payload_bytes);
+  return stream.Digest();
 }
 
 absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const CommitLine& line,

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "xxhash.h"
+#include "common/checksum.h"
 
 namespace dreplay::protocol {
 
@@ -15,8 +15,8 @@ std::optional<double> CrossingPercentileMean(const StatsBlock& stats) {
 }
 
 void SealActorLine(ActorLine* line) {
-  line->checksum = XXH3_64bits_withSeed(reinterpret_cast<const uint8_t*>(line) + sizeof(uint64_t),
-                                        sizeof(ActorLine) - sizeof(uint64_t), kChecksumSeed);
+  line->checksum = Xxh3(reinterpret_cast<const uint8_t*>(line) + sizeof(uint64_t),
+                        sizeof(ActorLine) - sizeof(uint64_t), kChecksumSeed);
 }
 
 absl::Status CheckActorLine(const ActorLine& line, uint32_t actor_id) {

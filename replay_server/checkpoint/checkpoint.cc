@@ -1,7 +1,5 @@
 // Copyright dreplay authors.
 
-// XXH3_INITSTATE needs the state's definition (the static part).
-#define XXH_STATIC_LINKING_ONLY
 #include "replay_server/checkpoint/checkpoint.h"
 
 #include <algorithm>
@@ -13,11 +11,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/checksum.h"
 #include "common/shared_words.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "replay_server/checkpoint/durable_file.h"
-#include "xxhash.h"
 
 namespace dreplay::server {
 namespace {
@@ -26,23 +24,10 @@ namespace {
 constexpr size_t kChunkBytes = size_t{1} << 20;
 static_assert(kChunkBytes % sizeof(uint64_t) == 0, "chunks keep word alignment");
 
-// XXH3 streaming state on the heap (its size is not part of the stable API).
-class Hasher {
+// The checkpoint's running XXH3 (checksum.h), seeded as every checksum.
+class Hasher : public Xxh3Stream {
  public:
-  Hasher() : state_(XXH3_createState()) {
-    CHECK(state_ != nullptr) << "out of memory for an XXH3 state";
-    // A seeded reset of an uninitialized state may keep a stale secret.
-    XXH3_INITSTATE(state_);
-    XXH3_64bits_reset_withSeed(state_, protocol::kChecksumSeed);
-  }
-  ~Hasher() { XXH3_freeState(state_); }
-  Hasher(const Hasher&) = delete;
-  Hasher& operator=(const Hasher&) = delete;
-  void Update(const void* p, size_t n) { XXH3_64bits_update(state_, p, n); }
-  uint64_t Digest() const { return XXH3_64bits_digest(state_); }
-
- private:
-  XXH3_state_t* state_;
+  Hasher() : Xxh3Stream(protocol::kChecksumSeed) {}
 };
 
 absl::Status WriteAll(WritableFile* file, const void* data, size_t n) {
