@@ -28,6 +28,20 @@ absl::Status CheckNotForwarding(const protocol::PolicyLine& policy) {
 
 absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     client::ClientSession* session, const LearnerServiceIoOptions& options) {
+  using Created = absl::StatusOr<std::unique_ptr<LearnerServiceIo>>;
+  return client::RetryWhileDisconnected(options.retry, [&]() -> Created {
+    const uint64_t generation = session->generation();
+    Created io = CreateOnce(session, options);
+    if (!io.ok() && client::IsConnectionFailure(io.status())) {
+      RETURN_IF_ERROR(session->Reconnect(generation, io.status()));
+      return CreateOnce(session, options);
+    }
+    return io;
+  });
+}
+
+absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::CreateOnce(
+    client::ClientSession* session, const LearnerServiceIoOptions& options) {
   if (options.forward_policy != "in_order" && options.forward_policy != "freshest") {
     return absl::InvalidArgumentError(
         absl::StrCat("forward_policy=", options.forward_policy, " must be in_order or freshest"));

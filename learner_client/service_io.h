@@ -98,6 +98,9 @@ class LearnerServiceIo : public BatchSource,
   // FailedPrecondition when the server's policy does not stage what the
   // placement needs (the buffer placement against a forwarding server, the
   // hybrid placement against one that does not forward).
+  // The clients READ the server as they are created: a connection lost
+  // meanwhile (a server restart) is reconnected and the clients are created
+  // again, within options.retry, as every later READ is.
   static absl::StatusOr<std::unique_ptr<LearnerServiceIo>> Create(
       client::ClientSession* session, const LearnerServiceIoOptions& options);
   ~LearnerServiceIo() override;
@@ -145,6 +148,9 @@ class LearnerServiceIo : public BatchSource,
 
  private:
   explicit LearnerServiceIo(const LearnerServiceIoOptions& options);
+  // Create() without the retry.
+  static absl::StatusOr<std::unique_ptr<LearnerServiceIo>> CreateOnce(
+      client::ClientSession* session, const LearnerServiceIoOptions& options);
   // The next staged batch within `timeout`, retried while disconnected;
   // NotFound when none was staged in time.
   absl::StatusOr<StagedBatch> ReadStaged(absl::Duration timeout);
