@@ -73,7 +73,10 @@
 //    memfds holding the same bytes at the same addresses; shared_path.h,
 //    "Revocation"), so nothing its peer writes through the old mappings
 //    afterwards reaches the target, as nothing reaches it through a
-//    destroyed queue pair's memory windows. A segment is granted writable
+//    destroyed queue pair's memory windows; and the target marks its side
+//    closed on the shared page first, so the requester executes nothing
+//    more on its mappings (a READ would still see the old memory) and its
+//    later requests fail over TCP as a device's would. A segment is granted writable
 //    to one queue pair at a time (another asking keeps TCP). The requester
 //    maps only grants that answer its own asks, bounded in size
 //    (kMaxGrantBytes), and never waits for their fds.

@@ -57,6 +57,9 @@ bool SharedPath::TryExecute(const WorkRequest& wr, bool local_ok, int64_t now, u
   if ((!is_write && wr.opcode != Opcode::kRead) || !local_ok || wr.length == 0) return false;
   auto it = mappings_.find(wr.rkey);
   if (it == mappings_.end()) return false;
+  // The peer's queue pair is gone: over TCP, where the request fails as it
+  // would on a device (the mapping would still show the old memory).
+  if (link_->peer_closed()) return false;
   const Mapping& m = it->second;
   if ((m.access & (is_write ? kRemoteWrite : kRemoteRead)) == 0) return false;
   if (wr.remote_addr < m.remote_addr || wr.length > m.length ||
@@ -227,6 +230,8 @@ void SharedPath::DropMappings() {
 }
 
 void SharedPath::Revoke() {
+  // The peer stops at its next operation, before the TCP close reaches it.
+  link_->MarkClosed();
   granted_.clear();
   const absl::Status renewed = ShareableMemory::RenewClaimed(holder_);
   if (!renewed.ok()) {

@@ -31,7 +31,10 @@
 // (ShareableMemory::RenewClaimed): this process's memory then lies in
 // fresh memfds, and whatever the peer still writes through its old
 // mappings reaches nobody. Read-only grants cover sealed segments, which
-// no peer can write, and are not renewed.
+// no peer can write, and are not renewed. And the requester stops using
+// its mappings as soon as the peer marks its side closed on the shared
+// usage page (ShmLink::MarkClosed, before its TCP close is sent), so a READ
+// posted after the peer's queue pair went does not read the old memory.
 //
 // As requester it maps only what it asked for: a grant for a key with no
 // ask outstanding, one that does not cover the request that asked, or one
@@ -120,9 +123,10 @@ class SharedPath {
   // The region registered as `region_key` is going: revokes the keys
   // granted under it.
   void RevokeRegion(uint32_t region_key);
-  // The queue pair failed or is being destroyed: renews every segment
-  // granted writable on it (see above), so the peer's mappings reach
-  // nothing here any more. Idempotent. REQUIRES: no other queue pair
+  // The queue pair failed or is being destroyed: marks this side closed
+  // on the usage page (the peer's next operation goes over TCP, where it
+  // fails) and renews every segment granted writable on it (see above),
+  // so the peer's mappings reach nothing here any more. Idempotent. REQUIRES: no other queue pair
   // WRITEs those segments over TCP meanwhile (their owner's threads may
   // read them).
   void Revoke();

@@ -212,6 +212,27 @@ TEST_F(SharedPathTest, AMappingReachesNothingOnceItsQueuePairIsDestroyed) {
   EXPECT_EQ(memory_.data()[100], 9);
 }
 
+// A device's peer whose queue pair is gone answers nothing: a READ or
+// WRITE posted after it was destroyed fails. The requester's mapping would
+// still show the old memory, so it is not used once the peer marked its
+// side closed, even before the TCP close arrives.
+TEST_F(SharedPathTest, NothingExecutesOnAMappingOnceThePeersQueuePairIsDestroyed) {
+  Start(SoftTransport::kAuto);
+  ASSERT_TRUE(WaitForMapping(Request(1, Opcode::kWrite, mr_->rkey(), 0, 0, 64), 2));
+  memory_.data()[200] = 7;
+  ASSERT_TRUE(Run(Request(2, Opcode::kRead, mr_->rkey(), 200, 0, 1)).ok());
+  ASSERT_EQ(local_->data()[0], 7);  // through the mapping
+  local_->data()[0] = 0;
+  pair_.server.reset();
+  // Posted at once, before the client can have noticed the TCP close.
+  const WorkRequest read = Request(3, Opcode::kRead, mr_->rkey(), 200, 0, 1);
+  ASSERT_TRUE(pair_.client->PostSend({&read, 1}).ok());
+  const std::vector<Completion> c = PollCompletions(pair_.client.get(), 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_FALSE(c[0].ok()) << "a READ after the peer's queue pair was destroyed succeeded";
+  EXPECT_EQ(local_->data()[0], 0);
+}
+
 TEST_F(SharedPathTest, AMappingReachesNothingOnceItsQueuePairFailed) {
   Start(SoftTransport::kAuto);
   auto window = pair_.server->BindWindow(*mr_, 2 * page_, 2 * page_, kRemoteWrite);

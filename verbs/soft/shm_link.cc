@@ -22,8 +22,9 @@ namespace dreplay::verbs::soft {
 namespace {
 
 // Page words: [0] connector's shared-path bytes out, [1] in; [2], [3] the
-// listener's.
+// listener's; [4] the connector's closed word, [5] the listener's.
 constexpr int kWordsPerSide = 2;
+constexpr int kClosedWord = 4;
 // How long an accepted connection may take to prove the nonce.
 constexpr absl::Duration kProofWait = absl::Milliseconds(100);
 
@@ -166,6 +167,14 @@ void ShmLink::CountShared(uint64_t out, uint64_t in) {
   // One writer per word: this side's application thread.
   __atomic_store_n(&mine[0], __atomic_load_n(&mine[0], __ATOMIC_RELAXED) + out, __ATOMIC_RELAXED);
   __atomic_store_n(&mine[1], __atomic_load_n(&mine[1], __ATOMIC_RELAXED) + in, __ATOMIC_RELAXED);
+}
+
+void ShmLink::MarkClosed() {
+  __atomic_store_n(&page_[kClosedWord + (connector_ ? 0 : 1)], 1, __ATOMIC_SEQ_CST);
+}
+
+bool ShmLink::peer_closed() const {
+  return __atomic_load_n(&page_[kClosedWord + (connector_ ? 1 : 0)], __ATOMIC_SEQ_CST) != 0;
 }
 
 QueuePairTraffic ShmLink::PeerShared() const {

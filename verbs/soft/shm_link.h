@@ -3,7 +3,8 @@
 // shm_link.h: the Unix socket that links the two ends of a soft queue pair
 // on the same host, for the same-host transport (provider.h): memfd
 // segments are passed over it (SCM_RIGHTS), and a shared page counts the
-// bytes each side moves on the other's memory without it.
+// bytes each side moves on the other's memory without it and says when a
+// side's queue pair is gone.
 //
 // Setup, inside the soft setup (wire.h):
 //  1. The connector binds a SOCK_SEQPACKET socket at a random abstract name
@@ -72,6 +73,14 @@ class ShmLink {
   // What the peer moved on this side's memory that way, as this side's
   // peer_in (its writes) and peer_out (its reads).
   QueuePairTraffic PeerShared() const;
+
+  // This side's queue pair failed or is being destroyed: from now on the
+  // peer executes nothing more on this side's memory through its mappings
+  // (it checks peer_closed() before each operation), as a device's peer
+  // finds the queue pair gone. Before the TCP close reaches the peer, too.
+  void MarkClosed();
+  // True once the peer called MarkClosed().
+  bool peer_closed() const;
 
  private:
   const Fd socket_;

@@ -64,7 +64,10 @@ inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
 //    carries the reject (ReplyHeader::verdict is always kAccept).
 // 4: hello and reply offer and answer the same-host transport (shm_*
 //    fields, ReplyHeader::shm); the kShare* frames.
-inline constexpr uint16_t kWireVersion = 4;
+// 5: the same-host usage page carries each side's closed word
+//    (shm_link.h): a peer stops using its mappings once the other side's
+//    queue pair failed or was destroyed.
+inline constexpr uint16_t kWireVersion = 5;
 
 // Bytes of the random abstract Unix socket name and of the nonce a hello
 // offers for the same-host transport.
