@@ -125,6 +125,10 @@ DEFINE_bool(learner_cache, true,
             "what is learned is the same). Hybrid placement with frames stored once: the "
             "frame records already received are not sent again. --nolearner_cache READs every "
             "entry");
+DEFINE_bool(assemble_ahead, true,
+            "buffer placement: decode each staged batch and assemble its frame stacks on a thread "
+            "of its own, READing the next batch while the learner trains on the one before "
+            "(--noassemble_ahead: on the learner's thread, between steps)");
 DEFINE_int32(probe_size, 1024,
              "transitions in the probe set (random actions in the learner's own environment, "
              "collected at the start) whose unweighted TD loss is reported (0: none)");
@@ -307,6 +311,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
       FLAGS_learner_cache && o.placement != ReplayPlacement::kLearner;
   c.io.batch_reader.depth = static_cast<uint32_t>(FLAGS_batch_depth);
   c.io.learner_cache = learner_cache;
+  c.io.assemble_ahead = FLAGS_assemble_ahead;
   c.io.forward_policy = FLAGS_forward_policy;
   c.io.forward_reader.window = static_cast<uint64_t>(FLAGS_forward_window);
   c.io.forward_reader.chunk_slots = static_cast<uint32_t>(FLAGS_forward_chunk_slots);

@@ -4,10 +4,11 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "learner_client/frame_batch.h"
 #include "protocol/leases.h"
 
 namespace dreplay::learner {
@@ -48,16 +49,16 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::CreateOnce(
   }
   std::unique_ptr<LearnerServiceIo> io(new LearnerServiceIo(options));
   io->session_ = session;
-  const uint32_t frame_stack = session->config().frame_stack;
-  if (frame_stack > 0) {
-    io->frames_ = std::make_unique<FrameBatchAssembler>(session->config());
-  }
   if (options.placement == ReplayPlacement::kBuffer) {
     RETURN_IF_ERROR(CheckNotForwarding(session->policy()));
     BatchReaderOptions reader = options.batch_reader;
     reader.learner_cache = options.learner_cache;
     ASSIGN_OR_RETURN(io->batch_reader_, BatchReader::Create(session, reader));
     ASSIGN_OR_RETURN(io->priority_writer_, PriorityWriter::Create(session));
+    BatchAssemblyOptions assembly;
+    assembly.on_thread = options.assemble_ahead;
+    assembly.verification_log = options.verification_log;
+    io->assembly_ = std::make_unique<BatchAssembly>(session->config(), assembly);
   } else if (options.placement == ReplayPlacement::kHybrid) {
     ForwardedBatchReaderOptions reader;
     reader.batch_reader = options.batch_reader;
@@ -171,37 +172,47 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
     return absl::FailedPreconditionError(absl::StrCat(
         "no sampled batches in the ", ReplayPlacementName(options_.placement), " placement"));
   }
-  absl::StatusOr<StagedBatch> staged = ReadStaged(timeout);
-  if (absl::IsNotFound(staged.status())) return false;
-  if (!staged.ok()) return staged.status();
-  batch->Clear();
-  weights->clear();
-  origins->clear();
-  kept_entries_.clear();
-  if (frames_ != nullptr) frames_->Index(*staged);
-  for (uint32_t i = 0; i < staged->size(); ++i) {
-    absl::Status s;
-    if (frames_ != nullptr) {
-      s = frames_->Add(*staged, i, batch);  // the stacks, from the batch's records
-    } else {
-      absl::StatusOr<absl::Span<const uint8_t>> encoded =
-          rl::EncodedTransitionPrefix(staged->payload(i));
-      s = encoded.ok() ? batch->AddEncoded(*encoded) : encoded.status();
+  if (!read_ahead_error_.ok()) return std::exchange(read_ahead_error_, absl::OkStatus());
+  if (assembled_[0] == nullptr ||
+      assembled_[0]->rows.observation_size() != batch->observation_size() ||
+      assembled_[0]->rows.observation_type() != batch->observation_type()) {
+    CHECK(!assembly_->busy()) << "the batch shape changed while a batch was assembled ahead";
+    for (auto& a : assembled_) {
+      a = std::make_unique<AssembledBatch>(batch->observation_size(), batch->observation_type());
     }
-    if (!s.ok()) {
-      ++transitions_dropped_;
-      LOG_EVERY_N(WARNING, 1000) << "batch " << staged->batch_number() << " entry " << i
-                                 << " does not decode, dropped (" << transitions_dropped_
-                                 << " in all): " << s.message();
-      continue;
-    }
-    kept_entries_.push_back(i);
-    weights->push_back(staged->weight(i));
-    if (options_.verification_log) RecordAccepted(*staged, i);
-    origins->push_back({staged->insert_time_ns(i), staged->arrived(i)});
   }
-  last_batch_ = *std::move(staged);
+  if (!assembly_->busy()) {
+    absl::StatusOr<StagedBatch> staged = ReadStaged(timeout);
+    if (absl::IsNotFound(staged.status())) return false;
+    if (!staged.ok()) return staged.status();
+    assembly_->Start(*staged, assembled_[1 - current_].get());
+  }
+  AssembledBatch* done = assembly_->Take();
+  current_ = done == assembled_[0].get() ? 0 : 1;
+  transitions_dropped_ += done->dropped;
+  // The rows change hands; the caller's last rows are the buffers of a
+  // later batch.
+  std::swap(*batch, done->rows);
+  std::swap(*weights, done->weights);
+  std::swap(*origins, done->origins);
+  if (options_.assemble_ahead) ReadAhead();
   return true;
+}
+
+void LearnerServiceIo::ReadAhead() {
+  // With one staging slot, the next batch is staged only after this one's
+  // priority update: there is nothing to read yet.
+  if (session_->config().staging_depth < 2) return;
+  // Only a batch already staged: the learner must not wait here.
+  absl::StatusOr<StagedBatch> ahead = batch_reader_->Next(absl::ZeroDuration());
+  if (ahead.ok()) {
+    assembly_->Start(*ahead, assembled_[1 - current_].get());
+    ++batches_read_ahead_;
+  } else if (!absl::IsDeadlineExceeded(ahead.status()) &&
+             !client::IsConnectionFailure(ahead.status())) {
+    // A lost connection is met again, and retried, by the next Next().
+    read_ahead_error_ = ahead.status();
+  }
 }
 
 absl::StatusOr<StagedBatch> LearnerServiceIo::ReadStaged(absl::Duration timeout) {
@@ -218,31 +229,32 @@ absl::StatusOr<StagedBatch> LearnerServiceIo::ReadStaged(absl::Duration timeout)
   });
 }
 
-void LearnerServiceIo::RecordAccepted(const StagedBatch& batch, uint32_t i) {
-  const protocol::BatchEntry& entry = batch.entry(i);
-  const bool ok = protocol::VerifySlot(batch.slot(i), session_->config().slot_size,
-                                       entry.slot_sequence) == protocol::SlotCheck::kOk;
-  options_.verification_log->Accepted(protocol::EntryIndex(entry), entry.slot_sequence,
-                                      batch.slot_header(i).checksum, ok);
-}
-
 absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> priorities) {
   if (options_.placement != ReplayPlacement::kBuffer) {
     return absl::FailedPreconditionError(absl::StrCat("no priorities to write back in the ",
                                                       ReplayPlacementName(options_.placement),
                                                       " placement"));
   }
-  absl::Span<const float> all = priorities;
-  if (kept_entries_.size() != last_batch_.size() && priorities.size() == kept_entries_.size()) {
-    // Entries that did not decode get the lowest priority.
-    entry_priorities_.assign(last_batch_.size(), 0.0f);
-    for (size_t k = 0; k < kept_entries_.size(); ++k) {
-      entry_priorities_[kept_entries_[k]] = priorities[k];
-    }
-    all = entry_priorities_;
+  if (assembled_[current_] == nullptr) {
+    return absl::FailedPreconditionError("no batch to write priorities for: call Next() first");
   }
-  return client::RetryWhileDisconnected(options_.retry,
-                                        [&] { return priority_writer_->Write(last_batch_, all); });
+  AssembledBatch& last = *assembled_[current_];
+  const size_t entries = last.records.size();
+  const size_t kept = last.kept_entries.size();
+  if (priorities.size() == entries) {
+    for (size_t i = 0; i < entries; ++i) last.records[i].priority = priorities[i];
+  } else if (priorities.size() == kept) {
+    // Entries that did not decode get the lowest priority.
+    for (protocol::PriorityRecord& r : last.records) r.priority = 0.0f;
+    for (size_t k = 0; k < kept; ++k) last.records[last.kept_entries[k]].priority = priorities[k];
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("batch ", last.batch_number, " has ", entries,
+                                                   " entries (", kept, " decoded) but ",
+                                                   priorities.size(), " priorities were given"));
+  }
+  return client::RetryWhileDisconnected(options_.retry, [&] {
+    return priority_writer_->Write(last.batch_number, last.epoch, last.incarnation, last.records);
+  });
 }
 
 std::optional<uint64_t> LearnerServiceIo::generated() const {

@@ -32,8 +32,17 @@
 // summed into ActorTotals. Errors otherwise are the clients' once the
 // retries are over.
 //
+// Assembly off the learner's thread (buffer placement, assemble_ahead):
+// decoding and frame-stack assembly run on BatchAssembly's worker. When
+// Next() returns batch n and batch n + 1 is already staged (two or more
+// staging slots), Next() READs it at once and the worker assembles it
+// while the learner trains on n; n's priority update is written from a
+// copy of what it needs. The next Next() then only takes it. The rows a
+// caller passes in are swapped with the assembled ones, so no batch is
+// copied.
+//
 // Thread safety: not thread-safe; the loop's thread uses it (and its
-// session).
+// session). The assembly worker never touches the session.
 
 #ifndef DREPLAY_LEARNER_CLIENT_SERVICE_IO_H_
 #define DREPLAY_LEARNER_CLIENT_SERVICE_IO_H_
@@ -54,10 +63,10 @@
 #include "client/session.h"
 #include "client/stats_reader.h"
 #include "common/verification_log.h"
+#include "learner_client/batch_assembly.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/forward_reader.h"
 #include "learner_client/forwarded_batch_reader.h"
-#include "learner_client/frame_batch.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/metrics.h"
 #include "learner_client/param_publisher.h"
@@ -73,6 +82,12 @@ struct LearnerServiceIoOptions {
   // Buffer placement: keep the payloads already fetched and READ only
   // those not held (transfer-once cache).
   bool learner_cache = false;
+  // Buffer placement: decode each batch, and assemble its frame stacks, on
+  // a thread of its own (batch_assembly.h), and READ the next batch as
+  // soon as one is returned when it is already staged, so that it is
+  // assembled while the learner trains on the one before. False: on the
+  // caller's thread, in Next().
+  bool assemble_ahead = true;
   // Learner placement: "in_order" (every transition, in sequence order) or
   // "freshest" (the newest first, skipping what fell behind).
   std::string forward_policy = "in_order";
@@ -121,6 +136,11 @@ class LearnerServiceIo : public BatchSource,
   // The staged-batch reader's counts (buffer and hybrid placements: READs,
   // decompression, cache); nullptr in the learner placement.
   const BatchReaderStats* batch_reader_stats() const;
+  // Buffer placement: batches READ ahead and assembled while the learner
+  // trained on the one before (assemble_ahead), and the CPU time decoding
+  // and assembly took, on whichever thread.
+  uint64_t batches_read_ahead() const { return batches_read_ahead_; }
+  uint64_t assembly_cpu_ns() const { return assembly_ != nullptr ? assembly_->cpu_ns() : 0; }
   // The server's ingest_cursor, READ now (retried while disconnected).
   absl::StatusOr<uint64_t> server_ingested();
   // The mean crossing percentile of the server's stats region, READ now
@@ -154,8 +174,9 @@ class LearnerServiceIo : public BatchSource,
   // The next staged batch within `timeout`, retried while disconnected;
   // NotFound when none was staged in time.
   absl::StatusOr<StagedBatch> ReadStaged(absl::Duration timeout);
-  // Writes entry i's A record to options_.verification_log.
-  void RecordAccepted(const StagedBatch& batch, uint32_t i);
+  // Buffer placement: READs the next batch if it is staged already and
+  // starts assembling it.
+  void ReadAhead();
   // Writes a forwarded transition's A record to options_.verification_log.
   void RecordForwarded(const ForwardedTransition& t);
 
@@ -170,11 +191,15 @@ class LearnerServiceIo : public BatchSource,
   // What the progress records take without waiting for the link.
   std::unique_ptr<client::ActorLinesPoller> actor_lines_;
   std::unique_ptr<client::ServerLinePoller> server_line_;  // buffer placement
-  StagedBatch last_batch_;                                 // the batch Next() returned last
-  std::vector<uint32_t> kept_entries_;                     // its entries that decoded
-  // Frames stored once (the layout's frame_stack): assembles the stacks.
-  std::unique_ptr<FrameBatchAssembler> frames_;
-  std::vector<float> entry_priorities_;  // scratch: one per entry of it
+  // Buffer placement: the batches' two buffers, the batch Next() returned
+  // last (assembled_[current_], kept for its priority update) and the one
+  // being assembled, and their decoding and stack assembly (declared after
+  // the buffers and the reader, so that its worker is joined first).
+  std::unique_ptr<AssembledBatch> assembled_[2];
+  std::unique_ptr<BatchAssembly> assembly_;
+  int current_ = 0;
+  absl::Status read_ahead_error_;  // returned by the next Next()
+  uint64_t batches_read_ahead_ = 0;
   uint64_t transitions_dropped_ = 0;
   std::vector<ForwardedTransition> forwarded_;  // what Next() saw last
 };

@@ -7,6 +7,7 @@
 
 #include "learner_client/service_io.h"
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <set>
@@ -182,6 +183,108 @@ TEST_F(LearnerServiceIoTest, EntriesThatDoNotDecodeAreDroppedCountedAndAnsweredW
   }));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(io->transitions_dropped(), 2u * learner->config().batch_size);
+}
+
+// Assembly ahead: once batch n is returned, batch n + 1 (already staged) is
+// READ and assembled while the learner "trains", and n's priorities still
+// reach n's entries. Each transition t gets priority 1 + t every time it is
+// sampled, so the server's priority sum reaches sum_t (1 + t + eps)^alpha
+// and stays there only if every update landed on the entries of its own
+// batch; an update written to other entries would keep moving it.
+TEST_F(LearnerServiceIoTest, BatchesAssembledAheadAreAnsweredForTheirOwnEntries) {
+  constexpr uint64_t kTransitions = 8;
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  ASSERT_NE(io, nullptr);
+  Insert(kTransitions, Encoded);
+  const server::ReplayServerOptions options = SmallServerOptions();
+  double expected_sum = 0;
+  for (uint64_t t = 0; t < kTransitions; ++t) {
+    expected_sum +=
+        std::pow(1.0 + t + options.core.memory.priority_epsilon, options.core.memory.alpha);
+  }
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
+  std::vector<float> priorities;
+  uint64_t batches = 0;
+  // Once every transition has its final priority the sum stays put; a
+  // wrong pairing would only pass through it.
+  int matched_in_a_row = 0;
+  absl::Status failed;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<bool> got = io->Next(kNextTimeout, &batch, &weights, &origins);
+    if (!got.ok()) failed = got.status();
+    if (!failed.ok()) return true;
+    if (!*got) return false;
+    ++batches;
+    priorities.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      // Encoded(t) has observation t in every element.
+      priorities.push_back(1.0f + batch.observations()[i * kObservationSize]);
+    }
+    failed = io->WritePriorities(priorities);
+    const protocol::StatsBlock stats = server_->ReadStats();
+    const bool matches =
+        stats.size == kTransitions && std::abs(stats.priority_sum - expected_sum) < 1e-6;
+    matched_in_a_row = matches ? matched_in_a_row + 1 : 0;
+    return matched_in_a_row == 30;
+  })) << "priority sum "
+      << server_->ReadStats().priority_sum << ", expected " << expected_sum << " after " << batches
+      << " batches";
+  ASSERT_TRUE(failed.ok()) << failed;
+  EXPECT_GT(io->batches_read_ahead(), 0u);
+  EXPECT_GT(io->assembly_cpu_ns(), 0u);
+  EXPECT_EQ(server_->ReadStats().priority_updates_stale, 0u);
+}
+
+// Without assembly ahead, nothing is READ before the learner asks.
+TEST_F(LearnerServiceIoTest, WithoutAssemblyAheadNothingIsReadAhead) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  LearnerServiceIoOptions options;
+  options.placement = ReplayPlacement::kBuffer;
+  options.assemble_ahead = false;
+  options.retry.reconnect_timeout = testing::kTestTimeout;
+  absl::StatusOr<std::unique_ptr<LearnerServiceIo>> io =
+      LearnerServiceIo::Create(learner.get(), options);
+  ASSERT_TRUE(io.ok()) << io.status();
+  Insert(64, Encoded);
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
+  for (int n = 0; n < 5; ++n) {
+    absl::StatusOr<bool> got;
+    ASSERT_TRUE(WaitFor([&] {
+      got = (*io)->Next(kNextTimeout, &batch, &weights, &origins);
+      return !got.ok() || *got;
+    }));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_GT(batch.size(), 0u);
+    ASSERT_TRUE((*io)->WritePriorities(std::vector<float>(batch.size(), 1.0f)).ok());
+  }
+  EXPECT_EQ((*io)->batches_read_ahead(), 0u);
+  EXPECT_GT((*io)->assembly_cpu_ns(), 0u);
+}
+
+// A priority update of the wrong length is refused, naming the batch.
+TEST_F(LearnerServiceIoTest, PrioritiesOfTheWrongCountAreRefused) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  ASSERT_NE(io, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(io->WritePriorities({})));
+  Insert(64, Encoded);
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
+  absl::StatusOr<bool> got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = io->Next(kNextTimeout, &batch, &weights, &origins);
+    return !got.ok() || *got;
+  }));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const absl::Status wrong = io->WritePriorities(std::vector<float>(batch.size() + 1, 1.0f));
+  EXPECT_TRUE(absl::IsInvalidArgument(wrong)) << wrong;
+  EXPECT_TRUE(absl::StrContains(wrong.message(), "priorities were given")) << wrong;
 }
 
 TEST_F(LearnerServiceIoTest, TheLearnerPlacementNeedsASessionOpenedForIt) {

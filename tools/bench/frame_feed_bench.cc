@@ -53,6 +53,9 @@ DEFINE_uint64(capacity, 4096, "slots in the server's ring (a power of two)");
 DEFINE_int32(environments, 4, "environments the actor replays the trace as");
 DEFINE_int32(nstep, 3, "n of the n-step transitions");
 DEFINE_bool(learner_cache, true, "transfer-once: the learner keeps what it received");
+DEFINE_bool(assemble_ahead, true,
+            "buffer placement: the learner decodes and assembles each batch on a thread of its "
+            "own while it consumes the one before (false: on the learner's thread)");
 DEFINE_string(link, "50:1",
               "the learner's emulated link: DELAY_US:GBPS, or 10km-25g, 100km-10g, 1000km-1g, "
               "none");
@@ -180,6 +183,7 @@ std::string ArmJson(const FrameFeedResult& r, const Figures& f) {
       .Add("learner_decompress_cpu_s", r.learner_unpack_cpu_s)
       .Add("decompress_mb_per_cpu_s", f.decompress_mb_per_cpu_s)
       .Add("learner_cpu_s", r.learner_cpu_s)
+      .Add("assembly_cpu_s", r.assembly_cpu_s)
       .Add("actor_cpu_s", r.actor_cpu_s)
       .Done();
 }
@@ -198,8 +202,8 @@ void PrintArm(const FrameFeedResult& r, const Figures& f) {
                 f.ratio, r.server_pack_cpu_s / r.seconds, f.compress_mb_per_cpu_s,
                 r.learner_unpack_cpu_s / r.seconds);
   }
-  std::printf("  learner %.2f cores, actor %.2f\n", r.learner_cpu_s / r.seconds,
-              r.actor_cpu_s / r.seconds);
+  std::printf("  learner %.2f cores (assembly %.2f), actor %.2f\n", r.learner_cpu_s / r.seconds,
+              r.assembly_cpu_s / r.seconds, r.actor_cpu_s / r.seconds);
   std::fflush(stdout);
 }
 
@@ -295,6 +299,7 @@ int Run(BinaryMain& binary, const FrameFeedConfig& c, const std::vector<FrameFee
                           .Add("capacity", c.capacity)
                           .Add("environments", c.environments)
                           .Add("learner_cache", c.learner_cache)
+                          .Add("assemble_ahead", c.assemble_ahead)
                           .Add("link", c.link_spec)
                           .Add("window_s", absl::ToDoubleSeconds(c.window))
                           .Add("target_rate", FLAGS_target_rate)
@@ -320,6 +325,7 @@ int main(int argc, char** argv) {
   c.environments = FLAGS_environments;
   c.nstep = FLAGS_nstep;
   c.learner_cache = FLAGS_learner_cache;
+  c.assemble_ahead = FLAGS_assemble_ahead;
   c.link_spec = FLAGS_link;
   absl::StatusOr<dreplay::verbs::LinkModel> link = dreplay::verbs::ParseLinkModel(FLAGS_link);
   if (!link.ok()) {

@@ -18,11 +18,9 @@
 #include "common/thread_cpu.h"
 #include "glog/logging.h"
 #include "learner_client/batch_reader.h"
-#include "learner_client/frame_batch.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/local_replay_source.h"
 #include "learner_client/metrics.h"
-#include "learner_client/priority_writer.h"
 #include "learner_client/service_io.h"
 #include "protocol/frame_record.h"
 #include "protocol/layout.h"
@@ -55,6 +53,7 @@ struct Snapshot {
   uint64_t left_out = 0;
   uint64_t distinct_fetched = 0;
   uint64_t cpu_ns = 0;
+  uint64_t assembly_cpu_ns = 0;  // decoding and stack assembly, on any thread
 };
 
 struct Shared {
@@ -193,30 +192,10 @@ absl::Status RunActor(const FrameFeedConfig& c, const FrameFeedArm& arm, const T
   return absl::OkStatus();
 }
 
-struct LearnerCounts {
-  uint64_t consumed = 0;
-  uint64_t left_out = 0;
-};
-
-// Assembles the two stacks of every transition of `staged` into `batch`.
-absl::Status Assemble(const FrameFeedArm& arm, const learner::StagedBatch& staged,
-                      learner::FrameBatchAssembler* assembler, rl::TransitionBatch* batch,
-                      LearnerCounts* counts) {
-  batch->Clear();
-  if (arm.kind == TraceFeeder::kFrames) assembler->Index(staged);
-  for (uint32_t i = 0; i < staged.size(); ++i) {
-    const absl::Status s = arm.kind == TraceFeeder::kFrames ? assembler->Add(staged, i, batch)
-                                                            : batch->AddEncoded(staged.payload(i));
-    if (absl::IsNotFound(s)) {
-      ++counts->left_out;  // a record the cache could not serve
-      continue;
-    }
-    RETURN_IF_ERROR(s);
-    ++counts->consumed;
-  }
-  return absl::OkStatus();
-}
-
+// The buffer placement: the C++ learner's own path (LearnerServiceIo: its
+// batch reader, the batches' decoding and stack assembly on their own
+// thread, and its priority writer), at most consume_rate transitions a
+// second, with random |TD errors| as priorities.
 absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const Trace& trace,
                         const server::ReplayServer& server, Shared* shared, Snapshot* begin,
                         Snapshot* end) {
@@ -226,30 +205,31 @@ absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const
   so.learner_cache = c.learner_cache;
   ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,
                    ClientSession::Connect(provider.get(), so));
-  learner::BatchReaderOptions ro;
-  ro.learner_cache = c.learner_cache;
-  ASSIGN_OR_RETURN(std::unique_ptr<learner::BatchReader> reader,
-                   learner::BatchReader::Create(session.get(), ro));
-  ASSIGN_OR_RETURN(std::unique_ptr<learner::PriorityWriter> priorities,
-                   learner::PriorityWriter::Create(session.get()));
-  std::unique_ptr<learner::FrameBatchAssembler> assembler;
-  if (arm.kind == TraceFeeder::kFrames) {
-    assembler = std::make_unique<learner::FrameBatchAssembler>(session->config());
-  }
+  learner::LearnerServiceIoOptions io_options;
+  io_options.placement = learner::ReplayPlacement::kBuffer;
+  io_options.learner_cache = c.learner_cache;
+  io_options.assemble_ahead = c.assemble_ahead;
+  ASSIGN_OR_RETURN(std::unique_ptr<learner::LearnerServiceIo> io,
+                   learner::LearnerServiceIo::Create(session.get(), io_options));
   rl::TransitionBatch batch(StackBytes(trace), rl::ObservationType::kUint8);
+  std::vector<float> weights;
+  std::vector<learner::EntryOrigin> origins;
   std::mt19937 random(static_cast<uint32_t>(c.seed));
   std::uniform_real_distribution<float> td_error(0.05f, 2.0f);
   std::vector<float> update;
-  LearnerCounts counts;
+  uint64_t consumed = 0;
   auto take = [&](Snapshot* s) {
     s->when = absl::Now();
     s->link = session->link_bytes();
-    s->reader = reader->stats();
+    s->reader = *io->batch_reader_stats();
     s->server = server.ReadStats();
-    s->consumed = counts.consumed;
-    s->left_out = counts.left_out;
+    s->consumed = consumed;
+    // Entries whose stacks could not be assembled (a record the cache
+    // could not serve).
+    s->left_out = io->transitions_dropped();
     s->distinct_fetched = s->reader.distinct_transitions_fetched;
     s->cpu_ns = ThreadCpuNanos();
+    s->assembly_cpu_ns = io->assembly_cpu_ns();
   };
   Pacer pacer(c.consume_rate, c.batch_size);
   bool began = false;
@@ -268,14 +248,13 @@ absl::Status RunLearner(const FrameFeedConfig& c, const FrameFeedArm& arm, const
       absl::SleepFor(std::min(wait, absl::Milliseconds(20)));
       continue;
     }
-    absl::StatusOr<learner::StagedBatch> staged = reader->Next(kNextPoll);
-    if (absl::IsDeadlineExceeded(staged.status())) continue;
-    RETURN_IF_ERROR(staged.status());
-    RETURN_IF_ERROR(Assemble(arm, *staged, assembler.get(), &batch, &counts));
-    update.resize(staged->size());
+    ASSIGN_OR_RETURN(const bool got, io->Next(kNextPoll, &batch, &weights, &origins));
+    if (!got) continue;
+    update.resize(batch.size());
     for (float& p : update) p = td_error(random);
-    RETURN_IF_ERROR(priorities->Write(*staged, update));
-    pacer.Consumed(staged->size());
+    RETURN_IF_ERROR(io->WritePriorities(update));
+    consumed += batch.size();
+    pacer.Consumed(batch.size());
     ++shared->batches;
   }
 }
@@ -468,6 +447,7 @@ absl::StatusOr<FrameFeedResult> RunFrameFeedArm(const FrameFeedConfig& c, const 
   r.unpacked = end.reader.unpacked_bytes - begin.reader.unpacked_bytes;
   r.learner_unpack_cpu_s = (end.reader.unpack_cpu_ns - begin.reader.unpack_cpu_ns) * 1e-9;
   r.learner_cpu_s = (end.cpu_ns - begin.cpu_ns) * 1e-9;
+  r.assembly_cpu_s = (end.assembly_cpu_ns - begin.assembly_cpu_ns) * 1e-9;
   r.actor_cpu_s = shared.actor_cpu_ns.load() * 1e-9;
   if (r.seconds <= 0 || r.inserted == 0 || r.consumed == 0) {
     return absl::UnavailableError(absl::StrCat(arm.name, ": nothing moved in the window (",

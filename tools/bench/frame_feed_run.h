@@ -43,6 +43,10 @@ struct FrameFeedConfig {
   int environments = 4;      // the actor's
   int nstep = 3;
   bool learner_cache = true;
+  // Buffer placement: the learner decodes and assembles batches on a thread
+  // of its own, reading the next while it consumes one
+  // (LearnerServiceIoOptions::assemble_ahead).
+  bool assemble_ahead = true;
   std::string link_spec = "50:1";  // the learner's link
   verbs::LinkModel link;
   absl::Duration warmup = absl::Seconds(2);
@@ -86,7 +90,11 @@ struct FrameFeedResult {
   double server_pack_cpu_s = 0;            // the core thread, compressing
   double learner_unpack_cpu_s = 0;         // the learner thread, decompressing
   double learner_cpu_s = 0;                // the learner thread, all of it
-  double actor_cpu_s = 0;                  // the actor thread, all of it
+  // Decoding and stack assembly (buffer placement), on whichever thread
+  // did it: the assembly thread with assemble_ahead, else within
+  // learner_cpu_s.
+  double assembly_cpu_s = 0;
+  double actor_cpu_s = 0;  // the actor thread, all of it
 
   double consumed_per_s() const { return seconds > 0 ? consumed / seconds : 0; }
   // Bytes both ways on the learner's link (every class).
