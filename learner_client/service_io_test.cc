@@ -35,6 +35,10 @@ using testing::WaitFor;
 
 constexpr size_t kObservationSize = 4;  // SmallServerOptions' observations
 constexpr uint32_t kBatchSize = 8;      // and batches
+// An actor's lease there (capacity 256 over 8 leases): inserting no more
+// keeps the actor from overwriting a slot while the sampler copies it,
+// which would leave the entry out of its batch.
+constexpr uint64_t kLeaseSlots = 32;
 // A Next() that is expected to find nothing waits this long.
 constexpr absl::Duration kShortWait = absl::Milliseconds(20);
 constexpr absl::Duration kNextTimeout = absl::Milliseconds(100);
@@ -133,18 +137,18 @@ TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_FALSE(*got);
 
-  Insert(64, Encoded);
+  Insert(kLeaseSlots, Encoded);
   ASSERT_TRUE(WaitFor([&] {
     got = loop_io.batches->Next(kNextTimeout, &batch, &weights, &origins);
     return !got.ok() || *got;
   }));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(batch.size(), kBatchSize);
-  ASSERT_EQ(weights.size(), kBatchSize);
+  ASSERT_EQ(weights.size(), batch.size());
   for (float w : weights) EXPECT_GT(w, 0.0f);
-  const std::vector<float> priorities(kBatchSize, 2.0f);
+  const std::vector<float> priorities(batch.size(), 2.0f);
   EXPECT_TRUE(loop_io.batches->WritePriorities(priorities).ok());
-  ASSERT_EQ(origins.size(), kBatchSize);
+  ASSERT_EQ(origins.size(), batch.size());
   for (const EntryOrigin& origin : origins) EXPECT_TRUE(origin.arrived);
   const LinkStats link = loop_io.link_stats();
   EXPECT_GT(link.total_bytes(), 0u);
@@ -156,13 +160,13 @@ TEST_F(LearnerServiceIoTest, BatchesArriveDecodedWithTheirWeights) {
   absl::StatusOr<uint64_t> ingested = loop_io.server_ingested();
   ASSERT_TRUE(ingested.ok()) << ingested.status();
   EXPECT_GT(*ingested, 0u);
-  EXPECT_LE(*ingested, 64u);
+  EXPECT_LE(*ingested, kLeaseSlots);
 }
 
 TEST_F(LearnerServiceIoTest, EntriesThatDoNotDecodeAreDroppedCountedAndAnsweredWithPriorityZero) {
   std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
   std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
-  Insert(64, [](uint64_t t) { return testing::TaggedPayload(t, 100); });
+  Insert(kLeaseSlots, [](uint64_t t) { return testing::TaggedPayload(t, 100); });
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
   std::vector<EntryOrigin> origins;
@@ -248,7 +252,7 @@ TEST_F(LearnerServiceIoTest, WithoutAssemblyAheadNothingIsReadAhead) {
   absl::StatusOr<std::unique_ptr<LearnerServiceIo>> io =
       LearnerServiceIo::Create(learner.get(), options);
   ASSERT_TRUE(io.ok()) << io.status();
-  Insert(64, Encoded);
+  Insert(kLeaseSlots, Encoded);
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
   std::vector<EntryOrigin> origins;
@@ -272,7 +276,7 @@ TEST_F(LearnerServiceIoTest, PrioritiesOfTheWrongCountAreRefused) {
   std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
   ASSERT_NE(io, nullptr);
   EXPECT_TRUE(absl::IsFailedPrecondition(io->WritePriorities({})));
-  Insert(64, Encoded);
+  Insert(kLeaseSlots, Encoded);
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
   std::vector<EntryOrigin> origins;
