@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/retry.h"
 #include "common/status_macros.h"
 
 namespace dreplay::actor {
@@ -54,11 +55,7 @@ absl::Status ActorStatsPublisher::Publish(uint64_t transitions) {
   l.updated_ns = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   l.transitions = transitions;
   protocol::SealActorLine(&l);
-  const uint64_t generation = session_->generation();
-  absl::Status status = TryPublish();
-  if (status.ok() || !client::IsConnectionFailure(status)) return status;
-  RETURN_IF_ERROR(session_->Reconnect(generation, status));
-  return TryPublish();
+  return client::WithReconnect(session_, [&] { return TryPublish(); });
 }
 
 absl::Status ActorStatsPublisher::TryPublish() {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/retry.h"
 #include "common/status_macros.h"
 
 namespace dreplay::actor {
@@ -109,12 +110,11 @@ absl::StatusOr<bool> ParamFetcher::TryFetch(std::vector<uint8_t>* out) {
 }
 
 absl::StatusOr<bool> ParamFetcher::FetchIfNewer(std::vector<uint8_t>* out) {
+  // The session is this thread's: a new generation is this call's reconnect.
   const uint64_t generation = session_->generation();
-  absl::StatusOr<bool> result = TryFetch(out);
-  if (result.ok() || !client::IsConnectionFailure(result.status())) return result;
-  RETURN_IF_ERROR(session_->Reconnect(generation, result.status()));
-  ++stats_.reconnects;
-  return TryFetch(out);
+  absl::StatusOr<bool> result = client::WithReconnect(session_, [&] { return TryFetch(out); });
+  if (session_->generation() != generation) ++stats_.reconnects;
+  return result;
 }
 
 }  // namespace dreplay::actor

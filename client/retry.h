@@ -95,6 +95,30 @@ auto RetryWhileDisconnected(const RetryPolicy& policy, Op&& op) -> decltype(op()
   return *std::move(result);
 }
 
+// One attempt of `op` (absl::Status or absl::StatusOr<T>) on `session`, and
+// when it fails with a connection failure, Reconnect() from the generation
+// the attempt was made on and one attempt more; returns the last result, or
+// Reconnect()'s error. The clients' rule for their own blocking operations
+// (a READ on a failed queue pair fails again: reconnect first);
+// RetryWhileDisconnected backs off and retries from there.
+//
+//   return WithReconnect(session_, [&] { return TryPublish(); });
+template <typename Op>
+auto WithReconnect(ClientSession* session, Op&& op) -> decltype(op()) {
+  const uint64_t generation = session->generation();
+  decltype(op()) result = op();
+  absl::Status status;
+  if constexpr (std::is_same_v<decltype(op()), absl::Status>) {
+    status = result;
+  } else {
+    status = result.status();
+  }
+  if (status.ok() || !IsConnectionFailure(status)) return result;
+  const absl::Status reconnected = session->Reconnect(generation, status);
+  if (!reconnected.ok()) return reconnected;
+  return op();
+}
+
 }  // namespace dreplay::client
 
 #endif  // DREPLAY_CLIENT_RETRY_H_

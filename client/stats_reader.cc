@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "client/retry.h"
 #include "common/status_macros.h"
 
 namespace dreplay::client {
@@ -54,18 +54,9 @@ absl::Status StatsReader::ReadInOrder(RegionKind kind, uint64_t offset, uint32_t
   return session_->Wait(sink_, wrs.back().wr_id, session_->options().op_timeout);
 }
 
-template <typename T>
-absl::StatusOr<T> StatsReader::WithReconnect(const std::function<absl::StatusOr<T>()>& read) {
-  const uint64_t generation = session_->generation();
-  absl::StatusOr<T> result = read();
-  if (result.ok() || !client::IsConnectionFailure(result.status())) return result;
-  RETURN_IF_ERROR(session_->Reconnect(generation, result.status()));
-  return read();
-}
-
 absl::StatusOr<StatsBlock> StatsReader::ReadStats() {
   RETURN_IF_ERROR(session_->Region(RegionKind::kStats).status());
-  return WithReconnect<StatsBlock>([this]() -> absl::StatusOr<StatsBlock> {
+  return WithReconnect(session_, [this]() -> absl::StatusOr<StatsBlock> {
     uint8_t* first = buffer_->data();
     uint8_t* second = buffer_->data() + sizeof(StatsBlock);
     for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
@@ -84,7 +75,7 @@ absl::StatusOr<StatsBlock> StatsReader::ReadStats() {
 
 absl::StatusOr<std::vector<ActorLine>> StatsReader::ReadActors() {
   RETURN_IF_ERROR(session_->Region(RegionKind::kActors).status());
-  return WithReconnect<std::vector<ActorLine>>([this]() -> absl::StatusOr<std::vector<ActorLine>> {
+  return WithReconnect(session_, [this]() -> absl::StatusOr<std::vector<ActorLine>> {
     const uint32_t max_actors = session_->config().max_actors;
     std::vector<ActorLine> lines;
     std::vector<uint32_t> torn;

@@ -65,9 +65,6 @@ class StatsReader {
   // order, and waits for the last one.
   absl::Status ReadInOrder(protocol::RegionKind kind, uint64_t offset, uint32_t length,
                            std::initializer_list<uint8_t*> locals);
-  template <typename T>
-  absl::StatusOr<T> WithReconnect(const std::function<absl::StatusOr<T>()>& read);
-
   client::ClientSession* const session_;
   const int sink_;
   std::unique_ptr<client::RegisteredBuffer> buffer_;

@@ -31,13 +31,7 @@ absl::StatusOr<std::unique_ptr<LearnerServiceIo>> LearnerServiceIo::Create(
     client::ClientSession* session, const LearnerServiceIoOptions& options) {
   using Created = absl::StatusOr<std::unique_ptr<LearnerServiceIo>>;
   return client::RetryWhileDisconnected(options.retry, [&]() -> Created {
-    const uint64_t generation = session->generation();
-    Created io = CreateOnce(session, options);
-    if (!io.ok() && client::IsConnectionFailure(io.status())) {
-      RETURN_IF_ERROR(session->Reconnect(generation, io.status()));
-      return CreateOnce(session, options);
-    }
-    return io;
+    return client::WithReconnect(session, [&] { return CreateOnce(session, options); });
   });
 }
 
@@ -145,15 +139,8 @@ const BatchReaderStats* LearnerServiceIo::batch_reader_stats() const {
 absl::StatusOr<uint64_t> LearnerServiceIo::server_ingested() {
   // A READ on a failed connection fails again: reconnect before retrying.
   ASSIGN_OR_RETURN(
-      const protocol::ServerLine line,
-      client::RetryWhileDisconnected(options_.retry, [&]() -> absl::StatusOr<protocol::ServerLine> {
-        const uint64_t generation = session_->generation();
-        absl::StatusOr<protocol::ServerLine> read = session_->ReadServerLine();
-        if (!read.ok() && client::IsConnectionFailure(read.status())) {
-          RETURN_IF_ERROR(session_->Reconnect(generation, read.status()));
-          return session_->ReadServerLine();
-        }
-        return read;
+      const protocol::ServerLine line, client::RetryWhileDisconnected(options_.retry, [&] {
+        return client::WithReconnect(session_, [&] { return session_->ReadServerLine(); });
       }));
   return line.ingest_cursor;
 }
