@@ -143,6 +143,8 @@ RULES = [
      Skip("tools/test.sh runs the VM suite after the Bazel tests")),
     ("docs/roce.md", r"sudo tools/launch/netns_cluster\.sh ",
      Skip("//tests:netns_cluster_test runs it (training, the bench, teardown)")),
+    ("docs/benchmarks.md", r"tools/launch/netns_cluster\.sh --bench_only( --bench_flag \S+)+$",
+     Skip("//tests:netns_cluster_test runs the bench across namespaces")),
     ("docs/roce.md", r"tools/launch/slurm/submit\.sh ",
      Skip("//tests:slurm_test submits the job to a Slurm cluster it starts")),
     ("docs/roce.md", r"(squeue --me|ls dreplay-JOBID/)$", Skip("inspects a submitted job")),
