@@ -27,6 +27,8 @@ constexpr uint64_t kMaxReadBytes = uint64_t{1} << 30;
 constexpr int kPhaseBits = 1;
 constexpr uint64_t kBatchPhase = 1;
 constexpr int kPollBatch = 16;
+// Commit lines in a row with sizes no batch has before the reader gives up.
+constexpr int kMaxImpossibleLines = 3;
 // Next() spins this long before it sleeps between polls.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(200);
 constexpr absl::Duration kPollSleep = absl::Microseconds(20);
@@ -202,18 +204,21 @@ absl::Status BatchReader::CheckLine(Buffer* b) {
     ScheduleRetry(b, /*grow=*/true);
     return absl::OkStatus();
   }
-  if (!used.ok()) {  // DataLoss: an impossible used_bytes; READ it again
+  if (!used.ok()) {
+    // DataLoss: a value no batch has. READ again a few times (the line may
+    // have been read while memory was being changed under it), then give up:
+    // waiting would only end in "not staged".
     ++stats_.torn;
+    if (++b->impossible_lines >= kMaxImpossibleLines) {
+      return absl::DataLossError(
+          absl::StrCat("the server's staging slot for batch ", b->batch, " is impossible ",
+                       b->impossible_lines, " times in a row: ", used.status().message(),
+                       " (not a dreplay server of this layout, or its memory is corrupt)"));
+    }
     ScheduleRetry(b, /*grow=*/false);
     return absl::OkStatus();
   }
-  if (line.entry_bytes % sizeof(protocol::BatchEntry) != 0 ||
-      line.entry_bytes >
-          uint64_t{protocol::StagingEntryCapacity(config)} * sizeof(protocol::BatchEntry)) {
-    ++stats_.torn;  // an impossible entry_bytes: READ it again
-    ScheduleRetry(b, /*grow=*/false);
-    return absl::OkStatus();
-  }
+  b->impossible_lines = 0;
   b->used_bytes = *used;
   b->entry_bytes = line.entry_bytes;
   return PostBatchRead(b);

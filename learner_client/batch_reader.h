@@ -24,7 +24,9 @@
 //      queue pair. The image is checked with CheckBatchImage (batch number,
 //      epoch, checksum) and, optionally, every copied slot with VerifySlot.
 //      A READ that overlapped the server's write (DataLoss), or found another
-//      batch, goes back to step 1.
+//      batch, goes back to step 1. A commit line with sizes no batch of the
+//      layout has (no torn READ makes one: the server's fault) is READ again
+//      up to 3 times, then Next() fails with DataLoss.
 // So an idle learner moves 64 B per staging slot and back-off, never whole
 // batches. Batches are returned in order.
 //
@@ -240,6 +242,7 @@ class BatchReader {
     bool outstanding = false;  // a READ into it has not completed
     uint64_t used_bytes = 0;   // of the batch being READ
     uint64_t entry_bytes = 0;  // of its entry area, as its commit line says
+    int impossible_lines = 0;  // commit lines in a row with impossible sizes
     absl::Time retry_at;
     absl::Duration backoff;
   };

@@ -221,6 +221,35 @@ TEST_F(BatchReaderTest, WaitsForBatchesThatAreNotStagedYet) {
   ExpectValid(*batch, 50);
 }
 
+// A staging slot whose commit line gives sizes no batch can have (the
+// server's memory corrupt, or not a dreplay server of this layout; no torn
+// READ makes one): the reader gives up with DataLoss after a few READs
+// instead of waiting for its timeout and saying "not staged".
+TEST_F(BatchReaderTest, ACommitLineWithImpossibleSizesFailsWithDataLoss) {
+  auto server = StartServer(server_host_.get(), SmallServerOptions());
+  auto session = ConnectLearner(*server);
+  ASSERT_NE(session, nullptr);
+  auto reader = *BatchReader::Create(session.get(), {});
+  // Nothing is inserted, so the server stages nothing; the test writes
+  // batch 0's commit line itself (the server runs in this process, so the
+  // region's address is its memory).
+  const absl::StatusOr<verbs::RemoteRegion> staging =
+      session->Region(protocol::RegionKind::kStaging);
+  ASSERT_TRUE(staging.ok()) << staging.status();
+  const protocol::LayoutConfig& c = session->config();
+  protocol::CommitLine line{};
+  line.commit = protocol::BatchCommitValue(0);
+  line.used_bytes = protocol::StagingUsedBytes(c, 1);
+  line.entry_bytes = sizeof(protocol::BatchEntry) + 3;
+  std::memcpy(reinterpret_cast<void*>(staging->addr + protocol::StagingSlotOffset(c, 0) +
+                                      protocol::StagingCommitOffset(c)),
+              &line, sizeof(line));
+  const absl::Status s = reader->Next(kBatchTimeout).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("no batch of this layout"), std::string::npos) << s;
+  EXPECT_GE(reader->stats().torn, 3u);
+}
+
 TEST_F(BatchReaderTest, SkipsBatchesTheServerReleasedWhileTheLearnerWasPaused) {
   ReplayServerOptions options = SmallServerOptions();
   options.core.update_timeout = absl::Milliseconds(100);

@@ -320,8 +320,21 @@ TEST(StagingTest, TheCommitLineSaysHowMuchToReadAndThatPrefixVerifies) {
   std::vector<uint8_t> torn = stage;
   torn[*bytes - 1] ^= 1;
   EXPECT_EQ(CheckBatchImage(c, torn.data(), *bytes, 7, 3).code(), absl::StatusCode::kDataLoss);
-  line.used_bytes = StagingUsedBytes(c, c.batch_size) + 1;
-  EXPECT_EQ(StagedBatchBytes(c, line, 7).status().code(), absl::StatusCode::kDataLoss);
+  // Sizes no batch of the layout has: used_bytes past the slot, entry
+  // bytes that are not whole entries or more than the entry area holds.
+  CommitLine bad = line;
+  bad.used_bytes = StagingUsedBytes(c, StagingEntryCapacity(c)) + 1;
+  EXPECT_EQ(StagedBatchBytes(c, bad, 7).status().code(), absl::StatusCode::kDataLoss);
+  bad = line;
+  bad.entry_bytes = sizeof(BatchEntry) + 1;
+  EXPECT_EQ(StagedBatchBytes(c, bad, 7).status().code(), absl::StatusCode::kDataLoss);
+  bad.entry_bytes = (uint64_t{StagingEntryCapacity(c)} + 1) * sizeof(BatchEntry);
+  const absl::Status too_many = StagedBatchBytes(c, bad, 7).status();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(too_many.message().find("no batch of this layout"), absl::string_view::npos)
+      << too_many;
+  bad.entry_bytes = uint64_t{StagingEntryCapacity(c)} * sizeof(BatchEntry);
+  EXPECT_TRUE(StagedBatchBytes(c, bad, 7).ok());
 }
 
 // A batch whose payload_count copied slots went into one packed block of

@@ -36,10 +36,23 @@ absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const Comm
     return absl::UnavailableError(
         absl::StrCat("batch ", batch_number, " is not staged yet (commit ", line.commit, ")"));
   }
+  // Each word is written whole, so a READ that overlaps the server's write
+  // sees each one old or new, never a value no batch has: an impossible one
+  // is the server's (or its memory's) fault.
   if (line.used_bytes < StagingUsedBytes(config, 0) ||
       line.used_bytes > StagingUsedBytes(config, StagingEntryCapacity(config))) {
-    return absl::DataLossError(absl::StrCat("staged batch ", batch_number, " says it uses ",
-                                            line.used_bytes, " bytes (torn read)"));
+    return absl::DataLossError(
+        absl::StrCat("staged batch ", batch_number, " says it uses ", line.used_bytes,
+                     " bytes, which no batch of this "
+                     "layout can (at most ",
+                     StagingUsedBytes(config, StagingEntryCapacity(config)), ")"));
+  }
+  const uint64_t max_entry_bytes = uint64_t{StagingEntryCapacity(config)} * sizeof(BatchEntry);
+  if (line.entry_bytes % sizeof(BatchEntry) != 0 || line.entry_bytes > max_entry_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("staged batch ", batch_number, " says its entries take ", line.entry_bytes,
+                     " bytes, which no batch of this layout can (a multiple of ",
+                     sizeof(BatchEntry), " up to ", max_entry_bytes, ")"));
   }
   return line.used_bytes;
 }

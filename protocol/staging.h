@@ -162,7 +162,8 @@ uint64_t BatchChecksumBytes(const LayoutConfig& c, const void* staging_slot, uin
 // Learner side, first READ: the commit line of the staging slot of
 // `batch_number`. The bytes of the slot to READ next (used_bytes) when that
 // batch is committed there; Unavailable when it is not staged yet (READ
-// again later); DataLoss when used_bytes is impossible for this layout.
+// again later); DataLoss when used_bytes or entry_bytes is impossible for
+// this layout (no batch has such a value, so not a torn READ either).
 absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const CommitLine& line,
                                           uint64_t batch_number);
 
