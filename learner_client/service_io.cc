@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
