@@ -96,6 +96,18 @@ class LearnerServiceIoTest : public ::testing::Test {
     return io.ok() ? std::move(*io) : nullptr;
   }
 
+  // Waits for the next batch from `io`: OK when `batch` holds one.
+  static absl::Status NextBatch(LearnerServiceIo* io, rl::TransitionBatch* batch,
+                                std::vector<float>* weights, std::vector<EntryOrigin>* origins) {
+    absl::StatusOr<bool> got = false;
+    const bool done = WaitFor([&] {
+      got = io->Next(kNextTimeout, batch, weights, origins);
+      return !got.ok() || *got;
+    });
+    if (!got.ok()) return got.status();
+    return done ? absl::OkStatus() : absl::DeadlineExceededError("no batch was staged in time");
+  }
+
   std::unique_ptr<verbs::Provider> server_host_ = SoftProvider();
   std::unique_ptr<verbs::Provider> client_host_ = SoftProvider();
   std::unique_ptr<server::ReplayServer> server_;
@@ -170,22 +182,13 @@ TEST_F(LearnerServiceIoTest, EntriesThatDoNotDecodeAreDroppedCountedAndAnsweredW
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
   std::vector<EntryOrigin> origins;
-  absl::StatusOr<bool> got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = io->Next(kNextTimeout, &batch, &weights, &origins);
-    return !got.ok() || *got;
-  }));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(NextBatch(io.get(), &batch, &weights, &origins).ok());
   EXPECT_EQ(batch.size(), 0u);
   EXPECT_TRUE(weights.empty());
   EXPECT_EQ(io->transitions_dropped(), learner->config().batch_size);
   // The batch is answered (every entry at priority 0), so staging goes on.
   ASSERT_TRUE(io->WritePriorities({}).ok());
-  ASSERT_TRUE(WaitFor([&] {
-    got = io->Next(kNextTimeout, &batch, &weights, &origins);
-    return !got.ok() || *got;
-  }));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(NextBatch(io.get(), &batch, &weights, &origins).ok());
   EXPECT_EQ(io->transitions_dropped(), 2u * learner->config().batch_size);
 }
 
@@ -280,12 +283,7 @@ TEST_F(LearnerServiceIoTest, PrioritiesOfTheWrongCountAreRefused) {
   rl::TransitionBatch batch(kObservationSize);
   std::vector<float> weights;
   std::vector<EntryOrigin> origins;
-  absl::StatusOr<bool> got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = io->Next(kNextTimeout, &batch, &weights, &origins);
-    return !got.ok() || *got;
-  }));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(NextBatch(io.get(), &batch, &weights, &origins).ok());
   const absl::Status wrong = io->WritePriorities(std::vector<float>(batch.size() + 1, 1.0f));
   EXPECT_TRUE(absl::IsInvalidArgument(wrong)) << wrong;
   EXPECT_TRUE(absl::StrContains(wrong.message(), "priorities were given")) << wrong;
