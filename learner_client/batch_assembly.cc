@@ -47,12 +47,8 @@ AssembledBatch* BatchAssembly::Take() {
   CHECK(busy()) << "Take() without Start()";
   AssembledBatch* out = job_out_;
   job_out_ = nullptr;
-  if (!options_.on_thread) {
-    ++ready_on_take_;
-    return out;
-  }
+  if (!options_.on_thread) return out;
   MutexLock lock(&mu_);
-  if (done_) ++ready_on_take_;
   while (!done_) cv_.Wait(&mu_);
   pending_ = nullptr;
   done_ = false;

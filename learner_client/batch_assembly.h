@@ -97,8 +97,6 @@ class BatchAssembly {
   // REQUIRES: busy().
   AssembledBatch* Take();
 
-  // Batches Take() found already assembled (it did not wait).
-  uint64_t ready_on_take() const { return ready_on_take_; }
   // CPU time spent assembling so far, on whichever thread.
   uint64_t cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
 
@@ -114,7 +112,6 @@ class BatchAssembly {
 
   // The caller's side.
   AssembledBatch* job_out_ = nullptr;  // non-null: busy
-  uint64_t ready_on_take_ = 0;
   std::atomic<uint64_t> cpu_ns_{0};
 
   // Hand-over between the caller and the worker.
