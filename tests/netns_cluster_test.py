@@ -173,8 +173,8 @@ class NetnsClusterTest(unittest.TestCase):
 
     def test_verbs_bench_between_namespaces_on_a_shaped_link(self):
         out_dir = self.out_dir("bench")
-        rc, output = self.script(["--bench_only", "--learner_rate", "%dmbit" % SHAPED_MBIT],
-                                 out_dir)
+        rc, output = self.script(["--bench_only", "--learner_rate", "%dmbit" % SHAPED_MBIT,
+                                  "--bench_flag", "--baseline=tcp"], out_dir)
         self.assertEqual(rc, 0, output)
         self.assert_torn_down(out_dir)
         with open(os.path.join(out_dir, "bench.json")) as f:
@@ -185,6 +185,10 @@ class NetnsClusterTest(unittest.TestCase):
         self.assertGreater(bench["gbps"], 0)
         # READ responses cross the bucket towards the learner.
         self.assertLess(bench["gbps"], SHAPED_MBIT / 1000.0 * SHAPED_MARGIN, bench)
+        # The TCP baseline streams to the server's sink across the same
+        # shaped link (learner to buffer), not over the learner's loopback.
+        self.assertGreater(bench["tcp"]["gbps"], 0, bench)
+        self.assertLess(bench["tcp"]["gbps"], SHAPED_MBIT / 1000.0 * SHAPED_MARGIN, bench)
         with open(os.path.join(out_dir, "topology.txt")) as f:
             self.assertIn("tbf", f.read())
         with open(os.path.join(out_dir, "bench-server.log")) as f:

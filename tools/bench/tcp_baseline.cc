@@ -8,28 +8,37 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/unique_fd.h"
+#include "glog/logging.h"
 
 namespace dreplay::tools {
 namespace {
 
-// Size of the receiver's recv() buffer.
+// Size of the sink's recv() buffer.
 constexpr size_t kReceiveChunk = size_t{1} << 20;
 
 absl::Status SocketError(const char* call) {
   return absl::ErrnoToStatus(errno, absl::StrCat("TCP baseline: ", call));
 }
 
-}  // namespace
+absl::StatusOr<sockaddr_in> Ipv4Address(const std::string& host, uint16_t port) {
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TCP baseline: host '", host, "' is not an IPv4 address"));
+  }
+  return addr;
+}
 
-absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
-                                                     absl::Duration duration) {
+absl::Status CheckStream(uint64_t message_bytes, absl::Duration duration) {
   if (message_bytes == 0) {
     return absl::InvalidArgumentError("TCP baseline: message_bytes=0 must be > 0");
   }
@@ -37,88 +46,132 @@ absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
     return absl::InvalidArgumentError(
         absl::StrCat("TCP baseline: duration=", absl::FormatDuration(duration), " must be > 0"));
   }
+  return absl::OkStatus();
+}
+
+// Reads until EOF; the bytes read, or -1 with errno set.
+int64_t CountUntilEof(int fd) {
+  std::vector<char> chunk(kReceiveChunk);
+  int64_t received = 0;
+  for (;;) {
+    const ssize_t n = recv(fd, chunk.data(), chunk.size(), 0);
+    if (n > 0) {
+      received += n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 ? -1 : received;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpStreamSink>> TcpStreamSink::Start(const std::string& host,
+                                                                    uint16_t port) {
+  absl::StatusOr<sockaddr_in> addr = Ipv4Address(host, port);
+  if (!addr.ok()) return addr.status();
   UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (listener.get() < 0) return SocketError("socket");
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t addr_len = sizeof(addr);
-  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+  const int one = 1;
+  setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
     return SocketError("bind");
   }
-  if (listen(listener.get(), 1) != 0) return SocketError("listen");
-  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) {
+  if (listen(listener.get(), 4) != 0) return SocketError("listen");
+  socklen_t len = sizeof(*addr);
+  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&*addr), &len) != 0) {
     return SocketError("getsockname");
   }
+  return std::unique_ptr<TcpStreamSink>(
+      new TcpStreamSink(std::move(listener), ntohs(addr->sin_port)));
+}
 
-  // The receiver: accept one connection, count bytes until EOF.
-  uint64_t received = 0;
-  absl::Time last_byte;
-  absl::Status receiver_status;
-  std::thread receiver([&] {
-    UniqueFd conn(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (conn.get() < 0) {
-      receiver_status = SocketError("accept");
-      return;
-    }
-    std::vector<char> chunk(kReceiveChunk);
-    for (;;) {
-      const ssize_t n = recv(conn.get(), chunk.data(), chunk.size(), 0);
-      if (n > 0) {
-        received += static_cast<uint64_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        if (n < 0) receiver_status = SocketError("recv");
-        break;
-      }
-    }
-    last_byte = absl::Now();
-  });
+TcpStreamSink::TcpStreamSink(UniqueFd listener, uint16_t port)
+    : listener_(std::move(listener)), port_(port) {
+  thread_ = std::thread([this] { Serve(); });
+}
 
-  absl::Status sender_status;
-  absl::Time start;
-  {
-    UniqueFd conn(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+TcpStreamSink::~TcpStreamSink() {
+  // Wakes accept(), which then fails.
+  shutdown(listener_.get(), SHUT_RDWR);
+  thread_.join();
+}
+
+void TcpStreamSink::Serve() {
+  for (;;) {
+    UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (conn.get() < 0) {
-      sender_status = SocketError("socket");
-    } else if (connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      sender_status = SocketError("connect");
-    } else {
-      const std::vector<char> message(message_bytes, 'm');
-      start = absl::Now();
-      const absl::Time end = start + duration;
-      while (sender_status.ok() && absl::Now() < end) {
-        for (size_t sent = 0; sent < message_bytes;) {
-          const ssize_t n =
-              send(conn.get(), message.data() + sent, message_bytes - sent, MSG_NOSIGNAL);
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0) {
-            sender_status = SocketError("send");
-            break;
-          }
-          sent += static_cast<size_t>(n);
-        }
-      }
-      shutdown(conn.get(), SHUT_WR);
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // shut down
     }
-    // Without a connection the receiver is still in accept(): wake it.
-    if (!sender_status.ok()) shutdown(listener.get(), SHUT_RDWR);
-    receiver.join();  // EOF arrives when `conn` is half-closed or closed
+    const int64_t received = CountUntilEof(conn.get());
+    if (received < 0) {
+      LOG(WARNING) << "TCP baseline sink: recv: " << strerror(errno);
+      continue;
+    }
+    const uint64_t count = static_cast<uint64_t>(received);
+    if (send(conn.get(), &count, sizeof(count), MSG_NOSIGNAL) != sizeof(count)) {
+      LOG(WARNING) << "TCP baseline sink: could not answer: " << strerror(errno);
+    }
   }
-  if (!sender_status.ok()) return sender_status;
-  if (!receiver_status.ok()) return receiver_status;
+}
+
+absl::StatusOr<TcpStreamResult> RunTcpStream(const std::string& host, uint16_t port,
+                                             uint64_t message_bytes, absl::Duration duration) {
+  const absl::Status args = CheckStream(message_bytes, duration);
+  if (!args.ok()) return args;
+  absl::StatusOr<sockaddr_in> addr = Ipv4Address(host, port);
+  if (!addr.ok()) return addr.status();
+  UniqueFd conn(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (conn.get() < 0) return SocketError("socket");
+  if (connect(conn.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    return SocketError("connect");
+  }
+  const std::vector<char> message(message_bytes, 'm');
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + duration;
+  while (absl::Now() < end) {
+    for (size_t sent = 0; sent < message_bytes;) {
+      const ssize_t n = send(conn.get(), message.data() + sent, message_bytes - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return SocketError("send");
+      sent += static_cast<size_t>(n);
+    }
+  }
+  if (shutdown(conn.get(), SHUT_WR) != 0) return SocketError("shutdown");
+  uint64_t count = 0;
+  size_t got = 0;
+  while (got < sizeof(count)) {
+    const ssize_t n =
+        recv(conn.get(), reinterpret_cast<char*>(&count) + got, sizeof(count) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return SocketError("recv of the sink's count");
+    if (n == 0) {
+      return absl::UnavailableError("TCP baseline: the sink closed without its count");
+    }
+    got += static_cast<size_t>(n);
+  }
+  const absl::Time answered = absl::Now();
 
   TcpStreamResult r;
   r.message_bytes = message_bytes;
-  r.bytes = received;
-  r.seconds = absl::ToDoubleSeconds(last_byte - start);
+  r.bytes = count;
+  r.seconds = absl::ToDoubleSeconds(answered - start);
   if (r.seconds > 0) {
-    r.messages_per_s = static_cast<double>(received) / message_bytes / r.seconds;
-    r.gbps = static_cast<double>(received) * 8 / r.seconds / 1e9;
+    r.messages_per_s = static_cast<double>(count) / message_bytes / r.seconds;
+    r.gbps = static_cast<double>(count) * 8 / r.seconds / 1e9;
   }
   return r;
+}
+
+absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
+                                                     absl::Duration duration) {
+  const absl::Status args = CheckStream(message_bytes, duration);
+  if (!args.ok()) return args;
+  absl::StatusOr<std::unique_ptr<TcpStreamSink>> sink = TcpStreamSink::Start("127.0.0.1", 0);
+  if (!sink.ok()) return sink.status();
+  return RunTcpStream("127.0.0.1", (*sink)->port(), message_bytes, duration);
 }
 
 }  // namespace dreplay::tools

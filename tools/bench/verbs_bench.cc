@@ -15,7 +15,13 @@
 // --warmup_s it counts completions for --duration_s and reports ops/s,
 // Gb/s and latency percentiles, as text or (--json) as one JSON object.
 // --baseline=tcp also streams messages of the same size over a loopback TCP
-// connection for the same duration and reports the ratio.
+// connection for the same duration and reports the ratio. Across hosts or
+// namespaces the stream crosses the same path as the benchmark: the server,
+// given --baseline=tcp, also runs a TCP sink (printed), and the client
+// streams to it (--tcp_sink=HOST:PORT):
+//
+//   verbs_bench --server --baseline=tcp --host=10.0.0.1 --port=18515      # host A
+//   verbs_bench --connect=10.0.0.1:18515 --baseline=tcp --tcp_sink=10.0.0.1:PORT  # host B
 //
 // The server registers a region of size x depth bytes for the connection
 // (the client asks for it in its connect payload) and replies with its
@@ -61,7 +67,12 @@ DEFINE_string(link, "none",
               "emulated link (soft provider): none, 10km-25g, 100km-10g, "
               "1000km-1g or DELAY_US:GBPS");
 DEFINE_bool(json, false, "print one JSON object instead of text");
-DEFINE_string(baseline, "none", "none, or tcp: also measure a loopback TCP stream");
+DEFINE_string(baseline, "none",
+              "none, or tcp: also measure a TCP stream (loopback; with --connect, to "
+              "--tcp_sink; with --server, run that sink and print its address)");
+DEFINE_string(tcp_sink, "",
+              "--connect --baseline=tcp: host:port of the server's TCP sink, as its "
+              "'tcp sink on' line printed");
 DEFINE_bool(server, false, "serve clients (two-host mode) instead of running one");
 DEFINE_string(host, "0.0.0.0", "--server: address to listen on");
 DEFINE_int32(port, 0, "--server: port to listen on (0: any, printed)");
@@ -111,8 +122,16 @@ absl::StatusOr<VerbsBenchConfig> ConfigFromFlags() {
   return config;
 }
 
+// Where the TCP baseline streams to: its own loopback sink (port 0) or a
+// server's.
+struct SinkAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
 absl::Status MeasureAndPrint(BenchClientSession* session, const std::string& provider,
-                             const std::string& mode, const VerbsBenchConfig& config) {
+                             const std::string& mode, const VerbsBenchConfig& config,
+                             const SinkAddress& sink = {}) {
   VerbsBenchReport report;
   report.provider = provider;
   report.mode = mode;
@@ -121,8 +140,12 @@ absl::Status MeasureAndPrint(BenchClientSession* session, const std::string& pro
   ASSIGN_OR_RETURN(report.rdma,
                    RunBenchOps(session->qp.get(), *session->mr, session->remote, config));
   if (config.tcp_baseline) {
-    ASSIGN_OR_RETURN(report.tcp,
-                     RunLoopbackTcpStream(config.size, absl::Seconds(config.duration_s)));
+    const absl::Duration duration = absl::Seconds(config.duration_s);
+    if (sink.port == 0) {
+      ASSIGN_OR_RETURN(report.tcp, RunLoopbackTcpStream(config.size, duration));
+    } else {
+      ASSIGN_OR_RETURN(report.tcp, RunTcpStream(sink.host, sink.port, config.size, duration));
+    }
   }
   std::cout << FormatVerbsBenchReport(config, report) << std::flush;
   return absl::OkStatus();
@@ -155,16 +178,33 @@ absl::Status RunRemote(const VerbsBenchConfig& config, const std::string& connec
     return absl::InvalidArgumentError(
         absl::StrCat("--connect=", connect, ": expected host:port with port in [1, 65535]"));
   }
+  SinkAddress sink;
+  if (config.tcp_baseline) {
+    const absl::Status sink_address =
+        protocol::ParseHostPort(FLAGS_tcp_sink, &sink.host, &sink.port);
+    if (FLAGS_tcp_sink.empty() || !sink_address.ok() || sink.port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tcp_sink='", FLAGS_tcp_sink,
+          "': --connect with --baseline=tcp streams to the server's TCP sink; give the "
+          "host:port that verbs_bench --server --baseline=tcp printed ('tcp sink on ...')"));
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, MakeBenchProvider(config));
   ASSIGN_OR_RETURN(std::unique_ptr<BenchClientSession> client,
                    ConnectBenchClient(provider.get(), host, port, config));
-  return MeasureAndPrint(client.get(), provider->name(), absl::StrCat("remote ", connect), config);
+  return MeasureAndPrint(client.get(), provider->name(), absl::StrCat("remote ", connect), config,
+                         sink);
 }
 
 // Serves clients one after another; each new client replaces the previous
 // connection (and its region).
 absl::Status RunServer(const VerbsBenchConfig& config, const std::string& host, uint16_t port,
                        int max_clients) {
+  std::unique_ptr<TcpStreamSink> sink;
+  if (config.tcp_baseline) {
+    ASSIGN_OR_RETURN(sink, TcpStreamSink::Start(host, 0));
+    std::cout << "verbs_bench tcp sink on " << host << ":" << sink->port() << std::endl;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, MakeBenchProvider(config));
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Listener> listener, provider->Listen(host, port));
   std::cout << "verbs_bench server (" << provider->name() << ") listening on " << listener->host()
@@ -184,8 +224,11 @@ absl::Status RunServer(const VerbsBenchConfig& config, const std::string& host, 
     LOG(INFO) << "serving client " << served << ": " << current->qp->Describe();
   }
   // Let the last client finish before its region goes away.
+  // (and its TCP stream, which follows, to the sink).
   if (current != nullptr) {
-    absl::SleepFor(absl::Seconds(config.warmup_s + config.duration_s) + kBenchDrainTimeout);
+    const double streamed_s = config.tcp_baseline ? config.duration_s : 0;
+    absl::SleepFor(absl::Seconds(config.warmup_s + config.duration_s + streamed_s) +
+                   kBenchDrainTimeout);
   }
   return absl::OkStatus();
 }
@@ -194,6 +237,10 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(const VerbsBenchConfig config, ConfigFromFlags());
   if (FLAGS_server && !FLAGS_connect.empty()) {
     return absl::InvalidArgumentError("--server and --connect exclude each other");
+  }
+  if (!FLAGS_tcp_sink.empty() && (FLAGS_connect.empty() || !config.tcp_baseline)) {
+    return absl::InvalidArgumentError(
+        "--tcp_sink is for --connect with --baseline=tcp (the server's sink)");
   }
   if (!FLAGS_server) {
     return FLAGS_connect.empty() ? RunLoopback(config) : RunRemote(config, FLAGS_connect);

@@ -41,7 +41,7 @@ struct VerbsBenchConfig {
   verbs::ProviderOptions provider;
   int rnr_retry = verbs::kDefaultRnrRetry;  // of both queue pairs (--rnr_retry)
   bool json = false;                        // one JSON object instead of text
-  bool tcp_baseline = false;                // also measure a loopback TCP stream
+  bool tcp_baseline = false;                // also measure a TCP stream
 
   bool atomic() const {
     return op == verbs::Opcode::kFetchAdd || op == verbs::Opcode::kCompareSwap;

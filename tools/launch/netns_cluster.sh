@@ -350,22 +350,32 @@ $(tail -n 15 "$OUT_DIR/$who.log" 2>/dev/null)"
 
 # ---- verbs_bench between two namespaces ------------------------------------------
 run_bench() {
-  local buffer_addr=${ADDR_OF[buffer]} port deadline
+  local buffer_addr=${ADDR_OF[buffer]} port sink_port="" deadline baseline=0 a
+  local server_flags=() client_flags=()
+  # --baseline=tcp: the TCP stream crosses the same link as the benchmark,
+  # to a sink the server runs in the buffer namespace.
+  for a in "${BENCH_ARGS[@]}"; do [ "$a" != "--baseline=tcp" ] || baseline=1; done
+  [ "$baseline" -eq 0 ] || server_flags+=(--baseline=tcp)
   in_host buffer bench-server "$OUT_DIR/bench-server.log" "$BENCH_BIN" --server \
-    --host="$buffer_addr" --port=0 --server_clients=1 --provider="$PROVIDER"
+    --host="$buffer_addr" --port=0 --server_clients=1 --provider="$PROVIDER" "${server_flags[@]}"
   deadline=$((SECONDS + START_TIMEOUT_S))
   port=""
   while [ -z "$port" ]; do
-    port=$(sed -n 's/.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$OUT_DIR/bench-server.log")
+    port=$(sed -n 's/.*server.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$OUT_DIR/bench-server.log")
     [ -n "$port" ] && break
     alive bench-server || fail "verbs_bench --server exited:
 $(tail -n 15 "$OUT_DIR/bench-server.log")"
     [ "$SECONDS" -lt "$deadline" ] || fail "verbs_bench --server did not listen"
     sleep 0.05
   done
-  log "verbs_bench: learner -> $buffer_addr:$port ${BENCH_ARGS[*]}"
+  if [ "$baseline" -eq 1 ]; then
+    sink_port=$(sed -n 's/.*tcp sink on [0-9.]*:\([0-9]*\).*/\1/p' "$OUT_DIR/bench-server.log")
+    [ -n "$sink_port" ] || fail "verbs_bench --server printed no TCP sink"
+    client_flags+=(--tcp_sink="$buffer_addr:$sink_port")
+  fi
+  log "verbs_bench: learner -> $buffer_addr:$port ${BENCH_ARGS[*]} ${client_flags[*]}"
   if ! ip netns exec "$(ns_name learner)" "$BENCH_BIN" --connect="$buffer_addr:$port" \
-    --provider="$PROVIDER" --json "${BENCH_ARGS[@]}" >"$OUT_DIR/bench.json" \
+    --provider="$PROVIDER" --json "${BENCH_ARGS[@]}" "${client_flags[@]}" >"$OUT_DIR/bench.json" \
     2>"$OUT_DIR/bench-client.log" </dev/null; then
     fail "verbs_bench --connect failed:
 $(tail -n 15 "$OUT_DIR/bench-client.log")"
