@@ -166,6 +166,9 @@ RULES = [
     ("docs/experiment.md", r"tools/experiment/experiment\.py --env Acrobot-v1 --cells "
      r"(rho0\.5-u8,rho8-u8|rho2-u0\.25) --seeds 5 --out out/experiment-acrobot --resume$",
      Skip("40 and 25 minutes; //tests:experiment_quick_test runs the quick set")),
+    ("docs/experiment.md", r"tools/experiment/experiment\.py --cells rho2-u0\.25,rho8-u0\.25 --arms "
+     r"\S+ --seeds 5 --out out/experiment-crossing-primary$",
+     Skip("34 minutes; //tools/experiment:experiment_test checks what --arms runs")),
     ("docs/experiment.md", r"tools/experiment/experiment\.py --ungoverned --cells "
      r"(rho8-u0\.25|rho2-u0\.25) --arms \S+ --seeds 5 --out out/experiment-ungoverned(-rho2)?$",
      Skip("about 25 minutes; //tests:experiment_quick_test runs the quick set")),
