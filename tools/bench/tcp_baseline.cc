@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "tools/bench/host_cpu.h"
 
 namespace dreplay::tools {
 namespace {
@@ -129,6 +130,7 @@ absl::StatusOr<TcpStreamResult> RunTcpStream(const std::string& host, uint16_t p
     return SocketError("connect");
   }
   const std::vector<char> message(message_bytes, 'm');
+  const absl::StatusOr<double> cpu_from = HostBusyCpuSeconds();
   const absl::Time start = absl::Now();
   const absl::Time end = start + duration;
   while (absl::Now() < end) {
@@ -153,11 +155,13 @@ absl::StatusOr<TcpStreamResult> RunTcpStream(const std::string& host, uint16_t p
     got += static_cast<size_t>(n);
   }
   const absl::Time answered = absl::Now();
+  const absl::StatusOr<double> cpu_to = HostBusyCpuSeconds();
 
   TcpStreamResult r;
   r.message_bytes = message_bytes;
   r.bytes = count;
   r.seconds = absl::ToDoubleSeconds(answered - start);
+  if (cpu_from.ok() && cpu_to.ok()) r.host_cpu_s = *cpu_to - *cpu_from;
   if (r.seconds > 0) {
     r.messages_per_s = static_cast<double>(count) / message_bytes / r.seconds;
     r.gbps = static_cast<double>(count) * 8 / r.seconds / 1e9;

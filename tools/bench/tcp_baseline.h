@@ -46,6 +46,9 @@ struct TcpStreamResult {
   uint64_t bytes = 0;  // received by the sink
   double messages_per_s = 0;
   double gbps = 0;  // received bits per second / 1e9
+  // The whole host's busy CPU seconds over `seconds` (host_cpu.h: both
+  // ends when they run on this host); < 0: not measured.
+  double host_cpu_s = -1;
 };
 
 // The receiving end: accepts streams one after another on a thread of its

@@ -13,7 +13,9 @@
 // flight, posting --batch of them per PostSend (one doorbell), all
 // signalled, and measures each request from post to completion. After
 // --warmup_s it counts completions for --duration_s and reports ops/s,
-// Gb/s and latency percentiles, as text or (--json) as one JSON object.
+// Gb/s and latency percentiles, as text or (--json) as one JSON object,
+// with the whole host's busy CPU time in the window per byte moved
+// (host_cpu.h; for the benchmark alone on an otherwise idle machine).
 // --baseline=tcp also streams messages of the same size over a loopback TCP
 // connection for the same duration and reports the ratio. Across hosts or
 // namespaces the stream crosses the same path as the benchmark: the server,

@@ -12,6 +12,12 @@ namespace {
 
 double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
 
+// The host's busy CPU nanoseconds per byte moved; -1 when not measured.
+double CpuNsPerByte(double host_cpu_s, double bytes) {
+  if (host_cpu_s < 0 || bytes <= 0) return -1;
+  return host_cpu_s * 1e9 / bytes;
+}
+
 // RDMA over TCP bandwidth, and over the fair reference on an emulated link
 // (0 when there is none).
 struct Ratios {
@@ -44,12 +50,16 @@ std::string Json(const VerbsBenchConfig& config, const VerbsBenchReport& report)
       config.batch, config.link_spec, rdma.seconds, report.max_rd_atomic, report.max_inline_data,
       rdma.ops, rdma.ops_per_s, rdma.gbps, Micros(rdma.latency.Percentile(0.50)),
       Micros(rdma.latency.Percentile(0.99)), Micros(rdma.latency.mean()));
+  absl::StrAppendFormat(&json, ",\"host_cpu_s\":%.2f,\"cpu_ns_per_byte\":%.4f", rdma.host_cpu_s,
+                        CpuNsPerByte(rdma.host_cpu_s, double(rdma.ops) * config.size));
   if (report.tcp.has_value()) {
     const Ratios ratios = RatiosOf(config, report);
+    const TcpStreamResult& tcp = *report.tcp;
     absl::StrAppendFormat(&json,
-                          ",\"tcp\":{\"ops_per_s\":%.1f,\"gbps\":%.4f},"
-                          "\"ratio_vs_tcp\":%.4f",
-                          report.tcp->messages_per_s, report.tcp->gbps, ratios.vs_tcp);
+                          ",\"tcp\":{\"ops_per_s\":%.1f,\"gbps\":%.4f,\"host_cpu_s\":%.2f,"
+                          "\"cpu_ns_per_byte\":%.4f},\"ratio_vs_tcp\":%.4f",
+                          tcp.messages_per_s, tcp.gbps, tcp.host_cpu_s,
+                          CpuNsPerByte(tcp.host_cpu_s, double(tcp.bytes)), ratios.vs_tcp);
     if (ratios.reference_gbps > 0) {
       absl::StrAppendFormat(&json, ",\"ratio_vs_min_link_tcp\":%.4f", ratios.vs_reference);
     }
@@ -67,12 +77,19 @@ std::string Text(const VerbsBenchConfig& config, const VerbsBenchReport& report)
       config.link_spec, rdma.seconds, report.max_rd_atomic, report.max_inline_data, rdma.ops_per_s,
       rdma.gbps, Micros(rdma.latency.Percentile(0.50)), Micros(rdma.latency.Percentile(0.99)),
       Micros(rdma.latency.mean()));
+  if (rdma.host_cpu_s >= 0) {
+    absl::StrAppendFormat(&text, "  host CPU busy %.2f s: %.3f ns per byte\n", rdma.host_cpu_s,
+                          CpuNsPerByte(rdma.host_cpu_s, double(rdma.ops) * config.size));
+  }
   if (report.tcp.has_value()) {
     const Ratios ratios = RatiosOf(config, report);
-    absl::StrAppendFormat(&text,
-                          "  tcp loopback stream: %.0f msgs/s  %.3f Gb/s\n"
-                          "  ratio rdma/tcp: %.3f\n",
-                          report.tcp->messages_per_s, report.tcp->gbps, ratios.vs_tcp);
+    const TcpStreamResult& tcp = *report.tcp;
+    absl::StrAppendFormat(
+        &text,
+        "  tcp stream: %.0f msgs/s  %.3f Gb/s  host CPU %.2f s: %.3f ns per byte\n"
+        "  ratio rdma/tcp: %.3f\n",
+        tcp.messages_per_s, tcp.gbps, tcp.host_cpu_s,
+        CpuNsPerByte(tcp.host_cpu_s, double(tcp.bytes)), ratios.vs_tcp);
     if (ratios.reference_gbps > 0) {
       absl::StrAppendFormat(&text, "  ratio rdma/min(link %.1f Gb/s, tcp): %.3f\n",
                             config.link.bandwidth_gbps, ratios.vs_reference);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "tools/bench/host_cpu.h"
 
 namespace dreplay::tools {
 namespace {
@@ -118,9 +119,22 @@ absl::StatusOr<RdmaResult> RunBenchOps(verbs::QueuePair* qp, const verbs::Memory
   const Clock::time_point measure_to = After(measure_from, config.duration_s);
   Clock::time_point now = start;
   Clock::time_point drain_deadline = Clock::time_point::max();
+  // The host's busy CPU at the window's two ends.
+  absl::StatusOr<double> cpu_from = absl::UnavailableError("not read");
+  absl::StatusOr<double> cpu_to = absl::UnavailableError("not read");
+  bool cpu_from_read = false;
+  bool cpu_to_read = false;
   while (window.in_flight() > 0 || now < measure_to) {
     RETURN_IF_ERROR(window.PostWhileRoom(measure_to, &now));
     RETURN_IF_ERROR(window.PollOnce(measure_from, measure_to, &now));
+    if (!cpu_from_read && now >= measure_from) {
+      cpu_from = HostBusyCpuSeconds();
+      cpu_from_read = true;
+    }
+    if (cpu_from_read && !cpu_to_read && now >= measure_to) {
+      cpu_to = HostBusyCpuSeconds();
+      cpu_to_read = true;
+    }
     if (now >= measure_to && drain_deadline == Clock::time_point::max()) {
       drain_deadline = now + absl::ToChronoNanoseconds(kBenchDrainTimeout);
     }
@@ -136,6 +150,7 @@ absl::StatusOr<RdmaResult> RunBenchOps(verbs::QueuePair* qp, const verbs::Memory
   r.ops_per_s = r.ops / config.duration_s;
   r.gbps = r.ops_per_s * config.size * 8 / 1e9;
   r.latency = window.latency();
+  if (cpu_from.ok() && cpu_to.ok()) r.host_cpu_s = *cpu_to - *cpu_from;
   return r;
 }
 

@@ -36,6 +36,9 @@ struct RdmaResult {
   double ops_per_s = 0;
   double gbps = 0;           // ops_per_s x size bits / 1e9
   LatencyHistogram latency;  // post to completion, of those requests
+  // The whole host's busy CPU seconds in the window (host_cpu.h); < 0:
+  // not measured.
+  double host_cpu_s = -1;
 };
 
 // Runs config.op between `local` (registered on qp's provider, at least
