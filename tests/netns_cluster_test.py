@@ -188,9 +188,11 @@ class NetnsClusterTest(unittest.TestCase):
         # The TCP baseline streams to the server's sink across the same
         # shaped link (learner to buffer), not over the learner's loopback.
         self.assertGreater(bench["tcp"]["gbps"], 0, bench)
-        # CPU per byte, for both: the host's busy time over the bytes moved.
+        # CPU per byte, for both: the host's busy time over the bytes moved
+        # (-1: not measured). The client busy-polls, so its window is busy;
+        # a slow stream may fit in a clock tick.
         self.assertGreater(bench["cpu_ns_per_byte"], 0, bench)
-        self.assertGreater(bench["tcp"]["cpu_ns_per_byte"], 0, bench)
+        self.assertGreaterEqual(bench["tcp"]["cpu_ns_per_byte"], 0, bench)
         self.assertLess(bench["tcp"]["gbps"], SHAPED_MBIT / 1000.0 * SHAPED_MARGIN, bench)
         with open(os.path.join(out_dir, "topology.txt")) as f:
             self.assertIn("tbf", f.read())

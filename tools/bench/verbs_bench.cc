@@ -225,8 +225,8 @@ absl::Status RunServer(const VerbsBenchConfig& config, const std::string& host, 
     ++served;
     LOG(INFO) << "serving client " << served << ": " << current->qp->Describe();
   }
-  // Let the last client finish before its region goes away.
-  // (and its TCP stream, which follows, to the sink).
+  // Let the last client finish (and its TCP stream to the sink, which
+  // follows) before its region goes away.
   if (current != nullptr) {
     const double streamed_s = config.tcp_baseline ? config.duration_s : 0;
     absl::SleepFor(absl::Seconds(config.warmup_s + config.duration_s + streamed_s) +
