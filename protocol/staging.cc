@@ -43,8 +43,7 @@ absl::StatusOr<uint64_t> StagedBatchBytes(const LayoutConfig& config, const Comm
       line.used_bytes > StagingUsedBytes(config, StagingEntryCapacity(config))) {
     return absl::DataLossError(
         absl::StrCat("staged batch ", batch_number, " says it uses ", line.used_bytes,
-                     " bytes, which no batch of this "
-                     "layout can (at most ",
+                     " bytes, which no batch of this layout can (at most ",
                      StagingUsedBytes(config, StagingEntryCapacity(config)), ")"));
   }
   const uint64_t max_entry_bytes = uint64_t{StagingEntryCapacity(config)} * sizeof(BatchEntry);

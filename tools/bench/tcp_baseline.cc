@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "tools/bench/host_cpu.h"
 
@@ -70,22 +71,21 @@ int64_t CountUntilEof(int fd) {
 
 absl::StatusOr<std::unique_ptr<TcpStreamSink>> TcpStreamSink::Start(const std::string& host,
                                                                     uint16_t port) {
-  absl::StatusOr<sockaddr_in> addr = Ipv4Address(host, port);
-  if (!addr.ok()) return addr.status();
+  ASSIGN_OR_RETURN(sockaddr_in addr, Ipv4Address(host, port));
   UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (listener.get() < 0) return SocketError("socket");
   const int one = 1;
   setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     return SocketError("bind");
   }
   if (listen(listener.get(), 4) != 0) return SocketError("listen");
-  socklen_t len = sizeof(*addr);
-  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&*addr), &len) != 0) {
+  socklen_t len = sizeof(addr);
+  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return SocketError("getsockname");
   }
   return std::unique_ptr<TcpStreamSink>(
-      new TcpStreamSink(std::move(listener), ntohs(addr->sin_port)));
+      new TcpStreamSink(std::move(listener), ntohs(addr.sin_port)));
 }
 
 TcpStreamSink::TcpStreamSink(UniqueFd listener, uint16_t port)
@@ -120,13 +120,11 @@ void TcpStreamSink::Serve() {
 
 absl::StatusOr<TcpStreamResult> RunTcpStream(const std::string& host, uint16_t port,
                                              uint64_t message_bytes, absl::Duration duration) {
-  const absl::Status args = CheckStream(message_bytes, duration);
-  if (!args.ok()) return args;
-  absl::StatusOr<sockaddr_in> addr = Ipv4Address(host, port);
-  if (!addr.ok()) return addr.status();
+  RETURN_IF_ERROR(CheckStream(message_bytes, duration));
+  ASSIGN_OR_RETURN(const sockaddr_in addr, Ipv4Address(host, port));
   UniqueFd conn(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (conn.get() < 0) return SocketError("socket");
-  if (connect(conn.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+  if (connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
     return SocketError("connect");
   }
   const std::vector<char> message(message_bytes, 'm');
@@ -171,11 +169,9 @@ absl::StatusOr<TcpStreamResult> RunTcpStream(const std::string& host, uint16_t p
 
 absl::StatusOr<TcpStreamResult> RunLoopbackTcpStream(uint64_t message_bytes,
                                                      absl::Duration duration) {
-  const absl::Status args = CheckStream(message_bytes, duration);
-  if (!args.ok()) return args;
-  absl::StatusOr<std::unique_ptr<TcpStreamSink>> sink = TcpStreamSink::Start("127.0.0.1", 0);
-  if (!sink.ok()) return sink.status();
-  return RunTcpStream("127.0.0.1", (*sink)->port(), message_bytes, duration);
+  RETURN_IF_ERROR(CheckStream(message_bytes, duration));
+  ASSIGN_OR_RETURN(const std::unique_ptr<TcpStreamSink> sink, TcpStreamSink::Start("127.0.0.1", 0));
+  return RunTcpStream("127.0.0.1", sink->port(), message_bytes, duration);
 }
 
 }  // namespace dreplay::tools
