@@ -75,6 +75,7 @@ void BatchAssembly::Assemble(const StagedBatch& staged, AssembledBatch* out) {
   const uint64_t cpu_begin = ThreadCpuNanos();
   out->rows.Clear();
   out->weights.clear();
+  out->priority_alpha.clear();
   out->origins.clear();
   out->kept_entries.clear();
   out->records.clear();
@@ -82,6 +83,7 @@ void BatchAssembly::Assemble(const StagedBatch& staged, AssembledBatch* out) {
   out->batch_number = staged.batch_number();
   out->epoch = staged.epoch();
   out->incarnation = staged.incarnation();
+  out->beta = staged.header().beta;
   if (frames_ != nullptr) frames_->Index(staged);
   for (uint32_t i = 0; i < staged.size(); ++i) {
     const protocol::BatchEntry& entry = staged.entry(i);
@@ -102,6 +104,7 @@ void BatchAssembly::Assemble(const StagedBatch& staged, AssembledBatch* out) {
     }
     out->kept_entries.push_back(i);
     out->weights.push_back(staged.weight(i));
+    out->priority_alpha.push_back(staged.priority_alpha(i));
     out->origins.push_back({staged.insert_time_ns(i), staged.arrived(i)});
     if (options_.verification_log != nullptr) {
       const bool ok = protocol::VerifySlot(staged.slot(i), slot_size_, entry.slot_sequence) ==

@@ -55,8 +55,10 @@ struct AssembledBatch {
       : rows(observation_size, type) {}
 
   rl::TransitionBatch rows;
-  std::vector<float> weights;        // one per row
-  std::vector<EntryOrigin> origins;  // one per row
+  std::vector<float> weights;         // one per row
+  std::vector<float> priority_alpha;  // one per row: p^alpha as the node sampled it
+  float beta = 0;                     // the batch header's
+  std::vector<EntryOrigin> origins;   // one per row
   // The staged entry each row came from (ascending).
   std::vector<uint32_t> kept_entries;
   // The batch's identity and every staged entry's (slot sequence, slot

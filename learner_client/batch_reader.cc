@@ -346,6 +346,10 @@ void BatchReader::Resolve(uint32_t b) {
   std::vector<StagedEntry>& out = entries_[b];
   out.clear();
   records_[b].clear();
+  // The weights of every transition as staged, before misses are left out.
+  weights_.resize(count);
+  protocol::StagedWeights(absl::MakeConstSpan(staged, count), header.beta,
+                          absl::MakeSpan(weights_));
   // The arrived slots first: they are new in the cache before any reference
   // of this batch is looked up (a batch never holds two sequences of one
   // index: it is sampled from one state of the memory).
@@ -375,6 +379,7 @@ void BatchReader::Resolve(uint32_t b) {
     StagedEntry e;
     e.entry = staged[i];
     e.entry.slot_index = protocol::EntryIndex(staged[i]);
+    if (i < count) e.weight = weights_[i];
     if (!protocol::EntryCached(staged[i])) {
       e.slot = slot;
       e.arrived = true;

@@ -88,6 +88,10 @@ struct StagedEntry {
   // when it arrived with the batch, in the learner cache otherwise.
   const uint8_t* slot = nullptr;
   bool arrived = false;  // its slot crossed the link with this batch
+  // A transition's importance-sampling weight, computed from the p^alpha of
+  // all header().count transition entries as staged (misses included) and
+  // the header's beta (protocol::StagedWeights); 0 for frame records.
+  float weight = 0;
 };
 
 // A staged batch as READ: views into the reader's buffers. Entries the
@@ -108,7 +112,12 @@ class StagedBatch {
   }
   // REQUIRES for the per-entry accessors: i < size().
   const protocol::BatchEntry& entry(uint32_t i) const { return entries_[i].entry; }
-  float weight(uint32_t i) const { return entry(i).weight; }
+  // The importance-sampling weight, in (0, 1]: (N P(i))^-beta normalised
+  // by the largest of the batch as staged (see StagedEntry::weight).
+  float weight(uint32_t i) const { return entries_[i].weight; }
+  // p^alpha as the server sampled it (protocol::BatchEntry::priority_alpha;
+  // 1 in a forwarding server's batches).
+  float priority_alpha(uint32_t i) const { return entry(i).priority_alpha; }
   // The copied slot: SlotHeader, then payload_length bytes of payload.
   const uint8_t* slot(uint32_t i) const { return entries_[i].slot; }
   const protocol::SlotHeader& slot_header(uint32_t i) const {
@@ -289,6 +298,7 @@ class BatchReader {
   std::vector<Buffer> buffers_;
   std::vector<std::vector<StagedEntry>> entries_;  // per buffer, for Resolve
   std::vector<std::vector<StagedEntry>> records_;  // the same, frame records
+  std::vector<float> weights_;                     // Resolve's, one per transition entry
   // The learner cache: capacity slots, and CommitValue of the sequence each
   // holds (0: none). Empty without options.learner_cache.
   std::unique_ptr<uint8_t[]> cache_slots_;

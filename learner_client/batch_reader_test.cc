@@ -78,8 +78,9 @@ class BatchReaderTest : public ::testing::Test {
       const protocol::BatchEntry& e = batch.entry(i);
       EXPECT_EQ(batch.slot_header(i).sequence, e.slot_sequence);
       EXPECT_LT(e.slot_sequence, inserted);
-      EXPECT_GT(e.weight, 0.0f);
-      EXPECT_LE(e.weight, 1.0f);
+      EXPECT_GT(e.priority_alpha, 0.0f);
+      EXPECT_GT(batch.weight(i), 0.0f);
+      EXPECT_LE(batch.weight(i), 1.0f);
       const absl::Span<const uint8_t> p = batch.payload(i);
       ASSERT_EQ(p.size(), kPayloadBytes);
       EXPECT_LT(PayloadTag(p.data(), kPayloadBytes), inserted) << "payload corrupted";

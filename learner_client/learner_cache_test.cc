@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -84,7 +85,8 @@ class FakeStagingServer {
 
   struct Entry {
     uint64_t sequence;
-    bool cached;  // staged as a reference only
+    bool cached;                  // staged as a reference only
+    float priority_alpha = 1.0f;  // p^alpha as sampled
   };
   enum class Packing {
     kRaw,      // the copied slots as they are
@@ -104,7 +106,7 @@ class FakeStagingServer {
       const uint64_t q = entries[i].sequence;
       staged[i].slot_sequence = q;
       staged[i].slot_index = static_cast<uint32_t>(protocol::LeaseSlotIndex(c, 0, q));
-      staged[i].weight = 1.0f;
+      staged[i].priority_alpha = entries[i].priority_alpha;
       if (entries[i].cached) {
         staged[i].slot_index |= protocol::kEntryCachedBit;
         continue;
@@ -321,6 +323,23 @@ TEST_F(LearnerCacheTest, WithoutTheCacheEveryReferenceIsAMiss) {
   EXPECT_EQ(reader->stats().cache_misses, 1u);
   EXPECT_EQ(reader->stats().transitions_fetched, 4u);
   EXPECT_EQ(reader->stats().distinct_transitions_fetched, 3u);
+}
+
+TEST_F(LearnerCacheTest, WeightsAreThoseOfTheBatchAsStagedMissesIncluded) {
+  FakeStagingServer fake(server_host_.get());
+  // Beta 0.4 (the fake's): w = (min p^alpha / p^alpha)^0.4, the minimum
+  // being the miss's 1.
+  fake.Stage(0, {{1, true, 1.0f}, {2, false, 4.0f}, {3, false, 16.0f}});
+  auto session = Connect(fake, /*cache=*/false);
+  ASSERT_NE(session, nullptr);
+  auto reader = *BatchReader::Create(session.get(), {});
+  const StagedBatch b = NextChecked(reader.get());
+  ASSERT_EQ(Sequences(b), (std::vector<uint64_t>{2, 3}));
+  EXPECT_FLOAT_EQ(b.header().beta, 0.4f);
+  EXPECT_EQ(b.priority_alpha(0), 4.0f);
+  EXPECT_EQ(b.priority_alpha(1), 16.0f);
+  EXPECT_FLOAT_EQ(b.weight(0), std::pow(0.25f, 0.4f));
+  EXPECT_FLOAT_EQ(b.weight(1), std::pow(0.0625f, 0.4f));
 }
 
 // Link compression: a packed batch is unpacked before its entries are

@@ -3,6 +3,7 @@
 #include "protocol/layout.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -409,6 +410,46 @@ TEST(StagingTest, CachedEntriesKeepTheirIndexBehindTheFlag) {
   e.slot_index = 17;
   EXPECT_FALSE(EntryCached(e));
   EXPECT_EQ(EntryIndex(e), 17u);
+}
+
+TEST(StagingTest, StagedWeightsAreTheRatioToTheBatchMinimumToTheBeta) {
+  const std::vector<BatchEntry> entries = {{1, 0, 2.0f}, {2, 1, 8.0f}, {3, 2, 0.5f}};
+  std::vector<float> w(3);
+  StagedWeights(entries, 0.5f, absl::MakeSpan(w));
+  EXPECT_FLOAT_EQ(w[0], 0.5f);   // (0.5 / 2)^0.5
+  EXPECT_FLOAT_EQ(w[1], 0.25f);  // (0.5 / 8)^0.5
+  EXPECT_EQ(w[2], 1.0f);         // the smallest p^alpha: the largest weight
+  StagedWeights(entries, 1.0f, absl::MakeSpan(w));
+  EXPECT_FLOAT_EQ(w[1], 0.0625f);
+  StagedWeights(entries, 0.0f, absl::MakeSpan(w));  // beta 0: no correction
+  EXPECT_EQ(w, std::vector<float>(3, 1.0f));
+  StagedWeights({}, 0.5f, {});  // an empty batch
+}
+
+TEST(StagingTest, StagedWeightsGiveOneToAnEntryWithoutAUsablePriorityAlpha) {
+  // 0 (a record's, or a lost value), negative, NaN and infinite p^alpha
+  // weigh 1 and do not count towards the minimum.
+  const std::vector<BatchEntry> entries = {{1, 0, 0.0f},
+                                           {2, 1, 4.0f},
+                                           {3, 2, -1.0f},
+                                           {4, 3, std::numeric_limits<float>::quiet_NaN()},
+                                           {5, 4, std::numeric_limits<float>::infinity()},
+                                           {6, 5, 1.0f}};
+  std::vector<float> w(entries.size());
+  StagedWeights(entries, 1.0f, absl::MakeSpan(w));
+  EXPECT_EQ(w, (std::vector<float>{1.0f, 0.25f, 1.0f, 1.0f, 1.0f, 1.0f}));
+  // A beta that is not > 0 and finite weighs every entry 1.
+  for (const float beta :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    StagedWeights(entries, beta, absl::MakeSpan(w));
+    EXPECT_EQ(w, std::vector<float>(entries.size(), 1.0f)) << beta;
+  }
+  // Far apart p^alpha do not overflow or lose the ratio.
+  const std::vector<BatchEntry> wide = {{1, 0, 1e-30f}, {2, 1, 1e30f}};
+  std::vector<float> w2(2);
+  StagedWeights(wide, 0.5f, absl::MakeSpan(w2));
+  EXPECT_EQ(w2[0], 1.0f);
+  EXPECT_FLOAT_EQ(w2[1], 1e-30f);
 }
 
 TEST(ChecksumTest, MailboxAndParamsChecksumsCoverTheirCountedBytes) {

@@ -3,7 +3,9 @@
 #include "protocol/staging.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -106,6 +108,23 @@ absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uin
   const absl::StatusOr<uint64_t> used = StagedBatchBytes(config, line, batch_number);
   if (!used.ok()) return used.status();
   return CheckBatchImage(config, image, StagingSlotStride(config), batch_number, epoch);
+}
+
+void StagedWeights(absl::Span<const BatchEntry> transitions, float beta,
+                   absl::Span<float> weights) {
+  auto usable = [](float pa) { return pa > 0 && std::isfinite(pa); };
+  float min_alpha = std::numeric_limits<float>::infinity();
+  for (const BatchEntry& e : transitions) {
+    if (usable(e.priority_alpha)) min_alpha = std::min(min_alpha, e.priority_alpha);
+  }
+  const bool weighted = beta > 0 && std::isfinite(beta);
+  for (size_t i = 0; i < transitions.size(); ++i) {
+    const float pa = transitions[i].priority_alpha;
+    // In ratio form, as ComputeWeights: no p^alpha however small overflows.
+    weights[i] = weighted && usable(pa)
+                     ? static_cast<float>(std::pow(double{min_alpha} / double{pa}, double{beta}))
+                     : 1.0f;
+  }
 }
 
 }  // namespace dreplay::protocol

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "protocol/config.h"
 
 namespace dreplay::protocol {
@@ -43,8 +44,8 @@ namespace dreplay::protocol {
 //
 // Frames stored once (LayoutConfig::frame_stack D > 0, layout 15): the
 // count transition entries are frame records that carry a transition
-// (protocol/frame_record.h). After them come record_count entries of weight
-// 0, one per other record the transitions' stacks refer to, each once per
+// (protocol/frame_record.h). After them come record_count entries with
+// priority_alpha 0, one per other record the transitions' stacks refer to, each once per
 // batch (a record that is itself one of the batch's transitions is not
 // repeated); a record the learner holds (transfer-once) is not listed: the
 // learner finds it in its store by the transition's own back references.
@@ -86,7 +87,11 @@ struct BatchEntry {
   // The slot's index, with kEntryCachedBit set when no copied slot is staged
   // for this entry (the learner holds (index, sequence) already).
   uint32_t slot_index;
-  float weight;  // importance-sampling weight, (N * P(i))^-beta / max
+  // A transition entry's p_i^alpha as the node sampled it (its sum-tree
+  // value, > 0), from which the learner computes the importance-sampling
+  // weight (StagedWeights, layout 16); 1 in a forwarding server's batches
+  // (beta 0 there); 0 for frame-record entries (those after count).
+  float priority_alpha;
 };
 static_assert(sizeof(BatchEntry) == 16, "BatchEntry is a wire structure");
 
@@ -182,6 +187,18 @@ absl::Status CheckBatchImage(const LayoutConfig& config, const void* image, uint
 // not committed there).
 absl::Status CheckStagedBatch(const LayoutConfig& config, const void* image, uint64_t batch_number,
                               uint64_t epoch);
+
+// Learner side: the importance-sampling weights of a staged batch's
+// transition entries (its first header.count entries, as staged) for the
+// header's `beta`, into `weights` (the same size): w_i = (min_j pa_j /
+// pa_i)^beta, pa being each entry's priority_alpha and the minimum taken
+// over the entries whose pa is > 0 and finite. That is (N P(i))^-beta
+// normalised by the batch's largest, as replay::ReplayMemory::ComputeWeights
+// computes it from P(i) = pa_i / sum (the sum and N cancel), so the weights
+// are in (0, 1] and the largest is 1. An entry whose pa is not > 0 and
+// finite gets 1, and so does every entry when beta is not > 0 and finite
+// (beta 0: no correction). REQUIRES: weights.size() == transitions.size().
+void StagedWeights(absl::Span<const BatchEntry> transitions, float beta, absl::Span<float> weights);
 
 }  // namespace dreplay::protocol
 

@@ -173,7 +173,8 @@ SampledItem ReplayMemory::SampleOne(uint32_t stratum, uint32_t num_strata) {
   SampledItem item;
   item.index = tree_.Find(prefix);
   item.sequence = sequences_[item.index];
-  item.probability = tree_.Get(item.index) / total;
+  item.priority_alpha = tree_.Get(item.index);
+  item.probability = item.priority_alpha / total;
   return item;
 }
 
@@ -195,7 +196,8 @@ void ReplayMemory::SampleStrata(uint32_t num_strata, absl::Span<SampledItem> out
       SampledItem& item = out[begin + k];
       item.index = found[k];
       item.sequence = sequences_[found[k]];
-      item.probability = tree_.Get(found[k]) / total;
+      item.priority_alpha = tree_.Get(found[k]);
+      item.probability = item.priority_alpha / total;
     }
   }
 }

@@ -88,6 +88,9 @@ struct SampledItem {
   uint64_t sequence = 0;
   double probability = 0;  // P(i) when drawn
   float weight = 0;        // filled by ComputeWeights / SampleBatch
+  // The stored value p^alpha of the index when drawn (probability times
+  // the total then), what a staged batch carries (protocol::BatchEntry).
+  double priority_alpha = 0;
 };
 
 // Told before an index's entry (its sequence) changes: by Insert and by a

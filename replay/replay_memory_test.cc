@@ -185,6 +185,7 @@ TEST(ReplayMemoryTest, StratifiedBatchGivesHandComputedIndicesAndWeights) {
     EXPECT_EQ(items[j].index, i) << "stratum " << j;
     EXPECT_EQ(items[j].sequence, 100 + i);
     EXPECT_DOUBLE_EQ(items[j].probability, m->stored_priority(i) / 9.0);
+    EXPECT_EQ(items[j].priority_alpha, m->stored_priority(i));
     EXPECT_FLOAT_EQ(items[j].weight, static_cast<float>(expected_weight[i])) << "stratum " << j;
   }
   EXPECT_FLOAT_EQ(static_cast<float>(expected_weight[1]), 0.70710677f);
@@ -195,6 +196,19 @@ TEST(ReplayMemoryTest, StratifiedBatchGivesHandComputedIndicesAndWeights) {
   ASSERT_EQ(m->SampleBatch(9, 1.0, absl::MakeSpan(items)), 9);
   EXPECT_FLOAT_EQ(items[3].weight, 0.25f);
   EXPECT_FLOAT_EQ(items[1].weight, 0.5f);
+}
+
+TEST(ReplayMemoryTest, SampleOneGivesThePriorityAlphaOfItsDraw) {
+  // alpha = 1, epsilon = 0.5: stored values 1 and 4 (total 5).
+  auto m = MakeMemory(2, 1.0, 0.5);
+  m->Insert(0, 100, 0.5f);
+  m->Insert(1, 101, 3.5f);
+  const SampledItem first = m->SampleOne(0, 5);   // [0, 1): index 0
+  const SampledItem second = m->SampleOne(4, 5);  // [4, 5): index 1
+  EXPECT_EQ(first.index, 0u);
+  EXPECT_DOUBLE_EQ(first.priority_alpha, 1.0);
+  EXPECT_DOUBLE_EQ(second.priority_alpha, 4.0);
+  EXPECT_DOUBLE_EQ(second.probability, second.priority_alpha / 5.0);
 }
 
 TEST(ReplayMemoryTest, SamplesInProportionToStoredPriorities) {

@@ -69,11 +69,12 @@ class ForwardSamplerTest : public ::testing::Test {
     EXPECT_TRUE(protocol::CheckStagedBatch(config(), image.data(), n, kEpoch).ok());
     std::memcpy(&out->header, image.data(), sizeof(out->header));
     EXPECT_EQ(out->header.payload_count, out->header.count);  // never a reference
+    EXPECT_EQ(out->header.beta, 0.0f);                        // weights of 1
     out->entries.resize(out->header.count);
     std::memcpy(out->entries.data(), image.data() + protocol::StagingEntriesOffset(config()),
                 out->entries.size() * sizeof(protocol::BatchEntry));
     for (uint32_t k = 0; k < out->header.count; ++k) {
-      EXPECT_FLOAT_EQ(out->entries[k].weight, 1.0f);
+      EXPECT_EQ(out->entries[k].priority_alpha, 1.0f);
       const uint8_t* copy =
           image.data() + protocol::StagingPayloadsOffset(config()) + k * config().slot_size;
       EXPECT_EQ(protocol::VerifySlot(copy, config().slot_size, out->entries[k].slot_sequence),

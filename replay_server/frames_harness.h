@@ -484,17 +484,17 @@ class FramesHarness {
       ASSERT_TRUE(std::equal(record.begin(), record.end(), written.begin(), written.end()));
       in_batch[{l, q}] = std::move(record);
       if (k < header.count) {
-        EXPECT_GT(entry[k].weight, 0.0f);
+        EXPECT_GT(entry[k].priority_alpha, 0.0f);
         EXPECT_TRUE(ModelHolds(l, q)) << "transition " << q << " of lease " << l
                                       << " staged though a record it needs is not held";
         transitions.insert({index, q});
         if (forward_ != protocol::ForwardMode::kForwardOff) {
-          EXPECT_EQ(entry[k].weight, 1.0f);
+          EXPECT_EQ(entry[k].priority_alpha, 1.0f);
           EXPECT_TRUE(forwarded_.insert({l, q}).second)
               << "transition " << q << " of lease " << l << " forwarded twice";
         }
       } else {
-        EXPECT_EQ(entry[k].weight, 0.0f);
+        EXPECT_EQ(entry[k].priority_alpha, 0.0f);
       }
     }
     EXPECT_EQ(copied, header.payload_count);

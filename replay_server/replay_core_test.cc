@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -320,7 +321,7 @@ TEST_P(ReplayCoreThreadsTest, IngestsEveryCommittedTransitionExactlyOnce) {
         if (protocol::VerifySlot(copy, config.slot_size, e.slot_sequence) !=
                 protocol::SlotCheck::kOk ||
             std::memcmp(copy + sizeof(protocol::SlotHeader), expected.data(), 128) != 0 ||
-            !(e.weight > 0 && e.weight <= 1)) {
+            !(e.priority_alpha > 0 && std::isfinite(e.priority_alpha))) {
           ADD_FAILURE() << "batch " << n << " entry " << k << " is wrong";
           failed = true;
           return;

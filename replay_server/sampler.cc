@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/shared_words.h"
@@ -11,6 +12,16 @@
 #include "glog/logging.h"
 
 namespace dreplay::server {
+namespace {
+
+// A stored value p^alpha (a double > 0) as the float a BatchEntry carries:
+// kept > 0 and finite however far outside the float range it lies.
+float WirePriorityAlpha(double priority_alpha) {
+  return static_cast<float>(std::clamp(priority_alpha, double{std::numeric_limits<float>::min()},
+                                       double{std::numeric_limits<float>::max()}));
+}
+
+}  // namespace
 
 absl::Status SamplerOptions::Validate() const {
   if (absl::Status s = beta.Validate(); !s.ok()) return s;
@@ -206,13 +217,8 @@ bool Sampler::StageOne() {
     record_count = StageRecords(payloads, count, &payload_count);
     if (record_count < 0) return false;
   }
-  double beta = 0;
-  if (forwarding()) {
-    for (uint32_t k = 0; k < count; ++k) items_[k].weight = 1.0f;
-  } else {
-    beta = options_.beta.At(counters_->batches_staged);
-    memory_->ComputeWeights(beta, absl::MakeSpan(items_.data(), count));
-  }
+  // The learner computes the weights from the entries' p^alpha and beta.
+  const double beta = forwarding() ? 0.0 : options_.beta.At(counters_->batches_staged);
   CommitBatch(count, static_cast<uint32_t>(record_count), payload_count, beta);
   return true;
 }
@@ -267,7 +273,7 @@ int64_t Sampler::StageRecords(uint8_t* payloads, uint32_t count, uint32_t* paylo
         memory_->Remove(items_[k].index);
         return -1;
       }
-      record_items_[records++] = replay::SampledItem{index, s, 0.0, 0.0f};
+      record_items_[records++] = replay::SampledItem{index, s};
     }
   }
   return records;
@@ -344,7 +350,7 @@ uint32_t Sampler::TakeQueued(uint8_t* payloads) {
       continue;
     }
     cached_[count] = 0;
-    items_[count] = replay::SampledItem{t.index, t.sequence, 0.0, 1.0f};
+    items_[count] = replay::SampledItem{t.index, t.sequence};
     ++count;
     if (measuring_) crossing_.Add(memory_->rank_key(t.index));
     RemoveForwarded(t.index, t.sequence);
@@ -389,8 +395,13 @@ void Sampler::CommitBatch(uint32_t count, uint32_t record_count, uint32_t payloa
   for (uint32_t k = 0; k < entries; ++k) {
     const replay::SampledItem& item = k < count ? items_[k] : record_items_[k - count];
     const uint32_t index = static_cast<uint32_t>(item.index);
+    // p^alpha as drawn (an index drawn twice may have left the memory since);
+    // 1 when forwarding (beta 0), 0 for records.
+    const float priority_alpha = k >= count     ? 0.0f
+                                 : forwarding() ? 1.0f
+                                                : WirePriorityAlpha(item.priority_alpha);
     entries_[k] = protocol::BatchEntry{
-        item.sequence, cached_[k] ? (index | protocol::kEntryCachedBit) : index, item.weight};
+        item.sequence, cached_[k] ? (index | protocol::kEntryCachedBit) : index, priority_alpha};
   }
   std::copy(entries_.begin(), entries_.begin() + entries,
             staged_entries_.begin() + slot * protocol::StagingEntryCapacity(config_));

@@ -28,7 +28,9 @@
 //      common (a 1,024-actor bench run with a learner: about 550 k; with
 //      --actor_window at half the lease, about 4 k). They cost a redraw,
 //      never a wrong transition;
-//   3. importance-sampling weights, BatchHeader (batch number, epoch, count,
+//   3. the entries (each with the p^alpha it was drawn with, from which the
+//      learner computes its importance-sampling weight with beta:
+//      protocol::StagedWeights), BatchHeader (batch number, epoch, count,
 //      N, beta, payload_count, used_bytes) and the batch checksum are
 //      written, then the commit line (used_bytes, then BatchCommitValue(n),
 //      release store) last, and the control block's batches_staged is
@@ -57,13 +59,13 @@
 // it is never drawn again; kForwardFifo takes the oldest of the newest
 // forward_queue transitions ingest handled (forward_queue.h), dropping
 // older ones, and skips those overwritten meanwhile (both counted in
-// forward_dropped()). Their weights are 1; without frames no entry is a
-// reference.
+// forward_dropped()). Their entries carry p^alpha 1 and beta is 0 (weights
+// of 1); without frames no entry is a reference.
 //
 // Frames stored once (config.frame_stack > 0, UseFrames()): after the
 // transitions, each record their stacks need (replay::FrameTable::Needs)
 // that the batch does not hold yet is staged once, as a reference when the
-// learner holds it, else copied with the same seqlock check, with weight 0
+// learner holds it, else copied with the same seqlock check, with p^alpha 0
 // (protocol/staging.h). A record that fails its copy (being overwritten)
 // removes the transition that needed it from the memory and the batch is
 // drawn again at the next step. Forwarding with frames (the hybrid

@@ -53,6 +53,15 @@ class SamplerTest : public ::testing::Test {
 
   const protocol::LayoutConfig& config() const { return regions_->config(); }
 
+  // The first `count` entries of a staging slot image.
+  std::vector<protocol::BatchEntry> EntriesOf(const std::vector<uint8_t>& image,
+                                              uint32_t count) const {
+    std::vector<protocol::BatchEntry> entries(count);
+    std::memcpy(entries.data(), image.data() + protocol::StagingEntriesOffset(config()),
+                count * sizeof(protocol::BatchEntry));
+    return entries;
+  }
+
   void InsertAndIngest(int n, float priority = 1.f) {
     for (int k = 0; k < n; ++k) Insert(*regions_, priority);
     ASSERT_EQ(ingest_->Step(), static_cast<uint64_t>(n));
@@ -97,7 +106,7 @@ TEST_F(SamplerTest, StagesAWholeVerifiableBatchWithCopiesOfTheSampledSlots) {
         image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
         sizeof(entry));
     EXPECT_EQ(memory_->sequence(entry.slot_index), entry.slot_sequence);
-    EXPECT_FLOAT_EQ(entry.weight, 1.0f);  // equal priorities: equal weights
+    EXPECT_EQ(entry.priority_alpha, static_cast<float>(memory_->stored_priority(entry.slot_index)));
     const uint8_t* copy =
         image.data() + protocol::StagingPayloadsOffset(config()) + k * config().slot_size;
     EXPECT_EQ(std::memcmp(copy, regions_->slot(entry.slot_index), config().slot_size), 0);
@@ -140,9 +149,9 @@ TEST_F(SamplerTest, DoesNotReuseAStagingSlotBeforeItsBatchIsReleased) {
   EXPECT_FALSE(sampler_->StageOne());
 }
 
-TEST_F(SamplerTest, WeightsFollowThePrioritiesOfTheSampledSlots) {
-  // Two slots: stored values 1 and 4 (alpha 1, epsilon 0.5), beta 0.5:
-  // w = (P_min / P)^0.5 = 1 for the small one and 0.5 for the big one.
+TEST_F(SamplerTest, EntriesCarryThePriorityAlphaOfTheSampledSlots) {
+  // Stored values 1 and 4 (alpha 1, epsilon 0.5), beta 0.5: the learner's
+  // w = (p_min / p)^0.5 is 1 for the small one and 0.5 for the big one.
   Insert(*regions_, 0.5f);
   Insert(*regions_, 3.5f);
   Insert(*regions_, 0.5f);
@@ -150,13 +159,41 @@ TEST_F(SamplerTest, WeightsFollowThePrioritiesOfTheSampledSlots) {
   ASSERT_EQ(ingest_->Step(), 4u);
   ASSERT_TRUE(sampler_->StageOne());
   const std::vector<uint8_t> image = ReadStagingSlot(*regions_, 0);
-  for (uint32_t k = 0; k < config().batch_size; ++k) {
-    protocol::BatchEntry entry;
-    std::memcpy(
-        &entry,
-        image.data() + protocol::StagingEntriesOffset(config()) + k * sizeof(protocol::BatchEntry),
-        sizeof(entry));
-    EXPECT_FLOAT_EQ(entry.weight, entry.slot_index % 2 == 0 ? 1.0f : 0.5f);
+  protocol::BatchHeader header;
+  std::memcpy(&header, image.data(), sizeof(header));
+  const std::vector<protocol::BatchEntry> entries = EntriesOf(image, header.count);
+  std::vector<float> weights(entries.size());
+  protocol::StagedWeights(entries, header.beta, absl::MakeSpan(weights));
+  for (uint32_t k = 0; k < entries.size(); ++k) {
+    const bool small = entries[k].slot_index % 2 == 0;
+    EXPECT_EQ(entries[k].priority_alpha, small ? 1.0f : 4.0f);
+    EXPECT_FLOAT_EQ(weights[k], small ? 1.0f : 0.5f);
+  }
+}
+
+TEST_F(SamplerTest, LearnerWeightsEqualTheMemorysForTheSameDraws) {
+  for (int k = 0; k < 20; ++k) Insert(*regions_, 0.05f + 0.37f * static_cast<float>(k * k % 11));
+  ASSERT_EQ(ingest_->Step(), 20u);
+  for (uint64_t n = 0; n < 5; ++n) {
+    ASSERT_TRUE(sampler_->StageOne());
+    const std::vector<uint8_t> image = ReadStagingSlot(*regions_, n);
+    protocol::BatchHeader header;
+    std::memcpy(&header, image.data(), sizeof(header));
+    const std::vector<protocol::BatchEntry> entries = EntriesOf(image, header.count);
+    std::vector<float> learner(entries.size());
+    protocol::StagedWeights(entries, header.beta, absl::MakeSpan(learner));
+    // The memory's weights for these draws, from their probabilities.
+    std::vector<replay::SampledItem> draws(entries.size());
+    for (size_t k = 0; k < entries.size(); ++k) {
+      draws[k].index = entries[k].slot_index;
+      draws[k].probability =
+          memory_->stored_priority(entries[k].slot_index) / memory_->total_priority();
+    }
+    memory_->ComputeWeights(0.5, absl::MakeSpan(draws));
+    for (size_t k = 0; k < entries.size(); ++k) {
+      EXPECT_NEAR(learner[k], draws[k].weight, 1e-5 * draws[k].weight) << "batch " << n << " " << k;
+    }
+    sampler_->ReleaseOldest(/*learner_received=*/true);
   }
 }
 

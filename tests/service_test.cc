@@ -75,8 +75,9 @@ void CheckBatch(const learner::StagedBatch& batch, Seen* seen) {
     const protocol::BatchEntry& e = batch.entry(i);
     const protocol::SlotHeader& h = batch.slot_header(i);
     ASSERT_EQ(h.sequence, e.slot_sequence) << "batch " << batch.batch_number() << " entry " << i;
-    ASSERT_GT(e.weight, 0.0f);
-    ASSERT_LE(e.weight, 1.0f);
+    ASSERT_GT(e.priority_alpha, 0.0f);
+    ASSERT_GT(batch.weight(i), 0.0f);
+    ASSERT_LE(batch.weight(i), 1.0f);
     const absl::Span<const uint8_t> p = batch.payload(i);
     ASSERT_EQ(p.size(), kPayloadBytes);
     const uint64_t tag = PayloadTag(p.data(), kPayloadBytes);
