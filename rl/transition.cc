@@ -275,6 +275,20 @@ void TransitionBatch::KeepRows(absl::Span<const uint32_t> rows) {
   dones_.resize(out);
 }
 
+void TransitionBatch::AppendRow(const TransitionBatch& from, size_t row) {
+  CHECK_LT(row, from.size());
+  CHECK_EQ(from.observation_size_, observation_size_);
+  const size_t m = observation_size_;
+  observations_.insert(observations_.end(), from.observations_.begin() + row * m,
+                       from.observations_.begin() + (row + 1) * m);
+  next_observations_.insert(next_observations_.end(), from.next_observations_.begin() + row * m,
+                            from.next_observations_.begin() + (row + 1) * m);
+  actions_.push_back(from.actions_[row]);
+  rewards_.push_back(from.rewards_[row]);
+  discounts_.push_back(from.discounts_[row]);
+  dones_.push_back(from.dones_[row]);
+}
+
 absl::Status TransitionBatch::AddBytes(int32_t action, float reward, float discount, bool done,
                                        absl::Span<const uint8_t> observation,
                                        absl::Span<const uint8_t> next_observation) {

@@ -135,6 +135,9 @@ class TransitionBatch {
   // Keeps only the rows `rows` names (ascending, each < size()), in that
   // order; the others are removed.
   void KeepRows(absl::Span<const uint32_t> rows);
+  // Appends a copy of row `row` of `from`. REQUIRES: row < from.size() and
+  // both batches have the same observation_size().
+  void AppendRow(const TransitionBatch& from, size_t row);
 
   size_t size() const { return actions_.size(); }
   size_t observation_size() const { return observation_size_; }

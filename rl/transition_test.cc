@@ -298,5 +298,31 @@ TEST(TransitionBatchTest, ChecksRowsAndKeepsOnlyTheNamedOnes) {
   EXPECT_EQ(batch.size(), 0u);
 }
 
+TEST(TransitionBatchTest, AppendsACopyOfAnotherBatchsRow) {
+  TransitionBatch from(4);
+  for (int k = 0; k < 3; ++k) {
+    Transition t = MakeTransition();
+    t.reward = static_cast<float>(k);
+    t.action = k % 2;
+    t.done = k == 2;
+    t.observation[3] = static_cast<float>(100 + k);
+    t.next_observation[0] = static_cast<float>(200 + k);
+    ASSERT_TRUE(from.Add(t).ok());
+  }
+  TransitionBatch to(4);
+  to.AppendRow(from, 2);
+  to.AppendRow(from, 0);
+  ASSERT_EQ(to.size(), 2u);
+  EXPECT_EQ(to.rewards(), (std::vector<float>{2.0f, 0.0f}));
+  EXPECT_EQ(to.actions(), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(to.dones(), (std::vector<float>{1.0f, 0.0f}));
+  EXPECT_EQ(to.discounts(), (std::vector<float>{from.discounts()[2], from.discounts()[0]}));
+  EXPECT_EQ(to.observations()[3], 102.0f);
+  EXPECT_EQ(to.observations()[7], 100.0f);
+  EXPECT_EQ(to.next_observations()[0], 202.0f);
+  EXPECT_EQ(to.next_observations()[4], 200.0f);
+  EXPECT_EQ(to.observations().size(), 8u);
+}
+
 }  // namespace
 }  // namespace dreplay::rl
