@@ -19,10 +19,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "client/connection_flags.h"
 #include "client/retry.h"
 #include "common/binary_main.h"
@@ -33,13 +35,27 @@
 #include "gflags/gflags.h"
 #include "learner_client/learner_loop.h"
 #include "learner_client/learner_run.h"
+#include "learner_client/multi_node_source.h"
 #include "protocol/host_port.h"
 #include "rl/dqn.h"
 #include "rl/network_flags.h"
 #include "verbs/provider_flag_definitions.h"
 #include "verbs/verbs.h"
 
-DEFINE_string(server, "", "the replay server, HOST:PORT (required)");
+DEFINE_string(server, "", "the replay server, HOST:PORT (required, or --servers)");
+DEFINE_string(servers, "",
+              "several buffer nodes (edge sites), HOST:PORT,HOST:PORT,...: one learner trains "
+              "on the batches of all of them (buffer placement), made by --shard_policy");
+DEFINE_string(links, "",
+              "with --servers, soft provider: each node's link, comma-separated in the order of "
+              "--servers (empty: --link for every node)");
+DEFINE_string(shard_policy, "exact",
+              "with --servers: exact (each draw from node k with probability S_k / sum S, S_k "
+              "its sum of p^alpha: exact prioritization over all nodes), first_ready (the batch "
+              "of whichever node staged one first), round_robin (the nodes' batches in turn)");
+DEFINE_double(node_timeout_s, 1,
+              "with --servers: a node that stages nothing for this long while it is needed is "
+              "passed over until it stages again");
 DEFINE_string(link, "none",
               "soft provider: the emulated long-haul link to the server (none, 10km-25g, "
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
@@ -175,7 +191,8 @@ constexpr char kUsage[] =
     "the DQN learner: trains on experiences from the replay server across a long link, "
     "publishes parameters for the actors, reports metrics.\n"
     "Exit status: 0 after a run, 1 failure, 2 bad flag.\n"
-    "Usage: learner --server=HOST:PORT [--replay_placement=buffer|learner|hybrid] "
+    "Usage: learner --server=HOST:PORT (or --servers=HOST:PORT,HOST:PORT "
+    "[--shard_policy=exact|first_ready|round_robin]) [--replay_placement=buffer|learner|hybrid] "
     "[--link=10km-25g] [--stop_when_solved] [--metrics_out=FILE] ...";
 
 bool FlagIsDefault(const char* name) {
@@ -219,6 +236,52 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
   return std::optional<MetricsHttpOptions>(std::move(o));
 }
 
+// --servers, --links, --shard_policy, --node_timeout_s into c->nodes and
+// c->multi: each node's connection is c->connection's with its address and
+// link.
+absl::Status NodesFromFlags(const std::vector<std::string>& servers,
+                            const client::ConnectionFlags& flags, LearnerRunOptions* c) {
+  std::vector<std::string> links;
+  if (!FLAGS_links.empty()) {
+    links = absl::StrSplit(FLAGS_links, ',');
+    if (links.size() != servers.size()) {
+      return FlagError(
+          "links", FLAGS_links,
+          absl::StrCat("names ", links.size(), " links for ", servers.size(), " servers"));
+    }
+  }
+  if (c->loop.placement != ReplayPlacement::kBuffer) {
+    return FlagError("servers", FLAGS_servers, "needs --replay_placement=buffer");
+  }
+  absl::StatusOr<ShardPolicy> policy = ParseShardPolicy(FLAGS_shard_policy);
+  if (!policy.ok()) {
+    return FlagError("shard_policy", FLAGS_shard_policy,
+                     "must be exact, first_ready or round_robin");
+  }
+  c->multi.policy = *policy;
+  ASSIGN_OR_RETURN(c->multi.node_timeout, Seconds("node_timeout_s", FLAGS_node_timeout_s, false));
+  for (size_t k = 0; k < servers.size(); ++k) {
+    client::ConnectionFlags node = flags;
+    node.server = servers[k];
+    if (!links.empty()) node.link = links[k];
+    absl::StatusOr<client::ConnectionOptions> options =
+        client::ConnectionOptionsFromFlags(node, protocol::Role::kLearner);
+    if (!options.ok()) {
+      return FlagError(links.empty() ? "servers" : "servers/links",
+                       FLAGS_servers + " " + FLAGS_links, options.status().message());
+    }
+    // Everything else (placement, cache, deadlines) as the first's.
+    client::ConnectionOptions each = c->connection;
+    each.session.host = options->session.host;
+    each.session.port = options->session.port;
+    each.session.qp.link = options->session.qp.link;
+    c->nodes.push_back(std::move(each));
+  }
+  c->server = FLAGS_servers;
+  c->link = FLAGS_links.empty() ? FLAGS_link : FLAGS_links;
+  return absl::OkStatus();
+}
+
 // Everything but what the server publishes (batch size, capacity).
 absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   client::ConnectionFlags flags;
@@ -229,6 +292,12 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   flags.auth_token_file = FLAGS_auth_token_file;
   flags.insecure = FLAGS_insecure;
   LearnerRunOptions c;
+  std::vector<std::string> servers;
+  if (!FLAGS_servers.empty()) {
+    if (!FLAGS_server.empty()) return FlagError("servers", FLAGS_servers, "excludes --server");
+    servers = absl::StrSplit(FLAGS_servers, ',');
+    flags.server = servers[0];
+  }
   ASSIGN_OR_RETURN(c.connection,
                    client::ConnectionOptionsFromFlags(flags, protocol::Role::kLearner));
   ASSIGN_OR_RETURN(c.retry.connect_timeout,
@@ -332,6 +401,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   c.snapshot_dir = FLAGS_snapshot_dir;
   c.server = FLAGS_server;
   c.link = FLAGS_link;
+  if (!servers.empty()) RETURN_IF_ERROR(NodesFromFlags(servers, flags, &c));
   return c;
 }
 

@@ -2,18 +2,119 @@
 
 #include "learner_client/learner_run.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/port_file.h"
 #include "common/status_macros.h"
 #include "common/verification_log.h"
 #include "glog/logging.h"
 #include "learner_client/metrics.h"
+#include "learner_client/multi_node_io.h"
 #include "learner_client/prometheus_metrics.h"
 #include "learner_client/snapshot_writer.h"
+#include "rl/make_environment.h"
 
 namespace dreplay::learner {
+
+namespace {
+
+// `status` with the node it came from.
+absl::Status AtNode(const absl::Status& status, const std::string& address) {
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), " (replay node ", address, ")"));
+}
+
+// Connects to every node of options.nodes and checks they hold the same
+// transitions; the loop's options from the first.
+absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& options,
+                                                          verbs::Provider* provider) {
+  if (options.loop.placement != ReplayPlacement::kBuffer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("several replay nodes need the buffer placement, not ",
+                     ReplayPlacementName(options.loop.placement)));
+  }
+  // A node that is away costs the learner at most the node timeout: its
+  // clients retry no longer than that.
+  LearnerServiceIoOptions node_io = options.io;
+  node_io.retry.reconnect_timeout =
+      std::min(node_io.retry.reconnect_timeout, options.multi.node_timeout);
+  node_io.retry.attempt_deadline =
+      std::min(node_io.retry.attempt_deadline, options.multi.node_timeout);
+  std::vector<MultiNodeIo::Node> nodes;
+  for (size_t k = 0; k < options.nodes.size(); ++k) {
+    client::ClientSessionOptions& session = options.nodes[k].session;
+    MultiNodeIo::Node node;
+    node.address = absl::StrCat(session.host, ":", session.port);
+    absl::StatusOr<std::unique_ptr<client::ClientSession>> connected =
+        client::ConnectWithRetry(provider, session, options.retry);
+    if (!connected.ok()) return AtNode(connected.status(), node.address);
+    node.session = std::move(*connected);
+    const protocol::LayoutConfig& config = node.session->config();
+    if (k == 0) {
+      RETURN_IF_ERROR(ApplyServerConfig(config, options.expected, &options.loop));
+    } else {
+      // Every node must hold the same transitions: the first node's n and
+      // gamma are required of the others.
+      ExpectedTransitions same = options.expected;
+      same.n_step = options.loop.nstep.n;
+      same.gamma = options.loop.nstep.discount;
+      same.n_step_given = same.gamma_given = true;
+      LearnerLoopOptions other = options.loop;
+      const absl::Status same_data = ApplyServerConfig(config, same, &other);
+      if (!same_data.ok()) return AtNode(same_data, node.address);
+      if (other.frame_stack != options.loop.frame_stack) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("replay node ", node.address, " stores frame stacks of ",
+                         other.frame_stack, ", the first node of ", options.loop.frame_stack));
+      }
+    }
+    if (options.multi.policy == ShardPolicy::kExact && config.staging_depth < 2) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("replay node ", node.address,
+                       " stages 1 batch at a time: exact sampling over several "
+                       "nodes holds a node's batch until its rows are trained on, so it needs "
+                       "--staging_depth >= 2 there"));
+    }
+    absl::StatusOr<std::unique_ptr<LearnerServiceIo>> service =
+        LearnerServiceIo::Create(node.session.get(), node_io);
+    if (!service.ok()) return AtNode(service.status(), node.address);
+    node.service = std::move(*service);
+    nodes.push_back(std::move(node));
+  }
+  options.multi.batch_size = options.loop.batch_size;
+  options.multi.seed = options.loop.seed;
+  ASSIGN_OR_RETURN(std::unique_ptr<rl::Environment> env,
+                   rl::MakeEnvironment(options.loop.env, options.loop.observation));
+  return MultiNodeIo::Create(std::move(nodes), options.multi, env->spec().observation_size,
+                             env->spec().observation_type);
+}
+
+// One line per node (what the learner took from it and what crossed its
+// link), then one for the policy: how far its sampling was from exact
+// global prioritization, and how fast the nodes' mass shares moved.
+void PrintNodeShares(MultiNodeIo& multi, ShardPolicy policy) {
+  const std::vector<NodeShare>& shares = multi.source()->shares();
+  for (size_t k = 0; k < shares.size(); ++k) {
+    const NodeShare& s = shares[k];
+    std::cerr << "node: " << multi.address(k) << " rows " << s.rows << " taken_share "
+              << s.taken_share << " mass_share " << s.mass_share << " batches " << s.batches
+              << " passed_over " << s.passed_over << " dropped " << s.dropped << " priority_sum "
+              << s.priority_sum << " link_bytes " << multi.link_bytes(k) << " ingested "
+              << multi.ingested(k) << (s.away ? " away" : "") << std::endl;
+  }
+  const std::optional<double> drift = multi.source()->mass_drift_per_s();
+  std::cerr << "shards: policy " << ShardPolicyName(policy) << " tv " << SamplingTvDistance(shares)
+            << " mass_drift_per_s " << (drift.has_value() ? absl::StrCat(*drift) : std::string("-"))
+            << std::endl;
+}
+
+}  // namespace
 
 absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
                         const StopSignals& signals) {
@@ -32,14 +133,6 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   // words and forward journal (protocol/handshake.h).
   options.connection.session.learner_placement =
       options.loop.placement == ReplayPlacement::kLearner;
-  ASSIGN_OR_RETURN(std::unique_ptr<client::ClientSession> session,
-                   client::ConnectWithRetry(provider, options.connection.session, options.retry));
-  RETURN_IF_ERROR(ApplyServerConfig(session->config(), options.expected, &options.loop));
-  if (options.local_capacity > 0) options.loop.memory.capacity = options.local_capacity;
-  std::unique_ptr<MetricsFile> metrics_file;
-  if (!options.metrics_out.empty()) {
-    ASSIGN_OR_RETURN(metrics_file, MetricsFile::Open(options.metrics_out));
-  }
   std::unique_ptr<VerificationLog> verification_log;
   if (!options.verification_log.empty()) {
     ASSIGN_OR_RETURN(verification_log, VerificationLog::Open(options.verification_log));
@@ -47,11 +140,27 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   }
   options.io.placement = options.loop.placement;
   options.io.retry = options.retry;
-  ASSIGN_OR_RETURN(std::unique_ptr<LearnerServiceIo> service,
-                   LearnerServiceIo::Create(session.get(), options.io));
+  std::unique_ptr<client::ClientSession> session;
+  std::unique_ptr<LearnerServiceIo> service;
+  std::unique_ptr<MultiNodeIo> multi;
+  LearnerIo io;
+  if (options.nodes.empty()) {
+    ASSIGN_OR_RETURN(session,
+                     client::ConnectWithRetry(provider, options.connection.session, options.retry));
+    RETURN_IF_ERROR(ApplyServerConfig(session->config(), options.expected, &options.loop));
+    ASSIGN_OR_RETURN(service, LearnerServiceIo::Create(session.get(), options.io));
+    io = service->io();
+  } else {
+    ASSIGN_OR_RETURN(multi, ConnectNodes(options, provider));
+    io = multi->io();
+  }
+  if (options.local_capacity > 0) options.loop.memory.capacity = options.local_capacity;
+  std::unique_ptr<MetricsFile> metrics_file;
+  if (!options.metrics_out.empty()) {
+    ASSIGN_OR_RETURN(metrics_file, MetricsFile::Open(options.metrics_out));
+  }
 
   absl::Status metrics_status;
-  LearnerIo io = service->io();
   io.on_progress = [&](const ProgressRecord& record) {
     std::cerr << "progress: " << record.ToText() << std::endl;
     exported.Update(record);
@@ -67,14 +176,18 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
     };
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerLoop> loop, LearnerLoop::Create(options.loop, io));
+  const protocol::LayoutConfig& config = session != nullptr ? session->config() : multi->config(0);
   LOG(INFO) << "learner: " << ReplayPlacementName(options.loop.placement) << " placement, "
             << options.loop.env << ", server " << options.server << " over link " << options.link
-            << " (" << provider->name() << "), batch " << session->config().batch_size
-            << ", capacity " << session->config().capacity
+            << " (" << provider->name() << "), batch " << config.batch_size << ", capacity "
+            << config.capacity
             << (options.loop.placement == ReplayPlacement::kBuffer
                     ? std::string()
                     : absl::StrCat(", local replay memory ", options.loop.memory.capacity,
-                                   " slots"));
+                                   " slots"))
+            << (multi != nullptr ? absl::StrCat(", ", multi->size(), " replay nodes, ",
+                                                ShardPolicyName(options.multi.policy), " sampling")
+                                 : std::string());
   const absl::Status run = loop->Run(signals.flag());
   if (!run.ok()) {
     if (!signals.requested() || !client::IsConnectionFailure(run)) return run;
@@ -83,6 +196,7 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   }
   const SummaryRecord summary = loop->Summary();
   std::cerr << "summary: " << summary.ToText() << std::endl;
+  if (multi != nullptr) PrintNodeShares(*multi, options.multi.policy);
   if (metrics_file != nullptr && metrics_status.ok()) {
     metrics_status = metrics_file->Write(summary.ToJson());
   }

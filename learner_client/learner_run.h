@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/connection_flags.h"
@@ -25,6 +26,7 @@
 #include "common/metrics_http.h"
 #include "common/stop_signals.h"
 #include "learner_client/learner_loop.h"
+#include "learner_client/multi_node_source.h"
 #include "learner_client/server_config.h"
 #include "learner_client/service_io.h"
 #include "verbs/verbs.h"
@@ -34,6 +36,11 @@ namespace dreplay::learner {
 struct LearnerRunOptions {
   // connection.session.learner_placement is set from loop.placement.
   client::ConnectionOptions connection;
+  // Several buffer nodes (edge sites; buffer placement): one connection
+  // each (connection above is then unused), batches made by `multi`'s
+  // shard policy (multi_node_source.h). Empty: the one server above.
+  std::vector<client::ConnectionOptions> nodes;
+  MultiNodeOptions multi;
   client::RetryPolicy retry;
   // Everything but what the server publishes (ApplyServerConfig fills that).
   LearnerLoopOptions loop;
@@ -49,7 +56,8 @@ struct LearnerRunOptions {
   std::string metrics_out;                    // JSON lines; empty: none
   std::string snapshot_dir;                   // SnapshotWriter; empty: none
   std::string verification_log;               // common/verification_log.h; empty: none
-  // For the log line: the server's address and the link as given.
+  // For the log line: the server's address (or the nodes'), and the link
+  // as given.
   std::string server;
   std::string link;
 };

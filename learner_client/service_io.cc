@@ -238,9 +238,27 @@ absl::Status LearnerServiceIo::WritePriorities(absl::Span<const float> prioritie
                                                    " entries (", kept, " decoded) but ",
                                                    priorities.size(), " priorities were given"));
   }
+  return WriteRecords(last.batch_number, last.epoch, last.incarnation, last.records);
+}
+
+absl::Status LearnerServiceIo::WriteRecords(uint64_t batch_number, uint64_t epoch,
+                                            uint64_t incarnation,
+                                            absl::Span<const protocol::PriorityRecord> records) {
+  if (priority_writer_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("no priorities to write back in the ",
+                                                      ReplayPlacementName(options_.placement),
+                                                      " placement"));
+  }
   return client::RetryWhileDisconnected(options_.retry, [&] {
-    return priority_writer_->Write(last.batch_number, last.epoch, last.incarnation, last.records);
+    return priority_writer_->Write(batch_number, epoch, incarnation, records);
   });
+}
+
+absl::StatusOr<double> LearnerServiceIo::priority_sum() {
+  ASSIGN_OR_RETURN(
+      const protocol::StatsBlock stats,
+      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadStats(); }));
+  return stats.priority_sum;
 }
 
 std::optional<uint64_t> LearnerServiceIo::generated() const {

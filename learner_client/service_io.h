@@ -147,6 +147,24 @@ class LearnerServiceIo : public BatchSource,
   // (retried while disconnected); nullopt before any was measured.
   absl::StatusOr<std::optional<double>> crossing_percentile();
 
+  // Buffer placement: the batch Next() returned last, as assembled (its
+  // rows, weights and origins went to the caller; its identity, records,
+  // kept entries, p^alpha and beta stay) until the next Next(); nullptr
+  // before the first.
+  const AssembledBatch* last_batch() const {
+    return options_.placement == ReplayPlacement::kBuffer ? assembled_[current_].get() : nullptr;
+  }
+  // Buffer placement: writes the priority records of a batch Next()
+  // returned (of any such batch, not only the last: a learner over several
+  // nodes answers a batch once all its rows were trained on), retried while
+  // disconnected. The server consumes updates oldest batch first.
+  absl::Status WriteRecords(uint64_t batch_number, uint64_t epoch, uint64_t incarnation,
+                            absl::Span<const protocol::PriorityRecord> records);
+  // The server's sum of p^alpha over its replay memory, READ now from its
+  // stats region (published every stats interval; retried while
+  // disconnected).
+  absl::StatusOr<double> priority_sum();
+
   // BatchSource (buffer placement).
   absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
                             std::vector<float>* weights,

@@ -226,7 +226,7 @@ class LaunchPlanTest(unittest.TestCase):
         args = self.run_local.parse_args(["--bin_dir", self.bin_dir, "--out_dir", out] + options)
         layout = self.run_local.actor_layout(args)
         server = self.run_local.server_argv(args, "/tmp/port", layout)
-        learner = self.run_local.learner_argv(args, "h:1")
+        learner = self.run_local.learner_argv(args, ["h:1"])
         actor = self.run_local.actor_argv(args, "h:1", 2)
         self.assertEqual(read_lines(os.path.join(out, "server.args")),
                          [a for a in server[1:] if not a.startswith(("--listen", "--port_file",

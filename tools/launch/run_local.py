@@ -21,6 +21,12 @@ launcher uses) turns them into each process's flags; --server_flag,
 --actor_flag and --learner_flag pass anything else to one kind of process
 (repeatable, e.g. --learner_flag=--lr=5e-4).
 
+Edge sites: --buffer_nodes=K starts K replay servers (server-0.log, ...);
+actor i writes to server i mod K (so --actors=3 --buffer_nodes=2 gives
+sites of 2 and 1 actors), --site_speeds scales each site's actor rate, and
+the learner trains on all of them (learner --servers, --shard_policy:
+exact, first_ready or round_robin; docs/edge-sites.md).
+
 The server listens on 127.0.0.1 with a port the OS chooses (read from its
 --port_file). The learner starts first (its clock is the run's clock), then
 the actors. The learner's progress lines are shown as they come; every
@@ -267,14 +273,18 @@ def metrics_port_file(args, name):
     return os.path.join(os.path.abspath(args.out_dir), name + ".metrics_port")
 
 
-def server_argv(args, port_file, layout, token_file=None):
+def server_argv(args, port_file, layout, token_file=None, name="server"):
     return ([binary(args, "server"), "--listen=127.0.0.1:0", "--port_file=" + port_file] +
             launch_plan.server_flags(args, layout) + token_argv(token_file) +
-            metrics_argv(args, "server") + args.server_flag)
+            metrics_argv(args, name) + args.server_flag)
 
 
-def learner_argv(args, address, token_file=None):
-    argv = [binary(args, "learner")] + token_argv(token_file) + ["--server=" + address]
+def learner_argv(args, addresses, token_file=None):
+    argv = [binary(args, "learner")] + token_argv(token_file)
+    if len(addresses) == 1:
+        argv.append("--server=" + addresses[0])
+    else:
+        argv += ["--servers=" + ",".join(addresses), "--shard_policy=" + args.shard_policy]
     argv += launch_plan.learner_flags(args) + metrics_argv(args, "learner")
     if args.metrics_out:
         argv.append("--metrics_out=" + os.path.abspath(args.metrics_out))
@@ -282,16 +292,26 @@ def learner_argv(args, address, token_file=None):
 
 
 def actor_argv(args, address, index, credential_file=None):
-    return ([binary(args, "actor")] + token_argv(credential_file) + ["--server=" + address] +
-            launch_plan.actor_flags(args, index) + args.actor_flag)
+    argv = ([binary(args, "actor")] + token_argv(credential_file) + ["--server=" + address] +
+            launch_plan.actor_flags(args, index))
+    if args.site_speeds:
+        # The later flag wins: this site's share of --actor_rate.
+        argv.append("--max_steps_per_s=%r" %
+                    (args.actor_rate * args.site_speeds[index % args.buffer_nodes]))
+    return argv + args.actor_flag
 
 
-def show_metrics_urls(args, server, learner):
-    """Waits for the server's and the learner's metrics ports, prints their
+def server_name(args, k):
+    """The name of buffer node k's server: its log, port and metrics files."""
+    return "server" if args.buffer_nodes == 1 else "server-%d" % k
+
+
+def show_metrics_urls(args, servers, learner):
+    """Waits for the servers' and the learner's metrics ports, prints their
     URLs and writes them to OUT_DIR/metrics_urls, one per line."""
     host = args.metrics_listen if ":" not in args.metrics_listen else "[%s]" % args.metrics_listen
     urls = []
-    for name, process in (("server", server), ("learner", learner)):
+    for name, process in [(s.name, s) for s in servers] + [("learner", learner)]:
         port = wait_for_port(process, metrics_port_file(args, name), SERVER_START_TIMEOUT_S,
                              "the %s's metrics endpoint" % name)
         urls.append("http://%s:%d/metrics" % (host, port))
@@ -303,7 +323,8 @@ def show_metrics_urls(args, server, learner):
 def run(args):
     out_dir = args.out_dir
     os.makedirs(out_dir, exist_ok=True)
-    server = learner = None
+    servers = []
+    learner = None
     actors = []
     failed = []
     codes = {}
@@ -314,24 +335,35 @@ def run(args):
 
     try:
         layout = actor_layout(args)
-        port_file = os.path.join(out_dir, "server.port")
-        for stale in [port_file] + [metrics_port_file(args, n) for n in ("server", "learner")]:
+        names = [server_name(args, k) for k in range(args.buffer_nodes)]
+        port_files = [os.path.join(out_dir, n + ".port") for n in names]
+        for stale in port_files + [metrics_port_file(args, n) for n in names + ["learner"]]:
             if os.path.exists(stale):
                 os.remove(stale)
         token_file, credential_files = make_credentials(out_dir, args.actors)
-        server = Process("server", server_argv(args, port_file, layout, token_file),
-                         os.path.join(out_dir, "server.log"), cpus=args.rest_cpus)
-        port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
-        address = "127.0.0.1:%d" % port
-        log("replay server (pid %d) listening on %s; logs in %s" % (server.pid, address, out_dir))
-        learner = Process("learner", learner_argv(args, address, token_file),
+        addresses = []
+        for name, port_file in zip(names, port_files):
+            server = Process(name, server_argv(args, port_file, layout, token_file, name),
+                             os.path.join(out_dir, name + ".log"), cpus=args.rest_cpus)
+            servers.append(server)
+            port = wait_for_port(server, port_file, SERVER_START_TIMEOUT_S)
+            addresses.append("127.0.0.1:%d" % port)
+            log("replay server %s(pid %d) listening on %s; logs in %s" % (
+                "" if args.buffer_nodes == 1 else name + " ", server.pid, addresses[-1], out_dir))
+        learner = Process("learner", learner_argv(args, addresses, token_file),
                           os.path.join(out_dir, "learner.log"), stdout_lines=show,
                           cpus=args.learner_cpus)
-        log("learner (pid %d): %s placement over link %s" % (learner.pid, args.replay_placement, args.link))
+        log("learner (pid %d): %s placement over link %s%s" % (
+            learner.pid, args.replay_placement, args.link,
+            "" if args.buffer_nodes == 1 else
+            ", %d buffer nodes, %s sampling" % (args.buffer_nodes, args.shard_policy)))
         if args.metrics_listen:
-            show_metrics_urls(args, server, learner)
+            show_metrics_urls(args, servers, learner)
         for i in range(args.actors):
-            actors.append(Process("actor-%d" % i, actor_argv(args, address, i, credential_files[i]),
+            # Actor i writes to buffer node i mod K: the sites' actors.
+            actors.append(Process("actor-%d" % i,
+                                  actor_argv(args, addresses[i % len(addresses)], i,
+                                             credential_files[i]),
                                   os.path.join(out_dir, "actor-%d.log" % i),
                                   cpus=args.rest_cpus))
         log("%d actors (pids %s), %d env(s) each, at most %s steps/s each" % (
@@ -342,7 +374,7 @@ def run(args):
         if args.duration_s > 0:
             deadline = time.monotonic() + args.duration_s + LEARNER_SLACK_S
         while learner.poll() is None:
-            for p in actors + [server]:
+            for p in actors + servers:
                 code = p.poll()
                 if code is not None:
                     raise RunError("%s (pid %d) exited with code %d while the learner ran:\n%s" %
@@ -356,7 +388,7 @@ def run(args):
     except RunError as e:
         failed.append(str(e))
     finally:
-        codes = stop_all([actors] + [[p] for p in (learner, server) if p is not None])
+        codes = stop_all([actors] + ([[learner]] if learner is not None else []) + [servers])
     for name, code in codes.items():
         # SIGTERM is how this script stops them; a clean stop exits 0.
         if name != "learner" and code not in (0, -signal.SIGTERM) and not failed:
@@ -377,6 +409,16 @@ def parse_args(argv):
                    help="the server and the learner serve Prometheus metrics on this IP address "
                    "(e.g. 127.0.0.1), each at a port the OS picks; their URLs are printed and "
                    "written to OUT_DIR/metrics_urls")
+    p.add_argument("--buffer_nodes", type=int, default=1, metavar="K",
+                   help="edge sites: K replay servers, actor i writing to server i mod K, and "
+                   "one learner over all of them (buffer placement; default 1)")
+    p.add_argument("--shard_policy", choices=("exact", "first_ready", "round_robin"),
+                   default="exact",
+                   help="with --buffer_nodes > 1, how the learner makes its batches: exact "
+                   "(prioritized over all nodes), first_ready or round_robin (default exact)")
+    p.add_argument("--site_speeds", default="", metavar="F,F,...",
+                   help="with --buffer_nodes, each site's actor speed as a factor of "
+                   "--actor_rate, e.g. 1,0.5: site 1's actors step half as fast (default: all 1)")
     p.add_argument("--out_dir", default="", help="logs (default: a new directory in /tmp)")
     p.add_argument("--build", action="store_true", help="bazel build the binaries first")
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", ""),
@@ -401,6 +443,25 @@ def parse_args(argv):
         launch_plan.finish(args)
     except launch_plan.PlanError as e:
         p.error(str(e))
+    if args.buffer_nodes < 1:
+        p.error("--buffer_nodes must be >= 1, got %d" % args.buffer_nodes)
+    if args.buffer_nodes > 1 and args.replay_placement != "buffer":
+        p.error("--buffer_nodes > 1 needs --replay_placement=buffer")
+    if args.buffer_nodes > args.actors:
+        p.error("--buffer_nodes=%d needs at least as many --actors (one per site), got %d"
+                % (args.buffer_nodes, args.actors))
+    if args.site_speeds:
+        try:
+            args.site_speeds = [float(x) for x in args.site_speeds.split(",")]
+        except ValueError:
+            p.error("--site_speeds must be numbers separated by commas, got %r"
+                    % args.site_speeds)
+        if len(args.site_speeds) != args.buffer_nodes or not all(
+                0 < x < float("inf") for x in args.site_speeds):
+            p.error("--site_speeds needs one positive factor per buffer node (%d), got %r"
+                    % (args.buffer_nodes, args.site_speeds))
+        if args.actor_rate <= 0:
+            p.error("--site_speeds needs an --actor_rate to scale")
     if args.metrics_listen:
         try:
             ipaddress.ip_address(args.metrics_listen)

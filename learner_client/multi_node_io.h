@@ -1,0 +1,135 @@
+// Copyright dreplay authors.
+//
+// multi_node_io.h: a learner's connections to K buffer nodes (edge sites),
+// buffer placement, composed into one LearnerIo (learner_loop.h):
+//
+//   batches    a MultiNodeBatchSource (multi_node_source.h) over one
+//              ServiceNode per node: the node's LearnerServiceIo, its
+//              batches answered once every row was trained on
+//   params     published to every node that is not away
+//   actors     the nodes' actor totals, summed
+//   link       the nodes' link counts and ingest cursors, summed
+//
+// A node that is away (MultiNodeBatchSource's node_timeout) is skipped by
+// the publications and the sums (its last counts stand) until it stages
+// again. Each node's LearnerServiceIo should retry for no longer than the
+// node timeout (LearnerServiceIoOptions::retry), so that a dead node costs
+// the learner at most that once, then the rejoin polls.
+//
+//   std::vector<MultiNodeIo::Node> nodes = ...;  // sessions and services
+//   ASSIGN_OR_RETURN(auto multi, MultiNodeIo::Create(std::move(nodes), options, obs, type));
+//   LearnerIo io = multi->io();
+//
+// Thread safety: not thread-safe; the loop's thread uses it.
+
+#ifndef DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
+#define DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "client/session.h"
+#include "learner_client/learner_loop.h"
+#include "learner_client/multi_node_source.h"
+#include "learner_client/service_io.h"
+#include "protocol/layout.h"
+
+namespace dreplay::learner {
+
+// One node's LearnerServiceIo (buffer placement) as a NodeBatchSource.
+class ServiceNode : public NodeBatchSource {
+ public:
+  // `service` is not owned and outlives this object. S_k is READ again
+  // when the last READ is older than `sum_refresh` (the server publishes
+  // it every stats interval, 100 ms by default).
+  ServiceNode(LearnerServiceIo* service, absl::Duration sum_refresh);
+
+  absl::StatusOr<bool> Next(absl::Duration timeout, NodeBatch* batch) override;
+  absl::Status Answer(uint64_t ticket, absl::Span<const float> priorities) override;
+  absl::StatusOr<double> PrioritySum() override;
+  uint64_t transitions_dropped() const override { return service_->transitions_dropped(); }
+
+  // Batches given and not answered yet.
+  size_t unanswered() const { return pending_.size(); }
+
+ private:
+  // What answering a batch needs.
+  struct Pending {
+    uint64_t batch_number = 0;
+    uint64_t epoch = 0;
+    uint64_t incarnation = 0;
+    std::vector<protocol::PriorityRecord> records;  // every staged entry
+    std::vector<uint32_t> kept_entries;             // the entry of each row
+  };
+
+  LearnerServiceIo* const service_;
+  const absl::Duration sum_refresh_;
+  std::map<uint64_t, Pending> pending_;  // by ticket
+  uint64_t next_ticket_ = 1;
+  // The batch given last (epoch, incarnation, number), to see a restart or
+  // a resend.
+  bool given_any_ = false;
+  Pending last_given_;
+  double sum_ = 0;
+  absl::Time sum_read_ = absl::InfinitePast();
+};
+
+class MultiNodeIo : public ParamsSink, public ActorStatsSource {
+ public:
+  struct Node {
+    std::string address;  // for messages
+    std::unique_ptr<client::ClientSession> session;
+    std::unique_ptr<LearnerServiceIo> service;
+  };
+
+  // `nodes` (>= 1, each with a session and a buffer-placement service).
+  static absl::StatusOr<std::unique_ptr<MultiNodeIo>> Create(
+      std::vector<Node> nodes, const MultiNodeOptions& options, size_t observation_size,
+      rl::ObservationType type, absl::Duration sum_refresh = absl::Milliseconds(50));
+  ~MultiNodeIo() override;
+
+  // batches, params, actors, link_stats, server_ingested(_known); points
+  // into this object. on_progress and wall_clock_ns are the caller's.
+  LearnerIo io();
+
+  MultiNodeBatchSource* source() { return source_.get(); }
+  size_t size() const { return nodes_.size(); }
+  const protocol::LayoutConfig& config(size_t k) const { return nodes_[k].session->config(); }
+  const std::string& address(size_t k) const { return nodes_[k].address; }
+  // Bytes over node k's link so far, and its ingest cursor as last read.
+  uint64_t link_bytes(size_t k) const { return nodes_[k].service->link_bytes(); }
+  uint64_t ingested(size_t k) const { return last_ingested_[k]; }
+
+  // ParamsSink: to every node not away.
+  absl::Status Publish(absl::Span<const uint8_t> params) override;
+  absl::StatusOr<bool> PublishIfIdle(absl::Span<const uint8_t> params) override;
+  // ActorStatsSource: summed over the nodes (an away node's last totals).
+  absl::StatusOr<ActorTotals> Read() override;
+  absl::StatusOr<ActorTotals> ReadKnown() override;
+
+ private:
+  MultiNodeIo(std::vector<Node> nodes, absl::Duration sum_refresh);
+  bool away(size_t k) const { return source_ != nullptr && source_->shares()[k].away; }
+  // Sums `read` over the nodes, an away node's (or one whose connection
+  // failed) last value standing in.
+  absl::StatusOr<ActorTotals> SumActors(bool known);
+  absl::StatusOr<uint64_t> SumIngested(bool known);
+
+  std::vector<Node> nodes_;
+  std::vector<LearnerIo> node_io_;  // each node's own
+  std::vector<std::unique_ptr<ServiceNode>> service_nodes_;
+  std::unique_ptr<MultiNodeBatchSource> source_;
+  std::vector<ActorTotals> last_actors_;
+  std::vector<uint64_t> last_ingested_;
+};
+
+}  // namespace dreplay::learner
+
+#endif  // DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
