@@ -39,20 +39,24 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& opt
         absl::StrCat("several replay nodes need the buffer placement, not ",
                      ReplayPlacementName(options.loop.placement)));
   }
-  // A node that is away costs the learner at most the node timeout: its
-  // clients retry no longer than that.
+  // A node that goes away costs the learner about the node timeout once:
+  // its clients retry for half of it, each reconnection attempt takes at
+  // most half of it; later attempts run off the learner's thread
+  // (ServiceNode).
+  client::RetryPolicy node_retry = options.retry;
+  node_retry.reconnect_timeout =
+      std::min(node_retry.reconnect_timeout, options.multi.node_timeout / 2);
+  node_retry.attempt_deadline =
+      std::min(node_retry.attempt_deadline, options.multi.node_timeout / 2);
   LearnerServiceIoOptions node_io = options.io;
-  node_io.retry.reconnect_timeout =
-      std::min(node_io.retry.reconnect_timeout, options.multi.node_timeout);
-  node_io.retry.attempt_deadline =
-      std::min(node_io.retry.attempt_deadline, options.multi.node_timeout);
+  node_io.retry = node_retry;
   std::vector<MultiNodeIo::Node> nodes;
   for (size_t k = 0; k < options.nodes.size(); ++k) {
     client::ClientSessionOptions& session = options.nodes[k].session;
     MultiNodeIo::Node node;
     node.address = absl::StrCat(session.host, ":", session.port);
     absl::StatusOr<std::unique_ptr<client::ClientSession>> connected =
-        client::ConnectWithRetry(provider, session, options.retry);
+        client::ConnectWithRetry(provider, session, node_retry);
     if (!connected.ok()) return AtNode(connected.status(), node.address);
     node.session = std::move(*connected);
     const protocol::LayoutConfig& config = node.session->config();
@@ -111,6 +115,7 @@ void PrintNodeShares(MultiNodeIo& multi, ShardPolicy policy) {
   const std::optional<double> drift = multi.source()->mass_drift_per_s();
   std::cerr << "shards: policy " << ShardPolicyName(policy) << " tv " << SamplingTvDistance(shares)
             << " mass_drift_per_s " << (drift.has_value() ? absl::StrCat(*drift) : std::string("-"))
+            << " longest_gap_s " << absl::ToDoubleSeconds(multi.source()->longest_gap())
             << std::endl;
 }
 

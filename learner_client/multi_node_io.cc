@@ -12,13 +12,55 @@
 
 namespace dreplay::learner {
 
-ServiceNode::ServiceNode(LearnerServiceIo* service, absl::Duration sum_refresh)
-    : service_(service), sum_refresh_(sum_refresh) {}
+ServiceNode::ServiceNode(client::ClientSession* session, LearnerServiceIo* service,
+                         absl::Duration sum_refresh)
+    : session_(session), service_(service), sum_refresh_(sum_refresh) {}
+
+ServiceNode::~ServiceNode() {
+  if (rejoin_.joinable()) rejoin_.join();
+}
+
+absl::Status ServiceNode::Usable() {
+  if (lost_why_.ok()) return absl::OkStatus();
+  if (rejoin_.joinable()) {
+    if (!rejoin_done_.load(std::memory_order_acquire)) {
+      return absl::UnavailableError("reconnecting to the replay node");
+    }
+    rejoin_.join();
+    if (rejoin_status_.ok()) {
+      lost_why_ = absl::OkStatus();
+      return absl::OkStatus();
+    }
+  }
+  const absl::Status last = rejoin_status_.ok() ? lost_why_ : rejoin_status_;
+  StartRejoin(lost_why_);
+  return absl::UnavailableError(absl::StrCat("replay node lost: ", last.message()));
+}
+
+void ServiceNode::StartRejoin(const absl::Status& why) {
+  CHECK(!rejoin_.joinable());
+  lost_why_ = why.ok() ? absl::UnavailableError("lost") : why;
+  link_bytes_ = service_->link_bytes();
+  rejoin_done_.store(false, std::memory_order_relaxed);
+  const uint64_t generation = session_->generation();
+  rejoin_ = std::thread([this, generation, why = lost_why_] {
+    rejoin_status_ = session_->Reconnect(generation, why);
+    rejoin_done_.store(true, std::memory_order_release);
+  });
+}
+
+uint64_t ServiceNode::link_bytes() {
+  if (!rejoin_.joinable()) link_bytes_ = service_->link_bytes();
+  return link_bytes_;
+}
 
 absl::StatusOr<bool> ServiceNode::Next(absl::Duration timeout, NodeBatch* batch) {
-  ASSIGN_OR_RETURN(const bool got,
-                   service_->Next(timeout, &batch->rows, &batch->weights, &batch->origins));
-  if (!got) return false;
+  RETURN_IF_ERROR(Usable());
+  absl::StatusOr<bool> next =
+      service_->Next(timeout, &batch->rows, &batch->weights, &batch->origins);
+  if (!next.ok() && client::IsConnectionFailure(next.status())) StartRejoin(next.status());
+  if (!next.ok()) return next.status();
+  if (!*next) return false;
   const AssembledBatch* last = service_->last_batch();
   if (last == nullptr) return absl::InternalError("a batch came without its assembly");
   batch->priority_alpha = last->priority_alpha;
@@ -59,16 +101,22 @@ absl::Status ServiceNode::Answer(uint64_t ticket, absl::Span<const float> priori
   for (size_t k = 0; k < priorities.size(); ++k) {
     p.records[p.kept_entries[k]].priority = priorities[k];
   }
+  RETURN_IF_ERROR(Usable());
   const absl::Status written =
       service_->WriteRecords(p.batch_number, p.epoch, p.incarnation, p.records);
   pending_.erase(it);
+  if (client::IsConnectionFailure(written)) StartRejoin(written);
   return written;
 }
 
 absl::StatusOr<double> ServiceNode::PrioritySum() {
   const absl::Time now = absl::Now();
   if (now - sum_read_ < sum_refresh_) return sum_;
-  ASSIGN_OR_RETURN(sum_, service_->priority_sum());
+  RETURN_IF_ERROR(Usable());
+  absl::StatusOr<double> sum = service_->priority_sum();
+  if (!sum.ok() && client::IsConnectionFailure(sum.status())) StartRejoin(sum.status());
+  if (!sum.ok()) return sum.status();
+  sum_ = *sum;
   sum_read_ = now;
   return sum_;
 }
@@ -97,7 +145,8 @@ MultiNodeIo::MultiNodeIo(std::vector<Node> nodes, absl::Duration sum_refresh)
     : nodes_(std::move(nodes)), last_actors_(nodes_.size()), last_ingested_(nodes_.size(), 0) {
   for (Node& node : nodes_) {
     node_io_.push_back(node.service->io());
-    service_nodes_.push_back(std::make_unique<ServiceNode>(node.service.get(), sum_refresh));
+    service_nodes_.push_back(
+        std::make_unique<ServiceNode>(node.session.get(), node.service.get(), sum_refresh));
   }
 }
 

@@ -25,10 +25,12 @@
 #ifndef DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
 #define DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,12 +46,22 @@
 namespace dreplay::learner {
 
 // One node's LearnerServiceIo (buffer placement) as a NodeBatchSource.
+//
+// A node whose connection failed (its clients' retries over) reconnects on
+// a thread of its own (ClientSession::Reconnect), so that asking a dead node
+// again never blocks the learner: until that attempt ends every call
+// answers Unavailable at once, and the learner's thread touches nothing of
+// the node's session meanwhile. A failed attempt is made again at the next
+// call.
 class ServiceNode : public NodeBatchSource {
  public:
-  // `service` is not owned and outlives this object. S_k is READ again
-  // when the last READ is older than `sum_refresh` (the server publishes
-  // it every stats interval, 100 ms by default).
-  ServiceNode(LearnerServiceIo* service, absl::Duration sum_refresh);
+  // `session` and `service` (over that session) are not owned and outlive
+  // this object. S_k is READ again when the last READ is older than
+  // `sum_refresh` (the server publishes it every stats interval, 100 ms by
+  // default).
+  ServiceNode(client::ClientSession* session, LearnerServiceIo* service,
+              absl::Duration sum_refresh);
+  ~ServiceNode() override;
 
   absl::StatusOr<bool> Next(absl::Duration timeout, NodeBatch* batch) override;
   absl::Status Answer(uint64_t ticket, absl::Span<const float> priorities) override;
@@ -58,8 +70,18 @@ class ServiceNode : public NodeBatchSource {
 
   // Batches given and not answered yet.
   size_t unanswered() const { return pending_.size(); }
+  // Bytes over the node's link, as of the last call that was not made
+  // while it reconnected.
+  uint64_t link_bytes();
 
  private:
+  // OK when the session may be used now: no reconnection in flight, or one
+  // that just succeeded. Unavailable otherwise (starting an attempt when
+  // the last one failed).
+  absl::Status Usable();
+  // After a connection failure of the service: starts reconnecting.
+  void StartRejoin(const absl::Status& why);
+
   // What answering a batch needs.
   struct Pending {
     uint64_t batch_number = 0;
@@ -69,8 +91,15 @@ class ServiceNode : public NodeBatchSource {
     std::vector<uint32_t> kept_entries;             // the entry of each row
   };
 
+  client::ClientSession* const session_;
   LearnerServiceIo* const service_;
   const absl::Duration sum_refresh_;
+  // The reconnection thread, its end and result (read after `done`).
+  std::thread rejoin_;
+  std::atomic<bool> rejoin_done_{false};
+  absl::Status rejoin_status_;
+  absl::Status lost_why_;  // the failure that started it; OK: not lost
+  uint64_t link_bytes_ = 0;
   std::map<uint64_t, Pending> pending_;  // by ticket
   uint64_t next_ticket_ = 1;
   // The batch given last (epoch, incarnation, number), to see a restart or
@@ -104,7 +133,7 @@ class MultiNodeIo : public ParamsSink, public ActorStatsSource {
   const protocol::LayoutConfig& config(size_t k) const { return nodes_[k].session->config(); }
   const std::string& address(size_t k) const { return nodes_[k].address; }
   // Bytes over node k's link so far, and its ingest cursor as last read.
-  uint64_t link_bytes(size_t k) const { return nodes_[k].service->link_bytes(); }
+  uint64_t link_bytes(size_t k) { return service_nodes_[k]->link_bytes(); }
   uint64_t ingested(size_t k) const { return last_ingested_[k]; }
 
   // ParamsSink: to every node not away.

@@ -296,6 +296,11 @@ absl::StatusOr<bool> MultiNodeBatchSource::Split() {
 }
 
 absl::Status MultiNodeBatchSource::RecordShares() {
+  const absl::Time made = absl::Now();
+  if (last_batch_ != absl::InfiniteFuture()) {
+    longest_gap_ = std::max(longest_gap_, made - last_batch_);
+  }
+  last_batch_ = made;
   // The exact policy read the sums for its split; the others read them
   // here (each node's read is cached by the node).
   double total = 0;

@@ -108,10 +108,11 @@ struct MultiNodeOptions {
   // How long a node the policy needs may take to stage a batch before it
   // is passed over (> 0).
   absl::Duration node_timeout = absl::Seconds(1);
-  // How often a node whose connection failed is asked again (each ask may
-  // block while it reconnects, up to its clients' retry bound). A node
-  // away for staging nothing is asked at every batch (it costs a poll).
-  absl::Duration rejoin_interval = absl::Seconds(2);
+  // How often a node whose connection failed is asked again (a node that
+  // reconnects off the caller's thread answers at once; one that does not
+  // may block up to its clients' retry bound). A node away for staging
+  // nothing is asked at every batch (it costs a poll).
+  absl::Duration rejoin_interval = absl::Milliseconds(250);
 
   absl::Status Validate() const;
 };
@@ -163,6 +164,9 @@ class MultiNodeBatchSource : public BatchSource {
   // bias of splitting by S_k read some time after the nodes sampled is
   // about this times that staleness (nullopt before two readings).
   std::optional<double> mass_drift_per_s() const;
+  // The longest time between two batches Next() returned: how long the
+  // learner waited at most once it had started (a node lost included).
+  absl::Duration longest_gap() const { return longest_gap_; }
 
  private:
   // A node batch while some of its rows are untrained or unanswered.
@@ -249,6 +253,8 @@ class MultiNodeBatchSource : public BatchSource {
   absl::Time last_mass_time_ = absl::InfinitePast();
   double drift_sum_ = 0;
   absl::Duration drift_time_;
+  absl::Time last_batch_ = absl::InfiniteFuture();
+  absl::Duration longest_gap_;
   // Scratch of GlobalWeights.
   std::vector<double> valid_alphas_;
   std::vector<size_t> valid_rows_;

@@ -10,16 +10,24 @@ replay servers (actor i writing to server i mod 2) and one learner over both
     their mass (Reverb's sharding);
   * first_ready: both nodes give rows.
 
+And a site that goes and comes back: one node's server is SIGKILLed while
+the learner trains and restarted from its checkpoint on the same port; the
+learner goes on with the other node (no wait between batches over 1.5 s),
+takes the node back when it stages again, and ends its run.
+
 Both nodes start staging well within the learner's node timeout (a small
 --min_replay), so neither is passed over. Every run trains, answers every batch (the servers would stall otherwise)
 and prints one "node:" line per node (learner_client/learner_run.cc).
 """
 
+import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 from tools.launch import metrics_lines
@@ -32,7 +40,7 @@ NODE_LINE = re.compile(r"^node: (?P<address>\S+) rows (?P<rows>\d+) "
                        r"dropped (?P<dropped>\d+) priority_sum (?P<sum>[0-9.e+-]+) "
                        r"link_bytes (?P<bytes>\d+) ingested (?P<ingested>\d+)")
 SHARDS_LINE = re.compile(r"^shards: policy (?P<policy>\S+) tv (?P<tv>[0-9.e-]+) "
-                         r"mass_drift_per_s (?P<drift>\S+)")
+                         r"mass_drift_per_s (?P<drift>\S+) longest_gap_s (?P<gap>[0-9.e-]+)")
 
 
 def runfile(path):
@@ -40,6 +48,26 @@ def runfile(path):
     if base is None:  # run by hand from the workspace root
         return os.path.abspath(path)
     return os.path.join(base, os.environ.get("TEST_WORKSPACE", "dreplay"), path)
+
+
+def load_run_local():
+    spec = importlib.util.spec_from_file_location("run_local", runfile("tools/launch/run_local.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_log(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def parse_lines(text):
+    """The learner's node: and shards: lines, as dicts."""
+    lines = text.splitlines()
+    nodes = [m.groupdict() for m in map(NODE_LINE.match, lines) if m]
+    shards = [m.groupdict() for m in map(SHARDS_LINE.match, lines) if m]
+    return nodes, shards
 
 
 class EdgeSitesTest(unittest.TestCase):
@@ -64,10 +92,7 @@ class EdgeSitesTest(unittest.TestCase):
         _, summary = metrics_lines.read(metrics, strict=True)
         self.assertIsNotNone(summary, "no summary record:\n" + output)
         self.assertGreater(summary["train_steps"], 100, policy)
-        with open(os.path.join(out_dir, "learner.log")) as f:
-            lines = f.read().splitlines()
-        nodes = [m.groupdict() for m in map(NODE_LINE.match, lines) if m]
-        shards = [m.groupdict() for m in map(SHARDS_LINE.match, lines) if m]
+        nodes, shards = parse_lines(read_log(os.path.join(out_dir, "learner.log")))
         self.assertEqual(len(nodes), 2, "one node: line per node expected")
         self.assertEqual(len(shards), 1, "one shards: line expected")
         self.assertEqual(shards[0]["policy"], policy)
@@ -95,6 +120,100 @@ class EdgeSitesTest(unittest.TestCase):
         _, taken = self.run_sites("first_ready")
         for share in taken:
             self.assertGreater(share, 0, taken)
+
+
+class ElasticSiteTest(unittest.TestCase):
+    """A node killed and restarted while the learner trains."""
+
+    def wait_for(self, what, condition, timeout_s, processes):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            for p in processes:
+                self.assertIsNone(p.poll(), "%s exited (code %s) while waiting for %s:\n%s" % (
+                    p.name, p.poll(), what, p.tail(30)))
+            self.assertLess(time.monotonic(), deadline, "no %s within %d s" % (what, timeout_s))
+            time.sleep(0.05)
+
+    def test_a_site_killed_and_restarted_from_its_checkpoint(self):
+        rl = load_run_local()
+        out_dir = tempfile.mkdtemp(prefix="edge-elastic-", dir=os.environ.get("TEST_TMPDIR"))
+        metrics = os.path.join(out_dir, "metrics.jsonl")
+        bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
+        args = rl.parse_args([
+            "--bin_dir", bin_dir, "--out_dir", out_dir, "--buffer_nodes", "2", "--actors", "2",
+            "--min_replay", "128", "--duration_s", "30", "--eval_interval_s", "100",
+            "--progress_interval_s", "1", "--link", "10km-25g", "--metrics_out", metrics,
+            "--seed", "1", "--learner_flag=--node_timeout_s=1",
+            "--server_flag=--checkpoint_interval_s=1"])
+        layout = rl.actor_layout(args)
+        token, credentials = rl.make_credentials(out_dir, args.actors)
+
+        def start_server(k, listen):
+            name = "server-%d" % k
+            port_file = os.path.join(out_dir, name + ".port")
+            if os.path.exists(port_file):
+                os.remove(port_file)
+            argv = [a if not a.startswith("--listen=") else "--listen=" + listen
+                    for a in rl.server_argv(args, port_file, layout, token, name)]
+            argv.append("--checkpoint_dir=" + os.path.join(out_dir, "checkpoint-%d" % k))
+            server = rl.Process(name, argv, os.path.join(out_dir, "%s-%s.log" % (
+                name, listen.replace(":", "_"))))
+            return server, rl.wait_for_port(server, port_file, rl.SERVER_START_TIMEOUT_S)
+
+        processes = []
+        try:
+            servers = [start_server(k, "127.0.0.1:0") for k in range(2)]
+            processes += [s for s, _ in servers]
+            addresses = ["127.0.0.1:%d" % port for _, port in servers]
+            learner_log = os.path.join(out_dir, "learner.log")
+            learner = rl.Process("learner", rl.learner_argv(args, addresses, token), learner_log)
+            processes.append(learner)
+            actors = [rl.Process("actor-%d" % i, rl.actor_argv(args, addresses[i % 2], i,
+                                                               credentials[i]),
+                                 os.path.join(out_dir, "actor-%d.log" % i)) for i in range(2)]
+            processes += actors
+
+            def train_steps():
+                try:
+                    progress, _ = metrics_lines.read(metrics)
+                except (OSError, ValueError):
+                    return 0
+                return progress[-1]["train_steps"] if progress else 0
+
+            self.wait_for("training", lambda: train_steps() > 200, 60, processes)
+            # Node 1 goes: SIGKILL, nothing flushed.
+            victim = servers[1][0]
+            victim.signal(signal.SIGKILL)
+            victim.popen.wait()
+            processes.remove(victim)
+            self.wait_for("the learner passing node 1 over",
+                          lambda: "replay node 1 lost" in read_log(learner_log), 15, processes)
+            trained = train_steps()
+            self.wait_for("training without node 1", lambda: train_steps() > trained + 200, 15,
+                          processes)
+            # It comes back from its checkpoint, at the address the learner knows.
+            back, _ = start_server(1, addresses[1])
+            processes.append(back)
+            self.wait_for("node 1 staging again",
+                          lambda: "replay node 1 stages again" in read_log(learner_log), 30,
+                          processes)
+            code = learner.popen.wait(timeout=PROCESS_TIMEOUT_S)
+            self.assertEqual(code, 0, learner.tail(30))
+        finally:
+            rl.stop_all([[p for p in processes if p.name.startswith("actor")],
+                         [p for p in processes if p.name == "learner"],
+                         [p for p in processes if p.name.startswith("server")]])
+        text = read_log(learner_log)
+        self.assertIn("restored checkpoint", read_log(back.log_path),
+                      "the restarted server came back from its checkpoint")
+        nodes, shards = parse_lines(text)
+        self.assertEqual(len(nodes), 2, text[-3000:])
+        self.assertGreaterEqual(int(nodes[1]["passed_over"]), 1, nodes)
+        self.assertNotIn(" away", [l for l in text.splitlines() if l.startswith("node:")][1])
+        self.assertEqual(int(nodes[0]["passed_over"]), 0, nodes)
+        # The learner never waited long: the kill cost one node timeout at most.
+        self.assertLess(float(shards[0]["gap"]), 1.5, shards)
+
 
 if __name__ == "__main__":
     unittest.main()
