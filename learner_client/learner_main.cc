@@ -11,6 +11,11 @@
 // the server's --alpha, --priority_epsilon, --beta* and, as
 // --min_replay_size, its --min_size_to_sample. The batch size, capacity and
 // transition encoding are the server's (its control block and spec).
+// Several buffer nodes (edge sites, buffer placement):
+//
+//   learner --servers=10.0.0.2:7471,10.0.1.2:7471 --shard_policy=exact
+//
+// samples over all of them (multi_node_source.h, docs/edge-sites.md).
 // SIGINT or SIGTERM ends the run with its summary; a second one at once.
 // --metrics_listen=127.0.0.1:9465 serves the latest progress record to
 // Prometheus at /metrics (learner_client/prometheus_metrics.h).
@@ -56,6 +61,9 @@ DEFINE_string(shard_policy, "exact",
 DEFINE_double(node_timeout_s, 1,
               "with --servers: a node that stages nothing for this long while it is needed is "
               "passed over until it stages again");
+DEFINE_double(node_start_timeout_s, 30,
+              "with --servers: the same before a node's first batch (while it fills up to its "
+              "--min_size_to_sample), so that every site takes part from the first batch");
 DEFINE_string(link, "none",
               "soft provider: the emulated long-haul link to the server (none, 10km-25g, "
               "100km-10g, 1000km-1g, or DELAY_US:GBPS)");
@@ -119,9 +127,11 @@ DEFINE_double(samples_per_insert, 0,
               "generated (the "
               "server's ingest cursor: what forwarding lost counts too), enforced "
               "by a rate limiter on the local replay memory (0: no limit; the buffer placement's "
-              "limit is the server's flag)");
+              "limit is the server's flag). With --servers: one limit over every node's inserts "
+              "(each node's server may keep its own)");
 DEFINE_double(spi_error_buffer, 0,
-              "learner and hybrid placements: the rate limiter's slack in transitions (>= the "
+              "learner and hybrid placements, and --servers: the rate limiter's slack in "
+              "transitions (>= the "
               "batch size "
               "with a --samples_per_insert limit)");
 DEFINE_string(forward_policy, "in_order",
@@ -259,7 +269,18 @@ absl::Status NodesFromFlags(const std::vector<std::string>& servers,
                      "must be exact, first_ready or round_robin");
   }
   c->multi.policy = *policy;
+  // One limit over every node's inserts, started once they hold
+  // --min_replay_size together.
+  c->multi.samples_per_insert = FLAGS_samples_per_insert;
+  c->multi.spi_error_buffer = FLAGS_spi_error_buffer;
+  c->multi.min_inserted = static_cast<uint64_t>(std::max<int64_t>(1, FLAGS_min_replay_size));
   ASSIGN_OR_RETURN(c->multi.node_timeout, Seconds("node_timeout_s", FLAGS_node_timeout_s, false));
+  ASSIGN_OR_RETURN(c->multi.start_timeout,
+                   Seconds("node_start_timeout_s", FLAGS_node_start_timeout_s, false));
+  if (c->multi.start_timeout < c->multi.node_timeout) {
+    return FlagError("node_start_timeout_s", absl::StrCat(FLAGS_node_start_timeout_s),
+                     "must be >= --node_timeout_s");
+  }
   for (size_t k = 0; k < servers.size(); ++k) {
     client::ConnectionFlags node = flags;
     node.server = servers[k];

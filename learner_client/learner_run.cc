@@ -39,15 +39,16 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& opt
         absl::StrCat("several replay nodes need the buffer placement, not ",
                      ReplayPlacementName(options.loop.placement)));
   }
-  // A node that goes away costs the learner about the node timeout once:
-  // its clients retry for half of it, each reconnection attempt takes at
-  // most half of it; later attempts run off the learner's thread
-  // (ServiceNode).
+  // A node that goes away costs the learner at most about the node timeout
+  // once: its clients retry for a quarter of it, each reconnection attempt
+  // takes at most a quarter of it (together, with one attempt running past
+  // the retries' end, about half); later attempts run off the learner's
+  // thread (ServiceNode).
   client::RetryPolicy node_retry = options.retry;
   node_retry.reconnect_timeout =
-      std::min(node_retry.reconnect_timeout, options.multi.node_timeout / 2);
+      std::min(node_retry.reconnect_timeout, options.multi.node_timeout / 4);
   node_retry.attempt_deadline =
-      std::min(node_retry.attempt_deadline, options.multi.node_timeout / 2);
+      std::min(node_retry.attempt_deadline, options.multi.node_timeout / 4);
   LearnerServiceIoOptions node_io = options.io;
   node_io.retry = node_retry;
   std::vector<MultiNodeIo::Node> nodes;
@@ -97,6 +98,27 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& opt
                    rl::MakeEnvironment(options.loop.env, options.loop.observation));
   return MultiNodeIo::Create(std::move(nodes), options.multi, env->spec().observation_size,
                              env->spec().observation_type);
+}
+
+// The nodes' figures for Prometheus (the loop's thread).
+void ExportNodes(MultiNodeIo& multi, LearnerMetricsExport* exported) {
+  const std::vector<NodeShare>& shares = multi.source()->shares();
+  std::vector<NodeMetrics> nodes(shares.size());
+  for (size_t k = 0; k < shares.size(); ++k) {
+    const NodeShare& s = shares[k];
+    NodeMetrics& n = nodes[k];
+    n.address = multi.address(k);
+    n.rows = s.rows;
+    n.batches = s.batches;
+    n.passed_over = s.passed_over;
+    n.dropped = s.dropped;
+    n.link_bytes = multi.link_bytes(k);
+    n.taken_share = s.taken_share;
+    n.mass_share = s.mass_share;
+    n.priority_sum = s.priority_sum;
+    n.away = s.away;
+  }
+  exported->UpdateNodes(std::move(nodes), SamplingTvDistance(shares));
 }
 
 // One line per node (what the learner took from it and what crossed its
@@ -169,6 +191,7 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   io.on_progress = [&](const ProgressRecord& record) {
     std::cerr << "progress: " << record.ToText() << std::endl;
     exported.Update(record);
+    if (multi != nullptr) ExportNodes(*multi, &exported);
     if (metrics_file != nullptr && metrics_status.ok()) {
       metrics_status = metrics_file->Write(record.ToJson());
     }

@@ -40,7 +40,7 @@ absl::Status ServiceNode::Usable() {
 void ServiceNode::StartRejoin(const absl::Status& why) {
   CHECK(!rejoin_.joinable());
   lost_why_ = why.ok() ? absl::UnavailableError("lost") : why;
-  link_bytes_ = service_->link_bytes();
+  link_ = service_->link_stats();
   rejoin_done_.store(false, std::memory_order_relaxed);
   const uint64_t generation = session_->generation();
   rejoin_ = std::thread([this, generation, why = lost_why_] {
@@ -49,9 +49,9 @@ void ServiceNode::StartRejoin(const absl::Status& why) {
   });
 }
 
-uint64_t ServiceNode::link_bytes() {
-  if (!rejoin_.joinable()) link_bytes_ = service_->link_bytes();
-  return link_bytes_;
+LinkStats ServiceNode::link_stats() {
+  if (!rejoin_.joinable()) link_ = service_->link_stats();
+  return link_;
 }
 
 absl::StatusOr<bool> ServiceNode::Next(absl::Duration timeout, NodeBatch* batch) {
@@ -109,16 +109,26 @@ absl::Status ServiceNode::Answer(uint64_t ticket, absl::Span<const float> priori
   return written;
 }
 
-absl::StatusOr<double> ServiceNode::PrioritySum() {
+absl::Status ServiceNode::RefreshStats() {
   const absl::Time now = absl::Now();
-  if (now - sum_read_ < sum_refresh_) return sum_;
+  if (now - stats_read_ < sum_refresh_) return absl::OkStatus();
   RETURN_IF_ERROR(Usable());
-  absl::StatusOr<double> sum = service_->priority_sum();
-  if (!sum.ok() && client::IsConnectionFailure(sum.status())) StartRejoin(sum.status());
-  if (!sum.ok()) return sum.status();
-  sum_ = *sum;
-  sum_read_ = now;
-  return sum_;
+  absl::StatusOr<protocol::StatsBlock> stats = service_->ReadStats();
+  if (!stats.ok() && client::IsConnectionFailure(stats.status())) StartRejoin(stats.status());
+  if (!stats.ok()) return stats.status();
+  stats_ = *stats;
+  stats_read_ = now;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ServiceNode::PrioritySum() {
+  RETURN_IF_ERROR(RefreshStats());
+  return stats_.priority_sum;
+}
+
+absl::StatusOr<uint64_t> ServiceNode::Inserted() {
+  RETURN_IF_ERROR(RefreshStats());
+  return stats_.inserted;
 }
 
 absl::StatusOr<std::unique_ptr<MultiNodeIo>> MultiNodeIo::Create(std::vector<Node> nodes,
@@ -160,8 +170,8 @@ LearnerIo MultiNodeIo::io() {
   io.actors = this;
   io.link_stats = [this] {
     LinkStats sum;
-    for (const Node& node : nodes_) {
-      const LinkStats s = node.service->link_stats();
+    for (auto& node : service_nodes_) {
+      const LinkStats s = node->link_stats();
       sum.experience += s.experience;
       sum.metadata += s.metadata;
       sum.polling += s.polling;

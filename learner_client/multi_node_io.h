@@ -66,13 +66,14 @@ class ServiceNode : public NodeBatchSource {
   absl::StatusOr<bool> Next(absl::Duration timeout, NodeBatch* batch) override;
   absl::Status Answer(uint64_t ticket, absl::Span<const float> priorities) override;
   absl::StatusOr<double> PrioritySum() override;
+  absl::StatusOr<uint64_t> Inserted() override;
   uint64_t transitions_dropped() const override { return service_->transitions_dropped(); }
 
   // Batches given and not answered yet.
   size_t unanswered() const { return pending_.size(); }
-  // Bytes over the node's link, as of the last call that was not made
-  // while it reconnected.
-  uint64_t link_bytes();
+  // The node's link counts (link_stats() of its service), as of the last
+  // call not made while it reconnected (its session is not touched then).
+  LinkStats link_stats();
 
  private:
   // OK when the session may be used now: no reconnection in flight, or one
@@ -99,15 +100,18 @@ class ServiceNode : public NodeBatchSource {
   std::atomic<bool> rejoin_done_{false};
   absl::Status rejoin_status_;
   absl::Status lost_why_;  // the failure that started it; OK: not lost
-  uint64_t link_bytes_ = 0;
+  LinkStats link_;
   std::map<uint64_t, Pending> pending_;  // by ticket
   uint64_t next_ticket_ = 1;
   // The batch given last (epoch, incarnation, number), to see a restart or
   // a resend.
   bool given_any_ = false;
   Pending last_given_;
-  double sum_ = 0;
-  absl::Time sum_read_ = absl::InfinitePast();
+  // The stats READ last (S_k, inserts) and when; READ again when older
+  // than sum_refresh_.
+  absl::Status RefreshStats();
+  protocol::StatsBlock stats_{};
+  absl::Time stats_read_ = absl::InfinitePast();
 };
 
 class MultiNodeIo : public ParamsSink, public ActorStatsSource {
@@ -133,7 +137,7 @@ class MultiNodeIo : public ParamsSink, public ActorStatsSource {
   const protocol::LayoutConfig& config(size_t k) const { return nodes_[k].session->config(); }
   const std::string& address(size_t k) const { return nodes_[k].address; }
   // Bytes over node k's link so far, and its ingest cursor as last read.
-  uint64_t link_bytes(size_t k) { return service_nodes_[k]->link_bytes(); }
+  uint64_t link_bytes(size_t k) { return service_nodes_[k]->link_stats().total_bytes(); }
   uint64_t ingested(size_t k) const { return last_ingested_[k]; }
 
   // ParamsSink: to every node not away.

@@ -57,6 +57,23 @@ absl::Status MultiNodeOptions::Validate() const {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("multi-node batch_size ", batch_size, " < 1"));
   }
+  if (samples_per_insert > 0) {
+    replay::RateLimiterOptions limit;
+    limit.samples_per_insert = samples_per_insert;
+    limit.error_buffer = spi_error_buffer;
+    limit.min_size_to_sample = min_inserted;
+    if (absl::Status s = limit.Validate(batch_size); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("multi-node limit: ", s.message()));
+    }
+  } else if (samples_per_insert < 0 || !std::isfinite(samples_per_insert)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("multi-node samples_per_insert ", samples_per_insert, " < 0"));
+  }
+  if (start_timeout < node_timeout) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("multi-node start_timeout ", absl::FormatDuration(start_timeout),
+                     " < node_timeout ", absl::FormatDuration(node_timeout)));
+  }
   if (rejoin_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("multi-node rejoin_interval ", absl::FormatDuration(rejoin_interval), " < 0"));
@@ -100,6 +117,44 @@ MultiNodeBatchSource::MultiNodeBatchSource(const MultiNodeOptions& options,
       taken_sum_(nodes.size(), 0.0),
       mass_sum_(nodes.size(), 0.0) {
   for (size_t k = 0; k < nodes.size(); ++k) nodes_[k].source = nodes[k];
+  if (options.samples_per_insert > 0) {
+    replay::RateLimiterOptions limit;
+    limit.samples_per_insert = options.samples_per_insert;
+    limit.error_buffer = options.spi_error_buffer;
+    limit.min_size_to_sample = options.min_inserted;
+    limiter_.emplace(limit);
+  }
+}
+
+absl::StatusOr<bool> MultiNodeBatchSource::LimiterAllows() {
+  uint64_t inserted = 0;
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    if (!shares_[k].away) {
+      absl::StatusOr<uint64_t> n = nodes_[k].source->Inserted();
+      if (!n.ok() && client::IsConnectionFailure(n.status())) {
+        LOG_EVERY_N(WARNING, 10) << "replay node " << k << ": " << n.status();
+        MarkAway(k, /*lost=*/true);
+      } else if (!n.ok()) {
+        return n.status();
+      } else {
+        // A node restored from an older checkpoint counts from there: the
+        // highest count read stands.
+        shares_[k].inserted = std::max(shares_[k].inserted, *n);
+      }
+    }
+    inserted += shares_[k].inserted;
+  }
+  limiter_->Reset(inserted, rows_given_);
+  // The nodes' memories together: what they inserted (the limiter's
+  // minimum is over the inserts, not the sizes after eviction).
+  return limiter_->CanSample(options_.batch_size, inserted);
+}
+
+std::optional<double> MultiNodeBatchSource::samples_per_insert() const {
+  uint64_t inserted = 0;
+  for (const NodeShare& share : shares_) inserted += share.inserted;
+  if (inserted == 0) return std::nullopt;
+  return static_cast<double>(rows_given_) / static_cast<double>(inserted);
 }
 
 MultiNodeBatchSource::~MultiNodeBatchSource() = default;
@@ -115,7 +170,9 @@ void MultiNodeBatchSource::MarkAway(size_t k, bool lost) {
     LOG(WARNING) << "replay node " << k
                  << (lost ? std::string(" lost")
                           : absl::StrCat(" staged nothing within ",
-                                         absl::FormatDuration(options_.node_timeout)))
+                                         absl::FormatDuration(shares_[k].batches == 0
+                                                                  ? options_.start_timeout
+                                                                  : options_.node_timeout)))
                  << ": passed over until it stages again";
     ++shares_[k].passed_over;
   }
@@ -146,7 +203,9 @@ absl::StatusOr<bool> MultiNodeBatchSource::Fetch(size_t k, absl::Duration timeou
   const absl::Time now = absl::Now();
   if (!*got) {
     if (waiting_since_[k] == absl::InfiniteFuture()) waiting_since_[k] = asked;
-    if (now - waiting_since_[k] >= options_.node_timeout) MarkAway(k);
+    const absl::Duration patience =
+        shares_[k].batches == 0 ? options_.start_timeout : options_.node_timeout;
+    if (now - waiting_since_[k] >= patience) MarkAway(k);
     return false;
   }
   waiting_since_[k] = absl::InfiniteFuture();
@@ -219,6 +278,7 @@ void MultiNodeBatchSource::TakeRows(size_t k, size_t count, rl::TransitionBatch*
       --node.queued_rows;
       ++shares_[k].rows;
       ++rows_from_[k];
+      ++rows_given_;
     }
   }
 }
@@ -296,11 +356,15 @@ absl::StatusOr<bool> MultiNodeBatchSource::Split() {
 }
 
 absl::Status MultiNodeBatchSource::RecordShares() {
+  // Waits count once every node has staged (or was passed over): not the
+  // start, while sites fill at their own pace.
   const absl::Time made = absl::Now();
-  if (last_batch_ != absl::InfiniteFuture()) {
+  bool started = true;
+  for (const NodeShare& share : shares_) started = started && (share.batches > 0 || share.away);
+  if (started && last_batch_ != absl::InfiniteFuture()) {
     longest_gap_ = std::max(longest_gap_, made - last_batch_);
   }
-  last_batch_ = made;
+  if (started) last_batch_ = made;
   // The exact policy read the sums for its split; the others read them
   // here (each node's read is cached by the node).
   double total = 0;
@@ -427,6 +491,17 @@ absl::StatusOr<bool> MultiNodeBatchSource::Next(absl::Duration timeout, rl::Tran
   beta_ = 0;
   std::fill(rows_from_.begin(), rows_from_.end(), 0);
   RETURN_IF_ERROR(PollAway());
+  if (limiter_.has_value()) {
+    for (;;) {
+      ASSIGN_OR_RETURN(const bool allowed, LimiterAllows());
+      if (allowed) break;
+      if (absl::Now() >= deadline) {
+        ++limiter_waits_;
+        return false;
+      }
+      absl::SleepFor(std::min(kNoMassWait, Remaining(deadline)));
+    }
+  }
   if (options_.policy == ShardPolicy::kExact) {
     ASSIGN_OR_RETURN(const bool got, NextExact(deadline, batch, weights, origins));
     if (!got) return false;

@@ -23,7 +23,8 @@
 //                weights (Reverb's sharding: uniform over nodes).
 //
 // Sites that come and go: a node whose batch is not there within
-// node_timeout (while the policy needs it) is passed over: it is away, left
+// node_timeout (start_timeout before its first batch; while the policy
+// needs it) is passed over: it is away, left
 // out of the split (exact) or of the turn (round_robin), until a batch of
 // it is staged again, which every Next() asks of it without waiting. So a
 // dead node stalls the learner at most node_timeout. Exact sampling is
@@ -57,6 +58,7 @@
 #include "absl/types/span.h"
 #include "learner_client/global_sampling.h"
 #include "learner_client/learner_loop.h"
+#include "replay/rate_limiter.h"
 #include "rl/transition.h"
 
 namespace dreplay::learner {
@@ -95,6 +97,9 @@ class NodeBatchSource {
   virtual absl::Status Answer(uint64_t ticket, absl::Span<const float> priorities) = 0;
   // S_k, the node's sum of p^alpha over its memory, as last published.
   virtual absl::StatusOr<double> PrioritySum() = 0;
+  // Transitions the node has inserted into its memory, as last published
+  // (its StatsBlock::inserted; a restored node continues its count).
+  virtual absl::StatusOr<uint64_t> Inserted() = 0;
   // Entries the node left out of its batches (they did not decode).
   virtual uint64_t transitions_dropped() const = 0;
 };
@@ -108,11 +113,23 @@ struct MultiNodeOptions {
   // How long a node the policy needs may take to stage a batch before it
   // is passed over (> 0).
   absl::Duration node_timeout = absl::Seconds(1);
+  // The same for a node that has not staged its first batch yet (it fills
+  // up to its min_size_to_sample), so that sites that start at different
+  // times all take part from the first batch; >= node_timeout.
+  absl::Duration start_timeout = absl::Seconds(30);
   // How often a node whose connection failed is asked again (a node that
   // reconnects off the caller's thread answers at once; one that does not
   // may block up to its clients' retry bound). A node away for staging
   // nothing is asked at every batch (it costs a poll).
   absl::Duration rejoin_interval = absl::Milliseconds(250);
+  // One samples-per-insert limit over every node's inserts (0: none; each
+  // node's server may still enforce its own): a batch is made only while
+  // rows given <= samples_per_insert * (sum of the nodes' inserts -
+  // min_inserted) + spi_error_buffer (replay/rate_limiter.h, inserts never
+  // blocked), and not before the nodes hold min_inserted together.
+  double samples_per_insert = 0;
+  double spi_error_buffer = 0;
+  uint64_t min_inserted = 1;
 
   absl::Status Validate() const;
 };
@@ -120,6 +137,7 @@ struct MultiNodeOptions {
 // What the source took from each node.
 struct NodeShare {
   uint64_t rows = 0;         // rows given to train on
+  uint64_t inserted = 0;     // the node's inserts, highest read (global limit)
   uint64_t batches = 0;      // node batches taken
   uint64_t passed_over = 0;  // times it was found away
   uint64_t dropped = 0;      // rows dropped untrained when it resumed
@@ -159,13 +177,18 @@ class MultiNodeBatchSource : public BatchSource {
   // Every policy reads the nodes' S_k for the shares (the exact policy
   // needs them anyway), so that the link carries the same for each.
   const std::vector<NodeShare>& shares() const { return shares_; }
+  // Calls of Next() the global limit held back (no batch made).
+  uint64_t limiter_waits() const { return limiter_waits_; }
+  // Rows given over the nodes' inserts (nullopt before any insert).
+  std::optional<double> samples_per_insert() const;
   // How fast the nodes' mass shares move: the total-variation distance
   // between consecutive distinct readings of S_k / sum S, per second. The
   // bias of splitting by S_k read some time after the nodes sampled is
   // about this times that staleness (nullopt before two readings).
   std::optional<double> mass_drift_per_s() const;
-  // The longest time between two batches Next() returned: how long the
-  // learner waited at most once it had started (a node lost included).
+  // The longest time between two batches Next() returned once every node
+  // had staged or been passed over: how long the learner waited at most
+  // (a node lost included), not counting the sites' start.
   absl::Duration longest_gap() const { return longest_gap_; }
 
  private:
@@ -218,6 +241,9 @@ class MultiNodeBatchSource : public BatchSource {
                 std::vector<EntryOrigin>* origins);
   // Drops node k's held batches (their rows untrained, counted).
   void Forget(size_t k);
+  // With a global limit: whether a batch may be made now (reads the nodes'
+  // inserts; an away node's last count stands).
+  absl::StatusOr<bool> LimiterAllows();
   // Answers node k's front batches whose rows are all answered.
   absl::Status AnswerDone(size_t k);
   // `lost`: its connection failed (asked again only every rejoin_interval).
@@ -260,6 +286,9 @@ class MultiNodeBatchSource : public BatchSource {
   std::vector<size_t> valid_rows_;
   std::vector<float> valid_weights_;
   uint64_t dropped_ = 0;
+  std::optional<replay::RateLimiter> limiter_;  // with samples_per_insert > 0
+  uint64_t rows_given_ = 0;
+  uint64_t limiter_waits_ = 0;
 };
 
 }  // namespace dreplay::learner

@@ -96,7 +96,13 @@ class FakeNode : public NodeBatchSource {
     for (double a : alpha_) sum += a;
     return sum;
   }
+  absl::StatusOr<uint64_t> Inserted() override {
+    if (lost_) return absl::UnavailableError("test: lost");
+    return inserted_;
+  }
   uint64_t transitions_dropped() const override { return 0; }
+  void set_inserted(uint64_t n) { inserted_ = n; }
+  uint64_t inserted() const { return inserted_; }
 
   // The priority the test answers for a row: its (node, index).
   static float Key(int node, size_t index) { return static_cast<float>(node * 1000 + index); }
@@ -118,6 +124,7 @@ class FakeNode : public NodeBatchSource {
   std::mt19937_64 rng_;
   bool stalled_ = false;
   bool lost_ = false;
+  uint64_t inserted_ = 0;
   bool resume_next_ = false;
   uint64_t next_ticket_ = 1;
   std::map<uint64_t, std::vector<float>> expected_;
@@ -187,6 +194,7 @@ double RunUnequalNodes(ShardPolicy policy, int batches, int* cells, double* tv =
   std::vector<FakeNode*> nodes = {&heavy, &light, &medium};
   MultiNodeOptions options;
   options.node_timeout = absl::Milliseconds(50);  // the empty node's
+  options.start_timeout = absl::Milliseconds(50);
   options.policy = policy;
   options.batch_size = 64;
   options.seed = 7;
@@ -348,18 +356,24 @@ TEST(MultiNodeSourceTest, ANodeThatStopsStagingIsPassedOverWithinTheNodeTimeout)
     auto source = MultiNodeBatchSource::Create(options, {&a, &b}, kObservation);
     ASSERT_TRUE(source.ok());
     Batch batch;
+    for (int n = 0; n < 4; ++n) {  // both stage
+      ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+      ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+    }
     b.set_stalled(true);
-    // Every batch comes, none later than the node timeout plus slack,
-    // from the node that stages.
+    // Every batch comes, none later than the node timeout plus slack, from
+    // the node that stages (and what the other had staged before).
+    uint64_t from_b = 0;
     for (int n = 0; n < 10; ++n) {
       const absl::Time start = absl::Now();
       ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
       EXPECT_LT(absl::Now() - start, absl::Seconds(1));
       for (size_t r = 0; r < batch.rows.size(); ++r) {
-        EXPECT_EQ(batch.rows.observations()[r * kObservation], 0.0f);
+        from_b += batch.rows.observations()[r * kObservation] == 1.0f;
       }
       ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
     }
+    EXPECT_LE(from_b, 16u) << "only rows of the batch it staged before it stopped";
     if (policy != ShardPolicy::kFirstReady) {
       // first_ready never needs it: it takes whichever node is ready.
       EXPECT_TRUE((*source)->shares()[1].away);
@@ -367,7 +381,7 @@ TEST(MultiNodeSourceTest, ANodeThatStopsStagingIsPassedOverWithinTheNodeTimeout)
     }
     // It stages again: it is back, and gives rows.
     b.set_stalled(false);
-    uint64_t from_b = 0;
+    from_b = 0;
     for (int n = 0; n < 20; ++n) {
       ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
       for (size_t r = 0; r < batch.rows.size(); ++r) {
@@ -378,6 +392,28 @@ TEST(MultiNodeSourceTest, ANodeThatStopsStagingIsPassedOverWithinTheNodeTimeout)
     EXPECT_FALSE((*source)->shares()[1].away);
     EXPECT_GT(from_b, 0u);
   }
+}
+
+TEST(MultiNodeSourceTest, ANodeNotStartedYetIsWaitedForUpToTheStartTimeout) {
+  FakeNode a(0, Ramp(8, 1.0, 1.0), 16, 1);
+  FakeNode b(1, Ramp(8, 1.0, 1.0), 16, 2);
+  MultiNodeOptions options;
+  options.policy = ShardPolicy::kRoundRobin;
+  options.batch_size = 16;
+  options.node_timeout = absl::Milliseconds(20);
+  options.start_timeout = absl::Milliseconds(400);
+  auto source = MultiNodeBatchSource::Create(options, {&b, &a}, kObservation);
+  ASSERT_TRUE(source.ok());
+  b.set_stalled(true);  // node 0 of the source: not started
+  Batch batch;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(400)) << "waited for the start timeout";
+  EXPECT_TRUE((*source)->shares()[0].away);
+  EXPECT_EQ(batch.rows.observations()[0], 0.0f) << "then took the other";
+  options.start_timeout = absl::Milliseconds(10);
+  EXPECT_TRUE(absl::IsInvalidArgument(MultiNodeBatchSource::Create(options, {&a}, 4).status()))
+      << "a start timeout below the node timeout";
 }
 
 TEST(MultiNodeSourceTest, NoNodeReadyIsNoBatchYetNotAnError) {
@@ -421,6 +457,46 @@ TEST(MultiNodeSourceTest, AResumedNodeDropsTheRowsItWillNotTakeAnswersFor) {
   EXPECT_GT(dropped, 0u) << "rows held across the restart are dropped";
   EXPECT_EQ((*source)->transitions_dropped(), dropped);
   EXPECT_EQ(a.void_answers() + b.void_answers(), 0u) << "dropped batches are not answered";
+}
+
+TEST(MultiNodeSourceTest, OneLimitOverEveryNodesInserts) {
+  for (ShardPolicy policy : {ShardPolicy::kExact, ShardPolicy::kRoundRobin}) {
+    SCOPED_TRACE(ShardPolicyName(policy));
+    FakeNode a(0, Ramp(8, 1.0, 1.0), 16, 1);
+    FakeNode b(1, Ramp(8, 1.0, 1.0), 16, 2);
+    a.set_inserted(100);
+    b.set_inserted(28);
+    MultiNodeOptions options;
+    options.policy = policy;
+    options.batch_size = 16;
+    options.samples_per_insert = 1;
+    options.spi_error_buffer = 64;
+    options.min_inserted = 1;
+    auto source = MultiNodeBatchSource::Create(options, {&a, &b}, kObservation);
+    ASSERT_TRUE(source.ok()) << source.status();
+    // Budget 1 x (128 - 1) + 64 = 191 rows: 11 batches of 16, not a 12th.
+    Batch batch;
+    for (int n = 0; n < 11; ++n) {
+      ASSERT_TRUE(*(*source)->Next(absl::Seconds(5), &batch.rows, &batch.weights, &batch.origins));
+      ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+    }
+    absl::StatusOr<bool> held =
+        (*source)->Next(absl::Milliseconds(20), &batch.rows, &batch.weights, &batch.origins);
+    ASSERT_TRUE(held.ok());
+    EXPECT_FALSE(*held) << "the 12th batch is over the budget";
+    EXPECT_EQ((*source)->limiter_waits(), 1u);
+    EXPECT_NEAR(*(*source)->samples_per_insert(), 176.0 / 128, 1e-9);
+    // Either node's inserts raise the budget for both.
+    b.set_inserted(b.inserted() + 16);
+    ASSERT_TRUE(*(*source)->Next(absl::Seconds(5), &batch.rows, &batch.weights, &batch.origins));
+    ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+  }
+  FakeNode a(0, Ramp(8, 1.0, 1.0), 16, 1);
+  MultiNodeOptions bad;
+  bad.batch_size = 16;
+  bad.samples_per_insert = 1;
+  bad.spi_error_buffer = 8;  // less than a batch: sampling could never start
+  EXPECT_TRUE(absl::IsInvalidArgument(MultiNodeBatchSource::Create(bad, {&a}, 4).status()));
 }
 
 TEST(MultiNodeSourceTest, RefusesBadOptionsAndAnswersOfAnotherSize) {

@@ -93,18 +93,72 @@ std::string RenderLearnerMetrics(const ProgressRecord& record) {
   return out.Take();
 }
 
+void RenderNodeMetrics(absl::Span<const NodeMetrics> nodes, double tv, PrometheusText* out) {
+  if (nodes.empty()) return;
+  const auto family = [&](const char* name, MetricType type, const char* help, auto value) {
+    out->Family(name, type, help);
+    for (const NodeMetrics& n : nodes) out->Sample({{"node", n.address}}, value(n));
+  };
+  family("dreplay_learner_node_rows_total", MetricType::kCounter,
+         "Rows the learner took from this buffer node to train on.",
+         [](const NodeMetrics& n) { return static_cast<double>(n.rows); });
+  family("dreplay_learner_node_batches_total", MetricType::kCounter,
+         "Batches of this buffer node the learner took.",
+         [](const NodeMetrics& n) { return static_cast<double>(n.batches); });
+  family("dreplay_learner_node_passed_over_total", MetricType::kCounter,
+         "Times this buffer node was found away (staged nothing in time, or lost).",
+         [](const NodeMetrics& n) { return static_cast<double>(n.passed_over); });
+  family("dreplay_learner_node_rows_dropped_total", MetricType::kCounter,
+         "Rows of this buffer node dropped untrained when it resumed.",
+         [](const NodeMetrics& n) { return static_cast<double>(n.dropped); });
+  family("dreplay_learner_node_link_bytes_total", MetricType::kCounter,
+         "Bytes over the link to this buffer node.",
+         [](const NodeMetrics& n) { return static_cast<double>(n.link_bytes); });
+  family("dreplay_learner_node_taken_share", MetricType::kGauge,
+         "This buffer node's mean share of a batch's rows.",
+         [](const NodeMetrics& n) { return n.taken_share; });
+  family("dreplay_learner_node_mass_share", MetricType::kGauge,
+         "This buffer node's mean share of the priority mass when a batch was made.",
+         [](const NodeMetrics& n) { return n.mass_share; });
+  family("dreplay_learner_node_total_priority", MetricType::kGauge,
+         "This buffer node's sum of p^alpha, as last read.",
+         [](const NodeMetrics& n) { return n.priority_sum; });
+  family("dreplay_learner_node_away", MetricType::kGauge,
+         "1 while this buffer node is passed over, else 0.",
+         [](const NodeMetrics& n) { return n.away ? 1.0 : 0.0; });
+  out->Gauge("dreplay_learner_sampling_tv_distance",
+             "Total-variation distance of the sampling from exact global prioritization.", tv);
+}
+
 void LearnerMetricsExport::Update(const ProgressRecord& record) {
   MutexLock lock(&mu_);
   latest_ = record;
 }
 
+void LearnerMetricsExport::UpdateNodes(std::vector<NodeMetrics> nodes, double tv) {
+  MutexLock lock(&mu_);
+  nodes_ = std::move(nodes);
+  tv_ = tv;
+}
+
 std::string LearnerMetricsExport::Render() const {
   std::optional<ProgressRecord> latest;
+  std::vector<NodeMetrics> nodes;
+  double tv = 0;
   {
     MutexLock lock(&mu_);
     latest = latest_;
+    nodes = nodes_;
+    tv = tv_;
   }
-  if (latest.has_value()) return RenderLearnerMetrics(*latest);
+  if (latest.has_value()) {
+    PrometheusText out;
+    out.Gauge(kUp, kUpHelp, 1);
+    RenderCounters(*latest, &out);
+    RenderGauges(*latest, &out);
+    RenderNodeMetrics(nodes, tv, &out);
+    return out.Take();
+  }
   PrometheusText out;
   out.Gauge(kUp, kUpHelp, 0);
   return out.Take();

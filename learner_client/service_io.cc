@@ -254,11 +254,8 @@ absl::Status LearnerServiceIo::WriteRecords(uint64_t batch_number, uint64_t epoc
   });
 }
 
-absl::StatusOr<double> LearnerServiceIo::priority_sum() {
-  ASSIGN_OR_RETURN(
-      const protocol::StatsBlock stats,
-      client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadStats(); }));
-  return stats.priority_sum;
+absl::StatusOr<protocol::StatsBlock> LearnerServiceIo::ReadStats() {
+  return client::RetryWhileDisconnected(options_.retry, [&] { return stats_reader_->ReadStats(); });
 }
 
 std::optional<uint64_t> LearnerServiceIo::generated() const {

@@ -160,10 +160,10 @@ class LearnerServiceIo : public BatchSource,
   // disconnected. The server consumes updates oldest batch first.
   absl::Status WriteRecords(uint64_t batch_number, uint64_t epoch, uint64_t incarnation,
                             absl::Span<const protocol::PriorityRecord> records);
-  // The server's sum of p^alpha over its replay memory, READ now from its
-  // stats region (published every stats interval; retried while
+  // The server's stats region (StatsBlock: its sum of p^alpha, inserts,
+  // ...), READ now (published every stats interval; retried while
   // disconnected).
-  absl::StatusOr<double> priority_sum();
+  absl::StatusOr<protocol::StatsBlock> ReadStats();
 
   // BatchSource (buffer placement).
   absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,

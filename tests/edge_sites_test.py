@@ -11,9 +11,10 @@ replay servers (actor i writing to server i mod 2) and one learner over both
   * first_ready: both nodes give rows.
 
 And a site that goes and comes back: one node's server is SIGKILLed while
-the learner trains and restarted from its checkpoint on the same port; the
-learner goes on with the other node (no wait between batches over 1.5 s),
-takes the node back when it stages again, and ends its run.
+the learner trains, its actor moves to the other site, and the server is
+restarted from its checkpoint on the same port; the learner goes on with
+the other node (no wait between batches over 1.5 s), takes the node back
+when it stages again, and ends its run.
 
 Both nodes start staging well within the learner's node timeout (a small
 --min_replay), so neither is passed over. Every run trains, answers every batch (the servers would stall otherwise)
@@ -140,7 +141,7 @@ class ElasticSiteTest(unittest.TestCase):
         metrics = os.path.join(out_dir, "metrics.jsonl")
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         args = rl.parse_args([
-            "--bin_dir", bin_dir, "--out_dir", out_dir, "--buffer_nodes", "2", "--actors", "2",
+            "--bin_dir", bin_dir, "--out_dir", out_dir, "--buffer_nodes", "2", "--actors", "4",
             "--min_replay", "128", "--duration_s", "30", "--eval_interval_s", "100",
             "--progress_interval_s", "1", "--link", "10km-25g", "--metrics_out", metrics,
             "--seed", "1", "--learner_flag=--node_timeout_s=1",
@@ -168,9 +169,10 @@ class ElasticSiteTest(unittest.TestCase):
             learner_log = os.path.join(out_dir, "learner.log")
             learner = rl.Process("learner", rl.learner_argv(args, addresses, token), learner_log)
             processes.append(learner)
+            # Site 0: actors 0 and 2; site 1: actors 1 and 3.
             actors = [rl.Process("actor-%d" % i, rl.actor_argv(args, addresses[i % 2], i,
                                                                credentials[i]),
-                                 os.path.join(out_dir, "actor-%d.log" % i)) for i in range(2)]
+                                 os.path.join(out_dir, "actor-%d.log" % i)) for i in range(4)]
             processes += actors
 
             def train_steps():
@@ -180,16 +182,35 @@ class ElasticSiteTest(unittest.TestCase):
                     return 0
                 return progress[-1]["train_steps"] if progress else 0
 
-            self.wait_for("training", lambda: train_steps() > 200, 60, processes)
+            # Long enough for node 1 to hold (and checkpoint) more than
+            # --min_replay transitions: it stages again once restored.
+            self.wait_for("training", lambda: train_steps() > 1500, 60, processes)
             # Node 1 goes: SIGKILL, nothing flushed.
             victim = servers[1][0]
             victim.signal(signal.SIGKILL)
             victim.popen.wait()
             processes.remove(victim)
+            # Found lost (its connection failed) or silent (its batch did not
+            # come within the node timeout), whichever the learner saw first.
             self.wait_for("the learner passing node 1 over",
-                          lambda: "replay node 1 lost" in read_log(learner_log), 15, processes)
+                          lambda: re.search(r"replay node 1 (lost|staged nothing)",
+                                            read_log(learner_log)), 15, processes)
             trained = train_steps()
             self.wait_for("training without node 1", lambda: train_steps() > trained + 200, 15,
+                          processes)
+            # One of its actors moves to site 0: the same id and credential,
+            # the other site's address (actor 3 stays and reconnects).
+            mover = actors[1]
+            mover.signal(signal.SIGTERM)
+            mover.popen.wait(timeout=rl.STOP_GRACE_S * 2)
+            processes.remove(mover)
+            moved = rl.Process("actor-1-moved", rl.actor_argv(args, addresses[0], 1,
+                                                              credentials[1]),
+                               os.path.join(out_dir, "actor-1-moved.log"))
+            processes.append(moved)
+            server0_log = servers[0][0].log_path
+            self.wait_for("site 0 accepting the moved actor",
+                          lambda: re.search(r"accepted actor 1 ", read_log(server0_log)), 20,
                           processes)
             # It comes back from its checkpoint, at the address the learner knows.
             back, _ = start_server(1, addresses[1])
