@@ -8,6 +8,8 @@ per host, each with an address that exists only inside its namespace.
     its own namespace's address;
   * verbs_bench --server / --connect between two namespaces, on a link
     shaped by tc tbf: the measured rate stays under the bucket's;
+  * two edge sites (--sites 2): each buffer node in its own namespace, the
+    learner over both, each site's counters adding up on their own;
   * Ctrl-C (SIGINT) while training: the script stops its processes and
     deletes its namespaces.
 
@@ -170,6 +172,36 @@ class NetnsClusterTest(unittest.TestCase):
             self.assertRegex(server_log, r"accepted actor %d \(%s\.%d:\d+\)" %
                              (i, re.escape(SUBNET), 10 + i))
         self.assertNotIn("127.0.0.1", server_log)
+
+    def test_two_edge_sites_each_add_up(self):
+        # Actors 0 and 2 at site 0 (namespace "buffer", .1), actor 1 at site
+        # 1 ("buffer1", .3); one learner over both, exact sampling.
+        out_dir = self.out_dir("sites")
+        rc, output = self.script(["--sites", "2", "--actors", "3", "--train_steps",
+                                  str(TRAIN_STEPS), "--duration_s", "60", "--seed", "3",
+                                  "--min_replay", "128",
+                                  "--learner_flag=--shard_policy=exact"], out_dir)
+        self.assertEqual(rc, 0, output)
+        self.assert_torn_down(out_dir)
+        _, summary = metrics_lines.read(os.path.join(out_dir, "metrics.jsonl"), strict=True)
+        self.assertEqual(summary["train_steps"], TRAIN_STEPS)
+        with open(os.path.join(out_dir, "learner.log")) as f:
+            nodes = re.findall(r"^node: (\S+) rows (\d+) ", f.read(), re.M)
+        self.assertEqual([address.rsplit(":", 1)[0] for address, _ in nodes],
+                         [SUBNET + ".1", SUBNET + ".3"])
+        for address, rows in nodes:
+            self.assertGreater(int(rows), 0, "the learner took rows from %s" % address)
+        for site, actors in ((0, [0, 2]), (1, [1])):
+            with open(os.path.join(out_dir, "counters-site-%d.txt" % site)) as f:
+                counters = dict(line.strip().split("=") for line in f)
+            self.assertGreater(int(counters["actors_committed"]), 0, counters)
+            self.assertGreater(int(counters["server_priority_updates_applied"]), 0, counters)
+            with open(os.path.join(out_dir, "server-%d.log" % site)) as f:
+                server_log = f.read()
+            for i in actors:
+                self.assertRegex(server_log, r"accepted actor %d \(%s\.%d:\d+\)" %
+                                 (i, re.escape(SUBNET), 10 + i))
+            self.assertRegex(server_log, r"accepted learner \(%s\.2:\d+\)" % re.escape(SUBNET))
 
     def test_verbs_bench_between_namespaces_on_a_shaped_link(self):
         out_dir = self.out_dir("bench")

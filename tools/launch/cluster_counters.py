@@ -4,6 +4,11 @@ Used by tools/launch/netns_cluster.sh and tools/launch/slurm/dreplay.sbatch once
 learner has ended and the actors have been stopped (the server still runs).
 
   cluster_counters.py --out_dir DIR --actors N [--metrics_url URL]
+  cluster_counters.py --out_dir DIR --actors N --sites K --site S [--metrics_url URL]
+
+With edge sites (--sites K > 1), site S is checked alone: its actors are
+those with index i mod K == S, its server's text is server-S_metrics.prom
+and the figures go to counters-site-S.txt.
 
 Reads, in DIR:
   actor-<i>.log     each actor's last line: "actor I: ... N transitions
@@ -49,10 +54,11 @@ class InputError(Exception):
     pass
 
 
-def actors_committed(out_dir, actors):
-    """The transitions each actor says it committed, from its last line."""
+def actors_committed(out_dir, indices):
+    """The transitions each actor of `indices` says it committed, from its
+    last line."""
     committed = []
-    for i in range(actors):
+    for i in indices:
         path = os.path.join(out_dir, "actor-%d.log" % i)
         try:
             with open(path, errors="replace") as f:
@@ -159,12 +165,21 @@ def main(argv):
     p.add_argument("--metrics_url", default="",
                    help="the server's /metrics (default: read DIR/server_metrics.prom)")
     p.add_argument("--ingest_wait_s", type=float, default=10.0)
+    p.add_argument("--sites", type=int, default=1, help="edge sites (buffer nodes)")
+    p.add_argument("--site", type=int, default=0, help="the site to check (0 .. sites - 1)")
     args = p.parse_args(argv)
     if args.actors < 1:
         p.error("--actors must be >= 1")
+    if args.sites < 1 or not 0 <= args.site < args.sites or args.actors < args.sites:
+        p.error("--site must be in [0, --sites) and --actors >= --sites >= 1")
+    indices = [i for i in range(args.actors) if i % args.sites == args.site]
+    prom_file, counters_file = PROM_FILE, "counters.txt"
+    if args.sites > 1:
+        prom_file = "server-%d_metrics.prom" % args.site
+        counters_file = "counters-site-%d.txt" % args.site
     try:
-        per_actor = actors_committed(args.out_dir, args.actors)
-        prom_path = os.path.join(args.out_dir, PROM_FILE)
+        per_actor = actors_committed(args.out_dir, indices)
+        prom_path = os.path.join(args.out_dir, prom_file)
         if args.metrics_url:
             text = scrape(args.metrics_url, prom_path, sum(per_actor), args.ingest_wait_s)
         else:
@@ -182,10 +197,11 @@ def main(argv):
         print("cluster_counters: %s" % e, file=sys.stderr)
         return 2
     lines = ["%s=%d" % kv for kv in counters.items()]
-    with open(os.path.join(args.out_dir, "counters.txt"), "w") as f:
+    with open(os.path.join(args.out_dir, counters_file), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("counters: " + " ".join(lines))
-    failures = check(counters, args.actors)
+    print("counters%s: %s" % ("" if args.sites == 1 else " (site %d)" % args.site,
+                                " ".join(lines)))
+    failures = check(counters, len(indices))
     for failure in failures:
         print("cluster_counters: check failed: %s" % failure, file=sys.stderr)
     return 1 if failures else 0

@@ -83,6 +83,27 @@ class ClusterCountersTest(unittest.TestCase):
             f.write(actor_line(0, 50))
         self.assertEqual(cluster_counters.main(["--out_dir", d, "--actors", "2"]), 2)
 
+    def test_each_site_is_checked_with_its_own_actors_and_server(self):
+        # Actors 0 and 2 write to site 0, actor 1 and 3 to site 1.
+        d = self.make(committed=(100, 30, 60, 20), inserted=150)
+        with open(os.path.join(d, "server-0_metrics.prom"), "w") as f:
+            f.write(PROM.format(inserted=150, overrun=6, torn=4))
+        with open(os.path.join(d, "server-1_metrics.prom"), "w") as f:
+            f.write(PROM.format(inserted=50, overrun=0, torn=0))
+        for site in (0, 1):
+            self.assertEqual(cluster_counters.main(
+                ["--out_dir", d, "--actors", "4", "--sites", "2", "--site", str(site)]), 0)
+        with open(os.path.join(d, "counters-site-1.txt")) as f:
+            c = dict(line.strip().split("=") for line in f)
+        self.assertEqual(c["actors_committed"], "50")
+        # Site 1's server inserting one short fails site 1 alone.
+        with open(os.path.join(d, "server-1_metrics.prom"), "w") as f:
+            f.write(PROM.format(inserted=49, overrun=0, torn=0))
+        self.assertEqual(cluster_counters.main(
+            ["--out_dir", d, "--actors", "4", "--sites", "2", "--site", "1"]), 1)
+        self.assertEqual(cluster_counters.main(
+            ["--out_dir", d, "--actors", "4", "--sites", "2", "--site", "0"]), 0)
+
 
 if __name__ == "__main__":
     unittest.main()

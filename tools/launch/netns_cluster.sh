@@ -8,11 +8,20 @@
 #   sudo tools/launch/netns_cluster.sh --actors 2 --train_steps 500 --out_dir /tmp/nc
 #   sudo tools/launch/netns_cluster.sh --learner_rate 200mbit --link 5000:0 --duration_s 60
 #   sudo tools/launch/netns_cluster.sh --bench_only          # verbs_bench across two hosts
+#   sudo tools/launch/netns_cluster.sh --sites 2 --actors 3 --train_steps 500   # edge sites
 #
 # Topology (addresses in --subnet, default 10.77.0.0/24):
 #   buffer  .1  eth0 --- p-buffer \
 #   learner .2  eth0 --- p-learner -- br0 (namespace "switch")
 #   actor-i .1i eth0 --- p-actor<i> /
+#   buffer<k> .(2+k) eth0 --- p-buffer<k>   (--sites N: sites 1..N-1)
+#
+# Edge sites (--sites N, 1 to 8): N buffer nodes, each in its own namespace
+# (site 0's is "buffer"), actor i writing to site i mod N, and the learner
+# over all of them (learner --servers; pass --learner_flag
+# --shard_policy=... to choose how it samples, docs/edge-sites.md). Each site
+# has its own server log, port and metrics (server-<k>.*), and its counters
+# are checked on their own (counters-site-<k>.txt).
 # --learner_rate shapes the learner's link in both directions with a token
 # bucket (tc tbf on the learner's eth0 and on p-learner); the delay comes from
 # the soft provider's link model (--link on the learner, DELAY_US:GBPS; use
@@ -49,6 +58,7 @@ PYTHON=${DREPLAY_PYTHON:-python3}
 
 # ---- options ---------------------------------------------------------------
 ACTORS=2
+SITES=1
 OUT_DIR=""
 BIN_DIR=${DREPLAY_BIN_DIR:-}
 PROVIDER=soft
@@ -77,6 +87,7 @@ usage() {
   cat <<EOF
 Options:
   --actors N            actor namespaces and processes (default $ACTORS)
+  --sites N             edge sites: buffer nodes, actor i at site i mod N (1 to 8; default $SITES)
   --out_dir DIR         logs and results (default: a new directory in /tmp)
   --bin_dir DIR         built binaries (default: bazel-out/k8-opt/bin, else bazel-bin)
   --provider P          RDMA provider of every process (default $PROVIDER)
@@ -113,6 +124,7 @@ while [ $# -gt 0 ]; do
   esac
   case "$1" in
     --actors) ACTORS=$2; shift ;;
+    --sites) SITES=$2; shift ;;
     --out_dir) OUT_DIR=$2; shift ;;
     --bin_dir) BIN_DIR=$2; shift ;;
     --provider) PROVIDER=$2; shift ;;
@@ -139,6 +151,9 @@ done
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_uint "$ACTORS" && [ "$ACTORS" -ge 1 ] && [ "$ACTORS" -le 200 ] ||
   die_usage "--actors must be in [1, 200], got '$ACTORS'"
+is_uint "$SITES" && [ "$SITES" -ge 1 ] && [ "$SITES" -le 8 ] ||
+  die_usage "--sites must be in [1, 8], got '$SITES'"
+[ "$ACTORS" -ge "$SITES" ] || die_usage "--sites $SITES needs at least as many --actors"
 is_uint "$TRAIN_STEPS" || die_usage "--train_steps must be an integer >= 0, got '$TRAIN_STEPS'"
 [[ "$DURATION_S" =~ ^[0-9]+([.][0-9]+)?$ ]] ||
   die_usage "--duration_s must be a number >= 0, got '$DURATION_S'"
@@ -277,6 +292,7 @@ add_namespace() {
 # veth peer p-HOST on the switch's bridge. Neither end of the pair ever
 # appears in the root namespace, so no name there can collide.
 declare -A ADDR_OF
+declare -A SERVER_ADDRESS_OF METRICS_ADDRESS_OF
 add_host() {
   local host=$1 addr=$2 ns
   ns=$(ns_name "$host")
@@ -308,7 +324,8 @@ make_topology() {
   add_host buffer "$SUBNET.1"
   add_host learner "$SUBNET.2"
   if [ "$BENCH_ONLY" -eq 0 ]; then
-    local i
+    local i k
+    for ((k = 1; k < SITES; k++)); do add_host "buffer$k" "$SUBNET.$((2 + k))"; done
     for ((i = 0; i < ACTORS; i++)); do add_host "actor$i" "$SUBNET.$((10 + i))"; done
   fi
   shape_learner_link
@@ -414,39 +431,63 @@ $(cat "$OUT_DIR/plan.log")"
   mapfile -t ACTOR_ARGS <"$OUT_DIR/plan/actor.args"
 }
 
+# site_host K / site_name K: site K's namespace host and its server's name
+# (one site: "buffer" and "server", as before).
+site_host() { if [ "$1" -eq 0 ]; then echo buffer; else echo "buffer$1"; fi; }
+site_name() { if [ "$SITES" -eq 1 ]; then echo server; else echo "server-$1"; fi; }
+
+# start_server K: site K's replay server; sets SERVER_ADDRESS_OF[K] and
+# METRICS_ADDRESS_OF[K].
+start_server() {
+  local k=$1 host name addr
+  host=$(site_host "$k")
+  name=$(site_name "$k")
+  addr=${ADDR_OF[$host]}
+  in_host "$host" "$name" "$OUT_DIR/$name.log" "$SERVER_BIN" "${SERVER_ARGS[@]}" \
+    --listen="$addr:0" --port_file="$OUT_DIR/$name.port" \
+    --metrics_listen="$addr:0" --metrics_port_file="$OUT_DIR/$name.metrics_port" \
+    --stats_interval_s=2 --auth_token_file="$OUT_DIR/credentials/token" "${SERVER_FLAGS[@]}"
+  wait_for_file "$OUT_DIR/$name.port" "$name" "$START_TIMEOUT_S"
+  wait_for_file "$OUT_DIR/$name.metrics_port" "$name" "$START_TIMEOUT_S"
+  SERVER_ADDRESS_OF[$k]=$addr:$(cat "$OUT_DIR/$name.port")
+  METRICS_ADDRESS_OF[$k]=$addr:$(cat "$OUT_DIR/$name.metrics_port")
+  log "replay server $name listening on ${SERVER_ADDRESS_OF[$k]} (metrics on ${METRICS_ADDRESS_OF[$k]})"
+}
+
 run_training() {
-  local server_addr=${ADDR_OF[buffer]}
   local credentials=$OUT_DIR/credentials
   make_credentials "$credentials"
   make_plan
 
-  in_host buffer server "$OUT_DIR/server.log" "$SERVER_BIN" "${SERVER_ARGS[@]}" \
-    --listen="$server_addr:0" --port_file="$OUT_DIR/server.port" \
-    --metrics_listen="$server_addr:0" --metrics_port_file="$OUT_DIR/server.metrics_port" \
-    --stats_interval_s=2 --auth_token_file="$credentials/token" "${SERVER_FLAGS[@]}"
-  wait_for_file "$OUT_DIR/server.port" server "$START_TIMEOUT_S"
-  wait_for_file "$OUT_DIR/server.metrics_port" server "$START_TIMEOUT_S"
-  SERVER_ADDRESS=$server_addr:$(cat "$OUT_DIR/server.port")
-  METRICS_ADDRESS=$server_addr:$(cat "$OUT_DIR/server.metrics_port")
-  log "replay server listening on $SERVER_ADDRESS (metrics on $METRICS_ADDRESS)"
-
+  local k servers=() names=() learner_target
+  for ((k = 0; k < SITES; k++)); do
+    start_server "$k"
+    servers+=("${SERVER_ADDRESS_OF[$k]}")
+    names+=("$(site_name "$k")")
+  done
+  if [ "$SITES" -eq 1 ]; then
+    learner_target=--server=${servers[0]}
+  else
+    learner_target=--servers=$(IFS=,; echo "${servers[*]}")
+  fi
   in_host learner learner "$OUT_DIR/learner.log" "$LEARNER_BIN" "${LEARNER_ARGS[@]}" \
-    --server="$SERVER_ADDRESS" --auth_token_file="$credentials/token" \
+    "$learner_target" --auth_token_file="$credentials/token" \
     --metrics_out="$OUT_DIR/metrics.jsonl" "${LEARNER_FLAGS[@]}"
   local i actors=()
   for ((i = 0; i < ACTORS; i++)); do
     in_host "actor$i" "actor-$i" "$OUT_DIR/actor-$i.log" "$ACTOR_BIN" "${ACTOR_ARGS[@]}" \
-      --server="$SERVER_ADDRESS" --auth_token_file="$credentials/actor-$i.credential" \
+      --server="${SERVER_ADDRESS_OF[$((i % SITES))]}" \
+      --auth_token_file="$credentials/actor-$i.credential" \
       --actor_index=$i --num_actors="$ACTORS" "${ACTOR_FLAGS[@]}"
     actors+=("actor-$i")
   done
-  log "learner and $ACTORS actors started; logs in $OUT_DIR"
+  log "learner and $ACTORS actors started ($SITES site(s)); logs in $OUT_DIR"
 
   local limit=0
   [ "$DURATION_S" = 0 ] || limit=$((${DURATION_S%.*} + LEARNER_SLACK_S))
   local start=$SECONDS name
   while alive learner; do
-    for name in server "${actors[@]}"; do
+    for name in "${names[@]}" "${actors[@]}"; do
       alive "$name" || fail "$name exited while the learner ran:
 $(tail -n 15 "$OUT_DIR/$name.log")"
     done
@@ -462,7 +503,7 @@ $(tail -n 15 "$OUT_DIR/learner.log")"
   log "learner done; stopping the actors"
   stop_pids "${actors[@]}"
   check_counters
-  stop_pids server
+  stop_pids "${names[@]}"
 }
 
 # The counters across hosts (tools/launch/cluster_counters.py): what the actors
@@ -470,9 +511,13 @@ $(tail -n 15 "$OUT_DIR/learner.log")"
 # learner trained and its priority updates reached the server. The server's
 # metrics are fetched from the learner's namespace.
 check_counters() {
-  ip netns exec "$(ns_name learner)" "$PYTHON" "$ROOT/tools/launch/cluster_counters.py" \
-    --out_dir="$OUT_DIR" --actors="$ACTORS" --metrics_url="http://$METRICS_ADDRESS/metrics" \
-    >&2 || fail "the counters do not add up (see above and $OUT_DIR)"
+  local k
+  for ((k = 0; k < SITES; k++)); do
+    ip netns exec "$(ns_name learner)" "$PYTHON" "$ROOT/tools/launch/cluster_counters.py" \
+      --out_dir="$OUT_DIR" --actors="$ACTORS" --sites="$SITES" --site="$k" \
+      --metrics_url="http://${METRICS_ADDRESS_OF[$k]}/metrics" \
+      >&2 || fail "the counters of site $k do not add up (see above and $OUT_DIR)"
+  done
 }
 
 make_topology
