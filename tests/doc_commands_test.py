@@ -97,6 +97,15 @@ RULES = [
      Skip("a sweep over placeholders; //tests:e2e_learning_test runs tools/launch/run_local.py")),
     ("docs/benchmarks.md", r"tools/run_demo\.sh --budget_s 450 --seed SEED$",
      Skip("installs and builds with Bazel; SEED is a placeholder")),
+    ("docs/edge-sites.md", r"tools/launch/run_local\.py --buffer_nodes 2 ",
+     Skip("a minute of CPU; //tests:edge_sites_test runs tools/launch/run_local.py "
+          "--buffer_nodes 2 with each shard policy")),
+    ("docs/edge-sites.md", r"sudo tools/launch/netns_cluster\.sh --sites 2 ",
+     Skip("root and network namespaces; //tests:netns_cluster_test runs two sites")),
+    (None, r"(/usr/bin/python3 )?tools/experiment/edge_sites\.py --out out/edge-sites",
+     Skip("15 minutes; //tests:edge_sites_quick_test runs edge_sites.py --quick")),
+    (None, r"(/usr/bin/python3 )?tools/experiment/edge_sites\.py ",
+     Skip("//tests:edge_sites_quick_test runs edge_sites.py --quick")),
     ("docs/minatar.md", r"tools/run_demo\.sh --env MinAtar/Breakout$",
      Skip("installs and builds with Bazel; //tests:e2e_learning_test runs its engine on "
           "MinAtar/Breakout")),
