@@ -8,7 +8,9 @@ slurmctld and three slurmd, one per virtual node) and stops again.
     cluster declares), the learner trained its budget, and the counters add up
     across them (tools/launch/cluster_counters.py, checked again here from the
     job directory's files);
-  * submit.sh puts --learner_gres on the learner's component only.
+  * submit.sh puts --learner_gres on the learner's component only;
+  * edge sites (submit.sh --buffer_nodes 2): two buffer node tasks, actor r
+    at node r mod 2, the learner over both, each node's counters adding up.
 
 Needs root and Debian's slurm-wlm and munge (tools/install_deps.sh); skips
 with the reason otherwise.
@@ -86,6 +88,20 @@ class SubmitDryRunTest(unittest.TestCase):
         self.assertIn("dreplay.sbatch", learner)
         self.assertTrue(learner.rstrip().endswith("--train_steps 10"), line)
 
+    def test_buffer_nodes_are_tasks_of_the_buffer_component(self):
+        proc = subprocess.run(
+            [runfile("tools/launch/slurm/submit.sh"), "--dry_run", "--actors", "3",
+             "--buffer_nodes", "2", "--", "--train_steps", "10"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+        buffer, actors, _ = proc.stdout.decode().split(" : ")
+        self.assertIn("--ntasks=2", buffer)
+        self.assertIn("--ntasks=3", actors)
+        proc = subprocess.run(
+            [runfile("tools/launch/slurm/submit.sh"), "--dry_run", "--actors", "1",
+             "--buffer_nodes", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("needs at least as many --actors", proc.stdout.decode())
+
 
 @unittest.skipIf(skip_reason() is not None, skip_reason())
 class SlurmJobTest(unittest.TestCase):
@@ -130,6 +146,58 @@ class SlurmJobTest(unittest.TestCase):
         proc = subprocess.run(["scontrol", "show", "job", job_id], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=self.env, timeout=30)
         return proc.stdout.decode(errors="replace")
+
+    def submit(self, jobs, options, args):
+        """Runs submit.sh --wait; (job id, job dir, the batch script's output)."""
+        os.makedirs(jobs)
+        cmd = ([runfile("tools/launch/slurm/submit.sh")] + options +
+               ["--time", str(JOB_TIME_MIN), "--output", os.path.join(jobs, "dreplay-%j.out"),
+                "--wait", "--", "--bin_dir", bin_dir(), "--provider", "auto"] + args)
+        proc = subprocess.Popen(cmd, cwd=jobs, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=self.env)
+        try:
+            out = proc.communicate(timeout=JOB_TIMEOUT_S)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            subprocess.run(["scancel", "--full", "--user=root"], env=self.env, timeout=30)
+            raise AssertionError("the job did not end within %d s:\n%s" % (
+                JOB_TIMEOUT_S, subprocess.run(["squeue"], stdout=subprocess.PIPE,
+                                              env=self.env).stdout.decode()))
+        job_id = out.strip().splitlines()[0] if out.strip() else ""
+        self.assertRegex(job_id, r"^\d+$", out)
+        with open(os.path.join(jobs, "dreplay-%s.out" % job_id), errors="replace") as f:
+            batch_out = f.read()
+        print(batch_out)
+        self.assertEqual(proc.returncode, 0, "job failed:\n" + out + batch_out)
+        return job_id, os.path.join(jobs, "dreplay-" + job_id), batch_out
+
+    def test_edge_sites_job_trains_and_each_node_adds_up(self):
+        job_id, job_dir, batch_out = self.submit(
+            os.path.join(self.dir, "sites"),
+            ["--actors", "3", "--buffer_nodes", "2", "--buffer_cpus", "1", "--actor_cpus", "1",
+             "--learner_cpus", "1"],
+            ["--train_steps", str(TRAIN_STEPS), "--actor_rate", "300", "--min_replay", "200",
+             "--seed", "2", "--learner_flag=--eval_episodes=5",
+             "--learner_flag=--shard_policy=exact"])
+        with open(os.path.join(job_dir, "servers.txt")) as f:
+            servers = f.read().split()
+        self.assertEqual(len(servers), 2)
+        for k, actors in ((0, (0, 2)), (1, (1,))):
+            with open(os.path.join(job_dir, "server-%d.log" % k), errors="replace") as f:
+                server_log = f.read()
+            self.assertIn("listening on %s " % servers[k], server_log)
+            self.assertIn("accepted learner", server_log)
+            for i in actors:
+                self.assertIn("accepted actor %d " % i, server_log)
+            with open(os.path.join(job_dir, "counters-site-%d.txt" % k)) as f:
+                counters = dict(line.strip().split("=") for line in f if "=" in line)
+            self.assertGreater(int(counters["actors_committed"]), 0, counters)
+            self.assertGreater(int(counters["server_priority_updates_applied"]), 0, counters)
+        with open(os.path.join(job_dir, "learner.log"), errors="replace") as f:
+            self.assertEqual(len(re.findall(r"^node: ", f.read(), re.M)), 2)
+        _, summary = metrics_lines.read(os.path.join(job_dir, "metrics.jsonl"), strict=True)
+        self.assertEqual(summary["train_steps"], TRAIN_STEPS)
+        self.assertIn("done; results in %s" % job_dir, batch_out)
 
     def test_heterogeneous_job_trains_and_adds_up(self):
         jobs = os.path.join(self.dir, "jobs")

@@ -11,6 +11,9 @@
 # Options (before --; everything after -- goes to dreplay.sbatch, see its
 # header: the learner's budget, --provider, --iface, --link, ...):
 #   --actors N            actor tasks (default 4)
+#   --buffer_nodes K      edge sites: K buffer node tasks (default 1); actor r
+#                         writes to buffer node r mod K, the learner reads all
+#                         of them (learner --servers, docs/edge-sites.md)
 #   --actor_cpus N        CPUs per actor task (default 1)
 #   --buffer_cpus N       CPUs of the buffer node's task (default 2)
 #   --learner_cpus N      CPUs of the learner's task (default 4)
@@ -29,6 +32,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 ACTORS=4
+BUFFER_NODES=1
 ACTOR_CPUS=1
 BUFFER_CPUS=2
 LEARNER_CPUS=4
@@ -57,6 +61,7 @@ while [ $# -gt 0 ]; do
   esac
   case "$1" in
     --actors) ACTORS=$2; shift ;;
+    --buffer_nodes) BUFFER_NODES=$2; shift ;;
     --actor_cpus) ACTOR_CPUS=$2; shift ;;
     --buffer_cpus) BUFFER_CPUS=$2; shift ;;
     --learner_cpus) LEARNER_CPUS=$2; shift ;;
@@ -74,13 +79,14 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-for v in ACTORS ACTOR_CPUS BUFFER_CPUS LEARNER_CPUS; do
+for v in ACTORS BUFFER_NODES ACTOR_CPUS BUFFER_CPUS LEARNER_CPUS; do
   is_count "${!v}" || die "--$(echo "$v" | tr 'A-Z' 'a-z') must be a positive integer, got '${!v}'"
 done
 
+[ "$ACTORS" -ge "$BUFFER_NODES" ] || die "--buffer_nodes $BUFFER_NODES needs at least as many --actors"
 common=(--time="$TIME")
 [ -z "$PARTITION" ] || common+=(--partition="$PARTITION")
-buffer=(--ntasks=1 --cpus-per-task="$BUFFER_CPUS" "${common[@]}" "${BUFFER_OPTS[@]}")
+buffer=(--ntasks="$BUFFER_NODES" --cpus-per-task="$BUFFER_CPUS" "${common[@]}" "${BUFFER_OPTS[@]}")
 actors=(--ntasks="$ACTORS" --cpus-per-task="$ACTOR_CPUS" "${common[@]}" "${ACTORS_OPTS[@]}")
 learner=(--ntasks=1 --cpus-per-task="$LEARNER_CPUS" "${common[@]}" "${LEARNER_OPTS[@]}")
 [ -z "$LEARNER_GRES" ] || learner+=(--gres="$LEARNER_GRES")

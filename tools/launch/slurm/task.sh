@@ -3,7 +3,7 @@
 # tools/launch/slurm/dreplay.sbatch through srun, it adds what only the node knows to
 # the binary's flags and execs it (so srun's signals reach the binary).
 #
-#   task.sh server  JOB_DIR BINARY [FLAGS...]   the buffer node
+#   task.sh server  JOB_DIR BINARY [FLAGS...]   the buffer node (one per task)
 #   task.sh actor   JOB_DIR BINARY [FLAGS...]   one actor per srun task
 #   task.sh learner JOB_DIR BINARY [FLAGS...]
 #
@@ -13,7 +13,10 @@
 #   serves Prometheus metrics on the same address, port DREPLAY_METRICS_PORT
 #   (default 0). It writes JOB_DIR/server.host (the address)
 #   before it starts; the server itself writes JOB_DIR/server.port and
-#   JOB_DIR/server.metrics_port once it listens.
+#   JOB_DIR/server.metrics_port once it listens. With several buffer node
+#   tasks (edge sites) the files are server-RANK.host and so on.
+#   With JOB_DIR/servers.txt (edge sites: one address per line), actor RANK
+#   writes to line RANK mod their number (--server).
 # actor: --actor_index is the task's rank in its step (SLURM_PROCID) and
 #   --num_actors the step's task count (SLURM_NTASKS); its token is its own
 #   credential, JOB_DIR/credentials/actor-RANK.credential.
@@ -51,21 +54,28 @@ node_address() {
 
 case "$role" in
   server)
+    name=server
+    [ "${SLURM_NTASKS:-1}" -eq 1 ] || name=server-$rank
     addr=$(node_address)
     case "$addr" in
       127.*) echo "task.sh: the buffer node listens on $addr, which only this node reaches;" \
         "give --iface when the job spans several hosts" >&2 ;;
     esac
-    echo "$addr" >"$job_dir/server.host.tmp"
-    mv "$job_dir/server.host.tmp" "$job_dir/server.host"
-    exec "$@" --listen="$addr:${DREPLAY_PORT:-0}" --port_file="$job_dir/server.port" \
+    echo "$addr" >"$job_dir/$name.host.tmp"
+    mv "$job_dir/$name.host.tmp" "$job_dir/$name.host"
+    exec "$@" --listen="$addr:${DREPLAY_PORT:-0}" --port_file="$job_dir/$name.port" \
       --metrics_listen="$addr:${DREPLAY_METRICS_PORT:-0}" \
-      --metrics_port_file="$job_dir/server.metrics_port"
+      --metrics_port_file="$job_dir/$name.metrics_port"
     ;;
   actor)
     credential=$job_dir/credentials/actor-$rank.credential
     [ -f "$credential" ] || die "no credential $credential for actor $rank"
-    exec "$@" --actor_index="$rank" --num_actors="${SLURM_NTASKS:-1}" \
+    site=()
+    if [ -s "$job_dir/servers.txt" ]; then
+      mapfile -t servers <"$job_dir/servers.txt"
+      site=(--server="${servers[$((rank % ${#servers[@]}))]}")
+    fi
+    exec "$@" "${site[@]}" --actor_index="$rank" --num_actors="${SLURM_NTASKS:-1}" \
       --auth_token_file="$credential"
     ;;
   learner)
