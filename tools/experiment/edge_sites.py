@@ -94,6 +94,9 @@ def run_argv(args, policy, seed, run_dir):
     ]
     if pin_cpus():
         argv += ["--pin_cpus", pin_cpus()]
+    if args.epsilon is not None:
+        # Every actor the same epsilon, in place of Ape-X's ladder over them.
+        argv += ["--actor_flag=--epsilon_base=%r" % args.epsilon, "--actor_flag=--epsilon_alpha=0"]
     return argv
 
 
@@ -152,7 +155,8 @@ def summarize(args):
     out = {"design": {"updates": args.updates, "updates_per_s": UPDATES_PER_S,
                       "actor_rate": ACTOR_RATE, "site_speeds": SITE_SPEEDS, "actors": 3,
                       "buffer_nodes": 2, "link": "10km-25g", "eval_episodes": EVAL_EPISODES,
-                      "seeds": args.seeds},
+                      "seeds": args.seeds,
+                      "epsilon": args.epsilon if args.epsilon is not None else "ladder"},
            "policies": {}, "paired": {}}
     for policy, by_seed in runs.items():
         out["policies"][policy] = {
@@ -185,10 +189,10 @@ def report(out):
     d = out["design"]
     lines = ["# Edge sites: exact, first_ready and round_robin at equal updates", "",
              "Two buffer nodes: site 0 with 2 actors at %g steps/s, site 1 with 1 actor at "
-             "half that; %d updates at %g/s; link %s to each node; %d seeds; greedy return "
-             "from snapshots (%d episodes each). Means with 95 %% bootstrap intervals." % (
-                 d["actor_rate"], d["updates"], d["updates_per_s"], d["link"], d["seeds"],
-                 d["eval_episodes"]), "",
+             "half that; %d updates at %g/s; link %s to each node; actors' epsilon: %s; %d "
+             "seeds; greedy return from snapshots (%d episodes each). Means with 95 %% bootstrap "
+             "intervals." % (d["actor_rate"], d["updates"], d["updates_per_s"], d["link"],
+                             d.get("epsilon", "ladder"), d["seeds"], d["eval_episodes"]), "",
              "| policy | return, mean over updates | final return | TV from exact | "
              "site 0 rows | site 0 mass | longest wait (s) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -245,6 +249,9 @@ def parse_args(argv):
                    help="updates per run (default %d)" % UPDATES)
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 1 seed, 1,500 updates per run")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="every actor's epsilon (default: Ape-X's ladder, which gives the three "
+                   "actors 0.4, 0.016 and 0.0007 by their index, so the sites differ in it too)")
     p.add_argument("--resume", action="store_true", help="skip runs already complete")
     p.add_argument("--summarize_only", action="store_true", help="summarize finished runs")
     p.add_argument("--bin_dir", default=os.environ.get("DREPLAY_BIN_DIR", "") or default_bin_dir(),
@@ -256,6 +263,8 @@ def parse_args(argv):
             p.error("unknown policy %r (expected %s)" % (policy, ", ".join(POLICIES)))
     if args.quick:
         args.seeds, args.updates = 1, 1500
+    if args.epsilon is not None and not 0 < args.epsilon <= 1:
+        p.error("--epsilon must be in (0, 1], got %r" % args.epsilon)
     if args.seeds < 1 or args.updates < SNAPSHOT_UPDATES:
         p.error("--seeds must be >= 1 and --updates >= %d" % SNAPSHOT_UPDATES)
     return args
