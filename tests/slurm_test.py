@@ -200,32 +200,13 @@ class SlurmJobTest(unittest.TestCase):
         self.assertIn("done; results in %s" % job_dir, batch_out)
 
     def test_heterogeneous_job_trains_and_adds_up(self):
-        jobs = os.path.join(self.dir, "jobs")
-        os.makedirs(jobs)
-        cmd = [runfile("tools/launch/slurm/submit.sh"), "--actors", str(ACTORS),
-               "--buffer_cpus", "1", "--actor_cpus", "1", "--learner_cpus", "1", "--learner_gres", "gpu:1",
-               "--time", str(JOB_TIME_MIN),
-               "--output", os.path.join(jobs, "dreplay-%j.out"), "--wait", "--",
-               "--bin_dir", bin_dir(), "--provider", "auto", "--train_steps", str(TRAIN_STEPS),
-               "--actor_rate", "300", "--min_replay", "500", "--seed", "2",
-               "--learner_flag=--eval_episodes=5", "--learner_flag=--progress_interval_s=2"]
-        proc = subprocess.Popen(cmd, cwd=jobs, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=self.env)
-        try:
-            out = proc.communicate(timeout=JOB_TIMEOUT_S)[0].decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            subprocess.run(["scancel", "--full", "--user=root"], env=self.env, timeout=30)
-            raise AssertionError("the job did not end within %d s:\n%s" % (
-                JOB_TIMEOUT_S, subprocess.run(["squeue"], stdout=subprocess.PIPE,
-                                              env=self.env).stdout.decode()))
-        job_id = out.strip().splitlines()[0] if out.strip() else ""
-        self.assertRegex(job_id, r"^\d+$", out)
-        job_dir = os.path.join(jobs, "dreplay-" + job_id)
-        with open(os.path.join(jobs, "dreplay-%s.out" % job_id), errors="replace") as f:
-            batch_out = f.read()
-        print(batch_out)
-        self.assertEqual(proc.returncode, 0, "job failed:\n" + out + batch_out)
+        job_id, job_dir, batch_out = self.submit(
+            os.path.join(self.dir, "jobs"),
+            ["--actors", str(ACTORS), "--buffer_cpus", "1", "--actor_cpus", "1",
+             "--learner_cpus", "1", "--learner_gres", "gpu:1"],
+            ["--train_steps", str(TRAIN_STEPS), "--actor_rate", "300", "--min_replay", "500",
+             "--seed", "2", "--learner_flag=--eval_episodes=5",
+             "--learner_flag=--progress_interval_s=2"])
 
         # Slurm's view: every component completed with exit code 0.
         info = self.scontrol_job(job_id)
