@@ -53,16 +53,20 @@ double SamplingTvDistance(const std::vector<NodeShare>& shares) {
   return tv / 2;
 }
 
+replay::RateLimiterOptions MultiNodeOptions::LimiterOptions() const {
+  replay::RateLimiterOptions limit;
+  limit.samples_per_insert = samples_per_insert;
+  limit.error_buffer = spi_error_buffer;
+  limit.min_size_to_sample = min_inserted;
+  return limit;
+}
+
 absl::Status MultiNodeOptions::Validate() const {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("multi-node batch_size ", batch_size, " < 1"));
   }
   if (samples_per_insert > 0) {
-    replay::RateLimiterOptions limit;
-    limit.samples_per_insert = samples_per_insert;
-    limit.error_buffer = spi_error_buffer;
-    limit.min_size_to_sample = min_inserted;
-    if (absl::Status s = limit.Validate(batch_size); !s.ok()) {
+    if (absl::Status s = LimiterOptions().Validate(batch_size); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("multi-node limit: ", s.message()));
     }
   } else if (samples_per_insert < 0 || !std::isfinite(samples_per_insert)) {
@@ -118,11 +122,7 @@ MultiNodeBatchSource::MultiNodeBatchSource(const MultiNodeOptions& options,
       mass_sum_(nodes.size(), 0.0) {
   for (size_t k = 0; k < nodes.size(); ++k) nodes_[k].source = nodes[k];
   if (options.samples_per_insert > 0) {
-    replay::RateLimiterOptions limit;
-    limit.samples_per_insert = options.samples_per_insert;
-    limit.error_buffer = options.spi_error_buffer;
-    limit.min_size_to_sample = options.min_inserted;
-    limiter_.emplace(limit);
+    limiter_.emplace(options.LimiterOptions());
   }
 }
 

@@ -132,6 +132,8 @@ struct MultiNodeOptions {
   uint64_t min_inserted = 1;
 
   absl::Status Validate() const;
+  // The global limit as a replay::RateLimiter's options.
+  replay::RateLimiterOptions LimiterOptions() const;
 };
 
 // What the source took from each node.
