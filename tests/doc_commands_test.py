@@ -84,6 +84,9 @@ RULES = [
     ("docs/operations.md", r"\$B/actor_client/actor --server=", Run(background=True)),
     ("docs/operations.md", r"\$B/learner_client/learner --server=",
      Run(edits=[(r"$", " --duration_s=4 --min_replay_size=256")])),
+    # The document starts one server: both nodes become it.
+    ("docs/operations.md", r"\$B/tools/replay_top --servers=",
+     Run(edits=[(r"127\.0\.0\.1:18516", "127.0.0.1:18515")], json=True)),
     ("docs/operations.md", r"\$B/tools/replay_top .*--once --json$", Run(json=True)),
     ("docs/operations.md", r"\$B/tools/replay_top ", Run(alive_after_s=2)),
     ("docs/operations.md", r"\$B/replay_server/replay_server .*\.\.\.$",

@@ -438,4 +438,103 @@ std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& no
   return out;
 }
 
+NodeTotals CombineNodes(const std::vector<NodeView>& nodes) {
+  NodeTotals t;
+  t.nodes = nodes.size();
+  bool all_rates = true;
+  double inserts_per_s = 0;
+  double samples_per_s = 0;
+  for (const NodeView& node : nodes) {
+    if (!node.error.empty()) continue;
+    const StatsBlock& s = node.now.stats;
+    ++t.reachable;
+    t.size += s.size;
+    t.capacity += s.capacity;
+    t.inserted += s.inserted;
+    t.sampled += s.sampled;
+    t.priority_sum += s.priority_sum;
+    const std::optional<MonitorRates> r =
+        ComputeRates(node.before.has_value() ? &*node.before : nullptr, node.now);
+    all_rates = all_rates && r.has_value();
+    if (r.has_value()) {
+      inserts_per_s += r->inserts_per_s;
+      samples_per_s += r->samples_per_s;
+    }
+  }
+  if (t.reachable > 0 && all_rates) {
+    t.inserts_per_s = inserts_per_s;
+    t.samples_per_s = samples_per_s;
+  }
+  for (const NodeView& node : nodes) {
+    const bool share = node.error.empty() && t.priority_sum > 0;
+    t.priority_share.push_back(
+        share ? std::optional<double>(node.now.stats.priority_sum / t.priority_sum) : std::nullopt);
+  }
+  return t;
+}
+
+std::string RenderNodesJson(const std::vector<NodeView>& nodes) {
+  const NodeTotals t = CombineNodes(nodes);
+  std::string views = "[";
+  std::string shares = "[";
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const NodeView& node = nodes[k];
+    if (k > 0) {
+      views += ",";
+      shares += ",";
+    }
+    views += node.error.empty()
+                 ? RenderMonitorJson(node.info, node.now,
+                                     node.before.has_value() ? &*node.before : nullptr)
+                 : JsonObject().Add("server", node.server).Add("error", node.error).Done();
+    shares += t.priority_share[k].has_value()
+                  ? absl::StrFormat("%.*g", kDoubleDigits, *t.priority_share[k])
+                  : "null";
+  }
+  views += "]";
+  shares += "]";
+  const std::string totals = JsonObject(kDoubleDigits)
+                                 .Add("nodes", t.nodes)
+                                 .Add("reachable", t.reachable)
+                                 .Add("size", t.size)
+                                 .Add("capacity", t.capacity)
+                                 .Add("inserted", t.inserted)
+                                 .Add("sampled", t.sampled)
+                                 .Add("inserts_per_s", t.inserts_per_s)
+                                 .Add("samples_per_s", t.samples_per_s)
+                                 .Add("priority_sum", t.priority_sum)
+                                 .AddRaw("priority_share", shares)
+                                 .Done();
+  return JsonObject().AddRaw("nodes", views).AddRaw("totals", totals).Done();
+}
+
+std::string RenderNodesText(const std::vector<NodeView>& nodes) {
+  const NodeTotals t = CombineNodes(nodes);
+  std::string out = absl::StrFormat("replay_top  %d nodes, %d reachable\n", t.nodes, t.reachable);
+  const double fill = t.capacity > 0 ? 100.0 * t.size / t.capacity : 0;
+  absl::StrAppendFormat(&out,
+                        "total     inserts/s %s  samples/s %s  size %d / %d (%.1f%%)  inserted %d  "
+                        "sampled %d\n",
+                        HumanOpt(t.inserts_per_s), HumanOpt(t.samples_per_s), t.size, t.capacity,
+                        fill, t.inserted, t.sampled);
+  out += "share    ";
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const std::optional<double>& share = t.priority_share[k];
+    absl::StrAppend(&out, " ", nodes[k].server, " ",
+                    share.has_value() ? absl::StrFormat("%.1f%%", 100 * *share) : "-", " ");
+  }
+  absl::StrAppendFormat(&out, " (of sum p^alpha %.4g)\n", t.priority_sum);
+  for (const NodeView& node : nodes) {
+    out += "\n";
+    if (node.error.empty()) {
+      out +=
+          RenderMonitorText(node.info, node.now, node.before.has_value() ? &*node.before : nullptr);
+    } else {
+      absl::StrAppend(&out, "replay_top  ", node.server, "  unreachable\n", "error     ",
+                      node.error, "\n");
+    }
+  }
+  return out;
+}
+
 }  // namespace dreplay::tools

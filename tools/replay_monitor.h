@@ -30,6 +30,11 @@
 // Leases: one line per lease ever held (state, holder, ingest cursor,
 // inserted, torn, overrun, priorities bounded), after a count of those held.
 //
+// Several buffer nodes (replay_top --servers): one NodeView per node, read
+// or failed, combined into totals over the nodes read (CombineNodes) and
+// rendered as the totals and then one view per node (RenderNodesText,
+// RenderNodesJson).
+//
 // Pure functions; thread-safe.
 
 #ifndef DREPLAY_TOOLS_REPLAY_MONITOR_H_
@@ -103,6 +108,50 @@ std::string RenderMonitorJson(const MonitorInfo& info, const MonitorSnapshot& no
 // A screenful of text (lines ending in '\n'), without terminal control codes.
 std::string RenderMonitorText(const MonitorInfo& info, const MonitorSnapshot& now,
                               const MonitorSnapshot* before);
+
+// ---------------------------------------------------------------------------
+// Several buffer nodes.
+
+// One node as a monitor saw it: read (error empty: `info` and `now` hold
+// what it published), or failed (`error` says why; nothing else is used).
+struct NodeView {
+  std::string server;  // "host:port", as given
+  std::string error;   // empty: read
+  MonitorInfo info;
+  MonitorSnapshot now;
+  std::optional<MonitorSnapshot> before;  // the node's previous snapshot, for rates
+};
+
+// Figures over the nodes read; a failed node adds nothing.
+struct NodeTotals {
+  size_t nodes = 0;      // all of them
+  size_t reachable = 0;  // those read (an empty error)
+  uint64_t size = 0;     // transitions held
+  uint64_t capacity = 0;
+  uint64_t inserted = 0;
+  uint64_t sampled = 0;
+  // Sums of the nodes' rates (ComputeRates); nullopt unless every node read
+  // has rates, so a total never leaves out a node that was read.
+  std::optional<double> inserts_per_s;
+  std::optional<double> samples_per_s;
+  // The priority mass S = sum of S_k, S_k a node's sum of p^alpha
+  // (StatsBlock::priority_sum).
+  double priority_sum = 0;
+  // S_k / S by node, in the order of the views: nullopt for a failed node,
+  // and for every node while S is 0.
+  std::vector<std::optional<double>> priority_share;
+};
+
+NodeTotals CombineNodes(const std::vector<NodeView>& nodes);
+
+// {"nodes": [...], "totals": {...}} (no trailing newline): a node read as
+// RenderMonitorJson's object; a failed one as {"server": ..., "error": ...}.
+std::string RenderNodesJson(const std::vector<NodeView>& nodes);
+
+// The totals (two lines), then each node's block, read (as
+// RenderMonitorText) or failed ("unreachable" and its error), each after a
+// blank line. Lines end in '\n'; no terminal control codes.
+std::string RenderNodesText(const std::vector<NodeView>& nodes);
 
 }  // namespace dreplay::tools
 

@@ -241,5 +241,111 @@ TEST(ReplayMonitorTest, ShowsTheReplayRatioBesideThePolicyAndTheTransferOnceFigu
             std::string::npos);
 }
 
+// A node read twice, 2 s of server time apart, holding `size` transitions
+// of priority mass `priority_sum`.
+NodeView ReadNode(const std::string& server, uint64_t inserted, uint64_t sampled, uint64_t size,
+                  double priority_sum) {
+  NodeView node;
+  node.server = server;
+  node.info = Info();
+  node.info.server = server;
+  node.before = At(10, 0, 0);
+  node.now = At(12, inserted, sampled);
+  node.now.stats.size = size;
+  node.now.stats.priority_sum = priority_sum;
+  return node;
+}
+
+NodeView FailedNode(const std::string& server) {
+  NodeView node;
+  node.server = server;
+  node.error = server + ": cannot reach the server within 5s";
+  return node;
+}
+
+TEST(ReplayNodesTest, TotalsSumTheNodesAndShareThePriorityMassBySk) {
+  const std::vector<NodeView> nodes = {ReadNode("a:1", 1000, 400, 100, 30),
+                                       ReadNode("b:2", 3000, 800, 300, 90)};
+  const NodeTotals t = CombineNodes(nodes);
+  EXPECT_EQ(t.nodes, 2u);
+  EXPECT_EQ(t.reachable, 2u);
+  EXPECT_EQ(t.size, 400u);
+  EXPECT_EQ(t.capacity, 2048u);
+  EXPECT_EQ(t.inserted, 4000u);
+  EXPECT_EQ(t.sampled, 1200u);
+  EXPECT_DOUBLE_EQ(*t.inserts_per_s, 2000);  // 500/s + 1500/s
+  EXPECT_DOUBLE_EQ(*t.samples_per_s, 600);   // 200/s + 400/s
+  EXPECT_DOUBLE_EQ(t.priority_sum, 120);
+  ASSERT_EQ(t.priority_share.size(), 2u);
+  EXPECT_DOUBLE_EQ(*t.priority_share[0], 0.25);
+  EXPECT_DOUBLE_EQ(*t.priority_share[1], 0.75);
+}
+
+TEST(ReplayNodesTest, AFailedNodeAddsNothingAndHasNoShare) {
+  const std::vector<NodeView> nodes = {FailedNode("a:1"), ReadNode("b:2", 3000, 800, 300, 90)};
+  const NodeTotals t = CombineNodes(nodes);
+  EXPECT_EQ(t.nodes, 2u);
+  EXPECT_EQ(t.reachable, 1u);
+  EXPECT_EQ(t.size, 300u);
+  EXPECT_DOUBLE_EQ(*t.inserts_per_s, 1500);
+  EXPECT_FALSE(t.priority_share[0].has_value());
+  EXPECT_DOUBLE_EQ(*t.priority_share[1], 1);
+  // None read: no rates at all, and no shares.
+  const NodeTotals none = CombineNodes({FailedNode("a:1")});
+  EXPECT_EQ(none.reachable, 0u);
+  EXPECT_FALSE(none.inserts_per_s.has_value());
+  EXPECT_FALSE(none.priority_share[0].has_value());
+}
+
+TEST(ReplayNodesTest, NoTotalRatesWhileANodeReadHasNoneAndNoSharesOfAnEmptyMass) {
+  std::vector<NodeView> nodes = {ReadNode("a:1", 1000, 400, 0, 0),
+                                 ReadNode("b:2", 3000, 800, 0, 0)};
+  nodes[1].before.reset();  // its first snapshot
+  const NodeTotals t = CombineNodes(nodes);
+  EXPECT_FALSE(t.inserts_per_s.has_value()) << "a sum without node b would mislead";
+  EXPECT_FALSE(t.samples_per_s.has_value());
+  EXPECT_FALSE(t.priority_share[0].has_value());
+  EXPECT_FALSE(t.priority_share[1].has_value());
+}
+
+TEST(ReplayNodesTest, JsonHoldsEachNodesObjectOrItsErrorThenTheTotals) {
+  const std::vector<NodeView> nodes = {ReadNode("a:1", 1000, 400, 100, 30), FailedNode("b:2"),
+                                       ReadNode("c:3", 3000, 800, 300, 90)};
+  const std::string json = RenderNodesJson(nodes);
+  const std::string first = RenderMonitorJson(nodes[0].info, nodes[0].now, &*nodes[0].before);
+  EXPECT_EQ(json.find("{\"nodes\":[" + first +
+                      ",{\"server\":\"b:2\",\"error\":\"b:2: cannot "
+                      "reach the server within 5s\"},{\"server\":\"c:3\""),
+            0u)
+      << json;
+  EXPECT_NE(json.find("],\"totals\":{\"nodes\":3,\"reachable\":2,\"size\":400,\"capacity\":2048,"
+                      "\"inserted\":4000,\"sampled\":1200,\"inserts_per_s\":2000,"
+                      "\"samples_per_s\":600,\"priority_sum\":120,"
+                      "\"priority_share\":[0.25,null,0.75]}}"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.back(), '}');
+}
+
+TEST(ReplayNodesTest, TextShowsTotalsThenABlockPerNodeHeadedByItsAddress) {
+  const std::vector<NodeView> nodes = {ReadNode("a:1", 1000, 400, 100, 30), FailedNode("b:2"),
+                                       ReadNode("c:3", 3000, 800, 300, 90)};
+  const std::string text = RenderNodesText(nodes);
+  EXPECT_EQ(text.find("replay_top  3 nodes, 2 reachable\n"
+                      "total     inserts/s 2000  samples/s 600  size 400 / 2048 (19.5%)  "
+                      "inserted 4000  sampled 1200\n"
+                      "share     a:1 25.0%  b:2 -  c:3 75.0%  (of sum p^alpha 120)\n\n"
+                      "replay_top  a:1  epoch 1"),
+            0u)
+      << text;
+  EXPECT_NE(text.find("\nreplay_top  b:2  unreachable\n"
+                      "error     b:2: cannot reach the server within 5s\n\n"
+                      "replay_top  c:3  epoch 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("inserts/s 1500"), std::string::npos) << "c's own block:\n" << text;
+  EXPECT_EQ(text.find("\x1b"), std::string::npos) << "no terminal control codes";
+}
+
 }  // namespace
 }  // namespace dreplay::tools
