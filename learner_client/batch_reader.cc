@@ -477,7 +477,13 @@ absl::Status BatchReader::Resync() {
 absl::Status BatchReader::Recover(const absl::Status& failure) {
   if (!client::IsConnectionFailure(failure)) return failure;
   const uint64_t before = session_->generation();
-  RETURN_IF_ERROR(session_->Reconnect(generation_, failure));
+  const absl::Status reconnected = session_->Reconnect(generation_, failure);
+  if (absl::IsDeadlineExceeded(reconnected)) {
+    // Still disconnected: a connection failure, not Next()'s "not staged in
+    // time" (which a caller would wait out without reconnecting again).
+    return absl::UnavailableError(reconnected.message());
+  }
+  RETURN_IF_ERROR(reconnected);
   if (session_->generation() != before) ++stats_.reconnects;
   return Resync();
 }

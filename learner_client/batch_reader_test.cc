@@ -5,6 +5,12 @@
 
 #include "learner_client/batch_reader.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -329,6 +335,56 @@ TEST_F(BatchReaderTest, ResynchronisesWithANewEpochAfterARestart) {
   EXPECT_EQ(batch->epoch(), 2u);
   EXPECT_EQ(batch->batch_number(), 0u);  // numbers restart in every epoch
   EXPECT_EQ(reader->stats().epoch_changes, 1u);
+  ExpectValid(*batch, 100);
+}
+
+TEST_F(BatchReaderTest, AFailedReconnectionIsAConnectionFailureAndIsTriedAgain) {
+  const std::string dir = std::string(getenv("TEST_TMPDIR")) + "/reader_reconnect";
+  std::filesystem::remove_all(dir);
+  ReplayServerOptions options = SmallServerOptions();
+  options.checkpoint_dir = dir;
+  auto server = StartServer(server_host_.get(), options);
+  InsertThroughActor(*server, 0, 100);
+  ASSERT_TRUE(WaitFor([&] { return server->ReadStats().inserted == 100; }));
+  client::ClientSessionOptions o = SessionOptions(*server, Role::kLearner);
+  o.connect_deadline = absl::Milliseconds(300);
+  auto session = *ClientSession::Connect(learner_host_.get(), o);
+  auto reader = *BatchReader::Create(session.get(), {});
+  auto priorities = *PriorityWriter::Create(session.get());
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_TRUE(priorities->Write(*batch, std::vector<float>(batch->size(), 1.0f)).ok());
+  }
+  ASSERT_TRUE(server->Stop().ok());
+  options.port = server->port();
+  server.reset();
+  // Gone, and its port taken by a socket that accepts and never answers,
+  // so that each attempt to reconnect runs out of time: every call says
+  // the connection failed (never "not staged in time", which a caller
+  // waits out), however short its timeout, and tries again.
+  const int mute = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(mute, 0);
+  const int one = 1;
+  setsockopt(mute, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(options.port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(mute, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(listen(mute, 16), 0);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<StagedBatch> batch = reader->Next(absl::ZeroDuration());
+    EXPECT_TRUE(client::IsConnectionFailure(batch.status())) << batch.status();
+    EXPECT_FALSE(absl::IsDeadlineExceeded(batch.status())) << batch.status();
+  }
+  close(mute);
+  // Back: the next call reconnects and reads on.
+  server = StartServer(server_host_.get(), options);
+  absl::StatusOr<StagedBatch> batch = reader->Next(kBatchTimeout);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->epoch(), 2u);
   ExpectValid(*batch, 100);
 }
 
