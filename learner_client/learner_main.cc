@@ -16,6 +16,8 @@
 //   learner --servers=10.0.0.2:7471,10.0.1.2:7471 --shard_policy=exact
 //
 // samples over all of them (multi_node_source.h, docs/edge-sites.md).
+// --servers_file=PATH lists them in a file the learner watches, so that a
+// site can join while it trains (servers_file.h).
 // SIGINT or SIGTERM ends the run with its summary; a second one at once.
 // --metrics_listen=127.0.0.1:9465 serves the latest progress record to
 // Prometheus at /metrics (learner_client/prometheus_metrics.h).
@@ -29,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/connection_flags.h"
 #include "client/retry.h"
@@ -41,6 +44,7 @@
 #include "learner_client/learner_loop.h"
 #include "learner_client/learner_run.h"
 #include "learner_client/multi_node_source.h"
+#include "learner_client/servers_file.h"
 #include "protocol/host_port.h"
 #include "rl/dqn.h"
 #include "rl/network_flags.h"
@@ -51,6 +55,11 @@ DEFINE_string(server, "", "the replay server, HOST:PORT (required, or --servers)
 DEFINE_string(servers, "",
               "several buffer nodes (edge sites), HOST:PORT,HOST:PORT,...: one learner trains "
               "on the batches of all of them (buffer placement), made by --shard_policy");
+DEFINE_string(servers_file, "",
+              "several buffer nodes listed in a file, one \"HOST:PORT [LINK]\" per line, which "
+              "the learner reads again every --servers_file_interval_s: a node added to it joins "
+              "while the learner trains (excludes --server, --servers and --links)");
+DEFINE_double(servers_file_interval_s, 1, "with --servers_file: how often it is read again");
 DEFINE_string(links, "",
               "with --servers, soft provider: each node's link, comma-separated in the order of "
               "--servers (empty: --link for every node)");
@@ -246,11 +255,25 @@ absl::StatusOr<std::optional<MetricsHttpOptions>> MetricsOptionsFromFlags() {
   return std::optional<MetricsHttpOptions>(std::move(o));
 }
 
-// --servers, --links, --shard_policy, --node_timeout_s into c->nodes and
-// c->multi: each node's connection is c->connection's with its address and
-// link.
-absl::Status NodesFromFlags(const std::vector<std::string>& servers,
-                            const client::ConnectionFlags& flags, LearnerRunOptions* c) {
+// The nodes --servers and --links name, or --servers_file lists (then
+// `file` is set); none without either.
+absl::StatusOr<std::vector<NodeAddress>> NodeAddressesFromFlags(bool* file) {
+  *file = !FLAGS_servers_file.empty();
+  if (*file) {
+    if (!FLAGS_server.empty() || !FLAGS_servers.empty() || !FLAGS_links.empty()) {
+      return FlagError("servers_file", FLAGS_servers_file,
+                       "excludes --server, --servers and --links (the file names each node's "
+                       "link)");
+    }
+    absl::StatusOr<std::vector<NodeAddress>> nodes = ReadServersFile(FLAGS_servers_file);
+    if (!nodes.ok()) return FlagError("servers_file", FLAGS_servers_file, nodes.status().message());
+    if (nodes->empty()) return FlagError("servers_file", FLAGS_servers_file, "lists no node");
+    return nodes;
+  }
+  std::vector<NodeAddress> nodes;
+  if (FLAGS_servers.empty()) return nodes;
+  if (!FLAGS_server.empty()) return FlagError("servers", FLAGS_servers, "excludes --server");
+  std::vector<std::string> servers = absl::StrSplit(FLAGS_servers, ',');
   std::vector<std::string> links;
   if (!FLAGS_links.empty()) {
     links = absl::StrSplit(FLAGS_links, ',');
@@ -260,8 +283,21 @@ absl::Status NodesFromFlags(const std::vector<std::string>& servers,
           absl::StrCat("names ", links.size(), " links for ", servers.size(), " servers"));
     }
   }
+  for (size_t k = 0; k < servers.size(); ++k) {
+    nodes.push_back(NodeAddress{servers[k], links.empty() ? "" : links[k]});
+  }
+  return nodes;
+}
+
+// The nodes, --shard_policy, --node_timeout_s, ... into c->nodes and
+// c->multi: each node's connection is c->connection's with its address and
+// link.
+absl::Status NodesFromFlags(const std::vector<NodeAddress>& addresses, bool file,
+                            LearnerRunOptions* c) {
+  const char* const flag = file ? "servers_file" : "servers";
+  const std::string value = file ? FLAGS_servers_file : FLAGS_servers;
   if (c->loop.placement != ReplayPlacement::kBuffer) {
-    return FlagError("servers", FLAGS_servers, "needs --replay_placement=buffer");
+    return FlagError(flag, value, "needs --replay_placement=buffer");
   }
   absl::StatusOr<ShardPolicy> policy = ParseShardPolicy(FLAGS_shard_policy);
   if (!policy.ok()) {
@@ -281,25 +317,24 @@ absl::Status NodesFromFlags(const std::vector<std::string>& servers,
     return FlagError("node_start_timeout_s", absl::StrCat(FLAGS_node_start_timeout_s),
                      "must be >= --node_timeout_s");
   }
-  for (size_t k = 0; k < servers.size(); ++k) {
-    client::ConnectionFlags node = flags;
-    node.server = servers[k];
-    if (!links.empty()) node.link = links[k];
-    absl::StatusOr<client::ConnectionOptions> options =
-        client::ConnectionOptionsFromFlags(node, protocol::Role::kLearner);
-    if (!options.ok()) {
-      return FlagError(links.empty() ? "servers" : "servers/links",
-                       FLAGS_servers + " " + FLAGS_links, options.status().message());
-    }
-    // Everything else (placement, cache, deadlines) as the first's.
-    client::ConnectionOptions each = c->connection;
-    each.session.host = options->session.host;
-    each.session.port = options->session.port;
-    each.session.qp.link = options->session.qp.link;
-    c->nodes.push_back(std::move(each));
+  for (const NodeAddress& address : addresses) {
+    // Everything but the address and link (placement, cache, deadlines) as
+    // the first's.
+    absl::StatusOr<client::ConnectionOptions> each = NodeConnection(c->connection, address);
+    if (!each.ok()) return FlagError(flag, value, each.status().message());
+    c->nodes.push_back(*std::move(each));
   }
-  c->server = FLAGS_servers;
-  c->link = FLAGS_links.empty() ? FLAGS_link : FLAGS_links;
+  if (file) {
+    c->servers_file = FLAGS_servers_file;
+    ASSIGN_OR_RETURN(c->servers_file_interval,
+                     Seconds("servers_file_interval_s", FLAGS_servers_file_interval_s, false));
+  }
+  std::vector<std::string> servers;
+  for (const NodeAddress& a : addresses) servers.push_back(a.server);
+  c->server = absl::StrJoin(servers, ",");
+  c->link = file ? absl::StrCat("as ", FLAGS_servers_file, " says (default ", FLAGS_link, ")")
+            : FLAGS_links.empty() ? FLAGS_link
+                                  : FLAGS_links;
   return absl::OkStatus();
 }
 
@@ -313,12 +348,9 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   flags.auth_token_file = FLAGS_auth_token_file;
   flags.insecure = FLAGS_insecure;
   LearnerRunOptions c;
-  std::vector<std::string> servers;
-  if (!FLAGS_servers.empty()) {
-    if (!FLAGS_server.empty()) return FlagError("servers", FLAGS_servers, "excludes --server");
-    servers = absl::StrSplit(FLAGS_servers, ',');
-    flags.server = servers[0];
-  }
+  bool from_file = false;
+  ASSIGN_OR_RETURN(const std::vector<NodeAddress> nodes, NodeAddressesFromFlags(&from_file));
+  if (!nodes.empty()) flags.server = nodes[0].server;
   ASSIGN_OR_RETURN(c.connection,
                    client::ConnectionOptionsFromFlags(flags, protocol::Role::kLearner));
   ASSIGN_OR_RETURN(c.retry.connect_timeout,
@@ -422,7 +454,7 @@ absl::StatusOr<LearnerRunOptions> ConfigFromFlags() {
   c.snapshot_dir = FLAGS_snapshot_dir;
   c.server = FLAGS_server;
   c.link = FLAGS_link;
-  if (!servers.empty()) RETURN_IF_ERROR(NodesFromFlags(servers, flags, &c));
+  if (!nodes.empty()) RETURN_IF_ERROR(NodesFromFlags(nodes, from_file, &c));
   return c;
 }
 

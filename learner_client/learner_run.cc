@@ -17,6 +17,7 @@
 #include "learner_client/metrics.h"
 #include "learner_client/multi_node_io.h"
 #include "learner_client/prometheus_metrics.h"
+#include "learner_client/servers_file.h"
 #include "learner_client/snapshot_writer.h"
 #include "rl/make_environment.h"
 
@@ -30,6 +31,73 @@ absl::Status AtNode(const absl::Status& status, const std::string& address) {
                       absl::StrCat(status.message(), " (replay node ", address, ")"));
 }
 
+// A node's clients retry for a quarter of the node timeout: a node that
+// goes away costs the learner at most about the node timeout once (each
+// reconnection attempt takes at most a quarter of it; together, with one
+// attempt running past the retries' end, about half); later attempts run
+// off the learner's thread (ServiceNode).
+client::RetryPolicy NodeRetry(const LearnerRunOptions& options) {
+  client::RetryPolicy retry = options.retry;
+  retry.reconnect_timeout = std::min(retry.reconnect_timeout, options.multi.node_timeout / 4);
+  retry.attempt_deadline = std::min(retry.attempt_deadline, options.multi.node_timeout / 4);
+  return retry;
+}
+
+// Checks that a node after the first holds the same transitions as the
+// first (whose configuration `options.loop` holds) and can stage what the
+// policy needs.
+absl::Status CheckLaterNode(const LearnerRunOptions& options, const protocol::LayoutConfig& config,
+                            const std::string& address) {
+  // The first node's n and gamma are required of the others.
+  ExpectedTransitions same = options.expected;
+  same.n_step = options.loop.nstep.n;
+  same.gamma = options.loop.nstep.discount;
+  same.n_step_given = same.gamma_given = true;
+  LearnerLoopOptions other = options.loop;
+  const absl::Status same_data = ApplyServerConfig(config, same, &other);
+  if (!same_data.ok()) return AtNode(same_data, address);
+  if (other.frame_stack != options.loop.frame_stack) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("replay node ", address, " stores frame stacks of ", other.frame_stack,
+                     ", the first node of ", options.loop.frame_stack));
+  }
+  return absl::OkStatus();
+}
+
+// Connects to one node; with `first`, takes the loop's options from it,
+// otherwise checks it against them.
+absl::StatusOr<MultiNodeIo::Node> ConnectNode(LearnerRunOptions& options, verbs::Provider* provider,
+                                              const client::ClientSessionOptions& session,
+                                              bool first) {
+  const client::RetryPolicy retry = NodeRetry(options);
+  MultiNodeIo::Node node;
+  node.address = absl::StrCat(session.host, ":", session.port);
+  absl::StatusOr<std::unique_ptr<client::ClientSession>> connected =
+      client::ConnectWithRetry(provider, session, retry);
+  if (!connected.ok()) return AtNode(connected.status(), node.address);
+  node.session = std::move(*connected);
+  const protocol::LayoutConfig& config = node.session->config();
+  if (first) {
+    RETURN_IF_ERROR(ApplyServerConfig(config, options.expected, &options.loop));
+  } else {
+    RETURN_IF_ERROR(CheckLaterNode(options, config, node.address));
+  }
+  if (options.multi.policy == ShardPolicy::kExact && config.staging_depth < 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("replay node ", node.address,
+                     " stages 1 batch at a time: exact sampling over several "
+                     "nodes holds a node's batch until its rows are trained on, so it needs "
+                     "--staging_depth >= 2 there"));
+  }
+  LearnerServiceIoOptions node_io = options.io;
+  node_io.retry = retry;
+  absl::StatusOr<std::unique_ptr<LearnerServiceIo>> service =
+      LearnerServiceIo::Create(node.session.get(), node_io);
+  if (!service.ok()) return AtNode(service.status(), node.address);
+  node.service = std::move(*service);
+  return node;
+}
+
 // Connects to every node of options.nodes and checks they hold the same
 // transitions; the loop's options from the first.
 absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& options,
@@ -39,57 +107,10 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& opt
         absl::StrCat("several replay nodes need the buffer placement, not ",
                      ReplayPlacementName(options.loop.placement)));
   }
-  // A node that goes away costs the learner at most about the node timeout
-  // once: its clients retry for a quarter of it, each reconnection attempt
-  // takes at most a quarter of it (together, with one attempt running past
-  // the retries' end, about half); later attempts run off the learner's
-  // thread (ServiceNode).
-  client::RetryPolicy node_retry = options.retry;
-  node_retry.reconnect_timeout =
-      std::min(node_retry.reconnect_timeout, options.multi.node_timeout / 4);
-  node_retry.attempt_deadline =
-      std::min(node_retry.attempt_deadline, options.multi.node_timeout / 4);
-  LearnerServiceIoOptions node_io = options.io;
-  node_io.retry = node_retry;
   std::vector<MultiNodeIo::Node> nodes;
   for (size_t k = 0; k < options.nodes.size(); ++k) {
-    client::ClientSessionOptions& session = options.nodes[k].session;
-    MultiNodeIo::Node node;
-    node.address = absl::StrCat(session.host, ":", session.port);
-    absl::StatusOr<std::unique_ptr<client::ClientSession>> connected =
-        client::ConnectWithRetry(provider, session, node_retry);
-    if (!connected.ok()) return AtNode(connected.status(), node.address);
-    node.session = std::move(*connected);
-    const protocol::LayoutConfig& config = node.session->config();
-    if (k == 0) {
-      RETURN_IF_ERROR(ApplyServerConfig(config, options.expected, &options.loop));
-    } else {
-      // Every node must hold the same transitions: the first node's n and
-      // gamma are required of the others.
-      ExpectedTransitions same = options.expected;
-      same.n_step = options.loop.nstep.n;
-      same.gamma = options.loop.nstep.discount;
-      same.n_step_given = same.gamma_given = true;
-      LearnerLoopOptions other = options.loop;
-      const absl::Status same_data = ApplyServerConfig(config, same, &other);
-      if (!same_data.ok()) return AtNode(same_data, node.address);
-      if (other.frame_stack != options.loop.frame_stack) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("replay node ", node.address, " stores frame stacks of ",
-                         other.frame_stack, ", the first node of ", options.loop.frame_stack));
-      }
-    }
-    if (options.multi.policy == ShardPolicy::kExact && config.staging_depth < 2) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("replay node ", node.address,
-                       " stages 1 batch at a time: exact sampling over several "
-                       "nodes holds a node's batch until its rows are trained on, so it needs "
-                       "--staging_depth >= 2 there"));
-    }
-    absl::StatusOr<std::unique_ptr<LearnerServiceIo>> service =
-        LearnerServiceIo::Create(node.session.get(), node_io);
-    if (!service.ok()) return AtNode(service.status(), node.address);
-    node.service = std::move(*service);
+    ASSIGN_OR_RETURN(MultiNodeIo::Node node,
+                     ConnectNode(options, provider, options.nodes[k].session, k == 0));
     nodes.push_back(std::move(node));
   }
   options.multi.batch_size = options.loop.batch_size;
@@ -100,7 +121,27 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> ConnectNodes(LearnerRunOptions& opt
                              env->spec().observation_type);
 }
 
-// The nodes' figures for Prometheus (the loop's thread).
+// Watches options.servers_file: a node added to it is connected on the
+// watcher's thread (with a copy of the options as they were once the
+// first node had set them) and handed to `multi`.
+absl::StatusOr<std::unique_ptr<ServersFileWatcher>> WatchServersFile(
+    const LearnerRunOptions& options, verbs::Provider* provider, MultiNodeIo* multi) {
+  ServersFileWatcherOptions watch;
+  watch.path = options.servers_file;
+  watch.interval = options.servers_file_interval;
+  std::vector<std::string> known;
+  for (size_t k = 0; k < multi->size(); ++k) known.push_back(multi->address(k));
+  auto joining = std::make_shared<LearnerRunOptions>(options);
+  return ServersFileWatcher::Start(
+      watch, known, [joining, provider, multi](const NodeAddress& address) -> absl::Status {
+        ASSIGN_OR_RETURN(client::ConnectionOptions c, NodeConnection(joining->connection, address));
+        ASSIGN_OR_RETURN(MultiNodeIo::Node node,
+                         ConnectNode(*joining, provider, c.session, /*first=*/false));
+        multi->Offer(std::move(node));
+        return absl::OkStatus();
+      });
+}
+
 void ExportNodes(MultiNodeIo& multi, LearnerMetricsExport* exported) {
   const std::vector<NodeShare>& shares = multi.source()->shares();
   std::vector<NodeMetrics> nodes(shares.size());
@@ -180,6 +221,12 @@ absl::Status RunLearner(LearnerRunOptions& options, verbs::Provider* provider,
   } else {
     ASSIGN_OR_RETURN(multi, ConnectNodes(options, provider));
     io = multi->io();
+  }
+  // Declared after `multi`, so that it stops (and joins its thread, which
+  // hands nodes to `multi`) first.
+  std::unique_ptr<ServersFileWatcher> watcher;
+  if (multi != nullptr && !options.servers_file.empty()) {
+    ASSIGN_OR_RETURN(watcher, WatchServersFile(options, provider, multi.get()));
   }
   if (options.local_capacity > 0) options.loop.memory.capacity = options.local_capacity;
   std::unique_ptr<MetricsFile> metrics_file;

@@ -40,6 +40,10 @@ struct LearnerRunOptions {
   // each (connection above is then unused), batches made by `multi`'s
   // shard policy (multi_node_source.h). Empty: the one server above.
   std::vector<client::ConnectionOptions> nodes;
+  // With nodes: a servers file (servers_file.h) read again every interval;
+  // a node added to it joins while the learner trains. Empty: none.
+  std::string servers_file;
+  absl::Duration servers_file_interval = absl::Seconds(1);
   MultiNodeOptions multi;
   client::RetryPolicy retry;
   // Everything but what the server publishes (ApplyServerConfig fills that).

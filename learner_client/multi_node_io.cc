@@ -152,7 +152,10 @@ absl::StatusOr<std::unique_ptr<MultiNodeIo>> MultiNodeIo::Create(std::vector<Nod
 }
 
 MultiNodeIo::MultiNodeIo(std::vector<Node> nodes, absl::Duration sum_refresh)
-    : nodes_(std::move(nodes)), last_actors_(nodes_.size()), last_ingested_(nodes_.size(), 0) {
+    : sum_refresh_(sum_refresh),
+      nodes_(std::move(nodes)),
+      last_actors_(nodes_.size()),
+      last_ingested_(nodes_.size(), 0) {
   for (Node& node : nodes_) {
     node_io_.push_back(node.service->io());
     service_nodes_.push_back(
@@ -160,12 +163,54 @@ MultiNodeIo::MultiNodeIo(std::vector<Node> nodes, absl::Duration sum_refresh)
   }
 }
 
+void MultiNodeIo::Offer(Node node) {
+  absl::MutexLock lock(&offer_mu_);
+  offers_.push_back(std::move(node));
+  ++offered_;
+}
+
+size_t MultiNodeIo::offered() const {
+  absl::MutexLock lock(&offer_mu_);
+  return offered_;
+}
+
+absl::Status MultiNodeIo::Adopt(Node node) {
+  if (node.session == nullptr || node.service == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replay node ", node.address, " has no session or service"));
+  }
+  node_io_.push_back(node.service->io());
+  service_nodes_.push_back(
+      std::make_unique<ServiceNode>(node.session.get(), node.service.get(), sum_refresh_));
+  last_actors_.emplace_back();
+  last_ingested_.push_back(0);
+  LOG(INFO) << "replay node " << nodes_.size() << " is " << node.address;
+  nodes_.push_back(std::move(node));
+  return source_->AddNode(service_nodes_.back().get());
+}
+
+absl::StatusOr<bool> MultiNodeIo::Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                                       std::vector<float>* weights,
+                                       std::vector<EntryOrigin>* origins) {
+  std::vector<Node> offers;
+  {
+    absl::MutexLock lock(&offer_mu_);
+    offers.swap(offers_);
+  }
+  for (Node& node : offers) RETURN_IF_ERROR(Adopt(std::move(node)));
+  return source_->Next(timeout, batch, weights, origins);
+}
+
+absl::Status MultiNodeIo::WritePriorities(absl::Span<const float> priorities) {
+  return source_->WritePriorities(priorities);
+}
+
 // The source (which refers to the service nodes) goes first.
 MultiNodeIo::~MultiNodeIo() { source_.reset(); }
 
 LearnerIo MultiNodeIo::io() {
   LearnerIo io;
-  io.batches = source_.get();
+  io.batches = this;
   io.params = this;
   io.actors = this;
   io.link_stats = [this] {

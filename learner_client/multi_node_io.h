@@ -10,6 +10,10 @@
 //   actors     the nodes' actor totals, summed
 //   link       the nodes' link counts and ingest cursors, summed
 //
+// Offer() hands over a node that joins while the learner trains (from any
+// thread: connecting may take seconds); the loop's thread adds it at its
+// next batch (MultiNodeBatchSource::AddNode).
+//
 // A node that is away (MultiNodeBatchSource's node_timeout) is skipped by
 // the publications and the sums (its last counts stand) until it stages
 // again. Each node's LearnerServiceIo should retry for no longer than the
@@ -20,7 +24,7 @@
 //   ASSIGN_OR_RETURN(auto multi, MultiNodeIo::Create(std::move(nodes), options, obs, type));
 //   LearnerIo io = multi->io();
 //
-// Thread safety: not thread-safe; the loop's thread uses it.
+// Thread safety: Offer() from any thread; the rest on the loop's thread.
 
 #ifndef DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
 #define DREPLAY_LEARNER_CLIENT_MULTI_NODE_IO_H_
@@ -35,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/session.h"
@@ -114,7 +119,7 @@ class ServiceNode : public NodeBatchSource {
   absl::Time stats_read_ = absl::InfinitePast();
 };
 
-class MultiNodeIo : public ParamsSink, public ActorStatsSource {
+class MultiNodeIo : public BatchSource, public ParamsSink, public ActorStatsSource {
  public:
   struct Node {
     std::string address;  // for messages
@@ -131,6 +136,19 @@ class MultiNodeIo : public ParamsSink, public ActorStatsSource {
   // batches, params, actors, link_stats, server_ingested(_known); points
   // into this object. on_progress and wall_clock_ns are the caller's.
   LearnerIo io();
+
+  // A node to join (its session and service ready, as Create's): added at
+  // the loop's next batch. Any thread.
+  void Offer(Node node);
+  // Nodes offered so far, added or not (any thread).
+  size_t offered() const;
+
+  // BatchSource: adds the nodes offered, then the MultiNodeBatchSource's.
+  absl::StatusOr<bool> Next(absl::Duration timeout, rl::TransitionBatch* batch,
+                            std::vector<float>* weights,
+                            std::vector<EntryOrigin>* origins) override;
+  absl::Status WritePriorities(absl::Span<const float> priorities) override;
+  uint64_t transitions_dropped() const override { return source_->transitions_dropped(); }
 
   MultiNodeBatchSource* source() { return source_.get(); }
   size_t size() const { return nodes_.size(); }
@@ -154,7 +172,13 @@ class MultiNodeIo : public ParamsSink, public ActorStatsSource {
   // failed) last value standing in.
   absl::StatusOr<ActorTotals> SumActors(bool known);
   absl::StatusOr<uint64_t> SumIngested(bool known);
+  // Adds `node` to the nodes and the source.
+  absl::Status Adopt(Node node);
 
+  const absl::Duration sum_refresh_;
+  mutable absl::Mutex offer_mu_;
+  std::vector<Node> offers_ ABSL_GUARDED_BY(offer_mu_);
+  size_t offered_ ABSL_GUARDED_BY(offer_mu_) = 0;
   std::vector<Node> nodes_;
   std::vector<LearnerIo> node_io_;  // each node's own
   std::vector<std::unique_ptr<ServiceNode>> service_nodes_;

@@ -126,6 +126,25 @@ MultiNodeBatchSource::MultiNodeBatchSource(const MultiNodeOptions& options,
   }
 }
 
+absl::Status MultiNodeBatchSource::AddNode(NodeBatchSource* node) {
+  if (node == nullptr) return absl::InvalidArgumentError("multi-node source: a null node");
+  nodes_.emplace_back();
+  nodes_.back().source = node;
+  shares_.emplace_back();
+  shares_.back().away = true;  // asked at every Next() until it stages
+  waiting_since_.push_back(absl::InfiniteFuture());
+  rejoin_after_.push_back(absl::InfinitePast());
+  rows_from_.push_back(0);
+  taken_sum_.push_back(0.0);
+  mass_sum_.push_back(0.0);
+  if (split_pending_) counts_.push_back(0);  // the pending split has none of it
+  sums_.push_back(0.0);
+  // The drift compares readings over the same nodes.
+  last_mass_.clear();
+  LOG(INFO) << "replay node " << nodes_.size() - 1 << " added: it takes part from its first batch";
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> MultiNodeBatchSource::LimiterAllows() {
   uint64_t inserted = 0;
   for (size_t k = 0; k < nodes_.size(); ++k) {
@@ -210,7 +229,10 @@ absl::StatusOr<bool> MultiNodeBatchSource::Fetch(size_t k, absl::Duration timeou
   }
   waiting_since_[k] = absl::InfiniteFuture();
   rejoin_after_[k] = absl::InfinitePast();
-  if (shares_[k].away) LOG(INFO) << "replay node " << k << " stages again";
+  if (shares_[k].away) {
+    LOG(INFO) << "replay node " << k
+              << (shares_[k].batches == 0 ? " stages its first batch" : " stages again");
+  }
   shares_[k].away = false;
   const NodeBatch& b = held->batch;
   const size_t rows = b.rows.size();

@@ -22,7 +22,8 @@
 //   round_robin  the nodes' batches in turn, whole, with each node's own
 //                weights (Reverb's sharding: uniform over nodes).
 //
-// Sites that come and go: a node whose batch is not there within
+// Sites that come and go: AddNode() adds a node while the source is in
+// use. A node whose batch is not there within
 // node_timeout (start_timeout before its first batch; while the policy
 // needs it) is passed over: it is away, left
 // out of the split (exact) or of the turn (round_robin), until a batch of
@@ -176,6 +177,13 @@ class MultiNodeBatchSource : public BatchSource {
   absl::Status WritePriorities(absl::Span<const float> priorities) override;
   uint64_t transitions_dropped() const override;
 
+  // Adds a node while the source is in use (a site that joins), as node
+  // size() - 1 of shares(). It starts away: every Next() asks it for a
+  // batch without waiting, and it takes part from its first one, so a node
+  // still filling up stalls nothing. `node` (not null) outlives the
+  // source. Its shares are means over every batch made (0 before it came).
+  absl::Status AddNode(NodeBatchSource* node);
+
   // Every policy reads the nodes' S_k for the shares (the exact policy
   // needs them anyway), so that the link carries the same for each.
   const std::vector<NodeShare>& shares() const { return shares_; }
@@ -254,7 +262,9 @@ class MultiNodeBatchSource : public BatchSource {
   const MultiNodeOptions options_;
   const size_t observation_size_;
   const rl::ObservationType type_;
-  std::vector<Node> nodes_;
+  // A deque: AddNode() appends without moving the others (a Node's deque
+  // of held batches cannot be moved by a vector's reallocation).
+  std::deque<Node> nodes_;
   std::vector<NodeShare> shares_;
   GlobalSampler sampler_;
   size_t turn_ = 0;  // round_robin's and first_ready's next node

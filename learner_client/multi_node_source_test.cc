@@ -416,6 +416,63 @@ TEST(MultiNodeSourceTest, ANodeNotStartedYetIsWaitedForUpToTheStartTimeout) {
       << "a start timeout below the node timeout";
 }
 
+TEST(MultiNodeSourceTest, ANodeAddedWhileTrainingStallsNothingAndTakesItsShare) {
+  for (ShardPolicy policy :
+       {ShardPolicy::kExact, ShardPolicy::kRoundRobin, ShardPolicy::kFirstReady}) {
+    SCOPED_TRACE(ShardPolicyName(policy));
+    FakeNode a(0, Ramp(8, 1.0, 1.0), 16, 1);  // mass 36
+    FakeNode b(1, Ramp(8, 2.0, 2.0), 16, 2);  // mass 72
+    MultiNodeOptions options;
+    options.policy = policy;
+    options.batch_size = 16;
+    options.node_timeout = absl::Seconds(5);  // a wait for b would show
+    options.start_timeout = absl::Seconds(5);
+    options.seed = 3;
+    auto source = MultiNodeBatchSource::Create(options, {&a}, kObservation);
+    ASSERT_TRUE(source.ok());
+    Batch batch;
+    for (int n = 0; n < 3; ++n) {
+      ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+      ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+    }
+    EXPECT_TRUE(absl::IsInvalidArgument((*source)->AddNode(nullptr)));
+    b.set_stalled(true);  // joins while still filling up
+    ASSERT_TRUE((*source)->AddNode(&b).ok());
+    ASSERT_EQ((*source)->shares().size(), 2u);
+    for (int n = 0; n < 5; ++n) {
+      const absl::Time start = absl::Now();
+      ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+      EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "waited for the node still filling";
+      for (size_t r = 0; r < batch.rows.size(); ++r) {
+        EXPECT_EQ(batch.rows.observations()[r * kObservation], 0.0f);
+      }
+      ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+    }
+    EXPECT_EQ((*source)->shares()[1].passed_over, 0u) << "joining is not being passed over";
+    b.set_stalled(false);
+    uint64_t rows = 0;
+    uint64_t from_b = 0;
+    for (int n = 0; n < 200; ++n) {
+      ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+      for (size_t r = 0; r < batch.rows.size(); ++r) {
+        from_b += batch.rows.observations()[r * kObservation] == 1.0f;
+      }
+      rows += batch.rows.size();
+      ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+    }
+    EXPECT_FALSE((*source)->shares()[1].away);
+    const double share = static_cast<double>(from_b) / static_cast<double>(rows);
+    if (policy == ShardPolicy::kExact) {
+      // b holds 2/3 of the mass: 3,200 rows, binomial sd 0.008.
+      EXPECT_NEAR(share, 2.0 / 3.0, 0.04);
+    } else if (policy == ShardPolicy::kRoundRobin) {
+      EXPECT_NEAR(share, 0.5, 0.01);
+    } else {
+      EXPECT_GT(share, 0.1);  // whichever is ready: both always are
+    }
+  }
+}
+
 TEST(MultiNodeSourceTest, NoNodeReadyIsNoBatchYetNotAnError) {
   FakeNode a(0, Ramp(8, 1.0, 1.0), 16, 1);
   a.set_stalled(true);

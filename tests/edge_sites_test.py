@@ -14,7 +14,10 @@ And a site that goes and comes back: one node's server is SIGKILLed while
 the learner trains, its actor moves to the other site, and the server is
 restarted from its checkpoint on the same port; the learner goes on with
 the other node (no wait between batches over 1.5 s), takes the node back
-when it stages again, and ends its run.
+when it stages again, and ends its run. And a site that joins: the learner
+starts with one node listed in its --servers_file; a second server and its
+actor start, the file gains its line, and the learner takes the node in
+(no wait between batches over 1.5 s) and trains on its rows.
 
 Both nodes start staging well within the learner's node timeout (a small
 --min_replay), so neither is passed over. Every run trains, answers every batch (the servers would stall otherwise)
@@ -233,6 +236,84 @@ class ElasticSiteTest(unittest.TestCase):
         self.assertNotIn(" away", [l for l in text.splitlines() if l.startswith("node:")][1])
         self.assertEqual(int(nodes[0]["passed_over"]), 0, nodes)
         # The learner never waited long: the kill cost one node timeout at most.
+        self.assertLess(float(shards[0]["gap"]), 1.5, shards)
+
+    def test_a_site_that_joins_while_the_learner_trains(self):
+        rl = load_run_local()
+        out_dir = tempfile.mkdtemp(prefix="edge-join-", dir=os.environ.get("TEST_TMPDIR"))
+        metrics = os.path.join(out_dir, "metrics.jsonl")
+        bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
+        args = rl.parse_args([
+            "--bin_dir", bin_dir, "--out_dir", out_dir, "--buffer_nodes", "2", "--actors", "2",
+            "--min_replay", "128", "--duration_s", "25", "--eval_interval_s", "100",
+            "--progress_interval_s", "1", "--link", "10km-25g", "--metrics_out", metrics,
+            "--seed", "2", "--learner_flag=--node_timeout_s=1"])
+        layout = rl.actor_layout(args)
+        token, credentials = rl.make_credentials(out_dir, args.actors)
+
+        def start_server(k):
+            name = "server-%d" % k
+            port_file = os.path.join(out_dir, name + ".port")
+            server = rl.Process(name, rl.server_argv(args, port_file, layout, token, name),
+                                os.path.join(out_dir, name + ".log"))
+            return server, "127.0.0.1:%d" % rl.wait_for_port(server, port_file,
+                                                             rl.SERVER_START_TIMEOUT_S)
+
+        def write_servers(path, addresses):
+            with open(path + ".new", "w") as f:
+                f.write("# the sites the learner trains on\n")
+                f.write("".join("%s 10km-25g\n" % a for a in addresses))
+            os.rename(path + ".new", path)  # the learner never reads half a file
+
+        processes = []
+        try:
+            server0, address0 = start_server(0)
+            processes.append(server0)
+            servers_file = os.path.join(out_dir, "servers.txt")
+            write_servers(servers_file, [address0])
+            learner_log = os.path.join(out_dir, "learner.log")
+            argv = [a for a in rl.learner_argv(args, [address0], token)
+                    if not a.startswith(("--server=", "--link="))]
+            learner = rl.Process("learner", argv + [
+                "--servers_file=" + servers_file, "--servers_file_interval_s=0.2",
+                "--shard_policy=exact"], learner_log)
+            processes.append(learner)
+            processes.append(rl.Process("actor-0", rl.actor_argv(args, address0, 0,
+                                                                 credentials[0]),
+                                        os.path.join(out_dir, "actor-0.log")))
+
+            def train_steps():
+                try:
+                    progress, _ = metrics_lines.read(metrics)
+                except (OSError, ValueError):
+                    return 0
+                return progress[-1]["train_steps"] if progress else 0
+
+            self.wait_for("training on one site", lambda: train_steps() > 500, 60, processes)
+            # Site 1 comes up with its actor, then is added to the file.
+            server1, address1 = start_server(1)
+            processes.append(server1)
+            processes.append(rl.Process("actor-1", rl.actor_argv(args, address1, 1,
+                                                                 credentials[1]),
+                                        os.path.join(out_dir, "actor-1.log")))
+            write_servers(servers_file, [address0, address1])
+            self.wait_for("node 1 joining", lambda: "replay node 1 added" in read_log(learner_log),
+                          20, processes)
+            self.wait_for("node 1 staging", lambda: "replay node 1 stages its first batch" in read_log(
+                learner_log), 30, processes)
+            code = learner.popen.wait(timeout=PROCESS_TIMEOUT_S)
+            self.assertEqual(code, 0, learner.tail(30))
+        finally:
+            rl.stop_all([[p for p in processes if p.name.startswith("actor")],
+                         [p for p in processes if p.name == "learner"],
+                         [p for p in processes if p.name.startswith("server")]])
+        text = read_log(learner_log)
+        nodes, shards = parse_lines(text)
+        self.assertEqual([n["address"] for n in nodes], [address0, address1], text[-3000:])
+        self.assertGreater(int(nodes[1]["rows"]), 0, nodes)
+        self.assertEqual(int(nodes[0]["passed_over"]), 0, nodes)
+        self.assertEqual(int(nodes[1]["passed_over"]), 0, nodes)
+        # Joining cost the learner no wait.
         self.assertLess(float(shards[0]["gap"]), 1.5, shards)
 
 
