@@ -6,7 +6,10 @@ saw was ingested or lost with a replaced server. The schedule of a seed is
 fixed, so the server, the learner and the actors are each restarted. Three
 short runs do the same on the same-host transport (--soft_transport=auto),
 in the learner placement, and with frames stored once (pixels84, zstd on
-the link)."""
+the link). And one over two edge sites: two servers, one learner over both
+(--servers_file), the second site joining 5 s in, actors moved between
+sites; each site's invariants hold on its own and the learner trains on
+rows of both."""
 
 import json
 import os
@@ -18,6 +21,8 @@ import unittest
 DURATION_S = 100
 # The same-host transport's and the learner placement's short runs.
 SMOKE_DURATION_S = 25
+# The two-site run's.
+SITES_DURATION_S = 45
 SEED = 7
 KEYS = ["duration_s", "kills", "server_restarts", "learner_restarts", "actor_restarts",
         "reconnects", "same_host_mappings", "transitions_committed", "records_held",
@@ -34,21 +39,21 @@ def runfile(path):
 
 class ChaosTest(unittest.TestCase):
 
-    def run_chaos(self, duration_s, *flags):
+    def run_chaos(self, duration_s, *flags, seed=SEED, keys=KEYS):
         """Runs tools/chaos/chaos.py for duration_s with `flags`; returns its
         figures once it exited 0 with the keys in order and no broken
         invariant, and its stderr."""
         out_dir = tempfile.mkdtemp(prefix="chaos-", dir=os.environ.get("TEST_TMPDIR"))
         bin_dir = os.path.dirname(os.path.dirname(runfile("learner_client/learner")))
         cmd = [sys.executable, runfile("tools/chaos/chaos.py"), "--bin_dir", bin_dir,
-               "--out_dir", out_dir, "--duration_s", str(duration_s), "--seed", str(SEED),
+               "--out_dir", out_dir, "--duration_s", str(duration_s), "--seed", str(seed),
                "--event_interval_s", "2.5", "--json"] + list(flags)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=duration_s + 240)
         stderr = proc.stderr.decode(errors="replace")
         self.assertEqual(proc.returncode, 0, "chaos failed:\n" + stderr)
         figures = json.loads(proc.stdout.decode())
-        self.assertEqual(list(figures), KEYS)
+        self.assertEqual(list(figures), keys)
         self.assertEqual(figures["torn_accepted"], 0)
         self.assertEqual(figures["unexpected_losses"], 0)
         self.assertEqual(figures["actor_commits_unaccounted"], 0)
@@ -85,6 +90,17 @@ class ChaosTest(unittest.TestCase):
                                     "--link_codec", "zstd:3", "--actors", "2", "--capacity",
                                     "4096")
         self.assertGreater(figures["records_held"], 0)
+
+    def test_a_run_over_two_sites_with_one_joining_holds_them(self):
+        # Seed 3's schedule restarts the joined site's server and moves an
+        # actor between the sites.
+        figures, stderr = self.run_chaos(
+            SITES_DURATION_S, "--sites", "2", "--actors", "4", "--join_site_at_s", "5",
+            seed=3, keys=KEYS + ["moves", "site_rows"])
+        self.assertEqual(len(figures["site_rows"]), 2)
+        for rows in figures["site_rows"]:
+            self.assertGreater(rows, 0, "the learner trained on every site: " + stderr)
+        self.assertGreater(figures["server_restarts"], 0, stderr)
 
 
 if __name__ == "__main__":

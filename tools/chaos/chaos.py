@@ -31,6 +31,17 @@ server, the learner and the actors:
             for the server): its queue pairs fail and it reconnects
   stall     the proxy forwards nothing on that link (every link for the
             server) for 0.2 to 2 s, then delivers what it held
+  move      (with --sites) an actor is stopped (SIGTERM) and restarted at
+            another site that is up, unless it is its site's last actor
+
+Edge sites: --sites K runs K servers, each with its own proxy, checkpoints
+and logs (OUT_DIR/site-<k>/), actor i starting at site i mod K, and one
+learner over all of them through a servers file the run writes
+(learner --servers_file, --shard_policy); --join_site_at_s T holds the
+last site (its server and actors) back until T seconds in, then adds it to
+the file, so that it joins while the learner trains. Each site is checked
+on its own and the learner against all of them (chaos_check.py), and the
+learner must have trained on rows of every site (its node: lines).
 
 An event aimed at a process that is down or paused does nothing (the
 schedule is the same for a seed whatever the timing). At the end the actors,
@@ -84,6 +95,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -94,10 +106,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaos_check  # noqa: E402
 import chaos_proxy  # noqa: E402
+from chaos_process import Child  # noqa: E402
 import launch_plan  # noqa: E402
 import run_local  # noqa: E402
 
 EVENTS = (("sigkill", 3), ("sigterm", 2), ("pause", 2), ("drop", 2), ("stall", 2))
+# With --sites: an actor moves to another site (SIGTERM, then its restart
+# writes to the other site's server).
+SITE_EVENTS = EVENTS + (("move", 2),)
 MIN_FAULT_S = 0.2
 MAX_FAULT_S = 2.0
 LOOP_S = 0.05
@@ -112,61 +128,6 @@ def log(msg):
     print("chaos: " + msg, file=sys.stderr, flush=True)
 
 
-class Child:
-    """One role's process across its restarts: state is "running", "paused",
-    "terminating" (SIGTERM sent, `deadline` for its exit), or "down"."""
-
-    def __init__(self, name, argv_for_start, out_dir, ready_marker):
-        self.name = name
-        self.argv_for_start = argv_for_start
-        # The log line that says the process handles SIGTERM (its stop
-        # signals are installed before it): a SIGTERM before it would end
-        # the process by the signal's default action.
-        self.ready_marker = ready_marker.encode()
-        self.log_offset = 0
-        self.is_ready = False
-        self.log_path = os.path.join(out_dir, name + ".log")
-        self.starts = 0
-        self.popen = None
-        self.state = "down"
-        self.deadline = None
-        self.resume_at = None
-        self.restart_at = None
-
-    def start(self):
-        argv = self.argv_for_start(self.starts)
-        with open(self.log_path, "ab") as f:
-            self.log_offset = f.tell()
-            f.write(("=== start %d: %s\n" % (self.starts, " ".join(argv))).encode())
-            f.flush()
-            self.popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        self.starts += 1
-        self.state = "running"
-        self.restart_at = None
-        self.is_ready = False
-
-    def ready(self):
-        if not self.is_ready:
-            try:
-                with open(self.log_path, "rb") as f:
-                    f.seek(self.log_offset)
-                    self.is_ready = self.ready_marker in f.read()
-            except OSError:
-                pass
-        return self.is_ready
-
-    def send(self, sig):
-        if self.popen is not None and self.popen.poll() is None:
-            try:
-                os.kill(self.popen.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def tail(self, lines=12):
-        return run_local.log_tail(self.log_path, lines)
-
-
 class Chaos:
     def __init__(self, args):
         self.args = args
@@ -174,11 +135,13 @@ class Chaos:
         self.failures = []
         self.counts = {"kills": 0, "server_restarts": 0, "learner_restarts": 0,
                        "actor_restarts": 0, "pauses": 0, "drops": 0, "stalls": 0,
-                       "no_ops": 0}
-        self.proxy = None
-        self.server = None
+                       "moves": 0, "no_ops": 0}
+        self.proxies = []  # per site
+        self.servers = []  # per site
         self.learner = None
         self.actors = []
+        self.actor_site = [i % args.sites for i in range(args.actors)]
+        self.sites_up = args.sites
         self.events_log = open(os.path.join(args.out_dir, "events.log"), "a")
         self.ingested_seen = {}  # vlog path -> (offset, I records)
 
@@ -202,36 +165,52 @@ class Chaos:
             learner_cache=False,
             eval_interval_s=1e6, eval_episodes=1, probe_size=64, progress_interval_s=10.0)
 
-    def server_argv(self, n):
+    def site_dir(self, site):
+        """Where a site's server and the actors writing to it keep their
+        verification logs: OUT_DIR itself with one site, else OUT_DIR/site-K
+        (tools/chaos/chaos_check.py checks each site on its own)."""
+        if self.args.sites == 1:
+            return self.args.out_dir
+        return os.path.join(self.args.out_dir, "site-%d" % site)
+
+    def server_argv(self, site, n):
         a = self.args
+        checkpoints = a.checkpoint_dir if a.sites == 1 else os.path.join(
+            a.checkpoint_dir, "site-%d" % site)
         return [run_local.binary(a, "server")] + launch_plan.server_flags(
             self.plan(), self.layout) + run_local.token_argv(self.token_file) + [
             "--listen=127.0.0.1:0",
-            "--port_file=" + self.port_file(n),
+            "--port_file=" + self.port_file(site, n),
             "--soft_transport=" + a.soft_transport,
-            "--checkpoint_dir=" + a.checkpoint_dir,
+            "--checkpoint_dir=" + checkpoints,
             "--checkpoint_interval_s=%r" % a.checkpoint_interval_s,
             "--heartbeat_interval_s=0.2",
             "--stats_interval_s=10",
-            "--verification_log=" + os.path.join(a.out_dir, "server.%d.vlog" % n),
+            "--verification_log=" + os.path.join(self.site_dir(site), "server.%d.vlog" % n),
         ]
 
     def learner_argv(self, n):
         a = self.args
+        if a.sites == 1:
+            servers = ["--server=127.0.0.1:%d" % self.learner_ports[0]]
+        else:
+            servers = ["--servers_file=" + self.servers_file(), "--servers_file_interval_s=0.2",
+                       "--shard_policy=" + a.shard_policy]
         return [run_local.binary(a, "learner")] + launch_plan.learner_flags(
-            self.plan()) + run_local.token_argv(self.token_file) + self.vmodule_argv() + [
-            "--server=127.0.0.1:%d" % self.learner_port,
+            self.plan()) + run_local.token_argv(self.token_file) + self.vmodule_argv() + servers + [
             "--verification_log=" + os.path.join(a.out_dir, "learner.%d.vlog" % n),
         ]
 
     def actor_argv(self, index, n):
         a = self.args
+        site = self.actor_site[index]
         return [run_local.binary(a, "actor")] + launch_plan.actor_flags(
             self.plan(actor_start=n), index) + run_local.token_argv(
             self.credential_files[index]) + self.vmodule_argv() + [
-            "--server=127.0.0.1:%d" % self.actor_ports[index],
+            "--server=127.0.0.1:%d" % self.actor_ports[site][index],
             "--soft_transport=" + a.soft_transport,
-            "--verification_log=" + os.path.join(a.out_dir, "actor.%d.%d.vlog" % (index, n)),
+            "--verification_log=" + os.path.join(self.site_dir(site),
+                                                 "actor.%d.%d.vlog" % (index, n)),
         ]
 
     def vmodule_argv(self):
@@ -243,24 +222,50 @@ class Chaos:
     def same_host_mappings(self):
         return self.count_in_client_logs(b"same-host mapping for key")
 
-    def port_file(self, n):
-        return os.path.join(self.args.out_dir, "server.%d.port" % n)
+    def servers_file(self):
+        return os.path.join(self.args.out_dir, "servers.txt")
 
-    def start_server(self):
-        n = self.server.starts
-        if os.path.exists(self.port_file(n)):
-            os.remove(self.port_file(n))
-        self.server.start()
-        port = self.wait_for_port(self.port_file(n))
-        self.proxy.set_target("127.0.0.1", port)
-        self.event("server start %d listening on port %d" % (n, port))
+    def write_servers_file(self):
+        """Lists the sites that are up for the learner (its proxy links);
+        a site that joins is added while the learner trains."""
+        path = self.servers_file()
+        with open(path + ".new", "w") as f:
+            for site in range(self.sites_up):
+                f.write("127.0.0.1:%d\n" % self.learner_ports[site])
+        os.rename(path + ".new", path)
 
-    def wait_for_port(self, port_file):
+    def join_site(self):
+        """The last site comes up: its server, its line in the learner's
+        servers file, its actors."""
+        site = self.sites_up
+        self.event("site %d joins" % site)
+        self.start_server(site)
+        self.sites_up += 1
+        self.write_servers_file()
+        for index, actor in enumerate(self.actors):
+            if self.actor_site[index] == site and actor.starts == 0:
+                actor.start()
+                self.event("%s start 0 at site %d" % (actor.name, site))
+
+    def port_file(self, site, n):
+        return os.path.join(self.site_dir(site), "server.%d.port" % n)
+
+    def start_server(self, site):
+        server = self.servers[site]
+        n = server.starts
+        if os.path.exists(self.port_file(site, n)):
+            os.remove(self.port_file(site, n))
+        server.start()
+        port = self.wait_for_port(server, self.port_file(site, n))
+        self.proxies[site].set_target("127.0.0.1", port)
+        self.event("%s start %d listening on port %d" % (server.name, n, port))
+
+    def wait_for_port(self, server, port_file):
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self.server.popen.poll() is not None:
+            if server.popen.poll() is not None:
                 raise ChaosError("the replay server exited (code %s) before listening:\n%s" % (
-                    self.server.popen.poll(), self.server.tail()))
+                    server.popen.poll(), server.tail()))
             try:
                 with open(port_file) as f:
                     text = f.read().strip()
@@ -273,7 +278,7 @@ class Chaos:
                          SERVER_START_TIMEOUT_S)
 
     def children(self):
-        return [self.server, self.learner] + self.actors
+        return self.servers + [self.learner] + self.actors
 
     # -- events ------------------------------------------------------------
 
@@ -287,32 +292,56 @@ class Chaos:
         log("failure: " + text.splitlines()[0])
 
     def links_of(self, child):
-        if child is self.server:
-            return ["learner"] + ["actor-%d" % i for i in range(len(self.actors))]
-        return [child.name]
+        """(proxy, link name) of every connection the child's faults hit."""
+        if child in self.servers:
+            site = self.servers.index(child)
+            return [(self.proxies[site], "learner")] + [
+                (self.proxies[site], "actor-%d" % i) for i in range(len(self.actors))]
+        if child is self.learner:
+            return [(proxy, "learner") for proxy in self.proxies]
+        return [(self.proxies[self.actor_site[self.actors.index(child)]], child.name)]
 
     def apply_event(self, now):
         # Every event draws the same values, so a seed gives one schedule.
-        kind = self.rng.choices([k for k, _ in EVENTS], weights=[w for _, w in EVENTS])[0]
-        target = self.rng.choice(self.children())
+        events = EVENTS if self.args.sites == 1 else SITE_EVENTS
+        kind = self.rng.choices([k for k, _ in events], weights=[w for _, w in events])[0]
+        target = self.rng.choice(self.actors if kind == "move" else self.children())
         seconds = self.rng.uniform(MIN_FAULT_S, MAX_FAULT_S)
-        if kind in ("sigkill", "sigterm", "pause") and target.state != "running":
+        if kind == "move":
+            index = self.actors.index(target)
+            new_site = (self.actor_site[index] + self.rng.randrange(1, self.args.sites)) % \
+                self.args.sites
+            if new_site >= self.sites_up:
+                self.counts["no_ops"] += 1
+                self.event("move %s: no-op (site %d not up yet)" % (target.name, new_site))
+                return
+        if kind in ("sigkill", "sigterm", "pause", "move") and target.state != "running":
             self.counts["no_ops"] += 1
             self.event("%s %s: no-op (%s)" % (kind, target.name, target.state))
             return
-        if kind == "sigterm" and not target.ready():
+        if kind in ("sigterm", "move") and not target.ready():
             self.counts["no_ops"] += 1
-            self.event("sigterm %s: no-op (starting)" % target.name)
+            self.event("%s %s: no-op (starting)" % (kind, target.name))
+            return
+        if kind == "move" and self.actor_site.count(self.actor_site[index]) == 1:
+            # Every site keeps an actor, so every site keeps making data.
+            self.counts["no_ops"] += 1
+            self.event("move %s: no-op (its site's last actor)" % target.name)
             return
         self.event("%s %s (%.2f s)" % (kind, target.name, seconds))
+        if kind == "move":
+            # A clean stop at its site, then a start at the other one.
+            self.counts["moves"] += 1
+            self.actor_site[index] = new_site
+            self.event("%s moves to site %d" % (target.name, new_site))
         if kind == "sigkill":
             self.counts["kills"] += 1
             target.send(signal.SIGKILL)
             target.popen.wait()
             target.state = "down"
             target.restart_at = now + seconds
-        elif kind == "sigterm":
-            self.counts["kills"] += 1
+        elif kind in ("sigterm", "move"):
+            self.counts["kills"] += kind == "sigterm"
             target.send(signal.SIGTERM)
             target.state = "terminating"
             target.deadline = now + self.args.grace_s
@@ -325,17 +354,17 @@ class Chaos:
             target.resume_at = now + seconds
         elif kind == "drop":
             self.counts["drops"] += 1
-            for link in self.links_of(target):
-                self.proxy.drop(link)
+            for proxy, link in self.links_of(target):
+                proxy.drop(link)
         elif kind == "stall":
             self.counts["stalls"] += 1
-            for link in self.links_of(target):
-                self.proxy.stall(link, seconds)
+            for proxy, link in self.links_of(target):
+                proxy.stall(link, seconds)
 
     def restart(self, child):
-        if child is self.server:
+        if child in self.servers:
             self.counts["server_restarts"] += 1
-            self.start_server()
+            self.start_server(self.servers.index(child))
         else:
             self.counts["learner_restarts" if child is self.learner else "actor_restarts"] += 1
             child.start()
@@ -380,7 +409,7 @@ class Chaos:
             if child.state == "paused":
                 child.send(signal.SIGCONT)
                 child.state = "running"
-        for group in (self.actors, [self.learner], [self.server]):
+        for group in (self.actors, [self.learner], self.servers):
             live = [c for c in group if c.popen is not None and c.popen.poll() is None]
             for c in live:
                 c.send(signal.SIGTERM)
@@ -405,8 +434,9 @@ class Chaos:
 
     def ingested_so_far(self):
         total = 0
-        for n in range(self.server.starts):
-            path = os.path.join(self.args.out_dir, "server.%d.vlog" % n)
+        paths = [os.path.join(self.site_dir(site), "server.%d.vlog" % n)
+                 for site, server in enumerate(self.servers) for n in range(server.starts)]
+        for path in paths:
             offset, count = self.ingested_seen.get(path, (0, 0))
             try:
                 with open(path, "rb") as f:
@@ -427,6 +457,21 @@ class Chaos:
                 now - self.t0, self.args.duration_s, c["kills"], c["pauses"], c["drops"],
                 c["stalls"], c["server_restarts"], c["learner_restarts"], c["actor_restarts"],
                 self.ingested_so_far(), len(self.failures)))
+
+    def site_rows(self):
+        """Per site, the rows the learner trained on from it: the sum of the
+        node: lines every learner start that exited cleanly printed."""
+        try:
+            with open(self.learner.log_path, "rb") as f:
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return [0] * self.args.sites
+        rows = [0] * self.args.sites
+        for m in re.finditer(r"node: 127\.0\.0\.1:(\d+) rows (\d+)", text):
+            port = int(m.group(1))
+            if port in self.learner_ports:
+                rows[self.learner_ports.index(port)] += int(m.group(2))
+        return rows
 
     def reconnects(self):
         return self.count_in_client_logs(b"); reconnecting")
@@ -451,20 +496,36 @@ class Chaos:
         # A fresh token, and each actor its own credential, as run_local.py
         # makes them (the proxies relay the challenge and proof, never it).
         self.token_file, self.credential_files = run_local.make_credentials(a.out_dir, a.actors)
-        self.proxy = chaos_proxy.FaultProxy()
         self.t0 = time.monotonic()
         try:
-            self.learner_port = self.proxy.add_link("learner")
-            self.actor_ports = [self.proxy.add_link("actor-%d" % i) for i in range(a.actors)]
-            self.server = Child("server", self.server_argv, a.out_dir, "listening on ")
+            # A proxy per site, with a link for the learner and one for each
+            # actor (an actor may move to any site).
+            self.learner_ports, self.actor_ports = [], []
+            for site in range(a.sites):
+                os.makedirs(self.site_dir(site), exist_ok=True)
+                proxy = chaos_proxy.FaultProxy()
+                self.proxies.append(proxy)
+                self.learner_ports.append(proxy.add_link("learner"))
+                self.actor_ports.append([proxy.add_link("actor-%d" % i) for i in range(a.actors)])
+                name = "server" if a.sites == 1 else "server-%d" % site
+                self.servers.append(Child(name, lambda n, site=site: self.server_argv(site, n),
+                                          a.out_dir, "listening on "))
             self.learner = Child("learner", self.learner_argv, a.out_dir, "learner: buffer placement")
             self.actors = [Child("actor-%d" % i, lambda n, i=i: self.actor_argv(i, n), a.out_dir,
                                  "actor %d of %d: " % (i, a.actors)) for i in range(a.actors)]
-            self.start_server()
+            # With --join_site_at_s the last site comes up later.
+            self.sites_up = a.sites - (1 if a.join_site_at_s > 0 else 0)
+            for site in range(self.sites_up):
+                self.start_server(site)
+            if a.sites > 1:
+                self.write_servers_file()
             self.learner.start()
-            for actor in self.actors:
-                actor.start()
-            log("server, learner and %d actors started; logs in %s" % (a.actors, a.out_dir))
+            for index, actor in enumerate(self.actors):
+                if self.actor_site[index] < self.sites_up:
+                    actor.start()
+            log("%s, learner and %d actors started; logs in %s" % (
+                "server" if a.sites == 1 else "%d servers (sites)" % a.sites, a.actors,
+                a.out_dir))
             end = self.t0 + a.duration_s
             next_event = self.t0 + self.rng.expovariate(1.0 / a.event_interval_s)
             next_progress = self.t0 + a.progress_interval_s
@@ -472,6 +533,8 @@ class Chaos:
                 now = time.monotonic()
                 if now >= end:
                     break
+                if self.sites_up < a.sites and now >= self.t0 + a.join_site_at_s:
+                    self.join_site()
                 self.tend(now)
                 if now >= next_event:
                     self.apply_event(now)
@@ -489,9 +552,10 @@ class Chaos:
                 time.sleep(LOOP_S)
             elapsed = time.monotonic() - self.t0
         finally:
-            if self.server is not None:
+            if self.servers:
                 self.stop_all()
-            self.proxy.close()
+            for proxy in self.proxies:
+                proxy.close()
             self.events_log.close()
         report = chaos_check.check_run(a.out_dir)
         figures = {
@@ -507,6 +571,12 @@ class Chaos:
         failures = self.failures + report.failures
         if report.accepted == 0:
             failures.append("the learner handed entries to training: its logs hold none")
+        if a.sites > 1:
+            figures["moves"] = self.counts["moves"]
+            figures["site_rows"] = self.site_rows()
+            if 0 in figures["site_rows"]:
+                failures.append("the learner trained on rows of every site: its node: lines "
+                                "say %s" % figures["site_rows"])
         if a.soft_transport == "auto" and figures["same_host_mappings"] == 0:
             failures.append("with --soft_transport=auto the clients mapped the server's memory: "
                             "no same-host mapping is in their logs")
@@ -521,6 +591,17 @@ def parse_args(argv):
                    help="how long faults are injected (default 120)")
     p.add_argument("--seed", type=int, default=1, help="seeds every random choice (default 1)")
     p.add_argument("--actors", type=int, default=3, help="actor processes (default 3)")
+    p.add_argument("--sites", type=int, default=1, metavar="K",
+                   help="edge sites: K replay servers (server-K.log; verification logs in "
+                   "OUT_DIR/site-K), actor i starting at site i mod K and moved between "
+                   "sites by move events, one learner over all of them (default 1)")
+    p.add_argument("--join_site_at_s", type=float, default=0,
+                   help="with --sites > 1: the last site (its server and actors) comes up this "
+                   "many seconds into the run and joins the learner through its servers file "
+                   "(default 0: every site from the start)")
+    p.add_argument("--shard_policy", default="exact",
+                   choices=("exact", "first_ready", "round_robin"),
+                   help="with --sites > 1, the learner's --shard_policy (default exact)")
     p.add_argument("--event_interval_s", type=float, default=3.0,
                    help="mean seconds between events (default 3)")
     p.add_argument("--checkpoint_dir", default="",
@@ -563,6 +644,13 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.duration_s <= 0 or args.actors < 1 or args.event_interval_s <= 0:
         p.error("--duration_s, --actors and --event_interval_s must be positive")
+    if args.sites < 1 or args.sites > args.actors:
+        p.error("--sites must be between 1 and --actors (%d), got %d" % (args.actors, args.sites))
+    if args.sites > 1 and args.replay_placement != "buffer":
+        p.error("--sites > 1 needs --replay_placement=buffer")
+    if args.join_site_at_s < 0 or args.join_site_at_s >= args.duration_s or (
+            args.join_site_at_s > 0 and args.sites == 1):
+        p.error("--join_site_at_s must be in [0, --duration_s) and needs --sites > 1")
     if args.capacity & (args.capacity - 1):
         p.error("--capacity must be a power of two")
     if not args.bin_dir:

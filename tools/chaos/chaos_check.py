@@ -300,10 +300,32 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
     """server_runs: a list (one per server start, in start order) of record
     lists; learner_runs and actor_runs: lists of record lists; bad_records:
     malformed lines found reading them. Returns a finished Report."""
+    return check_sites([(server_runs, actor_runs)], learner_runs, bad_records)
+
+
+def check_sites(sites, learner_runs, bad_records=()):
+    """Several edge sites and one learner over all of them: `sites` holds,
+    per site, (server_runs, actor_runs) as check_records takes them. Each
+    site's servers and actors are checked on their own (its own starts,
+    cuts and epochs); the learner's entries against what any site ingested
+    (an entry's (index, sequence, checksum) names its site: the checksum
+    covers its actor's lease and sequence). Returns a finished Report whose
+    figures add up over the sites."""
     report = Report()
     report.bad_records = len(bad_records)
     for b in bad_records:
         report.note("bad_record", b)
+    ingested = {}  # (index, sequence) -> checksums any site ingested there
+    for server_runs, actor_runs in sites:
+        for key, sums in _check_site(server_runs, actor_runs, report).items():
+            ingested.setdefault(key, set()).update(sums)
+    _check_learner(learner_runs, ingested, report)
+    return report.finish()
+
+
+def _check_site(server_runs, actor_runs, report):
+    """Checks one site's server starts and the actors that wrote to it into
+    `report`; returns what it ingested: (index, sequence) -> checksums."""
     cuts, restored_cut = _restores_and_cuts(server_runs, report)
     ingested = {}     # (index, sequence) -> checksums ever ingested there
     ingested_by = []  # per start: the (index, sequence, checksum) in order
@@ -392,9 +414,12 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
         later = set().union(*(set(m) for m in ingested_by[k + 1:]))
         report.lost_since_checkpoint += sum(
             1 for e in set(ingested_by[k][position:]) if e not in back_by[k + 1] and e not in later)
-    report.transitions_committed = len({e for m in ingested_by for e in m})
+    report.transitions_committed += len({e for m in ingested_by for e in m})
     _check_actor_commits(server_runs, actor_runs, ingested, report)
+    return ingested
 
+
+def _check_learner(learner_runs, ingested, report):
     for records in learner_runs:
         for r in records:
             if r[0] != "A":
@@ -409,7 +434,6 @@ def check_records(server_runs, learner_runs, bad_records=(), actor_runs=()):
                 report.torn_accepted += 1
                 report.note("torn_accepted", "index %d sequence %d checksum %016x: never "
                             "ingested" % (index, seq, checksum))
-    return report.finish()
 
 
 def _start_number(path):
@@ -419,15 +443,21 @@ def _start_number(path):
 
 def check_run(run_dir):
     """Checks the logs tools/chaos/chaos.py leaves in run_dir: server.<n>.vlog
-    (n: the server start, from 0), learner.<n>.vlog and actor.<a>.<n>.vlog."""
-    servers = sorted(glob.glob(os.path.join(run_dir, "server.*.vlog")), key=_start_number)
-    learners = sorted(glob.glob(os.path.join(run_dir, "learner.*.vlog")), key=_start_number)
-    actors = sorted(glob.glob(os.path.join(run_dir, "actor.*.vlog")))
+    (n: the server start, from 0), learner.<n>.vlog and actor.<a>.<n>.vlog;
+    with several sites, each site's server and actor logs in run_dir/site-<k>
+    and the learner's in run_dir."""
+    site_dirs = sorted(glob.glob(os.path.join(run_dir, "site-*")),
+                       key=lambda d: int(d.rsplit("-", 1)[1]))
     bad = []
-    server_runs = [read_records(p, bad) for p in servers]
+    sites = []
+    for d in site_dirs or [run_dir]:
+        servers = sorted(glob.glob(os.path.join(d, "server.*.vlog")), key=_start_number)
+        actors = sorted(glob.glob(os.path.join(d, "actor.*.vlog")))
+        sites.append(([read_records(p, bad) for p in servers],
+                      [read_records(p, bad) for p in actors]))
+    learners = sorted(glob.glob(os.path.join(run_dir, "learner.*.vlog")), key=_start_number)
     learner_runs = [read_records(p, bad) for p in learners]
-    actor_runs = [read_records(p, bad) for p in actors]
-    return check_records(server_runs, learner_runs, bad, actor_runs)
+    return check_sites(sites, learner_runs, bad)
 
 
 def main(argv):

@@ -328,6 +328,35 @@ class CheckRecordsTest(unittest.TestCase):
         self.assertEqual(report.torn_accepted, 1)
         self.assertIn("never ingested", report.examples["torn_accepted"][0])
 
+    def test_sites_are_checked_apart_and_the_learner_against_all_of_them(self):
+        # Both sites use epoch 1 and index 0 with their own contents; an
+        # actor that moved committed at both. Each site's restore and
+        # commits are judged against that site's starts only.
+        site0 = [[("S", 1), I(0, 0, 0xa0)] + KC, [R(0, 0, 0xa0), ("S", 2), I(1, 1, 0xa1)]]
+        site1 = [[("S", 1), I(0, 0, 0xb0), I(1, 5, 0xb1)]]
+        actors0 = [[P(1, 0, 0, 0xa0), P(2, 1, 1, 0xa1)]]
+        actors1 = [[P(1, 0, 0, 0xb0), P(1, 1, 5, 0xb1)]]
+        learner = [[A(0, 0, 0xa0), A(0, 0, 0xb0), A(1, 5, 0xb1)]]
+        report = chaos_check.check_sites([(site0, actors0), (site1, actors1)], learner)
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.transitions_committed, 4)
+        self.assertEqual(report.restores, 1)
+        self.assertEqual(report.actor_commits_ingested, 4)
+        self.assertEqual(report.accepted, 3)
+
+    def test_a_commit_is_not_accounted_by_another_sites_ingest(self):
+        # Site 1 ingested the same (index, sequence, checksum) as the
+        # actor's commit at site 0, whose last start never ingested it.
+        site0 = [[("S", 1), I(0, 0, 0xa0)]]
+        site1 = [[("S", 1), I(1, 1, 0xa1)]]
+        report = chaos_check.check_sites([(site0, [[P(1, 1, 1, 0xa1)]]), (site1, [])], [])
+        self.assertEqual(report.actor_commits_unaccounted, 1)
+
+    def test_a_learner_entry_of_no_site_is_a_mismatch(self):
+        report = chaos_check.check_sites([([[I(0, 0, 0xa0)]], []), ([[I(0, 0, 0xb0)]], [])],
+                                         [[A(0, 0, 0xc0)]])
+        self.assertEqual(report.torn_accepted, 1)
+
 
 class CheckRunTest(unittest.TestCase):
 
@@ -357,6 +386,24 @@ class CheckRunTest(unittest.TestCase):
         self.assertEqual(report.failures, [])
         self.assertEqual(report.actor_commits_ingested, 2)
         self.assertEqual(report.actor_commits_lost, 1)
+
+    def test_reads_each_sites_logs_from_its_own_directory(self):
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        for k in range(2):
+            os.makedirs(os.path.join(d, "site-%d" % k))
+            self.write(os.path.join(d, "site-%d" % k), "server.0.vlog",
+                       "S 1\nI 0 0 00000000000000%d0\n" % (k + 1))
+            self.write(os.path.join(d, "site-%d" % k), "actor.%d.0.vlog" % k,
+                       "P 1 0 0 00000000000000%d0\n" % (k + 1))
+        self.write(d, "learner.0.vlog", "A 0 0 0000000000000010 1\nA 0 0 0000000000000020 1\n")
+        report = chaos_check.check_run(d)
+        self.assertEqual(report.failures, [])
+        self.assertEqual(report.transitions_committed, 2)
+        self.assertEqual(report.actor_commits_ingested, 2)
+        self.assertEqual(report.accepted, 2)
+        # Site 1's server never ingested site 0's contents at its index 0.
+        self.write(os.path.join(d, "site-1"), "actor.0.1.vlog", "P 1 0 0 0000000000000010\n")
+        self.assertEqual(chaos_check.check_run(d).actor_commits_unaccounted, 1)
 
     def test_a_duplicated_ingest_in_a_log_fails_the_run(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
