@@ -128,6 +128,7 @@ absl::Status ExperienceWriter::Append(absl::Span<const uint8_t> payload, float i
   pending_bytes_.insert(pending_bytes_.end(), payload.begin(), payload.end());
   pending_lengths_.push_back(static_cast<uint32_t>(payload.size()));
   pending_priorities_.push_back(initial_priority);
+  pending_versions_.push_back(params_version_);
   return absl::OkStatus();
 }
 
@@ -209,6 +210,7 @@ void ExperienceWriter::DropFront(size_t count) {
   pending_bytes_.erase(pending_bytes_.begin(), pending_bytes_.begin() + bytes);
   pending_lengths_.erase(pending_lengths_.begin(), pending_lengths_.begin() + count);
   pending_priorities_.erase(pending_priorities_.begin(), pending_priorities_.begin() + count);
+  pending_versions_.erase(pending_versions_.begin(), pending_versions_.begin() + count);
 }
 
 absl::Status ExperienceWriter::TryFlush(uint32_t count, Progress* progress) {
@@ -332,7 +334,7 @@ absl::Status ExperienceWriter::Seal(uint32_t area, uint64_t first, uint32_t coun
   for (uint32_t i = 0; i < count; ++i) {
     RETURN_IF_ERROR(protocol::SealSlot(slots + uint64_t{i} * slot_size_, slot_size_, first + i,
                                        actor_id_, pending_priorities_[i], insert_time_ns, payload,
-                                       pending_lengths_[i]));
+                                       pending_lengths_[i], pending_versions_[i]));
     payload += pending_lengths_[i];
     commits[i] = protocol::CommitValue(first + i);
   }
@@ -495,6 +497,7 @@ absl::Status ExperienceWriter::Recover(const absl::Status& why) {
   std::vector<uint8_t> bytes;
   std::vector<uint32_t> lengths;
   std::vector<float> priorities;
+  std::vector<uint32_t> versions;
   for (const InFlight& b : in_flight_) {
     for (uint32_t i = 0; i < b.count; ++i) {
       if (b.first + i < first + done) continue;
@@ -505,12 +508,14 @@ absl::Status ExperienceWriter::Recover(const absl::Status& why) {
       bytes.insert(bytes.end(), payload, payload + header.payload_length);
       lengths.push_back(header.payload_length);
       priorities.push_back(header.initial_priority);
+      versions.push_back(header.params_version);
     }
   }
   in_flight_.clear();
   pending_bytes_.insert(pending_bytes_.begin(), bytes.begin(), bytes.end());
   pending_lengths_.insert(pending_lengths_.begin(), lengths.begin(), lengths.end());
   pending_priorities_.insert(pending_priorities_.begin(), priorities.begin(), priorities.end());
+  pending_versions_.insert(pending_versions_.begin(), versions.begin(), versions.end());
   return absl::OkStatus();
 }
 

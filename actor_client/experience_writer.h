@@ -139,6 +139,10 @@ class ExperienceWriter {
   // gives it the current maximum. InvalidArgument when the payload exceeds
   // config.max_payload(); otherwise Flush's status. Blocks only to flush.
   absl::Status Append(absl::Span<const uint8_t> payload, float initial_priority);
+  // The version of the parameters the actor acts with now (the fetcher's;
+  // 0: none): sealed into each transition appended from now on
+  // (SlotHeader::params_version, its low 32 bits).
+  void set_params_version(uint64_t version) { params_version_ = static_cast<uint32_t>(version); }
 
   // Inserts the pending transitions; blocks until they are committed (or
   // abandoned after a failure, see the file comment). OK with nothing pending.
@@ -230,6 +234,8 @@ class ExperienceWriter {
   std::vector<uint8_t> pending_bytes_;
   std::vector<uint32_t> pending_lengths_;
   std::vector<float> pending_priorities_;
+  std::vector<uint32_t> pending_versions_;  // SlotHeader::params_version
+  uint32_t params_version_ = 0;
 
   uint64_t next_wr_id_ = 1;
   uint32_t lease_ = protocol::kNoLease;

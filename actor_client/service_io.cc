@@ -38,6 +38,8 @@ ActorServiceIo::~ActorServiceIo() = default;
 absl::Status ActorServiceIo::Append(absl::Span<const uint8_t> payload, float priority) {
   // Append flushes first when the writer's batch is full; a failed flush
   // keeps the batch and does not take the new transition, so it is retried.
+  // Each transition carries the version of the parameters acted with.
+  writer_->set_params_version(fetcher_->version());
   return client::RetryWhileDisconnected(options_.retry,
                                         [&] { return writer_->Append(payload, priority); });
 }

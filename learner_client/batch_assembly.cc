@@ -105,7 +105,8 @@ void BatchAssembly::Assemble(const StagedBatch& staged, AssembledBatch* out) {
     out->kept_entries.push_back(i);
     out->weights.push_back(staged.weight(i));
     out->priority_alpha.push_back(staged.priority_alpha(i));
-    out->origins.push_back({staged.insert_time_ns(i), staged.arrived(i)});
+    out->origins.push_back(
+        {staged.insert_time_ns(i), staged.arrived(i), staged.slot_header(i).params_version});
     if (options_.verification_log != nullptr) {
       const bool ok = protocol::VerifySlot(staged.slot(i), slot_size_, entry.slot_sequence) ==
                       protocol::SlotCheck::kOk;

@@ -65,6 +65,7 @@ absl::StatusOr<bool> BufferReplaySource::Next(absl::Duration timeout, rl::Transi
   const uint64_t now_ns = context_.wall_clock_ns();
   for (const EntryOrigin& origin : origins_) {
     RecordDataAge(context_.metrics, origin.insert_time_ns, now_ns);
+    if (origin.policy_lag >= 0) context_.metrics->RecordPolicyLag(origin.policy_lag);
   }
   return true;
 }

@@ -114,6 +114,13 @@ struct EntryOrigin {
   // True when its payload crossed the link with this batch; false when the
   // learner already held it (a transfer-once cache).
   bool arrived = true;
+  // SlotHeader::params_version: the low 32 bits of the version of the
+  // parameters the actor acted with; 0: unknown.
+  uint32_t params_version = 0;
+  // Policy-version lag: the versions the learner had published to the
+  // entry's server when it took the batch, minus params_version (the
+  // service sets it; -1: unknown).
+  int64_t policy_lag = -1;
 };
 
 // Buffer placement: the server's pre-sampled batches.

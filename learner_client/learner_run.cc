@@ -158,8 +158,14 @@ void ExportNodes(MultiNodeIo& multi, LearnerMetricsExport* exported) {
     n.mass_share = s.mass_share;
     n.priority_sum = s.priority_sum;
     n.away = s.away;
+    n.policy_lag_mean = s.policy_lag_mean;
+    n.inserts_per_s = s.inserts_per_s;
   }
   exported->UpdateNodes(std::move(nodes), SamplingTvDistance(shares));
+}
+
+std::string OrDash(const std::optional<double>& value) {
+  return value.has_value() ? absl::StrCat(*value) : std::string("-");
 }
 
 // One line per node (what the learner took from it and what crossed its
@@ -173,13 +179,14 @@ void PrintNodeShares(MultiNodeIo& multi, ShardPolicy policy) {
               << s.taken_share << " mass_share " << s.mass_share << " batches " << s.batches
               << " passed_over " << s.passed_over << " dropped " << s.dropped << " priority_sum "
               << s.priority_sum << " link_bytes " << multi.link_bytes(k) << " ingested "
-              << multi.ingested(k) << (s.away ? " away" : "") << std::endl;
+              << multi.ingested(k) << " policy_lag " << OrDash(s.policy_lag_mean)
+              << " inserts_per_s " << OrDash(s.inserts_per_s) << (s.away ? " away" : "")
+              << std::endl;
   }
   const std::optional<double> drift = multi.source()->mass_drift_per_s();
   std::cerr << "shards: policy " << ShardPolicyName(policy) << " tv " << SamplingTvDistance(shares)
-            << " mass_drift_per_s " << (drift.has_value() ? absl::StrCat(*drift) : std::string("-"))
-            << " longest_gap_s " << absl::ToDoubleSeconds(multi.source()->longest_gap())
-            << std::endl;
+            << " mass_drift_per_s " << OrDash(drift) << " longest_gap_s "
+            << absl::ToDoubleSeconds(multi.source()->longest_gap()) << std::endl;
 }
 
 }  // namespace

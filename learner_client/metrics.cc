@@ -96,6 +96,7 @@ std::string ProgressRecord::ToJson() const {
       .Add("data_age_mean_s", data_age_mean_s)
       .Add("data_age_p50_s", data_age_p50_s)
       .Add("data_age_p95_s", data_age_p95_s)
+      .Add("policy_lag_mean", policy_lag_mean)
       .Add("crossing_percentile", crossing_percentile);
   return AddLink(json, link).Done();
 }
@@ -126,6 +127,7 @@ std::string SummaryRecord::ToJson() const {
       .Add("probe_loss", probe_loss)
       .Add("samples_per_insert", samples_per_insert)
       .Add("data_age_mean_s", data_age_mean_s)
+      .Add("policy_lag_mean", policy_lag_mean)
       .Add("crossing_percentile", crossing_percentile);
   return AddLink(json, link).Done();
 }
@@ -134,7 +136,8 @@ std::string SummaryRecord::ToText() const {
   std::string text = Format(
       "%s: %s after %.1f s; %llu train steps, %llu env steps; across the link %llu "
       "transitions, %s; loss (last half) %s, transferred priority (last half) %s; "
-      "last eval %s, best %s; probe loss %s, samples per insert %s, data age %s s; link "
+      "last eval %s, best %s; probe loss %s, samples per insert %s, data age %s s, policy "
+      "lag %s versions; link "
       "bytes: experience %s, metadata %s, polling %s, priorities %s, params %s, control %s",
       replay_placement.c_str(), solved ? "solved" : "not solved", wall_s,
       static_cast<unsigned long long>(train_steps), static_cast<unsigned long long>(env_steps),
@@ -144,7 +147,7 @@ std::string SummaryRecord::ToText() const {
       Optional(transferred_priority_mean_last_half, "%.3g").c_str(),
       Optional(eval_return_mean, "%.1f").c_str(), Optional(eval_return_best, "%.1f").c_str(),
       Optional(probe_loss, "%.4g").c_str(), Optional(samples_per_insert, "%.2f").c_str(),
-      Optional(data_age_mean_s, "%.3g").c_str(),
+      Optional(data_age_mean_s, "%.3g").c_str(), Optional(policy_lag_mean, "%.3g").c_str(),
       Bytes(static_cast<double>(link.experience)).c_str(),
       Bytes(static_cast<double>(link.metadata)).c_str(),
       Bytes(static_cast<double>(link.polling)).c_str(),
@@ -166,6 +169,13 @@ void MetricsRecorder::RecordTrainStep(double loss, absl::Span<const float> abs_t
   interval_loss_sum_ += loss;
   for (float e : abs_td_errors) interval_trained_error_sum_ += e;
   interval_trained_count_ += abs_td_errors.size();
+}
+
+void MetricsRecorder::RecordPolicyLag(int64_t versions) {
+  policy_lag_sum_ += static_cast<double>(versions);
+  ++policy_lag_count_;
+  interval_lag_sum_ += static_cast<double>(versions);
+  ++interval_lag_count_;
 }
 
 void MetricsRecorder::RecordDataAge(double seconds) {
@@ -237,6 +247,9 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
     r.data_age_p50_s = Quantile(&interval_ages_, 0.5);
     r.data_age_p95_s = Quantile(&interval_ages_, 0.95);
   }
+  if (interval_lag_count_ > 0) {
+    r.policy_lag_mean = interval_lag_sum_ / static_cast<double>(interval_lag_count_);
+  }
   const double seconds = wall_s - interval_start_s_;
   if (seconds > 0) {
     r.link_bytes_per_s =
@@ -261,6 +274,8 @@ ProgressRecord MetricsRecorder::Progress(double wall_s) {
   interval_trained_error_sum_ = 0;
   interval_trained_count_ = 0;
   interval_ages_.clear();
+  interval_lag_sum_ = 0;
+  interval_lag_count_ = 0;
   return r;
 }
 
@@ -284,6 +299,9 @@ SummaryRecord MetricsRecorder::Summary(double wall_s) const {
   s.samples_per_insert = samples_per_insert_;
   s.crossing_percentile = crossing_percentile_;
   if (data_age_count_ > 0) s.data_age_mean_s = data_age_sum_ / static_cast<double>(data_age_count_);
+  if (policy_lag_count_ > 0) {
+    s.policy_lag_mean = policy_lag_sum_ / static_cast<double>(policy_lag_count_);
+  }
   // The last half of training: train steps k (1-based) with k >= final / 2.
   const double half = static_cast<double>(train_steps()) / 2.0;
   double loss_sum = 0;

@@ -75,6 +75,13 @@
 //                   (so across hosts as good as their clock
 //                   synchronisation); transitions without an insert time
 //                   are not counted; null when none.
+//   policy_lag_mean  buffer placement: the mean policy-version lag of the
+//                   batch entries trained on in the interval: the
+//                   parameters' versions the learner had published to the
+//                   entry's server when it took the batch, minus the
+//                   version the actor acted with (SlotHeader::
+//                   params_version); entries of actors that acted with none
+//                   known are not counted; null when none.
 //   transitions_fetched_total, distinct_transitions_fetched_total
 //                   cumulative transition payloads READ over the link by the
 //                   learner's readers (a re-READ counts again), and the
@@ -119,7 +126,7 @@
 // loss_mean_last_half (mean loss per step) and
 // transferred_priority_mean_last_half (mean |TD error| of the transitions
 // first trained on while train_steps was in that range); and probe_loss (the
-// last), samples_per_insert, data_age_mean_s (over the whole run),
+// last), samples_per_insert, data_age_mean_s and policy_lag_mean (over the whole run),
 // crossing_percentile, the fetched totals and the link bytes by class as in
 // the last progress record.
 //
@@ -200,6 +207,7 @@ struct ProgressRecord {
   std::optional<double> data_age_mean_s;
   std::optional<double> data_age_p50_s;
   std::optional<double> data_age_p95_s;
+  std::optional<double> policy_lag_mean;
   std::optional<double> crossing_percentile;
   LinkStats link;  // bytes by class and fetched counts
   // Batch entries and forwarded transitions the learner left out because
@@ -234,6 +242,7 @@ struct SummaryRecord {
   std::optional<double> probe_loss;  // the last
   std::optional<double> samples_per_insert;
   std::optional<double> data_age_mean_s;  // over the run
+  std::optional<double> policy_lag_mean;  // over the run
   std::optional<double> crossing_percentile;
   LinkStats link;
 
@@ -262,6 +271,8 @@ class MetricsRecorder {
   void SetLinkStats(const LinkStats& link) { link_ = link; }
   // The age (seconds) of a transition taken for a train step.
   void RecordDataAge(double seconds);
+  // Its policy-version lag (EntryOrigin::policy_lag), when known.
+  void RecordPolicyLag(int64_t versions);
   // The probe loss now (nullopt: none).
   void SetProbeLoss(std::optional<double> loss) { probe_loss_ = loss; }
   // Achieved samples per insert since the start (nullopt: unknown yet).
@@ -311,6 +322,10 @@ class MetricsRecorder {
   std::optional<double> crossing_percentile_;
   double data_age_sum_ = 0;
   uint64_t data_age_count_ = 0;
+  double policy_lag_sum_ = 0;
+  uint64_t policy_lag_count_ = 0;
+  double interval_lag_sum_ = 0;
+  uint64_t interval_lag_count_ = 0;
   ActorTotals actors_;
   uint64_t transitions_dropped_ = 0;
   uint64_t params_withheld_ = 0;

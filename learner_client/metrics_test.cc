@@ -237,6 +237,20 @@ TEST(MetricsTest, DataAgeIsOverTheIntervalAndItsMeanOverTheRun) {
   EXPECT_NEAR(*m.Summary(3.0).data_age_mean_s, (50.5 + 3.0) / 101, 1e-9);
 }
 
+TEST(MetricsTest, PolicyLagIsOverTheIntervalAndItsMeanOverTheRun) {
+  MetricsRecorder m("buffer", 1, 475);
+  EXPECT_FALSE(m.Progress(1.0).policy_lag_mean.has_value()) << "none recorded";
+  for (int lag : {0, 1, 2, 5}) m.RecordPolicyLag(lag);
+  const ProgressRecord first = m.Progress(2.0);
+  EXPECT_DOUBLE_EQ(*first.policy_lag_mean, 2.0);
+  EXPECT_NE(first.ToJson().find("\"policy_lag_mean\":2"), std::string::npos) << first.ToJson();
+  m.RecordPolicyLag(12);
+  EXPECT_DOUBLE_EQ(*m.Progress(3.0).policy_lag_mean, 12.0);
+  const SummaryRecord s = m.Summary(3.0);
+  EXPECT_DOUBLE_EQ(*s.policy_lag_mean, 4.0);
+  EXPECT_NE(s.ToText().find("policy lag 4 versions"), std::string::npos) << s.ToText();
+}
+
 TEST(MetricsTest, TrainedErrorIsTheMeanOverTheTrainedTransitionsOfTheInterval) {
   MetricsRecorder m("buffer", 1, 475);
   const std::vector<float> a = {1, 2, 3};

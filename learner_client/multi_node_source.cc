@@ -145,6 +145,22 @@ absl::Status MultiNodeBatchSource::AddNode(NodeBatchSource* node) {
   return absl::OkStatus();
 }
 
+void MultiNodeBatchSource::NoteInserted(size_t k, uint64_t inserted) {
+  Node& node = nodes_[k];
+  NodeShare& share = shares_[k];
+  share.inserted = std::max(share.inserted, inserted);
+  const absl::Time now = absl::Now();
+  if (node.first_inserted_at == absl::InfiniteFuture()) {
+    node.first_inserted = share.inserted;
+    node.first_inserted_at = now;
+    return;
+  }
+  const double seconds = absl::ToDoubleSeconds(now - node.first_inserted_at);
+  if (seconds >= 1.0) {
+    share.inserts_per_s = static_cast<double>(share.inserted - node.first_inserted) / seconds;
+  }
+}
+
 absl::StatusOr<bool> MultiNodeBatchSource::LimiterAllows() {
   uint64_t inserted = 0;
   for (size_t k = 0; k < nodes_.size(); ++k) {
@@ -156,9 +172,7 @@ absl::StatusOr<bool> MultiNodeBatchSource::LimiterAllows() {
       } else if (!n.ok()) {
         return n.status();
       } else {
-        // A node restored from an older checkpoint counts from there: the
-        // highest count read stands.
-        shares_[k].inserted = std::max(shares_[k].inserted, *n);
+        NoteInserted(k, *n);
       }
     }
     inserted += shares_[k].inserted;
@@ -295,6 +309,11 @@ void MultiNodeBatchSource::TakeRows(size_t k, size_t count, rl::TransitionBatch*
       alphas_.push_back(b.priority_alpha[row]);
       beta_ = std::max(beta_, b.beta);
       origins->push_back(b.origins.empty() ? EntryOrigin{} : b.origins[row]);
+      if (origins->back().policy_lag >= 0) {
+        node.lag_sum += static_cast<double>(origins->back().policy_lag);
+        ++node.lag_count;
+        shares_[k].policy_lag_mean = node.lag_sum / static_cast<double>(node.lag_count);
+      }
       out_refs_.push_back(RowRef{&held, static_cast<uint32_t>(row)});
       --count;
       --node.queued_rows;
@@ -362,6 +381,9 @@ absl::StatusOr<double> MultiNodeBatchSource::ReadSums() {
     }
     if (!sum.ok()) return sum.status();
     shares_[k].priority_sum = *sum;
+    // The stats READ that gave the sum gave the node's insert count too.
+    absl::StatusOr<uint64_t> inserted = nodes_[k].source->Inserted();
+    if (inserted.ok()) NoteInserted(k, *inserted);
     // Nothing to sample where the sum is not a positive finite number.
     sums_[k] = *sum > 0 && std::isfinite(*sum) ? *sum : 0.0;
     total += sums_[k];

@@ -151,6 +151,12 @@ struct NodeShare {
   // batch was made.
   double taken_share = 0;
   double mass_share = 0;
+  // The mean policy-version lag of its rows given (EntryOrigin::policy_lag;
+  // rows without one not counted), and its generation rate: its inserts
+  // per second between the first and the last reading of its count (at
+  // least a second apart). nullopt until known.
+  std::optional<double> policy_lag_mean;
+  std::optional<double> inserts_per_s;
 };
 
 // How far a policy's sampling is from exact global prioritization: the
@@ -214,6 +220,12 @@ class MultiNodeBatchSource : public BatchSource {
     NodeBatchSource* source = nullptr;
     std::deque<std::unique_ptr<Held>> held;
     size_t queued_rows = 0;  // untrained rows over `held`
+    // Policy lags of the rows given, summed.
+    double lag_sum = 0;
+    uint64_t lag_count = 0;
+    // The first reading of its insert count, and when.
+    uint64_t first_inserted = 0;
+    absl::Time first_inserted_at = absl::InfiniteFuture();
   };
   // Where a row of the returned batch came from.
   struct RowRef {
@@ -258,6 +270,9 @@ class MultiNodeBatchSource : public BatchSource {
   absl::Status AnswerDone(size_t k);
   // `lost`: its connection failed (asked again only every rejoin_interval).
   void MarkAway(size_t k, bool lost = false);
+  // Node k's insert count as read now: the highest stands (a node restored
+  // from an older checkpoint counts from there), and its generation rate.
+  void NoteInserted(size_t k, uint64_t inserted);
 
   const MultiNodeOptions options_;
   const size_t observation_size_;

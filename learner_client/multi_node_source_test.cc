@@ -63,6 +63,7 @@ class FakeNode : public NodeBatchSource {
       out->priority_alpha.push_back(static_cast<float>(alpha_[i]));
       out->weights.push_back(static_cast<float>(std::pow(min_alpha / alpha_[i], kBeta)));
       out->origins.push_back(EntryOrigin{/*insert_time_ns=*/1000 + i, /*arrived=*/true});
+      out->origins.back().policy_lag = policy_lag_ < 0 ? -1 : policy_lag_ + static_cast<int>(i % 2);
       answer_key.push_back(Key(id_, i));
     }
     out->beta = kBeta;
@@ -110,6 +111,9 @@ class FakeNode : public NodeBatchSource {
   const std::vector<double>& alpha() const { return alpha_; }
   int id() const { return id_; }
   void set_stalled(bool stalled) { stalled_ = stalled; }
+  // Its rows' policy lags: `lag` for even indices, lag + 1 for odd ones
+  // (-1: unknown).
+  void set_policy_lag(int lag) { policy_lag_ = lag; }
   void set_lost(bool lost) { lost_ = lost; }
   void ResumeNext() { resume_next_ = true; }
   uint64_t answered() const { return answered_; }
@@ -123,6 +127,7 @@ class FakeNode : public NodeBatchSource {
   const uint32_t batch_;
   std::mt19937_64 rng_;
   bool stalled_ = false;
+  int policy_lag_ = -1;
   bool lost_ = false;
   uint64_t inserted_ = 0;
   bool resume_next_ = false;
@@ -471,6 +476,35 @@ TEST(MultiNodeSourceTest, ANodeAddedWhileTrainingStallsNothingAndTakesItsShare) 
       EXPECT_GT(share, 0.1);  // whichever is ready: both always are
     }
   }
+}
+
+TEST(MultiNodeSourceTest, EachNodesPolicyLagIsTheMeanOverItsRowsTaken) {
+  FakeNode a(0, std::vector<double>(8, 1.0), 16, 1);  // lags 3 and 4, equally often
+  FakeNode b(1, Ramp(8, 1.0, 1.0), 16, 2);            // actors acting with no version known
+  a.set_policy_lag(3);
+  MultiNodeOptions options;
+  options.batch_size = 16;
+  auto source = MultiNodeBatchSource::Create(options, {&a, &b}, kObservation);
+  ASSERT_TRUE(source.ok());
+  Batch batch;
+  double lag_sum = 0;
+  uint64_t lag_rows = 0;
+  for (int n = 0; n < 50; ++n) {
+    ASSERT_TRUE(*(*source)->Next(absl::Seconds(30), &batch.rows, &batch.weights, &batch.origins));
+    for (size_t r = 0; r < batch.rows.size(); ++r) {
+      if (batch.origins[r].policy_lag >= 0) {
+        EXPECT_EQ(batch.rows.observations()[r * kObservation], 0.0f) << "only a's rows have one";
+        lag_sum += static_cast<double>(batch.origins[r].policy_lag);
+        ++lag_rows;
+      }
+    }
+    ASSERT_TRUE(AnswerWithKeys(source->get(), batch).ok());
+  }
+  ASSERT_GT(lag_rows, 0u);
+  ASSERT_TRUE((*source)->shares()[0].policy_lag_mean.has_value());
+  EXPECT_DOUBLE_EQ(*(*source)->shares()[0].policy_lag_mean, lag_sum / lag_rows);
+  EXPECT_NEAR(*(*source)->shares()[0].policy_lag_mean, 3.5, 0.1);
+  EXPECT_FALSE((*source)->shares()[1].policy_lag_mean.has_value());
 }
 
 TEST(MultiNodeSourceTest, NoNodeReadyIsNoBatchYetNotAnError) {

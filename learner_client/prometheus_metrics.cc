@@ -81,6 +81,9 @@ void RenderGauges(const ProgressRecord& r, PrometheusText* out) {
   OptionalGauge(out, "dreplay_learner_data_age_p95_seconds",
                 "95th percentile age on arrival of the transitions of the last interval.",
                 r.data_age_p95_s);
+  OptionalGauge(out, "dreplay_learner_policy_lag_mean",
+                "Mean policy-version lag of the batch entries of the last interval.",
+                r.policy_lag_mean);
 }
 
 }  // namespace
@@ -126,6 +129,22 @@ void RenderNodeMetrics(absl::Span<const NodeMetrics> nodes, double tv, Prometheu
   family("dreplay_learner_node_away", MetricType::kGauge,
          "1 while this buffer node is passed over, else 0.",
          [](const NodeMetrics& n) { return n.away ? 1.0 : 0.0; });
+  // Figures known for some nodes only: a sample for each of those.
+  const auto known = [&](const char* name, const char* help, auto value) {
+    bool any = false;
+    for (const NodeMetrics& n : nodes) any = any || value(n).has_value();
+    if (!any) return;
+    out->Family(name, MetricType::kGauge, help);
+    for (const NodeMetrics& n : nodes) {
+      if (value(n).has_value()) out->Sample({{"node", n.address}}, *value(n));
+    }
+  };
+  known("dreplay_learner_node_policy_lag_mean",
+        "Mean policy-version lag of the rows taken from this buffer node.",
+        [](const NodeMetrics& n) { return n.policy_lag_mean; });
+  known("dreplay_learner_node_inserts_per_second",
+        "This buffer node's inserts per second (its sites' generation rate).",
+        [](const NodeMetrics& n) { return n.inserts_per_s; });
   out->Gauge("dreplay_learner_sampling_tv_distance",
              "Total-variation distance of the sampling from exact global prioritization.", tv);
 }

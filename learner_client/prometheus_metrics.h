@@ -22,7 +22,7 @@
 //             the record has them: loss, transferred_priority,
 //             trained_abs_td_error, probe_loss, samples_per_insert,
 //             actor_return_mean, eval_return_mean, data_age_mean_seconds,
-//             data_age_p50_seconds, data_age_p95_seconds
+//             data_age_p50_seconds, data_age_p95_seconds, policy_lag_mean
 //
 // Before the first record only dreplay_learner_up (0) is rendered; after it,
 // dreplay_learner_up is 1.
@@ -32,10 +32,11 @@
 //
 //   counters  node_rows_total, node_batches_total, node_passed_over_total,
 //             node_rows_dropped_total, node_link_bytes_total
-//   gauges    node_taken_share, node_mass_share, node_total_priority (its S_k; not _sum, a suffix
-//   kept for
-//             summaries),
-//             node_away (1 while passed over), and sampling_tv_distance
+//   gauges    node_taken_share, node_mass_share, node_total_priority (its
+//             S_k; not _sum, a suffix kept for summaries), node_away (1
+//             while passed over), node_policy_lag_mean and
+//             node_inserts_per_second (once known), and
+//             sampling_tv_distance
 
 #ifndef DREPLAY_LEARNER_CLIENT_PROMETHEUS_METRICS_H_
 #define DREPLAY_LEARNER_CLIENT_PROMETHEUS_METRICS_H_
@@ -66,6 +67,8 @@ struct NodeMetrics {
   double mass_share = 0;
   double priority_sum = 0;
   bool away = false;
+  std::optional<double> policy_lag_mean;
+  std::optional<double> inserts_per_s;
 };
 
 // The node families of `nodes` and the policy's distance `tv` from exact

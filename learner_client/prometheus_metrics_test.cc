@@ -95,6 +95,9 @@ std::vector<NodeMetrics> TwoNodes() {
   b.taken_share = 0.3;
   b.mass_share = 0.31;
   b.away = true;
+  a.policy_lag_mean = 2.5;  // b's is not known yet
+  a.inserts_per_s = 310;
+  b.inserts_per_s = 150;
   return {a, b};
 }
 
@@ -112,6 +115,10 @@ TEST(LearnerPrometheusMetricsTest, SeveralNodesAreLabelledByAddress) {
   EXPECT_TRUE(HasLine(text, "dreplay_learner_node_away{node=\"10.0.0.2:7471\"} 0"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_node_away{node=\"10.0.1.2:7471\"} 1"));
   EXPECT_TRUE(HasLine(text, "dreplay_learner_sampling_tv_distance 0.01"));
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_node_policy_lag_mean{node=\"10.0.0.2:7471\"} 2.5"));
+  EXPECT_FALSE(absl::StrContains(text, "dreplay_learner_node_policy_lag_mean{node=\"10.0.1.2"))
+      << "no sample for a node whose lag is not known";
+  EXPECT_TRUE(HasLine(text, "dreplay_learner_node_inserts_per_second{node=\"10.0.1.2:7471\"} 150"));
   // One learner, one node: no node families.
   EXPECT_FALSE(absl::StrContains(RenderLearnerMetrics(SampleRecord()), "dreplay_learner_node_"));
   absl::StatusOr<testing::PromtoolResult> lint = testing::PromtoolCheckMetrics(text);

@@ -2,6 +2,8 @@
 
 #include "learner_client/service_io.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -181,8 +183,22 @@ absl::StatusOr<bool> LearnerServiceIo::Next(absl::Duration timeout, rl::Transiti
   std::swap(*batch, done->rows);
   std::swap(*weights, done->weights);
   std::swap(*origins, done->origins);
+  SetPolicyLags(origins);
   if (options_.assemble_ahead) ReadAhead();
   return true;
+}
+
+void LearnerServiceIo::SetPolicyLags(std::vector<EntryOrigin>* origins) const {
+  const uint64_t published = publisher_->version();
+  for (EntryOrigin& o : *origins) {
+    // Versions compare in their low 32 bits (what a slot holds); an actor
+    // acting with none yet, or a learner that published none, is unknown.
+    if (o.params_version == 0 || published == 0) continue;
+    // An actor may already act with a version posted last whose completion
+    // the publisher has not seen yet: no lag, not a negative one.
+    const auto lag = static_cast<int32_t>(static_cast<uint32_t>(published) - o.params_version);
+    o.policy_lag = std::max<int64_t>(lag, 0);
+  }
 }
 
 void LearnerServiceIo::ReadAhead() {

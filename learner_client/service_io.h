@@ -192,6 +192,8 @@ class LearnerServiceIo : public BatchSource,
   // The next staged batch within `timeout`, retried while disconnected;
   // NotFound when none was staged in time.
   absl::StatusOr<StagedBatch> ReadStaged(absl::Duration timeout);
+  // Sets each origin's policy_lag from the version published last.
+  void SetPolicyLags(std::vector<EntryOrigin>* origins) const;
   // Buffer placement: READs the next batch if it is staged already and
   // starts assembling it.
   void ReadAhead();

@@ -414,5 +414,43 @@ TEST_F(LearnerServiceIoTest, ReadSumsTheActorsLinesAndPublishIsCounted) {
   EXPECT_GE(io->link_bytes(), before + params.size());
 }
 
+// Each entry's policy lag: the versions the learner published minus the
+// one its actor acted with (none: unknown; one ahead of what the learner
+// has seen complete: no lag).
+TEST_F(LearnerServiceIoTest, BatchesCarryThePolicyLagOfTheirEntries) {
+  std::unique_ptr<ClientSession> learner = Connect(Role::kLearner);
+  std::unique_ptr<LearnerServiceIo> io = Io(learner.get(), ReplayPlacement::kBuffer);
+  ASSERT_NE(io, nullptr);
+  const std::vector<uint8_t> params(256, 7);
+  for (int v = 1; v <= 3; ++v) ASSERT_TRUE(io->io().params->Publish(params).ok());
+  std::unique_ptr<ClientSession> actor = Connect(Role::kActor, 1);
+  auto writer = actor::ExperienceWriter::Create(actor.get(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  // Transition t acted with version t % 5: 0 (none), 1, 2, 3 (the latest)
+  // or 4 (ahead).
+  for (uint64_t t = 0; t < kLeaseSlots; ++t) {
+    (*writer)->set_params_version(t % 5);
+    ASSERT_TRUE((*writer)->Append(Encoded(t), 1.0f).ok());
+  }
+  ASSERT_TRUE((*writer)->Flush().ok());
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
+  int known = 0;
+  for (int n = 0; n < 8; ++n) {
+    ASSERT_TRUE(NextBatch(io.get(), &batch, &weights, &origins).ok());
+    ASSERT_EQ(origins.size(), batch.size());
+    for (size_t r = 0; r < batch.size(); ++r) {
+      const auto t = static_cast<uint64_t>(batch.observations()[r * kObservationSize]);
+      const int64_t expected[] = {-1, 2, 1, 0, 0};
+      EXPECT_EQ(origins[r].params_version, t % 5) << "transition " << t;
+      EXPECT_EQ(origins[r].policy_lag, expected[t % 5]) << "transition " << t;
+      known += origins[r].policy_lag >= 0;
+    }
+    ASSERT_TRUE(io->WritePriorities(std::vector<float>(batch.size(), 1.0f)).ok());
+  }
+  EXPECT_GT(known, 0);
+}
+
 }  // namespace
 }  // namespace dreplay::learner

@@ -23,7 +23,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire layout is lit
 // ASCII "DREPLAY!" read as a little-endian u64.
 inline constexpr uint64_t kMagic = 0x2159414C50455244ULL;
 // Bumped on any change to a structure or protocol of protocol/.
-inline constexpr uint32_t kLayoutVersion = 16;
+inline constexpr uint32_t kLayoutVersion = 17;
 
 inline constexpr size_t kCacheLine = 64;
 // Every region buffer is allocated with this alignment.

@@ -204,10 +204,21 @@ TEST(SlotTest, SealedSlotVerifies) {
   EXPECT_EQ(h.actor_id, 3u);
   EXPECT_EQ(h.payload_length, sizeof(payload));
   EXPECT_EQ(h.initial_priority, 0.5f);
-  EXPECT_EQ(h.reserved, 0u);
+  EXPECT_EQ(h.params_version, 0u) << "unknown unless given";
   EXPECT_EQ(h.insert_time_ns, 1234567890123u);
   EXPECT_EQ(h.checksum, SlotChecksum(slot.data(), h.payload_length));
   EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 77), SlotCheck::kOk);
+  // The parameters' version is sealed with the rest: covered by the checksum.
+  ASSERT_TRUE(
+      SealSlot(slot.data(), c.slot_size, 78, 3, 0.5f, 1, payload, sizeof(payload), 41).ok());
+  std::memcpy(&h, slot.data(), sizeof(h));
+  EXPECT_EQ(h.params_version, 41u);
+  EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 78), SlotCheck::kOk);
+  slot[offsetof(SlotHeader, params_version)] ^= 1;
+  EXPECT_NE(VerifySlot(slot.data(), c.slot_size, 78), SlotCheck::kOk);
+  ASSERT_TRUE(
+      SealSlot(slot.data(), c.slot_size, 77, 3, 0.5f, 1234567890123, payload, sizeof(payload))
+          .ok());
   // Bytes after the payload are not covered.
   slot[c.slot_size - 1] ^= 1;
   EXPECT_EQ(VerifySlot(slot.data(), c.slot_size, 77), SlotCheck::kOk);

@@ -38,7 +38,7 @@ SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_seq
 
 absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
                       float initial_priority, uint64_t insert_time_ns, const void* payload,
-                      uint32_t payload_length) {
+                      uint32_t payload_length, uint32_t params_version) {
   if (slot_size < sizeof(SlotHeader) || payload_length > slot_size - sizeof(SlotHeader)) {
     return absl::InvalidArgumentError(absl::StrCat("payload of ", payload_length,
                                                    " bytes does not fit a slot of ", slot_size,
@@ -50,6 +50,7 @@ absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_
   header.payload_length = payload_length;
   header.initial_priority = initial_priority;
   header.insert_time_ns = insert_time_ns;
+  header.params_version = params_version;
   auto* p = static_cast<uint8_t*>(slot);
   std::memcpy(p, &header, sizeof(header));
   if (payload_length > 0) std::memcpy(p + sizeof(SlotHeader), payload, payload_length);

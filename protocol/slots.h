@@ -33,7 +33,11 @@ struct SlotHeader {
   // use the current maximum". The server bounds it (NaN, infinite or
   // negative: no estimate; above its max_priority: clamped), counted.
   float initial_priority;
-  uint32_t reserved;  // 0
+  // The low 32 bits of the version of the parameters the actor acted with
+  // (protocol/params.h; 0: unknown), so that the learner can tell how many
+  // versions old the policy behind a transition is (layout 17; before, a
+  // reserved 0).
+  uint32_t params_version;
   // When the actor sealed the slot: its CLOCK_REALTIME in ns since the Unix
   // epoch (0: unknown). Data age at the learner is measured from it, so
   // across hosts it is as good as their clock synchronisation (PTP, NTP).
@@ -45,6 +49,7 @@ static_assert(offsetof(SlotHeader, sequence) == 8, "");
 static_assert(offsetof(SlotHeader, actor_id) == 16, "");
 static_assert(offsetof(SlotHeader, payload_length) == 20, "");
 static_assert(offsetof(SlotHeader, initial_priority) == 24, "");
+static_assert(offsetof(SlotHeader, params_version) == 28, "");
 static_assert(offsetof(SlotHeader, insert_time_ns) == 32, "");
 inline constexpr size_t kSlotChecksumBegin = sizeof(uint64_t);
 
@@ -85,7 +90,7 @@ SlotCheck VerifySlot(const void* slot, uint32_t slot_size, uint64_t expected_seq
 // left as they are.
 absl::Status SealSlot(void* slot, uint32_t slot_size, uint64_t sequence, uint32_t actor_id,
                       float initial_priority, uint64_t insert_time_ns, const void* payload,
-                      uint32_t payload_length);
+                      uint32_t payload_length, uint32_t params_version = 0);
 
 }  // namespace dreplay::protocol
 

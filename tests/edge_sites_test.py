@@ -42,7 +42,8 @@ NODE_LINE = re.compile(r"^node: (?P<address>\S+) rows (?P<rows>\d+) "
                        r"taken_share (?P<taken>[0-9.e-]+) mass_share (?P<mass>[0-9.e-]+) "
                        r"batches (?P<batches>\d+) passed_over (?P<passed_over>\d+) "
                        r"dropped (?P<dropped>\d+) priority_sum (?P<sum>[0-9.e+-]+) "
-                       r"link_bytes (?P<bytes>\d+) ingested (?P<ingested>\d+)")
+                       r"link_bytes (?P<bytes>\d+) ingested (?P<ingested>\d+) "
+                       r"policy_lag (?P<lag>\S+) inserts_per_s (?P<rate>\S+)")
 SHARDS_LINE = re.compile(r"^shards: policy (?P<policy>\S+) tv (?P<tv>[0-9.e-]+) "
                          r"mass_drift_per_s (?P<drift>\S+) longest_gap_s (?P<gap>[0-9.e-]+)")
 
@@ -105,8 +106,17 @@ class EdgeSitesTest(unittest.TestCase):
             self.assertGreater(float(n["sum"]), 0, "each node has priority mass: %s" % n)
             self.assertGreater(int(n["bytes"]), 0, n)
             self.assertGreater(int(n["ingested"]), 0, n)
-        # Node 0 has two of the three actors: more transitions, more mass.
+            # The actors act with parameters the learner published through
+            # that node: a lag of a few versions, known for every node.
+            self.assertNotEqual(n["lag"], "-", n)
+            self.assertGreaterEqual(float(n["lag"]), 0, n)
+            self.assertLess(float(n["lag"]), 1000, n)
+            self.assertGreater(float(n["rate"]), 0, n)
+        # Node 0 has two of the three actors: more transitions, more mass,
+        # and made faster.
         self.assertGreater(float(nodes[0]["mass"]), 0.55, nodes)
+        self.assertGreater(float(nodes[0]["rate"]), float(nodes[1]["rate"]), nodes)
+        self.assertIsNotNone(summary.get("policy_lag_mean"), summary)
         return float(shards[0]["tv"]), [float(n["taken"]) for n in nodes]
 
     def test_exact_takes_rows_in_proportion_to_mass(self):
