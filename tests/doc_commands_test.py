@@ -161,6 +161,8 @@ RULES = [
      Skip("//tests:slurm_test submits the job to a Slurm cluster it starts")),
     ("docs/roce.md", r"(squeue --me|ls dreplay-JOBID/)$", Skip("inspects a submitted job")),
     ("docs/chaos.md", r"tools/chaos/chaos\.py ", Skip("//tests:chaos_test runs the soak")),
+    ("docs/edge-sites.md", r"tools/chaos/chaos\.py --sites ",
+     Skip("a 10-minute soak; //tests:chaos_test runs 45 s of it over two sites")),
     ("docs/chaos.md", r"tools/chaos/chaos_check\.py OUT_DIR$",
      Skip("OUT_DIR is a finished soak's; //tools/chaos:chaos_check_test runs the checker")),
     ("docs/experiment.md", r"tools/experiment/experiment\.sh --quick$",
