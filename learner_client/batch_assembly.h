@@ -42,7 +42,7 @@
 #include "common/verification_log.h"
 #include "learner_client/batch_reader.h"
 #include "learner_client/frame_batch.h"
-#include "learner_client/learner_loop.h"
+#include "learner_client/learner_io.h"
 #include "protocol/layout.h"
 #include "protocol/mailbox.h"
 #include "rl/transition.h"

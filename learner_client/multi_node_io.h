@@ -43,7 +43,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/session.h"
-#include "learner_client/learner_loop.h"
+#include "learner_client/learner_io.h"
 #include "learner_client/multi_node_source.h"
 #include "learner_client/service_io.h"
 #include "protocol/layout.h"

@@ -58,7 +58,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "learner_client/global_sampling.h"
-#include "learner_client/learner_loop.h"
+#include "learner_client/learner_io.h"
 #include "replay/rate_limiter.h"
 #include "rl/transition.h"
 

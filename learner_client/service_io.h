@@ -67,7 +67,7 @@
 #include "learner_client/batch_reader.h"
 #include "learner_client/forward_reader.h"
 #include "learner_client/forwarded_batch_reader.h"
-#include "learner_client/learner_loop.h"
+#include "learner_client/learner_io.h"
 #include "learner_client/metrics.h"
 #include "learner_client/param_publisher.h"
 #include "learner_client/priority_writer.h"

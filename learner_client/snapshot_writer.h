@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "learner_client/learner_loop.h"
+#include "learner_client/learner_io.h"
 #include "learner_client/metrics.h"
 
 namespace dreplay::learner {
