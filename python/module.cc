@@ -10,6 +10,7 @@
 #include "python/frame_batches.h"
 #include "python/learner_clients.h"
 #include "python/monitor.h"
+#include "python/multi_node.h"
 #include "python/rl_bindings.h"
 #include "python/session.h"
 #include "python/status_error.h"
@@ -20,6 +21,7 @@ PYBIND11_MODULE(_dreplay, m) {
   dreplay::python::RegisterSession(m);
   dreplay::python::RegisterActorClients(m);
   dreplay::python::RegisterLearnerClients(m);
+  dreplay::python::RegisterMultiNode(m);
   dreplay::python::RegisterForwardClients(m);
   dreplay::python::RegisterMonitor(m);
   dreplay::python::RegisterRl(m);

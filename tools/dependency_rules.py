@@ -61,7 +61,7 @@ ALLOWED = {
     "actor_client": (_CLIENT + ("rl",), "the actor knows no other role and no server"),
     "learner_client": (_CLIENT + ("replay", "rl"),
                        "the learner knows no other role and no server"),
-    "python": (_CLIENT + ("actor_client", "learner_client", "rl"),
+    "python": (_CLIENT + ("actor_client", "learner_client", "replay", "rl"),
                "the Python bindings are clients, not a server"),
     "third_party": ((), "third_party/ describes system libraries only"),
     "testing": (ANY, "test helpers may use anything"),

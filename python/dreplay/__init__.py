@@ -32,12 +32,12 @@ from dreplay._dreplay import (DeadlineExceededError, Environment, Error, FrameRe
 from dreplay.batches import Batch
 from dreplay.frame_cache import FrameCache
 from dreplay.clients import (ActorStatsPublisher, BatchReader, ExperienceWriter, ForwardReader,
-                             ParamFetcher, ParamPublisher, PriorityWriter, Session, StatsReader,
-                             connect)
+                             MultiNodeSession, ParamFetcher, ParamPublisher, PriorityWriter,
+                             Session, StatsReader, connect)
 
 __all__ = [
     "ActorStatsPublisher", "Batch", "BatchReader", "DeadlineExceededError", "Environment", "Error",
     "ExperienceWriter", "ForwardReader", "FrameCache", "FrameRecorder",
-    "InvalidArgumentError", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
+    "InvalidArgumentError", "MultiNodeSession", "ParamFetcher", "ParamPublisher", "PriorityWriter", "Session",
     "StatsReader", "actor_credential", "connect", "environment_names", "make_environment", "parse_transition_spec",
 ]

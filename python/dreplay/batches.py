@@ -17,6 +17,8 @@ Arrays (B = batch.size, m = observation size):
   sequences [B] uint64, indices [B] uint32   which slot each transition is
   insert_time_ns [B] uint64    when the actor sealed it
   arrived [B] bool             its bytes crossed the link with this batch
+  policy_lag [B] int64         a batch over several nodes (dreplay.connect([...])):
+                               versions published minus the actor's (-1: unknown)
   payloads [B, max_payload] uint8, lengths [B] uint32   the raw payloads
 and, when the reader decodes (rl/transition.h's encoding):
   observations [B, m] float32, actions [B] int64, rewards [B] float32,
@@ -36,20 +38,22 @@ serve is left out when decoding), for dreplay.FrameCache (F = m / D):
 
 TRANSITION_FIELDS = ("observations", "actions", "rewards", "discounts", "dones",
                      "next_observations")
-ENTRY_FIELDS = ("weights", "sequences", "indices", "insert_time_ns", "arrived")
+ENTRY_FIELDS = ("weights", "sequences", "indices", "insert_time_ns", "arrived", "policy_lag")
 
 
 class Batch:
-    """One staged batch. Attributes: batch_number, epoch, incarnation, beta,
-    size, and the arrays named in the module's comment."""
+    """One staged batch. Attributes: batch_number, epoch, incarnation, beta
+    (None for a batch made over several buffer nodes, whose rows come from
+    several staged batches), size, and the arrays named in the module's
+    comment."""
 
     def __init__(self, fields):
         self._fields = fields
         self._on_device = {}  # str(device) -> tensors, made once
-        self.batch_number = fields["batch_number"]
-        self.epoch = fields["epoch"]
-        self.incarnation = fields["incarnation"]
-        self.beta = fields["beta"]
+        self.batch_number = fields.get("batch_number")
+        self.epoch = fields.get("epoch")
+        self.incarnation = fields.get("incarnation")
+        self.beta = fields.get("beta")
         self.size = len(fields["weights"])
 
     def __getattr__(self, name):
@@ -74,7 +78,8 @@ class Batch:
     def numpy(self):
         """The arrays, by name (the transitions' and the entries', and the
         frames' of a frame-stack server)."""
-        names = ENTRY_FIELDS + (TRANSITION_FIELDS if self.decoded else ("payloads", "lengths"))
+        names = tuple(n for n in ENTRY_FIELDS if n in self._fields) + (
+            TRANSITION_FIELDS if self.decoded else ("payloads", "lengths"))
         if self.has_frames:
             from dreplay.frame_cache import FRAME_FIELDS
             names += FRAME_FIELDS
@@ -108,4 +113,4 @@ class Batch:
         return self.size
 
     def __repr__(self):
-        return "Batch(number=%d, epoch=%d, size=%d)" % (self.batch_number, self.epoch, self.size)
+        return "Batch(number=%s, epoch=%s, size=%d)" % (self.batch_number, self.epoch, self.size)

@@ -22,7 +22,8 @@ PLACEMENTS = ("buffer", "learner", "hybrid")
 
 def connect(server, role="learner", token_file=None, provider="auto", link=None, *, token=None,
             actor_id=0, connect_timeout_s=10.0, learner_cache=None, insecure=False,
-            placement="buffer"):
+            placement="buffer", links=None, shard_policy="exact", node_timeout_s=1.0,
+            node_start_timeout_s=30.0, seed=1):
     """Connects to the replay server at "HOST:PORT" as `role` ("actor",
     "learner" or "monitor"; an actor with `actor_id`), with the server's
     auth token from `token_file` (its first line, a file of mode 0600) or
@@ -46,7 +47,22 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     started with --forward sends once each: forward_reader() too). The
     learner placement asks the server for the keys its reader needs; the
     hybrid placement needs a forwarding server, and the buffer placement one
-    that does not forward (both checked when the reader is made)."""
+    that does not forward (both checked when the reader is made).
+
+    `server` a list of addresses: a learner over several buffer nodes (edge
+    sites; buffer placement), returned as a MultiNodeSession. `links` gives
+    each node's link (default `link` for all); `shard_policy` how batches
+    are made: "exact" (each draw from node k with probability S_k / sum S:
+    exact prioritized sampling over all of them), "first_ready" or
+    "round_robin"; a node that stages nothing for node_timeout_s
+    (node_start_timeout_s before its first batch) is passed over until it
+    stages again (docs/edge-sites.md)."""
+    if isinstance(server, (list, tuple)):
+        return _connect_nodes(list(server), role, token_file, provider, link, token, links,
+                              connect_timeout_s, learner_cache, insecure, placement,
+                              shard_policy, node_timeout_s, node_start_timeout_s, seed)
+    if links is not None:
+        raise ValueError("links= is for several servers (a list)")
     if placement not in PLACEMENTS:
         raise ValueError("placement=%r: must be one of %s" % (placement, ", ".join(PLACEMENTS)))
     if placement != "buffer" and role != "learner":
@@ -68,6 +84,91 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     args.insecure = insecure
     args.learner_placement = placement == "learner"
     return Session(_dreplay._connect(args), role, learner_cache, placement)
+
+
+def _connect_nodes(servers, role, token_file, provider, link, token, links, connect_timeout_s,
+                   learner_cache, insecure, placement, shard_policy, node_timeout_s,
+                   node_start_timeout_s, seed):
+    if not servers:
+        raise ValueError("server=[]: give at least one address")
+    if role != "learner" or placement != "buffer":
+        raise ValueError("several servers are for a learner in the buffer placement, not "
+                         "role=%r placement=%r" % (role, placement))
+    if links is not None and len(links) != len(servers):
+        raise ValueError("%d links for %d servers" % (len(links), len(servers)))
+    args = _dreplay.MultiConnectArgs()
+    args.servers = servers
+    args.links = list(links or [])
+    args.link = link or "none"
+    args.token = token or ""
+    args.token_file = token_file or ""
+    args.provider = provider
+    args.insecure = insecure
+    args.connect_timeout_s = connect_timeout_s
+    args.learner_cache = True if learner_cache is None else learner_cache
+    args.shard_policy = shard_policy
+    args.node_timeout_s = node_timeout_s
+    args.node_start_timeout_s = node_start_timeout_s
+    args.seed = seed
+    return MultiNodeSession(_dreplay._connect_nodes(args))
+
+
+class MultiNodeSession:
+    """A learner over several buffer nodes; make it with dreplay.connect([...]).
+
+        nodes = dreplay.connect(["10.0.0.2:7471", "10.0.1.2:7471"], token_file="token.txt")
+        for batch in nodes.batches(count=1000):
+            td = train(batch.torch())            # weights: global IS weights
+            nodes.write_priorities(td)           # each row's to its node
+        nodes.publish(params)                    # to every node
+
+    Batches are dreplay.Batch objects with the transitions' arrays, weights,
+    insert_time_ns and policy_lag (versions published minus the actor's;
+    -1: unknown); batch_number, epoch, incarnation and beta are None (a
+    batch takes rows of several staged batches). Answer each batch with
+    write_priorities() before the next."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def batch_size(self):
+        return self._native.batch_size
+
+    @property
+    def transition_spec(self):
+        return self._native.transition_spec
+
+    def next(self, timeout_s=30.0):
+        """The next batch; dreplay.DeadlineExceededError when none could be
+        made within timeout_s (call again)."""
+        return Batch(self._native.next(timeout_s))
+
+    def batches(self, count=None, timeout_s=30.0):
+        """Yields `count` batches (None: forever)."""
+        n = 0
+        while count is None or n < count:
+            yield self.next(timeout_s)
+            n += 1
+
+    def write_priorities(self, priorities):
+        """The new priorities (|TD error|) of the last batch, one per row."""
+        self._native.write_priorities(np.asarray(priorities, dtype=np.float32))
+
+    def publish(self, data):
+        """Publishes a params buffer (dreplay.params) to every node not away."""
+        self._native.publish(bytes(data))
+
+    def nodes(self):
+        """One dict per node: server, rows, batches, taken_share, mass_share,
+        priority_sum, passed_over, dropped, away, policy_lag_mean,
+        inserts_per_s."""
+        return self._native.nodes()
+
+    def tv_distance(self):
+        """The total-variation distance of the sampling so far from exact
+        global prioritization (0 in expectation for "exact")."""
+        return self._native.tv_distance()
 
 
 class Session:
