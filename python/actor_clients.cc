@@ -49,6 +49,12 @@ class PyExperienceWriter {
       return actor::ExperienceWriter::Create(&session_->client(), options);
     });
   }
+  // The version of the parameters the actor acts with (ParamFetcher.version):
+  // sealed into the transitions appended from now on.
+  void SetParamsVersion(uint64_t version) {
+    SessionCall call(*session_);
+    writer_->set_params_version(version);
+  }
   ~PyExperienceWriter() {
     SessionCall call(*session_);  // the client goes under the lock, without the GIL
     writer_.reset();
@@ -237,6 +243,9 @@ void RegisterActorClients(py::module_& m) {
            py::arg("discounts") = py::none(), py::arg("steps") = py::none(),
            py::arg("priorities") = py::none())
       .def("flush", &PyExperienceWriter::Flush)
+      .def("set_params_version", &PyExperienceWriter::SetParamsVersion, py::arg("version"),
+           "The version of the parameters the actor acts with (ParamFetcher.version), sealed "
+           "into each transition appended from now on, for the learner's policy lag.")
       .def_property_readonly("pending", &PyExperienceWriter::Pending)
       .def("stats", &PyExperienceWriter::Stats);
 

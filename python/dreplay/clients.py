@@ -275,6 +275,12 @@ class ExperienceWriter:
             None if steps is None else np.asarray(steps, np.int32),
             None if priorities is None else np.asarray(priorities, np.float32))
 
+    def set_params_version(self, version):
+        """The version of the parameters the actor acts with (ParamFetcher.version),
+        sealed into each transition appended from now on, so that the
+        learner measures its policy lag."""
+        self._native.set_params_version(version)
+
     def flush(self):
         """Inserts what is pending; blocks until committed."""
         self._native.flush()

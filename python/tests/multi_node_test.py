@@ -3,8 +3,9 @@ processes (edge sites). Node 0's transitions carry observation[0] = 0 and
 priority 3, node 1's observation[0] = 1 and priority 1, so node 0 holds
 more of the priority mass: exact sampling takes each node's rows in
 proportion to its mass, the weights are global importance-sampling weights,
-each row's priority goes back to its node, and parameters reach both
-nodes. Round robin takes half the rows from each."""
+each row's priority goes back to its node, parameters reach both nodes,
+and each row carries its policy lag (versions published minus the one its
+actor acted with). Round robin takes half the rows from each."""
 
 import gc
 import sys
@@ -19,7 +20,7 @@ ROWS = 64
 BATCHES = 120
 
 
-def fill(service, node, priority):
+def fill(service, node, priority, params_version=0):
     gc.collect()
     actor = dreplay.connect(service.address, role="actor", actor_id=0, provider="soft",
                             token_file=service.credential_file(0))
@@ -27,6 +28,7 @@ def fill(service, node, priority):
     obs = rng.standard_normal((ROWS, 4)).astype(np.float32)
     obs[:, 0] = node
     writer = actor.experience_writer(max_batch=16)
+    writer.set_params_version(params_version)
     writer.append_transitions(observations=obs, actions=rng.integers(0, 2, ROWS),
                               rewards=np.ones(ROWS, np.float32), next_observations=obs,
                               dones=np.zeros(ROWS, bool),
@@ -41,7 +43,8 @@ def fill(service, node, priority):
 def sites():
     with ReplayService(batch_size=8, min_size_to_sample=8) as a, \
             ReplayService(batch_size=8, min_size_to_sample=8) as b:
-        actors = [fill(a, 0, 3.0), fill(b, 1, 1.0)]
+        # Node 1's actor says it acted with version 1 of the parameters.
+        actors = [fill(a, 0, 3.0), fill(b, 1, 1.0, params_version=1)]
         yield a, b, actors
 
 
@@ -89,7 +92,8 @@ def test_exact_sampling_over_two_nodes_follows_their_mass(sites):
         node = batch.observations[:, 0]
         if np.any(node == 0) and np.any(node == 1):
             assert w[node == 1].min() > w[node == 0].max()
-        # Python actors do not stamp the version they act with.
+        # Node 0's actor gave no version; node 1's acted with version 1,
+        # and the learner has published none yet: unknown for both.
         assert np.all(batch.policy_lag == -1)
         assert batch.batch_number is None
     assert all(n["inserts_per_s"] is None or n["inserts_per_s"] >= 0 for n in info)
@@ -104,9 +108,22 @@ def test_round_robin_takes_the_nodes_in_turn(sites):
 def test_parameters_reach_every_node(sites):
     a, b, _ = sites
     nodes = learner(sites, "exact")
-    nodes.next(timeout_s=20)
+    first = nodes.next(timeout_s=20)
+    nodes.write_priorities(np.where(first.observations[:, 0] == 0, 3.0, 1.0))
     data = bytes(range(200))
     nodes.publish(data)
+    nodes.publish(data)  # version 2 at both nodes
+    # Node 1's rows acted with version 1: one version behind, once the
+    # node batches fetched before the publication are used up (a lag is
+    # taken when a node's batch is fetched); node 0's say nothing.
+    train(nodes, 20)
+    for batch in nodes.batches(count=20, timeout_s=20):
+        node = batch.observations[:, 0]
+        assert np.all(batch.policy_lag[node == 1] == 1), batch.policy_lag
+        assert np.all(batch.policy_lag[node == 0] == -1), batch.policy_lag
+        nodes.write_priorities(np.where(node == 0, 3.0, 1.0))
+    lags = [n["policy_lag_mean"] for n in nodes.nodes()]
+    assert lags[0] is None and 0 < lags[1] <= 1, lags
     for service in (a, b):
         gc.collect()
         actor = dreplay.connect(service.address, role="actor", actor_id=1, provider="soft",
