@@ -164,13 +164,13 @@ MultiNodeIo::MultiNodeIo(std::vector<Node> nodes, absl::Duration sum_refresh)
 }
 
 void MultiNodeIo::Offer(Node node) {
-  absl::MutexLock lock(&offer_mu_);
+  MutexLock lock(&offer_mu_);
   offers_.push_back(std::move(node));
   ++offered_;
 }
 
 size_t MultiNodeIo::offered() const {
-  absl::MutexLock lock(&offer_mu_);
+  MutexLock lock(&offer_mu_);
   return offered_;
 }
 
@@ -194,7 +194,7 @@ absl::StatusOr<bool> MultiNodeIo::Next(absl::Duration timeout, rl::TransitionBat
                                        std::vector<EntryOrigin>* origins) {
   std::vector<Node> offers;
   {
-    absl::MutexLock lock(&offer_mu_);
+    MutexLock lock(&offer_mu_);
     offers.swap(offers_);
   }
   for (Node& node : offers) RETURN_IF_ERROR(Adopt(std::move(node)));

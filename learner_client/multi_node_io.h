@@ -39,10 +39,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/session.h"
+#include "common/mutex.h"
 #include "learner_client/learner_io.h"
 #include "learner_client/multi_node_source.h"
 #include "learner_client/service_io.h"
@@ -176,7 +176,7 @@ class MultiNodeIo : public BatchSource, public ParamsSink, public ActorStatsSour
   absl::Status Adopt(Node node);
 
   const absl::Duration sum_refresh_;
-  mutable absl::Mutex offer_mu_;
+  mutable Mutex offer_mu_;
   std::vector<Node> offers_ ABSL_GUARDED_BY(offer_mu_);
   size_t offered_ ABSL_GUARDED_BY(offer_mu_) = 0;
   std::vector<Node> nodes_;

@@ -5,12 +5,16 @@
 // is answered, and answered later in order; S_k and the inserts are read
 // from the stats region; a node whose server went away never blocks the
 // caller again while it reconnects (off the caller's thread), and it gives
-// batches again, marked resumed, once a server is back at its address.
+// batches again, marked resumed, once a server is back at its address. And
+// a node offered from another thread while the learner takes batches joins.
 
 #include "learner_client/multi_node_io.h"
 
 #include <memory>
+#include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "absl/time/clock.h"
 #include "actor_client/experience_writer.h"
@@ -172,6 +176,70 @@ TEST_F(ServiceNodeTest, ALostNodeNeverBlocksAndComesBackResumed) {
   EXPECT_TRUE(resumed);
   EXPECT_EQ(node_->unanswered(), 1u) << "the batch before the loss is forgotten";
   EXPECT_TRUE(node_->Answer(batch.ticket, std::vector<float>(batch.rows.size(), 1.0f)).ok());
+}
+
+// A node offered from another thread while the learner takes batches joins
+// at a later batch and gives rows.
+TEST(MultiNodeIoTest, ANodeOfferedFromAnotherThreadJoinsAndGivesRows) {
+  std::unique_ptr<verbs::Provider> server_host = SoftProvider();
+  std::unique_ptr<verbs::Provider> client_host = SoftProvider();
+  std::unique_ptr<server::ReplayServer> servers[2] = {
+      StartServer(server_host.get(), ServerOptions()),
+      StartServer(server_host.get(), ServerOptions())};
+  // Node k's transitions are numbered from 100 k.
+  for (int k = 0; k < 2; ++k) {
+    auto actor =
+        ClientSession::Connect(client_host.get(), SessionOptions(*servers[k], Role::kActor, 1));
+    ASSERT_TRUE(actor.ok()) << actor.status();
+    auto writer = actor::ExperienceWriter::Create(actor->get(), {});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t t = 0; t < 32; ++t) {
+      ASSERT_TRUE((*writer)->Append(Encoded(100 * k + t), 1.0f).ok());
+    }
+    ASSERT_TRUE((*writer)->Flush().ok());
+  }
+  auto node = [&](int k) {
+    MultiNodeIo::Node n;
+    n.address = absl::StrCat("node-", k);
+    auto session =
+        ClientSession::Connect(client_host.get(), SessionOptions(*servers[k], Role::kLearner));
+    EXPECT_TRUE(session.ok()) << session.status();
+    n.session = std::move(*session);
+    LearnerServiceIoOptions io;
+    io.placement = ReplayPlacement::kBuffer;
+    auto service = LearnerServiceIo::Create(n.session.get(), io);
+    EXPECT_TRUE(service.ok()) << service.status();
+    n.service = std::move(*service);
+    return n;
+  };
+  std::vector<MultiNodeIo::Node> first;
+  first.push_back(node(0));
+  MultiNodeOptions options;
+  options.batch_size = kBatchSize;
+  auto multi = MultiNodeIo::Create(std::move(first), options, kObservationSize,
+                                   rl::ObservationType::kFloat32);
+  ASSERT_TRUE(multi.ok()) << multi.status();
+  std::thread joiner([&] { (*multi)->Offer(node(1)); });
+  rl::TransitionBatch batch(kObservationSize);
+  std::vector<float> weights;
+  std::vector<EntryOrigin> origins;
+  bool from_1 = false;
+  const bool joined = WaitFor([&] {
+    absl::StatusOr<bool> got = (*multi)->Next(kNextTimeout, &batch, &weights, &origins);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok() || !*got) return false;
+    for (size_t r = 0; r < batch.size(); ++r) {
+      from_1 = from_1 || batch.observations()[r * kObservationSize] >= 100;
+    }
+    EXPECT_TRUE((*multi)->WritePriorities(std::vector<float>(batch.size(), 1.0f)).ok());
+    return from_1;
+  });
+  joiner.join();
+  EXPECT_TRUE(joined) << "no row of the offered node";
+  EXPECT_EQ((*multi)->offered(), 1u);
+  ASSERT_EQ((*multi)->size(), 2u);
+  EXPECT_EQ((*multi)->address(1), "node-1");
+  EXPECT_GT((*multi)->source()->shares()[1].rows, 0u);
 }
 
 }  // namespace

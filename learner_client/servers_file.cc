@@ -102,28 +102,29 @@ ServersFileWatcher::ServersFileWatcher(const ServersFileWatcherOptions& options,
 
 ServersFileWatcher::~ServersFileWatcher() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
+    stopped_.Signal();
   }
   thread_.join();
 }
 
 uint64_t ServersFileWatcher::joined() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return joined_;
 }
 
 uint64_t ServersFileWatcher::bad_readings() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return bad_readings_;
 }
 
 void ServersFileWatcher::Run() {
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
-      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.interval);
+      MutexLock lock(&mu_);
+      // A wakeup before the interval (spurious) only reads the file sooner.
+      if (!stop_) stopped_.WaitWithTimeout(&mu_, options_.interval);
       if (stop_) return;
     }
     ReadOnce();
@@ -135,7 +136,7 @@ void ServersFileWatcher::ReadOnce() {
   if (!nodes.ok()) {
     uint64_t bad = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       bad = ++bad_readings_;
     }
     LOG_IF(WARNING, bad == 1 || bad % 30 == 0)
@@ -145,7 +146,7 @@ void ServersFileWatcher::ReadOnce() {
   for (const NodeAddress& node : *nodes) {
     if (known_.count(node.server) > 0) continue;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
     }
     LOG(INFO) << "servers file " << options_.path << " lists " << node.server << ": joining it";
@@ -156,7 +157,7 @@ void ServersFileWatcher::ReadOnce() {
       continue;
     }
     known_.insert(node.server);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++joined_;
   }
 }

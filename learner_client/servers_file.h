@@ -37,9 +37,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/connection_flags.h"
+#include "common/mutex.h"
 
 namespace dreplay::learner {
 
@@ -100,8 +100,9 @@ class ServersFileWatcher {
   const ServersFileWatcherOptions options_;
   const Join join_;
   std::set<std::string> known_;  // the watcher's thread only
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar stopped_;  // signalled when stop_ is set
   uint64_t joined_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bad_readings_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: started once the rest is built
