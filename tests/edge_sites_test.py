@@ -67,6 +67,22 @@ def read_log(path):
         return f.read()
 
 
+def train_steps(metrics):
+    """The learner's train steps in its last progress record (0: none yet)."""
+    try:
+        progress, _ = metrics_lines.read(metrics)
+    except (OSError, ValueError):
+        return 0
+    return progress[-1]["train_steps"] if progress else 0
+
+
+def stop_roles(rl, processes):
+    """Stops the actors, then the learner, then the servers."""
+    rl.stop_all([[p for p in processes if p.name.startswith("actor")],
+                 [p for p in processes if p.name == "learner"],
+                 [p for p in processes if p.name.startswith("server")]])
+
+
 def parse_lines(text):
     """The learner's node: and shards: lines, as dicts."""
     lines = text.splitlines()
@@ -188,16 +204,9 @@ class ElasticSiteTest(unittest.TestCase):
                                  os.path.join(out_dir, "actor-%d.log" % i)) for i in range(4)]
             processes += actors
 
-            def train_steps():
-                try:
-                    progress, _ = metrics_lines.read(metrics)
-                except (OSError, ValueError):
-                    return 0
-                return progress[-1]["train_steps"] if progress else 0
-
             # Long enough for node 1 to hold (and checkpoint) more than
             # --min_replay transitions: it stages again once restored.
-            self.wait_for("training", lambda: train_steps() > 1500, 60, processes)
+            self.wait_for("training", lambda: train_steps(metrics) > 1500, 60, processes)
             # Node 1 goes: SIGKILL, nothing flushed.
             victim = servers[1][0]
             victim.signal(signal.SIGKILL)
@@ -208,8 +217,8 @@ class ElasticSiteTest(unittest.TestCase):
             self.wait_for("the learner passing node 1 over",
                           lambda: re.search(r"replay node 1 (lost|staged nothing)",
                                             read_log(learner_log)), 15, processes)
-            trained = train_steps()
-            self.wait_for("training without node 1", lambda: train_steps() > trained + 200, 15,
+            trained = train_steps(metrics)
+            self.wait_for("training without node 1", lambda: train_steps(metrics) > trained + 200, 15,
                           processes)
             # One of its actors moves to site 0: the same id and credential,
             # the other site's address (actor 3 stays and reconnects).
@@ -234,9 +243,7 @@ class ElasticSiteTest(unittest.TestCase):
             code = learner.popen.wait(timeout=PROCESS_TIMEOUT_S)
             self.assertEqual(code, 0, learner.tail(30))
         finally:
-            rl.stop_all([[p for p in processes if p.name.startswith("actor")],
-                         [p for p in processes if p.name == "learner"],
-                         [p for p in processes if p.name.startswith("server")]])
+            stop_roles(rl, processes)
         text = read_log(learner_log)
         self.assertIn("restored checkpoint", read_log(back.log_path),
                       "the restarted server came back from its checkpoint")
@@ -292,14 +299,7 @@ class ElasticSiteTest(unittest.TestCase):
                                                                  credentials[0]),
                                         os.path.join(out_dir, "actor-0.log")))
 
-            def train_steps():
-                try:
-                    progress, _ = metrics_lines.read(metrics)
-                except (OSError, ValueError):
-                    return 0
-                return progress[-1]["train_steps"] if progress else 0
-
-            self.wait_for("training on one site", lambda: train_steps() > 500, 60, processes)
+            self.wait_for("training on one site", lambda: train_steps(metrics) > 500, 60, processes)
             # Site 1 comes up with its actor, then is added to the file.
             server1, address1 = start_server(1)
             processes.append(server1)
@@ -314,9 +314,7 @@ class ElasticSiteTest(unittest.TestCase):
             code = learner.popen.wait(timeout=PROCESS_TIMEOUT_S)
             self.assertEqual(code, 0, learner.tail(30))
         finally:
-            rl.stop_all([[p for p in processes if p.name.startswith("actor")],
-                         [p for p in processes if p.name == "learner"],
-                         [p for p in processes if p.name.startswith("server")]])
+            stop_roles(rl, processes)
         text = read_log(learner_log)
         nodes, shards = parse_lines(text)
         self.assertEqual([n["address"] for n in nodes], [address0, address1], text[-3000:])
