@@ -86,6 +86,24 @@ def connect(server, role="learner", token_file=None, provider="auto", link=None,
     return Session(_dreplay._connect(args), role, learner_cache, placement)
 
 
+class _Batches:
+    """next() and batches() over a native reader whose next() gives a
+    batch's fields."""
+
+    def next(self, timeout_s=30.0):
+        """The next batch (a dreplay.Batch). Blocks up to timeout_s; raises
+        dreplay.DeadlineExceededError (a TimeoutError) when none was staged
+        (or, over several nodes, could be made) in time (call again)."""
+        return Batch(self._native.next(timeout_s))
+
+    def batches(self, count=None, timeout_s=30.0):
+        """Yields `count` batches (None: forever)."""
+        n = 0
+        while count is None or n < count:
+            yield self.next(timeout_s)
+            n += 1
+
+
 def _connect_nodes(servers, role, token_file, provider, link, token, links, connect_timeout_s,
                    learner_cache, insecure, placement, shard_policy, node_timeout_s,
                    node_start_timeout_s, seed):
@@ -113,7 +131,7 @@ def _connect_nodes(servers, role, token_file, provider, link, token, links, conn
     return MultiNodeSession(_dreplay._connect_nodes(args))
 
 
-class MultiNodeSession:
+class MultiNodeSession(_Batches):
     """A learner over several buffer nodes; make it with dreplay.connect([...]).
 
         nodes = dreplay.connect(["10.0.0.2:7471", "10.0.1.2:7471"], token_file="token.txt")
@@ -138,18 +156,6 @@ class MultiNodeSession:
     @property
     def transition_spec(self):
         return self._native.transition_spec
-
-    def next(self, timeout_s=30.0):
-        """The next batch; dreplay.DeadlineExceededError when none could be
-        made within timeout_s (call again)."""
-        return Batch(self._native.next(timeout_s))
-
-    def batches(self, count=None, timeout_s=30.0):
-        """Yields `count` batches (None: forever)."""
-        n = 0
-        while count is None or n < count:
-            yield self.next(timeout_s)
-            n += 1
 
     def write_priorities(self, priorities):
         """The new priorities (|TD error|) of the last batch, one per row."""
@@ -293,24 +299,11 @@ class ExperienceWriter:
         return self._native.stats()
 
 
-class BatchReader:
+class BatchReader(_Batches):
     """Reads the batches the server pre-sampled (learner_client/batch_reader.h)."""
 
     def __init__(self, native):
         self._native = native
-
-    def next(self, timeout_s=30.0):
-        """The next batch (a dreplay.Batch). Blocks up to timeout_s; raises
-        dreplay.DeadlineExceededError (a TimeoutError) when none was staged
-        in time (call again)."""
-        return Batch(self._native.next(timeout_s))
-
-    def batches(self, count=None, timeout_s=30.0):
-        """Yields `count` batches (None: forever)."""
-        n = 0
-        while count is None or n < count:
-            yield self.next(timeout_s)
-            n += 1
 
     def __iter__(self):
         return self.batches()
