@@ -72,11 +72,26 @@ const char* SoftTransportName(SoftTransport transport) {
   return transport == SoftTransport::kTcp ? "tcp" : "auto";
 }
 
+absl::StatusOr<SoftLinkRelease> ParseSoftLinkRelease(const std::string& name) {
+  if (name == "auto") return SoftLinkRelease::kAuto;
+  if (name == "receiver") return SoftLinkRelease::kReceiver;
+  if (name == "sender") return SoftLinkRelease::kSender;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown soft link release \"", name, "\" (expected auto, receiver or sender)"));
+}
+
 absl::Status ProviderOptions::Validate() const {
   if (soft_transport != SoftTransport::kAuto && soft_transport != SoftTransport::kTcp) {
     return absl::InvalidArgumentError(
         absl::StrCat("ProviderOptions.soft_transport = ", static_cast<int>(soft_transport),
                      " is not a transport"));
+  }
+  if (soft_link_release != SoftLinkRelease::kAuto &&
+      soft_link_release != SoftLinkRelease::kReceiver &&
+      soft_link_release != SoftLinkRelease::kSender) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProviderOptions.soft_link_release = ", static_cast<int>(soft_link_release),
+                     " is not a release mode"));
   }
   if (kind != ProviderKind::kAuto && kind != ProviderKind::kIbverbs &&
       kind != ProviderKind::kSoft) {

@@ -28,10 +28,25 @@ enum class SoftTransport { kAuto, kTcp };
 absl::StatusOr<SoftTransport> ParseSoftTransport(const std::string& name);
 const char* SoftTransportName(SoftTransport transport);
 
+// Who waits for each frame's modelled arrival on the soft provider's TCP
+// path (verbs/soft/wire.h, "Receiver-released frames"). kAuto: the sender
+// holds it, less the host's own latency, and where both ends read one clock
+// (one host, whatever the network namespaces) the receiver also holds one
+// that comes early, so that none is ever early. kReceiver: where both ends
+// read one clock, the sender writes small frames at once and the receiver
+// alone holds them (no sender waits for them); else as kAuto. kSender: the
+// sender alone holds them, as between hosts (a peer that asks for this
+// makes both ends do so).
+enum class SoftLinkRelease { kAuto, kReceiver, kSender };
+// "auto", "receiver", "sender".
+absl::StatusOr<SoftLinkRelease> ParseSoftLinkRelease(const std::string& name);
+
 struct ProviderOptions {
   ProviderKind kind = ProviderKind::kAuto;
   // soft only; see SoftTransport.
   SoftTransport soft_transport = SoftTransport::kAuto;
+  // soft only; see SoftLinkRelease.
+  SoftLinkRelease soft_link_release = SoftLinkRelease::kAuto;
 
   // ibverbs only. Empty device: the first device with an active port.
   std::string ib_device;

@@ -5,6 +5,7 @@
 DEFINE_string(provider, "auto",
               "RDMA provider: auto (ibverbs when a device exists), ibverbs, soft");
 DEFINE_string(soft_transport, "auto", dreplay::verbs::kSoftTransportHelp);
+DEFINE_string(soft_link_release, "auto", dreplay::verbs::kSoftLinkReleaseHelp);
 DEFINE_string(ib_device, "", "ibverbs: device (empty: the first with an active port)");
 DEFINE_int32(ib_port, 1, "ibverbs: port number");
 DEFINE_int32(gid_index, -1, "ibverbs: GID index (-1: automatic, RoCE v2 preferred)");
@@ -18,8 +19,8 @@ DEFINE_int32(rnr_retry, 6,
 namespace dreplay::verbs {
 
 ProviderFlags ProviderFlagsFromCommandLine() {
-  return {FLAGS_provider,      FLAGS_ib_device, FLAGS_ib_port,       FLAGS_gid_index,
-          FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport};
+  return {FLAGS_provider,      FLAGS_ib_device, FLAGS_ib_port,        FLAGS_gid_index,
+          FLAGS_traffic_class, FLAGS_rnr_retry, FLAGS_soft_transport, FLAGS_soft_link_release};
 }
 
 }  // namespace dreplay::verbs

@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
 // provider_flag_definitions.h: the provider flags (--provider, --ib_device,
-// --ib_port, --gid_index, --traffic_class, --rnr_retry, --soft_transport),
+// --ib_port, --gid_index, --traffic_class, --rnr_retry, --soft_transport,
+// --soft_link_release),
 // defined once for every binary that connects to a replay server. For
 // binaries only: linking this defines the flags, and ProviderFlagsFromCommandLine()
 // reads them, so call it from main() after the command line is parsed.
@@ -17,6 +18,7 @@
 
 DECLARE_string(provider);
 DECLARE_string(soft_transport);
+DECLARE_string(soft_link_release);
 DECLARE_string(ib_device);
 DECLARE_int32(ib_port);
 DECLARE_int32(gid_index);

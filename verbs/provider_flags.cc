@@ -41,6 +41,11 @@ absl::StatusOr<ProviderOptions> ProviderOptionsFromFlags(const ProviderFlags& fl
     return FlagError("soft_transport", flags.soft_transport, transport.status().message());
   }
   options.soft_transport = *transport;
+  absl::StatusOr<SoftLinkRelease> release = ParseSoftLinkRelease(flags.soft_link_release);
+  if (!release.ok()) {
+    return FlagError("soft_link_release", flags.soft_link_release, release.status().message());
+  }
+  options.soft_link_release = *release;
   const absl::Status s = options.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("bad ibverbs flag: ", s.message()));
   return options;

@@ -1,7 +1,8 @@
 // Copyright dreplay authors.
 //
 // provider_flags.h: the provider flags (--provider, --ib_device, --ib_port,
-// --gid_index, --traffic_class, --rnr_retry, --soft_transport), as plain values that main()
+// --gid_index, --traffic_class, --rnr_retry, --soft_transport, --soft_link_release), as plain
+// values that main()
 // copies from its flags, turned into ProviderOptions (and the queue pairs'
 // rnr_retry) in one place. Takes values, never reads flags.
 //
@@ -26,6 +27,14 @@ inline constexpr char kSoftTransportHelp[] =
     "else TCP) or tcp (always TCP: for a fault-injecting proxy, or same-host peers of the same "
     "user that are not trusted)";
 
+// The help text of --soft_link_release, the same in every binary.
+inline constexpr char kSoftLinkReleaseHelp[] =
+    "soft provider, emulated links: who waits for each frame's modelled arrival. auto (the "
+    "sender, and on one host the receiver too, for a frame that comes early: none is ever "
+    "early), receiver (on one host the sender writes small frames at once and the receiver "
+    "holds them; slower on the benchmarks so far) or sender (the sender alone, as between "
+    "hosts)";
+
 // The flags' values; the defaults are the flags' defaults.
 struct ProviderFlags {
   std::string provider = "auto";  // --provider: auto, ibverbs, soft
@@ -38,6 +47,8 @@ struct ProviderFlags {
   int rnr_retry = kDefaultRnrRetry;
   // --soft_transport: auto (shared memory with a same-host peer) or tcp.
   std::string soft_transport = "auto";
+  // --soft_link_release: auto, receiver or sender.
+  std::string soft_link_release = "auto";
 };
 
 // InvalidArgument naming the bad flag and value ("--provider=x: ...", or

@@ -48,6 +48,19 @@ TEST(ProviderFlagsTest, CopiesTheSoftTransportAndNamesABadOne) {
   EXPECT_THAT(bad.message(), HasSubstr("--soft_transport=shm: "));
 }
 
+TEST(ProviderFlagsTest, CopiesTheSoftLinkReleaseAndNamesABadOne) {
+  ProviderFlags flags;
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->soft_link_release, SoftLinkRelease::kAuto);
+  flags.soft_link_release = "receiver";
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->soft_link_release, SoftLinkRelease::kReceiver);
+  flags.soft_link_release = "sender";
+  EXPECT_EQ(ProviderOptionsFromFlags(flags)->soft_link_release, SoftLinkRelease::kSender);
+  flags.soft_link_release = "peer";
+  const absl::Status bad = ProviderOptionsFromFlags(flags).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(bad));
+  EXPECT_THAT(bad.message(), HasSubstr("--soft_link_release=peer: "));
+}
+
 TEST(ProviderFlagsTest, CopiesTheTrafficClass) {
   ProviderFlags flags;
   EXPECT_EQ(ProviderOptionsFromFlags(flags)->traffic_class, 0);

@@ -32,7 +32,7 @@ Channel::Channel(Fd fd, const ChannelConfig& config, std::shared_ptr<RegionTable
       config_(config),
       regions_(std::move(regions)),
       writer_(fd_.get(), config.link_out),
-      reader_(this),
+      reader_(this, config.same_clock),
       requester_(config.max_send_wr, config.max_rd_atomic, config.max_inline_data, config.faults,
                  regions_.get(), &writer_, &completions_, this),
       responder_(config.max_recv_wr, config.max_rd_atomic, config.description, regions_.get(),
@@ -260,7 +260,14 @@ void Channel::OnTimer() {
 }
 
 void Channel::ResumeInput() {
-  if (!reader_.paused() || reader_.closed() || responder_.MustWaitForResponses()) return;
+  if (reader_.closed()) return;
+  // Input held for its release time (wire.h) that is due.
+  if (!reader_.paused() && reader_.held_until() != 0 &&
+      reader_.held_until() <= MonotonicNowNs() + kSendAheadNs) {
+    ReadInput();
+    Flush(MonotonicNowNs());
+  }
+  if (!reader_.paused() || responder_.MustWaitForResponses()) return;
   reader_.Resume();
   ReadInput();
   Flush(MonotonicNowNs());
@@ -342,6 +349,15 @@ void Channel::UpdateNextDue() {
     // Spin for a frame that must leave on time, not for one with slack.
     wake = slack >= kTimerLeadNs ? due : due - kTimerLeadNs;
   }
+  // Input held until its release time: spin for it unless it may be late
+  // (queued behind others on the link) or it answers this side's requests,
+  // whose polling thread releases it (Poll).
+  const int64_t held = reader_.paused() || reader_.closed() ? 0 : reader_.held_until();
+  if (held != 0 && (due == 0 || held < due)) {
+    const bool polled = reader_.held_response() && !requester_.idle();
+    due = held;
+    wake = polled || reader_.held_slack_ns() >= kTimerLeadNs ? held : held - kTimerLeadNs;
+  }
   next_wake_ns_.store(wake, std::memory_order_release);
   const int64_t previous = next_due_ns_.exchange(due, std::memory_order_acq_rel);
   if (due != 0 && (previous == 0 || due < previous) && nic_ != nullptr && !Nic::OnNicThread()) {
@@ -352,7 +368,8 @@ void Channel::UpdateNextDue() {
 void Channel::SyncInterest() {
   if (nic_ == nullptr || detached_) return;
   uint32_t want = 0;
-  if (!reader_.closed() && !reader_.paused()) want |= EPOLLIN;
+  // Not while input is held for its release time: the timer reads it then.
+  if (!reader_.closed() && !reader_.paused() && reader_.held_until() == 0) want |= EPOLLIN;
   if (!writer_.closed() && writer_.blocked()) want |= EPOLLOUT;
   // Paused input that may go on again (output drained by another thread):
   // a writable socket brings the NIC thread to ResumeInput().

@@ -81,6 +81,9 @@ struct ChannelConfig {
   // The direction of the link this side sends over, shared with the other
   // queue pairs to the same host (link_table.h); null: no link model.
   std::shared_ptr<SharedLink> link_out;
+  // Both ends read one clock: this side holds the frames that come before
+  // their stamped arrival (wire.h, "Receiver-released frames").
+  bool same_clock = false;
   FaultOptions faults;      // applied to the requests this side sends
   std::string description;  // "local <-> peer"
 };

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "verbs/soft/link.h"
 
 namespace dreplay::verbs::soft {
 namespace {
@@ -25,16 +27,20 @@ static_assert(kTailBytes >= sizeof(FrameHeader), "a tail holds a header");
 static_assert(kInputBufferBytes >= kTailBytes, "the tail lands in the buffer");
 // Input handled per Read() before other sockets get their turn.
 constexpr size_t kMaxInputPerTurn = 4 << 20;
+// A frame this close to its release time is released now.
+constexpr int64_t kReleaseAheadNs = 1000;
 
 }  // namespace
 
-FrameReader::FrameReader(Handler* handler) : handler_(handler), buf_(new char[kInputBufferBytes]) {}
+FrameReader::FrameReader(Handler* handler, bool releases)
+    : handler_(handler), releases_(releases), buf_(new char[kInputBufferBytes]) {}
 
 FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
   size_t budget = kMaxInputPerTurn;
+  now_ns_ = 0;
   while (!closed_ && budget > 0) {
     ParseBuffered();
-    if (closed_ || paused_) break;
+    if (closed_ || paused_ || held_until_ != 0) break;
     ssize_t got;
     if (phase_ == Phase::kPayload && begin_ == end_ && left_ >= kDirectReadBytes) {
       bool placed = false;
@@ -117,6 +123,7 @@ void FrameReader::ParseBuffered() {
     }
     if (phase_ == Phase::kHeader) {
       if (end_ - begin_ < sizeof(FrameHeader)) break;
+      if (releases_ && MustHold(buf_.get() + begin_)) break;
       std::memcpy(&header_, buf_.get() + begin_, sizeof(FrameHeader));
       begin_ += sizeof(FrameHeader);
       StartFrame();
@@ -129,6 +136,20 @@ void FrameReader::ParseBuffered() {
       if (left_ == 0) FinishFrame();
     }
   }
+}
+
+bool FrameReader::MustHold(const char* header) {
+  int64_t release;
+  std::memcpy(&release, header + offsetof(FrameHeader, release_ns), sizeof(release));
+  // The clock is read again only when a frame looks early.
+  if (release - kReleaseAheadNs > now_ns_) now_ns_ = MonotonicNowNs();
+  held_until_ = release - kReleaseAheadNs > now_ns_ ? release : 0;
+  if (held_until_ == 0) return false;
+  FrameHeader h;
+  std::memcpy(&h, header, sizeof(h));
+  held_slack_ns_ = int64_t{h.release_slack_us} * 1000;
+  held_response_ = IsResponse(static_cast<FrameType>(h.type));
+  return true;
 }
 
 void FrameReader::StartFrame() {
@@ -179,6 +200,7 @@ bool FrameReader::PlacingInto(const char* begin, const char* end) const {
 
 void FrameReader::Drain() {
   paused_ = false;
+  held_until_ = 0;
   phase_ = Phase::kDrain;
   dst_ = nullptr;
 }

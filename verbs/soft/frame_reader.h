@@ -13,6 +13,10 @@
 // WaitForPlacement() lets whoever must not race with that placement
 // (destroying the queue pair, deregistering memory) wait for it to end.
 //
+// Receiver-released frames (wire.h): a reader made with `releases` leaves a
+// frame whose release_ns is still ahead, and everything behind it, unparsed
+// (and the socket unread) until that time; held_until() says when.
+//
 // Not thread-safe: owned by a Channel (channel.h) and used under its lock.
 
 #ifndef DREPLAY_VERBS_SOFT_FRAME_READER_H_
@@ -68,7 +72,9 @@ class FrameReader {
     ~Handler() = default;
   };
 
-  explicit FrameReader(Handler* handler);
+  // `releases`: honour the frames' release_ns (above); else they are
+  // parsed when they arrive.
+  FrameReader(Handler* handler, bool releases);
   FrameReader(const FrameReader&) = delete;
   FrameReader& operator=(const FrameReader&) = delete;
 
@@ -105,6 +111,14 @@ class FrameReader {
   // The next Read() offers the kept frame's header to the handler again.
   void Resume() { paused_ = false; }
 
+  // When the frame at the head of the input is released (CLOCK_MONOTONIC
+  // ns); 0 when none is held. Read() parses nothing before then.
+  int64_t held_until() const { return held_until_; }
+  // Of the held frame: how much later it may be released without harm
+  // (FrameHeader::release_slack_us), and whether it is a response.
+  int64_t held_slack_ns() const { return held_slack_ns_; }
+  bool held_response() const { return held_response_; }
+
   // Ignores all further input (the queue pair failed).
   void Drain();
   // Stops reading: the socket is shut.
@@ -126,7 +140,16 @@ class FrameReader {
   // when the bytes were dropped because the queue pair failed meanwhile.
   ssize_t ReceiveInPlace(int fd, Mutex* mu, bool* placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // True when the frame at the head of the buffer must wait for its
+  // release time (sets held_until_).
+  bool MustHold(const char* header);
+
   Handler* const handler_;
+  const bool releases_;
+  int64_t held_until_ = 0;
+  int64_t held_slack_ns_ = 0;
+  bool held_response_ = false;
+  int64_t now_ns_ = 0;  // the clock as last read in this Read(); 0: not yet
   std::unique_ptr<char[]> buf_;
   size_t begin_ = 0;  // [begin_, end_) of buf_ is unparsed input
   size_t end_ = 0;

@@ -24,6 +24,9 @@ constexpr size_t kMaxBytesPerSend = 8 << 20;
 // of one wake-up per frame, and the emulated latency and long-run bandwidth
 // stay exact.
 constexpr int64_t kMaxEarlyNs = 50000;
+// Where the receiver releases frames, frames this large still wait at the
+// sender until about their release time (QueueFrame).
+constexpr uint32_t kSenderHeldBytes = 4096;
 
 }  // namespace
 
@@ -34,6 +37,8 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
                                                uint32_t length, int64_t not_before) {
   OutFrame& f = out_.emplace_back();
   std::memcpy(f.head, &header, sizeof(header));
+  reinterpret_cast<FrameHeader*>(f.head)->release_ns = 0;
+  reinterpret_cast<FrameHeader*>(f.head)->release_slack_us = 0;
   f.head_len = sizeof(header);
   if (length <= kInlineCopyBytes) {
     if (length > 0) std::memcpy(f.head + sizeof(header), payload, length);
@@ -45,8 +50,32 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
   f.is_request = IsRequest(static_cast<FrameType>(header.type));
   if (link_ != nullptr) {
     const LinkEmulator::Slot slot = link_->Schedule(not_before, f.head_len + f.ref_len);
-    f.send_ns = std::max(slot.idle_arrival_ns, slot.arrival_ns - kMaxEarlyNs);
-    f.slack_ns = slot.arrival_ns - f.send_ns;
+    // Sent (or released) when it arrives, or up to kMaxEarlyNs sooner when
+    // queued behind other frames, but never before it would arrive on an
+    // idle link: bursts go out in one send per wake-up.
+    const int64_t due = std::max(slot.idle_arrival_ns, slot.arrival_ns - kMaxEarlyNs);
+    f.send_ns = due;
+    f.slack_ns = slot.arrival_ns - due;
+    if (link_->release() != LinkRelease::kSender) {
+      // The exact times: the emulator took its host path off (link.h).
+      FrameHeader* h = reinterpret_cast<FrameHeader*>(f.head);
+      h->release_ns = due + link_->host_path_ns();
+      h->release_slack_us = static_cast<uint16_t>(std::min<int64_t>(f.slack_ns / 1000, UINT16_MAX));
+    }
+    if (link_->release() == LinkRelease::kReceiver) {
+      last_release_ns_ = slot.arrival_ns;
+      // A small frame goes at once (or when a stall ends); a large one about
+      // when it is due, less the host's own path, so that the peer's socket
+      // buffers do not fill with payloads it may not take yet (its TCP
+      // window would close).
+      if (f.head_len + f.ref_len >= kSenderHeldBytes) {
+        f.send_ns = std::max(not_before, due - kHostPathNs);
+        f.slack_ns = std::max<int64_t>(0, slot.arrival_ns - kHostPathNs - f.send_ns);
+      } else {
+        f.send_ns = not_before;
+        f.slack_ns = slot.arrival_ns - not_before;
+      }
+    }
   } else {
     f.send_ns = not_before;
     f.slack_ns = 0;
@@ -78,7 +107,9 @@ void FrameWriter::QueueClose(int64_t not_before, const std::string& reason) {
   // Frames leave in order, so the close follows everything queued before.
   OutFrame& f = out_.emplace_back();
   f.close_after = true;
-  f.send_ns = not_before;
+  // Where the peer releases the frames, the connection ends when the last
+  // of them has arrived, as when their sender held them.
+  f.send_ns = std::max(not_before, last_release_ns_);
   close_queued_ = true;
   close_reason_ = reason;
 }

@@ -18,6 +18,12 @@
 // Frames leave in the order they were queued. A close marker ends the
 // output once everything queued before it is out.
 //
+// With a link model, a frame is held until its modelled arrival time, less
+// the host's own path (link.h); where both ends read one clock it is also
+// stamped with that time, and the peer's reader holds it if it comes early.
+// With LinkRelease::kReceiver a small frame goes out at once and the peer's
+// reader alone holds it (wire.h, "Receiver-released frames").
+//
 // Not thread-safe: owned by a Channel (channel.h) and used under its lock.
 
 #ifndef DREPLAY_VERBS_SOFT_FRAME_WRITER_H_
@@ -167,6 +173,9 @@ class FrameWriter {
   bool out_closed_ = false;
   bool close_queued_ = false;
   std::string close_reason_;
+  // LinkRelease::kReceiver: the latest modelled arrival of a queued frame
+  // (a close waits for it).
+  int64_t last_release_ns_ = 0;
   int responses_queued_ = 0;
   int response_refs_ = 0;            // queued frames with response_ref set
   uint64_t response_ref_bytes_ = 0;  // their ref_len, summed

@@ -7,16 +7,45 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/checksum.h"
 
 namespace dreplay::verbs::soft {
+namespace {
+
+// Reads a small /proc file whole; false when it cannot be read.
+bool ReadSmallFile(const char* path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::ostringstream text;
+  text << in.rdbuf();
+  *out = text.str();
+  return true;
+}
+
+}  // namespace
 
 int64_t MonotonicNowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t ClockId() {
+  // The boot id names the kernel's boot; a time namespace may shift
+  // CLOCK_MONOTONIC by its offsets, which are part of the id.
+  std::string boot;
+  if (!ReadSmallFile("/proc/sys/kernel/random/boot_id", &boot) || boot.empty()) return 0;
+  std::string offsets;
+  ReadSmallFile("/proc/self/timens_offsets", &offsets);  // absent: no time namespaces
+  const std::string both = boot + offsets;
+  const uint64_t id = Xxh3(both.data(), both.size(), /*seed=*/0);
+  return id == 0 ? 1 : id;
 }
 
 void UsePreciseTimers() {
@@ -36,9 +65,11 @@ absl::Status CheckLinkModel(const LinkModel& model) {
   return absl::OkStatus();
 }
 
-LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed)
+LinkEmulator::LinkEmulator(const LinkModel& model, uint64_t seed, int64_t host_path_ns)
     : enabled_(model.enabled()),
-      delay_ns_(std::max<int64_t>(0, absl::ToInt64Nanoseconds(model.one_way_delay) - kHostPathNs)),
+      host_path_ns_(
+          std::clamp<int64_t>(host_path_ns, 0, absl::ToInt64Nanoseconds(model.one_way_delay))),
+      delay_ns_(absl::ToInt64Nanoseconds(model.one_way_delay) - host_path_ns_),
       jitter_ns_(absl::ToInt64Nanoseconds(model.jitter)),
       ns_per_byte_(model.bandwidth_gbps > 0 ? 8.0 / model.bandwidth_gbps : 0.0),
       rng_(seed) {}

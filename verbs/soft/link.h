@@ -13,11 +13,13 @@
 //   LinkEmulator link(model, seed);
 //   int64_t arrive_ns = link.Schedule(MonotonicNowNs(), frame_bytes);
 //
-// The loopback path itself (a send, a wake-up of the receiving thread, a
-// receive) takes about kHostPathNs one way; the emulator holds frames that
-// much less than `one_way_delay` (never less than zero), so that measured
-// round trips match the model instead of exceeding it by the host's own
-// latency.
+// When the sender holds frames (between hosts), the loopback path itself (a
+// send, a wake-up of the receiving thread, a receive) takes about kHostPathNs
+// one way after the frame leaves; that emulator is made with host_path_ns =
+// kHostPathNs and holds frames that much less than `one_way_delay` (never
+// less than zero), so that measured round trips match the model instead of
+// exceeding it by the host's own latency. When the receiver releases frames
+// (wire.h) the arrival time is exact and host_path_ns is 0.
 //
 // Not thread-safe: each connection direction owns one, used under its lock.
 
@@ -48,14 +50,39 @@ inline constexpr double kMinLinkBandwidthGbps = 0.001;
 // the bad field otherwise.
 absl::Status CheckLinkModel(const LinkModel& model);
 
+// An id of this host's CLOCK_MONOTONIC: equal in two processes that read the
+// same clock (the same kernel boot and time namespace, whatever their
+// network namespaces). 0 when it cannot be told (no boot id).
+uint64_t ClockId();
+
 // Sets the calling thread's timer slack to the minimum, so that its timed
 // waits wake within microseconds instead of the default 50 us.
 void UsePreciseTimers();
 
+// Who waits for a frame's modelled arrival (wire.h, "Receiver-released
+// frames"):
+enum class LinkRelease {
+  // The sender holds it, less kHostPathNs; no stamp (ends on different
+  // clocks).
+  kSender,
+  // The sender holds it as kSender does and stamps its exact arrival; the
+  // receiver holds it if it comes sooner (a host path under kHostPathNs), so
+  // that no frame is ever early.
+  kStamped,
+  // The sender writes a small frame at once and a large one about when it
+  // is due; the receiver holds each until its stamp.
+  kReceiver,
+};
+
 class LinkEmulator {
  public:
-  // `model` must pass CheckLinkModel().
-  LinkEmulator(const LinkModel& model, uint64_t seed);
+  // `model` must pass CheckLinkModel(); `host_path_ns`: what the host's own
+  // path adds after a frame leaves (above), taken off the modelled delay.
+  LinkEmulator(const LinkModel& model, uint64_t seed, int64_t host_path_ns = kHostPathNs);
+
+  // The part of the one-way delay left to the host's own path (at most
+  // host_path_ns): what the emulator does not hold.
+  int64_t host_path_ns() const { return host_path_ns_; }
 
   // False for a model with no delay, bandwidth limit or jitter: frames go out
   // at once and Schedule() need not be called.
@@ -77,6 +104,7 @@ class LinkEmulator {
 
  private:
   const bool enabled_;
+  const int64_t host_path_ns_;
   const int64_t delay_ns_;
   const int64_t jitter_ns_;
   const double ns_per_byte_;  // 0: unlimited bandwidth

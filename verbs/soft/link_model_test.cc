@@ -2,7 +2,9 @@
 //
 // The link emulator measured end to end: round trips and bandwidth seen by
 // an application match the configured link within 10 %, and READ credits
-// cap small READs at max_rd_atomic per round trip.
+// cap small READs at max_rd_atomic per round trip. Every case runs in each
+// ProviderOptions::soft_link_release mode (who waits for a frame's
+// modelled arrival; wire.h, "Receiver-released frames").
 
 #include <algorithm>
 #include <cstdio>
@@ -44,11 +46,16 @@ constexpr bool kChecksKeepingUp = false;
 constexpr bool kChecksKeepingUp = true;
 #endif
 
-class SoftLinkModelTest : public ::testing::Test {
+class SoftLinkModelTest : public ::testing::TestWithParam<SoftLinkRelease> {
  protected:
+  // Both ends stamp their frames and hold those that come early.
+  static bool Stamped() { return GetParam() != SoftLinkRelease::kSender; }
+
   void Start(const LinkModel& link, size_t bytes) {
-    client_ = *CreateSoftProvider(ProviderOptions{});
-    server_ = *CreateSoftProvider(ProviderOptions{});
+    ProviderOptions provider;
+    provider.soft_link_release = GetParam();
+    client_ = *CreateSoftProvider(provider);
+    server_ = *CreateSoftProvider(provider);
     QueuePairOptions options;
     options.link = link;
     auto pair = ConnectPair(client_.get(), server_.get(), options, {});
@@ -128,7 +135,7 @@ class SoftLinkModelTest : public ::testing::Test {
 // adds time, so the fastest of 41 round trips of each kind is compared: a
 // busy machine does not make the test flaky, and an emulator that held
 // frames too long or too short still fails it.
-TEST_F(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
+TEST_P(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
   LinkModel link;
   link.one_way_delay = absl::Microseconds(500);
   Start(link, 4096);
@@ -152,13 +159,18 @@ TEST_F(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
       "%.1f us\n",
       absl::ToDoubleMicroseconds(rtt), absl::ToDoubleMicroseconds(host));
   EXPECT_GE(rtt, model * (1 - kTolerance));
+  if (Stamped()) {
+    // Held until the modelled arrival, each way (to within 1 us): never
+    // sooner, however fast the host's own path.
+    EXPECT_GE(rtt, model - absl::Microseconds(2));
+  }
   if (kChecksKeepingUp) {
     EXPECT_LE(rtt, model * (1 + kTolerance) + host_extra);
     EXPECT_GE(rtt - host_extra, model * (1 - kTolerance));
   }
 }
 
-TEST_F(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
+TEST_P(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
   LinkModel link;
   link.bandwidth_gbps = 1;
   Start(link, 16 * 65536);
@@ -175,7 +187,7 @@ TEST_F(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
   }
 }
 
-TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
+TEST_P(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
   LinkModel link;
   link.bandwidth_gbps = 1;
   link.one_way_delay = absl::Microseconds(50);
@@ -197,7 +209,7 @@ TEST_F(SoftLinkModelTest, ReadStreamRunsAtTheEmulatedBandwidth) {
 // link; more credits or larger READs are the only way up. (The rate is
 // compared with the round trip measured on the same connection, which
 // includes the host's own latency.)
-TEST_F(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
+TEST_P(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
   LinkModel link;
   link.one_way_delay = absl::Microseconds(400);
   link.bandwidth_gbps = 25;
@@ -222,6 +234,21 @@ TEST_F(SoftLinkModelTest, SmallReadsAreCappedByCreditsPerRoundTrip) {
     EXPECT_GE(best, 1 - 2 * kTolerance);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Release, SoftLinkModelTest,
+                         ::testing::Values(SoftLinkRelease::kAuto, SoftLinkRelease::kReceiver,
+                                           SoftLinkRelease::kSender),
+                         [](const ::testing::TestParamInfo<SoftLinkRelease>& info) {
+                           switch (info.param) {
+                             case SoftLinkRelease::kAuto:
+                               return "Auto";
+                             case SoftLinkRelease::kReceiver:
+                               return "Receiver";
+                             case SoftLinkRelease::kSender:
+                               break;
+                           }
+                           return "Sender";
+                         });
 
 // Queue pairs between the same two hosts share one link: four streams at
 // once take as long as all their bytes need at the link's bandwidth.

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "verbs/connection_manager.h"
 #include "verbs/setup_preamble.h"
+#include "verbs/soft/link.h"
 #include "verbs/soft/provider.h"
 #include "verbs/soft/socket.h"
 #include "verbs/soft/test_util.h"
@@ -111,9 +112,8 @@ class SoftPeerTest : public ::testing::Test {
   }
 
   // A raw peer that completed setup; *server_qp is the server's side.
-  Fd RawPeer(std::unique_ptr<QueuePair>* server_qp) {
+  Fd RawPeer(std::unique_ptr<QueuePair>* server_qp, const HelloHeader& hello = ValidHello(4)) {
     Fd fd = RawConnect(listener_->port());
-    const HelloHeader hello = ValidHello(4);
     RawSend(fd, HelloBytes(hello, "evil"));
     auto pending = listener_->Accept(kTestTimeout);
     EXPECT_TRUE(pending.ok()) << pending.status();
@@ -446,6 +446,64 @@ TEST_F(SoftPeerTest, AWriteBehindUnreadReadResponsesWaitsForThemToDrain) {
   EXPECT_EQ(std::memcmp(region_->data(), "written!", 8), 0);
   EXPECT_EQ(server_qp->state(), QpState::kReady) << server_qp->error();
   server_qp.reset();  // before the memory it reads from goes away
+}
+
+// Receiver-released frames (wire.h): a peer with a link model that reads
+// the same clock stamps each frame with its modelled arrival.
+HelloHeader LinkedHello(uint64_t clock_id) {
+  HelloHeader hello = ValidHello(4);
+  hello.link_delay_ns = 50000;
+  hello.clock_id = clock_id;
+  return hello;
+}
+
+FrameHeader StampedWrite(const Buffer& region, uint64_t seq, uint64_t offset, int64_t release) {
+  FrameHeader h = Header(FrameType::kWrite, seq, 8);
+  h.remote_addr = region.addr() + offset;
+  h.rkey = region.rkey();
+  h.release_ns = release;
+  return h;
+}
+
+// Waits (bounded) until the word at `offset` of `region` is not zero; the
+// clock when it was seen, or 0.
+int64_t WhenLanded(Buffer& region, uint64_t offset) {
+  const auto* word = reinterpret_cast<const uint64_t*>(region.data() + offset);
+  const absl::Time deadline = absl::Now() + kTestTimeout;
+  while (absl::Now() < deadline) {
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != 0) return soft::MonotonicNowNs();
+    std::this_thread::yield();
+  }
+  return 0;
+}
+
+TEST_F(SoftPeerTest, AStampedFrameAndWhatFollowsItWaitForItsReleaseTime) {
+  if (soft::ClockId() == 0) GTEST_SKIP() << "no boot id: this host's clock has no id";
+  std::unique_ptr<QueuePair> server_qp;
+  Fd fd = RawPeer(&server_qp, LinkedHello(soft::ClockId()));
+  ASSERT_NE(server_qp, nullptr);
+  const int64_t release = soft::MonotonicNowNs() + 300 * 1000 * 1000;
+  // The second WRITE is due at once, but it is behind the first.
+  RawSend(fd, Frame(StampedWrite(*region_, 0, 0, release), "released") +
+                  Frame(StampedWrite(*region_, 1, 8, 0), "follower"));
+  const int64_t follower_seen = WhenLanded(*region_, 8);
+  ASSERT_NE(follower_seen, 0) << "the WRITEs never landed";
+  EXPECT_EQ(std::memcmp(region_->data(), "releasedfollower", 16), 0)
+      << "the unstamped WRITE overtook the held one";
+  // Released at most 1 us early (the reader's allowance).
+  EXPECT_GE(follower_seen, release - 1000);
+  EXPECT_EQ(server_qp->state(), QpState::kReady) << server_qp->error();
+}
+
+TEST_F(SoftPeerTest, AStampFromAPeerOnAnotherClockIsIgnored) {
+  std::unique_ptr<QueuePair> server_qp;
+  Fd fd = RawPeer(&server_qp, LinkedHello(soft::ClockId() ^ 1));
+  ASSERT_NE(server_qp, nullptr);
+  // An hour ahead on this clock: means nothing on the peer's.
+  const int64_t hour = int64_t{3600} * 1000 * 1000 * 1000;
+  RawSend(fd, Frame(StampedWrite(*region_, 0, 0, soft::MonotonicNowNs() + hour), "at once!"));
+  ASSERT_NE(WhenLanded(*region_, 0), 0) << "the WRITE was held for its stamp";
+  EXPECT_EQ(std::memcmp(region_->data(), "at once!", 8), 0);
 }
 
 TEST_F(SoftPeerTest, ConnectRefusesALinkTooSlowToModel) {

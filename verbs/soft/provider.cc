@@ -53,7 +53,9 @@ struct Shared {
   std::shared_ptr<RegionTable> regions;
   std::shared_ptr<Nic> nic;
   std::shared_ptr<LinkTable> links;
-  uint64_t host_id = 0;  // random, not 0
+  uint64_t host_id = 0;   // random, not 0
+  uint64_t clock_id = 0;  // ClockId() (link.h); 0: unknown
+  SoftLinkRelease link_release = SoftLinkRelease::kAuto;
   SoftTransport transport = SoftTransport::kAuto;
 };
 
@@ -64,15 +66,23 @@ bool MayShareMemory(const Shared& shared, const QueuePairOptions& options) {
 }
 
 ChannelConfig MakeConfig(const Shared& shared, const QueuePairOptions& options, int max_rd_atomic,
-                         const LinkModel& link, uint64_t peer_host, uint64_t link_seed,
-                         std::string description) {
+                         const LinkModel& link, uint64_t peer_host, uint64_t peer_clock,
+                         uint64_t link_seed, std::string description) {
   ChannelConfig config;
   config.max_send_wr = options.max_send_wr;
   config.max_recv_wr = options.max_recv_wr;
   config.max_rd_atomic = max_rd_atomic;
   config.max_inline_data = options.max_inline_data;
   config.link = link;
-  if (link.enabled()) config.link_out = shared.links->Get(peer_host, link, link_seed);
+  // Both ends read the same clock: frames carry their arrival (wire.h).
+  config.same_clock = link.enabled() && shared.clock_id != 0 && shared.clock_id == peer_clock;
+  if (link.enabled()) {
+    const LinkRelease release = !config.same_clock ? LinkRelease::kSender
+                                : shared.link_release == SoftLinkRelease::kReceiver
+                                    ? LinkRelease::kReceiver
+                                    : LinkRelease::kStamped;
+    config.link_out = shared.links->Get(peer_host, link, link_seed, release);
+  }
   config.faults = options.faults;
   config.description = std::move(description);
   return config;
@@ -206,6 +216,7 @@ class SoftPendingConnection : public PendingConnection {
     header.max_rd_atomic = static_cast<uint32_t>(options.max_rd_atomic);
     header.payload_length = static_cast<uint32_t>(reply.size());
     header.host_id = shared_.host_id;
+    header.clock_id = shared_.clock_id;
     std::string message = SetupPreamble(PreambleKind::kAccept, sizeof(header) + reply.size());
     message.append(reinterpret_cast<const char*>(&header), sizeof(header));
     message += reply;
@@ -222,10 +233,11 @@ class SoftPendingConnection : public PendingConnection {
     const int max_rd_atomic =
         std::min<int>(options.max_rd_atomic, static_cast<int>(hello_.max_rd_atomic));
     const std::string description = Describe(fd_.get());
-    return MakeQueuePair(shared_, std::move(fd_),
-                         MakeConfig(shared_, options, max_rd_atomic, link, hello_.host_id,
-                                    hello_.link_seed ^ kAcceptorSeedSalt, description),
-                         std::move(shm));
+    return MakeQueuePair(
+        shared_, std::move(fd_),
+        MakeConfig(shared_, options, max_rd_atomic, link, hello_.host_id, hello_.clock_id,
+                   hello_.link_seed ^ kAcceptorSeedSalt, description),
+        std::move(shm));
   }
 
   void Reject(const std::string& reason) override {
@@ -426,6 +438,7 @@ class SoftProvider : public Provider {
     hello.link_bandwidth_gbps = options.link.bandwidth_gbps;
     hello.link_seed = options.link.seed;
     hello.host_id = shared_.host_id;
+    hello.clock_id = shared_.clock_id;
     std::unique_ptr<ShmOffer> offer;
     if (MayShareMemory(shared_, options)) {
       absl::StatusOr<std::unique_ptr<ShmOffer>> made = ShmOffer::Create();
@@ -463,11 +476,12 @@ class SoftProvider : public Provider {
     const int max_rd_atomic =
         std::min<int>(options.max_rd_atomic, static_cast<int>(reply.max_rd_atomic));
     const std::string description = Describe(fd.get());
-    ASSIGN_OR_RETURN(std::unique_ptr<QueuePair> qp,
-                     MakeQueuePair(shared_, std::move(fd),
-                                   MakeConfig(shared_, options, max_rd_atomic, options.link,
-                                              reply.host_id, options.link.seed, description),
-                                   std::move(shm)));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<QueuePair> qp,
+        MakeQueuePair(shared_, std::move(fd),
+                      MakeConfig(shared_, options, max_rd_atomic, options.link, reply.host_id,
+                                 reply.clock_id, options.link.seed, description),
+                      std::move(shm)));
     return Connection{std::move(qp), std::move(reply_payload)};
   }
 
@@ -487,6 +501,10 @@ absl::StatusOr<std::unique_ptr<Provider>> CreateSoftProvider(const ProviderOptio
   shared.transport = options.soft_transport;
   absl::BitGen rng;
   shared.host_id = absl::Uniform<uint64_t>(absl::IntervalClosed, rng, 1, UINT64_MAX);
+  // A provider whose senders hold frames names no clock, so that no peer
+  // releases frames for it nor stamps frames for it to release.
+  shared.clock_id = options.soft_link_release == SoftLinkRelease::kSender ? 0 : soft::ClockId();
+  shared.link_release = options.soft_link_release;
   shared.nic = std::shared_ptr<soft::Nic>(std::move(nic));
   return std::unique_ptr<Provider>(new soft::SoftProvider(std::move(shared)));
 }

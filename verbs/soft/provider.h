@@ -88,6 +88,11 @@
 //    with --soft_transport=tcp (SoftTransport::kTcp). A fault-injecting
 //    TCP proxy cannot see mapped operations either: runs through one need
 //    kTcp too.
+//  * Emulated links (QueuePairOptions::link): frames wait for their
+//    modelled arrival time at the receiver when both ends read the same
+//    clock (wire.h, "Receiver-released frames"), else at the sender
+//    (link.h); ProviderOptions::soft_link_release = kSender forces the
+//    latter.
 //  * Setup: the connector sends a hello with its payload; the listener's
 //    connection manager (verbs/connection_manager.h) reads it, and the
 //    application accepts or rejects it. Payloads are limited to

@@ -41,8 +41,8 @@ SharedPath::SharedPath(std::unique_ptr<ShmLink> link, const LinkModel& model,
                        std::shared_ptr<SharedLink> link_out, int max_rd_atomic, FrameWriter* writer)
     : link_(std::move(link)),
       link_out_(std::move(link_out)),
-      host_path_ns_(std::min(absl::ToInt64Nanoseconds(model.one_way_delay), kHostPathNs)),
-      reverse_(model, model.seed ^ kReverseSeedSalt),
+      host_path_ns_(link_out_ != nullptr ? link_out_->host_path_ns() : 0),
+      reverse_(model, model.seed ^ kReverseSeedSalt, host_path_ns_),
       max_rd_atomic_(static_cast<size_t>(std::max(max_rd_atomic, 1))),
       writer_(writer),
       holder_(next_holder.fetch_add(1, std::memory_order_relaxed)) {}
@@ -100,8 +100,9 @@ int64_t SharedPath::DueTime(const WorkRequest& wr, int64_t now) {
       leave = reads_due_[reads_due_.size() - max_rd_atomic_];
     }
   }
-  // The emulator holds frames for the delay less the loopback path's own
-  // time, which this path does not take: add it back each way.
+  // An emulator of frames that their sender holds takes the loopback
+  // path's own time off the delay; this path does not take it: add it back
+  // each way (0 where the receiver releases frames).
   const int64_t arrival = link_out_->Schedule(leave, request).arrival_ns + host_path_ns_;
   const int64_t due = reverse_.Schedule(arrival, answer).arrival_ns + host_path_ns_;
   if (!is_write) reads_due_.push_back(due);

@@ -41,6 +41,19 @@
 //   kShareDeny              rkey: not shareable (stays on TCP).
 //   kShareRevoke            rkey: its range is gone; unmap it.
 //
+// Receiver-released frames: with a link model, when both ends read the same
+// CLOCK_MONOTONIC (equal, non-zero clock ids in hello and reply: the same
+// kernel boot and time namespace, so also across network namespaces), the
+// sender stamps each frame with the time from which it may be released
+// (FrameHeader::release_ns), and the receiver leaves a frame that comes
+// sooner, and everything behind it, unparsed until then. The sender still
+// holds each frame until that time less the host's own path (link.h), so a
+// frame is never early however fast the host; with
+// ProviderOptions::soft_link_release = kReceiver it writes small frames at
+// once and the receiver alone holds them. Between hosts (different clock
+// ids, or a provider with kSender: clock id 0) release_ns is 0 and only the
+// sender holds frames.
+//
 // Every field is little-endian (both ends run this code on the same kind of
 // host; see the static_assert below). Each receiver checks every length
 // against its bounds before it trusts it.
@@ -67,7 +80,9 @@ inline constexpr uint32_t kSetupMagic = 0x31565244;  // "DRV1" in memory
 // 5: the same-host usage page carries each side's closed word
 //    (shm_link.h): a peer stops using its mappings once the other side's
 //    queue pair failed or was destroyed.
-inline constexpr uint16_t kWireVersion = 5;
+// 6: hello and reply carry the sender's clock id; FrameHeader carries
+//    release_ns (frames released by the receiver, below).
+inline constexpr uint16_t kWireVersion = 6;
 
 // Bytes of the random abstract Unix socket name and of the nonce a hello
 // offers for the same-host transport.
@@ -102,8 +117,10 @@ struct HelloHeader {
   // must send there.
   uint8_t shm_name[kShmNameBytes];
   uint8_t shm_nonce[kShmNonceBytes];
+  // The connector's clock id (ClockId(), link.h; 0: unknown).
+  uint64_t clock_id;
 };
-static_assert(sizeof(HelloHeader) == 88, "HelloHeader is a wire structure");
+static_assert(sizeof(HelloHeader) == 96, "HelloHeader is a wire structure");
 static_assert(alignof(HelloHeader) == 8, "HelloHeader is a wire structure");
 
 enum class SetupVerdict : uint8_t { kAccept = 1, kReject = 2 };
@@ -115,9 +132,10 @@ struct ReplyHeader {
   uint8_t shm;      // 1: the listener connected to the offer's socket
   uint32_t max_rd_atomic;
   uint32_t payload_length;
-  uint64_t host_id;  // the listening provider's id (see HelloHeader)
+  uint64_t host_id;   // the listening provider's id (see HelloHeader)
+  uint64_t clock_id;  // the listener's clock id (see HelloHeader)
 };
-static_assert(sizeof(ReplyHeader) == 24, "ReplyHeader is a wire structure");
+static_assert(sizeof(ReplyHeader) == 32, "ReplyHeader is a wire structure");
 
 enum class FrameType : uint8_t {
   // Requests.
@@ -149,14 +167,23 @@ inline bool IsShare(FrameType t) {
 struct FrameHeader {
   uint8_t type;    // FrameType
   uint8_t status;  // kNak: the WcStatus of the failed request
-  uint16_t reserved;
+  // Receiver-released frames (above): how much later than release_ns the
+  // frame may be released without harm, in microseconds (saturating): a
+  // frame queued behind others on the modelled link.
+  uint16_t release_slack_us;
   uint32_t payload_length;  // bytes that follow this header
   uint64_t seq;
   uint64_t remote_addr;
   uint32_t rkey;
   uint32_t aux;  // kRead: length to read; kWriteWithImm: immediate
+  // Receiver-released frames (above): the CLOCK_MONOTONIC nanosecond from
+  // which the frame may be released: its modelled arrival, or, for a frame
+  // queued behind others, up to 50 us before it but never before it would
+  // arrive on an idle link (as a sender holding frames sends them; link.h).
+  // 0: at once.
+  int64_t release_ns;
 };
-static_assert(sizeof(FrameHeader) == 32, "FrameHeader is a wire structure");
+static_assert(sizeof(FrameHeader) == 40, "FrameHeader is a wire structure");
 static_assert(alignof(FrameHeader) == 8, "FrameHeader is a wire structure");
 
 struct AtomicPayload {
