@@ -157,6 +157,9 @@ RULES = [
      Skip("//tests:netns_cluster_test runs it (training, the bench, teardown)")),
     ("docs/benchmarks.md", r"tools/launch/netns_cluster\.sh --bench_only( --bench_flag \S+)+$",
      Skip("//tests:netns_cluster_test runs the bench across namespaces")),
+    ("docs/benchmarks.md", r"sudo tools/bench/tcp_path_table\.py ",
+     Skip("root, namespaces and minutes; //tools/bench:tcp_path_table_test runs it over "
+          "loopback for seconds")),
     ("docs/roce.md", r"tools/launch/slurm/submit\.sh ",
      Skip("//tests:slurm_test submits the job to a Slurm cluster it starts")),
     ("docs/roce.md", r"(squeue --me|ls dreplay-JOBID/)$", Skip("inspects a submitted job")),
