@@ -19,8 +19,10 @@ interleave and a noisy moment touches every case alike:
             same run with no link (in one process, the TCP path forced)
 
 The cases over a link (read32k, read1k, sampling) run once per
---releases mode (--soft_link_release: who holds each frame for its
-modelled arrival, the receiver or the sender), side by side in each round.
+--releases mode, side by side in each round: --soft_link_release, who
+holds each frame for its modelled arrival (auto: the sender, and the
+receiver one that comes early; receiver: the receiver alone; sender: the
+sender alone, as between hosts).
 
 --mode netns runs verbs_bench in two network namespaces over a veth pair
 and a bridge (tools/launch/netns_cluster.sh --bench_only: root, iproute2),
@@ -80,18 +82,19 @@ def default_bin_dir():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
                    help="where verbs_bench's two ends run (auto: netns when root and "
                    "'ip netns' work, else loopback)")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of every case")
-    p.add_argument("--duration_s", type=float, default=3, help="measured seconds per run")
-    p.add_argument("--warmup_s", type=float, default=0.5, help="seconds run before measuring")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of every case (default 3)")
+    p.add_argument("--duration_s", type=float, default=3, help="measured seconds per run (default 3)")
+    p.add_argument("--warmup_s", type=float, default=0.5, help="seconds run before measuring (default 0.5)")
     p.add_argument("--cases", default=",".join(ALL_CASES),
                    help="comma-separated, of: " + ", ".join(ALL_CASES))
     p.add_argument("--releases", default="auto",
                    help="comma-separated --soft_link_release modes of the cases over a link, "
-                   "of: " + ", ".join(RELEASES))
+                   "of: " + ", ".join(RELEASES) + " (default auto)")
     p.add_argument("--bin_dir", default=default_bin_dir(),
                    help="built binaries (tools/bench/verbs_bench, tools/bench/replay_bench)")
     p.add_argument("--out_dir", default="", help="keep every run's output here (default: a "
