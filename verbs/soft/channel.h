@@ -31,7 +31,8 @@
 //
 // Datapath: PostSend builds frames and, with no link model, writes them at
 // once with one sendmsg() per posted span; with a link model every frame is
-// held until its arrival time (link.h) and the NIC thread sends it then.
+// held until its arrival time (link.h) and the NIC thread sends it then
+// (and, on one clock, the receiver holds one that comes early; wire.h).
 //
 // Errors: a failed request completes with its status, every other
 // outstanding request and posted receive with kFlushed, and the channel

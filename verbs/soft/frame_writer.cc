@@ -37,8 +37,9 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
                                                uint32_t length, int64_t not_before) {
   OutFrame& f = out_.emplace_back();
   std::memcpy(f.head, &header, sizeof(header));
-  reinterpret_cast<FrameHeader*>(f.head)->release_ns = 0;
-  reinterpret_cast<FrameHeader*>(f.head)->release_slack_us = 0;
+  FrameHeader* const h = reinterpret_cast<FrameHeader*>(f.head);
+  h->release_ns = 0;
+  h->release_slack_us = 0;
   f.head_len = sizeof(header);
   if (length <= kInlineCopyBytes) {
     if (length > 0) std::memcpy(f.head + sizeof(header), payload, length);
@@ -58,7 +59,6 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
     f.slack_ns = slot.arrival_ns - due;
     if (link_->release() != LinkRelease::kSender) {
       // The exact times: the emulator took its host path off (link.h).
-      FrameHeader* h = reinterpret_cast<FrameHeader*>(f.head);
       h->release_ns = due + link_->host_path_ns();
       h->release_slack_us = static_cast<uint16_t>(std::min<int64_t>(f.slack_ns / 1000, UINT16_MAX));
     }

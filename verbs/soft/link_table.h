@@ -10,8 +10,8 @@
 // link, keyed by the peer's host id (exchanged in setup, wire.h) and the
 // link model; queue pairs to the same peer with a different model get a
 // link of their own. Who waits for the frames' arrival (LinkRelease, link.h)
-// is part of the key: it sets the emulator's host path. A link lives as long as a queue pair uses
-// it.
+// is part of the key: it sets the emulator's host path. A link lives as
+// long as a queue pair uses it.
 //
 //   LinkTable links;
 //   std::shared_ptr<SharedLink> out =
