@@ -53,8 +53,10 @@
 // arm used over its window (this process's, plus redis-server's for Redis)
 // and the sum per CPU second, per case; per size the ratios dreplay / redis
 // and dreplay / grpc of the sums (and of the sums per CPU second, which
-// depend less on what else the host runs); with --json the object
-// peer_bench_report.h describes.
+// depend less on what else the host runs); per size, each arm's sum as a
+// share of two references on the same CPUs (peer_bench_copy.h): one thread
+// copying the payloads once (--copy_reference) and one loopback TCP stream
+// (--tcp_reference); with --json the object peer_bench_report.h describes.
 //
 // This file holds the flags; the parts live beside it: peer_bench_config
 // (options and the geometry of a case), peer_bench_window (the measured
@@ -65,6 +67,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -109,14 +112,21 @@ DEFINE_string(cpus, "",
 DEFINE_string(redis_server, "redis-server", "the redis-server binary (a path or a name in PATH)");
 DEFINE_bool(json, false, "print one JSON object instead of the table");
 DEFINE_bool(copy_reference, true,
-            "per size, also measure one thread copying payload-sized blocks through the ring "
-            "(1 s, on the same CPUs): the most transitions per second one core moves once, "
+            "per size and round, also measure one thread copying payload-sized blocks through "
+            "the ring (1 s, on the same CPUs; the report gives the median round): the most "
+            "transitions per second one core moves once, "
             "against which the table gives each arm's share");
+DEFINE_bool(tcp_reference, true,
+            "per size and round, also measure a kernel TCP stream over loopback (1 s, on the "
+            "same CPUs, sends of one insert's bytes; the report gives the median round): the "
+            "transitions per second one socket's two ends "
+            "move with nothing else to do, against which the table gives each arm's share (an "
+            "arm whose transitions cross a socket (redis, grpc, dreplay-tcp) does not reach 1)");
 
 namespace dreplay::tools {
 namespace {
 
-constexpr absl::Duration kCopyDuration = absl::Seconds(1);
+constexpr absl::Duration kReferenceDuration = absl::Seconds(1);
 
 constexpr char kUsage[] =
     "the same actor-to-buffer-to-learner workload (writers inserting, a reader sampling by "
@@ -197,15 +207,27 @@ int Run(const BinaryMain& binary) {
   const std::vector<int> cpus = AllowedCpus();
   std::vector<std::vector<PeerCaseResult>> rounds(static_cast<size_t>(FLAGS_rounds));
   std::vector<PeerCopyReference> copies;
+  std::vector<PeerTcpReference> tcps;
   for (uint32_t payload : options->payload_bytes) {
     const PeerCase c = CaseFor(*options, payload);
-    if (FLAGS_copy_reference) {
-      absl::StatusOr<PeerCopyReference> copy =
-          MeasurePeerCopy(payload, c.capacity * payload, kCopyDuration);
-      if (!copy.ok()) return binary.Failure(absl::StrCat("copy at ", payload, " B"), copy.status());
-      copies.push_back(*copy);
-    }
+    std::vector<PeerCopyReference> round_copies;
+    std::vector<PeerTcpReference> round_tcps;
     for (std::vector<PeerCaseResult>& round : rounds) {
+      // The references once per round, beside the arms they are set against.
+      if (FLAGS_copy_reference) {
+        absl::StatusOr<PeerCopyReference> copy =
+            MeasurePeerCopy(payload, c.capacity * payload, kReferenceDuration);
+        if (!copy.ok()) {
+          return binary.Failure(absl::StrCat("copy at ", payload, " B"), copy.status());
+        }
+        round_copies.push_back(*copy);
+      }
+      if (FLAGS_tcp_reference) {
+        absl::StatusOr<PeerTcpReference> tcp =
+            MeasurePeerTcpStream(payload, uint64_t{c.insert_batch} * payload, kReferenceDuration);
+        if (!tcp.ok()) return binary.Failure(absl::StrCat("TCP at ", payload, " B"), tcp.status());
+        round_tcps.push_back(*tcp);
+      }
       for (PeerSystem system : options->systems) {
         absl::StatusOr<PeerCaseResult> r = RunArm(*options, system, c);
         if (!r.ok()) {
@@ -215,8 +237,11 @@ int Run(const BinaryMain& binary) {
         round.push_back(*r);
       }
     }
+    if (!round_copies.empty()) copies.push_back(MedianReference(std::move(round_copies)));
+    if (!round_tcps.empty()) tcps.push_back(MedianReference(std::move(round_tcps)));
   }
-  std::cout << FormatPeerBenchReport(*options, cpus, rounds, FLAGS_json, copies) << std::flush;
+  std::cout << FormatPeerBenchReport(*options, cpus, rounds, FLAGS_json, copies, tcps)
+            << std::flush;
   return kExitSuccess;
 }
 

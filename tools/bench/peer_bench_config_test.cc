@@ -103,6 +103,29 @@ TEST(PeerBenchReportTest, RatiosDivideTotalsPerSize) {
   EXPECT_TRUE(absl::StrContains(text, "dreplay / redis 10.00x, dreplay / grpc 5.00x"));
 }
 
+TEST(PeerBenchReportTest, TheTcpArmHasItsOwnRatios) {
+  const std::vector<PeerCaseResult> cases = {
+      Case(128, PeerSystem::kRedis, 1, 100, 100),
+      Case(128, PeerSystem::kDreplay, 2, 1500, 500),
+      Case(128, PeerSystem::kDreplayTcp, 2, 250, 50),
+  };
+  const std::vector<PeerRatios> r = PeerRatiosOf(cases);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].system, PeerSystem::kDreplay);
+  EXPECT_EQ(r[1].system, PeerSystem::kDreplayTcp);
+  EXPECT_DOUBLE_EQ(*r[1].over_redis, 1.5);
+  EXPECT_FALSE(r[1].over_grpc.has_value());
+  const std::string json = FormatPeerBenchReport(Valid(), {0}, {cases}, true);
+  EXPECT_TRUE(absl::StrContains(json,
+                                "\"128\":{\"dreplay_over_redis\":10.0000,"
+                                "\"dreplay_over_redis_per_cpu\":5.0000,"
+                                "\"dreplay_tcp_over_redis\":1.5000,"
+                                "\"dreplay_tcp_over_redis_per_cpu\":0.7500}"))
+      << json;
+  const std::string text = FormatPeerBenchReport(Valid(), {0}, {cases}, false);
+  EXPECT_TRUE(absl::StrContains(text, "dreplay-tcp / redis 1.50x, dreplay-tcp / grpc -")) << text;
+}
+
 TEST(PeerBenchReportTest, CopyReferencesGiveEachArmsShare) {
   const std::vector<PeerCaseResult> cases = {Case(128, PeerSystem::kRedis, 1, 100, 100),
                                              Case(128, PeerSystem::kDreplay, 1, 600, 200)};
@@ -110,14 +133,74 @@ TEST(PeerBenchReportTest, CopyReferencesGiveEachArmsShare) {
   copy.payload_bytes = 128;
   copy.blocks_per_s = 1000;
   copy.bytes_per_s = 128000;
+  copy.low = copy.high = 1000;
   const std::string text = FormatPeerBenchReport(Valid(), {0}, {cases}, false, {copy});
   EXPECT_TRUE(absl::StrContains(text, "redis 0.20 dreplay 0.80")) << text;
   const std::string json = FormatPeerBenchReport(Valid(), {0}, {cases}, true, {copy});
   EXPECT_TRUE(absl::StrContains(json,
                                 "\"copy\":{\"128\":{\"bytes_per_s\":128000.0,"
-                                "\"blocks_per_s\":1000.0}}"))
+                                "\"blocks_per_s\":1000.0,\"low\":1000.0,\"high\":1000.0}}"))
       << json;
   EXPECT_FALSE(absl::StrContains(FormatPeerBenchReport(Valid(), {0}, {cases}, true), "copy"));
+}
+
+TEST(PeerBenchReportTest, TcpReferencesGiveEachArmsShare) {
+  const std::vector<PeerCaseResult> cases = {Case(128, PeerSystem::kRedis, 1, 100, 100),
+                                             Case(128, PeerSystem::kDreplayTcp, 1, 300, 100)};
+  PeerTcpReference tcp;
+  tcp.payload_bytes = 128;
+  tcp.message_bytes = 32768;
+  tcp.bytes_per_s = 64000;
+  tcp.transitions_per_s = 500;
+  tcp.low = 400;
+  tcp.high = 900;
+  const std::string text = FormatPeerBenchReport(Valid(), {0}, {cases}, false, {}, {tcp});
+  EXPECT_TRUE(absl::StrContains(text, "(sends of 32768 B)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "(500 transitions per s, rounds 400 to 900)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "redis 0.40 dreplay-tcp 0.80")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "one thread copies")) << text;
+  const std::string json = FormatPeerBenchReport(Valid(), {0}, {cases}, true, {}, {tcp});
+  EXPECT_TRUE(absl::StrContains(json,
+                                "\"tcp\":{\"128\":{\"message_bytes\":32768,"
+                                "\"bytes_per_s\":64000.0,\"transitions_per_s\":500.0,"
+                                "\"low\":400.0,\"high\":900.0}}"))
+      << json;
+  EXPECT_FALSE(absl::StrContains(json, "\"copy\""));
+}
+
+TEST(PeerBenchCopyTest, TcpStreamMeasuresARateAndRefusesEmptyMessages) {
+  absl::StatusOr<PeerTcpReference> r = MeasurePeerTcpStream(128, 32768, absl::Milliseconds(50));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->payload_bytes, 128u);
+  EXPECT_EQ(r->message_bytes, 32768u);
+  EXPECT_GT(r->bytes_per_s, 0);
+  EXPECT_DOUBLE_EQ(r->transitions_per_s, r->bytes_per_s / 128);
+  EXPECT_EQ(MeasurePeerTcpStream(0, 32768, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasurePeerTcpStream(128, 0, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasurePeerTcpStream(128, 32768, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PeerBenchCopyTest, TheMedianReferenceKeepsTheRangeOfItsRounds) {
+  std::vector<PeerTcpReference> tcps(4);
+  const double rates[] = {300, 100, 400, 200};
+  for (size_t i = 0; i < tcps.size(); ++i) {
+    tcps[i].transitions_per_s = rates[i];
+    tcps[i].bytes_per_s = rates[i] * 2;
+  }
+  const PeerTcpReference t = MedianReference(tcps);
+  EXPECT_EQ(t.transitions_per_s, 200);  // the lower middle
+  EXPECT_EQ(t.bytes_per_s, 400);        // of the same round
+  EXPECT_EQ(t.low, 100);
+  EXPECT_EQ(t.high, 400);
+  std::vector<PeerCopyReference> copies(1);
+  copies[0].blocks_per_s = 7;
+  const PeerCopyReference c = MedianReference(copies);
+  EXPECT_EQ(c.blocks_per_s, 7);
+  EXPECT_EQ(c.low, 7);
+  EXPECT_EQ(c.high, 7);
 }
 
 TEST(PeerBenchCopyTest, MeasuresARateAndRefusesImpossibleBlocks) {

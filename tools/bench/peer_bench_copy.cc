@@ -2,12 +2,17 @@
 
 #include "tools/bench/peer_bench_copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "tools/bench/tcp_baseline.h"
 
 namespace dreplay::tools {
 namespace {
@@ -27,7 +32,27 @@ void CopyLap(const char* from, char* to, uint64_t blocks, uint64_t block_bytes) 
   }
 }
 
+// The median of `all` by `rate`, with its low and high set.
+template <typename Reference>
+Reference Median(std::vector<Reference> all, double Reference::*rate) {
+  CHECK(!all.empty()) << "no reference measured";
+  std::sort(all.begin(), all.end(),
+            [rate](const Reference& a, const Reference& b) { return a.*rate < b.*rate; });
+  Reference r = all[(all.size() - 1) / 2];
+  r.low = all.front().*rate;
+  r.high = all.back().*rate;
+  return r;
+}
+
 }  // namespace
+
+PeerCopyReference MedianReference(std::vector<PeerCopyReference> all) {
+  return Median(std::move(all), &PeerCopyReference::blocks_per_s);
+}
+
+PeerTcpReference MedianReference(std::vector<PeerTcpReference> all) {
+  return Median(std::move(all), &PeerTcpReference::transitions_per_s);
+}
 
 absl::StatusOr<PeerCopyReference> MeasurePeerCopy(uint32_t block_bytes, uint64_t ring_bytes,
                                                   absl::Duration duration) {
@@ -66,6 +91,24 @@ absl::StatusOr<PeerCopyReference> MeasurePeerCopy(uint32_t block_bytes, uint64_t
   const double seconds = absl::ToDoubleSeconds(elapsed);
   r.blocks_per_s = static_cast<double>(laps * blocks) / seconds;
   r.bytes_per_s = r.blocks_per_s * block_bytes;
+  r.low = r.high = r.blocks_per_s;
+  return r;
+}
+
+absl::StatusOr<PeerTcpReference> MeasurePeerTcpStream(uint32_t payload_bytes,
+                                                      uint64_t message_bytes,
+                                                      absl::Duration duration) {
+  if (payload_bytes == 0 || message_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("TCP reference: transitions of ", payload_bytes,
+                                                   " bytes in messages of ", message_bytes));
+  }
+  ASSIGN_OR_RETURN(const TcpStreamResult stream, RunLoopbackTcpStream(message_bytes, duration));
+  PeerTcpReference r;
+  r.payload_bytes = payload_bytes;
+  r.message_bytes = message_bytes;
+  r.bytes_per_s = stream.seconds > 0 ? static_cast<double>(stream.bytes) / stream.seconds : 0;
+  r.transitions_per_s = r.bytes_per_s / payload_bytes;
+  r.low = r.high = r.transitions_per_s;
   return r;
 }
 

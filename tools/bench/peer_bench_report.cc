@@ -30,6 +30,11 @@ std::string RatioText(std::optional<double> r) {
   return r ? absl::StrFormat("%.2fx", *r) : std::string("-");
 }
 
+// ", rounds LOW to HIGH" where a reference's rounds differ.
+std::string RangeText(double low, double high) {
+  return low == high ? std::string() : absl::StrFormat(", rounds %.0f to %.0f", low, high);
+}
+
 std::vector<PeerCaseResult> Flatten(const std::vector<std::vector<PeerCaseResult>>& rounds) {
   std::vector<PeerCaseResult> all;
   for (const std::vector<PeerCaseResult>& r : rounds) all.insert(all.end(), r.begin(), r.end());
@@ -65,18 +70,30 @@ std::string CasesJson(const std::vector<PeerCaseResult>& cases) {
 }
 
 std::string RatiosJson(const std::vector<PeerCaseResult>& cases) {
-  std::vector<std::string> ratios;
+  // One object per payload size: each dreplay arm's ratios, named by arm.
+  std::vector<uint32_t> sizes;
+  std::vector<std::vector<std::string>> fields;
   for (const PeerRatios& r : PeerRatiosOf(cases)) {
-    std::vector<std::string> fields;
-    const std::pair<const char*, std::optional<double>> named[] = {
-        {"dreplay_over_redis", r.over_redis},
-        {"dreplay_over_grpc", r.over_grpc},
-        {"dreplay_over_redis_per_cpu", r.over_redis_per_cpu},
-        {"dreplay_over_grpc_per_cpu", r.over_grpc_per_cpu}};
-    for (const auto& [name, value] : named) {
-      if (value) fields.push_back(absl::StrFormat("\"%s\":%.4f", name, *value));
+    auto it = std::find(sizes.begin(), sizes.end(), r.payload_bytes);
+    if (it == sizes.end()) {
+      sizes.push_back(r.payload_bytes);
+      fields.emplace_back();
+      it = sizes.end() - 1;
     }
-    ratios.push_back(absl::StrCat("\"", r.payload_bytes, "\":{", absl::StrJoin(fields, ","), "}"));
+    std::vector<std::string>& out = fields[static_cast<size_t>(it - sizes.begin())];
+    const char* arm = r.system == PeerSystem::kDreplayTcp ? "dreplay_tcp" : "dreplay";
+    const std::pair<const char*, std::optional<double>> named[] = {
+        {"over_redis", r.over_redis},
+        {"over_grpc", r.over_grpc},
+        {"over_redis_per_cpu", r.over_redis_per_cpu},
+        {"over_grpc_per_cpu", r.over_grpc_per_cpu}};
+    for (const auto& [name, value] : named) {
+      if (value) out.push_back(absl::StrFormat("\"%s_%s\":%.4f", arm, name, *value));
+    }
+  }
+  std::vector<std::string> ratios;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ratios.push_back(absl::StrCat("\"", sizes[i], "\":{", absl::StrJoin(fields[i], ","), "}"));
   }
   return absl::StrCat("{", absl::StrJoin(ratios, ","), "}");
 }
@@ -84,20 +101,34 @@ std::string RatiosJson(const std::vector<PeerCaseResult>& cases) {
 std::string CopiesJson(const std::vector<PeerCopyReference>& copies) {
   std::vector<std::string> rows;
   for (const PeerCopyReference& c : copies) {
-    rows.push_back(absl::StrFormat("\"%d\":{\"bytes_per_s\":%.1f,\"blocks_per_s\":%.1f}",
-                                   c.payload_bytes, c.bytes_per_s, c.blocks_per_s));
+    rows.push_back(absl::StrFormat(
+        "\"%d\":{\"bytes_per_s\":%.1f,\"blocks_per_s\":%.1f,\"low\":%.1f,\"high\":%.1f}",
+        c.payload_bytes, c.bytes_per_s, c.blocks_per_s, c.low, c.high));
+  }
+  return absl::StrCat("{", absl::StrJoin(rows, ","), "}");
+}
+
+std::string TcpsJson(const std::vector<PeerTcpReference>& tcps) {
+  std::vector<std::string> rows;
+  for (const PeerTcpReference& t : tcps) {
+    rows.push_back(absl::StrFormat(
+        "\"%d\":{\"message_bytes\":%d,\"bytes_per_s\":%.1f,\"transitions_per_s\":%.1f,"
+        "\"low\":%.1f,\"high\":%.1f}",
+        t.payload_bytes, t.message_bytes, t.bytes_per_s, t.transitions_per_s, t.low, t.high));
   }
   return absl::StrCat("{", absl::StrJoin(rows, ","), "}");
 }
 
 std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
                  const std::vector<std::vector<PeerCaseResult>>& rounds,
-                 const std::vector<PeerCopyReference>& copies) {
+                 const std::vector<PeerCopyReference>& copies,
+                 const std::vector<PeerTcpReference>& tcps) {
   const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
   std::string out =
       absl::StrCat("{\"config\":", ConfigJson(o, cpus, rounds.size()),
                    ",\"cases\":", CasesJson(cases), ",\"ratios\":", RatiosJson(cases));
   if (!copies.empty()) absl::StrAppend(&out, ",\"copy\":", CopiesJson(copies));
+  if (!tcps.empty()) absl::StrAppend(&out, ",\"tcp\":", TcpsJson(tcps));
   if (rounds.size() > 1) {
     std::vector<std::string> each;
     for (const std::vector<PeerCaseResult>& r : rounds) each.push_back(CasesJson(r));
@@ -114,8 +145,9 @@ std::string CopiesText(const std::vector<PeerCaseResult>& cases,
   for (const PeerCopyReference& c : copies) {
     absl::StrAppendFormat(&out,
                           "%10d  one thread copies these blocks through the ring at %.1f GB/s "
-                          "(%.0f per s); each arm's total/s as a share of that:",
-                          c.payload_bytes, c.bytes_per_s / 1e9, c.blocks_per_s);
+                          "(%.0f per s%s); each arm's total/s as a share of that:",
+                          c.payload_bytes, c.bytes_per_s / 1e9, c.blocks_per_s,
+                          RangeText(c.low, c.high));
     for (const PeerCaseResult& r : cases) {
       if (r.payload_bytes != c.payload_bytes || !(c.blocks_per_s > 0)) continue;
       absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system),
@@ -126,9 +158,31 @@ std::string CopiesText(const std::vector<PeerCaseResult>& cases,
   return out;
 }
 
+// Per socket reference: its rate, and each arm's counted transitions as a
+// share of what one loopback TCP stream moves.
+std::string TcpsText(const std::vector<PeerCaseResult>& cases,
+                     const std::vector<PeerTcpReference>& tcps) {
+  std::string out;
+  for (const PeerTcpReference& t : tcps) {
+    absl::StrAppendFormat(&out,
+                          "%10d  one loopback TCP stream (sends of %d B) moves %.2f GB/s (%.0f "
+                          "transitions per s%s); each arm's total/s as a share of that:",
+                          t.payload_bytes, t.message_bytes, t.bytes_per_s / 1e9,
+                          t.transitions_per_s, RangeText(t.low, t.high));
+    for (const PeerCaseResult& r : cases) {
+      if (r.payload_bytes != t.payload_bytes || !(t.transitions_per_s > 0)) continue;
+      absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system),
+                            r.total_per_s() / t.transitions_per_s);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 std::string Text(const PeerBenchOptions& o, const std::vector<int>& cpus,
                  const std::vector<std::vector<PeerCaseResult>>& rounds,
-                 const std::vector<PeerCopyReference>& copies) {
+                 const std::vector<PeerCopyReference>& copies,
+                 const std::vector<PeerTcpReference>& tcps) {
   const std::vector<PeerCaseResult> cases = PeerMedianCases(Flatten(rounds));
   std::string out = absl::StrFormat(
       "peer_bench: %d writers, batches of %d, %.1f s window after %.1f s warmup, every arm on "
@@ -144,12 +198,13 @@ std::string Text(const PeerBenchOptions& o, const std::vector<int>& cpus,
                           c.sampled_per_s, c.total_per_s(), c.cpu_seconds, c.total_per_cpu_s());
   }
   for (const PeerRatios& r : PeerRatiosOf(cases)) {
-    absl::StrAppendFormat(&out,
-                          "%10d  dreplay / redis %s, dreplay / grpc %s (per CPU second: %s, %s)\n",
-                          r.payload_bytes, RatioText(r.over_redis), RatioText(r.over_grpc),
-                          RatioText(r.over_redis_per_cpu), RatioText(r.over_grpc_per_cpu));
+    const char* arm = PeerSystemName(r.system);
+    absl::StrAppendFormat(&out, "%10d  %s / redis %s, %s / grpc %s (per CPU second: %s, %s)\n",
+                          r.payload_bytes, arm, RatioText(r.over_redis), arm,
+                          RatioText(r.over_grpc), RatioText(r.over_redis_per_cpu),
+                          RatioText(r.over_grpc_per_cpu));
   }
-  return absl::StrCat(out, CopiesText(cases, copies));
+  return absl::StrCat(out, CopiesText(cases, copies), TcpsText(cases, tcps));
 }
 
 }  // namespace
@@ -173,9 +228,10 @@ std::vector<PeerCaseResult> PeerMedianCases(const std::vector<PeerCaseResult>& r
 std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases) {
   std::vector<PeerRatios> out;
   for (const PeerCaseResult& c : cases) {
-    if (c.system != PeerSystem::kDreplay) continue;
+    if (c.system != PeerSystem::kDreplay && c.system != PeerSystem::kDreplayTcp) continue;
     PeerRatios r;
     r.payload_bytes = c.payload_bytes;
+    r.system = c.system;
     if (const PeerCaseResult* o = Find(cases, c.payload_bytes, PeerSystem::kRedis)) {
       r.over_redis = Ratio(c.total_per_s(), o->total_per_s());
       if (c.total_per_cpu_s() > 0) {
@@ -195,8 +251,10 @@ std::vector<PeerRatios> PeerRatiosOf(const std::vector<PeerCaseResult>& cases) {
 
 std::string FormatPeerBenchReport(const PeerBenchOptions& options, const std::vector<int>& cpus,
                                   const std::vector<std::vector<PeerCaseResult>>& rounds, bool json,
-                                  const std::vector<PeerCopyReference>& copies) {
-  return json ? Json(options, cpus, rounds, copies) : Text(options, cpus, rounds, copies);
+                                  const std::vector<PeerCopyReference>& copies,
+                                  const std::vector<PeerTcpReference>& tcps) {
+  return json ? Json(options, cpus, rounds, copies, tcps)
+              : Text(options, cpus, rounds, copies, tcps);
 }
 
 }  // namespace dreplay::tools
