@@ -8,6 +8,8 @@ per host, each with an address that exists only inside its namespace.
     its own namespace's address;
   * verbs_bench --server / --connect between two namespaces, on a link
     shaped by tc tbf: the measured rate stays under the bucket's;
+  * replay_bench --server / --connect between two namespaces: the clients
+    count, and so does the server they read through a monitor session;
   * two edge sites (--sites 2): each buffer node in its own namespace, the
     learner over both, each site's counters adding up on their own;
   * Ctrl-C (SIGINT) while training: the script stops its processes and
@@ -230,6 +232,28 @@ class NetnsClusterTest(unittest.TestCase):
             self.assertIn("tbf", f.read())
         with open(os.path.join(out_dir, "bench-server.log")) as f:
             self.assertRegex(f.read(), r"serving client 1: .* <-> %s\.2:" % re.escape(SUBNET))
+
+    def test_replay_bench_between_namespaces(self):
+        out_dir = self.out_dir("replay-bench")
+        flags = ["--actors=1", "--max_batch=64", "--ring_mib=8", "--duration_s=0.5",
+                 "--warmup_s=0.1", "--read_probes=3", "--link=10km-25g", "--baseline=nolink"]
+        args = ["--bench_only", "--bench_tool", "replay_bench"]
+        for f in flags:
+            args += ["--bench_flag", f]
+        rc, output = self.script(args, out_dir)
+        self.assertEqual(rc, 0, output)
+        self.assert_torn_down(out_dir)
+        with open(os.path.join(out_dir, "bench.json")) as f:
+            bench = json.load(f)
+        # The clients ran in the learner's namespace against the server in
+        # the buffer's, and counted at both.
+        self.assertTrue(bench["config"]["server"].startswith("%s.1:" % SUBNET), bench["config"])
+        self.assertGreater(bench["result"]["inserted_per_s"], 0, bench["result"])
+        self.assertGreater(bench["result"]["sampled_per_s"], 0, bench["result"])
+        self.assertGreater(bench["nolink"]["sampled_per_s"], 0, bench["nolink"])
+        with open(os.path.join(out_dir, "bench-server.log")) as f:
+            self.assertRegex(f.read(), r"replay_bench server listening on %s\.1:\d+" %
+                             re.escape(SUBNET))
 
     def test_interrupt_tears_everything_down(self):
         out_dir = self.out_dir("interrupt")

@@ -1,7 +1,7 @@
 // Copyright dreplay authors.
 //
 // replay_bench: throughput and latency of the replay service end to end, on
-// one host.
+// one host or across two.
 //
 //   replay_bench --actors=4 --payload_bytes=128 --learner=false    # insert rate
 //   replay_bench --actors=4 --stalled_actors=1 --learner=false     # one actor stalls mid-write
@@ -9,8 +9,10 @@
 //   replay_bench --actors=0 --batch_size=256 --link=10km-25g --baseline=nolink
 //   replay_bench --actors=4 --payload_bytes=28672 --learner=false --baseline=tcp
 //   replay_bench ... --json                                        # one JSON object
+//   replay_bench --server --host=10.0.0.1 ...        # host A: the server alone
+//   replay_bench --connect=10.0.0.1:PORT ...         # host B: the clients, same flags
 //
-// One process plays every host: a ReplayServer (on --provider, auto by
+// By default one process plays every host: a ReplayServer (on --provider, auto by
 // default: the soft provider where there is no RDMA device), --actors actor threads and one learner
 // thread. Each client has its own provider (its own emulated NIC: a thread
 // of the soft provider) and queue pair, as separate hosts would; with
@@ -45,6 +47,14 @@
 // window capacity / 4). --reader_retry_us, --core_max_sleep_us and
 // --core_spin_steps expose the polling back-offs of the learner's reader and
 // of the server's replay core, which trade CPU for latency on a small host.
+//
+// Across hosts (or network namespaces): `--server` runs only the server of
+// these flags, on --host:--port, until SIGTERM or SIGINT; `--connect` runs
+// the actors and the learner against it (the same flags: it refuses a
+// server with another layout) and reads the server's counters through a
+// monitor session (client/stats_reader.h) rather than in process. Each run
+// of a --connect prefills again; --baseline=nolink runs against the same
+// server; CPU seconds are the clients' process's only.
 //
 // Before the clock starts, --prefill transitions are inserted (so the
 // sampler has data even with --actors=0) and every client connects; then
@@ -90,6 +100,9 @@
 // threads), replay_bench_run (a run and a round) and replay_bench_report
 // (text and JSON).
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -99,6 +112,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -111,6 +125,7 @@
 #include "tools/bench/replay_bench_config.h"
 #include "tools/bench/replay_bench_report.h"
 #include "tools/bench/replay_bench_run.h"
+#include "tools/bench/replay_bench_server.h"
 #include "verbs/provider_flag_definitions.h"
 #include "verbs/provider_flags.h"
 #include "verbs/verbs.h"
@@ -184,6 +199,16 @@ DEFINE_int32(rounds, 1,
              "rounds of (run, baselines); figures are medians over rounds, ratios divide "
              "medians");
 DEFINE_bool(json, false, "print one JSON object instead of text");
+DEFINE_bool(server, false,
+            "serve the replay server these flags describe on --host:--port, for a replay_bench "
+            "--connect with the same flags on another host or network namespace, until SIGTERM "
+            "or SIGINT (prints \"replay_bench server listening on HOST:PORT\")");
+DEFINE_string(host, "0.0.0.0", "--server: address to listen on");
+DEFINE_int32(port, 0, "--server: port to listen on (0: any, printed)");
+DEFINE_string(connect, "",
+              "HOST:PORT of a replay_bench --server started with the same flags: run the actors "
+              "and the learner against it instead of a server in this process (its counters are "
+              "read through a monitor session; CPU seconds are this process's only)");
 
 namespace dreplay::tools {
 namespace {
@@ -337,6 +362,31 @@ absl::Status MeasurementFromFlags(ReplayBenchConfig* c) {
   return absl::OkStatus();
 }
 
+// --server and --connect.
+absl::Status RemoteFromFlags(ReplayBenchConfig* c) {
+  if (FLAGS_server && !FLAGS_connect.empty()) {
+    return FlagError("connect", FLAGS_connect, "--server and --connect are two ends: give one");
+  }
+  if (FLAGS_port < 0 || FLAGS_port > 65535) {
+    return FlagError("port", std::to_string(FLAGS_port), "must be in [0, 65535]");
+  }
+  if (FLAGS_connect.empty()) return absl::OkStatus();
+  const size_t colon = FLAGS_connect.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(FLAGS_connect.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return FlagError("connect", FLAGS_connect, "expected HOST:PORT");
+  }
+  if (c->tcp_baseline) {
+    return FlagError("baseline", FLAGS_baseline,
+                     "tcp streams over loopback, not to the --connect host: use verbs_bench "
+                     "--baseline=tcp across hosts");
+  }
+  c->remote_host = FLAGS_connect.substr(0, colon);
+  c->remote_port = static_cast<uint16_t>(port);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
   ReplayBenchConfig c;
   RETURN_IF_ERROR(ProviderFromFlags(&c.provider));
@@ -372,15 +422,36 @@ absl::StatusOr<ReplayBenchConfig> ConfigFromFlags() {
   RETURN_IF_ERROR(LayoutFromFlags(&c));
   RETURN_IF_ERROR(PollingAndLinksFromFlags(&c));
   RETURN_IF_ERROR(MeasurementFromFlags(&c));
+  RETURN_IF_ERROR(RemoteFromFlags(&c));
   return c;
 }
 
-int Run() {
+// --server: serves until SIGTERM or SIGINT (blocked in main, before any
+// thread starts, so that every thread inherits the mask).
+int Serve(const ReplayBenchConfig& config, const sigset_t& stop_signals) {
+  const absl::Status s = ServeBench(
+      config, FLAGS_host, static_cast<uint16_t>(FLAGS_port),
+      [](const std::string& address) {
+        std::cerr << "replay_bench server listening on " << address << std::endl;
+      },
+      [&stop_signals] {
+        int signal = 0;
+        sigwait(&stop_signals, &signal);
+      });
+  if (!s.ok()) {
+    std::cerr << "replay_bench: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int Run(const sigset_t& stop_signals) {
   absl::StatusOr<ReplayBenchConfig> config = ConfigFromFlags();
   if (!config.ok()) {
     std::cerr << "replay_bench: " << config.status().message() << "\n";
     return 2;
   }
+  if (FLAGS_server) return Serve(*config, stop_signals);
   std::vector<ReplayBenchRound> rounds;
   for (int i = 0; i < config->rounds; ++i) {
     absl::StatusOr<ReplayBenchRound> round = RunReplayBenchRound(*config);
@@ -400,12 +471,19 @@ int Run() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "throughput and latency of the replay service end to end on one host (server, actor "
-      "threads, learner thread).\n"
+      "threads, learner thread), or across two (--server on one, --connect on the other).\n"
       "Usage: replay_bench [--actors=4] [--payload_bytes=128] [--link=10km-25g] "
       "[--baseline=tcp,nolink] [--json]");
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (FLAGS_minloglevel < google::GLOG_WARNING) FLAGS_minloglevel = google::GLOG_WARNING;
-  return dreplay::tools::Run();
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  if (FLAGS_server) {
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  }
+  return dreplay::tools::Run(stop_signals);
 }

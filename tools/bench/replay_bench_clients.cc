@@ -23,7 +23,6 @@ namespace {
 using client::ClientSession;
 using client::ClientSessionOptions;
 using protocol::Role;
-using server::ReplayServer;
 
 // How long the prefill may take to be ingested.
 constexpr absl::Duration kSetupTimeout = absl::Seconds(60);
@@ -35,14 +34,14 @@ constexpr absl::Duration kRoomWaitSlice = absl::Milliseconds(100);
 // Transitions per Flush of the prefill writer.
 constexpr uint32_t kPrefillBatch = 256;
 
-ClientSessionOptions SessionOptionsFor(const ReplayServer& server, Role role, uint32_t actor_id,
+ClientSessionOptions SessionOptionsFor(const BenchServer& server, Role role, uint32_t actor_id,
                                        const verbs::LinkModel& link) {
   ClientSessionOptions o;
   o.host = server.host();
   o.port = server.port();
   o.role = role;
   o.actor_id = actor_id;
-  o.insecure = true;  // the benchmark runs its own server, in this process, without tokens
+  o.insecure = true;  // the benchmark's own server (here or a replay_bench --server), no tokens
   o.qp.link = link;
   o.connect_deadline = absl::Seconds(10);
   o.op_timeout = absl::Seconds(30);
@@ -50,7 +49,7 @@ ClientSessionOptions SessionOptionsFor(const ReplayServer& server, Role role, ui
 }
 
 // The learner's session: its link, and the cache flag in the hello.
-ClientSessionOptions LearnerSessionOptions(const ReplayBenchConfig& c, const ReplayServer& server) {
+ClientSessionOptions LearnerSessionOptions(const ReplayBenchConfig& c, const BenchServer& server) {
   ClientSessionOptions o = SessionOptionsFor(server, Role::kLearner, 0, c.link);
   o.learner_cache = c.learner_cache;
   return o;
@@ -132,8 +131,10 @@ void ReplayBenchState::EndConnect() {
   connect_done_.Signal();
 }
 
-absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
+absl::Status Prefill(const ReplayBenchConfig& c, const BenchServer& server) {
   if (c.prefill == 0) return absl::OkStatus();
+  // A server in another process may have ingested earlier runs' transitions.
+  ASSIGN_OR_RETURN(const protocol::StatsBlock before, server.ReadStats());
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
   ASSIGN_OR_RETURN(
       std::unique_ptr<ClientSession> session,
@@ -150,7 +151,9 @@ absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
   }
   RETURN_IF_ERROR(writer->Flush());
   const absl::Time deadline = absl::Now() + kSetupTimeout;
-  while (server.ReadStats().inserted < c.prefill) {
+  while (true) {
+    ASSIGN_OR_RETURN(const protocol::StatsBlock now, server.ReadStats());
+    if (now.inserted >= before.inserted + c.prefill) break;
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat("the prefill of ", c.prefill,
                                                       " transitions was not ingested within ",
@@ -161,7 +164,7 @@ absl::Status Prefill(const ReplayBenchConfig& c, const ReplayServer& server) {
   return absl::OkStatus();
 }
 
-absl::Status RunBenchActor(const ReplayBenchConfig& c, const ReplayServer& server, int id,
+absl::Status RunBenchActor(const ReplayBenchConfig& c, const BenchServer& server, int id,
                            verbs::Provider* shared_provider, ReplayBenchState* state) {
   std::unique_ptr<verbs::Provider> own;
   verbs::Provider* provider = shared_provider;
@@ -246,8 +249,8 @@ absl::Status DriveWritersPipelined(
 
 }  // namespace
 
-absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& server,
-                                int first_id, int count, int connectors, ReplayBenchState* state) {
+absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const BenchServer& server, int first_id,
+                                int count, int connectors, ReplayBenchState* state) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
   std::vector<std::unique_ptr<ClientSession>> sessions(count);
   std::vector<std::unique_ptr<actor::ExperienceWriter>> writers(count);
@@ -311,7 +314,7 @@ absl::Status RunBenchActorGroup(const ReplayBenchConfig& c, const ReplayServer& 
   return absl::OkStatus();
 }
 
-absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& server, int first_id,
+absl::Status RunStalledActors(const ReplayBenchConfig& c, const BenchServer& server, int first_id,
                               int count, ReplayBenchState* state) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
   std::vector<std::unique_ptr<ClientSession>> sessions;
@@ -357,7 +360,7 @@ absl::Status RunStalledActors(const ReplayBenchConfig& c, const ReplayServer& se
   return absl::OkStatus();
 }
 
-absl::Status RunBenchLearner(const ReplayBenchConfig& c, const ReplayServer& server,
+absl::Status RunBenchLearner(const ReplayBenchConfig& c, const BenchServer& server,
                              ReplayBenchState* state, LearnerFigures* figures) {
   ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
   ASSIGN_OR_RETURN(std::unique_ptr<ClientSession> session,

@@ -28,8 +28,8 @@
 #include "common/latency_histogram.h"
 #include "common/mutex.h"
 #include "learner_client/batch_reader.h"
-#include "replay_server/server.h"
 #include "tools/bench/replay_bench_config.h"
+#include "tools/bench/replay_bench_server.h"
 #include "verbs/verbs.h"
 
 namespace dreplay::tools {
@@ -99,31 +99,31 @@ struct LearnerFigures {
 
 // Inserts config.prefill transitions with one writer of its own and waits
 // until the server has ingested them (DeadlineExceeded after a minute).
-absl::Status Prefill(const ReplayBenchConfig& config, const server::ReplayServer& server);
+absl::Status Prefill(const ReplayBenchConfig& config, const BenchServer& server);
 
 // Actor `id` until state->stop. `shared_provider` may be null: the actor
 // then creates its own. The first failure of the session or the writer.
-absl::Status RunBenchActor(const ReplayBenchConfig& config, const server::ReplayServer& server,
-                           int id, verbs::Provider* shared_provider, ReplayBenchState* state);
+absl::Status RunBenchActor(const ReplayBenchConfig& config, const BenchServer& server, int id,
+                           verbs::Provider* shared_provider, ReplayBenchState* state);
 
 // Actors [first_id, first_id + count) on one provider and this thread:
 // each has its own session (queue pair) and writer; their Flushes take turns
 // until state->stop. The sessions are set up `connectors` at a time, by as
 // many helper threads that are joined before the writers run. The first
 // failure of a session or a writer.
-absl::Status RunBenchActorGroup(const ReplayBenchConfig& config, const server::ReplayServer& server,
+absl::Status RunBenchActorGroup(const ReplayBenchConfig& config, const BenchServer& server,
                                 int first_id, int count, int connectors, ReplayBenchState* state);
 
 // Stalled actors [first_id, first_id + count) on one provider: each is
 // granted a lease, WRITEs one batch of sealed slots at its resume sequence
 // and never their commit words, then holds its connection until
 // state->stop.
-absl::Status RunStalledActors(const ReplayBenchConfig& config, const server::ReplayServer& server,
+absl::Status RunStalledActors(const ReplayBenchConfig& config, const BenchServer& server,
                               int first_id, int count, ReplayBenchState* state);
 
 // The learner until state->stop, then the READ probes. The first failure of
 // the session, the reader or the priority writer.
-absl::Status RunBenchLearner(const ReplayBenchConfig& config, const server::ReplayServer& server,
+absl::Status RunBenchLearner(const ReplayBenchConfig& config, const BenchServer& server,
                              ReplayBenchState* state, LearnerFigures* figures);
 
 }  // namespace dreplay::tools

@@ -69,6 +69,10 @@ struct ReplayBenchConfig {
   int read_probes = 0;          // isolated staging-slot READs after the run
   double alpha = 0;
   uint64_t seed = 0;
+  // Set: the clients run against the `replay_bench --server` at
+  // remote_host:remote_port (same flags) instead of a server in this process.
+  std::string remote_host;
+  uint16_t remote_port = 0;
   bool tcp_baseline = false;
   bool nolink_baseline = false;
   int rounds = 1;

@@ -89,6 +89,12 @@ std::string ResultJson(const ReplayRunResult& r) {
       r.transitions_fetched, r.distinct_transitions_fetched);
 }
 
+// "in process", or the --connect address.
+std::string ServerWhere(const ReplayBenchConfig& c) {
+  return c.remote_host.empty() ? std::string("in process")
+                               : absl::StrCat(c.remote_host, ":", c.remote_port);
+}
+
 std::string ConfigJson(const ReplayBenchConfig& c) {
   return absl::StrFormat(
       "{\"provider\":\"%s\",\"actors\":%d,\"shared_actor_provider\":%s,"
@@ -96,14 +102,15 @@ std::string ConfigJson(const ReplayBenchConfig& c) {
       "\"learner_cache\":%s,\"slot_size\":%d,\"max_batch\":%d,\"capacity\":%d,"
       "\"actor_window\":%d,\"batch_size\":%d,\"staging_depth\":%d,\"learner\":%s,"
       "\"link\":\"%s\",\"prefill\":%d,\"duration_s\":%.3f,\"rounds\":%d,"
-      "\"hardware_threads\":%d,\"stalled_actors\":%d,\"actor_threads\":%d,\"leases\":%d}",
+      "\"hardware_threads\":%d,\"stalled_actors\":%d,\"actor_threads\":%d,\"leases\":%d,"
+      "\"server\":\"%s\"}",
       verbs::ProviderKindName(c.provider.kind), c.actors,
       c.shared_actor_provider ? "true" : "false", c.payload_bytes, c.payload_pad_bytes,
       c.samples_per_insert, c.learner_cache ? "true" : "false", c.layout.slot_size, c.max_batch,
       c.layout.capacity, protocol::ActorWindow(c.layout), c.layout.batch_size,
       c.layout.staging_depth, c.learner ? "true" : "false", c.link_spec, c.prefill,
       absl::ToDoubleSeconds(c.duration), c.rounds, std::thread::hardware_concurrency(),
-      c.stalled_actors, c.actor_threads, c.layout.leases);
+      c.stalled_actors, c.actor_threads, c.layout.leases, ServerWhere(c));
 }
 
 std::string Json(const ReplayBenchConfig& c, const std::vector<ReplayBenchRound>& rounds) {
@@ -187,14 +194,13 @@ std::string ConfigText(const ReplayBenchConfig& c) {
   return absl::StrFormat(
       "replay_bench: provider %s, %d actors x %d-transition inserts%s (%d stalled, %d actor "
       "threads), payload %d B (slot %d B), capacity %d in %d leases (actor window %d), batch %d x "
-      "depth %d, learner %s (link %s), %.1f s x %d "
-      "rounds on %d hardware threads\n",
+      "depth %d, learner %s (link %s), server %s, %.1f s x %d rounds on %d hardware threads\n",
       verbs::ProviderKindName(c.provider.kind), c.actors, c.max_batch,
       c.shared_actor_provider ? " (one shared provider)" : "", c.stalled_actors, c.actor_threads,
       c.payload_bytes, c.layout.slot_size, c.layout.capacity, c.layout.leases,
       protocol::ActorWindow(c.layout), c.layout.batch_size, c.layout.staging_depth,
-      c.learner ? "on" : "off", c.link_spec, absl::ToDoubleSeconds(c.duration), c.rounds,
-      std::thread::hardware_concurrency());
+      c.learner ? "on" : "off", c.link_spec, ServerWhere(c), absl::ToDoubleSeconds(c.duration),
+      c.rounds, std::thread::hardware_concurrency());
 }
 
 std::string RoundsText(const std::vector<ReplayBenchRound>& rounds) {

@@ -23,38 +23,9 @@
 namespace dreplay::tools {
 namespace {
 
-using server::ReplayServer;
-
 // How long the clients may take to connect (1,024 handshakes on a loaded
 // 2-core host took more than a minute).
 constexpr absl::Duration kSetupTimeout = absl::Seconds(180);
-
-server::ReplayServerOptions ServerOptionsFor(const ReplayBenchConfig& c) {
-  server::ReplayServerOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.layout = c.layout;
-  so.core.memory.alpha = c.alpha;
-  so.core.memory.seed = c.seed;
-  so.core.sampler.rate_limiter.min_size_to_sample = c.layout.batch_size;
-  so.core.max_sleep = c.core_max_sleep;
-  so.core.min_sleep = std::min(so.core.min_sleep, c.core_max_sleep);
-  so.core.spin_steps = c.core_spin_steps;
-  so.stats_interval = absl::InfiniteDuration();
-  so.max_monitors = 4;
-  so.max_clients = std::max<uint32_t>(static_cast<uint32_t>(c.actors + c.stalled_actors + 8),
-                                      c.layout.leases + 1 + so.max_monitors);
-  so.core.sampler.rate_limiter.samples_per_insert = c.samples_per_insert;
-  so.core.sampler.rate_limiter.error_buffer = c.spi_error_buffer;
-  so.core.sampler.rate_limiter.block_inserts = c.samples_per_insert > 0 && c.spi_block_actors;
-  if (c.samples_per_insert > 0) {
-    // The budget starts after the prefill, so that the measured window runs
-    // at the ratio instead of sampling the prefill's credit first.
-    so.core.sampler.rate_limiter.min_size_to_sample =
-        std::max<uint64_t>(c.layout.batch_size, c.prefill);
-  }
-  return so;
-}
 
 // The clients' counters and the server's ingest at one moment.
 struct Totals {
@@ -75,7 +46,8 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const ReplayServer& server) {
+absl::StatusOr<Totals> TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state,
+                                  const BenchServer& server) {
   Totals t;
   for (int i = 0; i < c.actors; ++i) {
     t.committed += state->actor(i).transitions.load();
@@ -85,7 +57,8 @@ Totals TakeTotals(const ReplayBenchConfig& c, ReplayBenchState* state, const Rep
   t.sampled = state->learner().transitions.load();
   t.batches = state->learner().batches.load();
   t.bytes_out = state->learner().bytes.load();
-  t.inserted = server.ReadStats().inserted;
+  ASSIGN_OR_RETURN(const protocol::StatsBlock stats, server.ReadStats());
+  t.inserted = stats.inserted;
   t.when = absl::Now();
   t.cpu_seconds = ProcessCpuSeconds();
   return t;
@@ -112,15 +85,16 @@ absl::Status WaitReady(ReplayBenchState* state, int n) {
 // sampler may be catching up on the credit of inserts made while the
 // actors' windows evicted the prefill below min_size_to_sample, and a window
 // opened then would measure the catch-up, not the ratio.
-absl::Status WaitLimiterSettled(const ReplayBenchConfig& c, const ReplayServer& server,
+absl::Status WaitLimiterSettled(const ReplayBenchConfig& c, const BenchServer& server,
                                 ReplayBenchState* state) {
-  const replay::RateLimiterOptions o = ServerOptionsFor(c).core.sampler.rate_limiter;
+  const replay::RateLimiterOptions o =
+      BenchServerOptions(c, server.host(), server.port()).core.sampler.rate_limiter;
   if (o.samples_per_insert == 0) return absl::OkStatus();
   const double slack = o.error_buffer + c.layout.batch_size;
   const absl::Time deadline = absl::Now() + kSetupTimeout;
   for (;;) {
     RETURN_IF_ERROR(state->status());
-    const protocol::StatsBlock st = server.ReadStats();
+    ASSIGN_OR_RETURN(const protocol::StatsBlock st, server.ReadStats());
     const double budget = o.samples_per_insert * (static_cast<double>(st.inserted) -
                                                   static_cast<double>(o.min_size_to_sample));
     const double gap = budget - static_cast<double>(st.sampled);
@@ -137,16 +111,16 @@ absl::Status WaitLimiterSettled(const ReplayBenchConfig& c, const ReplayServer& 
 
 // After the warmup (and the limiter settling), opens the window for
 // config.duration and fills `r`'s rates from the counters at its two ends.
-absl::Status MeasureWindow(const ReplayBenchConfig& c, const ReplayServer& server,
+absl::Status MeasureWindow(const ReplayBenchConfig& c, const BenchServer& server,
                            ReplayBenchState* state, ReplayRunResult* r) {
   absl::SleepFor(c.warmup);
   RETURN_IF_ERROR(WaitLimiterSettled(c, server, state));
-  const Totals begin = TakeTotals(c, state, server);
+  ASSIGN_OR_RETURN(const Totals begin, TakeTotals(c, state, server));
   state->measuring = true;
   absl::SleepFor(c.duration);
   state->measuring = false;
-  const Totals end = TakeTotals(c, state, server);
-  r->server = server.ReadStats();
+  ASSIGN_OR_RETURN(const Totals end, TakeTotals(c, state, server));
+  ASSIGN_OR_RETURN(r->server, server.ReadStats());
   const double s = absl::ToDoubleSeconds(end.when - begin.when);
   r->seconds = s;
   r->cpu_seconds = end.cpu_seconds - begin.cpu_seconds;
@@ -180,7 +154,7 @@ absl::Status Named(const absl::Status& s, absl::string_view who) {
 
 // Starts the clients on `server`, measures, stops and joins them.
 absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
-                                               const ReplayServer& server) {
+                                               const BenchServer& server) {
   std::unique_ptr<verbs::Provider> shared_actor_provider;
   if (c.shared_actor_provider && c.actors > 0) {
     ASSIGN_OR_RETURN(shared_actor_provider, verbs::CreateProvider(c.provider));
@@ -258,16 +232,15 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
 }  // namespace
 
 absl::StatusOr<ReplayRunResult> RunReplayBenchOnce(const ReplayBenchConfig& c) {
-  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> server_provider,
-                   verbs::CreateProvider(c.provider));
-  if ((c.link.enabled() || c.actor_link.enabled()) && server_provider->name() != "soft") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--link / --actor_link need the soft provider; this run uses ", server_provider->name()));
+  std::unique_ptr<BenchServer> server;
+  if (c.remote_host.empty()) {
+    ASSIGN_OR_RETURN(server, StartLocalBenchServer(c));
+  } else {
+    ASSIGN_OR_RETURN(server, ConnectRemoteBenchServer(c, c.remote_host, c.remote_port));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ReplayServer> server,
-                   ReplayServer::Start(server_provider.get(), ServerOptionsFor(c)));
-  RETURN_IF_ERROR(Prefill(c, *server));
-  absl::StatusOr<ReplayRunResult> r = MeasureClients(c, *server);
+  absl::Status status = Prefill(c, *server);
+  absl::StatusOr<ReplayRunResult> r =
+      status.ok() ? MeasureClients(c, *server) : absl::StatusOr<ReplayRunResult>(status);
   const absl::Status stopped = server->Stop();
   RETURN_IF_ERROR(r.status());
   RETURN_IF_ERROR(stopped);

@@ -8,6 +8,8 @@
 #   sudo tools/launch/netns_cluster.sh --actors 2 --train_steps 500 --out_dir /tmp/nc
 #   sudo tools/launch/netns_cluster.sh --learner_rate 200mbit --link 5000:0 --duration_s 60
 #   sudo tools/launch/netns_cluster.sh --bench_only          # verbs_bench across two hosts
+#   sudo tools/launch/netns_cluster.sh --bench_only --bench_tool replay_bench \
+#        --bench_flag --actors=0 --bench_flag --link=10km-25g   # replay_bench across two hosts
 #   sudo tools/launch/netns_cluster.sh --sites 2 --actors 3 --train_steps 500   # edge sites
 #
 # Topology (addresses in --subnet, default 10.77.0.0/24):
@@ -35,7 +37,9 @@
 # server's metrics are scraped once ingest has caught up (server_metrics.prom)
 # and the server is stopped. With --bench (or --bench_only), `verbs_bench
 # --server` runs in the buffer namespace and `verbs_bench --connect` in the
-# learner's, over the shaped link (bench.json).
+# learner's, over the shaped link (bench.json); with --bench_tool
+# replay_bench, `replay_bench --server` and `replay_bench --connect`, both
+# with every --bench_flag (the two ends must describe one layout).
 #
 # Output (--out_dir, default a new directory in /tmp): server.log,
 # learner.log, actor-<i>.log, metrics.jsonl (the learner's --metrics_out),
@@ -73,7 +77,10 @@ DURATION_S=20
 PLAN_ARGS=()
 BENCH=0
 BENCH_ONLY=0
-BENCH_ARGS=(--op=read --size=16384 --depth=8 --duration_s=1 --warmup_s=0.2)
+BENCH_TOOL=verbs_bench
+# verbs_bench's defaults; --bench_flag adds to them (the last of a flag wins).
+VERBS_BENCH_DEFAULTS=(--op=read --size=16384 --depth=8 --duration_s=1 --warmup_s=0.2)
+BENCH_ARGS=()
 SERVER_FLAGS=()
 ACTOR_FLAGS=()
 LEARNER_FLAGS=()
@@ -103,7 +110,9 @@ Options:
   --server_flag F, --actor_flag F, --learner_flag F   extra flags (repeatable)
   --bench               also run verbs_bench between the buffer and learner namespaces
   --bench_only          only that
-  --bench_flag F        extra verbs_bench --connect flag (repeatable)
+  --bench_tool T        verbs_bench (default) or replay_bench
+  --bench_flag F        extra flag (repeatable): verbs_bench --connect's, or both
+                        replay_bench ends'
   --clean_stale         delete namespaces left by dead runs of this script, then exit
 EOF
 }
@@ -141,6 +150,7 @@ while [ $# -gt 0 ]; do
     --bench) BENCH=1 ;;
     --bench_only) BENCH=1; BENCH_ONLY=1 ;;
     --bench_flag) BENCH_ARGS+=("$2"); shift ;;
+    --bench_tool) BENCH_TOOL=$2; shift ;;
     --clean_stale) CLEAN_STALE=1 ;;
     -h|--help) usage; exit 0 ;;
     *) die_usage "unknown argument: $1 (see --help)" ;;
@@ -208,14 +218,19 @@ SERVER_BIN=$BIN_DIR/replay_server/replay_server
 ACTOR_BIN=$BIN_DIR/actor_client/actor
 LEARNER_BIN=$BIN_DIR/learner_client/learner
 CREDENTIALS_BIN=$BIN_DIR/replay_server/actor_credentials
-BENCH_BIN=$BIN_DIR/tools/bench/verbs_bench
+case "$BENCH_TOOL" in
+  verbs_bench) BENCH_ARGS=("${VERBS_BENCH_DEFAULTS[@]}" "${BENCH_ARGS[@]}") ;;
+  replay_bench) ;;
+  *) die_usage "--bench_tool $BENCH_TOOL: expected verbs_bench or replay_bench" ;;
+esac
+BENCH_BIN=$BIN_DIR/tools/bench/$BENCH_TOOL
 need=("$BENCH_BIN")
 [ "$BENCH_ONLY" -eq 1 ] || need=("$SERVER_BIN" "$ACTOR_BIN" "$LEARNER_BIN" "$CREDENTIALS_BIN")
 [ "$BENCH" -eq 0 ] || [ "$BENCH_ONLY" -eq 1 ] || need+=("$BENCH_BIN")
 for b in "${need[@]}"; do
   if [ ! -x "$b" ]; then
     log "$b not found: bazel build //replay_server:replay_server //actor_client:actor" \
-      "//learner_client:learner //replay_server:actor_credentials //tools/bench:verbs_bench," \
+      "//learner_client:learner //replay_server:actor_credentials //tools/bench:$BENCH_TOOL," \
       "or give --bin_dir"
     exit 1
   fi
@@ -365,24 +380,30 @@ $(tail -n 15 "$OUT_DIR/$who.log" 2>/dev/null)"
   done
 }
 
-# ---- verbs_bench between two namespaces ------------------------------------------
+# ---- verbs_bench (or replay_bench) between two namespaces ----------------------
 run_bench() {
   local buffer_addr=${ADDR_OF[buffer]} port sink_port="" deadline baseline=0 a
   local server_flags=() client_flags=()
-  # --baseline=tcp: the TCP stream crosses the same link as the benchmark,
-  # to a sink the server runs in the buffer namespace.
-  for a in "${BENCH_ARGS[@]}"; do [ "$a" != "--baseline=tcp" ] || baseline=1; done
-  [ "$baseline" -eq 0 ] || server_flags+=(--baseline=tcp)
+  if [ "$BENCH_TOOL" = replay_bench ]; then
+    # Both ends describe the same server (layout, provider, link release).
+    server_flags=("${BENCH_ARGS[@]}")
+  else
+    server_flags=(--server_clients=1)
+    # --baseline=tcp: the TCP stream crosses the same link as the benchmark,
+    # to a sink the server runs in the buffer namespace.
+    for a in "${BENCH_ARGS[@]}"; do [ "$a" != "--baseline=tcp" ] || baseline=1; done
+    [ "$baseline" -eq 0 ] || server_flags+=(--baseline=tcp)
+  fi
   in_host buffer bench-server "$OUT_DIR/bench-server.log" "$BENCH_BIN" --server \
-    --host="$buffer_addr" --port=0 --server_clients=1 --provider="$PROVIDER" "${server_flags[@]}"
+    --host="$buffer_addr" --port=0 --provider="$PROVIDER" "${server_flags[@]}"
   deadline=$((SECONDS + START_TIMEOUT_S))
   port=""
   while [ -z "$port" ]; do
     port=$(sed -n 's/.*server.*listening on [0-9.]*:\([0-9]*\).*/\1/p' "$OUT_DIR/bench-server.log")
     [ -n "$port" ] && break
-    alive bench-server || fail "verbs_bench --server exited:
+    alive bench-server || fail "$BENCH_TOOL --server exited:
 $(tail -n 15 "$OUT_DIR/bench-server.log")"
-    [ "$SECONDS" -lt "$deadline" ] || fail "verbs_bench --server did not listen"
+    [ "$SECONDS" -lt "$deadline" ] || fail "$BENCH_TOOL --server did not listen"
     sleep 0.05
   done
   if [ "$baseline" -eq 1 ]; then
@@ -390,15 +411,15 @@ $(tail -n 15 "$OUT_DIR/bench-server.log")"
     [ -n "$sink_port" ] || fail "verbs_bench --server printed no TCP sink"
     client_flags+=(--tcp_sink="$buffer_addr:$sink_port")
   fi
-  log "verbs_bench: learner -> $buffer_addr:$port ${BENCH_ARGS[*]} ${client_flags[*]}"
+  log "$BENCH_TOOL: learner -> $buffer_addr:$port ${BENCH_ARGS[*]} ${client_flags[*]}"
   if ! ip netns exec "$(ns_name learner)" "$BENCH_BIN" --connect="$buffer_addr:$port" \
     --provider="$PROVIDER" --json "${BENCH_ARGS[@]}" "${client_flags[@]}" >"$OUT_DIR/bench.json" \
     2>"$OUT_DIR/bench-client.log" </dev/null; then
-    fail "verbs_bench --connect failed:
+    fail "$BENCH_TOOL --connect failed:
 $(tail -n 15 "$OUT_DIR/bench-client.log")"
   fi
   stop_pids bench-server
-  log "verbs_bench: $(cat "$OUT_DIR/bench.json")"
+  log "$BENCH_TOOL: $(cat "$OUT_DIR/bench.json")"
 }
 
 # ---- training ------------------------------------------------------------------
