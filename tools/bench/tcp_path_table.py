@@ -16,7 +16,7 @@ interleave and a noisy moment touches every case alike:
   write64   64 B WRITE, batches of 32, depth 256: M ops/s
   write28k  28 KiB WRITE, depth 16: the share of that TCP stream
   sampling  replay_bench's learner sampling over 10km-25g: the share of the
-            same run with no link (in one process, the TCP path forced)
+            same run with no link, against the same server
 
 The cases over a link (read32k, read1k, sampling) run once per
 --releases mode, side by side in each round: --soft_link_release, who
@@ -24,13 +24,13 @@ holds each frame for its modelled arrival (auto: the sender, and the
 receiver one that comes early; receiver: the receiver alone; sender: the
 sender alone, as between hosts).
 
---mode netns runs verbs_bench in two network namespaces over a veth pair
-and a bridge (tools/launch/netns_cluster.sh --bench_only: root, iproute2),
-where no same-host mapping is possible, as between hosts; --mode loopback
-runs it in one process over loopback with --soft_transport=tcp. Both also
-report the host's busy CPU per byte moved (nanoseconds), for the soft
-provider and for the TCP stream. The sampling case always runs in one
-process (replay_bench has no remote mode), with --soft_transport=tcp.
+--mode netns runs verbs_bench (and replay_bench --server / --connect) in
+two network namespaces over a veth pair and a bridge
+(tools/launch/netns_cluster.sh --bench_only: root, iproute2), where no
+same-host mapping is possible, as between hosts; --mode loopback runs each
+in one process over loopback with --soft_transport=tcp. The verbs cases
+also report the host's busy CPU per byte moved (nanoseconds), for the soft
+provider and for the TCP stream.
 
 Per case: every round's figure, the median and the range, and whether the
 median meets the target. Exit status: 0 done (targets met or not), 1 a run
@@ -151,6 +151,25 @@ def run_json(argv, timeout_s, label):
         return None
 
 
+def run_netns(args, tool, flags, case_dir, label, timeout_s):
+    """One netns_cluster.sh --bench_only run of `tool`; its bench.json or None."""
+    argv = [os.path.join(ROOT, "tools/launch/netns_cluster.sh"), "--bench_only",
+            "--bench_tool", tool, "--bin_dir", args.bin_dir, "--out_dir", case_dir]
+    for f in flags:
+        argv += ["--bench_flag", f]
+    try:
+        run = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, timeout=timeout_s + 30)
+    except subprocess.TimeoutExpired:
+        log("%s: netns_cluster.sh did not end" % label)
+        return None
+    if run.returncode != 0:
+        log("%s: netns_cluster.sh exit %d:\n%s" % (label, run.returncode, run.stderr[-2000:]))
+        return None
+    with open(os.path.join(case_dir, "bench.json")) as f:
+        return json.load(f)
+
+
 def run_verbs_case(args, name, release, out_dir, round_index):
     flags = VERBS_CASES[name][1] + ["--duration_s=%g" % args.duration_s,
                                     "--warmup_s=%g" % args.warmup_s]
@@ -161,22 +180,7 @@ def run_verbs_case(args, name, release, out_dir, round_index):
     label = "%s round %d" % (tag, round_index + 1)
     if args.mode == "netns":
         case_dir = os.path.join(out_dir, "%s-%d" % (tag, round_index + 1))
-        argv = [os.path.join(ROOT, "tools/launch/netns_cluster.sh"), "--bench_only",
-                "--bin_dir", args.bin_dir, "--out_dir", case_dir]
-        for f in flags:
-            argv += ["--bench_flag", f]
-        try:
-            run = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 text=True, timeout=timeout_s + 30)
-        except subprocess.TimeoutExpired:
-            log("%s: netns_cluster.sh did not end" % label)
-            return None
-        if run.returncode != 0:
-            log("%s: netns_cluster.sh exit %d:\n%s" % (label, run.returncode,
-                                                       run.stderr[-2000:]))
-            return None
-        with open(os.path.join(case_dir, "bench.json")) as f:
-            return json.load(f)
+        return run_netns(args, "verbs_bench", flags, case_dir, label, timeout_s)
     argv = [os.path.join(args.bin_dir, "tools/bench/verbs_bench"), "--json",
             "--soft_transport=tcp"] + flags
     return run_json(argv, timeout_s, label)
@@ -193,23 +197,27 @@ def verbs_figure(name, report):
     return report["ratio_vs_tcp"]
 
 
-def run_sampling(args, release):
-    rounds = args.rounds
-    argv = [os.path.join(args.bin_dir, "tools/bench/replay_bench"), "--json",
-            "--soft_transport=tcp", "--soft_link_release=" + release,
-            "--link=" + LINK, "--baseline=nolink",
-            "--rounds=%d" % rounds, "--duration_s=%g" % args.duration_s,
-            "--warmup_s=%g" % max(args.warmup_s, 0.5)]
-    timeout_s = int(2 * rounds * (args.duration_s + args.warmup_s + 5)) + 120
-    report = run_json(argv, timeout_s, "sampling-" + release)
+def run_sampling(args, release, out_dir, round_index):
+    """One round of the sampling case: replay_bench over the link, then with
+    no link against the same server; its run record or None."""
+    flags = ["--soft_link_release=" + release, "--link=" + LINK, "--baseline=nolink",
+             "--rounds=1", "--duration_s=%g" % args.duration_s,
+             "--warmup_s=%g" % max(args.warmup_s, 0.5)]
+    timeout_s = int(2 * (args.duration_s + args.warmup_s + 5)) + 120
+    label = "sampling-%s round %d" % (release, round_index + 1)
+    if args.mode == "netns":
+        case_dir = os.path.join(out_dir, "sampling-%s-%d" % (release, round_index + 1))
+        report = run_netns(args, "replay_bench", flags, case_dir, label, timeout_s)
+    else:
+        argv = [os.path.join(args.bin_dir, "tools/bench/replay_bench"), "--json",
+                "--soft_transport=tcp"] + flags
+        report = run_json(argv, timeout_s, label)
     if report is None:
         return None
-    runs = []
-    for r in report["per_round"]:
-        runs.append({"figure": r["sampled_per_s"] / r["nolink_sampled_per_s"],
-                     "sampled_per_s": r["sampled_per_s"],
-                     "nolink_sampled_per_s": r["nolink_sampled_per_s"]})
-    return runs
+    r = report["per_round"][0]
+    return {"figure": r["sampled_per_s"] / r["nolink_sampled_per_s"],
+            "sampled_per_s": r["sampled_per_s"],
+            "nolink_sampled_per_s": r["nolink_sampled_per_s"]}
 
 
 def summarise(name, release, description, target, unit, runs):
@@ -236,32 +244,33 @@ def verbs_run_record(name, report):
 def measure(args, out_dir):
     # (case, release): release is None for a case with no link.
     arms = [(c, r if c in LINK_CASES else None)
-            for c in args.cases if c in VERBS_CASES
+            for c in args.cases
             for r in (args.releases if c in LINK_CASES else [None])]
     runs = {arm: [] for arm in arms}
     for i in range(args.rounds):
         for arm in arms:
             name, release = arm
-            report = run_verbs_case(args, name, release, out_dir, i)
-            if report is None:
+            if name == "sampling":
+                record = run_sampling(args, release, out_dir, i)
+                unit = SAMPLING[2]
+            else:
+                report = run_verbs_case(args, name, release, out_dir, i)
+                record = None if report is None else verbs_run_record(name, report)
+                unit = VERBS_CASES[name][3]
+            if record is None:
                 return None
-            runs[arm].append(verbs_run_record(name, report))
+            runs[arm].append(record)
             log("round %d/%d %s%s: %.3f %s" % (i + 1, args.rounds, name,
                                               " " + release if release else "",
-                                              runs[arm][-1]["figure"], VERBS_CASES[name][3]))
+                                              record["figure"], unit))
     rows = []
     for arm in arms:
         name, release = arm
-        description, _, target, unit = VERBS_CASES[name]
+        if name == "sampling":
+            description, target, unit = SAMPLING
+        else:
+            description, _, target, unit = VERBS_CASES[name]
         rows.append(summarise(name, release, description, target, unit, runs[arm]))
-    if "sampling" in args.cases:
-        for release in args.releases:
-            log("sampling %s: %d rounds of replay_bench" % (release, args.rounds))
-            sampling = run_sampling(args, release)
-            if sampling is None:
-                return None
-            rows.append(summarise("sampling", release, SAMPLING[0], SAMPLING[1], SAMPLING[2],
-                                  sampling))
     return rows
 
 
