@@ -2,7 +2,7 @@
 """The soft provider's TCP path against its targets, side by side in one run.
 
     bazel build -c opt //tools/bench:verbs_bench //tools/bench:replay_bench
-    sudo tools/bench/tcp_path_table.py                 # across namespaces, 3 rounds, ~2 min
+    sudo tools/bench/tcp_path_table.py                 # across namespaces, 3 rounds, ~5 min
     tools/bench/tcp_path_table.py --mode loopback --rounds 1 --json
 
 The cases of the TCP path's targets (docs/benchmarks.md, "The TCP path's
@@ -15,8 +15,11 @@ interleave and a noisy moment touches every case alike:
             depth / round trip = 16 / 100 us = 160 k ops/s
   write64   64 B WRITE, batches of 32, depth 256: M ops/s
   write28k  28 KiB WRITE, depth 16: the share of that TCP stream
-  sampling  replay_bench's learner sampling over 10km-25g: the share of the
-            same run with no link, against the same server
+  sampling  replay_bench's learner sampling over 10km-25g, 4 actors
+            inserting: the share of the same run with no link, against the
+            same server
+  sampling_alone  the same with no actors (the learner alone on the
+            prefilled memory), whose rate varies less between runs
 
 The cases over a link (read32k, read1k, sampling) run once per
 --releases mode, side by side in each round: --soft_link_release, who
@@ -65,9 +68,15 @@ VERBS_CASES = {
                  ["--op=write", "--size=28672", "--depth=16", "--baseline=tcp"],
                  0.9, "of the TCP stream"),
 }
-SAMPLING = ("replay_bench sampling, " + LINK + " against no link", 0.9, "of no link")
-ALL_CASES = tuple(VERBS_CASES) + ("sampling",)
-LINK_CASES = ("read32k", "read1k", "sampling")
+# name: (description, replay_bench flags, target, unit)
+SAMPLING_CASES = {
+    "sampling": ("replay_bench sampling, 4 actors, " + LINK + " against no link", [],
+                 0.9, "of no link"),
+    "sampling_alone": ("replay_bench sampling, no actors, " + LINK + " against no link",
+                       ["--actors=0"], 0.9, "of no link"),
+}
+ALL_CASES = tuple(VERBS_CASES) + tuple(SAMPLING_CASES)
+LINK_CASES = ("read32k", "read1k") + tuple(SAMPLING_CASES)
 RELEASES = ("auto", "receiver", "sender")
 
 
@@ -85,7 +94,7 @@ def parse_args(argv):
                                 epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=("auto", "netns", "loopback"), default="auto",
-                   help="where verbs_bench's two ends run (auto: netns when root and "
+                   help="where the benchmarks' two ends run (auto: netns when root and "
                    "'ip netns' work, else loopback)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of every case (default 3)")
     p.add_argument("--duration_s", type=float, default=3, help="measured seconds per run (default 3)")
@@ -197,16 +206,17 @@ def verbs_figure(name, report):
     return report["ratio_vs_tcp"]
 
 
-def run_sampling(args, release, out_dir, round_index):
-    """One round of the sampling case: replay_bench over the link, then with
+def run_sampling(args, name, release, out_dir, round_index):
+    """One round of a sampling case: replay_bench over the link, then with
     no link against the same server; its run record or None."""
-    flags = ["--soft_link_release=" + release, "--link=" + LINK, "--baseline=nolink",
-             "--rounds=1", "--duration_s=%g" % args.duration_s,
-             "--warmup_s=%g" % max(args.warmup_s, 0.5)]
+    flags = SAMPLING_CASES[name][1] + [
+        "--soft_link_release=" + release, "--link=" + LINK, "--baseline=nolink",
+        "--rounds=1", "--duration_s=%g" % args.duration_s,
+        "--warmup_s=%g" % max(args.warmup_s, 0.5)]
     timeout_s = int(2 * (args.duration_s + args.warmup_s + 5)) + 120
-    label = "sampling-%s round %d" % (release, round_index + 1)
+    label = "%s-%s round %d" % (name, release, round_index + 1)
     if args.mode == "netns":
-        case_dir = os.path.join(out_dir, "sampling-%s-%d" % (release, round_index + 1))
+        case_dir = os.path.join(out_dir, "%s-%s-%d" % (name, release, round_index + 1))
         report = run_netns(args, "replay_bench", flags, case_dir, label, timeout_s)
     else:
         argv = [os.path.join(args.bin_dir, "tools/bench/replay_bench"), "--json",
@@ -250,9 +260,9 @@ def measure(args, out_dir):
     for i in range(args.rounds):
         for arm in arms:
             name, release = arm
-            if name == "sampling":
-                record = run_sampling(args, release, out_dir, i)
-                unit = SAMPLING[2]
+            if name in SAMPLING_CASES:
+                record = run_sampling(args, name, release, out_dir, i)
+                unit = SAMPLING_CASES[name][3]
             else:
                 report = run_verbs_case(args, name, release, out_dir, i)
                 record = None if report is None else verbs_run_record(name, report)
@@ -266,10 +276,7 @@ def measure(args, out_dir):
     rows = []
     for arm in arms:
         name, release = arm
-        if name == "sampling":
-            description, target, unit = SAMPLING
-        else:
-            description, _, target, unit = VERBS_CASES[name]
+        description, _, target, unit = (SAMPLING_CASES.get(name) or VERBS_CASES[name])
         rows.append(summarise(name, release, description, target, unit, runs[arm]))
     return rows
 

@@ -32,15 +32,16 @@ def run(args, timeout=300):
 class TcpPathTableTest(unittest.TestCase):
 
     def test_every_case_and_release_mode_is_measured(self):
-        result = run(["--json", "--cases", "read1k,write64,sampling", "--releases",
-                      "auto,sender"])
+        result = run(["--json", "--cases", "read1k,write64,sampling,sampling_alone",
+                      "--releases", "auto,sender"])
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         report = json.loads(result.stdout)
         self.assertEqual(report["mode"], "loopback")
         rows = {(r["case"], r["release"]): r for r in report["cases"]}
         self.assertEqual(set(rows), {("read1k", "auto"), ("read1k", "sender"),
                                      ("write64", None), ("sampling", "auto"),
-                                     ("sampling", "sender")})
+                                     ("sampling", "sender"), ("sampling_alone", "auto"),
+                                     ("sampling_alone", "sender")})
         for key, row in rows.items():
             with self.subTest(case=key):
                 self.assertEqual(len(row["figures"]), 1)
@@ -49,10 +50,11 @@ class TcpPathTableTest(unittest.TestCase):
         write = rows[("write64", None)]["runs"][0]
         self.assertAlmostEqual(write["figure"], write["ops_per_s"] / 1e6, places=3)
         self.assertGreater(write["tcp_gbps"], 0)
-        sampling = rows[("sampling", "auto")]["runs"][0]
-        self.assertAlmostEqual(sampling["figure"],
-                               sampling["sampled_per_s"] / sampling["nolink_sampled_per_s"],
-                               places=3)
+        for case in ("sampling", "sampling_alone"):
+            sampling = rows[(case, "auto")]["runs"][0]
+            self.assertAlmostEqual(sampling["figure"],
+                                   sampling["sampled_per_s"] / sampling["nolink_sampled_per_s"],
+                                   places=3)
         # 16 credits per round trip of at least 100 us, less the reader's
         # allowance of 1 us each way: never more than 16 / 98 us.
         self.assertLessEqual(rows[("read1k", "auto")]["median"], 100 / 98)
