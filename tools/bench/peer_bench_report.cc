@@ -137,6 +137,18 @@ std::string Json(const PeerBenchOptions& o, const std::vector<int>& cpus,
   return absl::StrCat(out, "}\n");
 }
 
+// " <system> <share>" for each case of `payload_bytes`: its total per
+// second over a reference's `per_s`; then the line's end.
+std::string SharesText(const std::vector<PeerCaseResult>& cases, uint32_t payload_bytes,
+                       double per_s) {
+  std::string out;
+  for (const PeerCaseResult& r : cases) {
+    if (r.payload_bytes != payload_bytes || !(per_s > 0)) continue;
+    absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system), r.total_per_s() / per_s);
+  }
+  return out + "\n";
+}
+
 // Per copy reference: its rate, and each arm's counted transitions as a
 // share of what one thread moves once.
 std::string CopiesText(const std::vector<PeerCaseResult>& cases,
@@ -148,12 +160,7 @@ std::string CopiesText(const std::vector<PeerCaseResult>& cases,
                           "(%.0f per s%s); each arm's total/s as a share of that:",
                           c.payload_bytes, c.bytes_per_s / 1e9, c.blocks_per_s,
                           RangeText(c.low, c.high));
-    for (const PeerCaseResult& r : cases) {
-      if (r.payload_bytes != c.payload_bytes || !(c.blocks_per_s > 0)) continue;
-      absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system),
-                            r.total_per_s() / c.blocks_per_s);
-    }
-    absl::StrAppend(&out, "\n");
+    absl::StrAppend(&out, SharesText(cases, c.payload_bytes, c.blocks_per_s));
   }
   return out;
 }
@@ -169,12 +176,7 @@ std::string TcpsText(const std::vector<PeerCaseResult>& cases,
                           "transitions per s%s); each arm's total/s as a share of that:",
                           t.payload_bytes, t.message_bytes, t.bytes_per_s / 1e9,
                           t.transitions_per_s, RangeText(t.low, t.high));
-    for (const PeerCaseResult& r : cases) {
-      if (r.payload_bytes != t.payload_bytes || !(t.transitions_per_s > 0)) continue;
-      absl::StrAppendFormat(&out, " %s %.2f", PeerSystemName(r.system),
-                            r.total_per_s() / t.transitions_per_s);
-    }
-    absl::StrAppend(&out, "\n");
+    absl::StrAppend(&out, SharesText(cases, t.payload_bytes, t.transitions_per_s));
   }
   return out;
 }
