@@ -154,7 +154,7 @@ RULES = [
     ("docs/roce.md", r"tools/rxe_vm/rxe_vm\.sh ",
      Skip("tools/test.sh runs the VM suite after the Bazel tests")),
     ("docs/roce.md", r"sudo tools/launch/netns_cluster\.sh ",
-     Skip("//tests:netns_cluster_test runs it (training, the bench, teardown)")),
+     Skip("//tests:netns_cluster_test runs it (training, both benches, teardown)")),
     ("docs/benchmarks.md", r"tools/launch/netns_cluster\.sh --bench_only( --bench_flag \S+)+$",
      Skip("//tests:netns_cluster_test runs the bench across namespaces")),
     ("docs/benchmarks.md", r"sudo tools/bench/tcp_path_table\.py ",
