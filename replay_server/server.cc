@@ -2,6 +2,8 @@
 
 #include "replay_server/server.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -113,6 +115,10 @@ absl::Status ReplayServer::Init() {
   invalid_priorities_.Baseline(core_->counters());
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   core_thread_ = std::thread([this] { CoreLoop(); });
+  // Visible in top and perf (at most 15 bytes; a longer name is refused,
+  // which is harmless).
+  pthread_setname_np(accept_thread_.native_handle(), "replay-accept");
+  pthread_setname_np(core_thread_.native_handle(), "replay-core");
   started_ = true;
   LOG(INFO) << "replay server listening on " << address() << " (" << provider_->name()
             << " provider, epoch " << epoch_ << "): " << config().DebugString();
