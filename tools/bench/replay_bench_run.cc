@@ -2,6 +2,7 @@
 
 #include "tools/bench/replay_bench_run.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -169,6 +170,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
         const absl::Status s = RunBenchActor(c, server, i, shared_actor_provider.get(), &state);
         if (!s.ok()) state.Fail(Named(s, absl::StrCat("actor ", i)));
       });
+      pthread_setname_np(threads.back().native_handle(), "bench-actor");
     }
   } else {
     // Actors [first, first + count) per thread, as evenly as they go; each
@@ -182,6 +184,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
         const absl::Status s = RunBenchActorGroup(c, server, first, count, connectors, &state);
         if (!s.ok()) state.Fail(Named(s, absl::StrCat("actors ", first, "..")));
       });
+      pthread_setname_np(threads.back().native_handle(), "bench-actors");
     }
   }
   if (c.stalled_actors > 0) {
@@ -195,6 +198,7 @@ absl::StatusOr<ReplayRunResult> MeasureClients(const ReplayBenchConfig& c,
       const absl::Status s = RunBenchLearner(c, server, &state, &learner);
       if (!s.ok()) state.Fail(Named(s, "learner"));
     });
+    pthread_setname_np(threads.back().native_handle(), "bench-learner");
   }
   ReplayRunResult r;
   absl::Status status = WaitReady(&state, c.actors + c.stalled_actors + (c.learner ? 1 : 0));
