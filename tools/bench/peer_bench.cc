@@ -114,14 +114,14 @@ DEFINE_bool(json, false, "print one JSON object instead of the table");
 DEFINE_bool(copy_reference, true,
             "per size and round, also measure one thread copying payload-sized blocks through "
             "the ring (1 s, on the same CPUs; the report gives the median round): the most "
-            "transitions per second one core moves once, "
-            "against which the table gives each arm's share");
+            "transitions per second one core moves once, against which the table gives each "
+            "arm's share");
 DEFINE_bool(tcp_reference, true,
             "per size and round, also measure a kernel TCP stream over loopback (1 s, on the "
             "same CPUs, sends of one insert's bytes; the report gives the median round): the "
-            "transitions per second one socket's two ends "
-            "move with nothing else to do, against which the table gives each arm's share (an "
-            "arm whose transitions cross a socket (redis, grpc, dreplay-tcp) does not reach 1)");
+            "transitions per second one socket's two ends move with nothing else to do, against "
+            "which the table gives each arm's share (an arm whose transitions cross a socket "
+            "(redis, grpc, dreplay-tcp) does not reach 1)");
 
 namespace dreplay::tools {
 namespace {

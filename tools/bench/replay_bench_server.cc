@@ -20,23 +20,16 @@ class LocalBenchServer : public BenchServer {
   LocalBenchServer(std::unique_ptr<verbs::Provider> provider,
                    std::unique_ptr<server::ReplayServer> server)
       : provider_(std::move(provider)), server_(std::move(server)) {}
-  ~LocalBenchServer() override {
-    if (!stopped_) server_->Stop().IgnoreError();
-  }
 
   const std::string& host() const override { return server_->host(); }
   uint16_t port() const override { return server_->port(); }
   absl::StatusOr<protocol::StatsBlock> ReadStats() const override { return server_->ReadStats(); }
-  absl::Status Stop() override {
-    if (stopped_) return absl::OkStatus();
-    stopped_ = true;
-    return server_->Stop();
-  }
+  // Idempotent, as the server's; its destructor stops it too.
+  absl::Status Stop() override { return server_->Stop(); }
 
  private:
   const std::unique_ptr<verbs::Provider> provider_;  // outlives the server
   const std::unique_ptr<server::ReplayServer> server_;
-  bool stopped_ = false;
 };
 
 class RemoteBenchServer : public BenchServer {
@@ -49,11 +42,6 @@ class RemoteBenchServer : public BenchServer {
         provider_(std::move(provider)),
         session_(std::move(session)),
         reader_(std::move(reader)) {}
-  ~RemoteBenchServer() override {
-    // The reader and the session go before the provider they use.
-    reader_.reset();
-    session_.reset();
-  }
 
   const std::string& host() const override { return host_; }
   uint16_t port() const override { return port_; }
@@ -66,11 +54,28 @@ class RemoteBenchServer : public BenchServer {
  private:
   const std::string host_;
   const uint16_t port_;
+  // Declared first: the reader and the session go before the provider.
   const std::unique_ptr<verbs::Provider> provider_;
   std::unique_ptr<client::ClientSession> session_;
   mutable Mutex mu_;
   std::unique_ptr<client::StatsReader> reader_ ABSL_GUARDED_BY(mu_);
 };
+
+// A ReplayServer of `c` on host:port, on a provider of its own. With
+// `clients_here`, the clients' emulated links run on this provider's kind:
+// InvalidArgument unless it is the soft provider.
+absl::StatusOr<std::unique_ptr<BenchServer>> StartServer(const ReplayBenchConfig& c,
+                                                         const std::string& host, uint16_t port,
+                                                         bool clients_here) {
+  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
+  if (clients_here && (c.link.enabled() || c.actor_link.enabled()) && provider->name() != "soft") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--link / --actor_link need the soft provider; this run uses ", provider->name()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<server::ReplayServer> server,
+                   server::ReplayServer::Start(provider.get(), BenchServerOptions(c, host, port)));
+  return std::unique_ptr<BenchServer>(new LocalBenchServer(std::move(provider), std::move(server)));
+}
 
 }  // namespace
 
@@ -103,15 +108,7 @@ server::ReplayServerOptions BenchServerOptions(const ReplayBenchConfig& c, const
 }
 
 absl::StatusOr<std::unique_ptr<BenchServer>> StartLocalBenchServer(const ReplayBenchConfig& c) {
-  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
-  if ((c.link.enabled() || c.actor_link.enabled()) && provider->name() != "soft") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--link / --actor_link need the soft provider; this run uses ", provider->name()));
-  }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<server::ReplayServer> server,
-      server::ReplayServer::Start(provider.get(), BenchServerOptions(c, "127.0.0.1", 0)));
-  return std::unique_ptr<BenchServer>(new LocalBenchServer(std::move(provider), std::move(server)));
+  return StartServer(c, "127.0.0.1", 0, /*clients_here=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<BenchServer>> ConnectRemoteBenchServer(const ReplayBenchConfig& c,
@@ -141,10 +138,9 @@ absl::StatusOr<std::unique_ptr<BenchServer>> ConnectRemoteBenchServer(const Repl
 absl::Status ServeBench(const ReplayBenchConfig& c, const std::string& host, uint16_t port,
                         const std::function<void(const std::string&)>& listening,
                         const std::function<void()>& wait_for_stop) {
-  ASSIGN_OR_RETURN(std::unique_ptr<verbs::Provider> provider, verbs::CreateProvider(c.provider));
-  ASSIGN_OR_RETURN(std::unique_ptr<server::ReplayServer> server,
-                   server::ReplayServer::Start(provider.get(), BenchServerOptions(c, host, port)));
-  listening(server->address());
+  ASSIGN_OR_RETURN(std::unique_ptr<BenchServer> server,
+                   StartServer(c, host, port, /*clients_here=*/false));
+  listening(absl::StrCat(server->host(), ":", server->port()));
   wait_for_stop();
   return server->Stop();
 }
