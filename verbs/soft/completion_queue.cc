@@ -16,6 +16,17 @@ void CompletionQueue::Push(Completion c) {
   size_.store(ring_.size(), std::memory_order_release);
 }
 
+void CompletionQueue::PushAll(std::vector<Completion>* batch) {
+  if (batch->empty()) return;
+  {
+    MutexLock lock(&mu_);
+    for (Completion& c : *batch) ring_.push_back(std::move(c));
+    pushed_.fetch_add(batch->size(), std::memory_order_release);
+    size_.store(ring_.size(), std::memory_order_release);
+  }
+  batch->clear();
+}
+
 int CompletionQueue::Poll(absl::Span<Completion> out) {
   if (out.empty()) return 0;
   if (size_.load(std::memory_order_acquire) == 0) {

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "common/mutex.h"
@@ -25,6 +26,10 @@ namespace dreplay::verbs::soft {
 class CompletionQueue {
  public:
   void Push(Completion c);
+  // Appends every completion of `batch`, oldest first, under one lock, and
+  // empties it: an acknowledgement that covers many requests completes
+  // them with one hand-over to the poller.
+  void PushAll(std::vector<Completion>* batch);
   // Moves up to out.size() completions into `out`, oldest first; returns
   // how many. Non-blocking.
   int Poll(absl::Span<Completion> out);

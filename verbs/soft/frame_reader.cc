@@ -42,12 +42,15 @@ FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
     ParseBuffered();
     if (closed_ || paused_ || held_until_ != 0) break;
     ssize_t got;
+    // A read that returns less than it asked for has emptied the socket:
+    // the next would fail with EAGAIN, and epoll reports what comes later.
+    bool drained = false;
     if (phase_ == Phase::kPayload && begin_ == end_ && left_ >= kDirectReadBytes) {
       bool placed = false;
-      got = ReceiveInPlace(fd, mu, &placed);
+      got = ReceiveInPlace(fd, mu, &placed, &drained);
       if (got > 0 && !placed) continue;
     } else {
-      got = ReceiveBuffered(fd);
+      got = ReceiveBuffered(fd, &drained);
     }
     if (got == 0) {
       closed_ = true;
@@ -61,12 +64,13 @@ FrameReader::End FrameReader::Read(int fd, Mutex* mu, std::string* why) {
       return End::kFailed;
     }
     budget -= std::min<size_t>(budget, got);
+    if (drained) break;
   }
   if (!closed_ && !paused_) ParseBuffered();
   return End::kOpen;
 }
 
-ssize_t FrameReader::ReceiveInPlace(int fd, Mutex* mu, bool* placed) {
+ssize_t FrameReader::ReceiveInPlace(int fd, Mutex* mu, bool* placed, bool* drained) {
   // Straight into place, plus the start of whatever follows. The lock is
   // released meanwhile so that the application can post and poll; the
   // destination stays valid because Detach() and deregistration wait for
@@ -78,6 +82,7 @@ ssize_t FrameReader::ReceiveInPlace(int fd, Mutex* mu, bool* placed) {
   mu->Unlock();
   const ssize_t got = readv(fd, iov, 2);
   const int saved_errno = errno;
+  *drained = got > 0 && static_cast<size_t>(got) < iov[0].iov_len + iov[1].iov_len;
   mu->Lock();
   placing_ = false;
   placement_done_.SignalAll();
@@ -95,7 +100,7 @@ ssize_t FrameReader::ReceiveInPlace(int fd, Mutex* mu, bool* placed) {
   return got;
 }
 
-ssize_t FrameReader::ReceiveBuffered(int fd) {
+ssize_t FrameReader::ReceiveBuffered(int fd, bool* drained) {
   if (phase_ == Phase::kDrain || begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0) {
@@ -112,6 +117,7 @@ ssize_t FrameReader::ReceiveBuffered(int fd) {
   }
   const ssize_t got = recv(fd, buf_.get() + end_, room, MSG_DONTWAIT);
   if (got > 0) end_ += got;
+  *drained = got > 0 && static_cast<size_t>(got) < room;
   return got;
 }
 

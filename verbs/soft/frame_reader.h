@@ -133,12 +133,15 @@ class FrameReader {
   void StartFrame();
   void ExpectPayload(char* dst, bool into_memory);
   void FinishFrame();
-  // recv() into the buffer; returns what recv() returned.
-  ssize_t ReceiveBuffered(int fd);
+  // recv() into the buffer; returns what recv() returned. *drained: it
+  // returned less than there was room for (the socket is empty).
+  ssize_t ReceiveBuffered(int fd, bool* drained);
   // readv() of the pending payload straight into its destination, plus
   // the start of whatever follows it, with `mu` released. *placed is false
-  // when the bytes were dropped because the queue pair failed meanwhile.
-  ssize_t ReceiveInPlace(int fd, Mutex* mu, bool* placed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // when the bytes were dropped because the queue pair failed meanwhile;
+  // *drained as for ReceiveBuffered().
+  ssize_t ReceiveInPlace(int fd, Mutex* mu, bool* placed, bool* drained)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // True when the frame at the head of the buffer must wait for its
   // release time (sets held_until_).

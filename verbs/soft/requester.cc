@@ -293,22 +293,33 @@ void Requester::CompleteResponse(const FrameHeader& h, const char* small) {
 }
 
 bool Requester::CompleteThrough(uint64_t seq) {
+  // One acknowledgement may cover a whole batch of WRITEs: their
+  // completions reach the queue together (one lock, one hand-over).
   while (sq_transmitted_ > 0 && sq_.front().last_seq < seq) {
     if (IsReadOrAtomic(sq_.front().wr.opcode)) {
+      // Those before it did complete; the error follows them.
+      completions_->PushAll(&completed_);
       control_->ProtocolError(
           absl::StrCat("request ", sq_.front().last_seq, " acknowledged without its response"));
       return false;
     }
-    CompleteFront(WcStatus::kSuccess, 0, "");
+    CompleteFront(WcStatus::kSuccess, 0, "", &completed_);
   }
+  completions_->PushAll(&completed_);
   CheckFrontLocalError();
   return control_->ready();
 }
 
-void Requester::CompleteFront(WcStatus status, uint32_t byte_len, std::string detail) {
+void Requester::CompleteFront(WcStatus status, uint32_t byte_len, std::string detail,
+                              std::vector<Completion>* batch) {
   SendEntry& e = sq_.front();
   if (status != WcStatus::kSuccess || e.wr.signaled) {
-    completions_->Push({e.wr.wr_id, e.wr.opcode, status, byte_len, 0, std::move(detail)});
+    Completion c{e.wr.wr_id, e.wr.opcode, status, byte_len, 0, std::move(detail)};
+    if (batch != nullptr) {
+      batch->push_back(std::move(c));
+    } else {
+      completions_->Push(std::move(c));
+    }
   }
   if (IsReadOrAtomic(e.wr.opcode)) --rd_in_flight_;
   sq_.pop_front();

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -109,7 +110,10 @@ class Requester {
   // Completes the transmitted requests below `seq`; false when the queue
   // pair failed (a READ or atomic acknowledged without its response).
   bool CompleteThrough(uint64_t seq);
-  void CompleteFront(WcStatus status, uint32_t byte_len, std::string detail);
+  // Completes the front request: its completion goes to `batch` when
+  // given (the caller pushes the batch), else straight to the queue.
+  void CompleteFront(WcStatus status, uint32_t byte_len, std::string detail,
+                     std::vector<Completion>* batch = nullptr);
   // Fails the queue pair when the front request failed its local check.
   void CheckFrontLocalError();
 
@@ -128,9 +132,10 @@ class Requester {
   // so a slot is reused only after the entry that used it completed.
   std::unique_ptr<char[]> inline_arena_;
   size_t next_inline_slot_ = 0;
-  Ring<SendEntry> sq_;         // posted, not yet completed
-  size_t sq_transmitted_ = 0;  // prefix of sq_ sent
-  int rd_in_flight_ = 0;       // READs + atomics sent
+  Ring<SendEntry> sq_;                 // posted, not yet completed
+  size_t sq_transmitted_ = 0;          // prefix of sq_ sent
+  int rd_in_flight_ = 0;               // READs + atomics sent
+  std::vector<Completion> completed_;  // CompleteThrough's batch (kept empty)
   uint64_t next_request_seq_ = 0;
   // Fault injection state.
   uint64_t ops_sent_ = 0;
