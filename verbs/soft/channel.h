@@ -20,7 +20,12 @@
 //    completion while requests of its own are outstanding on TCP reads and
 //    executes the socket's input itself when the lock is free (progress by
 //    the polling thread, as UCX and libfabric do with manual progress), so
-//    a busy poller needs no wake-up of the NIC thread;
+//    a busy poller needs no wake-up of the NIC thread. While it does so
+//    (it read within kPollerGraceNs and requests are still outstanding),
+//    and no link is emulated, the input is the poller's alone: the NIC
+//    thread stops watching the socket for input, so the two do not hand
+//    the lock to each other for every arrival, and looks again when the
+//    poller has been away for kPollerGraceNs (the channel's timer);
 //  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
@@ -71,6 +76,12 @@
 namespace dreplay::verbs::soft {
 
 class Nic;
+
+// A poller that read the input this recently keeps it from the NIC thread
+// (above); one that has been away longer gives it back. The longest extra
+// delay of the peer's requests and acknowledgements when an application
+// stops polling with requests outstanding.
+inline constexpr int64_t kPollerGraceNs = 200000;
 
 // Settings of one connection, fixed at setup.
 struct ChannelConfig {
@@ -142,8 +153,15 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
     int64_t wake_ns;  // when the NIC thread should wake for it (spin after)
   };
   Timer timer() const {
-    return Timer{next_due_ns_.load(std::memory_order_acquire),
-                 next_wake_ns_.load(std::memory_order_acquire)};
+    Timer t{next_due_ns_.load(std::memory_order_acquire),
+            next_wake_ns_.load(std::memory_order_acquire)};
+    if (input_parked_.load(std::memory_order_acquire)) {
+      // Input left to a poller: look again when it may have gone away.
+      const int64_t back = polled_at_ns_.load(std::memory_order_acquire) + kPollerGraceNs;
+      if (t.due_ns == 0 || back < t.due_ns) t.due_ns = back;
+      if (t.wake_ns == 0 || back < t.wake_ns) t.wake_ns = back;
+    }
+    return t;
   }
 
  private:
@@ -170,6 +188,8 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   void Flush(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateNextDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SyncInterest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while a polling thread reads the input (channel.h, above).
+  bool PollerReads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops serving the socket through the NIC.
   void Unregister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -185,6 +205,7 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   const Fd fd_;
   const ChannelConfig config_;
   const std::shared_ptr<RegionTable> regions_;
+  const bool emulated_link_;  // frames are held for a link model
 
   mutable Mutex mu_;
   Nic* nic_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -210,6 +231,10 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   std::atomic<int64_t> next_wake_ns_{0};
   // The error state, readable without a lock.
   std::atomic<bool> failed_{false};
+  // When a polling thread last read the input, and whether the NIC thread
+  // has left the input to it (EPOLLIN off; written under mu_).
+  std::atomic<int64_t> polled_at_ns_{0};
+  std::atomic<bool> input_parked_{false};
 };
 
 }  // namespace dreplay::verbs::soft

@@ -513,5 +513,39 @@ TEST_F(SoftPeerTest, ConnectRefusesALinkTooSlowToModel) {
   EXPECT_EQ(connection.status().code(), absl::StatusCode::kInvalidArgument) << connection.status();
 }
 
+// A polling thread takes the input (channel.h): a queue pair whose application
+// polled with a request outstanding reads its socket from the polling
+// thread alone. When the application stops polling, the NIC thread takes
+// the input back: the peer's WRITE lands with nobody polling.
+TEST_F(SoftPeerTest, APeerIsServedAfterThePollerStopsWithARequestOutstanding) {
+  std::unique_ptr<QueuePair> server_qp;
+  Fd fd = RawPeer(&server_qp);
+  ASSERT_NE(server_qp, nullptr);
+  // A READ of the raw peer's memory, which it never answers.
+  auto local = *MakeBuffer(server_.get(), 64, kLocalWrite);
+  WorkRequest read;
+  read.wr_id = 1;
+  read.opcode = Opcode::kRead;
+  read.local = local->mr.get();
+  read.local_addr = local->data();
+  read.length = 8;
+  read.remote_addr = 4096;
+  read.rkey = 1;
+  ASSERT_TRUE(server_qp->PostSend({&read, 1}).ok());
+  Completion c;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(server_qp->Poll(absl::MakeSpan(&c, 1)), 0);
+
+  FrameHeader write = Header(FrameType::kWrite, 0, 8);
+  write.remote_addr = region_->addr();
+  write.rkey = region_->rkey();
+  RawSend(fd, Frame(write, "unpolled"));
+  ASSERT_NE(WhenLanded(*region_, 0), 0) << "nobody read the input after the poller left";
+  EXPECT_EQ(std::memcmp(region_->data(), "unpolled", 8), 0);
+  // The application comes back: its READ is still outstanding, the queue
+  // pair still works.
+  EXPECT_EQ(server_qp->Poll(absl::MakeSpan(&c, 1)), 0);
+  EXPECT_EQ(server_qp->state(), QpState::kReady) << server_qp->error();
+}
+
 }  // namespace
 }  // namespace dreplay::verbs
