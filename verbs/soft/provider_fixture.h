@@ -30,10 +30,10 @@ inline void FillPattern(uint8_t* p, size_t n, uint32_t seed) {
 class SoftProviderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto client = CreateSoftProvider(ProviderOptions{});
+    auto client = CreateSoftProvider(TestProviderOptions());
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
-    auto server = CreateSoftProvider(ProviderOptions{});
+    auto server = CreateSoftProvider(TestProviderOptions());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }

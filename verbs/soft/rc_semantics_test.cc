@@ -119,9 +119,9 @@ TEST_F(SoftRcSemanticsTest, FencedReadAfterAnAtomicSeesItsResult) {
 // The inline contract of verbs.h: a WRITE of at most max_inline_data bytes
 // is copied at PostSend, even when it cannot be sent yet.
 TEST(SoftInlineContractTest, AnInlineWriteCarriesTheBytesItHadAtPostTime) {
-  auto client = CreateSoftProvider(ProviderOptions{});
+  auto client = CreateSoftProvider(testing::TestProviderOptions());
   ASSERT_TRUE(client.ok()) << client.status();
-  auto server = CreateSoftProvider(ProviderOptions{});
+  auto server = CreateSoftProvider(testing::TestProviderOptions());
   ASSERT_TRUE(server.ok()) << server.status();
   // One READ credit and a long link: a second READ waits for the first
   // one's response, and the WRITE posted behind it waits too.

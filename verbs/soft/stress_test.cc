@@ -105,8 +105,8 @@ struct Worker {
 };
 
 TEST(SoftStressTest, ConcurrentTrafficChurnAndRegistrationStayConsistent) {
-  auto client = *CreateSoftProvider(ProviderOptions{});
-  auto server = *CreateSoftProvider(ProviderOptions{});
+  auto client = *CreateSoftProvider(testing::TestProviderOptions());
+  auto server = *CreateSoftProvider(testing::TestProviderOptions());
   // Client-side workers add to the server's counter and the other way round.
   auto server_counter = *MakeBuffer(server.get(), 64, kAllRemote);
   auto client_counter = *MakeBuffer(client.get(), 64, kAllRemote);

@@ -2,13 +2,27 @@
 
 #include "verbs/soft/test_util.h"
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace dreplay::verbs::testing {
+
+ProviderOptions TestProviderOptions() {
+  ProviderOptions options;
+  const char* transport = std::getenv("DREPLAY_TEST_SOFT_TRANSPORT");
+  if (transport != nullptr) {
+    auto parsed = ParseSoftTransport(transport);
+    CHECK(parsed.ok()) << "DREPLAY_TEST_SOFT_TRANSPORT: " << parsed.status();
+    options.soft_transport = *parsed;
+  }
+  return options;
+}
 
 absl::StatusOr<QpPair> ConnectPair(Provider* client, Provider* server,
                                    const QueuePairOptions& client_options,

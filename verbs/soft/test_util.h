@@ -28,6 +28,12 @@ struct QpPair {
   std::string payload;                // what the server received
 };
 
+// The soft provider's options for a test: the defaults, except that with
+// DREPLAY_TEST_SOFT_TRANSPORT=tcp in the environment (the *_tcp_test
+// targets) every queue pair takes the TCP path, as between hosts, rather
+// than sharing memory with its in-process peer.
+ProviderOptions TestProviderOptions();
+
 // Connects `client` to `server` over 127.0.0.1 (port chosen by the OS).
 absl::StatusOr<QpPair> ConnectPair(Provider* client, Provider* server,
                                    const QueuePairOptions& client_options = {},
