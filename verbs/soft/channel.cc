@@ -112,9 +112,18 @@ int Channel::Poll(absl::Span<Completion> out) {
     // waits for memory to change) would spend a receive call per poll.
     if (!detached_ && nic_ != nullptr) {
       const int64_t now = MonotonicNowNs();
-      if (!requester_.idle() && !reader_.closed() && !reader_.paused()) {
-        polled_at_ns_.store(now, std::memory_order_release);
-        ReadInput();
+      if (!reader_.closed() && !reader_.paused()) {
+        if (!requester_.idle()) {
+          // kSpinningPolls reads in a row, each this close to the last:
+          // the application spins on its completions (not a thread that
+          // polls now and then between other work, whose input the NIC
+          // thread had better keep).
+          const int64_t previous = polled_at_ns_.exchange(now, std::memory_order_acq_rel);
+          spinning_polls_ = now - previous < kSpinningPollGapNs ? spinning_polls_ + 1 : 0;
+          ReadInput();
+        } else if (input_parked_.load(std::memory_order_relaxed)) {
+          ReadInput();  // the input is still this thread's (PollerReads)
+        }
       }
       Flush(now);
       ResumeInput();
@@ -377,7 +386,10 @@ bool Channel::PollerReads() const {
   // them at no cost of a wake-up; left to a poller alone, input waited
   // whenever the poller was off the processor (1 KiB READs over 10 km:
   // 0.6x).
-  if (emulated_link_ || requester_.idle()) return false;
+  // Not given back when the requests complete: an application that posts
+  // again at once would take it back, at two epoll_ctl() calls and a
+  // wake-up of the NIC thread each time.
+  if (emulated_link_ || spinning_polls_ < kSpinningPolls) return false;
   const int64_t polled_at = polled_at_ns_.load(std::memory_order_relaxed);
   return polled_at != 0 && MonotonicNowNs() < polled_at + kPollerGraceNs;
 }

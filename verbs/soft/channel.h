@@ -20,12 +20,15 @@
 //    completion while requests of its own are outstanding on TCP reads and
 //    executes the socket's input itself when the lock is free (progress by
 //    the polling thread, as UCX and libfabric do with manual progress), so
-//    a busy poller needs no wake-up of the NIC thread. While it does so
-//    (it read within kPollerGraceNs and requests are still outstanding),
-//    and no link is emulated, the input is the poller's alone: the NIC
-//    thread stops watching the socket for input, so the two do not hand
-//    the lock to each other for every arrival, and looks again when the
-//    poller has been away for kPollerGraceNs (the channel's timer);
+//    a busy poller needs no wake-up of the NIC thread. Once it spins on
+//    its completions (kSpinningPolls such reads in a row, each within
+//    kSpinningPollGapNs of the last), and no link is emulated, the input
+//    is the poller's alone: the NIC thread stops watching the socket for
+//    input, so the two do not hand the lock to each other for every
+//    arrival, and looks again when the poller has not read for
+//    kPollerGraceNs (the channel's timer). A thread that polls now and
+//    then between other work (a server's housekeeping) leaves the input
+//    to the NIC thread;
 //  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
@@ -80,8 +83,12 @@ class Nic;
 // A poller that read the input this recently keeps it from the NIC thread
 // (above); one that has been away longer gives it back. The longest extra
 // delay of the peer's requests and acknowledgements when an application
-// stops polling with requests outstanding.
+// stops polling.
 inline constexpr int64_t kPollerGraceNs = 200000;
+// A poller takes the input after this many reads in a row, each this soon
+// after the one before: it spins on its completions.
+inline constexpr int kSpinningPolls = 4;
+inline constexpr int64_t kSpinningPollGapNs = 100000;
 
 // Settings of one connection, fixed at setup.
 struct ChannelConfig {
@@ -235,6 +242,9 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   // has left the input to it (EPOLLIN off; written under mu_).
   std::atomic<int64_t> polled_at_ns_{0};
   std::atomic<bool> input_parked_{false};
+  // Reads by a polling thread in a row, each within kSpinningPollGapNs of
+  // the one before.
+  int spinning_polls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dreplay::verbs::soft
