@@ -106,10 +106,11 @@ int Channel::Poll(absl::Span<Completion> out) {
     // Progress by the polling thread: read and execute what has arrived,
     // and send the held frames that are due, rather than wait for the NIC
     // thread to be woken for them. Never waits: a busy channel is left to
-    // the NIC thread. Only while this side's own requests wait for answers:
-    // the peer's requests are the NIC thread's to serve, and a poller
-    // waiting for nothing on TCP (its work is on the same-host path, or it
-    // waits for memory to change) would spend a receive call per poll.
+    // the NIC thread. Only while this side's own requests wait for answers,
+    // or while the input is this thread's (PollerReads): otherwise the
+    // peer's requests are the NIC thread's to serve, and a poller waiting
+    // for nothing on TCP (its work is on the same-host path, or it waits
+    // for memory to change) would spend a receive call per poll.
     if (!detached_ && nic_ != nullptr) {
       const int64_t now = MonotonicNowNs();
       if (!reader_.closed() && !reader_.paused()) {
