@@ -53,3 +53,20 @@ def dreplay_cc_test(name, copts = [], deps = [], strict_fp = False, size = "smal
         deps = deps + ["@system//:gtest_main"],
         **kwargs
     )
+
+def dreplay_soft_transports_test(name, **kwargs):
+    """A dreplay_cc_test `NAME_test`, and its twin `NAME_tcp_test`.
+
+    The twin runs with DREPLAY_TEST_SOFT_TRANSPORT=tcp
+    (verbs/soft/test_util.h): in one process the soft provider shares
+    memory with its peer, and the twin keeps every queue pair on the TCP
+    path, as between hosts.
+    """
+    if not name.endswith("_test"):
+        fail("dreplay_soft_transports_test: %s does not end in _test" % name)
+    dreplay_cc_test(name = name, **kwargs)
+    dreplay_cc_test(
+        name = name[:-len("_test")] + "_tcp_test",
+        env = {"DREPLAY_TEST_SOFT_TRANSPORT": "tcp"},
+        **kwargs
+    )
