@@ -102,7 +102,11 @@ int Channel::Poll(absl::Span<Completion> out) {
   const bool shared_pending = shared_ != nullptr && shared_->pending() > 0;
   // Completions held for the link model need no input; TCP completions
   // that go before them are already queued.
-  if (completions_.ready() == 0 && !shared_pending && mu_.TryLock()) {
+  const bool found = completions_.ready() > 0;
+  // A poll that finds TCP completions shows a spinning poller as much as
+  // one that reads: a busy application's polls mostly find some.
+  if (found && !shared_pending && !emulated_link_) NotePoll(MonotonicNowNs());
+  if (!found && !shared_pending && mu_.TryLock()) {
     // Progress by the polling thread: read and execute what has arrived,
     // and send the held frames that are due, rather than wait for the NIC
     // thread to be woken for them. Never waits: a busy channel is left to
@@ -115,12 +119,7 @@ int Channel::Poll(absl::Span<Completion> out) {
       const int64_t now = MonotonicNowNs();
       if (!reader_.closed() && !reader_.paused()) {
         if (!requester_.idle()) {
-          // kSpinningPolls reads in a row, each this close to the last:
-          // the application spins on its completions (not a thread that
-          // polls now and then between other work, whose input the NIC
-          // thread had better keep).
-          const int64_t previous = polled_at_ns_.exchange(now, std::memory_order_acq_rel);
-          spinning_polls_ = now - previous < kSpinningPollGapNs ? spinning_polls_ + 1 : 0;
+          NotePoll(now);
           ReadInput();
         } else if (input_parked_.load(std::memory_order_relaxed)) {
           ReadInput();  // the input is still this thread's (PollerReads)
@@ -390,9 +389,23 @@ bool Channel::PollerReads() const {
   // Not given back when the requests complete: an application that posts
   // again at once would take it back, at two epoll_ctl() calls and a
   // wake-up of the NIC thread each time.
-  if (emulated_link_ || spinning_polls_ < kSpinningPolls) return false;
+  if (emulated_link_) return false;
   const int64_t polled_at = polled_at_ns_.load(std::memory_order_relaxed);
-  return polled_at != 0 && MonotonicNowNs() < polled_at + kPollerGraceNs;
+  const int64_t since = spinning_since_ns_.load(std::memory_order_relaxed);
+  return polled_at != 0 && polled_at - since >= kSpinningNs &&
+         MonotonicNowNs() < polled_at + kPollerGraceNs;
+}
+
+void Channel::NotePoll(int64_t now) {
+  // The application spins on its completions when it polls with no gap of
+  // kSpinningPollGapNs for kSpinningNs; not a thread that polls now and
+  // then between other work, nor one that waits a moment for a batch
+  // before it goes back to making the next (a writer), whose input the
+  // NIC thread had better keep.
+  const int64_t previous = polled_at_ns_.exchange(now, std::memory_order_acq_rel);
+  if (now - previous >= kSpinningPollGapNs) {
+    spinning_since_ns_.store(now, std::memory_order_relaxed);
+  }
 }
 
 void Channel::SyncInterest() {

@@ -21,14 +21,14 @@
 //    executes the socket's input itself when the lock is free (progress by
 //    the polling thread, as UCX and libfabric do with manual progress), so
 //    a busy poller needs no wake-up of the NIC thread. Once it spins on
-//    its completions (kSpinningPolls such reads in a row, each within
-//    kSpinningPollGapNs of the last), and no link is emulated, the input
-//    is the poller's alone: the NIC thread stops watching the socket for
-//    input, so the two do not hand the lock to each other for every
-//    arrival, and looks again when the poller has not read for
-//    kPollerGraceNs (the channel's timer). A thread that polls now and
-//    then between other work (a server's housekeeping) leaves the input
-//    to the NIC thread;
+//    its completions (polls, finding completions or reading, for
+//    kSpinningNs with no gap of kSpinningPollGapNs), and no link is
+//    emulated, the input is the poller's alone: the NIC thread stops
+//    watching the socket for input, so the two do not hand the lock to
+//    each other for every arrival, and looks again when the poller has not
+//    polled for kPollerGraceNs (the channel's timer). A thread that polls
+//    now and then between other work (a server's housekeeping, a writer
+//    waiting a moment for its batch) leaves the input to the NIC thread;
 //  * the provider's NIC thread (nic.h): OnEvents() when the socket is
 //    readable or writable, OnTimer() when a held frame is due.
 // One mutex guards the connection's state; the NIC thread holds it while it
@@ -85,9 +85,9 @@ class Nic;
 // delay of the peer's requests and acknowledgements when an application
 // stops polling.
 inline constexpr int64_t kPollerGraceNs = 200000;
-// A poller takes the input after this many reads in a row, each this soon
-// after the one before: it spins on its completions.
-inline constexpr int kSpinningPolls = 4;
+// A poller takes the input once it has polled for kSpinningNs, each poll
+// within kSpinningPollGapNs of the one before: it spins on its completions.
+inline constexpr int64_t kSpinningNs = 1000000;
 inline constexpr int64_t kSpinningPollGapNs = 100000;
 
 // Settings of one connection, fixed at setup.
@@ -197,6 +197,8 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   void SyncInterest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True while a polling thread reads the input (channel.h, above).
   bool PollerReads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a poll by the application at `now` (PollerReads).
+  void NotePoll(int64_t now);
   // Stops serving the socket through the NIC.
   void Unregister() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -238,13 +240,13 @@ class Channel final : private ChannelControl, private FrameReader::Handler {
   std::atomic<int64_t> next_wake_ns_{0};
   // The error state, readable without a lock.
   std::atomic<bool> failed_{false};
-  // When a polling thread last read the input, and whether the NIC thread
-  // has left the input to it (EPOLLIN off; written under mu_).
+  // When the application last polled (NotePoll), and whether the NIC
+  // thread has left the input to it (EPOLLIN off; written under mu_).
   std::atomic<int64_t> polled_at_ns_{0};
   std::atomic<bool> input_parked_{false};
-  // Reads by a polling thread in a row, each within kSpinningPollGapNs of
-  // the one before.
-  int spinning_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the polling thread's latest run of polls with no gap of
+  // kSpinningPollGapNs began.
+  std::atomic<int64_t> spinning_since_ns_{0};
 };
 
 }  // namespace dreplay::verbs::soft
