@@ -390,7 +390,7 @@ bool Channel::PollerReads() const {
   // again at once would take it back, at two epoll_ctl() calls and a
   // wake-up of the NIC thread each time.
   if (emulated_link_) return false;
-  const int64_t polled_at = polled_at_ns_.load(std::memory_order_relaxed);
+  const int64_t polled_at = polled_at_ns_.load(std::memory_order_acquire);
   const int64_t since = spinning_since_ns_.load(std::memory_order_relaxed);
   return polled_at != 0 && polled_at - since >= kSpinningNs &&
          MonotonicNowNs() < polled_at + kPollerGraceNs;
@@ -401,11 +401,13 @@ void Channel::NotePoll(int64_t now) {
   // kSpinningPollGapNs for kSpinningNs; not a thread that polls now and
   // then between other work, nor one that waits a moment for a batch
   // before it goes back to making the next (a writer), whose input the
-  // NIC thread had better keep.
-  const int64_t previous = polled_at_ns_.exchange(now, std::memory_order_acq_rel);
-  if (now - previous >= kSpinningPollGapNs) {
+  // NIC thread had better keep. Only the application's thread writes
+  // both words; spinning_since_ns_ goes first, so that a reader that sees
+  // this poll's time (acquire) sees the run it belongs to.
+  if (now - polled_at_ns_.load(std::memory_order_relaxed) >= kSpinningPollGapNs) {
     spinning_since_ns_.store(now, std::memory_order_relaxed);
   }
+  polled_at_ns_.store(now, std::memory_order_release);
 }
 
 void Channel::SyncInterest() {
