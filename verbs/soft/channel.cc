@@ -392,8 +392,8 @@ bool Channel::PollerReads() const {
   if (emulated_link_) return false;
   const int64_t polled_at = polled_at_ns_.load(std::memory_order_acquire);
   const int64_t since = spinning_since_ns_.load(std::memory_order_relaxed);
-  return polled_at != 0 && polled_at - since >= kSpinningNs &&
-         MonotonicNowNs() < polled_at + kPollerGraceNs;
+  // (Never before a first poll: both words are 0 then.)
+  return polled_at - since >= kSpinningNs && MonotonicNowNs() < polled_at + kPollerGraceNs;
 }
 
 void Channel::NotePoll(int64_t now) {
