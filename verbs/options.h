@@ -32,7 +32,9 @@ const char* SoftTransportName(SoftTransport transport);
 // path (verbs/soft/wire.h, "Receiver-released frames"). kAuto: the sender
 // holds it, less the host's own latency, and where both ends read one clock
 // (one host, whatever the network namespaces) the receiver also holds one
-// that comes early, so that none is ever early. kReceiver: where both ends
+// that comes early, so that none is ever early; there a small response (an
+// ACK, a short READ's data) goes at once and the requester alone holds it,
+// released by the thread that polls for it. kReceiver: where both ends
 // read one clock, the sender writes small frames at once and the receiver
 // alone holds them (no sender waits for them); else as kAuto. kSender: the
 // sender alone holds them, as between hosts (a peer that asks for this

@@ -31,7 +31,8 @@ inline constexpr char kSoftTransportHelp[] =
 inline constexpr char kSoftLinkReleaseHelp[] =
     "soft provider, emulated links: who waits for each frame's modelled arrival. auto (the "
     "sender, and on one host the receiver too, for a frame that comes early: none is ever "
-    "early), receiver (on one host the sender writes small frames at once and the receiver "
+    "early; on one host small responses go at once and their receiver holds them), receiver (on "
+    "one host the sender writes small frames at once and the receiver "
     "holds them; slower on the benchmarks so far) or sender (the sender alone, as between "
     "hosts)";
 

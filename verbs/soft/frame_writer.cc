@@ -25,7 +25,8 @@ constexpr size_t kMaxBytesPerSend = 8 << 20;
 // stay exact.
 constexpr int64_t kMaxEarlyNs = 50000;
 // Where the receiver releases frames, frames this large still wait at the
-// sender until about their release time (QueueFrame).
+// sender until about their release time (QueueFrame); with
+// LinkRelease::kStamped only responses smaller than this go at once.
 constexpr uint32_t kSenderHeldBytes = 4096;
 
 }  // namespace
@@ -62,7 +63,16 @@ FrameWriter::OutFrame& FrameWriter::QueueFrame(const FrameHeader& header, const 
       h->release_ns = due + link_->host_path_ns();
       h->release_slack_us = static_cast<uint16_t>(std::min<int64_t>(f.slack_ns / 1000, UINT16_MAX));
     }
-    if (link_->release() == LinkRelease::kReceiver) {
+    // kReceiver: every frame; kStamped: a small response (an ACK, a short
+    // READ's data), which the requester holds until its stamp and its
+    // polling thread releases (Channel::Poll), so that no thread of the
+    // responder's spins for it. Requests stay with their sender and are
+    // executed at their arrival.
+    const bool receiver_holds = link_->release() == LinkRelease::kReceiver ||
+                                (link_->release() == LinkRelease::kStamped &&
+                                 IsResponse(static_cast<FrameType>(header.type)) &&
+                                 f.head_len + f.ref_len < kSenderHeldBytes);
+    if (receiver_holds) {
       last_release_ns_ = slot.arrival_ns;
       // A small frame goes at once (or when a stall ends); a large one about
       // when it is due, less the host's own path, so that the peer's socket

@@ -22,7 +22,8 @@
 // the host's own path (link.h); where both ends read one clock it is also
 // stamped with that time, and the peer's reader holds it if it comes early.
 // With LinkRelease::kReceiver a small frame goes out at once and the peer's
-// reader alone holds it (wire.h, "Receiver-released frames").
+// reader alone holds it (wire.h, "Receiver-released frames"); with
+// LinkRelease::kStamped, a small response.
 //
 // Not thread-safe: owned by a Channel (channel.h) and used under its lock.
 

@@ -65,9 +65,11 @@ enum class LinkRelease {
   // The sender holds it, less kHostPathNs; no stamp (ends on different
   // clocks).
   kSender,
-  // The sender holds it as kSender does and stamps its exact arrival; the
-  // receiver holds it if it comes sooner (a host path under kHostPathNs), so
-  // that no frame is ever early.
+  // The sender holds a request as kSender does and stamps its exact
+  // arrival; the receiver holds it if it comes sooner (a host path under
+  // kHostPathNs), so that no frame is ever early. A small response (under
+  // 4 KiB: an ACK, a short READ's data) goes at once, stamped, and the
+  // requester holds it, where the thread that polls for it releases it.
   kStamped,
   // The sender writes a small frame at once and a large one about when it
   // is due; the receiver holds each until its stamp.

@@ -47,10 +47,10 @@
 // sender stamps each frame with the time from which it may be released
 // (FrameHeader::release_ns), and the receiver leaves a frame that comes
 // sooner, and everything behind it, unparsed until then. The sender still
-// holds each frame until that time less the host's own path (link.h), so a
-// frame is never early however fast the host; with
-// ProviderOptions::soft_link_release = kReceiver it writes small frames at
-// once and the receiver alone holds them. Between hosts (different clock
+// holds each request until that time less the host's own path (link.h), so
+// a request is never early however fast the host; it writes small responses
+// at once, and with ProviderOptions::soft_link_release = kReceiver every
+// small frame, and the receiver alone holds them. Between hosts (different clock
 // ids, or a provider with kSender: clock id 0) release_ns is 0 and only the
 // sender holds frames.
 //
