@@ -361,8 +361,14 @@ void Channel::UpdateNextDue() {
   int64_t wake = 0;
   int64_t slack = 0;
   if (writer_.NextSend(&due, &slack)) {
-    // Spin for a frame that must leave on time, not for one with slack.
-    wake = slack >= kTimerLeadNs ? due : due - kTimerLeadNs;
+    // Spin for a frame that must leave on time, not for one with slack,
+    // nor for one that the application's polling thread, spinning on its
+    // requests' completions, sends on time (Poll); the timer is for when
+    // it does not.
+    const bool poller_sends =
+        emulated_link_ && !requester_.idle() &&
+        MonotonicNowNs() - polled_at_ns_.load(std::memory_order_acquire) < kSpinningPollGapNs;
+    wake = slack >= kTimerLeadNs || poller_sends ? due : due - kTimerLeadNs;
   }
   // Input held until its release time: spin for it unless it may be late
   // (queued behind others on the link) or it answers this side's requests,

@@ -170,6 +170,26 @@ TEST_P(SoftLinkModelTest, ReadRoundTripIsTwiceTheOneWayDelay) {
   }
 }
 
+// A thread that spins on its completions sends its held requests on time
+// itself, and the NIC thread does not spin for them; when the thread stops
+// polling, the NIC thread still sends them on time: a READ posted just
+// before a pause of many round trips has completed when polling resumes.
+TEST_P(SoftLinkModelTest, RequestsLeaveOnTimeWhenTheApplicationStopsPolling) {
+  LinkModel link;
+  link.one_way_delay = absl::Milliseconds(2);
+  Start(link, 4096);
+  QueuePair* qp = pair_.client.get();
+  for (int i = 0; i < 3; ++i) ReadRoundTrip(qp);  // a spinning poller
+  WorkRequest wr = Read(9, local_.get(), 0, 8, *remote_, 0);
+  ASSERT_TRUE(qp->PostSend({&wr, 1}).ok());
+  absl::SleepFor(absl::Milliseconds(40));  // 10 round trips, no polls
+  const absl::Time resumed = absl::Now();
+  EXPECT_EQ(PollCompletions(qp, 1).size(), 1u);
+  // Sent only when polling resumed, its answer would take at least the
+  // link's one-way delay more.
+  EXPECT_LT(absl::Now() - resumed, absl::Milliseconds(1));
+}
+
 TEST_P(SoftLinkModelTest, WriteStreamRunsAtTheEmulatedBandwidth) {
   LinkModel link;
   link.bandwidth_gbps = 1;
