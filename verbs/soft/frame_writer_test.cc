@@ -69,6 +69,18 @@ class FrameWriterTest : public ::testing::Test {
     return true;
   }
 
+  // Flushes what is due at `after` and checks that the next frame on the
+  // socket is of `type`, stamped with its arrival on an idle link: queued
+  // between `before` and `after`, plus the delay.
+  void ExpectSentStamped(FrameWriter* writer, FrameType type, int64_t before, int64_t after) {
+    ASSERT_EQ(writer->Flush(after, &why_), FrameWriter::Stop::kNone);
+    FrameHeader h;
+    ASSERT_TRUE(ReadFrame(&h));
+    EXPECT_EQ(h.type, static_cast<uint8_t>(type));
+    EXPECT_GE(h.release_ns, before + kDelayNs);
+    EXPECT_LE(h.release_ns, after + kDelayNs);
+  }
+
   int out_ = -1;
   int in_ = -1;
   std::string why_;
@@ -86,12 +98,7 @@ TEST_F(FrameWriterTest, StampedSendsASmallResponseAtOnceWithItsArrival) {
   int64_t slack_ns = 0;
   ASSERT_TRUE(writer->NextSend(&send_ns, &slack_ns));
   EXPECT_LE(send_ns, after);
-  ASSERT_EQ(writer->Flush(after, &why_), FrameWriter::Stop::kNone);
-  FrameHeader h;
-  ASSERT_TRUE(ReadFrame(&h));
-  EXPECT_EQ(h.type, static_cast<uint8_t>(FrameType::kReadResponse));
-  EXPECT_GE(h.release_ns, before + kDelayNs);
-  EXPECT_LE(h.release_ns, after + kDelayNs);
+  ExpectSentStamped(writer.get(), FrameType::kReadResponse, before, after);
   EXPECT_EQ(writer->responses_queued(), 0);
 }
 
@@ -141,13 +148,7 @@ TEST_F(FrameWriterTest, ReceiverSendsSmallRequestsAtOnce) {
   auto writer = Writer(LinkRelease::kReceiver);
   const int64_t before = MonotonicNowNs();
   writer->QueueRequest(Header(FrameType::kRead, 0), nullptr, 0, before);
-  const int64_t after = MonotonicNowNs();
-  ASSERT_EQ(writer->Flush(after, &why_), FrameWriter::Stop::kNone);
-  FrameHeader h;
-  ASSERT_TRUE(ReadFrame(&h));
-  EXPECT_EQ(h.type, static_cast<uint8_t>(FrameType::kRead));
-  EXPECT_GE(h.release_ns, before + kDelayNs);
-  EXPECT_LE(h.release_ns, after + kDelayNs);
+  ExpectSentStamped(writer.get(), FrameType::kRead, before, MonotonicNowNs());
 }
 
 }  // namespace
