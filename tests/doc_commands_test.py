@@ -157,6 +157,10 @@ RULES = [
      Skip("//tests:netns_cluster_test runs it (training, both benches, teardown)")),
     ("docs/benchmarks.md", r"tools/launch/netns_cluster\.sh --bench_only( --bench_flag \S+)+$",
      Skip("//tests:netns_cluster_test runs the bench across namespaces")),
+    ("docs/benchmarks.md",
+     r"sudo tools/launch/netns_cluster\.sh --bench_only --bench_tool (verbs|replay)_bench"
+     r"( --bench_flag=\S+)+$",
+     Skip("root and namespaces; //tests:netns_cluster_test runs both benches across them")),
     ("docs/benchmarks.md", r"sudo tools/bench/tcp_path_table\.py ",
      Skip("root, namespaces and minutes; //tools/bench:tcp_path_table_test runs it over "
           "loopback for seconds")),

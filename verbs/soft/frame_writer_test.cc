@@ -103,7 +103,7 @@ TEST_F(FrameWriterTest, StampedSendsASmallResponseAtOnceWithItsArrival) {
 }
 
 // Requests stay with their sender (executed at their arrival), and so do
-// large responses (the peer's socket buffers would fill); both stamped.
+// large responses (the peer's socket buffers would fill).
 TEST_F(FrameWriterTest, StampedHoldsRequestsAndLargeResponsesAtTheSender) {
   auto writer = Writer(LinkRelease::kStamped);
   const int64_t before = MonotonicNowNs();
